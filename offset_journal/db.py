@@ -1,0 +1,96 @@
+"""Database URLs, engines and schema upgrades.
+
+URLs come from an argument first, then OFFSET_JOURNAL_DATABASE_URL. Plain
+``postgresql://`` URLs are given the psycopg 3 driver. Anything that prints a URL
+prints :func:`redact` of it, so passwords never reach logs or error messages.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+from pathlib import Path
+
+import sqlalchemy as sa
+
+ENV_URL = "OFFSET_JOURNAL_DATABASE_URL"
+
+
+class ConfigError(ValueError):
+    """Configuration is missing or wrong (no URL, a malformed URL)."""
+
+
+def resolve_url(url: str | None = None) -> str:
+    """The database URL to use: the argument, else OFFSET_JOURNAL_DATABASE_URL."""
+    url = url or os.environ.get(ENV_URL)
+    if not url:
+        raise ConfigError(f"no database URL: pass one or set {ENV_URL}")
+    if url.startswith("postgres://"):
+        url = "postgresql://" + url[len("postgres://"):]
+    if url.startswith("postgresql://"):
+        url = "postgresql+psycopg://" + url[len("postgresql://"):]
+    try:
+        sa.engine.make_url(url)
+    except sa.exc.ArgumentError:
+        raise ConfigError(f"malformed database URL: {redact(url)}") from None
+    return url
+
+
+_PASSWORD_IN_URL = re.compile(r"(://[^:/@\s]*:)([^@\s]*)(@)")
+_PASSWORD_IN_QUERY = re.compile(r"(?i)([?&;\s](?:password|passwd|pwd)=)([^&;\s]*)")
+
+
+def redact(text: object) -> str:
+    """Replace passwords in any text holding database URLs (or connection strings) by ***."""
+    out = _PASSWORD_IN_URL.sub(r"\1***\3", str(text))
+    return _PASSWORD_IN_QUERY.sub(r"\1***", out)
+
+
+def make_engine(url: str | None = None, *, connect_timeout: int = 5, **kwargs: object) -> sa.Engine:
+    """An engine with a bounded connect time, so an absent database fails fast."""
+    resolved = resolve_url(url)
+    connect_args: dict[str, object] = {}
+    if resolved.startswith("postgresql"):
+        connect_args["connect_timeout"] = connect_timeout
+        connect_args["application_name"] = "offset-journal"
+    kwargs.setdefault("pool_pre_ping", True)
+    return sa.create_engine(resolved, connect_args=connect_args, **kwargs)  # type: ignore[arg-type]
+
+
+def migrations_dir() -> Path:
+    """The Alembic scripts: packaged in a wheel, or the repository's migrations/."""
+    here = Path(__file__).resolve().parent
+    for candidate in (here / "_migrations", here.parent / "migrations"):
+        if (candidate / "env.py").is_file():
+            return candidate
+    raise ConfigError("the journal's migrations are not installed")
+
+
+def alembic_config(url: str | None = None):  # type: ignore[no-untyped-def]
+    from alembic.config import Config
+
+    cfg = Config()
+    cfg.set_main_option("script_location", str(migrations_dir()))
+    # ConfigParser interpolation would choke on '%' in passwords.
+    cfg.set_main_option("sqlalchemy.url", resolve_url(url).replace("%", "%%"))
+    return cfg
+
+
+def upgrade(url: str | None = None, revision: str = "head") -> None:
+    """Bring the journal schema to ``revision`` (Alembic's upgrade)."""
+    from alembic import command
+
+    command.upgrade(alembic_config(url), revision)
+
+
+def current_revision(url: str | None = None) -> str | None:
+    """The schema revision the database is at, None for an empty database."""
+    from alembic.runtime.migration import MigrationContext
+
+    engine = make_engine(url, poolclass=sa.pool.NullPool)
+    try:
+        with engine.connect() as conn:
+            ctx = MigrationContext.configure(conn, opts={"version_table_schema": "offset_journal"})
+            return ctx.get_current_revision()
+    finally:
+        engine.dispose()

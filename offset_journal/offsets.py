@@ -1,0 +1,139 @@
+"""Pure parsing and formatting of streaming source offsets.
+
+Spark reports a source's offsets as JSON whose shape belongs to the source. Kafka's
+is ``{"topic": {"0": 42, "1": 7}}`` (partition numbers as strings, next offset to
+read as the value); Delta's, file's and rate's are something else. Everything here is
+plain data in, plain data out: no Spark, no database.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass
+from typing import Any
+
+# Kafka's special offsets in startingOffsets JSON.
+EARLIEST = -2
+LATEST = -1
+
+KafkaOffsets = dict[str, dict[int, int]]
+"""topic -> partition -> offset."""
+
+
+class OffsetFormatError(ValueError):
+    """An offset payload is not what its source says it is."""
+
+
+@dataclass(frozen=True, order=True)
+class PartitionOffset:
+    """One Kafka topic-partition's offsets within a batch.
+
+    ``start`` is inclusive and ``end`` exclusive, as Spark reports them: the batch read
+    records ``start <= offset < end``. ``start`` is None for a partition that first
+    appeared in this batch.
+    """
+
+    topic: str
+    partition: int
+    start: int | None
+    end: int | None
+
+
+def parse_offset_json(value: Any) -> Any:
+    """Return an offset as plain JSON data.
+
+    Progress events carry offsets already parsed (inside ``progress.json``), checkpoint
+    files carry them as text; both come out the same.
+    """
+    if value is None or isinstance(value, (dict, list, int, float, bool)):
+        return value
+    if isinstance(value, (bytes, bytearray)):
+        value = value.decode("utf-8", errors="replace")
+    if isinstance(value, str):
+        text = value.strip()
+        if not text:
+            return None
+        try:
+            return json.loads(text)
+        except json.JSONDecodeError as exc:
+            raise OffsetFormatError(f"offset is not JSON: {text[:80]!r}") from exc
+    raise OffsetFormatError(f"offset of unexpected type {type(value).__name__}")
+
+
+def is_kafka_description(description: str | None) -> bool:
+    """Spark's Kafka source describes itself as ``KafkaV2[...]`` (or ``KafkaSource[...]``)."""
+    return bool(description) and str(description).lstrip().startswith("Kafka")
+
+
+def _is_partition_key(key: Any) -> bool:
+    return isinstance(key, str) and key.isdigit() and len(key) < 11
+
+
+def _is_offset_value(value: Any) -> bool:
+    return isinstance(value, int) and not isinstance(value, bool)
+
+
+def looks_like_kafka(obj: Any) -> bool:
+    """True when ``obj`` has Kafka's offset shape: topic -> {"partition": int}."""
+    if not isinstance(obj, Mapping) or not obj:
+        return False
+    for topic, parts in obj.items():
+        if not isinstance(topic, str) or not isinstance(parts, Mapping):
+            return False
+        for key, offset in parts.items():
+            if not _is_partition_key(key) or not _is_offset_value(offset):
+                return False
+    return True
+
+
+def kafka_offsets(value: Any) -> KafkaOffsets:
+    """Parse Kafka offsets JSON (text or parsed) into topic -> partition -> offset.
+
+    Raises OffsetFormatError when the payload does not have Kafka's shape.
+    """
+    obj = parse_offset_json(value)
+    if obj is None:
+        return {}
+    if not looks_like_kafka(obj):
+        raise OffsetFormatError("offsets do not have Kafka's shape {topic: {partition: offset}}")
+    return {
+        topic: {int(part): int(off) for part, off in parts.items()} for topic, parts in obj.items()
+    }
+
+
+def format_kafka_offsets(offsets: Mapping[str, Mapping[int, int]]) -> str:
+    """Format offsets as the JSON Spark's ``startingOffsets`` takes, in a stable order."""
+    ordered = {
+        topic: {str(p): int(offsets[topic][p]) for p in sorted(offsets[topic])}
+        for topic in sorted(offsets)
+    }
+    return json.dumps(ordered, separators=(",", ":"))
+
+
+def partition_offsets(start: Any, end: Any) -> list[PartitionOffset]:
+    """Pair a Kafka batch's start and end offsets per topic-partition.
+
+    A partition in ``end`` but not in ``start`` appeared during the batch (start None).
+    A partition only in ``start`` is kept with end None: Spark stopped reporting it
+    (its topic was deleted or unsubscribed).
+    """
+    s = kafka_offsets(start)
+    e = kafka_offsets(end)
+    rows: list[PartitionOffset] = []
+    for topic in sorted(set(s) | set(e)):
+        sp, ep = s.get(topic, {}), e.get(topic, {})
+        for part in sorted(set(sp) | set(ep)):
+            rows.append(PartitionOffset(topic, part, sp.get(part), ep.get(part)))
+    return rows
+
+
+def rows_to_offsets(rows: Iterable[PartitionOffset], *, use: str = "end") -> KafkaOffsets:
+    """Collect partition rows back into topic -> partition -> offset (start or end)."""
+    out: KafkaOffsets = {}
+    for row in rows:
+        value = row.end if use == "end" else row.start
+        if value is None:
+            continue
+        out.setdefault(row.topic, {})[row.partition] = value
+    return out

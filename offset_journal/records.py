@@ -1,0 +1,253 @@
+"""Journal records: what the listener hands to the writer, as plain data.
+
+Listener callbacks turn Spark events into small JSON-able *events* (dicts) as fast as
+they can; the background writer turns those into the records below, which the journal
+stores. Keeping events as plain dicts lets them go through a queue, a spool file on
+disk and a pickle (Spark Connect) unchanged.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass, field
+from datetime import datetime, timezone
+from typing import Any
+
+from .offsets import (
+    OffsetFormatError,
+    PartitionOffset,
+    is_kafka_description,
+    looks_like_kafka,
+    parse_offset_json,
+    partition_offsets,
+)
+
+STARTED = "started"
+PROGRESS = "progress"
+TERMINATED = "terminated"
+
+
+class ProgressFormatError(ValueError):
+    """A progress payload lacks what is needed to journal it (ids, batch id)."""
+
+
+def parse_timestamp(value: Any) -> datetime | None:
+    """Parse Spark's ISO-8601 timestamps (``2024-01-01T00:00:00.000Z``) to aware UTC."""
+    if value in (None, ""):
+        return None
+    if isinstance(value, datetime):
+        return value if value.tzinfo else value.replace(tzinfo=timezone.utc)
+    text = str(value).strip()
+    if text.endswith("Z"):
+        text = text[:-1] + "+00:00"
+    try:
+        parsed = datetime.fromisoformat(text)
+    except ValueError:
+        return None
+    return parsed if parsed.tzinfo else parsed.replace(tzinfo=timezone.utc)
+
+
+@dataclass(frozen=True)
+class RunRecord:
+    """A query run: one start of a query (one checkpoint may have many runs)."""
+
+    query_id: str
+    run_id: str
+    query_name: str
+    named: bool
+    started_at: datetime | None = None
+    terminated_at: datetime | None = None
+    exception: str | None = None
+    error_class: str | None = None
+    host: str | None = None
+    pid: int | None = None
+
+
+@dataclass(frozen=True)
+class SourceRecord:
+    index: int
+    description: str | None
+    kind: str  # "kafka" or "other"
+    start_offset: Any
+    end_offset: Any
+    latest_offset: Any
+    num_input_rows: int | None
+    partitions: tuple[PartitionOffset, ...] = ()
+    problem: str | None = None
+
+
+@dataclass(frozen=True)
+class BatchRecord:
+    query_id: str
+    run_id: str
+    query_name: str
+    named: bool
+    batch_id: int
+    trigger_at: datetime | None
+    batch_duration_ms: int | None
+    durations_ms: dict[str, Any]
+    num_input_rows: int | None
+    input_rows_per_second: float | None
+    processed_rows_per_second: float | None
+    watermark: datetime | None
+    event_time_min: datetime | None
+    event_time_max: datetime | None
+    event_time_avg: datetime | None
+    state_operators: list[Any]
+    sink_description: str | None
+    num_output_rows: int | None
+    sources: tuple[SourceRecord, ...] = field(default_factory=tuple)
+    raw_progress: str | None = None  # kept verbatim when anything in it was malformed
+
+    @property
+    def problems(self) -> list[str]:
+        return [f"source {s.index}: {s.problem}" for s in self.sources if s.problem]
+
+
+def journal_name(query_name: Any, query_id: str) -> tuple[str, bool]:
+    """The journal key: the query name, else the query id (flagged as unnamed)."""
+    if isinstance(query_name, str) and query_name.strip():
+        return query_name, True
+    return query_id, False
+
+
+def _int(value: Any) -> int | None:
+    if isinstance(value, bool):
+        return None
+    if isinstance(value, int):
+        return value
+    if isinstance(value, float) and value == value:  # not NaN
+        return int(value)
+    if isinstance(value, str):
+        try:
+            return int(value)
+        except ValueError:
+            return None
+    return None
+
+
+def _float(value: Any) -> float | None:
+    if isinstance(value, bool):
+        return None
+    if isinstance(value, (int, float)):
+        f = float(value)
+        return f if f == f and f not in (float("inf"), float("-inf")) else None
+    return None
+
+
+def _source(index: int, raw: Any) -> SourceRecord:
+    if not isinstance(raw, dict):
+        return SourceRecord(index, None, "other", None, None, None, None, (), "source is not an object")
+    description = raw.get("description")
+    description = str(description) if description is not None else None
+    problems: list[str] = []
+    offsets: dict[str, Any] = {}
+    for key in ("startOffset", "endOffset", "latestOffset"):
+        try:
+            offsets[key] = parse_offset_json(raw.get(key))
+        except OffsetFormatError as exc:
+            offsets[key] = raw.get(key)
+            problems.append(f"{key}: {exc}")
+    start, end = offsets["startOffset"], offsets["endOffset"]
+    kafka = is_kafka_description(description) or (
+        looks_like_kafka(end) and (start is None or looks_like_kafka(start))
+    )
+    parts: tuple[PartitionOffset, ...] = ()
+    if kafka and not problems:
+        try:
+            parts = tuple(partition_offsets(start, end))
+        except OffsetFormatError as exc:
+            problems.append(str(exc))
+    return SourceRecord(
+        index=index,
+        description=description,
+        kind="kafka" if kafka else "other",
+        start_offset=start,
+        end_offset=end,
+        latest_offset=offsets["latestOffset"],
+        num_input_rows=_int(raw.get("numInputRows")),
+        partitions=parts,
+        problem="; ".join(problems) or None,
+    )
+
+
+def batch_from_progress(payload: str | dict[str, Any]) -> BatchRecord:
+    """Turn a StreamingQueryProgress JSON (``event.progress.json``) into a BatchRecord.
+
+    Raises ProgressFormatError only when the payload cannot be journaled at all (not
+    JSON, or without query id, run id or batch id). Anything else malformed is kept
+    in the record, with the raw payload, rather than dropped.
+    """
+    text = payload if isinstance(payload, str) else None
+    if isinstance(payload, str):
+        try:
+            data = json.loads(payload)
+        except json.JSONDecodeError as exc:
+            raise ProgressFormatError(f"progress is not JSON: {exc.msg}") from exc
+    else:
+        data = payload
+    if not isinstance(data, dict):
+        raise ProgressFormatError("progress is not a JSON object")
+    query_id, run_id = data.get("id"), data.get("runId")
+    batch_id = _int(data.get("batchId"))
+    if not isinstance(query_id, str) or not query_id or not isinstance(run_id, str) or not run_id:
+        raise ProgressFormatError("progress has no query id or run id")
+    if batch_id is None:
+        raise ProgressFormatError("progress has no batch id")
+    name, named = journal_name(data.get("name"), query_id)
+    raw_sources = data.get("sources")
+    sources = tuple(
+        _source(i, s) for i, s in enumerate(raw_sources if isinstance(raw_sources, list) else [])
+    )
+    event_time = data.get("eventTime") if isinstance(data.get("eventTime"), dict) else {}
+    durations = data.get("durationMs") if isinstance(data.get("durationMs"), dict) else {}
+    sink = data.get("sink") if isinstance(data.get("sink"), dict) else {}
+    state_ops = data.get("stateOperators") if isinstance(data.get("stateOperators"), list) else []
+    malformed = (not isinstance(raw_sources, list)) or any(s.problem for s in sources)
+    if malformed and text is None:
+        text = json.dumps(data, default=str)
+    return BatchRecord(
+        query_id=query_id,
+        run_id=run_id,
+        query_name=name,
+        named=named,
+        batch_id=batch_id,
+        trigger_at=parse_timestamp(data.get("timestamp")),
+        batch_duration_ms=_int(data.get("batchDuration")),
+        durations_ms=durations,
+        num_input_rows=_int(data.get("numInputRows")),
+        input_rows_per_second=_float(data.get("inputRowsPerSecond")),
+        processed_rows_per_second=_float(data.get("processedRowsPerSecond")),
+        watermark=parse_timestamp(event_time.get("watermark")),
+        event_time_min=parse_timestamp(event_time.get("min")),
+        event_time_max=parse_timestamp(event_time.get("max")),
+        event_time_avg=parse_timestamp(event_time.get("avg")),
+        state_operators=state_ops,
+        sink_description=str(sink["description"]) if sink.get("description") is not None else None,
+        num_output_rows=_int(sink.get("numOutputRows")),
+        sources=sources,
+        raw_progress=text if malformed else None,
+    )
+
+
+def run_from_event(event: dict[str, Any]) -> RunRecord:
+    """A RunRecord from a started/terminated event dict made by the listener."""
+    query_id = event.get("query_id")
+    run_id = event.get("run_id")
+    if not isinstance(query_id, str) or not isinstance(run_id, str):
+        raise ProgressFormatError("query event has no query id or run id")
+    name, named = journal_name(event.get("name"), query_id)
+    return RunRecord(
+        query_id=query_id,
+        run_id=run_id,
+        query_name=name,
+        named=named,
+        started_at=parse_timestamp(event.get("timestamp")) if event["type"] == STARTED else None,
+        terminated_at=parse_timestamp(event.get("timestamp"))
+        if event["type"] == TERMINATED
+        else None,
+        exception=event.get("exception"),
+        error_class=event.get("error_class"),
+        host=event.get("host"),
+        pid=_int(event.get("pid")),
+    )

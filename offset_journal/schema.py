@@ -1,0 +1,103 @@
+"""The journal's tables, as SQLAlchemy Core objects for the queries in journal.py.
+
+The database schema itself is created only by the Alembic migrations in migrations/;
+these definitions must match them (tests/test_migrations.py checks that they do).
+"""
+
+from __future__ import annotations
+
+import sqlalchemy as sa
+from sqlalchemy.dialects.postgresql import JSONB
+
+SCHEMA = "offset_journal"
+
+metadata = sa.MetaData(schema=SCHEMA)
+
+query_runs = sa.Table(
+    "query_runs",
+    metadata,
+    sa.Column("run_id", sa.Text, primary_key=True),
+    sa.Column("query_id", sa.Text, nullable=False),
+    sa.Column("query_name", sa.Text, nullable=False),
+    sa.Column("named", sa.Boolean, nullable=False),
+    sa.Column("started_at", sa.DateTime(timezone=True)),
+    sa.Column("terminated_at", sa.DateTime(timezone=True)),
+    sa.Column("exception", sa.Text),
+    sa.Column("error_class", sa.Text),
+    sa.Column("host", sa.Text),
+    sa.Column("pid", sa.Integer),
+    sa.Column("recorded_at", sa.DateTime(timezone=True), nullable=False,
+              server_default=sa.func.now()),
+    sa.Index("query_runs_name_idx", "query_name", "started_at"),
+)
+
+batches = sa.Table(
+    "batches",
+    metadata,
+    sa.Column("id", sa.BigInteger, sa.Identity(), primary_key=True),
+    sa.Column("run_id", sa.Text, sa.ForeignKey(f"{SCHEMA}.query_runs.run_id"), nullable=False),
+    sa.Column("query_id", sa.Text, nullable=False),
+    sa.Column("query_name", sa.Text, nullable=False),
+    sa.Column("batch_id", sa.BigInteger, nullable=False),
+    sa.Column("trigger_at", sa.DateTime(timezone=True)),
+    sa.Column("batch_duration_ms", sa.BigInteger),
+    sa.Column("durations_ms", JSONB),
+    sa.Column("num_input_rows", sa.BigInteger),
+    sa.Column("input_rows_per_second", sa.Float),
+    sa.Column("processed_rows_per_second", sa.Float),
+    sa.Column("watermark", sa.DateTime(timezone=True)),
+    sa.Column("event_time_min", sa.DateTime(timezone=True)),
+    sa.Column("event_time_max", sa.DateTime(timezone=True)),
+    sa.Column("event_time_avg", sa.DateTime(timezone=True)),
+    sa.Column("state_operators", JSONB),
+    sa.Column("sink_description", sa.Text),
+    sa.Column("num_output_rows", sa.BigInteger),
+    sa.Column("raw_progress", sa.Text),
+    sa.Column("recorded_at", sa.DateTime(timezone=True), nullable=False,
+              server_default=sa.func.now()),
+    sa.UniqueConstraint("run_id", "batch_id", name="batches_run_batch_key"),
+    sa.Index("batches_query_latest_idx", "query_name", sa.text("trigger_at DESC"),
+             sa.text("batch_id DESC")),
+)
+
+batch_sources = sa.Table(
+    "batch_sources",
+    metadata,
+    sa.Column("batch_pk", sa.BigInteger,
+              sa.ForeignKey(f"{SCHEMA}.batches.id", ondelete="CASCADE"), primary_key=True),
+    sa.Column("source_index", sa.Integer, primary_key=True),
+    sa.Column("description", sa.Text),
+    sa.Column("kind", sa.Text, nullable=False),
+    sa.Column("start_offset", JSONB),
+    sa.Column("end_offset", JSONB),
+    sa.Column("latest_offset", JSONB),
+    sa.Column("num_input_rows", sa.BigInteger),
+    sa.Column("problem", sa.Text),
+)
+
+kafka_partitions = sa.Table(
+    "kafka_partitions",
+    metadata,
+    sa.Column("batch_pk", sa.BigInteger, primary_key=True),
+    sa.Column("source_index", sa.Integer, primary_key=True),
+    sa.Column("topic", sa.Text, primary_key=True),
+    sa.Column("partition", sa.Integer, primary_key=True),
+    sa.Column("start_offset", sa.BigInteger),
+    sa.Column("end_offset", sa.BigInteger),
+    sa.ForeignKeyConstraint(
+        ["batch_pk", "source_index"],
+        [f"{SCHEMA}.batch_sources.batch_pk", f"{SCHEMA}.batch_sources.source_index"],
+        ondelete="CASCADE",
+    ),
+    sa.Index("kafka_partitions_history_idx", "topic", "partition", "batch_pk"),
+)
+
+rejected_events = sa.Table(
+    "rejected_events",
+    metadata,
+    sa.Column("id", sa.BigInteger, sa.Identity(), primary_key=True),
+    sa.Column("received_at", sa.DateTime(timezone=True), nullable=False,
+              server_default=sa.func.now()),
+    sa.Column("reason", sa.Text, nullable=False),
+    sa.Column("payload", sa.Text, nullable=False),
+)

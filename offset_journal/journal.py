@@ -1,0 +1,413 @@
+"""SQL in and out: journal records go in, offset history comes out.
+
+Every statement is built with SQLAlchemy Core (parameterized); Kafka partition rows,
+the bulk of a batch, go in with one COPY. Recording the same (run id, batch id) twice
+leaves one row, so a spooled event can be replayed any number of times.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass, field
+from datetime import datetime
+from typing import Any
+
+import sqlalchemy as sa
+from sqlalchemy.dialects.postgresql import insert as pg_insert
+
+from .db import make_engine, redact
+from .offsets import PartitionOffset
+from .records import BatchRecord, RunRecord
+from .schema import SCHEMA, batch_sources, batches, kafka_partitions, query_runs, rejected_events
+
+log = logging.getLogger(__name__)
+
+
+class JournalError(RuntimeError):
+    """The journal cannot answer: database unreachable, schema missing."""
+
+
+@dataclass(frozen=True)
+class Run:
+    query_name: str
+    query_id: str
+    run_id: str
+    named: bool
+    started_at: datetime | None
+    terminated_at: datetime | None
+    exception: str | None
+    host: str | None
+    pid: int | None
+    batches: int
+    first_batch_id: int | None
+    last_batch_id: int | None
+    last_trigger_at: datetime | None
+
+
+@dataclass(frozen=True)
+class SourceOffsets:
+    """One source's offsets in one journaled batch."""
+
+    source_index: int
+    description: str | None
+    kind: str
+    start_offset: Any
+    end_offset: Any
+    num_input_rows: int | None
+    partitions: tuple[PartitionOffset, ...] = ()
+
+
+@dataclass(frozen=True)
+class Batch:
+    query_name: str
+    query_id: str
+    run_id: str
+    batch_id: int
+    trigger_at: datetime | None
+    batch_duration_ms: int | None
+    num_input_rows: int | None
+    watermark: datetime | None
+    event_time_min: datetime | None
+    event_time_max: datetime | None
+    sources: tuple[SourceOffsets, ...] = field(default_factory=tuple)
+    pk: int = 0
+
+    def source(self, index: int) -> SourceOffsets:
+        for s in self.sources:
+            if s.source_index == index:
+                return s
+        raise KeyError(f"batch {self.batch_id} of run {self.run_id} has no source {index}")
+
+
+def _json(value: Any) -> Any:
+    # JSONB takes any JSON value; None means SQL NULL.
+    return value
+
+
+class Journal:
+    """The offset journal in one Postgres database.
+
+    ``Journal(url)`` opens no connection until first used. Reading methods answer for a
+    *query name*, which stays the same across checkpoints while query ids do not.
+    """
+
+    def __init__(self, database_url: str | None = None, *, engine: sa.Engine | None = None,
+                 connect_timeout: int = 5) -> None:
+        self._engine = engine or make_engine(database_url, connect_timeout=connect_timeout)
+
+    @property
+    def engine(self) -> sa.Engine:
+        return self._engine
+
+    def close(self) -> None:
+        self._engine.dispose()
+
+    def __enter__(self) -> Journal:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    def _connect(self) -> sa.Connection:
+        try:
+            return self._engine.connect()
+        except sa.exc.OperationalError as exc:
+            raise JournalError(
+                f"cannot reach the journal database {redact(self._engine.url)}: "
+                f"{redact(str(exc.orig).strip().splitlines()[0] if exc.orig else exc)}"
+            ) from None
+
+    # ------------------------------------------------------------------ writing
+
+    def record_run(self, run: RunRecord, conn: sa.Connection | None = None) -> None:
+        """Insert or complete a run row (started and terminated events arrive apart)."""
+        if conn is None:
+            with self._engine.begin() as c:
+                self.record_run(run, c)
+            return
+        values = {
+            "run_id": run.run_id, "query_id": run.query_id, "query_name": run.query_name,
+            "named": run.named, "started_at": run.started_at, "terminated_at": run.terminated_at,
+            "exception": run.exception, "error_class": run.error_class, "host": run.host,
+            "pid": run.pid,
+        }
+        stmt = pg_insert(query_runs).values(values)
+        ex = stmt.excluded
+        t = query_runs.c
+        stmt = stmt.on_conflict_do_update(
+            index_elements=[t.run_id],
+            set_={
+                "started_at": sa.func.coalesce(t.started_at, ex.started_at),
+                "terminated_at": sa.func.coalesce(ex.terminated_at, t.terminated_at),
+                "exception": sa.func.coalesce(ex.exception, t.exception),
+                "error_class": sa.func.coalesce(ex.error_class, t.error_class),
+                "host": sa.func.coalesce(t.host, ex.host),
+                "pid": sa.func.coalesce(t.pid, ex.pid),
+                # A run first seen through a batch (start event lost) may have been
+                # recorded under its id; a later event with the real name wins.
+                "query_name": sa.case((ex.named, ex.query_name), else_=t.query_name),
+                "named": t.named | ex.named,
+            },
+        )
+        conn.execute(stmt)
+
+    def record_batch(self, rec: BatchRecord, conn: sa.Connection | None = None) -> bool:
+        """Journal one completed batch; False when it was already journaled."""
+        if conn is None:
+            with self._engine.begin() as c:
+                return self.record_batch(rec, c)
+        conn.execute(
+            pg_insert(query_runs)
+            .values(run_id=rec.run_id, query_id=rec.query_id, query_name=rec.query_name,
+                    named=rec.named)
+            .on_conflict_do_nothing(index_elements=[query_runs.c.run_id])
+        )
+        stmt = (
+            pg_insert(batches)
+            .values(
+                run_id=rec.run_id, query_id=rec.query_id, query_name=rec.query_name,
+                batch_id=rec.batch_id, trigger_at=rec.trigger_at,
+                batch_duration_ms=rec.batch_duration_ms, durations_ms=rec.durations_ms,
+                num_input_rows=rec.num_input_rows,
+                input_rows_per_second=rec.input_rows_per_second,
+                processed_rows_per_second=rec.processed_rows_per_second,
+                watermark=rec.watermark, event_time_min=rec.event_time_min,
+                event_time_max=rec.event_time_max, event_time_avg=rec.event_time_avg,
+                state_operators=rec.state_operators, sink_description=rec.sink_description,
+                num_output_rows=rec.num_output_rows, raw_progress=rec.raw_progress,
+            )
+            .on_conflict_do_nothing(constraint="batches_run_batch_key")
+            .returning(batches.c.id)
+        )
+        pk = conn.execute(stmt).scalar_one_or_none()
+        if pk is None:
+            return False
+        if rec.sources:
+            conn.execute(
+                batch_sources.insert(),
+                [
+                    {
+                        "batch_pk": pk, "source_index": s.index, "description": s.description,
+                        "kind": s.kind, "start_offset": _json(s.start_offset),
+                        "end_offset": _json(s.end_offset),
+                        "latest_offset": _json(s.latest_offset),
+                        "num_input_rows": s.num_input_rows, "problem": s.problem,
+                    }
+                    for s in rec.sources
+                ],
+            )
+        rows = [
+            (pk, s.index, p.topic, p.partition, p.start, p.end)
+            for s in rec.sources
+            for p in s.partitions
+        ]
+        if rows:
+            self._copy_partitions(conn, rows)
+        return True
+
+    @staticmethod
+    def _copy_partitions(conn: sa.Connection, rows: list[tuple[Any, ...]]) -> None:
+        driver = conn.connection.driver_connection
+        if driver is not None and hasattr(driver, "cursor") and conn.dialect.driver == "psycopg":
+            with driver.cursor() as cur, cur.copy(
+                f"COPY {SCHEMA}.kafka_partitions "
+                "(batch_pk, source_index, topic, partition, start_offset, end_offset) FROM STDIN"
+            ) as copy:
+                for row in rows:
+                    copy.write_row(row)
+            return
+        cols = ("batch_pk", "source_index", "topic", "partition", "start_offset", "end_offset")
+        conn.execute(kafka_partitions.insert(), [dict(zip(cols, r)) for r in rows])
+
+    def record_rejected(self, reason: str, payload: str, conn: sa.Connection | None = None) -> None:
+        """Keep an event that cannot be journaled, verbatim, for a person to look at."""
+        if conn is None:
+            with self._engine.begin() as c:
+                self.record_rejected(reason, payload, c)
+            return
+        conn.execute(rejected_events.insert().values(reason=reason, payload=payload))
+
+    # ------------------------------------------------------------------ reading
+
+    def _batches_where(self, conn: sa.Connection, where: Any, *, order_desc: bool = True,
+                       limit: int | None = None) -> list[Batch]:
+        b = batches.c
+        order = (
+            [b.trigger_at.desc().nulls_last(), b.batch_id.desc(), b.id.desc()]
+            if order_desc
+            else [b.trigger_at.asc().nulls_first(), b.batch_id.asc(), b.id.asc()]
+        )
+        stmt = sa.select(batches).where(where).order_by(*order)
+        if limit is not None:
+            stmt = stmt.limit(limit)
+        head = conn.execute(stmt).mappings().all()
+        if not head:
+            return []
+        pks = [r["id"] for r in head]
+        src_rows = conn.execute(
+            sa.select(batch_sources).where(batch_sources.c.batch_pk.in_(pks))
+            .order_by(batch_sources.c.batch_pk, batch_sources.c.source_index)
+        ).mappings().all()
+        k = kafka_partitions.c
+        part_rows = conn.execute(
+            sa.select(k.batch_pk, k.source_index, k.topic, k.partition, k.start_offset,
+                      k.end_offset)
+            .where(k.batch_pk.in_(pks))
+            .order_by(k.batch_pk, k.source_index, k.topic, k.partition)
+        ).all()
+        parts: dict[tuple[int, int], list[PartitionOffset]] = {}
+        for pr in part_rows:
+            parts.setdefault((pr[0], pr[1]), []).append(
+                PartitionOffset(pr[2], pr[3], pr[4], pr[5])
+            )
+        sources: dict[int, list[SourceOffsets]] = {}
+        for sr in src_rows:
+            sources.setdefault(sr["batch_pk"], []).append(
+                SourceOffsets(
+                    source_index=sr["source_index"], description=sr["description"],
+                    kind=sr["kind"], start_offset=sr["start_offset"],
+                    end_offset=sr["end_offset"], num_input_rows=sr["num_input_rows"],
+                    partitions=tuple(parts.get((sr["batch_pk"], sr["source_index"]), ())),
+                )
+            )
+        return [
+            Batch(
+                query_name=r["query_name"], query_id=r["query_id"], run_id=r["run_id"],
+                batch_id=r["batch_id"], trigger_at=r["trigger_at"],
+                batch_duration_ms=r["batch_duration_ms"], num_input_rows=r["num_input_rows"],
+                watermark=r["watermark"], event_time_min=r["event_time_min"],
+                event_time_max=r["event_time_max"],
+                sources=tuple(sources.get(r["id"], ())), pk=r["id"],
+            )
+            for r in head
+        ]
+
+    def _read(self, fn: Any) -> Any:
+        with self._connect() as conn:
+            try:
+                return fn(conn)
+            except sa.exc.ProgrammingError as exc:
+                if "does not exist" in str(exc.orig):
+                    raise JournalError(
+                        "the journal schema is missing: run `offset-journal db upgrade`"
+                    ) from None
+                raise
+
+    def last_batch(self, query_name: str) -> Batch | None:
+        """The last journaled (so completed and committed) batch of a query name, across
+        all its runs and checkpoints."""
+        found = self._read(
+            lambda c: self._batches_where(c, batches.c.query_name == query_name, limit=1)
+        )
+        return found[0] if found else None
+
+    def last_offsets(self, query_name: str) -> list[SourceOffsets]:
+        """Per source, the offsets of the last durable batch: its end offsets are where a
+        new checkpoint starts."""
+        last = self.last_batch(query_name)
+        return list(last.sources) if last else []
+
+    def batch(self, query_name: str, run_id: str, batch_id: int) -> Batch | None:
+        b = batches.c
+        where = sa.and_(b.query_name == query_name, b.run_id == run_id, b.batch_id == batch_id)
+        found = self._read(lambda c: self._batches_where(c, where, limit=1))
+        return found[0] if found else None
+
+    def batch_as_of(self, query_name: str, when: datetime) -> Batch | None:
+        """The last batch that had triggered at or before ``when``."""
+        b = batches.c
+        where = sa.and_(b.query_name == query_name, b.trigger_at <= when)
+        found = self._read(lambda c: self._batches_where(c, where, limit=1))
+        return found[0] if found else None
+
+    def history(self, query_name: str, *, limit: int | None = None,
+                since: datetime | None = None, until: datetime | None = None,
+                run_id: str | None = None) -> list[Batch]:
+        """Batches of a query name, oldest first (the newest ``limit`` when limited)."""
+        b = batches.c
+        conds = [b.query_name == query_name]
+        if since is not None:
+            conds.append(b.trigger_at >= since)
+        if until is not None:
+            conds.append(b.trigger_at <= until)
+        if run_id is not None:
+            conds.append(b.run_id == run_id)
+        found = self._read(
+            lambda c: self._batches_where(c, sa.and_(*conds), order_desc=True, limit=limit)
+        )
+        return list(reversed(found))
+
+    def batches_since(self, query_name: str, after: Batch) -> list[Batch]:
+        """Batches journaled after ``after`` in journal order (trigger time, batch id)."""
+        b = batches.c
+        key = sa.tuple_(b.trigger_at, b.batch_id, b.id)
+        where = sa.and_(b.query_name == query_name,
+                        key > sa.tuple_(sa.literal(after.trigger_at), sa.literal(after.batch_id),
+                                        sa.literal(after.pk)))
+        found = self._read(lambda c: self._batches_where(c, where, order_desc=False))
+        return list(found)
+
+    def runs(self, query_name: str | None = None) -> list[Run]:
+        """Runs (one start of a query each), oldest first, with their batch counts."""
+        r, b = query_runs.c, batches.c
+        agg = (
+            sa.select(b.run_id, sa.func.count().label("n"),
+                      sa.func.min(b.batch_id).label("first"),
+                      sa.func.max(b.batch_id).label("last"),
+                      sa.func.max(b.trigger_at).label("last_at"))
+            .group_by(b.run_id).subquery()
+        )
+        stmt = (
+            sa.select(query_runs, agg.c.n, agg.c.first, agg.c.last, agg.c.last_at)
+            .select_from(query_runs.outerjoin(agg, agg.c.run_id == r.run_id))
+            .order_by(r.query_name, sa.func.coalesce(r.started_at, agg.c.last_at), r.recorded_at)
+        )
+        if query_name is not None:
+            stmt = stmt.where(r.query_name == query_name)
+        rows = self._read(lambda c: c.execute(stmt).mappings().all())
+        return [
+            Run(
+                query_name=m["query_name"], query_id=m["query_id"], run_id=m["run_id"],
+                named=m["named"], started_at=m["started_at"], terminated_at=m["terminated_at"],
+                exception=m["exception"], host=m["host"], pid=m["pid"], batches=m["n"] or 0,
+                first_batch_id=m["first"], last_batch_id=m["last"], last_trigger_at=m["last_at"],
+            )
+            for m in rows
+        ]
+
+    def query_names(self) -> list[str]:
+        stmt = sa.select(query_runs.c.query_name).distinct().order_by(query_runs.c.query_name)
+        return list(self._read(lambda c: c.execute(stmt).scalars().all()))
+
+    def partition_history(self, query_name: str, topic: str, partition: int,
+                          ) -> list[tuple[str, int, int | None, int | None]]:
+        """(run id, batch id, start, end) of one topic-partition across a query's batches."""
+        b, k = batches.c, kafka_partitions.c
+        stmt = (
+            sa.select(b.run_id, b.batch_id, k.start_offset, k.end_offset)
+            .select_from(kafka_partitions.join(batches, b.id == k.batch_pk))
+            .where(b.query_name == query_name, k.topic == topic, k.partition == partition)
+            .order_by(b.trigger_at, b.batch_id)
+        )
+        return [tuple(r) for r in self._read(lambda c: c.execute(stmt).all())]  # type: ignore[misc]
+
+
+def record_all(journal: Journal, records: Iterable[RunRecord | BatchRecord],
+               conn: sa.Connection) -> int:
+    """Record runs and batches in one transaction; returns how many batches were new."""
+    new = 0
+    for rec in records:
+        if isinstance(rec, RunRecord):
+            journal.record_run(rec, conn)
+        elif journal.record_batch(rec, conn):
+            new += 1
+    return new
+
+
+def dumps(value: Any) -> str:
+    return json.dumps(value, default=str, sort_keys=True)
+
+
+__all__: Sequence[str] = ["Journal", "JournalError", "Run", "Batch", "SourceOffsets"]

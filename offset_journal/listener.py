@@ -1,0 +1,181 @@
+"""Spark events in, journal events out.
+
+``OffsetJournalListener`` is a PySpark StreamingQueryListener whose callbacks do the
+least they can: copy what they need off the event into a small dict and hand it to a
+background writer. They never raise into Spark and never wait on the database.
+
+Under Spark Connect the listener is pickled and runs in a Python process on the
+server, so construction opens no connection and starts no thread: the writer starts
+on the first event, wherever that arrives.
+"""
+
+from __future__ import annotations
+
+import atexit
+import logging
+import os
+import socket
+import threading
+from datetime import datetime, timezone
+from typing import Any
+
+from .db import resolve_url
+from .records import PROGRESS, STARTED, TERMINATED
+from .spool import default_spool_dir
+from .writer import Writer, WriterConfig
+
+try:  # pyspark is optional for the rest of the package
+    from pyspark.sql.streaming import StreamingQueryListener as _Base
+except ImportError:  # pragma: no cover - exercised only without pyspark
+    _Base = object  # type: ignore[assignment,misc]
+
+log = logging.getLogger(__name__)
+
+
+class OffsetJournalListener(_Base):  # type: ignore[misc,valid-type]
+    """Journals every completed micro-batch's offsets into Postgres.
+
+    Args:
+        database_url: SQLAlchemy/libpq URL; else OFFSET_JOURNAL_DATABASE_URL.
+        spool_dir: where events wait while the database is away; else
+            OFFSET_JOURNAL_SPOOL_DIR, else a directory under ~/.local/state.
+        queue_size: events held in memory before callbacks spill to the spool.
+        spool_max_bytes: cap on the spool's size on disk (None: unbounded).
+        terminate_flush_timeout: how long a query's termination waits for its events
+            to reach the journal (they are in the spool after that).
+    """
+
+    def __init__(self, database_url: str | None = None, *, spool_dir: str | None = None,
+                 queue_size: int = 10_000, retry_max: float = 30.0,
+                 spool_max_bytes: int | None = None, connect_timeout: int = 5,
+                 terminate_flush_timeout: float = 5.0) -> None:
+        url = resolve_url(database_url)
+        self._config = WriterConfig(
+            database_url=url,
+            spool_dir=str(spool_dir or default_spool_dir(url)),
+            queue_size=queue_size,
+            retry_max=retry_max,
+            connect_timeout=connect_timeout,
+            spool_max_bytes=spool_max_bytes,
+        )
+        self._terminate_flush_timeout = terminate_flush_timeout
+        self._init_runtime()
+
+    def _init_runtime(self) -> None:
+        self._writer: Writer | None = None
+        self._lock = threading.Lock()
+        self._names: dict[str, str | None] = {}
+        self._warned: set[str] = set()
+
+    # Spark Connect pickles the listener: ship configuration only.
+    def __getstate__(self) -> dict[str, Any]:
+        return {"_config": self._config,
+                "_terminate_flush_timeout": self._terminate_flush_timeout}
+
+    def __setstate__(self, state: dict[str, Any]) -> None:
+        self.__dict__.update(state)
+        self._init_runtime()
+
+    # ------------------------------------------------------------------ lifecycle
+
+    @property
+    def spool_dir(self) -> str:
+        return self._config.spool_dir
+
+    def start(self) -> Writer:
+        """Start the background writer now (it also starts on the first event) and
+        replay anything an earlier driver left in the spool."""
+        with self._lock:
+            if self._writer is None or not self._writer.alive:
+                self._writer = Writer(self._config)
+                self._writer.start()
+                atexit.register(self._at_exit)
+            return self._writer
+
+    def flush(self, timeout: float | None = 30.0) -> bool:
+        """Wait until every event so far is in the journal; False on timeout."""
+        writer = self._writer
+        return True if writer is None else writer.flush(timeout)
+
+    def close(self, timeout: float = 10.0) -> bool:
+        """Flush, then stop the writer. Events not journaled by then stay in the spool."""
+        with self._lock:
+            writer, self._writer = self._writer, None
+        if writer is None:
+            return True
+        try:
+            atexit.unregister(self._at_exit)
+        except Exception:  # pragma: no cover
+            pass
+        return writer.close(timeout)
+
+    def _at_exit(self) -> None:
+        try:
+            self.close(timeout=10.0)
+        except Exception:  # pragma: no cover - interpreter is going away
+            pass
+
+    def _submit(self, event: dict[str, Any]) -> None:
+        writer = self._writer
+        if writer is None or not writer.alive:
+            writer = self.start()
+        writer.submit(event)
+
+    # ------------------------------------------------------------------ callbacks
+
+    def onQueryStarted(self, event: Any) -> None:
+        try:
+            run_id, query_id, name = str(event.runId), str(event.id), event.name
+            self._names[run_id] = name
+            if not name and query_id not in self._warned:
+                self._warned.add(query_id)
+                log.warning("offset-journal: query %s has no name; journaling it under its id. "
+                            "Name it with writeStream.queryName(...) so the journal follows it "
+                            "across checkpoints.", query_id)
+            self._submit({"type": STARTED, "query_id": query_id, "run_id": run_id,
+                          "name": name, "timestamp": event.timestamp,
+                          "host": socket.gethostname(), "pid": os.getpid()})
+        except Exception:
+            log.exception("offset-journal: onQueryStarted failed (the query is unaffected)")
+
+    def onQueryProgress(self, event: Any) -> None:
+        try:
+            self._submit({"type": PROGRESS, "json": event.progress.json})
+        except Exception:
+            log.exception("offset-journal: onQueryProgress failed (the query is unaffected)")
+
+    def onQueryIdle(self, event: Any) -> None:
+        pass
+
+    def onQueryTerminated(self, event: Any) -> None:
+        try:
+            run_id = str(event.runId)
+            error_class = getattr(event, "errorClassOnException", None)
+            self._submit({
+                "type": TERMINATED, "query_id": str(event.id), "run_id": run_id,
+                "name": self._names.pop(run_id, None),
+                "timestamp": datetime.now(timezone.utc).isoformat(),
+                "exception": event.exception, "error_class": error_class,
+            })
+            if self._writer is not None:
+                self._writer.flush(self._terminate_flush_timeout)
+        except Exception:
+            log.exception("offset-journal: onQueryTerminated failed (the query is unaffected)")
+
+
+def _is_connect(spark: Any) -> bool:
+    return type(spark).__module__.startswith("pyspark.sql.connect")
+
+
+def attach(spark: Any, database_url: str | None = None, **options: Any) -> OffsetJournalListener:
+    """Attach a journal listener to ``spark`` in one line and return it.
+
+    In a classic session the writer starts at once, replaying any spool an earlier
+    driver left. Under Spark Connect the listener runs on the server: the returned
+    object is the client's copy, and its flush()/close() have nothing to wait for.
+    """
+    listener = OffsetJournalListener(database_url, **options)
+    spark.streams.addListener(listener)
+    if not _is_connect(spark):
+        listener.start()
+    return listener

@@ -1,0 +1,141 @@
+"""A local append-only spool for events the database could not take yet.
+
+Each process appends JSON lines to a file of its own and holds an advisory lock on it
+while it does, so a replay (by this process later, or by the next start after a crash)
+never reads a file another live process is still writing. A line cut short by a crash
+is skipped on replay; every complete line is replayed, and replaying twice is harmless
+because the journal ignores a (run id, batch id) it already has.
+"""
+
+from __future__ import annotations
+
+import fcntl
+import hashlib
+import json
+import logging
+import os
+import socket
+import threading
+import time
+import uuid
+from collections.abc import Callable
+from pathlib import Path
+from typing import IO, Any
+
+log = logging.getLogger(__name__)
+
+ENV_SPOOL_DIR = "OFFSET_JOURNAL_SPOOL_DIR"
+
+
+def default_spool_dir(database_url: str) -> Path:
+    """A spool directory per database, stable across restarts of the driver.
+
+    Keyed by a hash of the URL (never the URL itself: it may hold a password), so two
+    jobs on one host journaling into different databases never replay into each other's.
+    """
+    base = os.environ.get(ENV_SPOOL_DIR)
+    if base:
+        root = Path(base)
+    else:
+        state = os.environ.get("XDG_STATE_HOME") or os.path.join(
+            os.path.expanduser("~"), ".local", "state"
+        )
+        root = Path(state) / "offset-journal" / "spool"
+    return root / hashlib.sha256(database_url.encode()).hexdigest()[:16]
+
+
+class Spool:
+    def __init__(self, directory: str | os.PathLike[str], *, max_bytes: int | None = None) -> None:
+        self.directory = Path(directory)
+        self.max_bytes = max_bytes
+        self._lock = threading.Lock()
+        self._file: IO[str] | None = None
+        self._path: Path | None = None
+        self.dropped = 0
+
+    # -------------------------------------------------------------- writing
+
+    def _open(self) -> IO[str]:
+        if self._file is None:
+            self.directory.mkdir(parents=True, exist_ok=True)
+            name = f"spool-{socket.gethostname()}-{os.getpid()}-{time.time_ns()}-{uuid.uuid4().hex[:8]}.jsonl"
+            self._path = self.directory / name
+            f = open(self._path, "a", encoding="utf-8")  # noqa: SIM115 - kept open on purpose
+            fcntl.flock(f.fileno(), fcntl.LOCK_EX | fcntl.LOCK_NB)
+            self._file = f
+        return self._file
+
+    def append(self, events: list[dict[str, Any]]) -> int:
+        """Append events durably (flushed and fsynced); returns how many were written."""
+        if not events:
+            return 0
+        lines = "".join(json.dumps(e, separators=(",", ":"), default=str) + "\n" for e in events)
+        with self._lock:
+            if self.max_bytes is not None and self.size() + len(lines) > self.max_bytes:
+                self.dropped += len(events)
+                log.error("offset-journal spool %s is full (%d bytes): %d event(s) not kept",
+                          self.directory, self.max_bytes, len(events))
+                return 0
+            f = self._open()
+            f.write(lines)
+            f.flush()
+            os.fsync(f.fileno())
+        return len(events)
+
+    def _rotate(self) -> None:
+        """Close this process's file so that it can be replayed and removed."""
+        if self._file is not None:
+            self._file.close()
+            self._file = None
+            self._path = None
+
+    # -------------------------------------------------------------- reading
+
+    def files(self) -> list[Path]:
+        if not self.directory.is_dir():
+            return []
+        return sorted(self.directory.glob("spool-*.jsonl"), key=lambda p: (p.stat().st_mtime, p.name))
+
+    def size(self) -> int:
+        return sum(p.stat().st_size for p in self.files())
+
+    def pending(self) -> bool:
+        return bool(self.files())
+
+    def replay(self, sink: Callable[[list[dict[str, Any]]], None], chunk: int = 500) -> int:
+        """Hand every spooled event to ``sink`` in file order, removing each file once
+        all its events were taken. Stops at the first failure of ``sink`` (the file
+        stays). Files locked by another live process are left alone."""
+        with self._lock:
+            self._rotate()
+        done = 0
+        for path in self.files():
+            try:
+                f = open(path, encoding="utf-8")  # noqa: SIM115
+            except FileNotFoundError:
+                continue
+            with f:
+                try:
+                    fcntl.flock(f.fileno(), fcntl.LOCK_EX | fcntl.LOCK_NB)
+                except BlockingIOError:
+                    continue  # another live writer owns it
+                events: list[dict[str, Any]] = []
+                for n, line in enumerate(f, 1):
+                    if not line.endswith("\n"):
+                        log.warning("offset-journal spool %s: skipping a line cut short at %d",
+                                    path.name, n)
+                        continue
+                    try:
+                        events.append(json.loads(line))
+                    except json.JSONDecodeError:
+                        log.warning("offset-journal spool %s: skipping unreadable line %d",
+                                    path.name, n)
+                for i in range(0, len(events), chunk):
+                    sink(events[i:i + chunk])
+                path.unlink(missing_ok=True)
+                done += len(events)
+        return done
+
+    def close(self) -> None:
+        with self._lock:
+            self._rotate()

@@ -1,0 +1,232 @@
+"""Small Kafka admin helpers (confluent-kafka): what a restart plan asks the cluster.
+
+A plan needs three facts the journal cannot know: which partitions exist *now*, where
+each partition's log starts (retention may have deleted journaled offsets) and where
+it ends. Probing must not change the cluster, so consumers are made with
+``allow.auto.create.topics=false``: asking about a deleted topic must not bring it back.
+
+``commit_group`` writes journaled offsets into a consumer group, so the usual lag
+tools (kafka-consumer-groups, Burrow) can watch a Spark query, which commits nothing
+to Kafka itself.
+
+Every failure comes out as :class:`KafkaError` (or :class:`KafkaUnavailable` when the
+cluster does not answer) with a one-line message; librdkafka's own chatter (one log
+line per failed connect) goes to this module's logger at DEBUG.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Iterable, Mapping
+from typing import Any
+
+from .offsets import KafkaOffsets
+
+log = logging.getLogger(__name__)
+
+PartitionState = tuple[int, int]
+"""(low watermark = log start offset, high watermark = next offset to be written)."""
+
+TopicState = dict[str, dict[int, PartitionState]]
+"""topic -> partition -> (low, high); a topic missing on the cluster is absent."""
+
+# confluent-kafka's "no committed offset" value (OFFSET_INVALID).
+_OFFSET_INVALID = -1001
+
+
+class KafkaError(RuntimeError):
+    """A Kafka request failed; the message is one line, fit for a CLI error."""
+
+
+class KafkaUnavailable(KafkaError):
+    """The cluster did not answer (unreachable, wrong address, timed out)."""
+
+
+class _DebugLogger:
+    """librdkafka logs every failed connect attempt at ERROR, many times a second; the
+    caller gets one exception instead, so the details are kept at DEBUG."""
+
+    def log(self, level: int, fmt: str, *args: Any) -> None:
+        log.debug("librdkafka: " + fmt, *args)
+
+
+def _confluent() -> Any:
+    try:
+        import confluent_kafka
+    except ImportError:  # pragma: no cover - the kafka extra is installed in dev
+        raise KafkaError(
+            "confluent-kafka is not installed: pip install 'offset-journal[kafka]'"
+        ) from None
+    return confluent_kafka
+
+
+def _consumer(bootstrap_servers: str, config: Mapping[str, Any] | None, group: str | None,
+              timeout: float) -> Any:
+    ck = _confluent()
+    conf: dict[str, Any] = {
+        "bootstrap.servers": bootstrap_servers,
+        "group.id": group or "offset-journal-probe",
+        "enable.auto.commit": False,
+        "enable.auto.offset.store": False,
+        "allow.auto.create.topics": False,
+        "socket.timeout.ms": max(1000, int(timeout * 1000)),
+        "socket.connection.setup.timeout.ms": max(1000, int(timeout * 1000)),
+        "logger": _DebugLogger(),
+    }
+    conf.update(config or {})
+    # Whatever the caller passes, a probe must never create topics.
+    conf["allow.auto.create.topics"] = False
+    if group is not None:
+        conf["group.id"] = group
+    try:
+        return ck.Consumer(conf)
+    except (ck.KafkaException, ValueError, TypeError) as exc:
+        raise KafkaError(f"bad Kafka client configuration: {_message(exc)}") from None
+
+
+def _message(exc: BaseException) -> str:
+    """One line out of a KafkaException (whose arg is a KafkaError object) or anything."""
+    arg = exc.args[0] if exc.args else exc
+    text = arg.str() if hasattr(arg, "str") else str(arg)
+    return " ".join(str(text).split()) or type(exc).__name__
+
+
+def _raise(what: str, exc: BaseException, bootstrap_servers: str) -> KafkaError:
+    ck = _confluent()
+    arg: Any = exc.args[0] if exc.args else None
+    code = arg.code() if arg is not None and hasattr(arg, "code") else None
+    unavailable = code in (
+        ck.KafkaError._TRANSPORT, ck.KafkaError._TIMED_OUT, ck.KafkaError._ALL_BROKERS_DOWN,
+        ck.KafkaError._RESOLVE,
+    )
+    cls = KafkaUnavailable if unavailable else KafkaError
+    return cls(f"{what} at {bootstrap_servers}: {_message(exc)}")
+
+
+def _metadata(consumer: Any, bootstrap_servers: str, timeout: float) -> Any:
+    ck = _confluent()
+    try:
+        # All topics: asking for one by name is a request to create it on clusters
+        # that auto-create, and a cheap way to see which topics are gone.
+        return consumer.list_topics(timeout=timeout)
+    except ck.KafkaException as exc:
+        raise _raise("cannot read cluster metadata", exc, bootstrap_servers) from None
+
+
+def topic_state(bootstrap_servers: str, topics: Iterable[str], timeout: float = 10,
+                config: Mapping[str, Any] | None = None) -> TopicState:
+    """Each existing topic's partitions with their (low, high) watermarks.
+
+    ``low`` is the first offset still in the log (older ones were deleted by retention
+    or compaction), ``high`` the offset the next record will get. Topics that do not
+    exist are left out of the answer rather than raising: for a restart plan a gone
+    topic is a finding, not a failure.
+    """
+    ck = _confluent()
+    wanted = sorted(set(topics))
+    state: TopicState = {}
+    if not wanted:
+        return state
+    consumer = _consumer(bootstrap_servers, config, None, timeout)
+    try:
+        metadata = _metadata(consumer, bootstrap_servers, timeout)
+        for topic in wanted:
+            meta = metadata.topics.get(topic)
+            if meta is None or meta.error is not None:
+                log.debug("topic %s not on the cluster (%s)", topic, meta.error if meta else None)
+                continue
+            parts: dict[int, PartitionState] = {}
+            for partition in sorted(meta.partitions):
+                try:
+                    low, high = consumer.get_watermark_offsets(
+                        ck.TopicPartition(topic, partition), timeout=timeout, cached=False
+                    )
+                except ck.KafkaException as exc:
+                    raise _raise(f"cannot read the offsets of {topic}-{partition}", exc,
+                                 bootstrap_servers) from None
+                parts[partition] = (int(low), int(high))
+            state[topic] = parts
+    finally:
+        consumer.close()
+    return state
+
+
+def commit_group(bootstrap_servers: str, group: str, offsets: Mapping[str, Mapping[int, int]],
+                 config: Mapping[str, Any] | None = None, timeout: float = 10) -> None:
+    """Commit ``offsets`` (topic -> partition -> next offset to read) for ``group``.
+
+    The commit is made by a consumer outside the group's membership (generation -1),
+    which brokers accept while the group has no active members; a group that is in
+    use by running consumers is refused with the broker's error.
+    """
+    ck = _confluent()
+    tps = [
+        ck.TopicPartition(topic, int(partition), int(offset))
+        for topic in sorted(offsets)
+        for partition, offset in sorted(offsets[topic].items())
+        if int(offset) >= 0
+    ]
+    if not tps:
+        raise KafkaError("nothing to commit: no partition has a concrete offset")
+    consumer = _consumer(bootstrap_servers, config, group, timeout)
+    try:
+        # Fail fast on an unreachable cluster: commit() itself would wait for the
+        # group coordinator much longer than ``timeout``.
+        _metadata(consumer, bootstrap_servers, timeout)
+        try:
+            result = consumer.commit(offsets=tps, asynchronous=False)
+        except ck.KafkaException as exc:
+            raise _raise(f"cannot commit offsets for group {group!r}", exc,
+                         bootstrap_servers) from None
+        failed = [tp for tp in result or () if tp.error is not None]
+        if failed:
+            first = failed[0]
+            raise KafkaError(
+                f"cannot commit offsets for group {group!r}: {first.topic}-{first.partition}: "
+                f"{_message(ck.KafkaException(first.error))}"
+                + (f" (and {len(failed) - 1} more partitions)" if len(failed) > 1 else "")
+            )
+        log.info("committed %d partition offsets for group %s", len(tps), group)
+    finally:
+        consumer.close()
+
+
+def committed_offsets(bootstrap_servers: str, group: str, topics: Iterable[str],
+                      config: Mapping[str, Any] | None = None,
+                      timeout: float = 10) -> KafkaOffsets:
+    """The offsets ``group`` has committed for ``topics`` (partitions without one left out)."""
+    ck = _confluent()
+    consumer = _consumer(bootstrap_servers, config, group, timeout)
+    try:
+        metadata = _metadata(consumer, bootstrap_servers, timeout)
+        tps = [
+            ck.TopicPartition(topic, partition)
+            for topic in sorted(set(topics))
+            if topic in metadata.topics and metadata.topics[topic].error is None
+            for partition in sorted(metadata.topics[topic].partitions)
+        ]
+        if not tps:
+            return {}
+        try:
+            result = consumer.committed(tps, timeout=timeout)
+        except ck.KafkaException as exc:
+            raise _raise(f"cannot read the offsets of group {group!r}", exc,
+                         bootstrap_servers) from None
+    finally:
+        consumer.close()
+    out: KafkaOffsets = {}
+    for tp in result:
+        if tp.error is None and tp.offset != _OFFSET_INVALID and tp.offset >= 0:
+            out.setdefault(tp.topic, {})[tp.partition] = int(tp.offset)
+    return out
+
+
+__all__ = [
+    "KafkaError",
+    "KafkaUnavailable",
+    "PartitionState",
+    "TopicState",
+    "commit_group",
+    "committed_offsets",
+    "topic_state",
+]

@@ -1,0 +1,675 @@
+"""The ``offset-journal`` command: look at the journal and plan restarts from it.
+
+Output meant for programs goes to stdout alone (``starting-offsets`` prints only the
+JSON to paste into ``startingOffsets``); warnings and errors go to stderr. Bad input
+ends with one line, ``offset-journal: error: ...``, exit status 2 for usage errors and
+1 for everything else, and changes nothing. Database URLs are redacted wherever they
+may appear.
+"""
+
+from __future__ import annotations
+
+import argparse
+import csv
+import io
+import json
+import logging
+import re
+import sys
+import traceback
+from collections.abc import Callable, Sequence
+from datetime import datetime, timedelta, timezone
+from typing import Any, NoReturn
+
+from .db import ConfigError, redact
+
+PROG = "offset-journal"
+log = logging.getLogger(__name__)
+
+EXIT_OK = 0
+EXIT_RUNTIME = 1
+EXIT_USAGE = 2
+
+
+class UsageError(Exception):
+    """Bad command-line input: exit status 2."""
+
+
+class _Parser(argparse.ArgumentParser):
+    """argparse prints the usage and exits; we want one line and a return value."""
+
+    def error(self, message: str) -> NoReturn:
+        raise UsageError(message)
+
+
+# --------------------------------------------------------------------------- values
+
+_UNITS = {
+    "ms": timedelta(milliseconds=1),
+    "s": timedelta(seconds=1), "sec": timedelta(seconds=1), "secs": timedelta(seconds=1),
+    "second": timedelta(seconds=1), "seconds": timedelta(seconds=1),
+    "m": timedelta(minutes=1), "min": timedelta(minutes=1), "mins": timedelta(minutes=1),
+    "minute": timedelta(minutes=1), "minutes": timedelta(minutes=1),
+    "h": timedelta(hours=1), "hr": timedelta(hours=1), "hrs": timedelta(hours=1),
+    "hour": timedelta(hours=1), "hours": timedelta(hours=1),
+    "d": timedelta(days=1), "day": timedelta(days=1), "days": timedelta(days=1),
+    "w": timedelta(weeks=1), "week": timedelta(weeks=1), "weeks": timedelta(weeks=1),
+}
+_DURATION_PART = re.compile(r"\s*(\d+(?:\.\d+)?)\s*([a-z]+)")
+
+
+def parse_duration(text: str) -> timedelta:
+    """``10m``, ``10 minutes``, ``1h30m``, ``90s``, ``2 days`` (as Spark's window())."""
+    value = text.strip().lower()
+    total = timedelta(0)
+    pos = 0
+    while pos < len(value):
+        match = _DURATION_PART.match(value, pos)
+        if match is None or match.group(2) not in _UNITS:
+            raise argparse.ArgumentTypeError(
+                f"bad duration {text!r}: use e.g. 10m, 1h30m, '10 minutes'"
+            )
+        total += float(match.group(1)) * _UNITS[match.group(2)]
+        pos = match.end()
+        while pos < len(value) and value[pos] in " ,":
+            pos += 1
+    if not value or total <= timedelta(0):
+        raise argparse.ArgumentTypeError(f"bad duration {text!r}: must be positive")
+    return total
+
+
+def parse_time(text: str, now: datetime | None = None) -> datetime:
+    """ISO 8601 (naive = UTC), ``now``, or relative: ``-2h`` / ``2h ago``."""
+    value = text.strip()
+    now = now or datetime.now(timezone.utc)
+    lowered = value.lower()
+    if lowered == "now":
+        return now
+    relative = None
+    if lowered.startswith("-"):
+        relative = lowered[1:]
+    elif lowered.endswith(" ago"):
+        relative = lowered[: -len(" ago")]
+    if relative is not None:
+        try:
+            return now - parse_duration(relative)
+        except argparse.ArgumentTypeError:
+            pass
+    iso = value[:-1] + "+00:00" if value.endswith(("Z", "z")) else value
+    try:
+        parsed = datetime.fromisoformat(iso)
+    except ValueError:
+        raise argparse.ArgumentTypeError(
+            f"bad time {text!r}: use ISO 8601 like 2024-05-01T12:00:00Z, or -2h / '2h ago'"
+        ) from None
+    return parsed if parsed.tzinfo else parsed.replace(tzinfo=timezone.utc)
+
+
+def parse_batch(text: str) -> tuple[str, int]:
+    """``RUN_ID:BATCH_ID`` (a run id as ``runs`` prints it)."""
+    run_id, sep, batch = text.strip().rpartition(":")
+    if not sep or not run_id or not batch.isdigit():
+        raise argparse.ArgumentTypeError(
+            f"bad batch {text!r}: use RUN_ID:BATCH_ID, e.g. 88e2ff94-...-6316fbef529a:41"
+        )
+    return run_id, int(batch)
+
+
+def _key_value(text: str) -> tuple[str, str]:
+    key, sep, value = text.partition("=")
+    if not sep or not key.strip():
+        raise argparse.ArgumentTypeError(f"bad Kafka setting {text!r}: use KEY=VALUE")
+    return key.strip(), value
+
+
+def _non_negative(text: str) -> int:
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"not a number: {text!r}") from None
+    if value < 0:
+        raise argparse.ArgumentTypeError(f"must be >= 0: {text!r}")
+    return value
+
+
+def _positive(text: str) -> int:
+    value = _non_negative(text)
+    if value == 0:
+        raise argparse.ArgumentTypeError("must be > 0")
+    return value
+
+
+# --------------------------------------------------------------------------- output
+
+
+def _out(text: str = "") -> None:
+    print(text, file=sys.stdout)
+
+
+def _err(kind: str, text: str) -> None:
+    print(f"{PROG}: {kind}: {redact(text)}", file=sys.stderr)
+
+
+def _iso(value: datetime | None) -> str:
+    if value is None:
+        return ""
+    return value.astimezone(timezone.utc).isoformat(timespec="milliseconds").replace(
+        "+00:00", "Z")
+
+
+def _table(headers: Sequence[str], rows: Sequence[Sequence[Any]]) -> str:
+    cells = [[str(h) for h in headers]] + [["" if c is None else str(c) for c in r] for r in rows]
+    widths = [max(len(r[i]) for r in cells) for i in range(len(headers))]
+    lines = ["  ".join(c.ljust(w) for c, w in zip(r, widths, strict=True)).rstrip()
+             for r in cells]
+    return "\n".join(lines)
+
+
+def _compact(value: Any) -> str:
+    return json.dumps(value, separators=(",", ":"), sort_keys=True, default=str)
+
+
+# --------------------------------------------------------------------------- commands
+
+
+def _url(args: argparse.Namespace) -> str:
+    from .db import resolve_url
+
+    return resolve_url(args.database_url)
+
+
+def _journal(args: argparse.Namespace) -> Any:
+    from .journal import Journal
+
+    return Journal(_url(args))
+
+
+def cmd_db_upgrade(args: argparse.Namespace) -> int:
+    from .db import current_revision, upgrade
+
+    url = _url(args)
+    upgrade(url)
+    _out(f"journal schema at {current_revision(url)} in {redact(url)}")
+    return EXIT_OK
+
+
+def cmd_db_current(args: argparse.Namespace) -> int:
+    from alembic.script import ScriptDirectory
+
+    from .db import alembic_config, current_revision
+
+    url = _url(args)
+    current = current_revision(url)
+    head = ScriptDirectory.from_config(alembic_config(url)).get_current_head()
+    if current is None:
+        _out(f"none (empty database; head is {head}: run `{PROG} db upgrade`)")
+    elif current == head:
+        _out(f"{current} (head)")
+    else:
+        _out(f"{current} (head is {head}: run `{PROG} db upgrade`)")
+    return EXIT_OK
+
+
+def cmd_runs(args: argparse.Namespace) -> int:
+    with _journal(args) as journal:
+        runs = journal.runs(args.query)
+    if args.query and not runs:
+        raise _NotFound(f"no runs journaled for query {args.query!r}")
+    rows = []
+    for r in runs:
+        state = "failed" if r.exception else "terminated" if r.terminated_at else "no end seen"
+        span = (f"{r.first_batch_id}..{r.last_batch_id}" if r.first_batch_id is not None
+                else "")
+        rows.append([r.query_name, r.run_id, r.query_id, _iso(r.started_at),
+                     _iso(r.last_trigger_at), r.batches, span, state])
+    _out(_table(["QUERY", "RUN ID", "QUERY ID", "STARTED", "LAST TRIGGER", "BATCHES",
+                 "BATCH IDS", "STATE"], rows))
+    return EXIT_OK
+
+
+def cmd_history(args: argparse.Namespace) -> int:
+    with _journal(args) as journal:
+        batches = journal.history(args.query, limit=args.limit)
+    if not batches:
+        raise _NotFound(f"no journaled batches for query {args.query!r}")
+    n_sources = max(len(b.sources) for b in batches)
+    if args.format == "json":
+        _out(json.dumps([
+            {"run_id": b.run_id, "query_id": b.query_id, "batch_id": b.batch_id,
+             "trigger_at": _iso(b.trigger_at) or None, "num_input_rows": b.num_input_rows,
+             "batch_duration_ms": b.batch_duration_ms, "watermark": _iso(b.watermark) or None,
+             "sources": [{"index": s.source_index, "description": s.description,
+                          "start_offset": s.start_offset, "end_offset": s.end_offset}
+                         for s in b.sources]}
+            for b in batches
+        ], indent=2, default=str))
+        return EXIT_OK
+    headers = ["run_id", "batch_id", "trigger_at", "num_input_rows", "batch_duration_ms"] + [
+        f"source_{i}_end_offset" for i in range(n_sources)
+    ]
+    rows = []
+    for b in batches:
+        ends = {s.source_index: _compact(s.end_offset) for s in b.sources}
+        rows.append([b.run_id, b.batch_id, _iso(b.trigger_at), b.num_input_rows,
+                     b.batch_duration_ms] + [ends.get(i, "") for i in range(n_sources)])
+    if args.format == "csv":
+        buf = io.StringIO()
+        writer = csv.writer(buf, lineterminator="\n")
+        writer.writerow(headers)
+        writer.writerows(["" if c is None else c for c in r] for r in rows)
+        sys.stdout.write(buf.getvalue())
+        return EXIT_OK
+    _out(_table(["RUN ID", "BATCH", "TRIGGER", "ROWS", "MS"]
+                + [f"SOURCE {i} END" for i in range(n_sources)], rows))
+    return EXIT_OK
+
+
+def _plan(args: argparse.Namespace, source: int | None) -> Any:
+    from .restart import MODE_STATE_AWARE, MODE_STATELESS, plan_restart
+
+    if args.window is not None and not args.state_aware:
+        raise UsageError("--window applies to --state-aware plans only")
+    if args.state_aware and args.batch is not None:
+        raise UsageError("--state-aware starts after a batch: use --as-of, not --batch")
+    return plan_restart(
+        _url(args), args.query, source=source, as_of=args.as_of, batch=args.batch,
+        bootstrap_servers=args.bootstrap_servers, kafka_config=dict(args.kafka_config or []),
+        kafka_timeout=args.kafka_timeout, checkpoint=args.checkpoint,
+        output_path=getattr(args, "output_path", None),
+        mode=MODE_STATE_AWARE if args.state_aware else MODE_STATELESS, window=args.window,
+    )
+
+
+def cmd_starting_offsets(args: argparse.Namespace) -> int:
+    plan = _plan(args, args.source)
+    source = plan.source(args.source)
+    for warning in plan.warnings:
+        _err("warning", warning)
+    if plan.event_time_cutoff is not None:
+        _err("note", f"event_time_cutoff {_iso(plan.event_time_cutoff)}: drop windows ending "
+                     "at or before it in the new job")
+    if source.kind != "kafka":
+        options = ", ".join(f"{k}={v}" for k, v in source.options.items()) or "none"
+        _err("warning", f"source {source.index} is a {source.kind} source: startingOffsets "
+                        f"does not apply (options: {options}); printing its journaled offset; "
+                        f"see `{PROG} plan`")
+    if plan.errors and not args.force:
+        for error in plan.errors:
+            _err("error", error)
+        return EXIT_RUNTIME
+    _out(source.starting_offsets())
+    return EXIT_OK
+
+
+def cmd_plan(args: argparse.Namespace) -> int:
+    plan = _plan(args, args.source)
+    if args.format == "json":
+        _out(json.dumps(plan.to_dict(), indent=2, default=str))
+    else:
+        sys.stdout.write(plan.explain())
+    return EXIT_OK if plan.ok else EXIT_RUNTIME
+
+
+def cmd_checkpoint_inspect(args: argparse.Namespace) -> int:
+    from .checkpoint import kafka_end_offsets, read_checkpoint
+    from .offsets import format_kafka_offsets
+
+    ckpt = read_checkpoint(args.dir)
+    if args.all:
+        _out(json.dumps(ckpt.to_dict(), indent=2, default=str))
+        return EXIT_OK
+    last = ckpt.last_committed
+    report: dict[str, Any] = {
+        "path": ckpt.path, "query_id": ckpt.query_id, "has_offsets": ckpt.has_offsets,
+        "batches": len(ckpt.batches), "last_committed": None,
+        "problems": list(ckpt.problems),
+    }
+    if last is not None:
+        ts = last.batch_timestamp_ms
+        wm = last.batch_watermark_ms
+        report["last_committed"] = {
+            "batch_id": last.batch_id,
+            "timestamp": _iso(datetime.fromtimestamp(ts / 1000, timezone.utc)) if ts else None,
+            "watermark": _iso(datetime.fromtimestamp(wm / 1000, timezone.utc))
+            if wm is not None else None,
+            "offsets": list(last.offsets),
+            "starting_offsets": {
+                str(index): format_kafka_offsets(offsets)
+                for index, offsets in kafka_end_offsets(last).items()
+            },
+        }
+    _out(json.dumps(report, indent=2, default=str))
+    return EXIT_OK
+
+
+def cmd_checkpoint_import(args: argparse.Namespace) -> int:
+    from .restart import import_checkpoint
+
+    result = import_checkpoint(_url(args), args.dir, args.query_name)
+    _out(f"imported {result.imported} batches of {result.path} into query "
+         f"{result.query_name!r} as run {result.run_id} (query id {result.query_id}); "
+         f"{result.already} were already journaled")
+    for skipped in result.skipped:
+        _err("note", f"skipped {skipped}")
+    return EXIT_OK
+
+
+def cmd_checkpoint_compare(args: argparse.Namespace) -> int:
+    from .checkpoint import kafka_end_offsets, read_checkpoint
+    from .restart import BatchRef, compare_offsets, comparison_verdict, journal_kafka_offsets
+
+    ckpt = read_checkpoint(args.dir)
+    last = ckpt.last_committed
+    if last is None:
+        raise _NotFound(f"checkpoint {args.dir} has no committed batch")
+    with _journal(args) as journal:
+        batch = journal.last_batch(args.query)
+    if batch is None:
+        raise _NotFound(f"no journaled batches for query {args.query!r}")
+    rows = compare_offsets(kafka_end_offsets(last), journal_kafka_offsets(batch))
+    verdict = comparison_verdict(rows)
+    ts = last.batch_timestamp_ms
+    ck_when = _iso(datetime.fromtimestamp(ts / 1000, timezone.utc)) if ts else "unknown time"
+    if args.format == "json":
+        _out(json.dumps({
+            "checkpoint": {"path": ckpt.path, "query_id": ckpt.query_id,
+                           "batch_id": last.batch_id, "timestamp": ck_when},
+            "journal": BatchRef.of(batch).to_dict(), "verdict": verdict,
+            "partitions": [{"source": r.source_index, "topic": r.topic,
+                            "partition": r.partition, "checkpoint": r.checkpoint,
+                            "journal": r.journal, "ahead": r.ahead} for r in rows],
+        }, indent=2))
+        return EXIT_OK
+    same = "same query id" if ckpt.query_id == batch.query_id else "a different query id"
+    _out(f"checkpoint: batch {last.batch_id} (query id {ckpt.query_id}), {ck_when}")
+    _out(f"journal:    {BatchRef.of(batch).label()} (query id {batch.query_id}; {same})")
+    _out(f"verdict:    {verdict}")
+    if rows:
+        _out("")
+        _out(_table(["SOURCE", "TOPIC", "PARTITION", "CHECKPOINT", "JOURNAL", "AHEAD"],
+                    [[r.source_index, r.topic, r.partition, r.checkpoint, r.journal, r.ahead]
+                     for r in rows]))
+    return EXIT_OK
+
+
+def cmd_commit_group(args: argparse.Namespace) -> int:
+    from .kafka import commit_group
+    from .restart import BatchRef, group_offsets
+
+    with _journal(args) as journal:
+        batch = journal.last_batch(args.query)
+    if batch is None:
+        raise _NotFound(f"no journaled batches for query {args.query!r}")
+    offsets = group_offsets(batch, args.source)
+    if not args.dry_run:
+        commit_group(args.bootstrap_servers, args.group, offsets,
+                     config=dict(args.kafka_config or []), timeout=args.kafka_timeout)
+    verb = "would commit" if args.dry_run else "committed"
+    _out(f"{verb} the end offsets of {BatchRef.of(batch).label()} for group {args.group!r}:")
+    _out(_table(["TOPIC", "PARTITION", "OFFSET"],
+                [[t, p, o] for t in sorted(offsets) for p, o in sorted(offsets[t].items())]))
+    return EXIT_OK
+
+
+def cmd_demo(args: argparse.Namespace) -> int:
+    # The demo lives in offset_journal/demo.py (added separately); it gets the
+    # arguments after "demo" and returns an exit status.
+    import importlib
+
+    try:
+        demo = importlib.import_module(f"{__package__}.demo")
+    except ModuleNotFoundError as exc:
+        if exc.name == f"{__package__}.demo":
+            raise _NotFound("the demo is not part of this installation") from None
+        raise
+    result = demo.main(list(args.demo_args))
+    return int(result or 0)
+
+
+class _NotFound(RuntimeError):
+    """Nothing to show (unknown query, empty checkpoint): exit status 1."""
+
+
+# --------------------------------------------------------------------------- parser
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = _Parser(
+        prog=PROG,
+        description="Look at the Spark offset journal and restart queries on new "
+                    "checkpoints from it.",
+    )
+    parser.add_argument("--database-url", default=None,
+                        help="journal database URL (default: $OFFSET_JOURNAL_DATABASE_URL)")
+    parser.add_argument("-v", "--verbose", action="count", default=0,
+                        help="log more (-v: info, -vv: debug and tracebacks)")
+    from . import __version__
+
+    parser.add_argument("--version", action="version", version=f"{PROG} {__version__}")
+
+    # Accept --database-url and -v after the subcommand too, without overriding the
+    # global value when absent there.
+    common = _Parser(add_help=False)
+    common.add_argument("--database-url", default=argparse.SUPPRESS, help=argparse.SUPPRESS)
+    common.add_argument("-v", "--verbose", action="count", default=argparse.SUPPRESS,
+                        help=argparse.SUPPRESS)
+
+    kafka_opts = _Parser(add_help=False)
+    kafka_opts.add_argument("--kafka-config", metavar="KEY=VALUE", type=_key_value,
+                            action="append",
+                            help="extra librdkafka setting (security, SASL), repeatable")
+    kafka_opts.add_argument("--kafka-timeout", type=float, default=10.0, metavar="SECONDS",
+                            help="Kafka request timeout (default 10)")
+
+    plan_opts = _Parser(add_help=False)
+    plan_opts.add_argument("query", help="query name (as journaled)")
+    when = plan_opts.add_mutually_exclusive_group()
+    when.add_argument("--as-of", type=parse_time, metavar="TIME",
+                      help="start after the last batch triggered at or before TIME "
+                           "(ISO 8601, naive = UTC; or --as-of=-2h)")
+    when.add_argument("--batch", type=parse_batch, metavar="RUN:BATCH",
+                      help="start AT this batch (its start offsets): reprocess it and after")
+    plan_opts.add_argument("--bootstrap-servers", metavar="HOSTS",
+                           help="check against this Kafka cluster: new partitions, deleted "
+                                "topics, data loss")
+    plan_opts.add_argument("--checkpoint", metavar="DIR",
+                           help="the NEW checkpoint location: refused if it holds offsets")
+    plan_opts.add_argument("--state-aware", action="store_true",
+                           help="windowed aggregation in append mode: rewind so windows "
+                                "not yet emitted are rebuilt")
+    plan_opts.add_argument("--window", type=parse_duration, metavar="DURATION",
+                           help="window length for --state-aware (e.g. 10m)")
+
+    subs = parser.add_subparsers(dest="command", metavar="COMMAND", parser_class=_Parser)
+    subs.required = True
+
+    db = subs.add_parser("db", help="journal schema", parents=[common])
+    db_subs = db.add_subparsers(dest="db_command", metavar="ACTION", parser_class=_Parser)
+    db_subs.required = True
+    db_subs.add_parser("upgrade", help="create or upgrade the journal schema",
+                       parents=[common]).set_defaults(func=cmd_db_upgrade)
+    db_subs.add_parser("current", help="show the schema revision",
+                       parents=[common]).set_defaults(func=cmd_db_current)
+
+    runs = subs.add_parser("runs", help="runs of a query (or of all queries)", parents=[common])
+    runs.add_argument("query", nargs="?", help="query name")
+    runs.set_defaults(func=cmd_runs)
+
+    history = subs.add_parser("history", help="journaled batches of a query, oldest first",
+                              parents=[common])
+    history.add_argument("query")
+    history.add_argument("--format", choices=("table", "json", "csv"), default="table")
+    history.add_argument("--limit", type=_positive, metavar="N",
+                         help="only the newest N batches")
+    history.set_defaults(func=cmd_history)
+
+    starting = subs.add_parser(
+        "starting-offsets", parents=[common, plan_opts, kafka_opts],
+        help="print only the startingOffsets JSON for a new checkpoint",
+        description="Print only the JSON to pass as startingOffsets; warnings go to "
+                    "stderr. Exits 1 without printing when the plan has errors (data "
+                    "loss), unless --force.",
+    )
+    starting.add_argument("--source", type=_non_negative, default=0, metavar="N",
+                          help="source index (default 0)")
+    starting.add_argument("--force", action="store_true",
+                          help="print the offsets even when the plan has errors")
+    starting.set_defaults(func=cmd_starting_offsets)
+
+    plan = subs.add_parser("plan", parents=[common, plan_opts, kafka_opts],
+                           help="explain how a query restarts on a new checkpoint",
+                           description="Explain the restart plan; exits 1 when it has errors.")
+    plan.add_argument("--source", type=_non_negative, default=None, metavar="N",
+                      help="only this source (default: all)")
+    plan.add_argument("--output-path", metavar="PATH",
+                      help="file sink output path: warns when its _spark_metadata log "
+                           "would make the new query skip batches")
+    plan.add_argument("--format", choices=("text", "json"), default="text")
+    plan.set_defaults(func=cmd_plan)
+
+    ckpt = subs.add_parser("checkpoint", help="read Spark checkpoint directories",
+                           parents=[common])
+    ckpt_subs = ckpt.add_subparsers(dest="checkpoint_command", metavar="ACTION",
+                                    parser_class=_Parser)
+    ckpt_subs.required = True
+    inspect = ckpt_subs.add_parser("inspect", parents=[common],
+                                   help="last committed batch and its offsets, as JSON")
+    inspect.add_argument("dir", help="checkpoint directory or URL")
+    inspect.add_argument("--all", action="store_true", help="every batch, not only the last")
+    inspect.set_defaults(func=cmd_checkpoint_inspect)
+    imp = ckpt_subs.add_parser("import", parents=[common],
+                               help="journal a checkpoint's committed batches (idempotent)")
+    imp.add_argument("dir")
+    imp.add_argument("--query-name", required=True, help="journal them under this name")
+    imp.set_defaults(func=cmd_checkpoint_import)
+    compare = ckpt_subs.add_parser("compare", parents=[common],
+                                   help="checkpoint's last committed batch vs the journal's "
+                                        "last batch, per Kafka partition")
+    compare.add_argument("dir")
+    compare.add_argument("query")
+    compare.add_argument("--format", choices=("table", "json"), default="table")
+    compare.set_defaults(func=cmd_checkpoint_compare)
+
+    group = subs.add_parser("commit-group", parents=[common, kafka_opts],
+                            help="commit the journal's last offsets to a consumer group "
+                                 "(for lag monitoring)")
+    group.add_argument("query")
+    group.add_argument("--group", required=True, help="consumer group id")
+    group.add_argument("--bootstrap-servers", required=True, metavar="HOSTS")
+    group.add_argument("--source", type=_non_negative, default=None, metavar="N",
+                       help="the Kafka source to take offsets from (default: all)")
+    group.add_argument("--dry-run", action="store_true", help="show, do not commit")
+    group.set_defaults(func=cmd_commit_group)
+
+    # Everything after "demo" is the demo's own (main() splits it off before parsing:
+    # argparse.REMAINDER cannot start with an option).
+    demo = subs.add_parser("demo", help="run the demo (arguments are passed on)",
+                           add_help=False)
+    demo.set_defaults(func=cmd_demo, demo_args=[])
+    return parser
+
+
+# --------------------------------------------------------------------------- main
+
+
+def _runtime_errors() -> tuple[type[BaseException], ...]:
+    """What counts as bad input or an unavailable service: one line, exit status 1."""
+    import sqlalchemy as sa
+
+    from .journal import JournalError
+    from .kafka import KafkaError
+    from .offsets import OffsetFormatError
+    from .restart import RestartError
+
+    errors: list[type[BaseException]] = [
+        JournalError, RestartError, KafkaError, OffsetFormatError, _NotFound,
+        sa.exc.SQLAlchemyError, OSError,
+    ]
+    try:
+        from .checkpoint import CheckpointError
+
+        errors.append(CheckpointError)
+    except ImportError:  # pragma: no cover - checkpoint.py ships with the package
+        pass
+    return tuple(errors)
+
+
+def _one_line(exc: BaseException) -> str:
+    orig = getattr(exc, "orig", None)  # SQLAlchemy wraps the driver's error
+    text = str(orig if orig is not None else exc).strip()
+    first = text.splitlines()[0] if text else type(exc).__name__
+    if orig is not None:
+        first = f"database error: {first}"
+    return redact(first)
+
+
+def _setup_logging(verbose: int) -> None:
+    level = logging.WARNING if verbose <= 0 else logging.INFO if verbose == 1 else logging.DEBUG
+    # basicConfig only: main() also runs in-process (tests, notebooks), where the
+    # host's logging setup must be left as it is.
+    logging.basicConfig(level=level, stream=sys.stderr,
+                        format=f"{PROG}: %(levelname)s: %(name)s: %(message)s")
+
+
+def _command_index(argv: Sequence[str]) -> int | None:
+    """Where the subcommand is in ``argv``, past the global options (None: unclear)."""
+    i = 0
+    while i < len(argv):
+        token = argv[i]
+        if token == "--database-url":
+            i += 2
+            continue
+        if token.startswith("--database-url=") or token == "--verbose" or re.fullmatch(
+                r"-v+", token):
+            i += 1
+            continue
+        return None if token.startswith("-") else i
+    return None
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """Run the command line; returns the exit status (tests call this in-process)."""
+    parser = build_parser()
+    argv = list(sys.argv[1:] if argv is None else argv)
+    demo_args: list[str] | None = None
+    index = _command_index(argv)
+    if index is not None and argv[index] == "demo":
+        argv, demo_args = argv[: index + 1], argv[index + 1:]
+    try:
+        args = parser.parse_args(argv)
+        if demo_args is not None:
+            args.demo_args = demo_args
+    except UsageError as exc:
+        _err("error", str(exc))
+        return EXIT_USAGE
+    except SystemExit as exc:  # --help, --version
+        return int(exc.code or 0) if not isinstance(exc.code, str) else EXIT_USAGE
+    _setup_logging(args.verbose)
+    func: Callable[[argparse.Namespace], int] = args.func
+    try:
+        return func(args)
+    except UsageError as exc:
+        _err("error", str(exc))
+        return EXIT_USAGE
+    except ConfigError as exc:
+        _err("error", str(exc))
+        return EXIT_USAGE
+    except KeyboardInterrupt:
+        _err("error", "interrupted")
+        return 130
+    except BrokenPipeError:
+        return EXIT_OK
+    except Exception as exc:
+        if isinstance(exc, _runtime_errors()):
+            if args.verbose >= 2:
+                traceback.print_exc()
+            _err("error", _one_line(exc))
+            return EXIT_RUNTIME
+        if args.verbose >= 2:
+            traceback.print_exc()
+        _err("error", f"unexpected {type(exc).__name__}: {_one_line(exc)} (-vv for details)")
+        return EXIT_RUNTIME
+
+
+if __name__ == "__main__":  # pragma: no cover
+    sys.exit(main())

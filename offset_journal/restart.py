@@ -781,6 +781,13 @@ def compute_plan(
             "query reads exactly what came after that batch: nothing skipped, nothing "
             "read twice."
         )
+    if as_of is not None and anchor.trigger_at is not None and anchor.batch_duration_ms:
+        finished = anchor.trigger_at + timedelta(milliseconds=anchor.batch_duration_ms)
+        if finished > as_of:
+            notes.append(
+                f"That batch was still running at {_iso(as_of)} (it finished at "
+                f"{_iso(finished)}); it counts as before that time."
+            )
 
     indexes = [s.source_index for s in anchor.sources]
     if source is not None:
@@ -876,8 +883,8 @@ def _kafka_plan(src: SourceOffsets, index: int, anchor: Batch, from_batches: lis
         warnings: list[str] = []
     else:
         offsets, notes, warnings = start_offsets_from(from_batches, prev, index)
-        plan.journaled = from_batches[0].source(index).start_offset \
-            if index in [s.source_index for s in from_batches[0].sources] else None
+        first_sources = {s.source_index: s for s in from_batches[0].sources}
+        plan.journaled = first_sources[index].start_offset if index in first_sources else None
         plan.notes += notes
     plan.warnings += warnings
     if kafka_state is not None:
@@ -953,13 +960,18 @@ def _chain(journal: Journal, query_name: str, anchor: Batch, runs: Sequence[Run]
 
 def checkpoint_state(path: str) -> CheckpointState:
     """What a NEW checkpoint location holds (a missing directory holds nothing)."""
-    from .checkpoint import is_new_checkpoint, read_checkpoint
+    from .checkpoint import CheckpointError, is_new_checkpoint, read_checkpoint
 
     if is_new_checkpoint(path):
         return CheckpointState(str(path), False)
-    ckpt = read_checkpoint(path)
+    try:
+        ckpt = read_checkpoint(path)
+    except CheckpointError as exc:
+        # Offsets files exist, readable or not: Spark would still resume from them.
+        log.debug("checkpoint %s holds offsets but cannot be read: %s", path, exc)
+        return CheckpointState(str(path), True)
     last = ckpt.batches[-1].batch_id if ckpt.batches else None
-    return CheckpointState(str(path), ckpt.has_offsets, ckpt.query_id, last)
+    return CheckpointState(str(path), True, ckpt.query_id, last)
 
 
 def plan_restart(

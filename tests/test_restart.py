@@ -138,6 +138,11 @@ def test_at_first_batch_of_a_checkpoint_uses_the_batch_before() -> None:
 def test_as_of_is_explained() -> None:
     plan = compute_plan("orders", mk(3, kafka_src({("orders", 0): (1, 2)})), as_of=at(3.5))
     assert "triggered at or before 2024-01-01T00:03:30Z" in flat(plan.explain())
+    assert "still running" not in flat(plan.explain())
+    # mk() batches run 100 ms: one triggered 50 ms before as_of was still running then.
+    running = compute_plan("orders", mk(3, kafka_src({("orders", 0): (1, 2)})),
+                           as_of=at(3) + timedelta(milliseconds=50))
+    assert "still running at 2024-01-01T00:03:00.050000Z" in flat(running.explain())
 
 
 def test_source_selection() -> None:
@@ -734,6 +739,10 @@ def test_seeding_a_used_checkpoint_is_refused(journal_url: str, tmp_path: Path) 
     used = write_checkpoint(tmp_path / "ck", "qid-a", [([{"orders": {"0": 1}}], True)])
     with pytest.raises(RestartError, match="already holds batches up to 0"):
         plan_restart(journal_url, "orders", checkpoint=str(used))
+    torn = write_checkpoint(tmp_path / "torn", "q", [([{"orders": {"0": 1}}], True)])
+    (torn / "offsets" / "0").write_text("garbage")
+    with pytest.raises(RestartError, match="torn already holds offsets"):
+        plan_restart(journal_url, "orders", checkpoint=str(torn))
     fresh = plan_restart(journal_url, "orders", checkpoint=str(tmp_path / "new"))
     assert fresh.checkpoint == str(tmp_path / "new")
     out = tmp_path / "out"

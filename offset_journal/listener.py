@@ -4,9 +4,10 @@
 least they can: copy what they need off the event into a small dict and hand it to a
 background writer. They never raise into Spark and never wait on the database.
 
-Under Spark Connect the listener is pickled and runs in a Python process on the
-server, so construction opens no connection and starts no thread: the writer starts
-on the first event, wherever that arrives.
+Under Spark Connect the listener may be pickled and run in a Python process on the
+server (PySpark 3.5) or get events streamed to the client (PySpark 4.x); either way,
+construction opens no connection and starts no thread: the writer starts on the
+first event, wherever that arrives.
 """
 
 from __future__ import annotations
@@ -16,12 +17,13 @@ import logging
 import os
 import socket
 import threading
+import time
 from datetime import datetime, timezone
 from typing import Any
 
 from .db import resolve_url
 from .records import PROGRESS, STARTED, TERMINATED
-from .spool import default_spool_dir
+from .spool import Spool, default_spool_dir
 from .writer import Writer, WriterConfig
 
 try:  # pyspark is optional for the rest of the package
@@ -66,6 +68,9 @@ class OffsetJournalListener(_Base):  # type: ignore[misc,valid-type]
         self._lock = threading.Lock()
         self._names: dict[str, str | None] = {}
         self._warned: set[str] = set()
+        self._closed = False
+        self._terminated: set[str] = set()
+        self._terminated_cond = threading.Condition()
 
     # Spark Connect pickles the listener: ship configuration only.
     def __getstate__(self) -> dict[str, Any]:
@@ -101,6 +106,7 @@ class OffsetJournalListener(_Base):  # type: ignore[misc,valid-type]
         """Flush, then stop the writer. Events not journaled by then stay in the spool."""
         with self._lock:
             writer, self._writer = self._writer, None
+            self._closed = True
         if writer is None:
             return True
         try:
@@ -115,7 +121,27 @@ class OffsetJournalListener(_Base):  # type: ignore[misc,valid-type]
         except Exception:  # pragma: no cover - interpreter is going away
             pass
 
+    def wait_terminated(self, run_id: Any, timeout: float = 30.0) -> bool:
+        """Wait until Spark delivered the run's termination and its events are journaled.
+
+        ``query.stop()`` and ``awaitTermination()`` return before Spark's listener bus
+        has delivered the last events; call this before reading the journal for a run
+        that just ended. Classic sessions only (under Connect the listener is remote).
+        """
+        deadline = time.monotonic() + timeout
+        with self._terminated_cond:
+            while str(run_id) not in self._terminated:
+                remaining = deadline - time.monotonic()
+                if remaining <= 0:
+                    return False
+                self._terminated_cond.wait(remaining)
+        return self.flush(max(0.0, deadline - time.monotonic()))
+
     def _submit(self, event: dict[str, Any]) -> None:
+        if self._closed:
+            # Late events after close() go straight to disk; the next start replays them.
+            Spool(self._config.spool_dir).append([event])
+            return
         writer = self._writer
         if writer is None or not writer.alive:
             writer = self.start()
@@ -159,6 +185,9 @@ class OffsetJournalListener(_Base):  # type: ignore[misc,valid-type]
             })
             if self._writer is not None:
                 self._writer.flush(self._terminate_flush_timeout)
+            with self._terminated_cond:
+                self._terminated.add(run_id)
+                self._terminated_cond.notify_all()
         except Exception:
             log.exception("offset-journal: onQueryTerminated failed (the query is unaffected)")
 
@@ -171,8 +200,8 @@ def attach(spark: Any, database_url: str | None = None, **options: Any) -> Offse
     """Attach a journal listener to ``spark`` in one line and return it.
 
     In a classic session the writer starts at once, replaying any spool an earlier
-    driver left. Under Spark Connect the listener runs on the server: the returned
-    object is the client's copy, and its flush()/close() have nothing to wait for.
+    driver left. Under Spark Connect it starts on the first event; where the listener
+    runs on the server (PySpark 3.5) the returned object is only the client's copy.
     """
     listener = OffsetJournalListener(database_url, **options)
     spark.streams.addListener(listener)

@@ -67,6 +67,8 @@ def is_kafka_description(description: str | None) -> bool:
 
 
 def _is_partition_key(key: Any) -> bool:
+    if isinstance(key, int) and not isinstance(key, bool):
+        return 0 <= key < 2**31
     return isinstance(key, str) and key.isdigit() and len(key) < 11
 
 

@@ -293,9 +293,9 @@ def cmd_starting_offsets(args: argparse.Namespace) -> int:
         _err("warning", f"source {source.index} is a {source.kind} source: startingOffsets "
                         f"does not apply (options: {options}); printing its journaled offset; "
                         f"see `{PROG} plan`")
+    for error in plan.errors:
+        _err("error", error)
     if plan.errors and not args.force:
-        for error in plan.errors:
-            _err("error", error)
         return EXIT_RUNTIME
     _out(source.starting_offsets())
     return EXIT_OK

@@ -248,6 +248,20 @@ def test_starting_offsets_against_kafka(cli: Any, journal_url: str, kafka: MockK
     assert json.loads(r.out) == {topic: {"0": 3, "1": 2, "2": -2, "3": -2}}
     assert r.err == ""  # checked against the cluster: nothing to warn about
 
+    # A journaled topic that is gone from the cluster leaves nothing to start from:
+    # an error, and no JSON unless forced.
+    gone = f"gone-{uuid.uuid4().hex[:6]}"
+    journal_batches(journal_url, [progress(
+        1, name="lost", timestamp=ts(0),
+        sources=[kafka_source(gone, {gone: {"0": 0}}, {gone: {"0": 3}})])])
+    args = ("starting-offsets", "lost", "--bootstrap-servers", kafka.bootstrap_servers)
+    r = cli(*args)
+    assert r.code == 1 and r.out == ""
+    assert "offset-journal: error: source 0: no partition is left" in r.err
+    assert f"topic {gone}" in r.err and "no longer exists" in r.err
+    r = cli(*args, "--force")
+    assert r.code == 0 and r.out == "{}\n" and "no partition is left" in r.err
+
 
 def test_plan_text_and_json(cli: Any, db: str, tmp_path: Path) -> None:
     out = tmp_path / "out"

@@ -663,6 +663,7 @@ def compute_plan(
     window: timedelta | None = None,
     source: int | None = None,
     as_of: datetime | None = None,
+    subscribe: Sequence[str] | None = None,
 ) -> RestartPlan:
     """Make a restart plan from journal data alone (pure: no I/O).
 
@@ -672,7 +673,9 @@ def compute_plan(
     ``before`` is the journaled batch just before the first batch re-read (the batch
     before ``anchor`` for "at", before ``chain[0]`` for state-aware); it supplies start
     offsets Spark does not report for a checkpoint's first batch. ``kafka_state`` is
-    topic_state() of the cluster (None: not checked).
+    topic_state() of the cluster (None: not checked). ``subscribe`` is the NEW job's
+    topic subscription when known (an upgrade may add a topic); it overrides the one
+    read from the old source's description.
     """
     if mode not in MODES:
         raise RestartError(f"unknown mode {mode!r}: use one of {', '.join(MODES)}")
@@ -806,7 +809,8 @@ def compute_plan(
         src = anchor.source(index)
         kind = source_kind(src)
         if kind == KIND_KAFKA:
-            sources.append(_kafka_plan(src, index, anchor, from_batches, prev, kafka_state))
+            sources.append(_kafka_plan(src, index, anchor, from_batches, prev, kafka_state,
+                                       subscribe))
         else:
             if from_batches is None:
                 offset, what = src.end_offset, "end offset"
@@ -866,7 +870,8 @@ def compute_plan(
 
 
 def _kafka_plan(src: SourceOffsets, index: int, anchor: Batch, from_batches: list[Batch] | None,
-                prev: Batch | None, kafka_state: TopicState | None) -> SourcePlan:
+                prev: Batch | None, kafka_state: TopicState | None,
+                subscribe: Sequence[str] | None = None) -> SourcePlan:
     plan = SourcePlan(index, src.description, KIND_KAFKA, {}, {}, None)
     if not src.partitions:
         plan.errors.append(
@@ -889,6 +894,8 @@ def _kafka_plan(src: SourceOffsets, index: int, anchor: Batch, from_batches: lis
     plan.warnings += warnings
     if kafka_state is not None:
         strategy, items = kafka_strategy(src.description)
+        if subscribe:
+            strategy, items = "subscribe", list(subscribe)
         offsets, notes, warnings, errors = check_against_cluster(
             offsets, kafka_state, strategy=strategy, subscribed=items
         )
@@ -990,6 +997,7 @@ def plan_restart(
     mode: str | None = None,
     window: timedelta | None = None,
     journal: Journal | None = None,
+    subscribe: Sequence[str] | None = None,
 ) -> RestartPlan:
     """Plan how ``query_name`` starts on a new checkpoint; see the module docstring.
 
@@ -998,6 +1006,9 @@ def plan_restart(
     checks the plan against the Kafka cluster; ``checkpoint`` is refused when it already
     holds offsets; ``output_path`` is checked for a file sink log. ``stateful=True`` or
     ``mode="state-aware"`` makes the state-aware plan (``window``: the window length).
+    ``subscribe``: the topics the new job subscribes to, when known; with
+    ``bootstrap_servers``, partitions of those topics missing from the journal start
+    at earliest.
     Raises RestartError, CheckpointError, JournalError or KafkaError.
     """
     mode = mode or (MODE_STATE_AWARE if stateful else MODE_STATELESS)
@@ -1059,14 +1070,14 @@ def plan_restart(
 
     state = None
     if bootstrap_servers:
-        topics = kafka_topics([*chain, anchor], source)
+        topics = sorted(set(kafka_topics([*chain, anchor], source)) | set(subscribe or ()))
         if topics:
             state = topic_state(bootstrap_servers, topics, timeout=kafka_timeout,
                                 config=kafka_config)
     plan = compute_plan(
         query_name, anchor, position=position, chain=chain, before=before, kafka_state=state,
         runs=spans, checkpoint=ckpt_state, sink=sink, mode=mode, window=window,
-        source=source, as_of=as_of,
+        source=source, as_of=as_of, subscribe=subscribe,
     )
     for w in plan.warnings:
         log.info("restart plan for %s: %s", query_name, w)

@@ -1,0 +1,137 @@
+"""What the jobs in this folder share: options, the Kafka reader, the journal restart.
+
+Every job takes Kafka bootstrap servers, topics, a query name, a checkpoint location
+and the journal's database URL, and with ``--from-journal`` seeds ``startingOffsets``
+from the journal when its checkpoint is new. The jobs read Kafka with Spark's own
+connector where it is on the classpath and with offset-journal's Python source
+otherwise, through the same options.
+"""
+
+from __future__ import annotations
+
+import argparse
+import hashlib
+import logging
+import os
+from dataclasses import dataclass
+from datetime import datetime
+from typing import Any
+
+from offset_journal.checkpoint import file_sink_metadata, is_new_checkpoint
+from offset_journal.journal import Journal
+from offset_journal.kafka_source import kafka_format
+from offset_journal.restart import RestartError, plan_restart
+
+log = logging.getLogger("offset_journal.jobs")
+
+
+class JobError(RuntimeError):
+    """The job refuses to start (its message says why, in one line)."""
+
+
+def base_parser(description: str) -> argparse.ArgumentParser:
+    p = argparse.ArgumentParser(description=description)
+    p.add_argument("--bootstrap-servers", required=True, help="Kafka bootstrap servers")
+    p.add_argument("--topics", required=True, help="comma-separated topics to subscribe to")
+    p.add_argument("--query-name", required=True,
+                   help="the journal key: stays the same across checkpoints")
+    p.add_argument("--checkpoint", required=True, help="checkpoint location")
+    p.add_argument("--database-url", default=None,
+                   help="journal database (else OFFSET_JOURNAL_DATABASE_URL)")
+    p.add_argument("--from-journal", action="store_true",
+                   help="on a NEW checkpoint, start where the journal says the query stopped")
+    p.add_argument("--starting-offsets", default="earliest",
+                   help="startingOffsets for a new checkpoint without --from-journal "
+                        "(or when the journal has nothing for this query)")
+    p.add_argument("--batch", default=None, metavar="RUN:BATCH",
+                   help="with --from-journal: restart AT this journaled batch (reprocess it)")
+    p.add_argument("--max-offsets-per-trigger", type=int, default=None)
+    p.add_argument("--trigger", default="available-now",
+                   help="'available-now' (process what is there, then stop) or an interval "
+                        "such as '1 second'")
+    p.add_argument("--spool-dir", default=None, help="journal spool directory")
+    return p
+
+
+@dataclass
+class Start:
+    """Where the query starts: the options for readStream and, for state-aware restarts,
+    the event-time cut-off below which windows were already emitted."""
+
+    starting_offsets: str
+    reason: str
+    event_time_cutoff: datetime | None = None
+
+
+def output_dir_for(base: str, checkpoint: str) -> str:
+    """A file-sink output directory of its own per checkpoint.
+
+    The file sink keeps a ``_spark_metadata`` log keyed by batch id in its output
+    directory: a NEW checkpoint writing into the SAME directory would have its first
+    batches skipped as "already committed". One directory per checkpoint avoids that.
+    """
+    digest = hashlib.sha1(os.path.abspath(checkpoint).encode()).hexdigest()[:12]
+    return os.path.join(base, f"checkpoint={digest}")
+
+
+def decide_start(args: argparse.Namespace, *, state_aware: bool = False,
+                 window: Any = None, output_path: str | None = None) -> Start:
+    """Pick startingOffsets: the journal's plan for a new checkpoint with --from-journal,
+    else the given default. Spark ignores startingOffsets on an existing checkpoint."""
+    if not is_new_checkpoint(args.checkpoint):
+        return Start(args.starting_offsets, "existing checkpoint: Spark resumes from it")
+    if output_path is not None and file_sink_metadata(output_path) is not None:
+        raise JobError(f"output path {output_path} already holds a file-sink log "
+                       "(_spark_metadata) from another checkpoint: a new checkpoint writing "
+                       "there would have its first batches skipped")
+    if not args.from_journal:
+        return Start(args.starting_offsets, "new checkpoint, --from-journal not given")
+    batch = None
+    if args.batch:
+        run_id, _, batch_id = args.batch.rpartition(":")
+        batch = (run_id, int(batch_id))
+    with Journal(args.database_url) as journal:
+        if journal.last_batch(args.query_name) is None:
+            return Start(args.starting_offsets,
+                         f"the journal has no batch of {args.query_name!r} yet")
+        try:
+            plan = plan_restart(
+                args.database_url, args.query_name, batch=batch,
+                bootstrap_servers=args.bootstrap_servers, checkpoint=args.checkpoint,
+                output_path=output_path, mode="state-aware" if state_aware else None,
+                window=window, journal=journal,
+                subscribe=[t.strip() for t in args.topics.split(",") if t.strip()],
+            )
+        except RestartError as exc:
+            raise JobError(str(exc)) from None
+    for w in plan.warnings:
+        log.warning("restart plan: %s", w)
+    if not plan.ok:
+        raise JobError("restart plan has errors: " + "; ".join(plan.errors))
+    log.info("restart plan:\n%s", plan.explain())
+    return Start(plan.starting_offsets(0), "from the journal", plan.event_time_cutoff)
+
+
+def read_kafka(spark: Any, args: argparse.Namespace, start: Start) -> Any:
+    reader = (
+        spark.readStream.format(kafka_format(spark))
+        .option("kafka.bootstrap.servers", args.bootstrap_servers)
+        .option("subscribe", args.topics)
+        .option("startingOffsets", start.starting_offsets)
+    )
+    if args.max_offsets_per_trigger:
+        reader = reader.option("maxOffsetsPerTrigger", str(args.max_offsets_per_trigger))
+    return reader.load()
+
+
+def apply_trigger(writer: Any, trigger: str) -> Any:
+    if trigger in ("available-now", "availableNow"):
+        return writer.trigger(availableNow=True)
+    return writer.trigger(processingTime=trigger)
+
+
+def make_spark(app_name: str) -> Any:
+    from pyspark.sql import SparkSession
+
+    return (SparkSession.builder.appName(app_name)
+            .config("spark.sql.shuffle.partitions", "4").getOrCreate())

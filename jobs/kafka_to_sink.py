@@ -117,7 +117,8 @@ def main(argv: list[str] | None = None) -> int:
     import offset_journal
 
     args = parser().parse_args(argv)
-    logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
+    logging.basicConfig(level=logging.INFO,
+                        format="%(asctime)s %(levelname)s %(name)s: %(message)s")
     spark = make_spark(args.query_name)
     listener = offset_journal.attach(spark, database_url=args.database_url,
                                      spool_dir=args.spool_dir)

@@ -22,8 +22,9 @@ from offset_journal.db import ENV_URL
 from offset_journal.journal import Journal
 from offset_journal.kafka import committed_offsets
 from offset_journal.restart import plan_restart
+from offset_journal.testing import KafkaCluster
 from tests.payloads import kafka_source, progress
-from tests.test_kafka_admin import MockKafka, kafka  # noqa: F401  (module-scoped fixture)
+from tests.test_kafka_admin import fill
 from tests.test_restart import journal_batches, ts, write_checkpoint
 
 RUN = "88e2ff94-ede0-45a8-b687-6316fbef529a"
@@ -234,15 +235,15 @@ def test_starting_offsets_bad_input(cli: Any, db: str, tmp_path: Path) -> None:
     assert r.code == 1 and "already holds" in r.error_line and r.out == ""
 
 
-def test_starting_offsets_against_kafka(cli: Any, journal_url: str, kafka: MockKafka,  # noqa: F811
+def test_starting_offsets_against_kafka(cli: Any, journal_url: str, kafka_cluster: KafkaCluster,
                                         monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv(ENV_URL, journal_url)
     topic = f"cli-{uuid.uuid4().hex[:6]}"
-    kafka.produce(topic, {0: 3, 1: 3, 2: 1, 3: 1})
+    fill(kafka_cluster, topic, {0: 3, 1: 3, 2: 1, 3: 1})
     journal_batches(journal_url, [progress(
         5, name="orders", timestamp=ts(0),
         sources=[kafka_source(topic, {topic: {"0": 0, "1": 0}}, {topic: {"0": 3, "1": 2}})])])
-    r = cli("starting-offsets", "orders", "--bootstrap-servers", kafka.bootstrap_servers,
+    r = cli("starting-offsets", "orders", "--bootstrap-servers", kafka_cluster.bootstrap_servers,
             "--kafka-timeout", "5")
     assert r.code == 0, r.err
     assert json.loads(r.out) == {topic: {"0": 3, "1": 2, "2": -2, "3": -2}}
@@ -254,7 +255,7 @@ def test_starting_offsets_against_kafka(cli: Any, journal_url: str, kafka: MockK
     journal_batches(journal_url, [progress(
         1, name="lost", timestamp=ts(0),
         sources=[kafka_source(gone, {gone: {"0": 0}}, {gone: {"0": 3}})])])
-    args = ("starting-offsets", "lost", "--bootstrap-servers", kafka.bootstrap_servers)
+    args = ("starting-offsets", "lost", "--bootstrap-servers", kafka_cluster.bootstrap_servers)
     r = cli(*args)
     assert r.code == 1 and r.out == ""
     assert "offset-journal: error: source 0: no partition is left" in r.err
@@ -367,23 +368,23 @@ def test_checkpoint_import_and_compare(cli: Any, journal_url: str, hand_checkpoi
 # --------------------------------------------------------------------------- Kafka groups
 
 
-def test_commit_group(cli: Any, journal_url: str, kafka: MockKafka,  # noqa: F811
+def test_commit_group(cli: Any, journal_url: str, kafka_cluster: KafkaCluster,
                       monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv(ENV_URL, journal_url)
     topic = f"lag-{uuid.uuid4().hex[:6]}"
-    kafka.produce(topic, {0: 10, 1: 10})
+    fill(kafka_cluster, topic, {0: 10, 1: 10})
     journal_batches(journal_url, [progress(
         3, name="orders", timestamp=ts(0),
         sources=[kafka_source(topic, {topic: {"0": 1, "1": 1}}, {topic: {"0": 7, "1": 4}})])])
     group = f"g-{uuid.uuid4().hex[:6]}"
     r = cli("commit-group", "orders", "--group", group, "--bootstrap-servers",
-            kafka.bootstrap_servers, "--dry-run")
+            kafka_cluster.bootstrap_servers, "--dry-run")
     assert r.code == 0 and "would commit" in r.out
-    assert committed_offsets(kafka.bootstrap_servers, group, [topic], timeout=5) == {}
+    assert committed_offsets(kafka_cluster.bootstrap_servers, group, [topic], timeout=5) == {}
     r = cli("commit-group", "orders", "--group", group, "--bootstrap-servers",
-            kafka.bootstrap_servers, "--kafka-timeout", "5")
+            kafka_cluster.bootstrap_servers, "--kafka-timeout", "5")
     assert r.code == 0, r.err
-    assert committed_offsets(kafka.bootstrap_servers, group, [topic], timeout=5) == {
+    assert committed_offsets(kafka_cluster.bootstrap_servers, group, [topic], timeout=5) == {
         topic: {0: 7, 1: 4}
     }
     r = cli("commit-group", "orders", "--group", group, "--bootstrap-servers",

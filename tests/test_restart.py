@@ -35,8 +35,9 @@ from offset_journal.restart import (
     plan_restart,
     source_kind,
 )
+from offset_journal.testing import KafkaCluster
 from tests.payloads import kafka_source, progress
-from tests.test_kafka_admin import MockKafka, kafka  # noqa: F401  (module-scoped fixture)
+from tests.test_kafka_admin import fill
 
 T0 = datetime(2024, 1, 1, tzinfo=timezone.utc)
 SUB = "KafkaV2[Subscribe[orders]]"
@@ -798,9 +799,9 @@ def test_import_of_nothing_is_refused(journal_url: str, tmp_path: Path) -> None:
 # --------------------------------------------------------------------------- Kafka
 
 
-def test_plan_against_the_cluster(journal_url: str, kafka: MockKafka) -> None:  # noqa: F811
+def test_plan_against_the_cluster(journal_url: str, kafka_cluster: KafkaCluster) -> None:
     topic, deleted = f"orders-{uuid.uuid4().hex[:6]}", f"deleted-{uuid.uuid4().hex[:6]}"
-    kafka.produce(topic, {0: 6, 1: 6, 2: 2, 3: 1})
+    fill(kafka_cluster, topic, {0: 6, 1: 6, 2: 2, 3: 1})
     # The job journaled only partitions 0-1 of the topic, and a topic since deleted.
     journal_batches(journal_url, [
         progress(4, name="orders", timestamp=ts(0), sources=[kafka_source(
@@ -809,7 +810,7 @@ def test_plan_against_the_cluster(journal_url: str, kafka: MockKafka) -> None:  
             {topic: {"0": 5, "1": 6}, deleted: {"0": 7}},
         )]),
     ])
-    plan = plan_restart(journal_url, "orders", bootstrap_servers=kafka.bootstrap_servers,
+    plan = plan_restart(journal_url, "orders", bootstrap_servers=kafka_cluster.bootstrap_servers,
                         kafka_timeout=5)
     assert plan.kafka_checked
     assert plan.source(0).offsets == {topic: {0: 5, 1: 6, 2: EARLIEST, 3: EARLIEST}}
@@ -817,19 +818,18 @@ def test_plan_against_the_cluster(journal_url: str, kafka: MockKafka) -> None:  
     assert any(f"topic {deleted}" in w and "no longer exists" in w for w in plan.warnings)
     assert any(f"{topic}-2, {topic}-3" in n for n in plan.source(0).notes)
     # Probing must not have created the deleted topic again.
-    assert deleted not in kafka.producer.list_topics(timeout=5).topics or \
-        kafka.producer.list_topics(timeout=5).topics[deleted].error is not None
+    assert kafka_cluster.partitions(deleted, timeout=5) == 0
 
 
-def test_plan_sees_offsets_beyond_the_log(journal_url: str, kafka: MockKafka) -> None:  # noqa: F811
+def test_plan_sees_offsets_beyond_the_log(journal_url: str, kafka_cluster: KafkaCluster) -> None:
     topic = f"short-{uuid.uuid4().hex[:6]}"
-    kafka.produce(topic, {0: 2, 1: 2, 2: 2, 3: 2})
+    fill(kafka_cluster, topic, {0: 2, 1: 2, 2: 2, 3: 2})
     journal_batches(journal_url, [
         progress(1, name="orders", timestamp=ts(0), sources=[kafka_source(
             topic, {topic: {str(p): 0 for p in range(4)}},
             {topic: {"0": 2, "1": 2, "2": 2, "3": 900}})]),
     ])
-    plan = plan_restart(journal_url, "orders", bootstrap_servers=kafka.bootstrap_servers)
+    plan = plan_restart(journal_url, "orders", bootstrap_servers=kafka_cluster.bootstrap_servers)
     assert any(f"{topic}-3 starts at 900, beyond its log end 2" in w for w in plan.warnings)
 
 

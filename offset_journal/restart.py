@@ -478,15 +478,24 @@ def check_against_cluster(offsets: KafkaOffsets, state: TopicState, *, strategy:
     else:
         candidates = set(offsets) | (set(subscribed) if strategy == "subscribe" else set())
         added: list[tuple[str, int]] = []
+        new_topics: list[str] = []
         for topic in sorted(candidates):
+            if topic not in offsets and topic in state:
+                new_topics.append(topic)
             for part in sorted(state.get(topic, {})):
                 if part not in out.get(topic, {}):
                     out.setdefault(topic, {})[part] = EARLIEST
-                    added.append((topic, part))
+                    if topic in offsets:
+                        added.append((topic, part))
         if added:
             notes.append(
                 "on the cluster but not in the journal (created after the journaled "
                 f"batch), so -2 (earliest) as Spark reads new partitions: {_tp_list(added)}"
+            )
+        if new_topics:
+            notes.append(
+                "subscribed but never journaled: every partition from -2 (earliest); set "
+                f"-1 instead to skip what they already hold: {', '.join(new_topics)}"
             )
         if strategy == "pattern":
             notes.append(
@@ -674,8 +683,9 @@ def compute_plan(
     before ``anchor`` for "at", before ``chain[0]`` for state-aware); it supplies start
     offsets Spark does not report for a checkpoint's first batch. ``kafka_state`` is
     topic_state() of the cluster (None: not checked). ``subscribe`` is the NEW job's
-    topic subscription when known (an upgrade may add a topic); it overrides the one
-    read from the old source's description.
+    topic subscription when known (an upgrade may add or drop a topic); it overrides
+    the one read from the old source's description, and journaled topics outside it
+    are left out.
     """
     if mode not in MODES:
         raise RestartError(f"unknown mode {mode!r}: use one of {', '.join(MODES)}")
@@ -892,10 +902,24 @@ def _kafka_plan(src: SourceOffsets, index: int, anchor: Batch, from_batches: lis
         plan.journaled = first_sources[index].start_offset if index in first_sources else None
         plan.notes += notes
     plan.warnings += warnings
+    strategy, items = kafka_strategy(src.description)
+    if subscribe:
+        # The new job's subscription decides which partitions Spark assigns, and Spark
+        # wants exactly those named: topics it no longer reads must go.
+        strategy, items = "subscribe", sorted(set(subscribe))
+        dropped = sorted(t for t in offsets if t not in items)
+        if dropped:
+            plan.notes.append("journaled but not subscribed by the new job, left out: "
+                              + ", ".join(dropped))
+            offsets = {t: p for t, p in offsets.items() if t in items}
+        unknown = [t for t in items if t not in offsets]
+        if unknown and kafka_state is None:
+            plan.warnings.append(
+                f"subscribed but never journaled ({', '.join(unknown)}), and without a "
+                "cluster their partitions are unknown: Spark refuses startingOffsets that "
+                "do not name them; pass bootstrap servers"
+            )
     if kafka_state is not None:
-        strategy, items = kafka_strategy(src.description)
-        if subscribe:
-            strategy, items = "subscribe", list(subscribe)
         offsets, notes, warnings, errors = check_against_cluster(
             offsets, kafka_state, strategy=strategy, subscribed=items
         )

@@ -213,6 +213,20 @@ def test_offset_beyond_log_end_is_suspicious() -> None:
     assert errors == [] and any("beyond its log end 20" in w for w in warnings)
 
 
+def test_new_subscription_adds_and_drops_topics() -> None:
+    anchor = mk(2, kafka_src({("orders", 0): (0, 5), ("old", 0): (1, 2)},
+                             description="KafkaV2[Subscribe[old, orders]]"))
+    state = {"orders": {0: (0, 9)}, "old": {0: (0, 9)}, "new": {0: (0, 1), 1: (0, 1)}}
+    plan = compute_plan("orders", anchor, kafka_state=state, subscribe=["orders", "new"])
+    assert plan.source(0).offsets == {"orders": {0: 5}, "new": {0: EARLIEST, 1: EARLIEST}}
+    notes = plan.source(0).notes
+    assert any("not subscribed by the new job, left out: old" in n for n in notes)
+    assert any("subscribed but never journaled" in n and "new" in n for n in notes)
+    blind = compute_plan("orders", anchor, subscribe=["orders", "new"])
+    assert blind.source(0).offsets == {"orders": {0: 5}}
+    assert any("their partitions are unknown" in w for w in blind.warnings)
+
+
 def test_pattern_subscription_gets_a_note() -> None:
     _, notes, _, _ = check_against_cluster({"o": {0: 1}}, {"o": {0: (0, 1)}}, strategy="pattern")
     assert any("by pattern" in n for n in notes)

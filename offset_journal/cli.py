@@ -122,6 +122,13 @@ def _key_value(text: str) -> tuple[str, str]:
     return key.strip(), value
 
 
+def _topics(text: str) -> list[str]:
+    topics = [t.strip() for t in text.split(",") if t.strip()]
+    if not topics:
+        raise argparse.ArgumentTypeError(f"no topic in {text!r}")
+    return topics
+
+
 def _non_negative(text: str) -> int:
     try:
         value = int(text)
@@ -277,6 +284,7 @@ def _plan(args: argparse.Namespace, source: int | None) -> Any:
         kafka_timeout=args.kafka_timeout, checkpoint=args.checkpoint,
         output_path=getattr(args, "output_path", None),
         mode=MODE_STATE_AWARE if args.state_aware else MODE_STATELESS, window=args.window,
+        subscribe=args.subscribe,
     )
 
 
@@ -472,6 +480,9 @@ def build_parser() -> argparse.ArgumentParser:
     plan_opts.add_argument("--bootstrap-servers", metavar="HOSTS",
                            help="check against this Kafka cluster: new partitions, deleted "
                                 "topics, data loss")
+    plan_opts.add_argument("--subscribe", metavar="TOPICS", type=_topics,
+                           help="comma-separated topics the NEW job subscribes to, when "
+                                "they differ from the journaled job's")
     plan_opts.add_argument("--checkpoint", metavar="DIR",
                            help="the NEW checkpoint location: refused if it holds offsets")
     plan_opts.add_argument("--state-aware", action="store_true",

@@ -262,6 +262,12 @@ def test_starting_offsets_against_kafka(cli: Any, journal_url: str, kafka_cluste
     assert f"topic {gone}" in r.err and "no longer exists" in r.err
     r = cli(*args, "--force")
     assert r.code == 0 and r.out == "{}\n" and "no partition is left" in r.err
+    # The new job reads another topic instead: it starts from earliest there.
+    fill(kafka_cluster, f"{gone}-v2", {0: 1})
+    r = cli(*args, "--subscribe", f"{gone}-v2")
+    assert r.code == 0, r.err
+    assert json.loads(r.out) == {f"{gone}-v2": {str(p): -2 for p in range(4)}}
+    assert cli(*args, "--subscribe", " , ").code == 2
 
 
 def test_plan_text_and_json(cli: Any, db: str, tmp_path: Path) -> None:

@@ -220,8 +220,14 @@ def cmd_db_current(args: argparse.Namespace) -> int:
 def cmd_runs(args: argparse.Namespace) -> int:
     with _journal(args) as journal:
         runs = journal.runs(args.query)
+        concurrent = [pair for name in sorted({r.query_name for r in runs})
+                      for pair in journal.concurrent_runs(name)]
     if args.query and not runs:
         raise _NotFound(f"no runs journaled for query {args.query!r}")
+    for a, b in concurrent:
+        _err("warning", f"runs {a.run_id} and {b.run_id} of query {a.query_name!r} journaled "
+                        "batches at the same time: two jobs run under one name (see "
+                        f"`{PROG} plan`)")
     rows = []
     for r in runs:
         state = "failed" if r.exception else "terminated" if r.terminated_at else "no end seen"

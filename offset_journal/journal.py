@@ -377,6 +377,43 @@ class Journal:
             for m in rows
         ]
 
+    def concurrent_runs(self, query_name: str) -> list[tuple[Run, Run]]:
+        """Pairs of runs of ``query_name`` that journaled batches at the same time.
+
+        Two live drivers under one name (two checkpoints) interleave their offsets, and
+        "the last batch" may then belong to either. A run spans its start event (else
+        its first batch) to its termination (else its last batch: a crashed run must
+        not look as if it ran forever); spans that only touch do not count. Pairs come
+        in order of the earlier run's start. The same rule as restart.concurrent_runs.
+        """
+        r, b = query_runs.c, batches.c
+        agg = (
+            sa.select(b.run_id, sa.func.min(b.trigger_at).label("first_at"),
+                      sa.func.max(b.trigger_at).label("last_at"))
+            .where(b.query_name == query_name).group_by(b.run_id).subquery()
+        )
+        start = sa.func.coalesce(r.started_at, agg.c.first_at)
+        end = sa.func.greatest(sa.func.coalesce(r.terminated_at, agg.c.last_at), start)
+        spans = (
+            sa.select(r.run_id, start.label("start"), end.label("end"))
+            .select_from(query_runs.outerjoin(agg, agg.c.run_id == r.run_id))
+            .where(r.query_name == query_name)
+            .cte("spans")
+        )
+        x, y = spans.alias("x"), spans.alias("y")
+        stmt = (
+            sa.select(x.c.run_id, y.c.run_id)
+            .where(x.c.start.is_not(None), y.c.start.is_not(None),
+                   sa.tuple_(x.c.start, x.c.run_id) < sa.tuple_(y.c.start, y.c.run_id),
+                   y.c.start < x.c.end, x.c.start < y.c.end)
+            .order_by(x.c.start, x.c.run_id, y.c.start, y.c.run_id)
+        )
+        pairs = self._read(lambda c: c.execute(stmt).all())
+        if not pairs:
+            return []
+        runs = {run.run_id: run for run in self.runs(query_name)}
+        return [(runs[a], runs[b]) for a, b in pairs]
+
     def query_names(self) -> list[str]:
         stmt = sa.select(query_runs.c.query_name).distinct().order_by(query_runs.c.query_name)
         return list(self._read(lambda c: c.execute(stmt).scalars().all()))

@@ -147,6 +147,22 @@ class OffsetJournalListener(_Base):  # type: ignore[misc,valid-type]
             writer = self.start()
         writer.submit(event)
 
+    # Classic sessions: PySpark's own py4j wrapper turns every progress event into a
+    # StreamingQueryProgress with a py4j round trip per field and per map entry, hundreds
+    # of milliseconds of driver CPU per batch on a busy machine (bench/stream_overhead.py).
+    # The journal needs only the progress JSON: one call. (Spark Connect does not use this.)
+    @property
+    def _jlistener(self) -> Any:
+        obj = self.__dict__.get("_jlistenerobj")
+        if obj is None:
+            from pyspark import SparkContext
+
+            jvm = SparkContext._jvm
+            assert jvm is not None, "no active SparkContext"
+            obj = jvm.PythonStreamingQueryListenerWrapper(_JavaListener(self))
+            self._jlistenerobj = obj
+        return obj
+
     # ------------------------------------------------------------------ callbacks
 
     def onQueryStarted(self, event: Any) -> None:
@@ -190,6 +206,73 @@ class OffsetJournalListener(_Base):  # type: ignore[misc,valid-type]
                 self._terminated_cond.notify_all()
         except Exception:
             log.exception("offset-journal: onQueryTerminated failed (the query is unaffected)")
+
+
+class _Progress:
+    """``event.progress`` handed to onQueryProgress in a classic session: ``.json`` comes
+    straight from the JVM object; any other attribute builds PySpark's full
+    StreamingQueryProgress on first use (for subclasses that read more)."""
+
+    def __init__(self, jprogress: Any) -> None:
+        self._jprogress = jprogress
+        self._full: Any = None
+
+    @property
+    def json(self) -> str:
+        return str(self._jprogress.json())
+
+    def __getattr__(self, name: str) -> Any:
+        if name.startswith("__") or name in ("_jprogress", "_full"):
+            raise AttributeError(name)
+        if self._full is None:
+            from pyspark.sql.streaming.listener import StreamingQueryProgress
+
+            self._full = StreamingQueryProgress.fromJObject(self._jprogress)
+        return getattr(self._full, name)
+
+
+class _ProgressEvent:
+    """A QueryProgressEvent whose progress is read lazily (inside the callback's try)."""
+
+    def __init__(self, jevent: Any) -> None:
+        self._jevent = jevent
+        self._progress: _Progress | None = None
+
+    @property
+    def progress(self) -> _Progress:
+        if self._progress is None:
+            self._progress = _Progress(self._jevent.progress())
+        return self._progress
+
+
+class _JavaListener:
+    """The Python side of Spark's PythonStreamingQueryListener, in place of PySpark's
+    JStreamingQueryListener: the same calls, without converting progress events."""
+
+    def __init__(self, listener: OffsetJournalListener) -> None:
+        self._listener = listener
+
+    def onQueryStarted(self, jevent: Any) -> None:
+        from pyspark.sql.streaming.listener import QueryStartedEvent
+
+        self._listener.onQueryStarted(QueryStartedEvent.fromJObject(jevent))
+
+    def onQueryProgress(self, jevent: Any) -> None:
+        self._listener.onQueryProgress(_ProgressEvent(jevent))
+
+    def onQueryIdle(self, jevent: Any) -> None:
+        if type(self._listener).onQueryIdle is not OffsetJournalListener.onQueryIdle:
+            from pyspark.sql.streaming.listener import QueryIdleEvent
+
+            self._listener.onQueryIdle(QueryIdleEvent.fromJObject(jevent))
+
+    def onQueryTerminated(self, jevent: Any) -> None:
+        from pyspark.sql.streaming.listener import QueryTerminatedEvent
+
+        self._listener.onQueryTerminated(QueryTerminatedEvent.fromJObject(jevent))
+
+    class Java:
+        implements = ["org.apache.spark.sql.streaming.PythonStreamingQueryListener"]
 
 
 def _is_connect(spark: Any) -> bool:

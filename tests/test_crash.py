@@ -1,0 +1,147 @@
+"""The driver killed with SIGKILL mid-stream: nothing is lost, the journal never runs
+ahead of a completed batch, and an idempotent sink holds no duplicate."""
+
+from __future__ import annotations
+
+import os
+import random
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import psycopg
+import pytest
+import sqlalchemy as sa
+
+from offset_journal import Journal
+from offset_journal.checkpoint import read_checkpoint
+from offset_journal.db import resolve_url
+from tests.jobs_support import JOBS, load_job, read_parquet_outputs
+
+pytestmark = [pytest.mark.spark, pytest.mark.slow]
+
+
+def _journaled_batches(url: str, run_filter: str = "") -> int:
+    engine = sa.create_engine(resolve_url(url))
+    with engine.connect() as conn:
+        n = conn.execute(sa.text(
+            "select count(*) from offset_journal.batches b join offset_journal.query_runs r "
+            "using (run_id) where r.terminated_at is null " + run_filter)).scalar_one()
+    engine.dispose()
+    return n
+
+
+def _start_driver(argv: list[str], log: Path) -> subprocess.Popen:
+    env = dict(os.environ, PYSPARK_PYTHON=sys.executable, PYSPARK_DRIVER_PYTHON=sys.executable)
+    return subprocess.Popen([sys.executable, str(JOBS / "kafka_to_sink.py"), *argv], env=env,
+                            stdout=log.open("w"), stderr=subprocess.STDOUT,
+                            start_new_session=True)
+
+
+def _kill_after(proc: subprocess.Popen, url: str, batches: int, log: Path,
+                timeout: float = 180) -> None:
+    """SIGKILL the driver (Python and its JVM) once it has journaled ``batches``."""
+    deadline = time.monotonic() + timeout
+    while _journaled_batches(url) < batches:
+        assert proc.poll() is None, log.read_text()[-3000:]
+        assert time.monotonic() < deadline, "the driver journaled too few batches"
+        time.sleep(0.1)
+    os.killpg(proc.pid, signal.SIGKILL)
+    proc.wait(30)
+
+
+def _check_journal_behind_checkpoint(url: str, query: str, checkpoint: Path, run_id: str):
+    """Every journaled batch of the killed run is a COMMITTED batch of its checkpoint,
+    with the same end offsets: the journal never holds an offset beyond one."""
+    ckpt = read_checkpoint(checkpoint)
+    committed = {b.batch_id: b for b in ckpt.committed_batches()}
+    journaled = Journal(url).history(query, run_id=run_id)
+    assert journaled
+    for b in journaled:
+        assert b.batch_id in committed, f"batch {b.batch_id} journaled but not committed"
+        assert b.sources[0].end_offset == committed[b.batch_id].offsets[0]
+
+
+def test_sigkill_then_restart_from_journal_loses_nothing(
+        journaled_spark, journal_url, kafka_cluster, kafka_topic, tmp_path):
+    spark, listener = journaled_spark
+    produced = kafka_cluster.produce(kafka_topic, 400)
+    common = ["--bootstrap-servers", kafka_cluster.bootstrap_servers, "--topics", kafka_topic,
+              "--query-name", "killed", "--database-url", journal_url, "--sink", "parquet",
+              "--output", str(tmp_path / "out"), "--max-offsets-per-trigger", "20"]
+    log = tmp_path / "v1.log"
+    proc = _start_driver(common + ["--checkpoint", str(tmp_path / "ck-v1"),
+                                   "--trigger", "200 milliseconds",
+                                   "--spool-dir", str(tmp_path / "spool")], log)
+    _kill_after(proc, journal_url, 4, log)
+    (run,) = Journal(journal_url).runs("killed")
+    assert run.terminated_at is None  # killed: no termination was ever journaled
+    _check_journal_behind_checkpoint(journal_url, "killed", tmp_path / "ck-v1", run.run_id)
+    last = Journal(journal_url).last_batch("killed")
+    journal_end = {(p.topic, p.partition): p.end for p in last.sources[0].partitions}
+    v1_rows = read_parquet_outputs(spark, tmp_path / "out", ["topic", "partition", "offset"])
+
+    job = load_job("kafka_to_sink")
+    args = job.parser().parse_args(common + ["--checkpoint", str(tmp_path / "ck-v2"),
+                                             "--from-journal"])
+    q = job.build_query(spark, args)
+    q.awaitTermination(300)
+    assert q.exception() is None
+    assert listener.wait_terminated(q.runId)
+
+    rows = read_parquet_outputs(spark, tmp_path / "out", ["topic", "partition", "offset"])
+    expected = {(kafka_topic, p, o) for p, o, _k, _v in produced}
+    assert set(rows) == expected, "a record was lost"
+    # Duplicates are exactly the records v1 wrote after its last journaled batch.
+    beyond = [r for r in v1_rows if r[2] >= journal_end[(r[0], r[1])]]
+    assert len(rows) - len(expected) == len(beyond)
+    assert len(beyond) <= 20 * 2  # at most the batches in flight (maxOffsetsPerTrigger each)
+    # Dropping duplicates by (topic, partition, offset) gives every record exactly once.
+    assert sorted(set(rows)) == sorted(expected)
+
+
+def test_ten_sigkill_cycles_into_an_idempotent_sink(journal_url, kafka_cluster, kafka_topic,
+                                                    tmp_path):
+    """Kill -9 at random points, each time restarting from the journal with a NEW
+    checkpoint; the Postgres sink, keyed by (topic, partition, offset), ends up with every
+    record exactly once, and the journal never ran ahead of a committed batch."""
+    rng = random.Random(20261122)
+    produced = kafka_cluster.produce(kafka_topic, 200)
+    common = ["--bootstrap-servers", kafka_cluster.bootstrap_servers, "--topics", kafka_topic,
+              "--query-name", "killed-again", "--database-url", journal_url,
+              "--sink", "postgres", "--sink-table", "records", "--max-offsets-per-trigger", "8",
+              "--spool-dir", str(tmp_path / "spool"), "--from-journal"]
+    cycles = 10
+    for cycle in range(cycles):
+        ck = tmp_path / f"ck-{cycle}"
+        log = tmp_path / f"cycle-{cycle}.log"
+        before = _journaled_batches(journal_url, "")
+        proc = _start_driver(common + ["--checkpoint", str(ck), "--trigger", "150 milliseconds"],
+                             log)
+        _kill_after(proc, journal_url, before + rng.randint(1, 3), log)
+        runs = [r for r in Journal(journal_url).runs("killed-again") if r.terminated_at is None]
+        newest = max(runs, key=lambda r: r.started_at or r.last_trigger_at)
+        _check_journal_behind_checkpoint(journal_url, "killed-again", ck, newest.run_id)
+        # mark the killed run as over so the next cycle counts only its own batches
+        engine = sa.create_engine(resolve_url(journal_url))
+        with engine.begin() as conn:
+            conn.execute(sa.text("update offset_journal.query_runs set terminated_at = now(), "
+                                 "exception = 'killed by test' where terminated_at is null"))
+        engine.dispose()
+        produced += kafka_cluster.produce(kafka_topic, 20, start=200 + cycle * 20)
+
+    # A last, clean run from the journal drains the rest.
+    final = subprocess.run(
+        [sys.executable, str(JOBS / "kafka_to_sink.py"), *common,
+         "--checkpoint", str(tmp_path / "ck-final"), "--trigger", "available-now"],
+        env=dict(os.environ, PYSPARK_PYTHON=sys.executable), capture_output=True, text=True,
+        timeout=300)
+    assert final.returncode == 0, final.stdout[-2000:] + final.stderr[-2000:]
+
+    url = load_job("kafka_to_sink").libpq_url(journal_url)
+    with psycopg.connect(url) as conn:
+        got = conn.execute('select partition, "offset" from records').fetchall()
+    assert len(got) == len(set(got))  # the primary key guarantees it; counted anyway
+    assert sorted(got) == sorted((p, o) for p, o, _k, _v in produced)

@@ -16,6 +16,8 @@ from typing import Any
 # Kafka's special offsets in startingOffsets JSON.
 EARLIEST = -2
 LATEST = -1
+# Kafka offsets are Java longs (and the journal's columns bigint).
+_LONG = 2**63
 
 KafkaOffsets = dict[str, dict[int, int]]
 """topic -> partition -> offset."""
@@ -58,6 +60,8 @@ def parse_offset_json(value: Any) -> Any:
             return json.loads(text)
         except json.JSONDecodeError as exc:
             raise OffsetFormatError(f"offset is not JSON: {text[:80]!r}") from exc
+        except RecursionError:
+            raise OffsetFormatError("offset JSON is nested too deeply") from None
     raise OffsetFormatError(f"offset of unexpected type {type(value).__name__}")
 
 
@@ -73,7 +77,7 @@ def _is_partition_key(key: Any) -> bool:
 
 
 def _is_offset_value(value: Any) -> bool:
-    return isinstance(value, int) and not isinstance(value, bool)
+    return isinstance(value, int) and not isinstance(value, bool) and -_LONG <= value < _LONG
 
 
 def looks_like_kafka(obj: Any) -> bool:

@@ -9,6 +9,7 @@ disk and a pickle (Spark Connect) unchanged.
 from __future__ import annotations
 
 import json
+import math
 from dataclasses import dataclass, field
 from datetime import datetime, timezone
 from typing import Any
@@ -111,19 +112,51 @@ def journal_name(query_name: Any, query_id: str) -> tuple[str, bool]:
     return query_id, False
 
 
+_BIGINT = 2**63
+
+
 def _int(value: Any) -> int | None:
+    """An integer the journal's bigint columns take, else None."""
     if isinstance(value, bool):
         return None
-    if isinstance(value, int):
-        return value
-    if isinstance(value, float) and value == value:  # not NaN
-        return int(value)
-    if isinstance(value, str):
+    if isinstance(value, float):
+        value = int(value) if math.isfinite(value) else None
+    elif isinstance(value, str):
         try:
-            return int(value)
+            value = int(value)
         except ValueError:
             return None
+    if isinstance(value, int) and -_BIGINT <= value < _BIGINT:
+        return value
     return None
+
+
+def _unstorable(value: Any) -> str | None:
+    """Why Postgres JSONB cannot take ``value`` (NaN, Infinity, NUL), else None."""
+    stack = [value]
+    while stack:
+        item = stack.pop()
+        if isinstance(item, float) and not math.isfinite(item):
+            return "holds NaN or Infinity, which Postgres JSON cannot store"
+        if isinstance(item, str) and "\x00" in item:
+            return "holds a NUL character, which Postgres cannot store"
+        if isinstance(item, dict):
+            stack.extend(item.keys())
+            stack.extend(item.values())
+        elif isinstance(item, list):
+            stack.extend(item)
+    return None
+
+
+def _backwards(parts: tuple[PartitionOffset, ...]) -> str | None:
+    """Partitions whose end offset is below their start: the topic was recreated or its
+    offsets reset, or the source misbehaves. Journaled, but flagged."""
+    back = [p for p in parts if p.start is not None and p.end is not None and p.end < p.start]
+    if not back:
+        return None
+    shown = ", ".join(f"{p.topic}-{p.partition} {p.start}->{p.end}" for p in back[:8])
+    more = f" and {len(back) - 8} more" if len(back) > 8 else ""
+    return f"offsets go backwards: {shown}{more}"
 
 
 def _float(value: Any) -> float | None:
@@ -148,6 +181,10 @@ def _source(index: int, raw: Any) -> SourceRecord:
         except OffsetFormatError as exc:
             offsets[key] = raw.get(key)
             problems.append(f"{key}: {exc}")
+        unstorable = _unstorable(offsets[key])
+        if unstorable:  # kept in raw_progress only
+            offsets[key] = None
+            problems.append(f"{key}: {unstorable}")
     start, end = offsets["startOffset"], offsets["endOffset"]
     kafka = is_kafka_description(description) or (
         looks_like_kafka(end) and (start is None or looks_like_kafka(start))
@@ -158,6 +195,9 @@ def _source(index: int, raw: Any) -> SourceRecord:
             parts = tuple(partition_offsets(start, end))
         except OffsetFormatError as exc:
             problems.append(str(exc))
+        backwards = _backwards(parts)
+        if backwards:
+            problems.append(backwards)
     return SourceRecord(
         index=index,
         description=description,
@@ -184,6 +224,8 @@ def batch_from_progress(payload: str | dict[str, Any]) -> BatchRecord:
             data = json.loads(payload)
         except json.JSONDecodeError as exc:
             raise ProgressFormatError(f"progress is not JSON: {exc.msg}") from exc
+        except RecursionError:
+            raise ProgressFormatError("progress JSON is nested too deeply") from None
     else:
         data = payload
     if not isinstance(data, dict):

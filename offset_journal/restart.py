@@ -896,6 +896,20 @@ def _kafka_plan(src: SourceOffsets, index: int, anchor: Batch, from_batches: lis
         plan.journaled = src.end_offset
         plan.notes += notes
         warnings: list[str] = []
+        back = [p for p in src.partitions
+                if p.start is not None and p.end is not None and p.end < p.start]
+        if back:
+            # Starting at these end offsets would move the query backwards: not
+            # without being asked (--force, or a batch/as_of to start from).
+            plan.errors.append(
+                f"offsets went backwards in {BatchRef.of(anchor).label()}: "
+                + ", ".join(f"{_tp(p.topic, p.partition)} from {p.start} to {p.end}"
+                            for p in back[:8])
+                + (f" and {len(back) - 8} more" if len(back) > 8 else "")
+                + ": its end offsets would read again what the query had read (topic "
+                "recreated, offsets reset?); check the topic, then start from them anyway "
+                "(--force) or from another batch (--batch, --as-of)"
+            )
     else:
         offsets, notes, warnings = start_offsets_from(from_batches, prev, index)
         first_sources = {s.source_index: s for s in from_batches[0].sources}

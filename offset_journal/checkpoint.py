@@ -355,11 +355,24 @@ def _source_sort_key(source_id: str) -> tuple[int, int, str]:
     return (1, 0, source_id)
 
 
+def _no_constant(name: str) -> Any:
+    raise json.JSONDecodeError(f"{name} is not JSON", name, 0)
+
+
+def _loads(text: str) -> Any:
+    """JSON as Spark writes it: NaN and Infinity are not JSON, and neither is nesting
+    too deep to parse (both raise JSONDecodeError, like any other garbage)."""
+    try:
+        return json.loads(text, parse_constant=_no_constant)
+    except RecursionError:
+        raise json.JSONDecodeError("nested too deeply", "", 0) from None
+
+
 def _parse_offset(line: str, what: str) -> Any:
     if line == _VOID:
         return None
     try:
-        return json.loads(line)
+        return _loads(line)
     except json.JSONDecodeError:
         raise _Malformed(f"{what} is not JSON: {_snippet(line)}") from None
 
@@ -383,7 +396,7 @@ def _parse_offsets_file(text: str) -> _Offsets:
     meta: dict[str, Any] = {}
     if lines[1].strip():
         try:
-            parsed = json.loads(lines[1])
+            parsed = _loads(lines[1])
         except json.JSONDecodeError:
             raise _Malformed(f"batch metadata is not JSON: {_snippet(lines[1])}") from None
         if not isinstance(parsed, dict):
@@ -428,7 +441,7 @@ def _parse_commit_file(text: str) -> None:
         raise _Malformed(f"first line is not a log version like v1: {_snippet(lines[0])}")
     if len(lines) > 1 and lines[1].strip():
         try:
-            json.loads(lines[1])
+            _loads(lines[1])
         except json.JSONDecodeError:
             raise _Malformed(f"commit metadata is not JSON: {_snippet(lines[1])}") from None
 
@@ -449,7 +462,7 @@ def _parse_initial_offset(data: bytes) -> Any:
     if not body or "\n" in body:
         return None
     try:
-        obj = json.loads(body)
+        obj = _loads(body)
     except json.JSONDecodeError:
         return None
     return obj if looks_like_kafka(obj) else None
@@ -464,7 +477,7 @@ def _read_query_id(store: _Store, root: str) -> str | None:
         return None
     try:
         text = _decode(store.read(path)).strip()
-        obj = json.loads(text) if text else None
+        obj = _loads(text) if text else None
     except (_Malformed, json.JSONDecodeError):
         obj = None
     if not isinstance(obj, dict) or not isinstance(obj.get("id"), str):

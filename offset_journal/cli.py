@@ -224,6 +224,9 @@ def cmd_runs(args: argparse.Namespace) -> int:
                       for pair in journal.concurrent_runs(name)]
     if args.query and not runs:
         raise _NotFound(f"no runs journaled for query {args.query!r}")
+    if not runs:
+        raise _NotFound("the journal holds no runs yet: is a listener writing to this "
+                        "database?")
     for a, b in concurrent:
         _err("warning", f"runs {a.run_id} and {b.run_id} of query {a.query_name!r} journaled "
                         "batches at the same time: two jobs run under one name (see "

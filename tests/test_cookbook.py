@@ -93,11 +93,12 @@ def test_cookbook_queries_answer_what_the_journal_api_says(journal):
     assert len(rows) == 2 and not any(r["failed"] for r in rows)
 
     rows = _run(url, sql["batches slower than N milliseconds"])
-    slow = sorted(((b.run_id, b.batch_id) for b in history if (b.batch_duration_ms or 0) > 200))
+    slow = sorted((b.run_id, b.batch_id) for b in history if (b.batch_duration_ms or 0) > 200)
     assert sorted((r["run_id"], r["batch_id"]) for r in rows) == slow
     assert rows, "no batch over 200 ms: the query proved nothing"
 
     rows = _run(url, sql["history of one partition"])
     expected = [(b.run_id, b.batch_id, p.start, p.end) for b in history
                 for p in b.sources[0].partitions if p.partition == 0]
-    assert [(r["run_id"], r["batch_id"], r["start_offset"], r["end_offset"]) for r in rows] == expected
+    got = [(r["run_id"], r["batch_id"], r["start_offset"], r["end_offset"]) for r in rows]
+    assert got == expected

@@ -23,7 +23,8 @@ def _url() -> str:
         or os.environ.get("OFFSET_JOURNAL_DATABASE_URL")
     )
     if not url:
-        raise SystemExit("no database URL: pass -x database_url=... or set OFFSET_JOURNAL_DATABASE_URL")
+        raise SystemExit("no database URL: pass -x database_url=... "
+                         "or set OFFSET_JOURNAL_DATABASE_URL")
     if url.startswith("postgresql://") or url.startswith("postgres://"):
         url = "postgresql+psycopg://" + url.split("://", 1)[1]
     return url

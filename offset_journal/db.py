@@ -10,6 +10,7 @@ from __future__ import annotations
 import os
 import re
 from pathlib import Path
+from typing import Any
 
 import sqlalchemy as sa
 
@@ -54,7 +55,7 @@ def make_engine(url: str | None = None, *, connect_timeout: int = 5, **kwargs: o
         connect_args["connect_timeout"] = connect_timeout
         connect_args["application_name"] = "offset-journal"
     kwargs.setdefault("pool_pre_ping", True)
-    return sa.create_engine(resolved, connect_args=connect_args, **kwargs)  # type: ignore[arg-type]
+    return sa.create_engine(resolved, connect_args=connect_args, **kwargs)
 
 
 def migrations_dir() -> Path:
@@ -66,7 +67,7 @@ def migrations_dir() -> Path:
     raise ConfigError("the journal's migrations are not installed")
 
 
-def alembic_config(url: str | None = None):  # type: ignore[no-untyped-def]
+def alembic_config(url: str | None = None) -> Any:
     from alembic.config import Config
 
     cfg = Config()

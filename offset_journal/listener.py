@@ -34,7 +34,7 @@ except ImportError:  # pragma: no cover - exercised only without pyspark
 log = logging.getLogger(__name__)
 
 
-class OffsetJournalListener(_Base):  # type: ignore[misc,valid-type]
+class OffsetJournalListener(_Base):
     """Journals every completed micro-batch's offsets into Postgres.
 
     Args:

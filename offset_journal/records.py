@@ -168,9 +168,14 @@ def _float(value: Any) -> float | None:
     return None
 
 
+def _dict(value: Any) -> dict[str, Any]:
+    return value if isinstance(value, dict) else {}
+
+
 def _source(index: int, raw: Any) -> SourceRecord:
     if not isinstance(raw, dict):
-        return SourceRecord(index, None, "other", None, None, None, None, (), "source is not an object")
+        return SourceRecord(index, None, "other", None, None, None, None, (),
+                            "source is not an object")
     description = raw.get("description")
     description = str(description) if description is not None else None
     problems: list[str] = []
@@ -241,10 +246,11 @@ def batch_from_progress(payload: str | dict[str, Any]) -> BatchRecord:
     sources = tuple(
         _source(i, s) for i, s in enumerate(raw_sources if isinstance(raw_sources, list) else [])
     )
-    event_time = data.get("eventTime") if isinstance(data.get("eventTime"), dict) else {}
-    durations = data.get("durationMs") if isinstance(data.get("durationMs"), dict) else {}
-    sink = data.get("sink") if isinstance(data.get("sink"), dict) else {}
-    state_ops = data.get("stateOperators") if isinstance(data.get("stateOperators"), list) else []
+    event_time = _dict(data.get("eventTime"))
+    durations = _dict(data.get("durationMs"))
+    sink = _dict(data.get("sink"))
+    state_ops = data.get("stateOperators")
+    state_ops = state_ops if isinstance(state_ops, list) else []
     malformed = (not isinstance(raw_sources, list)) or any(s.problem for s in sources)
     if malformed and text is None:
         text = json.dumps(data, default=str)

@@ -58,7 +58,8 @@ class Spool:
     def _open(self) -> IO[str]:
         if self._file is None:
             self.directory.mkdir(parents=True, exist_ok=True)
-            name = f"spool-{socket.gethostname()}-{os.getpid()}-{time.time_ns()}-{uuid.uuid4().hex[:8]}.jsonl"
+            stamp = f"{os.getpid()}-{time.time_ns()}-{uuid.uuid4().hex[:8]}"
+            name = f"spool-{socket.gethostname()}-{stamp}.jsonl"
             self._path = self.directory / name
             f = open(self._path, "a", encoding="utf-8")  # noqa: SIM115 - kept open on purpose
             fcntl.flock(f.fileno(), fcntl.LOCK_EX | fcntl.LOCK_NB)
@@ -94,7 +95,8 @@ class Spool:
     def files(self) -> list[Path]:
         if not self.directory.is_dir():
             return []
-        return sorted(self.directory.glob("spool-*.jsonl"), key=lambda p: (p.stat().st_mtime, p.name))
+        return sorted(self.directory.glob("spool-*.jsonl"),
+                      key=lambda p: (p.stat().st_mtime, p.name))
 
     def size(self) -> int:
         return sum(p.stat().st_size for p in self.files())

@@ -237,7 +237,8 @@ class KafkaCluster:
             val = (value(i) if callable(value) else value) or f"v{i}"
             kwargs: dict[str, Any] = {}
             if timestamp_ms is not None:
-                kwargs["timestamp"] = int(timestamp_ms(i) if callable(timestamp_ms) else timestamp_ms)
+                ts = timestamp_ms(i) if callable(timestamp_ms) else timestamp_ms
+                kwargs["timestamp"] = int(ts)
             producer.produce(topic, key=key, value=val.encode() if isinstance(val, str) else val,
                              partition=i % n_parts, on_delivery=on_delivery, **kwargs)
             producer.poll(0)

@@ -143,8 +143,9 @@ class Writer:
                 if ev.get("type") == PROGRESS:
                     rec = batch_from_progress(ev.get("json") or "")
                     if rec.raw_progress is not None:
-                        log.warning("offset-journal: batch %s of run %s journaled with problems: %s",
-                                    rec.batch_id, rec.run_id, "; ".join(rec.problems) or "malformed")
+                        log.warning(
+                            "offset-journal: batch %s of run %s journaled with problems: %s",
+                            rec.batch_id, rec.run_id, "; ".join(rec.problems) or "malformed")
                     out.append(rec)
                 else:
                     out.append(run_from_event(ev))

@@ -13,7 +13,8 @@ from pyspark.sql import SparkSession  # noqa: E402
 import offset_journal  # noqa: E402
 
 spark = SparkSession.builder.remote("local[2]").getOrCreate()
-listener = offset_journal.attach(spark, spool_dir=sys.argv[1])  # URL from OFFSET_JOURNAL_DATABASE_URL
+# the URL comes from OFFSET_JOURNAL_DATABASE_URL
+listener = offset_journal.attach(spark, spool_dir=sys.argv[1])
 work = tempfile.mkdtemp()
 src = os.path.join(work, "in")
 os.mkdir(src)

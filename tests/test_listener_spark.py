@@ -60,7 +60,8 @@ def test_file_source_with_available_now(journaled_spark, journal_url, tmp_path):
     src = tmp_path / "in"
     src.mkdir()
     for i in range(3):
-        (src / f"part-{i}.json").write_text("\n".join(json.dumps({"n": i * 10 + k}) for k in range(5)))
+        lines = (json.dumps({"n": i * 10 + k}) for k in range(5))
+        (src / f"part-{i}.json").write_text("\n".join(lines))
     df = spark.readStream.schema("n long").option("maxFilesPerTrigger", 1).json(str(src))
     q = (df.writeStream.format("parquet").option("path", str(tmp_path / "out"))
          .option("checkpointLocation", str(tmp_path / "ckpt")).queryName("files_q")

@@ -83,7 +83,7 @@ def test_index_serves_last_offsets_lookup(journal_url):
     with engine.begin() as conn:
         conn.execute(sa.text("SET LOCAL enable_seqscan = off"))
         plan = "\n".join(r[0] for r in conn.execute(sa.text(
-            f"EXPLAIN SELECT id FROM {SCHEMA}.batches WHERE query_name = :q "
+            "EXPLAIN SELECT id FROM offset_journal.batches WHERE query_name = :q "
             "ORDER BY trigger_at DESC, batch_id DESC LIMIT 1"), {"q": "x"}))
     engine.dispose()
     assert "batches_query_latest_idx" in plan

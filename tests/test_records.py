@@ -23,7 +23,8 @@ from tests.payloads import QUERY_ID, RUN_ID, kafka_source, progress
 
 def test_guide_example_kafka_progress():
     rec = batch_from_progress(progress())
-    assert (rec.query_id, rec.run_id, rec.query_name, rec.batch_id) == (QUERY_ID, RUN_ID, "myQuery", 2)
+    ids = (rec.query_id, rec.run_id, rec.query_name, rec.batch_id)
+    assert ids == (QUERY_ID, RUN_ID, "myQuery", 2)
     assert rec.named
     assert rec.trigger_at == datetime(2016, 12, 14, 18, 45, 24, 873000, tzinfo=timezone.utc)
     (src,) = rec.sources
@@ -139,7 +140,8 @@ def test_kafka_shape():
 
 
 def test_format_is_what_starting_offsets_takes():
-    assert format_kafka_offsets({"b": {1: 5, 0: -2}, "a": {0: 7}}) == '{"a":{"0":7},"b":{"0":-2,"1":5}}'
+    text = format_kafka_offsets({"b": {1: 5, 0: -2}, "a": {0: 7}})
+    assert text == '{"a":{"0":7},"b":{"0":-2,"1":5}}'
 
 
 def test_parse_timestamp():

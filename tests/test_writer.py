@@ -26,7 +26,8 @@ def _events(n: int) -> list[dict]:
             "timestamp": "2024-01-01T00:00:00.000Z"}]
     for i in range(n):
         out.append({"type": PROGRESS, "json": progress(
-            i, run_id=RUN, query_id="q", name="w", timestamp=f"2024-01-01T00:{i // 60:02d}:{i % 60:02d}Z",
+            i, run_id=RUN, query_id="q", name="w",
+            timestamp=f"2024-01-01T00:{i // 60:02d}:{i % 60:02d}Z",
             sources=[kafka_source("t", {"t": {"0": i}}, {"t": {"0": i + 1}})])})
     return out
 

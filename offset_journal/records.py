@@ -251,7 +251,14 @@ def batch_from_progress(payload: str | dict[str, Any]) -> BatchRecord:
     sink = _dict(data.get("sink"))
     state_ops = data.get("stateOperators")
     state_ops = state_ops if isinstance(state_ops, list) else []
-    malformed = (not isinstance(raw_sources, list)) or any(s.problem for s in sources)
+    # Metrics Postgres cannot store are left out (the raw progress keeps them), rather
+    # than have the database refuse the whole batch.
+    unstorable = bool(_unstorable(durations) or _unstorable(state_ops))
+    if unstorable:
+        durations = durations if not _unstorable(durations) else {}
+        state_ops = state_ops if not _unstorable(state_ops) else []
+    malformed = (not isinstance(raw_sources, list) or unstorable
+                 or any(s.problem for s in sources))
     if malformed and text is None:
         text = json.dumps(data, default=str)
     return BatchRecord(

@@ -234,15 +234,30 @@ class Journal:
     def _batches_where(self, conn: sa.Connection, where: Any, *, order_desc: bool = True,
                        limit: int | None = None) -> list[Batch]:
         b = batches.c
-        order = (
-            [b.trigger_at.desc().nulls_last(), b.batch_id.desc(), b.id.desc()]
-            if order_desc
-            else [b.trigger_at.asc().nulls_first(), b.batch_id.asc(), b.id.asc()]
-        )
-        stmt = sa.select(batches).where(where).order_by(*order)
-        if limit is not None:
-            stmt = stmt.limit(limit)
-        head = conn.execute(stmt).mappings().all()
+        if limit is None:
+            order = (
+                [b.trigger_at.desc().nulls_last(), b.batch_id.desc(), b.id.desc()]
+                if order_desc
+                else [b.trigger_at.asc().nulls_first(), b.batch_id.asc(), b.id.asc()]
+            )
+            head = list(conn.execute(sa.select(batches).where(where).order_by(*order))
+                        .mappings().all())
+        else:
+            # Journal order puts batches without a trigger time last (first ascending);
+            # batches_query_latest_idx has them first (trigger_at DESC NULLS FIRST). One
+            # ORDER BY would sort the query's whole history for a LIMIT; two index scans
+            # (timed, then untimed; the other way round ascending) read only ``limit`` rows.
+            timed = sa.select(batches).where(where, b.trigger_at.is_not(None)).order_by(
+                *([b.trigger_at.desc(), b.batch_id.desc(), b.id.desc()] if order_desc
+                  else [b.trigger_at.asc(), b.batch_id.asc(), b.id.asc()]))
+            untimed = sa.select(batches).where(where, b.trigger_at.is_(None)).order_by(
+                *([b.batch_id.desc(), b.id.desc()] if order_desc
+                  else [b.batch_id.asc(), b.id.asc()]))
+            head = []
+            for stmt in (timed, untimed) if order_desc else (untimed, timed):
+                if len(head) >= limit:
+                    break
+                head += conn.execute(stmt.limit(limit - len(head))).mappings().all()
         if not head:
             return []
         pks = [r["id"] for r in head]

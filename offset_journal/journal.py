@@ -47,6 +47,24 @@ class Run:
 
 
 @dataclass(frozen=True)
+class RunBounds:
+    """When a run started and ended, as far as the journal knows, without counting its
+    batches: ``first_trigger_at`` (its lowest batch id's trigger time) only when it has no
+    start time, ``last_trigger_at`` (its highest batch id's) only when no termination."""
+
+    run_id: str
+    query_id: str
+    started_at: datetime | None
+    terminated_at: datetime | None
+    first_trigger_at: datetime | None
+    last_trigger_at: datetime | None
+
+
+RECENT_RUNS = 1000
+"""How many of a query's most recent runs :meth:`Journal.run_bounds` returns by default."""
+
+
+@dataclass(frozen=True)
 class SourceOffsets:
     """One source's offsets in one journaled batch."""
 
@@ -392,6 +410,35 @@ class Journal:
             for m in rows
         ]
 
+    def run_bounds(self, query_name: str, *, started_until: datetime | None = None,
+                   limit: int = RECENT_RUNS) -> list[RunBounds]:
+        """The most recent ``limit`` runs of a query started at or before ``started_until``
+        (runs with no start time always qualify), oldest first.
+
+        Unlike :meth:`runs` this reads no run's whole history: a run's first or last
+        batch is one lookup in the (run_id, batch_id) index, so the cost follows the
+        number of runs returned, not the number of batches journaled.
+        """
+        r, b = query_runs.c, batches.c
+
+        def edge(order: Any) -> Any:
+            return (sa.select(b.trigger_at).where(b.run_id == r.run_id).order_by(order)
+                    .limit(1).scalar_subquery())
+
+        stmt = (
+            sa.select(r.run_id, r.query_id, r.started_at, r.terminated_at,
+                      sa.case((r.started_at.is_(None), edge(b.batch_id.asc()))).label("first"),
+                      sa.case((r.terminated_at.is_(None), edge(b.batch_id.desc()))).label("last"))
+            .where(r.query_name == query_name)
+            # started_at DESC puts runs with no start time first: query_runs_name_idx backwards.
+            .order_by(r.started_at.desc(), r.recorded_at.desc())
+            .limit(limit)
+        )
+        if started_until is not None:
+            stmt = stmt.where(sa.or_(r.started_at.is_(None), r.started_at <= started_until))
+        rows = self._read(lambda c: c.execute(stmt).all())
+        return [RunBounds(*row) for row in reversed(rows)]
+
     def concurrent_runs(self, query_name: str) -> list[tuple[Run, Run]]:
         """Pairs of runs of ``query_name`` that journaled batches at the same time.
 
@@ -462,4 +509,5 @@ def dumps(value: Any) -> str:
     return json.dumps(value, default=str, sort_keys=True)
 
 
-__all__: Sequence[str] = ["Journal", "JournalError", "Run", "Batch", "SourceOffsets"]
+__all__: Sequence[str] = ["Journal", "JournalError", "Run", "RunBounds", "Batch",
+                          "SourceOffsets"]

@@ -37,7 +37,7 @@ from dataclasses import dataclass, field
 from datetime import datetime, timedelta, timezone
 from typing import Any
 
-from .journal import Batch, Journal, Run, SourceOffsets
+from .journal import Batch, Journal, Run, RunBounds, SourceOffsets
 from .kafka import TopicState, topic_state
 from .offsets import (
     EARLIEST,
@@ -977,13 +977,10 @@ def _batch_before(journal: Journal, query_name: str, batch: Batch) -> Batch | No
     return earlier[-1] if earlier else None
 
 
-def _run_spans(journal: Journal, query_name: str, runs: Sequence[Run]) -> list[RunSpan]:
+def _run_spans(bounds: Sequence[RunBounds]) -> list[RunSpan]:
     spans = []
-    for run in runs:
-        start = run.started_at
-        if start is None and run.first_batch_id is not None:
-            first = journal.batch(query_name, run.run_id, run.first_batch_id)
-            start = first.trigger_at if first else None
+    for run in bounds:
+        start = run.started_at or run.first_trigger_at
         end = run.terminated_at or run.last_trigger_at
         if end is None or (start is not None and end < start):
             end = start
@@ -1096,12 +1093,12 @@ def plan_restart(
             anchor = found
         else:
             anchor = last
-        runs = j.runs(query_name)
         chain: list[Batch] = []
         if mode == MODE_STATE_AWARE:
-            chain = _chain(j, query_name, anchor, runs)
+            chain = _chain(j, query_name, anchor, j.runs(query_name))
             before = _batch_before(j, query_name, chain[0])
-        spans = _run_spans(j, query_name, runs)
+        # Runs that started after the anchor do not matter to it (compute_plan).
+        spans = _run_spans(j.run_bounds(query_name, started_until=anchor.trigger_at))
     finally:
         if own:
             j.close()

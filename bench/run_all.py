@@ -1,0 +1,64 @@
+"""Run every benchmark one after the other and print their markdown tables.
+
+    .venv/bin/python bench/run_all.py            # quick sizes (a few minutes)
+    .venv/bin/python bench/run_all.py --full     # the sizes reported in bench/README.md
+    .venv/bin/python bench/run_all.py --only journal_write,restart_planning
+
+Each script's progress goes to stderr; the tables go to stdout (and to ``--out``).
+"""
+
+from __future__ import annotations
+
+import argparse
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+HERE = Path(__file__).resolve().parent
+
+QUICK = {
+    "journal_write": ["--reps", "10"],
+    "callback_handoff": ["--events", "300", "--rounds", "1"],
+    "restart_planning": ["--sizes", "1000,10000,100000", "--rounds", "10", "--cli-reps", "3"],
+    "outage_memory": ["--minutes", "2", "--rate", "30"],
+    "stream_overhead": ["--rounds", "3", "--files", "10"],
+}
+
+FULL = {
+    "journal_write": ["--reps", "40"],
+    "callback_handoff": ["--events", "2000", "--rounds", "3"],
+    "restart_planning": ["--rounds", "30", "--cli-reps", "7"],
+    "outage_memory": ["--minutes", "10", "--rate", "1"],
+    "stream_overhead": ["--rounds", "12", "--files", "40", "--variants", "without,with,empty"],
+}
+
+
+def main() -> int:
+    p = argparse.ArgumentParser(description=__doc__,
+                                formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("--full", action="store_true", help="the full sizes (an hour or more)")
+    p.add_argument("--only", type=lambda s: s.split(","), help="comma-separated script names")
+    p.add_argument("--out", help="also write the tables to this file")
+    args = p.parse_args()
+    plan = FULL if args.full else QUICK
+    names = args.only or list(plan)
+    outputs, failed = [], []
+    for name in names:
+        cmd = [sys.executable, str(HERE / f"{name}.py"), *plan[name]]
+        print(f"== {' '.join(cmd[1:])}", file=sys.stderr, flush=True)
+        t0 = time.perf_counter()
+        proc = subprocess.run(cmd, stdout=subprocess.PIPE, text=True)
+        print(f"== {name}: exit {proc.returncode} after {time.perf_counter() - t0:.0f}s",
+              file=sys.stderr, flush=True)
+        if proc.returncode != 0:
+            failed.append(name)
+        outputs.append(proc.stdout)
+        print(proc.stdout, flush=True)
+    if args.out:
+        Path(args.out).write_text("\n".join(outputs))
+    return 1 if failed else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -104,6 +104,13 @@ def _json(value: Any) -> Any:
     return value
 
 
+# Built once: constructing an INSERT per batch (and its cache key) cost about as much
+# Python time as the round trips of a small batch (bench/journal_write.py).
+_RUN_SEEN = pg_insert(query_runs).on_conflict_do_nothing(index_elements=[query_runs.c.run_id])
+_NEW_BATCH = (pg_insert(batches).on_conflict_do_nothing(constraint="batches_run_batch_key")
+              .returning(batches.c.id))
+
+
 class Journal:
     """The offset journal in one Postgres database.
 
@@ -176,30 +183,21 @@ class Journal:
         if conn is None:
             with self._engine.begin() as c:
                 return self.record_batch(rec, c)
-        conn.execute(
-            pg_insert(query_runs)
-            .values(run_id=rec.run_id, query_id=rec.query_id, query_name=rec.query_name,
-                    named=rec.named)
-            .on_conflict_do_nothing(index_elements=[query_runs.c.run_id])
-        )
-        stmt = (
-            pg_insert(batches)
-            .values(
-                run_id=rec.run_id, query_id=rec.query_id, query_name=rec.query_name,
-                batch_id=rec.batch_id, trigger_at=rec.trigger_at,
-                batch_duration_ms=rec.batch_duration_ms, durations_ms=rec.durations_ms,
-                num_input_rows=rec.num_input_rows,
-                input_rows_per_second=rec.input_rows_per_second,
-                processed_rows_per_second=rec.processed_rows_per_second,
-                watermark=rec.watermark, event_time_min=rec.event_time_min,
-                event_time_max=rec.event_time_max, event_time_avg=rec.event_time_avg,
-                state_operators=rec.state_operators, sink_description=rec.sink_description,
-                num_output_rows=rec.num_output_rows, raw_progress=rec.raw_progress,
-            )
-            .on_conflict_do_nothing(constraint="batches_run_batch_key")
-            .returning(batches.c.id)
-        )
-        pk = conn.execute(stmt).scalar_one_or_none()
+        conn.execute(_RUN_SEEN, {"run_id": rec.run_id, "query_id": rec.query_id,
+                                 "query_name": rec.query_name, "named": rec.named})
+        values = {
+            "run_id": rec.run_id, "query_id": rec.query_id, "query_name": rec.query_name,
+            "batch_id": rec.batch_id, "trigger_at": rec.trigger_at,
+            "batch_duration_ms": rec.batch_duration_ms, "durations_ms": rec.durations_ms,
+            "num_input_rows": rec.num_input_rows,
+            "input_rows_per_second": rec.input_rows_per_second,
+            "processed_rows_per_second": rec.processed_rows_per_second,
+            "watermark": rec.watermark, "event_time_min": rec.event_time_min,
+            "event_time_max": rec.event_time_max, "event_time_avg": rec.event_time_avg,
+            "state_operators": rec.state_operators, "sink_description": rec.sink_description,
+            "num_output_rows": rec.num_output_rows, "raw_progress": rec.raw_progress,
+        }
+        pk = conn.execute(_NEW_BATCH, values).scalar_one_or_none()
         if pk is None:
             return False
         if rec.sources:

@@ -32,13 +32,23 @@ def resolve_url(url: str | None = None) -> str:
         url = "postgresql+psycopg://" + url[len("postgresql://"):]
     try:
         sa.engine.make_url(url)
-    except sa.exc.ArgumentError:
+    except (sa.exc.ArgumentError, ValueError):  # ValueError: a port that is not a number
         raise ConfigError(f"malformed database URL: {redact(url)}") from None
+    if url.partition("://")[2].partition("?")[0].count("@") > 1:
+        # The driver would take the password's tail for the host name, and show it in
+        # its error messages.
+        raise ConfigError(f"malformed database URL: an '@' in the password must be written "
+                          f"%40: {redact(url)}")
     return url
 
 
-_PASSWORD_IN_URL = re.compile(r"(://[^:/@\s]*:)([^@\s]*)(@)")
-_PASSWORD_IN_QUERY = re.compile(r"(?i)([?&;\s](?:password|passwd|pwd)=)([^&;\s]*)")
+# The password runs to the last '@' of the URL (an unencoded '@' in it must not leave
+# its tail showing); keyword forms may come first, be quoted, or be sslpassword.
+_PASSWORD_IN_URL = re.compile(r"(://[^:/@\s]*:)(\S*)(@)")
+_PASSWORD_IN_QUERY = re.compile(
+    r"(?i)((?:^|[?&;\s])(?:pg)?(?:ssl)?(?:password|passwd|pwd)\s*=\s*)"
+    r"('(?:[^'\\]|\\.)*'?|[^&;\s]*)"
+)
 
 
 def redact(text: object) -> str:

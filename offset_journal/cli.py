@@ -200,6 +200,26 @@ def cmd_db_upgrade(args: argparse.Namespace) -> int:
     return EXIT_OK
 
 
+def cmd_db_grant(args: argparse.Namespace) -> int:
+    from .roles import grant, grant_statements
+
+    if not args.writer and not args.reader:
+        raise UsageError("name a --writer role, a --reader role, or both")
+    try:
+        if args.dry_run:
+            for statement in grant_statements(args.writer, args.reader):
+                _out(f"{statement};")
+            return EXIT_OK
+        url = _url(args)
+        grant(url, args.writer, args.reader)
+    except ValueError as exc:  # an unusable role name
+        raise UsageError(str(exc)) from None
+    done = [f"{kind} privileges to {name!r}" for kind, name in
+            (("writer", args.writer), ("reader", args.reader)) if name]
+    _out(f"granted journal {' and '.join(done)} in {redact(url)}")
+    return EXIT_OK
+
+
 def cmd_db_current(args: argparse.Namespace) -> int:
     from alembic.script import ScriptDirectory
 
@@ -510,6 +530,17 @@ def build_parser() -> argparse.ArgumentParser:
                        parents=[common]).set_defaults(func=cmd_db_upgrade)
     db_subs.add_parser("current", help="show the schema revision",
                        parents=[common]).set_defaults(func=cmd_db_current)
+    grant = db_subs.add_parser(
+        "grant", parents=[common],
+        help="grant least privileges to a writer role (the listener) and a reader role",
+        description="Grant a writer role (the listener: read and add journal rows only) "
+                    "and a reader role (SELECT only) what they need, as the schema's "
+                    "owner. Run it again after `db upgrade`. See docs/security.md.")
+    grant.add_argument("--writer", metavar="ROLE", help="the role the listener connects as")
+    grant.add_argument("--reader", metavar="ROLE", help="a role that only reads the journal")
+    grant.add_argument("--dry-run", action="store_true",
+                       help="print the SQL instead of running it")
+    grant.set_defaults(func=cmd_db_grant)
 
     runs = subs.add_parser("runs", help="runs of a query (or of all queries)", parents=[common])
     runs.add_argument("query", nargs="?", help="query name")

@@ -1,0 +1,98 @@
+"""Least-privilege database roles for the journal: a writer and a reader.
+
+* The **writer** is what the listener connects as: it may read and add journal rows,
+  and complete a run row when the query terminates (UPDATE on ``query_runs``), but
+  it cannot delete, change batches, truncate, drop or create anything.
+* The **reader** is for people and tools reading the history (``offset-journal
+  history``/``plan``, SQL dashboards): SELECT only.
+
+The schema itself (``offset-journal db upgrade``) is created by the role that owns it;
+neither role can change it. ``ALL TABLES``/``ALL SEQUENCES`` cover what exists when
+the grants run: run :func:`grant` (``offset-journal db grant``) again after an upgrade
+that adds tables. docs/security.md shows these statements; both come from here.
+
+These are DDL statements: role and table names are identifiers, which Postgres does
+not take as bind parameters, so each one goes through the dialect's identifier
+quoting (:func:`quote_ident`), never plain string formatting.
+"""
+
+from __future__ import annotations
+
+from sqlalchemy.dialects import postgresql
+
+from .schema import SCHEMA, metadata
+
+JOURNAL_TABLES: tuple[str, ...] = tuple(t.name for t in metadata.sorted_tables)
+"""The tables the listener writes (the schema also holds Alembic's version table)."""
+
+_PREPARER = postgresql.dialect().identifier_preparer
+
+
+def quote_ident(name: str) -> str:
+    """A Postgres identifier, quoted when it needs to be (``oj_writer``, ``"Oj Writer"``)."""
+    if not isinstance(name, str) or not name or "\x00" in name:
+        raise ValueError(f"not a usable role or object name: {name!r}")
+    return str(_PREPARER.quote(name))
+
+
+def _quote_tables(names: tuple[str, ...]) -> str:
+    return ", ".join(f"{quote_ident(SCHEMA)}.{quote_ident(n)}" for n in names)
+
+
+def writer_statements(role: str) -> list[str]:
+    """GRANTs for the role the listener writes as."""
+    return [
+        f"GRANT USAGE ON SCHEMA {quote_ident(SCHEMA)} TO {quote_ident(role)}",
+        f"GRANT SELECT, INSERT ON TABLE {_quote_tables(JOURNAL_TABLES)} TO {quote_ident(role)}",
+        # A run's row is completed when its termination event arrives.
+        f"GRANT UPDATE ON TABLE {_quote_tables(('query_runs',))} TO {quote_ident(role)}",
+        # Identity columns (batches.id, rejected_events.id).
+        f"GRANT USAGE ON ALL SEQUENCES IN SCHEMA {quote_ident(SCHEMA)} TO {quote_ident(role)}",
+    ]
+
+
+def reader_statements(role: str) -> list[str]:
+    """GRANTs for a role that reads the journal (and its schema version) only."""
+    return [
+        f"GRANT USAGE ON SCHEMA {quote_ident(SCHEMA)} TO {quote_ident(role)}",
+        f"GRANT SELECT ON ALL TABLES IN SCHEMA {quote_ident(SCHEMA)} TO {quote_ident(role)}",
+    ]
+
+
+def grant_statements(writer: str | None = None, reader: str | None = None, *,
+                     database: str | None = None) -> list[str]:
+    """Every GRANT for a writer and/or a reader role, in the order to run them.
+
+    With ``database``, CONNECT on it too (PUBLIC has it by default, unless revoked).
+    """
+    if not writer and not reader:
+        raise ValueError("name a writer role, a reader role, or both")
+    out: list[str] = []
+    for role, statements in ((writer, writer_statements), (reader, reader_statements)):
+        if not role:
+            continue
+        if database:
+            out.append(f"GRANT CONNECT ON DATABASE {quote_ident(database)} TO "
+                       f"{quote_ident(role)}")
+        out += statements(role)
+    return out
+
+
+def grant(database_url: str | None, writer: str | None = None, reader: str | None = None,
+          ) -> list[str]:
+    """Run :func:`grant_statements` in the URL's database, in one transaction, as the
+    URL's role (the schema's owner, or a superuser). Returns the statements run."""
+    import sqlalchemy as sa
+
+    from .db import make_engine
+
+    engine = make_engine(database_url, poolclass=sa.pool.NullPool)
+    try:
+        with engine.begin() as conn:
+            database = conn.execute(sa.select(sa.func.current_database())).scalar_one()
+            statements = grant_statements(writer, reader, database=database)
+            for statement in statements:
+                conn.exec_driver_sql(statement)
+    finally:
+        engine.dispose()
+    return statements

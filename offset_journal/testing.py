@@ -61,19 +61,23 @@ class PostgresServer:
         return url.render_as_string(hide_password=False)
 
     def create_database(self, prefix: str = "oj_test") -> str:
+        from .roles import quote_ident
+
         name = f"{prefix}_{os.getpid()}_{next(self._counter)}"
         engine = self._admin_engine()
         with engine.connect() as conn:
-            conn.execute(sa.text(f'DROP DATABASE IF EXISTS "{name}"'))
-            conn.execute(sa.text(f'CREATE DATABASE "{name}"'))
+            conn.exec_driver_sql(f"DROP DATABASE IF EXISTS {quote_ident(name)}")
+            conn.exec_driver_sql(f"CREATE DATABASE {quote_ident(name)}")
         engine.dispose()
         return self.url_for(name)
 
     def drop_database(self, url: str) -> None:
-        name = sa.engine.make_url(url).database
+        from .roles import quote_ident
+
+        name = str(sa.engine.make_url(url).database)
         engine = self._admin_engine()
         with engine.connect() as conn:
-            conn.execute(sa.text(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)'))
+            conn.exec_driver_sql(f"DROP DATABASE IF EXISTS {quote_ident(name)} WITH (FORCE)")
         engine.dispose()
 
     def stop(self) -> None:

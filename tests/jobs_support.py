@@ -24,3 +24,15 @@ def read_parquet_outputs(spark: Any, base: Path, columns: list[str]) -> list[tup
         df = spark.read.parquet(str(sub))
         rows += [tuple(r) for r in df.select(*columns).collect()]
     return rows
+
+
+def start_driver(job: str, argv: list[str], log: Path) -> Any:
+    """Start a job as its own driver process (Python and its JVM in a new session, so
+    that ``os.killpg(proc.pid, SIGKILL)`` kills the whole driver)."""
+    import os
+    import subprocess
+
+    env = dict(os.environ, PYSPARK_PYTHON=sys.executable, PYSPARK_DRIVER_PYTHON=sys.executable)
+    return subprocess.Popen([sys.executable, str(JOBS / f"{job}.py"), *argv], env=env,
+                            stdout=log.open("w"), stderr=subprocess.STDOUT,
+                            start_new_session=True)

@@ -18,7 +18,7 @@ import sqlalchemy as sa
 from offset_journal import Journal
 from offset_journal.checkpoint import read_checkpoint
 from offset_journal.db import resolve_url
-from tests.jobs_support import JOBS, load_job, read_parquet_outputs
+from tests.jobs_support import JOBS, load_job, read_parquet_outputs, start_driver
 
 pytestmark = [pytest.mark.spark, pytest.mark.slow]
 
@@ -35,10 +35,7 @@ def _journaled_batches(url: str) -> int:
 
 
 def _start_driver(argv: list[str], log: Path) -> subprocess.Popen:
-    env = dict(os.environ, PYSPARK_PYTHON=sys.executable, PYSPARK_DRIVER_PYTHON=sys.executable)
-    return subprocess.Popen([sys.executable, str(JOBS / "kafka_to_sink.py"), *argv], env=env,
-                            stdout=log.open("w"), stderr=subprocess.STDOUT,
-                            start_new_session=True)
+    return start_driver("kafka_to_sink", argv, log)
 
 
 def _kill_after(proc: subprocess.Popen, url: str, batches: int, log: Path,

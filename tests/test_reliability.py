@@ -467,3 +467,74 @@ def test_two_live_drivers_under_one_query_name_are_reported(
         assert [{a.run_id, b.run_id} for a, b in pairs] == [{ours, theirs["run_id"]}]
     plan = plan_restart(journal_url, "twin_q")
     assert any(ours in w and theirs["run_id"] in w and "same time" in w for w in plan.warnings)
+
+
+# --------------------------------------------------------------------------- kill -9 in an outage
+
+
+def test_driver_killed_during_an_outage_leaves_a_spool_the_next_start_replays(
+        own_postgres, kafka_cluster, kafka_topic, spark, tmp_path):
+    """The database goes away, the driver is then killed with SIGKILL: what it spooled
+    (including a line cut short by the kill) is replayed by the next start, exactly once,
+    and a restart from the journal then loses no record."""
+    import signal
+
+    from offset_journal.checkpoint import read_checkpoint
+    from offset_journal.writer import Writer, WriterConfig
+    from tests.jobs_support import load_job, read_parquet_outputs, start_driver
+
+    url = own_postgres.create_journal("killed_in_outage")
+    spool = tmp_path / "spool"
+    produced = kafka_cluster.produce(kafka_topic, 300)
+    common = ["--bootstrap-servers", kafka_cluster.bootstrap_servers, "--topics", kafka_topic,
+              "--query-name", "killed-in-outage", "--database-url", url, "--sink", "parquet",
+              "--output", str(tmp_path / "out"), "--max-offsets-per-trigger", "10",
+              "--spool-dir", str(spool)]
+    log = tmp_path / "v1.log"
+    proc = start_driver("kafka_to_sink", common + ["--checkpoint", str(tmp_path / "ck-v1"),
+                                                   "--trigger", "200 milliseconds"], log)
+    try:
+        _wait(lambda: bool(_sql(url, "select 1 from offset_journal.batches limit 1")), 180,
+              "a first journaled batch")
+        before = {r[0] for r in _sql(url, "select batch_id from offset_journal.batches")}
+        own_postgres.stop()
+        _wait(lambda: len(_spooled_batches(spool) - before) >= 3, 120, "batches in the spool")
+        os.killpg(proc.pid, signal.SIGKILL)
+        proc.wait(30)
+    finally:
+        if proc.poll() is None:
+            os.killpg(proc.pid, signal.SIGKILL)
+    spooled = _spooled_batches(spool)
+    files = _spool_files(spool)
+    assert files
+    with files[-1].open("a", encoding="utf-8") as f:
+        f.write('{"type":"progress","json":"{\\"id\\":')  # what a kill mid-write leaves
+    own_postgres.start()
+
+    # The next start (a new writer on the same spool directory) replays it.
+    writer = Writer(WriterConfig(url, str(spool)))
+    writer.start()
+    assert writer.flush(timeout=60)
+    writer.close()
+    rows = _sql(url, "select batch_id from offset_journal.batches")
+    ids = [r[0] for r in rows]
+    assert len(ids) == len(set(ids)), "a batch was journaled twice"
+    assert set(ids) == before | spooled
+    assert not _spool_files(spool)
+    committed = {b.batch_id for b in read_checkpoint(tmp_path / "ck-v1").committed_batches()}
+    assert set(ids) <= committed, "the journal holds a batch the checkpoint never committed"
+
+    # A new checkpoint from the journal: nothing lost.
+    listener = attach(spark, database_url=url, spool_dir=str(tmp_path / "spool2"))
+    try:
+        job = load_job("kafka_to_sink")
+        q = job.build_query(spark, job.parser().parse_args(
+            common + ["--checkpoint", str(tmp_path / "ck-v2"), "--from-journal"]))
+        q.awaitTermination(300)
+        assert q.exception() is None
+        assert listener.wait_terminated(q.runId)
+    finally:
+        spark.streams.removeListener(listener)
+        listener.close()
+    got = read_parquet_outputs(spark, tmp_path / "out", ["partition", "offset"])
+    assert set(got) == {(p, o) for p, o, _k, _v in produced}

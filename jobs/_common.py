@@ -135,3 +135,30 @@ def make_spark(app_name: str) -> Any:
 
     return (SparkSession.builder.appName(app_name)
             .config("spark.sql.shuffle.partitions", "4").getOrCreate())
+
+
+def run_job(name: str, parser: argparse.ArgumentParser, build_query: Any,
+            argv: list[str] | None = None) -> int:
+    """The jobs' main(): parse, attach the journal listener, start, wait, flush.
+
+    A job that refuses to start says why in one line on stderr and exits 2.
+    """
+    import sys
+
+    import offset_journal
+
+    args = parser.parse_args(argv)
+    logging.basicConfig(level=logging.INFO,
+                        format="%(asctime)s %(levelname)s %(name)s: %(message)s")
+    spark = make_spark(args.query_name)
+    listener = offset_journal.attach(spark, database_url=args.database_url,
+                                     spool_dir=args.spool_dir)
+    try:
+        query = build_query(spark, args)
+    except (JobError, offset_journal.ConfigError) as exc:
+        print(f"{name}: error: {offset_journal.redact(exc)}", file=sys.stderr)
+        return 2
+    query.awaitTermination()
+    listener.wait_terminated(query.runId, timeout=60)
+    listener.close()
+    return 0

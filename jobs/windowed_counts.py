@@ -29,9 +29,9 @@ from _common import (  # noqa: E402
     apply_trigger,
     base_parser,
     decide_start,
-    make_spark,
     output_dir_for,
     read_kafka,
+    run_job,
 )
 
 log = logging.getLogger("offset_journal.jobs.windowed_counts")
@@ -84,23 +84,7 @@ def build_query(spark: Any, args: Any) -> Any:
 
 
 def main(argv: list[str] | None = None) -> int:
-    import offset_journal
-
-    args = parser().parse_args(argv)
-    logging.basicConfig(level=logging.INFO,
-                        format="%(asctime)s %(levelname)s %(name)s: %(message)s")
-    spark = make_spark(args.query_name)
-    listener = offset_journal.attach(spark, database_url=args.database_url,
-                                     spool_dir=args.spool_dir)
-    try:
-        query = build_query(spark, args)
-    except (JobError, offset_journal.ConfigError) as exc:
-        print(f"windowed_counts: error: {offset_journal.redact(exc)}", file=sys.stderr)
-        return 2
-    query.awaitTermination()
-    listener.wait_terminated(query.runId, timeout=60)
-    listener.close()
-    return 0
+    return run_job("windowed_counts", parser(), build_query, argv)
 
 
 if __name__ == "__main__":

@@ -237,38 +237,28 @@ class _Store:
 
     def files(self, path: str) -> list[str]:
         """Names of the regular files directly in ``path`` ([] when it is missing)."""
-        if self.fs is None:
-            try:
-                with os.scandir(path) as entries:
-                    return [e.name for e in entries if e.is_file()]
-            except (FileNotFoundError, NotADirectoryError):
-                return []
-        try:
-            entries = self.fs.ls(path, detail=True)
-        except FileNotFoundError:
-            return []
-        return [
-            str(e["name"]).rstrip("/").rsplit("/", 1)[-1]
-            for e in entries
-            if e.get("type") == "file"
-        ]
+        return self._entries(path, "file")
 
     def dirs(self, path: str) -> list[str]:
         """Names of the directories directly in ``path``."""
+        return self._entries(path, "directory")
+
+    def _entries(self, path: str, kind: str) -> list[str]:
         if self.fs is None:
             try:
                 with os.scandir(path) as entries:
-                    return [e.name for e in entries if e.is_dir()]
+                    return [e.name for e in entries
+                            if (e.is_file() if kind == "file" else e.is_dir())]
             except (FileNotFoundError, NotADirectoryError):
                 return []
         try:
-            entries = self.fs.ls(path, detail=True)
+            listed = self.fs.ls(path, detail=True)
         except FileNotFoundError:
             return []
         return [
             str(e["name"]).rstrip("/").rsplit("/", 1)[-1]
-            for e in entries
-            if e.get("type") == "directory"
+            for e in listed
+            if e.get("type") == kind
         ]
 
     def size(self, path: str) -> int:

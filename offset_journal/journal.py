@@ -235,7 +235,7 @@ class Journal:
                     copy.write_row(row)
             return
         cols = ("batch_pk", "source_index", "topic", "partition", "start_offset", "end_offset")
-        conn.execute(kafka_partitions.insert(), [dict(zip(cols, r)) for r in rows])
+        conn.execute(kafka_partitions.insert(), [dict(zip(cols, r, strict=True)) for r in rows])
 
     def record_rejected(self, reason: str, payload: str, conn: sa.Connection | None = None) -> None:
         """Keep an event that cannot be journaled, verbatim, for a person to look at."""
@@ -488,7 +488,7 @@ class Journal:
             .where(b.query_name == query_name, k.topic == topic, k.partition == partition)
             .order_by(b.trigger_at, b.batch_id)
         )
-        return [tuple(r) for r in self._read(lambda c: c.execute(stmt).all())]  # type: ignore[misc]
+        return [tuple(r) for r in self._read(lambda c: c.execute(stmt).all())]
 
 
 def record_all(journal: Journal, records: Iterable[RunRecord | BatchRecord],

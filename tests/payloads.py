@@ -46,3 +46,17 @@ def progress(batch_id: int = 2, *, sources: list[dict] | None = None, name: str 
     if event_time is not None:
         body["eventTime"] = event_time
     return json.dumps(body)
+
+
+def sql_rows(url: str, query: str, **params: Any) -> list[tuple[Any, ...]]:
+    """Run one parameterized query against a journal database, rows as tuples."""
+    import sqlalchemy as sa
+
+    from offset_journal.db import resolve_url
+
+    engine = sa.create_engine(resolve_url(url), poolclass=sa.pool.NullPool)
+    try:
+        with engine.connect() as conn:
+            return [tuple(r) for r in conn.execute(sa.text(query), params)]
+    finally:
+        engine.dispose()

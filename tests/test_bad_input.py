@@ -17,16 +17,15 @@ from types import SimpleNamespace
 from typing import Any
 
 import pytest
-import sqlalchemy as sa
 from pyspark.sql.datasource import DataSource, DataSourceStreamReader, InputPartition
 
 from offset_journal import Journal, OffsetJournalListener
 from offset_journal.cli import main as cli_main
-from offset_journal.db import ENV_URL, resolve_url
+from offset_journal.db import ENV_URL
 from offset_journal.records import PROGRESS, STARTED
 from offset_journal.restart import plan_restart
 from offset_journal.writer import Writer, WriterConfig
-from tests.payloads import kafka_source, progress
+from tests.payloads import kafka_source, progress, sql_rows
 
 HOSTILE = "o'rders\"; DROP TABLE offset_journal.batches; -- ünïcødé 🚀 %s {0} \\ $1"
 
@@ -34,13 +33,7 @@ HOSTILE = "o'rders\"; DROP TABLE offset_journal.batches; -- ünïcødé 🚀 %s 
 # --------------------------------------------------------------------------- helpers
 
 
-def _sql(url: str, query: str, **params: Any) -> list[tuple[Any, ...]]:
-    engine = sa.create_engine(resolve_url(url), poolclass=sa.pool.NullPool)
-    try:
-        with engine.connect() as conn:
-            return [tuple(r) for r in conn.execute(sa.text(query), params)]
-    finally:
-        engine.dispose()
+_sql = sql_rows
 
 
 def _count(url: str, table: str) -> int:

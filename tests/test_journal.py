@@ -2,24 +2,16 @@
 
 from __future__ import annotations
 
-import sqlalchemy as sa
-
 from offset_journal import Journal
-from offset_journal.db import resolve_url
 from offset_journal.offsets import PartitionOffset
 from offset_journal.records import RunRecord, batch_from_progress
-from tests.payloads import kafka_source, progress
+from tests.payloads import kafka_source, progress, sql_rows
 
 RUN_A = "00000000-0000-0000-0000-00000000000a"
 RUN_B = "00000000-0000-0000-0000-00000000000b"
 
 
-def _sql(url, query, **params):
-    engine = sa.create_engine(resolve_url(url))
-    with engine.connect() as conn:
-        rows = conn.execute(sa.text(query), params).all()
-    engine.dispose()
-    return rows
+_sql = sql_rows
 
 
 def _batch(batch_id, start, end, *, run=RUN_A, ts="2024-01-01T00:00:00.000Z", name="orders"):

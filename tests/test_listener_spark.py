@@ -6,20 +6,14 @@ import json
 import time
 
 import pytest
-import sqlalchemy as sa
 
 from offset_journal import Journal
-from offset_journal.db import resolve_url
+from tests.payloads import sql_rows
 
 pytestmark = pytest.mark.spark
 
 
-def _rows(url, query, **params):
-    engine = sa.create_engine(resolve_url(url))
-    with engine.connect() as conn:
-        rows = [tuple(r) for r in conn.execute(sa.text(query), params)]
-    engine.dispose()
-    return rows
+_rows = sql_rows
 
 
 def _j(value):

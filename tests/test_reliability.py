@@ -36,7 +36,7 @@ from offset_journal.cli import main as cli_main
 from offset_journal.db import resolve_url, upgrade
 from offset_journal.records import STARTED, TERMINATED, batch_from_progress, run_from_event
 from offset_journal.restart import plan_restart
-from tests.payloads import kafka_source, progress
+from tests.payloads import kafka_source, progress, sql_rows
 
 pytestmark = pytest.mark.spark
 
@@ -112,13 +112,7 @@ def own_postgres() -> Iterator[OwnPostgres]:
 # --------------------------------------------------------------------------- helpers
 
 
-def _sql(url: str, query: str, **params: Any) -> list[tuple[Any, ...]]:
-    engine = sa.create_engine(resolve_url(url), poolclass=sa.pool.NullPool)
-    try:
-        with engine.connect() as conn:
-            return [tuple(r) for r in conn.execute(sa.text(query), params)]
-    finally:
-        engine.dispose()
+_sql = sql_rows
 
 
 def _journaled(url: str, run_id: str) -> tuple[int, int, set[int]]:

@@ -117,7 +117,10 @@ class OffsetJournalListener(_Base):
 
     def _at_exit(self) -> None:
         try:
-            self.close(timeout=10.0)
+            writer = self._writer
+            if writer is not None:  # events to disk at least; the database may be away
+                writer.flush(10.0, to_database=False)
+            self.close(timeout=1.0)
         except Exception:  # pragma: no cover - interpreter is going away
             pass
 
@@ -200,7 +203,9 @@ class OffsetJournalListener(_Base):
                 "exception": event.exception, "error_class": error_class,
             })
             if self._writer is not None:
-                self._writer.flush(self._terminate_flush_timeout)
+                # durable (journal or spool) before the bus moves on; no waiting on a
+                # database that is away
+                self._writer.flush(self._terminate_flush_timeout, to_database=False)
             with self._terminated_cond:
                 self._terminated.add(run_id)
                 self._terminated_cond.notify_all()

@@ -27,6 +27,19 @@ log = logging.getLogger(__name__)
 ENV_SPOOL_DIR = "OFFSET_JOURNAL_SPOOL_DIR"
 
 
+def _locked_by_another(path: Path) -> bool:
+    try:
+        with open(path, encoding="utf-8") as f:
+            try:
+                fcntl.flock(f.fileno(), fcntl.LOCK_EX | fcntl.LOCK_NB)
+            except BlockingIOError:
+                return True
+            fcntl.flock(f.fileno(), fcntl.LOCK_UN)
+            return False
+    except FileNotFoundError:
+        return False
+
+
 def default_spool_dir(database_url: str) -> Path:
     """A spool directory per database, stable across restarts of the driver.
 
@@ -51,6 +64,7 @@ class Spool:
         self._lock = threading.Lock()
         self._file: IO[str] | None = None
         self._path: Path | None = None
+        self._replaying: Path | None = None
         self.dropped = 0
 
     # -------------------------------------------------------------- writing
@@ -102,7 +116,13 @@ class Spool:
         return sum(p.stat().st_size for p in self.files())
 
     def pending(self) -> bool:
-        return bool(self.files())
+        """True when there is something this process can replay: its own file, or one
+        no live process holds (another driver's file in an outage is not ours to wait
+        for)."""
+        for path in self.files():
+            if path in (self._path, self._replaying) or not _locked_by_another(path):
+                return True
+        return False
 
     def replay(self, sink: Callable[[list[dict[str, Any]]], None], chunk: int = 500) -> int:
         """Hand every spooled event to ``sink`` in file order, removing each file once
@@ -121,6 +141,7 @@ class Spool:
                     fcntl.flock(f.fileno(), fcntl.LOCK_EX | fcntl.LOCK_NB)
                 except BlockingIOError:
                     continue  # another live writer owns it
+                self._replaying = path
                 events: list[dict[str, Any]] = []
                 for n, line in enumerate(f, 1):
                     if not line.endswith("\n"):
@@ -132,9 +153,12 @@ class Spool:
                     except json.JSONDecodeError:
                         log.warning("offset-journal spool %s: skipping unreadable line %d",
                                     path.name, n)
-                for i in range(0, len(events), chunk):
-                    sink(events[i:i + chunk])
-                path.unlink(missing_ok=True)
+                try:
+                    for i in range(0, len(events), chunk):
+                        sink(events[i:i + chunk])
+                    path.unlink(missing_ok=True)
+                finally:
+                    self._replaying = None
                 done += len(events)
         return done
 

@@ -94,9 +94,16 @@ class Writer:
             self._pending -= n
             self._cond.notify_all()
 
-    def flush(self, timeout: float | None = None) -> bool:
+    def flush(self, timeout: float | None = None, *, to_database: bool = True) -> bool:
         """Wait until every submitted event is in the journal. False when the timeout
-        ran out first (what is not in the journal yet is then safe in the spool)."""
+        ran out first (what is not in the journal yet is then safe in the spool).
+
+        With ``to_database=False`` it waits only until every event is durable, in the
+        journal or in the spool: what a query's termination and interpreter exit need,
+        without waiting on a database that is away.
+        """
+        if not to_database:
+            return self._wait_handed_over(timeout)
         deadline = None if timeout is None else time.monotonic() + timeout
         with self._cond:
             self._down_until = 0.0  # try the database now rather than after backoff
@@ -111,6 +118,11 @@ class Writer:
                 self._cond.wait(0.05 if remaining is None else min(remaining, 0.05))
             if not self.alive:
                 return self._pending == 0 and not self.spool.pending()
+
+    def _wait_handed_over(self, timeout: float | None) -> bool:
+        with self._cond:
+            return self._cond.wait_for(lambda: self._pending == 0 or not self.alive, timeout) \
+                and self._pending == 0
 
     def close(self, timeout: float = 10.0) -> bool:
         flushed = self.flush(timeout)

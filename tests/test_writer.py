@@ -134,3 +134,36 @@ def test_listener_pickles_without_runtime_state(journal_url, tmp_path):
     clone = pickle.loads(pickle.dumps(listener))
     assert clone._writer is None and clone.spool_dir == listener.spool_dir
     listener.close()
+
+
+def test_another_live_writers_spool_is_not_ours_to_wait_for(journal_url, tmp_path):
+    from offset_journal.spool import Spool
+
+    spool_dir = tmp_path / "spool"
+    other = Spool(spool_dir)  # another driver in an outage: its file is open and locked
+    other.append(_events(2))
+    w = Writer(WriterConfig(journal_url, str(spool_dir)))
+    w.start()
+    w.submit(_events(1)[1])
+    assert w.flush(timeout=10) is True  # not held up by the other driver's file
+    assert _count(journal_url) == 1
+    other.close()  # that driver is gone: its file is now ours to replay
+    assert w.spool.pending()
+    assert w.flush(timeout=30) is True
+    w.close()
+    assert _count(journal_url) == 2  # batch 0 (ours) and batch 1 from the other spool
+
+
+def test_termination_flush_does_not_wait_on_an_absent_database(tmp_path):
+    import time
+
+    w = Writer(WriterConfig(_dead_url(), str(tmp_path / "spool"), connect_timeout=1,
+                            retry_initial=5))
+    w.start()
+    for ev in _events(3):
+        w.submit(ev)
+    t0 = time.monotonic()
+    assert w.flush(timeout=20, to_database=False) is True  # durable: in the spool
+    assert time.monotonic() - t0 < 10
+    assert w.spooled == 4
+    w.close(timeout=0.5)

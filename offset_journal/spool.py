@@ -106,14 +106,24 @@ class Spool:
 
     # -------------------------------------------------------------- reading
 
-    def files(self) -> list[Path]:
+    def _stats(self) -> list[tuple[Path, os.stat_result]]:
+        """Spool files with their stat, in replay order. A file another driver's replay
+        removed between listing and stat is gone, not an error."""
         if not self.directory.is_dir():
             return []
-        return sorted(self.directory.glob("spool-*.jsonl"),
-                      key=lambda p: (p.stat().st_mtime, p.name))
+        found = []
+        for path in self.directory.glob("spool-*.jsonl"):
+            try:
+                found.append((path, path.stat()))
+            except FileNotFoundError:
+                continue
+        return sorted(found, key=lambda ps: (ps[1].st_mtime, ps[0].name))
+
+    def files(self) -> list[Path]:
+        return [path for path, _ in self._stats()]
 
     def size(self) -> int:
-        return sum(p.stat().st_size for p in self.files())
+        return sum(st.st_size for _, st in self._stats())
 
     def pending(self) -> bool:
         """True when there is something this process can replay: its own file, or one

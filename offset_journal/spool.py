@@ -74,9 +74,14 @@ class Spool:
             self.directory.mkdir(parents=True, exist_ok=True)
             stamp = f"{os.getpid()}-{time.time_ns()}-{uuid.uuid4().hex[:8]}"
             name = f"spool-{socket.gethostname()}-{stamp}.jsonl"
-            self._path = self.directory / name
-            f = open(self._path, "a", encoding="utf-8")  # noqa: SIM115 - kept open on purpose
+            # Locked under a name replay does not list, then renamed into place: a
+            # replayer must never lock, find empty and delete a file before its owner
+            # holds the lock (the owner's events would then go to a deleted file).
+            hidden = self.directory / f".{name}.new"
+            f = open(hidden, "a", encoding="utf-8")  # noqa: SIM115 - kept open on purpose
             fcntl.flock(f.fileno(), fcntl.LOCK_EX | fcntl.LOCK_NB)
+            os.rename(hidden, self.directory / name)
+            self._path = self.directory / name
             self._file = f
         return self._file
 

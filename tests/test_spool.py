@@ -39,3 +39,39 @@ def test_a_file_removed_by_another_replayer_does_not_break_listing(tmp_path):
         t.join()
     assert errors == []
 
+
+def test_a_new_spool_file_is_never_replayed_before_it_is_locked(tmp_path):
+    # Driver A spills events to a new file while driver B replays the directory. B must
+    # never take A's file between its creation and A's lock on it: B would find it empty
+    # and delete it, and A's events (reported as spooled) would go to a deleted file.
+    stop = threading.Event()
+    replayed: list[dict] = []
+
+    def driver_b() -> None:
+        spool = Spool(tmp_path)
+        while not stop.is_set():
+            try:
+                spool.replay(replayed.extend)
+            except FileNotFoundError:
+                pass
+
+    t = threading.Thread(target=driver_b)
+    t.start()
+    spooled, raised, i = 0, 0, 0
+    try:
+        deadline = time.monotonic() + 2.0
+        while time.monotonic() < deadline:
+            a = Spool(tmp_path)  # each append opens a new file, as after a replay
+            try:
+                spooled += a.append([{"i": i}])
+            except BlockingIOError:
+                raised += 1
+            i += 1
+            a.close()
+    finally:
+        stop.set()
+        t.join()
+    Spool(tmp_path).replay(replayed.extend)
+    assert raised == 0
+    assert spooled == i
+    assert sorted({e["i"] for e in replayed}) == list(range(i))

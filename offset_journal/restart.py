@@ -600,14 +600,19 @@ def emitted_cutoff(chain: Sequence[Batch]) -> tuple[datetime | None, Batch | Non
 
 
 def rewind_index(chain: Sequence[Batch], threshold: datetime) -> int | None:
-    """Index of the earliest batch whose event time max is >= ``threshold``.
+    """Index of the earliest batch whose event time max is >= ``threshold``, or that
+    may hold records (row count not 0) without journaled event times (imported from a
+    checkpoint): nothing says its records are older.
 
     Every earlier batch's records are older than ``threshold``, so their windows ended
     at or before the cutoff and were emitted: re-reading from this batch on covers
     every record of the windows still open. None when no batch has such records.
     """
     for i, batch in enumerate(chain):
-        if batch.event_time_max is not None and batch.event_time_max >= threshold:
+        if batch.event_time_max is None:
+            if batch.num_input_rows != 0:
+                return i
+        elif batch.event_time_max >= threshold:
             return i
     return None
 
@@ -748,6 +753,12 @@ def compute_plan(
                 )
         else:
             k = rewind_index(chain, threshold)
+            if k is not None and chain[k].event_time_max is None:
+                warnings.append(
+                    f"{BatchRef.of(chain[k]).label()} has no journaled event times (imported "
+                    "from a checkpoint?): rewinding to it, as it may hold records of a "
+                    "window still open"
+                )
         if k is None:
             notes.append(
                 f"No journaled batch of this checkpoint holds event times at or after "

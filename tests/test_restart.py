@@ -454,6 +454,25 @@ def test_state_aware_without_event_times_rewinds_to_the_first_batch() -> None:
     assert any("no event times" in w for w in plan.warnings)
 
 
+def test_state_aware_rewinds_over_batches_whose_event_times_are_unknown() -> None:
+    # Batches 0-1 journaled by the listener (old event times); batches 2-3 imported from
+    # the checkpoint afterwards (`checkpoint import`: no event times, row counts unknown).
+    # The imported ones may hold records of windows still open: they must be re-read.
+    chain = [
+        mk(0, kafka_src({("orders", 0): (0, 10)}), watermark=at(0), et_max=at(2)),
+        mk(1, kafka_src({("orders", 0): (10, 20)}), watermark=at(1), et_max=at(3)),
+        mk(2, kafka_src({("orders", 0): (20, 30)}), watermark=at(30), rows=None),
+        mk(3, kafka_src({("orders", 0): (30, 40)}), watermark=at(40), rows=None),
+    ]
+    plan = compute_plan("orders", chain[-1], chain=chain, mode=MODE_STATE_AWARE,
+                        window=timedelta(minutes=10))
+    assert plan.event_time_cutoff == at(40)
+    assert plan.position == "rewind"
+    assert plan.start_batch is not None and plan.start_batch.batch_id == 2
+    assert plan.source(0).offsets == {"orders": {0: 20}}
+    assert any("no journaled event times" in w for w in plan.warnings)
+
+
 def test_state_aware_needs_a_watermark() -> None:
     chain = [mk(0, kafka_src({("orders", 0): (0, 10)}))]
     with pytest.raises(RestartError, match="withWatermark"):

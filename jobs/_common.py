@@ -17,8 +17,12 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 
-from offset_journal.checkpoint import file_sink_metadata, is_new_checkpoint
-from offset_journal.journal import Journal
+import sqlalchemy as sa
+
+from offset_journal.checkpoint import CheckpointError, file_sink_metadata, is_new_checkpoint
+from offset_journal.db import redact
+from offset_journal.journal import Journal, JournalError
+from offset_journal.kafka import KafkaError
 from offset_journal.kafka_source import kafka_format
 from offset_journal.restart import RestartError, plan_restart
 
@@ -89,12 +93,16 @@ def decide_start(args: argparse.Namespace, *, state_aware: bool = False,
     batch = None
     if args.batch:
         run_id, _, batch_id = args.batch.rpartition(":")
+        if not run_id or not batch_id.isdigit():
+            raise JobError(f"bad --batch {args.batch!r}: use RUN_ID:BATCH_ID")
         batch = (run_id, int(batch_id))
-    with Journal(args.database_url) as journal:
-        if journal.last_batch(args.query_name) is None:
-            return Start(args.starting_offsets,
-                         f"the journal has no batch of {args.query_name!r} yet")
-        try:
+    # The journal or Kafka being away, or a checkpoint that cannot be read, stop the
+    # job with one line, not a traceback.
+    try:
+        with Journal(args.database_url) as journal:
+            if journal.last_batch(args.query_name) is None:
+                return Start(args.starting_offsets,
+                             f"the journal has no batch of {args.query_name!r} yet")
             plan = plan_restart(
                 args.database_url, args.query_name, batch=batch,
                 bootstrap_servers=args.bootstrap_servers, checkpoint=args.checkpoint,
@@ -102,8 +110,10 @@ def decide_start(args: argparse.Namespace, *, state_aware: bool = False,
                 window=window, journal=journal,
                 subscribe=[t.strip() for t in args.topics.split(",") if t.strip()],
             )
-        except RestartError as exc:
-            raise JobError(str(exc)) from None
+    except (RestartError, JournalError, KafkaError, CheckpointError,
+            sa.exc.SQLAlchemyError) as exc:
+        text = str(getattr(exc, "orig", None) or exc).strip()
+        raise JobError(redact(text.splitlines()[0] if text else type(exc).__name__)) from None
     for w in plan.warnings:
         log.warning("restart plan: %s", w)
     if not plan.ok:

@@ -1,0 +1,51 @@
+"""The jobs' start decisions, without Spark: a job that cannot start says why in one line
+(JobError, which run_job prints and exits 2 with), never with a traceback."""
+
+from __future__ import annotations
+
+import socket
+from typing import Any
+
+import pytest
+
+from offset_journal.journal import Journal
+from offset_journal.records import batch_from_progress
+from tests.jobs_support import load_job
+from tests.payloads import kafka_source, progress
+
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def _args(tmp_path: Any, database_url: str, *extra: str) -> Any:
+    common = load_job("_common")
+    return common.base_parser("test").parse_args([
+        "--bootstrap-servers", f"127.0.0.1:{_free_port()}", "--topics", "t",
+        "--query-name", "q", "--checkpoint", str(tmp_path / "chk"),
+        "--database-url", database_url, "--from-journal", *extra])
+
+
+def test_unreachable_journal_is_a_job_error(tmp_path):
+    common = load_job("_common")
+    url = f"postgresql://u:s3cret@127.0.0.1:{_free_port()}/none"
+    with pytest.raises(common.JobError) as info:
+        common.decide_start(_args(tmp_path, url))
+    assert "s3cret" not in str(info.value)
+
+
+def test_malformed_batch_is_a_job_error(journal_url, tmp_path):
+    common = load_job("_common")
+    with pytest.raises(common.JobError):
+        common.decide_start(_args(tmp_path, journal_url, "--batch", "no-batch-id"))
+
+
+def test_unreachable_kafka_is_a_job_error(journal_url, tmp_path):
+    common = load_job("_common")
+    with Journal(journal_url) as journal:
+        journal.record_batch(batch_from_progress(progress(
+            0, name="q", sources=[kafka_source("t", None, {"t": {"0": 5}})])))
+    with pytest.raises(common.JobError):
+        common.decide_start(_args(tmp_path, journal_url))

@@ -16,7 +16,6 @@ old watermark, which the old run had emitted: none is emitted twice, none is mis
 from __future__ import annotations
 
 import logging
-import re
 import sys
 from datetime import timedelta
 from pathlib import Path
@@ -36,17 +35,18 @@ from _common import (  # noqa: E402
 
 log = logging.getLogger("offset_journal.jobs.windowed_counts")
 
-_UNITS = {"ms": "milliseconds", "millisecond": "milliseconds", "second": "seconds",
-          "sec": "seconds", "s": "seconds", "minute": "minutes", "min": "minutes",
-          "m": "minutes", "hour": "hours", "h": "hours", "day": "days", "d": "days"}
-
 
 def parse_duration(text: str) -> timedelta:
-    """'1 minute', '30 seconds', '10s' -> timedelta (Spark's interval strings)."""
-    m = re.fullmatch(r"\s*(\d+)\s*([a-zA-Z]+?)s?\s*", text)
-    if not m or m.group(2).lower() not in _UNITS:
-        raise JobError(f"not a duration: {text!r} (use e.g. '1 minute', '30 seconds')")
-    return timedelta(**{_UNITS[m.group(2).lower()]: int(m.group(1))})
+    """'1 minute', '30 seconds', '10s', '500 ms' -> timedelta (Spark's interval strings),
+    as ``offset-journal plan --window`` reads them."""
+    from argparse import ArgumentTypeError
+
+    from offset_journal.cli import parse_duration as parse
+
+    try:
+        return parse(text)
+    except ArgumentTypeError as exc:
+        raise JobError(str(exc)) from None
 
 
 def parser() -> Any:

@@ -45,7 +45,8 @@ class _Parser(argparse.ArgumentParser):
 # --------------------------------------------------------------------------- values
 
 _UNITS = {
-    "ms": timedelta(milliseconds=1),
+    "ms": timedelta(milliseconds=1), "millisecond": timedelta(milliseconds=1),
+    "milliseconds": timedelta(milliseconds=1),
     "s": timedelta(seconds=1), "sec": timedelta(seconds=1), "secs": timedelta(seconds=1),
     "second": timedelta(seconds=1), "seconds": timedelta(seconds=1),
     "m": timedelta(minutes=1), "min": timedelta(minutes=1), "mins": timedelta(minutes=1),

@@ -49,3 +49,17 @@ def test_unreachable_kafka_is_a_job_error(journal_url, tmp_path):
             0, name="q", sources=[kafka_source("t", None, {"t": {"0": 5}})])))
     with pytest.raises(common.JobError):
         common.decide_start(_args(tmp_path, journal_url))
+
+
+def test_window_lengths_read_as_spark_reads_them():
+    from datetime import timedelta
+
+    windowed = load_job("windowed_counts")
+    assert windowed.parse_duration("500 ms") == timedelta(milliseconds=500)
+    assert windowed.parse_duration("250 milliseconds") == timedelta(milliseconds=250)
+    assert windowed.parse_duration("1 minute") == timedelta(minutes=1)
+    assert windowed.parse_duration("30 seconds") == timedelta(seconds=30)
+    assert windowed.parse_duration("10s") == timedelta(seconds=10)
+    assert windowed.parse_duration("2 hours") == timedelta(hours=2)
+    with pytest.raises(windowed.JobError):
+        windowed.parse_duration("a while")

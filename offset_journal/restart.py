@@ -630,7 +630,7 @@ def concurrent_runs(spans: Sequence[RunSpan]) -> list[tuple[RunSpan, RunSpan]]:
             assert a.start is not None and a.end is not None
             assert b.start is not None and b.end is not None
             if b.start >= a.end:
-                continue
+                break  # sorted by start: no later run starts before ``a`` ends either
             if a.start < b.end:
                 pairs.append((a, b))
     return pairs

@@ -236,8 +236,14 @@ def rss_bytes() -> int:
 
 
 def dir_bytes(path: str | os.PathLike[str]) -> int:
-    p = Path(path)
-    return sum(f.stat().st_size for f in p.rglob("*") if f.is_file()) if p.exists() else 0
+    """Bytes of the files under ``path`` (files removed while counting count 0)."""
+    total = 0
+    for f in Path(path).rglob("*"):
+        try:
+            total += f.stat().st_size if f.is_file() else 0
+        except FileNotFoundError:
+            pass
+    return total
 
 
 def rmtree(path: str | os.PathLike[str]) -> None:

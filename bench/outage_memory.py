@@ -106,21 +106,27 @@ def main(args: argparse.Namespace) -> None:
                                   "--listen", str(port), "--target",
                                   unix_socket(real_url) or "127.0.0.1:5432", "--rtt-ms", "0"],
                                  stdout=subprocess.PIPE, text=True)
+        engine = sa.create_engine(resolve_url(real_url))
+        count = sa.text("select count(*) from offset_journal.batches")
         try:
             assert proxy.stdout is not None and proxy.stdout.readline().startswith("listening")
             t0 = time.perf_counter()
-            flushed = listener.flush(timeout=args.recover_timeout)
+            # Done when every event is a row in the journal and the spool is empty.
+            journaled = 0
+            while time.perf_counter() - t0 < args.recover_timeout:
+                with engine.connect() as conn:
+                    journaled = conn.execute(count).scalar_one()
+                if journaled >= total and not dir_bytes(spool):
+                    break
+                time.sleep(0.1)
             recovery = time.perf_counter() - t0
+            flushed = journaled >= total
             sample("after replay", total)
             listener.close()
         finally:
             proxy.terminate()
             proxy.wait(10)
-        engine = sa.create_engine(resolve_url(real_url))
-        with engine.connect() as conn:
-            journaled = conn.execute(sa.text("select count(*) from offset_journal.batches")
-                                     ).scalar_one()
-        engine.dispose()
+            engine.dispose()
     rmtree(spool)
 
     print(f"\n{total} events ({args.partitions} partitions each) over {args.minutes} simulated "

@@ -3,7 +3,9 @@
 One database per history length, bulk-loaded in SQL (generate_series; the partition
 rows' foreign-key triggers are skipped with session_replication_role = replica, the
 data being consistent by construction), then VACUUM ANALYZE. One query name, batches
-one second apart, a new run every ``--batches-per-run`` batches on the same checkpoint.
+one second apart, a new run every ``--batches-per-run`` batches on the same checkpoint,
+each with start and termination times (``--run-events no``: neither, as when the
+listener's query events were lost).
 
 Timed, interleaving the databases round by round:
 
@@ -45,8 +47,9 @@ LOAD = [
        INSERT INTO offset_journal.query_runs
          (run_id, query_id, query_name, named, started_at, terminated_at, host, pid)
        SELECT 'run-' || lpad(r::text, 6, '0'), p.qid, p.name, true,
-              p.base + (r * p.bpr - 1) * p.s,
-              p.base + (least((r + 1) * p.bpr, p.total) - 1) * p.s + p.s / 2,
+              CASE WHEN %(events)s THEN p.base + (r * p.bpr) * p.s - p.s / 2 END,
+              CASE WHEN %(events)s THEN
+                  p.base + (least((r + 1) * p.bpr, p.total) - 1) * p.s + p.s / 4 END,
               'bench-host', 1000 + r
        FROM p, generate_series(p.lo / p.bpr, p.hi / p.bpr) r
        ON CONFLICT (run_id) DO NOTHING""",
@@ -80,7 +83,7 @@ LOAD = [
 ]
 
 
-def load(url: str, total: int, bpr: int, chunk: int) -> float:
+def load(url: str, total: int, bpr: int, chunk: int, events: bool = True) -> float:
     """Journal ``total`` batches; returns the seconds it took (VACUUM ANALYZE included)."""
     import psycopg
 
@@ -89,7 +92,7 @@ def load(url: str, total: int, bpr: int, chunk: int) -> float:
         for lo in range(0, total, chunk):
             hi = min(lo + chunk, total) - 1
             params = {"qid": QID, "name": NAME, "base": BASE, "bpr": bpr, "total": total,
-                      "lo": lo, "hi": hi, "tmpl": TEMPLATE}
+                      "lo": lo, "hi": hi, "tmpl": TEMPLATE, "events": events}
             with conn.transaction():
                 conn.execute("SET LOCAL session_replication_role = replica")
                 for sql in LOAD:
@@ -142,16 +145,20 @@ def explain(journal, statement: str, params: object) -> str:  # type: ignore[no-
     return "\n".join(r[0] for r in rows)
 
 
-_NODES = re.compile(r"(Index Only Scan|Index Scan Backward|Index Scan|Bitmap Index Scan|"
-                    r"Bitmap Heap Scan|Seq Scan|Parallel Seq Scan|HashAggregate|GroupAggregate|"
-                    r"Incremental Sort|Sort)(?: using (\w+))?(?: on (\w+))?")
+_NODES = re.compile(r"^(?:\s*->\s+)?(Index Only Scan Backward|Index Only Scan|"
+                    r"Index Scan Backward|Index Scan|Bitmap Index Scan|Bitmap Heap Scan|"
+                    r"Parallel Seq Scan|Seq Scan|HashAggregate|GroupAggregate|"
+                    r"Incremental Sort|Sort)(?: using (\w+))?(?: on (\w+))?"
+                    r".*?(\(never executed\))?$", re.M)
 
 
 def summarize(plan: str) -> str:
+    """The plan's scan, sort and aggregate nodes, in order."""
     nodes = []
     for m in _NODES.finditer(plan):
-        kind, index, rel = m.groups()
-        nodes.append(f"{kind} {index or rel or ''}".strip())
+        kind, index, rel, never = m.groups()
+        nodes.append(f"{kind} {index or rel or ''}".strip() + (" (never executed)" if never
+                                                               else ""))
     return "; ".join(dict.fromkeys(nodes))
 
 
@@ -184,7 +191,8 @@ def main(args: argparse.Namespace) -> None:
         urls, loads = {}, {}
         for n in args.sizes:
             urls[n] = journal_database(server, f"oj_bench_plan_{n}")
-            loads[n] = load(urls[n], n, args.batches_per_run, args.chunk)
+            loads[n] = load(urls[n], n, args.batches_per_run, args.chunk,
+                            args.run_events == "yes")
             print(f"{n:,} batches: loaded in {loads[n]:.1f}s, database "
                   f"{db_size(urls[n]) / 2**30:.2f} GiB", file=sys.stderr, flush=True)
         journals = {n: Journal(urls[n]) for n in args.sizes}
@@ -202,6 +210,7 @@ def main(args: argparse.Namespace) -> None:
                                         as_of=as_of[n] if kind == "as_of" else None)
                     plans.setdefault((n, kind), []).append(time.perf_counter() - t0)
                     assert plan.anchor.batch_id == (n - 1 if kind == "last" else n // 2)
+                    assert not [w for w in plan.warnings if "same time" in w], plan.warnings
                 if r < args.cli_reps:
                     t0 = time.perf_counter()
                     proc = subprocess.run([*cli, "starting-offsets", NAME], capture_output=True,
@@ -264,6 +273,9 @@ if __name__ == "__main__":
     p.add_argument("--batches-per-run", type=int, default=10_000)
     p.add_argument("--rounds", type=int, default=20)
     p.add_argument("--cli-reps", type=int, default=5)
+    p.add_argument("--run-events", choices=["yes", "no"], default="yes",
+                   help="no: runs without start/termination times (lost events, imports), "
+                        "so that planning looks up their first/last batches")
     p.add_argument("--chunk", type=int, default=100_000, help="batches per load transaction")
     p.add_argument("--admin-url", help="a Postgres to create the databases in (else pgserver)")
     main(p.parse_args())

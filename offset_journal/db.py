@@ -57,13 +57,23 @@ def redact(text: object) -> str:
     return _PASSWORD_IN_QUERY.sub(r"\1***", out)
 
 
-def make_engine(url: str | None = None, *, connect_timeout: int = 5, **kwargs: object) -> sa.Engine:
-    """An engine with a bounded connect time, so an absent database fails fast."""
+def make_engine(url: str | None = None, *, connect_timeout: int = 5,
+                statement_timeout_ms: int | None = None, **kwargs: object) -> sa.Engine:
+    """An engine that fails fast when the database is absent or hangs.
+
+    A bounded connect time for a database that is down; TCP keepalives (and, for the
+    listener's writer, a statement timeout) for one that stops answering mid-statement,
+    so that a network partition turns into an error (and a spooled event) in seconds
+    rather than after the kernel's TCP timeout.
+    """
     resolved = resolve_url(url)
     connect_args: dict[str, object] = {}
     if resolved.startswith("postgresql"):
-        connect_args["connect_timeout"] = connect_timeout
-        connect_args["application_name"] = "offset-journal"
+        connect_args.update(connect_timeout=connect_timeout, application_name="offset-journal",
+                            keepalives=1, keepalives_idle=10, keepalives_interval=5,
+                            keepalives_count=3)
+        if statement_timeout_ms:
+            connect_args["options"] = f"-c statement_timeout={int(statement_timeout_ms)}"
     kwargs.setdefault("pool_pre_ping", True)
     return sa.create_engine(resolved, connect_args=connect_args, **kwargs)
 

@@ -69,6 +69,7 @@ class OffsetJournalListener(_Base):
         self._names: dict[str, str | None] = {}
         self._warned: set[str] = set()
         self._closed = False
+        self._late_spool: Spool | None = None
         self._terminated: set[str] = set()
         self._terminated_cond = threading.Condition()
 
@@ -119,7 +120,8 @@ class OffsetJournalListener(_Base):
         try:
             writer = self._writer
             if writer is not None:  # events to disk at least; the database may be away
-                writer.flush(10.0, to_database=False)
+                if not writer.flush(10.0, to_database=False):
+                    writer.spill_queue()
             self.close(timeout=1.0)
         except Exception:  # pragma: no cover - interpreter is going away
             pass
@@ -143,7 +145,10 @@ class OffsetJournalListener(_Base):
     def _submit(self, event: dict[str, Any]) -> None:
         if self._closed:
             # Late events after close() go straight to disk; the next start replays them.
-            Spool(self._config.spool_dir).append([event])
+            if self._late_spool is None:
+                self._late_spool = Spool(self._config.spool_dir,
+                                         max_bytes=self._config.spool_max_bytes)
+            self._late_spool.append([event])
             return
         writer = self._writer
         if writer is None or not writer.alive:

@@ -41,6 +41,7 @@ class WriterConfig:
     retry_initial: float = 0.5
     retry_max: float = 30.0
     connect_timeout: int = 5
+    statement_timeout_ms: int = 30_000
     spool_max_bytes: int | None = None
 
 
@@ -124,6 +125,23 @@ class Writer:
             return self._cond.wait_for(lambda: self._pending == 0 or not self.alive, timeout) \
                 and self._pending == 0
 
+    def spill_queue(self) -> int:
+        """Move what is still queued to the spool (at exit, when waiting is over)."""
+        events: list[dict[str, Any]] = []
+        while True:
+            try:
+                ev = self.queue.get_nowait()
+            except queue.Empty:
+                break
+            if ev is not None:
+                events.append(ev)
+        try:
+            n = self.spool.append(events)
+            self.spooled += n
+            return n
+        finally:
+            self._done(len(events))
+
     def close(self, timeout: float = 10.0) -> bool:
         flushed = self.flush(timeout)
         self._stop.set()
@@ -131,7 +149,8 @@ class Writer:
             self.queue.put_nowait(None)
         except queue.Full:
             pass
-        self._thread.join(timeout=max(1.0, timeout))
+        if self._thread.ident is not None:  # started
+            self._thread.join(timeout=max(1.0, timeout))
         self.spool.close()
         if self._journal is not None:
             self._journal.close()
@@ -143,6 +162,7 @@ class Writer:
         if self._journal is None:
             engine = make_engine(self.config.database_url,
                                  connect_timeout=self.config.connect_timeout,
+                                 statement_timeout_ms=self.config.statement_timeout_ms,
                                  pool_size=1, max_overflow=1)
             self._journal = Journal(engine=engine)
         return self._journal

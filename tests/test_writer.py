@@ -167,3 +167,24 @@ def test_termination_flush_does_not_wait_on_an_absent_database(tmp_path):
     assert time.monotonic() - t0 < 10
     assert w.spooled == 4
     w.close(timeout=0.5)
+
+
+def test_at_exit_whatever_is_still_queued_goes_to_the_spool(tmp_path):
+    w = Writer(WriterConfig(_dead_url(), str(tmp_path / "spool")))  # never started: stuck
+    for ev in _events(3):
+        w.submit(ev)
+    assert w.flush(timeout=0.2, to_database=False) is False
+    assert w.spill_queue() == 4
+    assert w.flush(timeout=0.2, to_database=False) is True
+    lines = sum(len(p.read_text().splitlines()) for p in (tmp_path / "spool").glob("*.jsonl"))
+    assert lines == 4
+
+
+def test_writer_sessions_have_a_statement_timeout(journal_url, tmp_path):
+    import sqlalchemy as sa
+
+    w = Writer(WriterConfig(journal_url, str(tmp_path / "spool"), statement_timeout_ms=1234))
+    with w._get_journal().engine.connect() as conn:
+        assert conn.execute(sa.text("show statement_timeout")).scalar_one() == "1234ms"
+        assert conn.execute(sa.text("show tcp_keepalives_idle")).scalar_one() in ("10", "0")
+    w.close(timeout=1)

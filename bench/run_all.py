@@ -17,20 +17,27 @@ from pathlib import Path
 
 HERE = Path(__file__).resolve().parent
 
+# name -> (script, arguments)
 QUICK = {
-    "journal_write": ["--reps", "10"],
-    "callback_handoff": ["--events", "300", "--rounds", "1"],
-    "restart_planning": ["--sizes", "1000,10000,100000", "--rounds", "10", "--cli-reps", "3"],
-    "outage_memory": ["--minutes", "2", "--rate", "30"],
-    "stream_overhead": ["--rounds", "3", "--files", "10"],
+    "journal_write": ("journal_write", ["--reps", "10"]),
+    "callback_handoff": ("callback_handoff", ["--events", "300", "--rounds", "1"]),
+    "restart_planning": ("restart_planning", ["--sizes", "1000,10000,100000", "--rounds", "10",
+                                              "--cli-reps", "3"]),
+    "outage_memory": ("outage_memory", ["--minutes", "2", "--rate", "30"]),
+    "stream_overhead": ("stream_overhead", ["--rounds", "3", "--files", "10"]),
 }
 
 FULL = {
-    "journal_write": ["--reps", "40"],
-    "callback_handoff": ["--events", "2000", "--rounds", "3"],
-    "restart_planning": ["--rounds", "30", "--cli-reps", "7"],
-    "outage_memory": ["--minutes", "10", "--rate", "1"],
-    "stream_overhead": ["--rounds", "12", "--files", "40", "--variants", "without,with,empty"],
+    "journal_write": ("journal_write", ["--reps", "40"]),
+    "callback_handoff": ("callback_handoff", ["--events", "2000", "--rounds", "3"]),
+    "restart_planning": ("restart_planning", ["--rounds", "30", "--cli-reps", "7"]),
+    "restart_planning_no_run_events": ("restart_planning", ["--rounds", "30", "--cli-reps", "3",
+                                                            "--run-events", "no"]),
+    "restart_planning_many_runs": ("restart_planning", ["--rounds", "30", "--cli-reps", "3",
+                                                        "--batches-per-run", "1000"]),
+    "outage_memory": ("outage_memory", ["--minutes", "10", "--rate", "1"]),
+    "stream_overhead": ("stream_overhead", ["--rounds", "12", "--files", "40",
+                                            "--variants", "without,with,empty"]),
 }
 
 
@@ -38,14 +45,16 @@ def main() -> int:
     p = argparse.ArgumentParser(description=__doc__,
                                 formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--full", action="store_true", help="the full sizes (an hour or more)")
-    p.add_argument("--only", type=lambda s: s.split(","), help="comma-separated script names")
+    p.add_argument("--only", type=lambda s: s.split(","),
+                   help="comma-separated names (see QUICK and FULL)")
     p.add_argument("--out", help="also write the tables to this file")
     args = p.parse_args()
     plan = FULL if args.full else QUICK
     names = args.only or list(plan)
     outputs, failed = [], []
     for name in names:
-        cmd = [sys.executable, str(HERE / f"{name}.py"), *plan[name]]
+        script, script_args = plan[name]
+        cmd = [sys.executable, str(HERE / f"{script}.py"), *script_args]
         print(f"== {' '.join(cmd[1:])}", file=sys.stderr, flush=True)
         t0 = time.perf_counter()
         proc = subprocess.run(cmd, stdout=subprocess.PIPE, text=True)

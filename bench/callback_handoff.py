@@ -26,10 +26,10 @@ import subprocess
 import sys
 import tempfile
 import time
+import uuid
 
 from _common import (
     QUERY_ID,
-    RUN_ID,
     ProgressEvent,
     delay_proxy,
     free_port,
@@ -58,18 +58,23 @@ class _Noop:
 
 
 class _Started:
-    id, runId, name, timestamp = QUERY_ID, RUN_ID, "bench_q", "2026-01-01T00:00:00.000Z"
+    id, name, timestamp = QUERY_ID, "bench_q", "2026-01-01T00:00:00.000Z"
+
+    def __init__(self, run_id: str) -> None:
+        self.runId = run_id
 
 
 def child(args: argparse.Namespace) -> None:
     from offset_journal.listener import OffsetJournalListener
 
     total = args.warmup + args.events
-    events = [ProgressEvent(kafka_progress(i, args.partitions)) for i in range(total)]
+    run_id = str(uuid.uuid4())  # a run of its own: every batch is new to the journal
+    events = [ProgressEvent(kafka_progress(i, args.partitions, run_id=run_id))
+              for i in range(total)]
     spool = tempfile.mkdtemp(prefix="oj-bench-spool-")
     listener = _Noop() if args.url == "none" else OffsetJournalListener(
         args.url, spool_dir=spool, queue_size=args.queue_size, connect_timeout=2)
-    listener.onQueryStarted(_Started())
+    listener.onQueryStarted(_Started(run_id))
     lat: list[int] = []
     late: list[int] = []
     period = 1.0 / args.rate
@@ -134,10 +139,11 @@ def main(args: argparse.Namespace) -> None:
             f"{quantile(late, .5):.0f} / {quantile(late, .99):.0f}",
             sum(res["written"] for res in samples[name]),
             sum(res["spooled"] for res in samples[name]),
+            max(res["queued"] for res in samples[name]),
         ])
     print(table(["database", "calls", "p50 us", "p99 us", "p99 per round (min-max) us",
                  "max us", "p99 <= 1 ms", "caller wake-up late p50 / p99 us",
-                 "journaled by the end", "spooled by the end"], rows))
+                 "journaled by the end", "spooled by the end", "still queued (max)"], rows))
 
 
 def server_host(url: str) -> str:

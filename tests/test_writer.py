@@ -51,6 +51,7 @@ def test_spool_is_replayed_by_the_next_start(journal_url, tmp_path):
     for ev in _events(30):
         down.submit(ev)
     assert down.flush(timeout=1.0) is False  # the database never answered
+    assert down.flush(timeout=60, to_database=False)  # but every event is on disk
     down.close(timeout=0.5)
     assert down.spooled == 31
     assert list((tmp_path / "spool").glob("spool-*.jsonl"))

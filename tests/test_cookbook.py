@@ -40,7 +40,7 @@ def journal(journaled_spark, journal_url, kafka_cluster, kafka_topic, tmp_path):
     kafka_cluster.produce(kafka_topic, 60)
     for argv in (["--checkpoint", str(tmp_path / "v1")],
                  ["--checkpoint", str(tmp_path / "v2"), "--from-journal"]):
-        q = load_job("kafka_to_sink").build_query(spark, job.parser().parse_args(common + argv))
+        q = job.build_query(spark, job.parser().parse_args(common + argv))
         q.awaitTermination(300)
         assert listener.wait_terminated(q.runId)
         kafka_cluster.produce(kafka_topic, 40, start=60)

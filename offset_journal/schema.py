@@ -84,11 +84,9 @@ kafka_partitions = sa.Table(
     sa.Column("partition", sa.Integer, primary_key=True),
     sa.Column("start_offset", sa.BigInteger),
     sa.Column("end_offset", sa.BigInteger),
-    sa.ForeignKeyConstraint(
-        ["batch_pk", "source_index"],
-        [f"{SCHEMA}.batch_sources.batch_pk", f"{SCHEMA}.batch_sources.source_index"],
-        ondelete="CASCADE",
-    ),
+    # No foreign key to batch_sources: statement-level triggers (migration 0002) check
+    # that every row has its source and delete rows with their source, once per
+    # statement instead of one lookup per row.
     sa.Index("kafka_partitions_history_idx", "topic", "partition", "batch_pk"),
 )
 

@@ -13,6 +13,7 @@ from offset_journal.db import current_revision, resolve_url, upgrade
 from offset_journal.schema import SCHEMA, metadata
 
 ROOT = Path(__file__).resolve().parents[1]
+HEAD = "0002"  # the newest migration
 TABLES = {"query_runs", "batches", "batch_sources", "kafka_partitions", "rejected_events"}
 
 
@@ -28,12 +29,12 @@ def _inspect(url):
 def test_upgrade_creates_the_journal(empty_database_url):
     assert current_revision(empty_database_url) is None
     upgrade(empty_database_url)
-    assert current_revision(empty_database_url) == "0001"
+    assert current_revision(empty_database_url) == HEAD
     insp, engine = _inspect(empty_database_url)
     assert TABLES <= set(insp.get_table_names(schema=SCHEMA))
     engine.dispose()
     upgrade(empty_database_url)  # a second upgrade is a no-op
-    assert current_revision(empty_database_url) == "0001"
+    assert current_revision(empty_database_url) == HEAD
 
 
 def test_migrated_schema_matches_schema_module(journal_url):
@@ -75,7 +76,7 @@ def test_plain_alembic_upgrade_head_works_from_the_repository(empty_database_url
     out = subprocess.run([sys.executable, "-m", "alembic", "upgrade", "head"], cwd=ROOT, env=env,
                          capture_output=True, text=True, timeout=120)
     assert out.returncode == 0, out.stderr
-    assert current_revision(empty_database_url) == "0001"
+    assert current_revision(empty_database_url) == HEAD
 
 
 def test_index_serves_last_offsets_lookup(journal_url):
@@ -87,3 +88,124 @@ def test_index_serves_last_offsets_lookup(journal_url):
             "ORDER BY trigger_at DESC, batch_id DESC LIMIT 1"), {"q": "x"}))
     engine.dispose()
     assert "batches_query_latest_idx" in plan
+
+
+def _journal_two_batches(url):
+    from offset_journal import Journal
+    from offset_journal.records import batch_from_progress
+    from tests.payloads import kafka_source, progress
+
+    with Journal(url) as j:
+        for b in (0, 1):
+            j.record_batch(batch_from_progress(progress(b, run_id="run-t", sources=[
+                kafka_source("t", {"t": {"0": b, "1": b}} if b else None,
+                             {"t": {"0": b + 1, "1": b + 1}}),
+                kafka_source("u", None, {"u": {"0": 7}})])))
+    engine = sa.create_engine(resolve_url(url))
+    with engine.connect() as conn:
+        pks = conn.execute(sa.text(
+            "select id from offset_journal.batches order by batch_id")).scalars().all()
+    return engine, pks
+
+
+def _count_partitions(conn, pk=None):
+    where = "" if pk is None else f" where batch_pk = {int(pk)}"
+    return conn.execute(sa.text(
+        f"select count(*) from offset_journal.kafka_partitions{where}")).scalar_one()
+
+
+def test_partition_rows_need_their_source_row(journal_url):
+    """Migration 0002 replaced the per-row foreign key by a per-statement check: rows
+    without their batch_sources row are still refused, by INSERT, COPY and UPDATE."""
+    import psycopg
+
+    engine, (pk0, _pk1) = _journal_two_batches(journal_url)
+    try:
+        with engine.connect() as conn:
+            before = _count_partitions(conn)
+        assert before == 6
+        bad = [
+            "insert into offset_journal.kafka_partitions values (999999, 0, 't', 0, 1, 2)",
+            # one good row and one orphan in the same statement: all refused
+            f"insert into offset_journal.kafka_partitions values ({pk0}, 0, 't', 5, 1, 2), "
+            f"({pk0}, 7, 't', 0, 1, 2)",
+            f"update offset_journal.kafka_partitions set source_index = 9 where batch_pk = {pk0}",
+        ]
+        for statement in bad:
+            with engine.connect() as conn:
+                try:
+                    conn.execute(sa.text(statement))
+                    raise AssertionError(f"accepted: {statement}")
+                except sa.exc.IntegrityError as exc:
+                    assert "without their batch_sources row" in str(exc.orig)
+        dsn = sa.engine.make_url(resolve_url(journal_url)).set(
+            drivername="postgresql").render_as_string(False)
+        with psycopg.connect(dsn) as raw:
+            try:
+                with raw.cursor() as cur, cur.copy(
+                        "COPY offset_journal.kafka_partitions FROM STDIN") as copy:
+                    copy.write_row((pk0, 0, "t", 9, 1, 2))
+                    copy.write_row((123456789, 0, "t", 0, 1, 2))
+                raise AssertionError("COPY of an orphan row accepted")
+            except psycopg.errors.ForeignKeyViolation:
+                pass
+        with engine.connect() as conn:
+            assert _count_partitions(conn) == before
+    finally:
+        engine.dispose()
+
+
+def test_deleting_batches_deletes_their_partition_rows(journal_url):
+    """ON DELETE CASCADE, as the foreign key had: through batches -> batch_sources ->
+    kafka_partitions; a source key in use cannot change; TRUNCATE empties both."""
+    engine, (pk0, pk1) = _journal_two_batches(journal_url)
+    try:
+        with engine.begin() as conn:
+            conn.execute(sa.text("delete from offset_journal.batches where id = :pk"),
+                         {"pk": pk0})
+            assert _count_partitions(conn, pk0) == 0
+            assert _count_partitions(conn, pk1) == 3
+        with engine.begin() as conn:
+            conn.execute(sa.text("delete from offset_journal.batch_sources "
+                                 "where batch_pk = :pk and source_index = 1"), {"pk": pk1})
+            assert _count_partitions(conn, pk1) == 2
+        with engine.connect() as conn:
+            try:
+                conn.execute(sa.text("update offset_journal.batch_sources set source_index = 5 "
+                                     "where batch_pk = :pk"), {"pk": pk1})
+                raise AssertionError("source key changed under its partition rows")
+            except sa.exc.IntegrityError as exc:
+                assert "still used by kafka_partitions" in str(exc.orig)
+        with engine.begin() as conn:
+            # a key no partition row uses may change
+            conn.execute(sa.text("insert into offset_journal.batch_sources "
+                                 "(batch_pk, source_index, kind) values (:pk, 8, 'other')"),
+                         {"pk": pk1})
+            conn.execute(sa.text("update offset_journal.batch_sources set source_index = 9 "
+                                 "where batch_pk = :pk and source_index = 8"), {"pk": pk1})
+            conn.execute(sa.text("truncate offset_journal.batch_sources"))
+            assert _count_partitions(conn) == 0
+    finally:
+        engine.dispose()
+
+
+def test_downgrade_to_0001_restores_the_foreign_key(journal_url):
+    from alembic import command
+
+    from offset_journal.db import alembic_config
+
+    engine, _ = _journal_two_batches(journal_url)
+    try:
+        command.downgrade(alembic_config(journal_url), "0001")
+        fks = sa.inspect(engine).get_foreign_keys("kafka_partitions", schema=SCHEMA)
+        assert [(f["referred_table"], f["constrained_columns"]) for f in fks] == [
+            ("batch_sources", ["batch_pk", "source_index"])]
+        with engine.connect() as conn:
+            assert _count_partitions(conn) == 6  # journaled rows survive both ways
+        command.upgrade(alembic_config(journal_url), "head")
+        assert current_revision(journal_url) == HEAD
+        assert sa.inspect(engine).get_foreign_keys("kafka_partitions", schema=SCHEMA) == []
+        with engine.connect() as conn:
+            assert _count_partitions(conn) == 6
+    finally:
+        engine.dispose()

@@ -15,6 +15,7 @@ from datetime import datetime
 from typing import Any
 
 import sqlalchemy as sa
+from sqlalchemy.dialects.postgresql import JSONB
 from sqlalchemy.dialects.postgresql import insert as pg_insert
 
 from .db import make_engine, redact
@@ -99,22 +100,32 @@ class Batch:
         raise KeyError(f"batch {self.batch_id} of run {self.run_id} has no source {index}")
 
 
-def _json(value: Any) -> Any:
-    # JSONB takes any JSON value; None means SQL NULL.
-    return value
-
-
 # Built once: constructing an INSERT per batch (and its cache key) cost about as much
-# Python time as the round trips of a small batch (bench/journal_write.py). The run row
-# (in case its start event was lost) goes in by a CTE of the batch's INSERT: one round
-# trip, and the batch's foreign key is checked at the end of the statement.
+# Python time as the round trips of a small batch (bench/journal_write.py). One
+# statement writes the run row (in case its start event was lost), the batch row and
+# its source rows (from one JSONB array, jsonb_to_recordset): one round trip. A batch
+# already journaled inserts nothing and returns no id. Foreign keys are checked at the
+# end of the statement, when all three are in.
+_BATCH_COLUMNS = tuple(c.name for c in batches.columns if c.name not in ("id", "recorded_at"))
+_SOURCE_COLUMNS = tuple(c for c in batch_sources.columns if c.name != "batch_pk")
+_NEW_BATCH_CTE = (
+    pg_insert(batches).values({c: sa.bindparam(c) for c in _BATCH_COLUMNS})
+    .on_conflict_do_nothing(constraint="batches_run_batch_key")
+    .returning(batches.c.id).cte("new_batch")
+)
+_SOURCE_ROWS = sa.func.jsonb_to_recordset(sa.bindparam("sources", type_=JSONB)).table_valued(
+    *(sa.column(c.name, c.type) for c in _SOURCE_COLUMNS)).render_derived("s", with_types=True)
 _NEW_BATCH = (
-    pg_insert(batches).on_conflict_do_nothing(constraint="batches_run_batch_key")
-    .returning(batches.c.id)
+    sa.select(_NEW_BATCH_CTE.c.id)
     .add_cte(pg_insert(query_runs)
              .values(run_id=sa.bindparam("run_run_id"), query_id=sa.bindparam("run_query_id"),
                      query_name=sa.bindparam("run_query_name"), named=sa.bindparam("run_named"))
              .on_conflict_do_nothing(index_elements=[query_runs.c.run_id]).cte("run_seen"))
+    .add_cte(batch_sources.insert().from_select(
+        ["batch_pk", *(c.name for c in _SOURCE_COLUMNS)],
+        sa.select(_NEW_BATCH_CTE.c.id, *(_SOURCE_ROWS.c[c.name] for c in _SOURCE_COLUMNS))
+        .select_from(_NEW_BATCH_CTE.join(_SOURCE_ROWS, sa.true())),
+    ).cte("new_sources"))
 )
 
 
@@ -203,24 +214,20 @@ class Journal:
             "event_time_max": rec.event_time_max, "event_time_avg": rec.event_time_avg,
             "state_operators": rec.state_operators, "sink_description": rec.sink_description,
             "num_output_rows": rec.num_output_rows, "raw_progress": rec.raw_progress,
+            # JSON null comes out of jsonb_to_recordset as SQL NULL, as None did.
+            "sources": [
+                {
+                    "source_index": s.index, "description": s.description, "kind": s.kind,
+                    "start_offset": s.start_offset, "end_offset": s.end_offset,
+                    "latest_offset": s.latest_offset, "num_input_rows": s.num_input_rows,
+                    "problem": s.problem,
+                }
+                for s in rec.sources
+            ],
         }
         pk = conn.execute(_NEW_BATCH, values).scalar_one_or_none()
         if pk is None:
             return False
-        if rec.sources:
-            conn.execute(
-                batch_sources.insert(),
-                [
-                    {
-                        "batch_pk": pk, "source_index": s.index, "description": s.description,
-                        "kind": s.kind, "start_offset": _json(s.start_offset),
-                        "end_offset": _json(s.end_offset),
-                        "latest_offset": _json(s.latest_offset),
-                        "num_input_rows": s.num_input_rows, "problem": s.problem,
-                    }
-                    for s in rec.sources
-                ],
-            )
         rows = [
             (pk, s.index, p.topic, p.partition, p.start, p.end)
             for s in rec.sources

@@ -160,11 +160,7 @@ class Writer:
 
     def _get_journal(self) -> Journal:
         if self._journal is None:
-            engine = make_engine(self.config.database_url,
-                                 connect_timeout=self.config.connect_timeout,
-                                 statement_timeout_ms=self.config.statement_timeout_ms,
-                                 pool_size=1, max_overflow=1)
-            self._journal = Journal(engine=engine)
+            self._journal = writer_journal(self.config)
         return self._journal
 
     def _records(self, events: list[dict[str, Any]], journal: Journal,
@@ -194,8 +190,19 @@ class Writer:
         """
         journal = self._get_journal()
         try:
-            with journal.engine.begin() as conn:
-                self.written += record_all(journal, self._records(events, journal, conn), conn)
+            try:
+                with journal.engine.begin() as conn:
+                    self.written += record_all(journal, self._records(events, journal, conn),
+                                               conn)
+            except sa.exc.DBAPIError as exc:
+                if not exc.connection_invalidated:
+                    raise
+                # The pooled connection had gone stale (server restarted, idle timeout):
+                # the pool is invalidated; one attempt on a fresh connection decides
+                # whether the database is really away.
+                with journal.engine.begin() as conn:
+                    self.written += record_all(journal, self._records(events, journal, conn),
+                                               conn)
             return
         except Exception as exc:
             if _is_outage(exc):
@@ -271,6 +278,16 @@ class Writer:
         if up and self._replay() and self._try(self._write, events):
             return
         self.spooled += self.spool.append(events)
+
+
+def writer_journal(config: WriterConfig) -> Journal:
+    """The journal as the writer opens it: one connection, fail-fast timeouts, and no
+    pre-ping round trip per transaction (a stale connection is retried once instead,
+    in :meth:`Writer._write`)."""
+    engine = make_engine(config.database_url, connect_timeout=config.connect_timeout,
+                         statement_timeout_ms=config.statement_timeout_ms,
+                         pool_size=1, max_overflow=1, pool_pre_ping=False)
+    return Journal(engine=engine)
 
 
 def _first_line(exc: BaseException) -> str:

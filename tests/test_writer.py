@@ -189,3 +189,29 @@ def test_writer_sessions_have_a_statement_timeout(journal_url, tmp_path):
         assert conn.execute(sa.text("show statement_timeout")).scalar_one() == "1234ms"
         assert conn.execute(sa.text("show tcp_keepalives_idle")).scalar_one() in ("10", "0")
     w.close(timeout=1)
+
+
+def test_a_stale_connection_is_retried_not_spooled(journal_url, tmp_path):
+    """The writer does not ping before each transaction: when its pooled connection has
+    been cut (server restart, idle timeout), the next write fails on it, and one more
+    attempt on a fresh connection journals the events without touching the spool."""
+    w = Writer(WriterConfig(journal_url, str(tmp_path / "spool"), retry_initial=5.0))
+    w.start()
+    events = _events(6)
+    for ev in events[:3]:
+        w.submit(ev)
+    assert w.flush(timeout=30)
+    engine = sa.create_engine(resolve_url(journal_url))
+    with engine.begin() as conn:
+        killed = conn.execute(sa.text(
+            "select count(pg_terminate_backend(pid)) from pg_stat_activity "
+            "where application_name = 'offset-journal' and pid <> pg_backend_pid() "
+            "and datname = current_database()")).scalar_one()
+    engine.dispose()
+    assert killed == 1  # the writer's one pooled connection
+    for ev in events[3:]:
+        w.submit(ev)
+    assert w.flush(timeout=30)  # with retry_initial=5 s, a spool round would take longer
+    w.close()
+    assert w.spooled == 0
+    assert _count(journal_url) == 6

@@ -19,8 +19,8 @@ from sqlalchemy.dialects.postgresql import JSONB
 from sqlalchemy.dialects.postgresql import insert as pg_insert
 
 from .db import make_engine, redact
-from .offsets import PartitionOffset
-from .records import BatchRecord, RunRecord
+from .offsets import PartitionOffset, offsets_json
+from .records import BatchRecord, RunRecord, SourceRecord
 from .schema import SCHEMA, batch_sources, batches, kafka_partitions, query_runs, rejected_events
 
 log = logging.getLogger(__name__)
@@ -129,6 +129,25 @@ _NEW_BATCH = (
 )
 
 
+def _stored_offsets(source: SourceRecord) -> tuple[Any, Any]:
+    """The start and end offsets JSON a batch_sources row keeps.
+
+    A Kafka source's offsets are its partition rows; keeping them a second time as
+    JSONB cost about a fifth of a 10,000-partition batch's write (bench/journal_write.py).
+    So a side the rows rebuild exactly is stored as NULL, and read back from the rows
+    (:meth:`Journal._batches_where`, the ``source_offsets`` view). Anything the rows
+    would not give back verbatim (a malformed or unusual payload) is kept as it came.
+    """
+    start, end = source.start_offset, source.end_offset
+    if source.kind != "kafka" or not source.partitions or source.problem:
+        return start, end
+    if start is not None and start == offsets_json(source.partitions, use="start"):
+        start = None
+    if end is not None and end == offsets_json(source.partitions, use="end"):
+        end = None
+    return start, end
+
+
 class Journal:
     """The offset journal in one Postgres database.
 
@@ -218,11 +237,12 @@ class Journal:
             "sources": [
                 {
                     "source_index": s.index, "description": s.description, "kind": s.kind,
-                    "start_offset": s.start_offset, "end_offset": s.end_offset,
+                    "start_offset": start, "end_offset": end,
                     "latest_offset": s.latest_offset, "num_input_rows": s.num_input_rows,
                     "problem": s.problem,
                 }
                 for s in rec.sources
+                for start, end in (_stored_offsets(s),)
             ],
         }
         pk = conn.execute(_NEW_BATCH, values).scalar_one_or_none()
@@ -309,12 +329,18 @@ class Journal:
             )
         sources: dict[int, list[SourceOffsets]] = {}
         for sr in src_rows:
+            rows = tuple(parts.get((sr["batch_pk"], sr["source_index"]), ()))
+            start, end = sr["start_offset"], sr["end_offset"]
+            if sr["kind"] == "kafka" and rows:  # stored once, in the partition rows
+                if start is None:
+                    start = offsets_json(rows, use="start")
+                if end is None:
+                    end = offsets_json(rows, use="end")
             sources.setdefault(sr["batch_pk"], []).append(
                 SourceOffsets(
                     source_index=sr["source_index"], description=sr["description"],
-                    kind=sr["kind"], start_offset=sr["start_offset"],
-                    end_offset=sr["end_offset"], num_input_rows=sr["num_input_rows"],
-                    partitions=tuple(parts.get((sr["batch_pk"], sr["source_index"]), ())),
+                    kind=sr["kind"], start_offset=start, end_offset=end,
+                    num_input_rows=sr["num_input_rows"], partitions=rows,
                 )
             )
         return [

@@ -119,7 +119,7 @@ def test_listener_journals_odd_offsets_flags_them_and_keeps_what_it_cannot_journ
         select b.batch_id, s.kind, s.problem, b.raw_progress is not null, s.end_offset,
                (select count(*) from offset_journal.kafka_partitions k
                 where k.batch_pk = b.id)
-        from offset_journal.batches b join offset_journal.batch_sources s on s.batch_pk = b.id
+        from offset_journal.batches b join offset_journal.source_offsets s on s.batch_pk = b.id
         order by b.batch_id""")
     got = {r[0]: r[1:] for r in rows}
     assert sorted(got) == sorted(cases)
@@ -276,7 +276,7 @@ def test_backwards_and_unknown_offsets_from_a_real_query(
     rows = _sql(journal_url, """
         select b.batch_id, s.source_index, s.kind, s.problem, s.end_offset,
                b.raw_progress is not null
-        from offset_journal.batches b join offset_journal.batch_sources s on s.batch_pk = b.id
+        from offset_journal.batches b join offset_journal.source_offsets s on s.batch_pk = b.id
         where b.query_name = 'odd_q' order by b.batch_id, s.source_index""")
     by_batch = {p.batchId: p for p in prog}
     assert sorted({r[0] for r in rows}) == sorted(by_batch)

@@ -92,3 +92,38 @@ def test_hostile_query_names_are_only_data(journal_url):
     assert j.query_names() == [name]
     assert _sql(journal_url, "select count(*) from offset_journal.batches")[0][0] == 1
     j.close()
+
+
+def test_kafka_offsets_are_stored_once_and_given_back_exactly(journal_url):
+    """A Kafka source's offsets live in its partition rows only (batch_sources keeps
+    NULL); the API and the source_offsets view give back exactly what Spark reported.
+    What the rows could not give back verbatim stays as JSON."""
+    cases = [
+        # (start, end, stored as rows only)
+        (None, {"a": {"0": 5, "1": 3}}, True),                      # first batch
+        ({"a": {"0": 5, "1": 3}}, {"a": {"0": 9, "1": 3, "2": 1}}, True),  # new partition
+        ({"a": {"0": 9}, "b": {"0": 1}}, {"a": {"0": 12}}, True),   # topic b gone
+        ({"a": {"01": 4}}, {"a": {"01": 6}}, False),                # not canonical
+        ({"a": {}, "b": {"0": 1}}, {"a": {}, "b": {"0": 2}}, False),  # empty topic kept
+    ]
+    with Journal(journal_url) as j:
+        for i, (start, end, _) in enumerate(cases):
+            j.record_batch(batch_from_progress(progress(
+                i, run_id=RUN_A, name="once", timestamp=f"2024-01-01T00:00:0{i}Z",
+                sources=[kafka_source("a", start, end),
+                         {"description": "Rate", "startOffset": i, "endOffset": i + 1}])))
+        api = {b.batch_id: b for b in j.history("once", limit=100)}
+    stored = {r[0]: r[1:] for r in _sql(journal_url, """
+        select b.batch_id, s.start_offset, s.end_offset
+        from offset_journal.batches b join offset_journal.batch_sources s on s.batch_pk = b.id
+        where b.query_name = 'once' and s.source_index = 0""")}
+    view = {(r[0], r[1]): r[2:] for r in _sql(journal_url, """
+        select b.batch_id, v.source_index, v.start_offset, v.end_offset
+        from offset_journal.batches b join offset_journal.source_offsets v on v.batch_pk = b.id
+        where b.query_name = 'once'""")}
+    for i, (start, end, rows_only) in enumerate(cases):
+        assert stored[i] == ((None, None) if rows_only else (start, end)), i
+        assert (api[i].source(0).start_offset, api[i].source(0).end_offset) == (start, end), i
+        assert view[(i, 0)] == (start, end), i
+        assert view[(i, 1)] == (i, i + 1)
+        assert api[i].source(1).end_offset == i + 1

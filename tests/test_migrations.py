@@ -13,7 +13,7 @@ from offset_journal.db import current_revision, resolve_url, upgrade
 from offset_journal.schema import SCHEMA, metadata
 
 ROOT = Path(__file__).resolve().parents[1]
-HEAD = "0002"  # the newest migration
+HEAD = "0003"  # the newest migration
 TABLES = {"query_runs", "batches", "batch_sources", "kafka_partitions", "rejected_events"}
 
 
@@ -109,9 +109,9 @@ def _journal_two_batches(url):
 
 
 def _count_partitions(conn, pk=None):
-    where = "" if pk is None else f" where batch_pk = {int(pk)}"
     return conn.execute(sa.text(
-        f"select count(*) from offset_journal.kafka_partitions{where}")).scalar_one()
+        "select count(*) from offset_journal.kafka_partitions "
+        "where cast(:pk as bigint) is null or batch_pk = :pk"), {"pk": pk}).scalar_one()
 
 
 def test_partition_rows_need_their_source_row(journal_url):
@@ -127,14 +127,14 @@ def test_partition_rows_need_their_source_row(journal_url):
         bad = [
             "insert into offset_journal.kafka_partitions values (999999, 0, 't', 0, 1, 2)",
             # one good row and one orphan in the same statement: all refused
-            f"insert into offset_journal.kafka_partitions values ({pk0}, 0, 't', 5, 1, 2), "
-            f"({pk0}, 7, 't', 0, 1, 2)",
-            f"update offset_journal.kafka_partitions set source_index = 9 where batch_pk = {pk0}",
+            "insert into offset_journal.kafka_partitions values (:pk, 0, 't', 5, 1, 2), "
+            "(:pk, 7, 't', 0, 1, 2)",
+            "update offset_journal.kafka_partitions set source_index = 9 where batch_pk = :pk",
         ]
         for statement in bad:
             with engine.connect() as conn:
                 try:
-                    conn.execute(sa.text(statement))
+                    conn.execute(sa.text(statement), {"pk": pk0})
                     raise AssertionError(f"accepted: {statement}")
                 except sa.exc.IntegrityError as exc:
                     assert "without their batch_sources row" in str(exc.orig)
@@ -189,7 +189,7 @@ def test_deleting_batches_deletes_their_partition_rows(journal_url):
         engine.dispose()
 
 
-def test_downgrade_to_0001_restores_the_foreign_key(journal_url):
+def test_downgrade_to_0001_restores_the_foreign_key_and_offsets_json(journal_url):
     from alembic import command
 
     from offset_journal.db import alembic_config
@@ -202,6 +202,11 @@ def test_downgrade_to_0001_restores_the_foreign_key(journal_url):
             ("batch_sources", ["batch_pk", "source_index"])]
         with engine.connect() as conn:
             assert _count_partitions(conn) == 6  # journaled rows survive both ways
+            # 0003's downgrade wrote the Kafka offsets JSON back for the older code.
+            assert conn.execute(sa.text(
+                "select array_agg(end_offset order by batch_pk, source_index) "
+                "from offset_journal.batch_sources")).scalar_one() == [
+                {"t": {"0": 1, "1": 1}}, {"u": {"0": 7}}, {"t": {"0": 2, "1": 2}}, {"u": {"0": 7}}]
         command.upgrade(alembic_config(journal_url), "head")
         assert current_revision(journal_url) == HEAD
         assert sa.inspect(engine).get_foreign_keys("kafka_partitions", schema=SCHEMA) == []

@@ -73,7 +73,7 @@ def is_kafka_description(description: str | None) -> bool:
 def _is_partition_key(key: Any) -> bool:
     if isinstance(key, int) and not isinstance(key, bool):
         return 0 <= key < 2**31
-    return isinstance(key, str) and key.isdigit() and len(key) < 11
+    return isinstance(key, str) and key.isdigit() and key.isascii() and len(key) < 11
 
 
 def _is_offset_value(value: Any) -> bool:
@@ -93,6 +93,33 @@ def looks_like_kafka(obj: Any) -> bool:
     return True
 
 
+KAFKA_SHAPE_ERROR = "offsets do not have Kafka's shape {topic: {partition: offset}}"
+
+
+def as_kafka_offsets(obj: Any) -> KafkaOffsets | None:
+    """Parsed JSON with Kafka's offset shape as topic -> partition -> offset, in one pass;
+    None for anything else (also for None and ``{}``)."""
+    if not isinstance(obj, Mapping) or not obj:
+        return None
+    out: KafkaOffsets = {}
+    for topic, parts in obj.items():
+        if not isinstance(topic, str) or not isinstance(parts, Mapping):
+            return None
+        converted: dict[int, int] = {}
+        for key, offset in parts.items():  # _is_partition_key and _is_offset_value, inlined
+            if type(key) is str and key.isdigit() and key.isascii() and len(key) < 11:
+                partition = int(key)
+            elif type(key) is int and 0 <= key < 2**31:
+                partition = key
+            else:
+                return None
+            if type(offset) is not int or not -_LONG <= offset < _LONG:
+                return None
+            converted[partition] = offset
+        out[topic] = converted
+    return out
+
+
 def kafka_offsets(value: Any) -> KafkaOffsets:
     """Parse Kafka offsets JSON (text or parsed) into topic -> partition -> offset.
 
@@ -101,11 +128,10 @@ def kafka_offsets(value: Any) -> KafkaOffsets:
     obj = parse_offset_json(value)
     if obj is None:
         return {}
-    if not looks_like_kafka(obj):
-        raise OffsetFormatError("offsets do not have Kafka's shape {topic: {partition: offset}}")
-    return {
-        topic: {int(part): int(off) for part, off in parts.items()} for topic, parts in obj.items()
-    }
+    offsets = as_kafka_offsets(obj)
+    if offsets is None:
+        raise OffsetFormatError(KAFKA_SHAPE_ERROR)
+    return offsets
 
 
 def format_kafka_offsets(offsets: Mapping[str, Mapping[int, int]]) -> str:
@@ -124,8 +150,11 @@ def partition_offsets(start: Any, end: Any) -> list[PartitionOffset]:
     A partition only in ``start`` is kept with end None: Spark stopped reporting it
     (its topic was deleted or unsubscribed).
     """
-    s = kafka_offsets(start)
-    e = kafka_offsets(end)
+    return pair_partitions(kafka_offsets(start), kafka_offsets(end))
+
+
+def pair_partitions(s: KafkaOffsets, e: KafkaOffsets) -> list[PartitionOffset]:
+    """:func:`partition_offsets` for offsets already parsed."""
     rows: list[PartitionOffset] = []
     for topic in sorted(set(s) | set(e)):
         sp, ep = s.get(topic, {}), e.get(topic, {})

@@ -15,12 +15,14 @@ from datetime import datetime, timezone
 from typing import Any
 
 from .offsets import (
+    KAFKA_SHAPE_ERROR,
+    KafkaOffsets,
     OffsetFormatError,
     PartitionOffset,
+    as_kafka_offsets,
     is_kafka_description,
-    looks_like_kafka,
+    pair_partitions,
     parse_offset_json,
-    partition_offsets,
 )
 
 STARTED = "started"
@@ -180,26 +182,32 @@ def _source(index: int, raw: Any) -> SourceRecord:
     description = str(description) if description is not None else None
     problems: list[str] = []
     offsets: dict[str, Any] = {}
+    kafka_shaped: dict[str, KafkaOffsets | None] = {}
     for key in ("startOffset", "endOffset", "latestOffset"):
         try:
             offsets[key] = parse_offset_json(raw.get(key))
         except OffsetFormatError as exc:
             offsets[key] = raw.get(key)
             problems.append(f"{key}: {exc}")
-        unstorable = _unstorable(offsets[key])
+        # Kafka's shape is checked and converted once; in that shape only a topic name
+        # can hold what Postgres cannot store, which saves walking 10,000 offsets again.
+        kafka_shaped[key] = as_kafka_offsets(offsets[key])
+        unstorable = (_unstorable(list(kafka_shaped[key] or ())) if kafka_shaped[key]
+                      else _unstorable(offsets[key]))
         if unstorable:  # kept in raw_progress only
-            offsets[key] = None
+            offsets[key] = kafka_shaped[key] = None
             problems.append(f"{key}: {unstorable}")
     start, end = offsets["startOffset"], offsets["endOffset"]
+    start_k, end_k = kafka_shaped["startOffset"], kafka_shaped["endOffset"]
     kafka = is_kafka_description(description) or (
-        looks_like_kafka(end) and (start is None or looks_like_kafka(start))
+        end_k is not None and (start is None or start_k is not None)
     )
     parts: tuple[PartitionOffset, ...] = ()
     if kafka and not problems:
-        try:
-            parts = tuple(partition_offsets(start, end))
-        except OffsetFormatError as exc:
-            problems.append(str(exc))
+        if (start is None or start_k is not None) and (end is None or end_k is not None):
+            parts = tuple(pair_partitions(start_k or {}, end_k or {}))
+        else:
+            problems.append(KAFKA_SHAPE_ERROR)
         backwards = _backwards(parts)
         if backwards:
             problems.append(backwards)

@@ -12,9 +12,11 @@ from hypothesis import strategies as st
 from offset_journal.offsets import (
     OffsetFormatError,
     PartitionOffset,
+    as_kafka_offsets,
     format_kafka_offsets,
     kafka_offsets,
     looks_like_kafka,
+    offsets_json,
     partition_offsets,
 )
 from offset_journal.records import ProgressFormatError, batch_from_progress, parse_timestamp
@@ -137,6 +139,28 @@ def test_kafka_shape():
     assert not looks_like_kafka({})
     with pytest.raises(OffsetFormatError):
         kafka_offsets('{"logOffset": 3}')
+    # Unicode digits pass str.isdigit() but are no partition number.
+    assert not looks_like_kafka({"t": {"\u00b2": 1}})
+    assert as_kafka_offsets({"t": {"\u0663": 1}}) is None
+    rec = batch_from_progress(progress(sources=[kafka_source("t", None, {"t": {"\u00b2": 1}})]))
+    assert rec.sources[0].problem and "shape" in rec.sources[0].problem
+
+
+json_values = st.recursive(
+    st.none() | st.booleans() | st.integers(-(2**64), 2**64) | st.text(max_size=3),
+    lambda inner: st.lists(inner, max_size=3)
+    | st.dictionaries(st.sampled_from(["0", "1", "01", "t", "\u00b2", "99999999999"]),
+                      inner, max_size=3),
+    max_leaves=12,
+)
+
+
+@given(st.dictionaries(st.text(max_size=3), json_values, max_size=3))
+def test_one_pass_kafka_check_agrees_with_the_shape_check(obj):
+    converted = as_kafka_offsets(obj)
+    assert (converted is not None) == looks_like_kafka(obj)
+    if converted is not None:
+        assert converted == {t: {int(p): o for p, o in ps.items()} for t, ps in obj.items()}
 
 
 def test_format_is_what_starting_offsets_takes():
@@ -171,3 +195,8 @@ def test_partition_rows_cover_both_sides(start, end):
     for r in rows:
         assert r.start == start.get(r.topic, {}).get(r.partition)
         assert r.end == end.get(r.topic, {}).get(r.partition)
+    # What the journal stores as rows only, it gives back as Spark's JSON.
+    as_json = {t: {str(p): o for p, o in ps.items()} for t, ps in end.items()}
+    assert offsets_json(rows, use="end") == as_json
+    assert offsets_json(rows, use="start") == {t: {str(p): o for p, o in ps.items()}
+                                               for t, ps in start.items()}

@@ -9,9 +9,23 @@ Postgres; a job that must start over with a new checkpoint then starts from them
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING, Any
+
 from .db import ConfigError, redact
 from .journal import Batch, Journal, JournalError, Run, SourceOffsets
-from .listener import OffsetJournalListener, attach
+
+if TYPE_CHECKING:
+    from .listener import OffsetJournalListener, attach
+
+
+def __getattr__(name: str) -> Any:
+    # The listener imports PySpark (0.26 s): only code that attaches it pays for that,
+    # not the command (``offset-journal starting-offsets``) or the journal's readers.
+    if name in ("OffsetJournalListener", "attach"):
+        from . import listener
+
+        return getattr(listener, name)
+    raise AttributeError(f"module 'offset_journal' has no attribute {name!r}")
 
 __all__ = [
     "Batch",

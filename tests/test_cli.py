@@ -484,3 +484,14 @@ def _no_url_leak(monkeypatch: pytest.MonkeyPatch) -> Iterator[None]:
     if os.environ.get(ENV_URL):
         monkeypatch.delenv(ENV_URL)
     yield
+
+
+def test_the_command_does_not_import_pyspark():
+    """Planning a restart needs the journal, not Spark: PySpark's import (about a quarter
+    of a second) is paid only by code that attaches the listener."""
+    code = ("import sys, offset_journal.cli, offset_journal.restart; "
+            "assert 'pyspark' not in sys.modules, 'pyspark imported'; "
+            "from offset_journal import attach; assert 'pyspark' in sys.modules")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                         timeout=120)
+    assert out.returncode == 0, out.stderr

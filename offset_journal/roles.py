@@ -22,7 +22,7 @@ from sqlalchemy.dialects import postgresql
 
 from .schema import SCHEMA, metadata
 
-JOURNAL_TABLES: tuple[str, ...] = tuple(t.name for t in metadata.sorted_tables)
+JOURNAL_TABLES: tuple[str, ...] = tuple(t.name for t in metadata.tables.values())
 """The tables the listener writes (the schema also holds Alembic's version table)."""
 
 _PREPARER = postgresql.dialect().identifier_preparer

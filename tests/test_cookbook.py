@@ -60,7 +60,8 @@ def _run(url: str, sql: str) -> list[dict]:
 def test_readme_has_the_cookbook():
     assert set(cookbook()) == {
         "last offsets per partition", "throughput per batch", "how far a restart would rewind",
-        "the runs of a query", "batches slower than N milliseconds", "history of one partition"}
+        "the runs of a query", "batches slower than N milliseconds", "history of one partition",
+        "offsets of the last batch as JSON"}
 
 
 def test_cookbook_queries_answer_what_the_journal_api_says(journal):
@@ -73,6 +74,14 @@ def test_cookbook_queries_answer_what_the_journal_api_says(journal):
     rows = _run(url, sql["last offsets per partition"])
     assert {(r["topic"], r["partition"]): r["end_offset"] for r in rows} == {
         (p.topic, p.partition): p.end for p in last.sources[0].partitions}
+
+    rows = _run(url, sql["offsets of the last batch as JSON"])
+    assert [(r["run_id"], r["batch_id"], r["source_index"], r["start_offset"], r["end_offset"])
+            for r in rows] == [(last.run_id, last.batch_id, s.source_index, s.start_offset,
+                                s.end_offset) for s in last.sources]
+    assert rows[0]["end_offset"] == {
+        topic: {str(p.partition): p.end for p in last.sources[0].partitions if p.topic == topic}
+        for topic in {p.topic for p in last.sources[0].partitions}}
 
     rows = _run(url, sql["throughput per batch"])
     assert len(rows) == min(20, len(history))

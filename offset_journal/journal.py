@@ -129,6 +129,17 @@ _NEW_BATCH = (
 )
 
 
+def _source_row(source: SourceRecord) -> dict[str, Any]:
+    """A batch_sources row, as one element of the JSONB array ``_NEW_BATCH`` takes (a JSON
+    null comes out of jsonb_to_recordset as SQL NULL)."""
+    start, end = _stored_offsets(source)
+    return {
+        "source_index": source.index, "description": source.description, "kind": source.kind,
+        "start_offset": start, "end_offset": end, "latest_offset": source.latest_offset,
+        "num_input_rows": source.num_input_rows, "problem": source.problem,
+    }
+
+
 def _stored_offsets(source: SourceRecord) -> tuple[Any, Any]:
     """The start and end offsets JSON a batch_sources row keeps.
 
@@ -233,17 +244,7 @@ class Journal:
             "event_time_max": rec.event_time_max, "event_time_avg": rec.event_time_avg,
             "state_operators": rec.state_operators, "sink_description": rec.sink_description,
             "num_output_rows": rec.num_output_rows, "raw_progress": rec.raw_progress,
-            # JSON null comes out of jsonb_to_recordset as SQL NULL, as None did.
-            "sources": [
-                {
-                    "source_index": s.index, "description": s.description, "kind": s.kind,
-                    "start_offset": start, "end_offset": end,
-                    "latest_offset": s.latest_offset, "num_input_rows": s.num_input_rows,
-                    "problem": s.problem,
-                }
-                for s in rec.sources
-                for start, end in (_stored_offsets(s),)
-            ],
+            "sources": [_source_row(s) for s in rec.sources],
         }
         pk = conn.execute(_NEW_BATCH, values).scalar_one_or_none()
         if pk is None:

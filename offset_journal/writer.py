@@ -190,20 +190,18 @@ class Writer:
         """
         journal = self._get_journal()
         try:
-            try:
-                with journal.engine.begin() as conn:
-                    self.written += record_all(journal, self._records(events, journal, conn),
-                                               conn)
-            except sa.exc.DBAPIError as exc:
-                if not exc.connection_invalidated:
-                    raise
-                # The pooled connection had gone stale (server restarted, idle timeout):
-                # the pool is invalidated; one attempt on a fresh connection decides
-                # whether the database is really away.
-                with journal.engine.begin() as conn:
-                    self.written += record_all(journal, self._records(events, journal, conn),
-                                               conn)
-            return
+            for attempt in (1, 2):
+                try:
+                    with journal.engine.begin() as conn:
+                        self.written += record_all(
+                            journal, self._records(events, journal, conn), conn)
+                    return
+                except sa.exc.DBAPIError as exc:
+                    # A pooled connection gone stale (server restarted, idle timeout)
+                    # invalidates the pool: one attempt on a fresh connection decides
+                    # whether the database is really away.
+                    if attempt == 2 or not exc.connection_invalidated:
+                        raise
         except Exception as exc:
             if _is_outage(exc):
                 raise

@@ -264,6 +264,23 @@ def cmd_runs(args: argparse.Namespace) -> int:
     return EXIT_OK
 
 
+def cmd_prune(args: argparse.Namespace) -> int:
+    if args.before > datetime.now(timezone.utc):
+        raise UsageError(f"--before {_iso(args.before)} is in the future: nothing journaled "
+                         "has triggered after it yet")
+    with _journal(args) as journal:
+        result = journal.prune(args.before, query_name=args.query, dry_run=args.dry_run)
+    verb = "would prune" if args.dry_run else "pruned"
+    scope = f"of query {args.query!r} " if args.query else ""
+    _out(f"{verb} {result.batches:,} batches {scope}({result.partition_rows:,} Kafka "
+         f"partition rows) triggered before {_iso(args.before)}")
+    if result.kept_newest:
+        _out(f"kept the newest batch of {result.kept_newest} "
+             f"quer{'y' if result.kept_newest == 1 else 'ies'} older than that: a new "
+             "checkpoint starts from it")
+    return EXIT_OK
+
+
 def cmd_history(args: argparse.Namespace) -> int:
     with _journal(args) as journal:
         batches = journal.history(args.query, limit=args.limit)
@@ -554,6 +571,21 @@ def build_parser() -> argparse.ArgumentParser:
     history.add_argument("--limit", type=_positive, metavar="N",
                          help="only the newest N batches")
     history.set_defaults(func=cmd_history)
+
+    prune = subs.add_parser(
+        "prune", parents=[common],
+        help="delete batches triggered before a time (keeps each query's newest batch)",
+        description="Delete journaled batches triggered before TIME, with their offsets. "
+                    "Each query's newest batch is kept (a new checkpoint starts from it). "
+                    "Point-in-time and state-aware restarts rewind into history: keep "
+                    "more than your longest rewind. Needs DELETE on the journal (the "
+                    "schema's owner; the writer and reader roles cannot).")
+    prune.add_argument("--before", type=parse_time, required=True, metavar="TIME",
+                       help="ISO 8601 (naive = UTC) or relative: --before=-30d")
+    prune.add_argument("--query", metavar="NAME", help="only this query's batches")
+    prune.add_argument("--dry-run", action="store_true",
+                       help="count what would be deleted, delete nothing")
+    prune.set_defaults(func=cmd_prune)
 
     starting = subs.add_parser(
         "starting-offsets", parents=[common, plan_opts, kafka_opts],

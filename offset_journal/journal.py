@@ -61,6 +61,15 @@ class RunBounds:
     last_trigger_at: datetime | None
 
 
+@dataclass(frozen=True)
+class PruneResult:
+    """What :meth:`Journal.prune` removed (or, on a dry run, would remove)."""
+
+    batches: int
+    partition_rows: int
+    kept_newest: int  # query names whose newest batch was older than the cut-off, kept
+
+
 RECENT_RUNS = 1000
 """How many of a query's most recent runs :meth:`Journal.run_bounds` returns by default."""
 
@@ -515,6 +524,60 @@ class Journal:
         runs = {run.run_id: run for run in self.runs(query_name)}
         return [(runs[a], runs[b]) for a, b in pairs]
 
+    # ------------------------------------------------------------------ retention
+
+    def prune(self, before: datetime, *, query_name: str | None = None,
+              dry_run: bool = False, chunk: int = 1000) -> PruneResult:
+        """Delete batches triggered before ``before``, with their source and partition
+        rows, in transactions of ``chunk`` batches.
+
+        Each query name's newest batch is kept whatever its age: it holds the offsets a
+        new checkpoint starts from. Batches without a trigger time and run rows are kept.
+        Point-in-time and state-aware restarts need the history they rewind into: pick
+        ``before`` older than the longest rewind you may want.
+        """
+        b, k = batches.c, kafka_partitions.c
+
+        def newest(conn: sa.Connection) -> list[tuple[str, int, datetime | None]]:
+            names = ([query_name] if query_name is not None else
+                     conn.execute(sa.select(b.query_name).distinct()).scalars().all())
+            out = []
+            for name in names:
+                last = self._batches_where(conn, b.query_name == name, limit=1)
+                if last:
+                    out.append((name, last[0].pk, last[0].trigger_at))
+            return out
+
+        kept = self._read(newest)
+        keep = [pk for _, pk, _ in kept]
+        kept_newest = sum(1 for _, _, at in kept if at is not None and at < before)
+        where = _prune_where(before, query_name, keep)
+        if dry_run:
+            def count(conn: sa.Connection) -> PruneResult:
+                doomed = sa.select(b.id).where(where).scalar_subquery()
+                n = conn.execute(sa.select(sa.func.count()).where(where)
+                                 .select_from(batches)).scalar_one()
+                rows = conn.execute(sa.select(sa.func.count()).select_from(kafka_partitions)
+                                    .where(k.batch_pk.in_(doomed))).scalar_one()
+                return PruneResult(n, rows, kept_newest)
+            result: PruneResult = self._read(count)
+            return result
+        deleted = rows = 0
+        while True:
+            with self._connect() as conn, conn.begin():
+                ids = conn.execute(sa.select(b.id).where(where).order_by(b.id).limit(chunk)
+                                   .with_for_update(skip_locked=True)).scalars().all()
+                if not ids:
+                    break
+                rows += conn.execute(sa.select(sa.func.count()).select_from(kafka_partitions)
+                                     .where(k.batch_pk.in_(ids))).scalar_one()
+                # batch_sources go by their foreign key's cascade, partition rows with
+                # them (migration 0002's trigger).
+                conn.execute(sa.delete(batches).where(b.id.in_(ids)))
+            deleted += len(ids)
+            log.info("offset-journal: pruned %d batches so far", deleted)
+        return PruneResult(deleted, rows, kept_newest)
+
     def query_names(self) -> list[str]:
         stmt = sa.select(query_runs.c.query_name).distinct().order_by(query_runs.c.query_name)
         return list(self._read(lambda c: c.execute(stmt).scalars().all()))
@@ -530,6 +593,16 @@ class Journal:
             .order_by(b.trigger_at, b.batch_id)
         )
         return [tuple(r) for r in self._read(lambda c: c.execute(stmt).all())]
+
+
+def _prune_where(before: datetime, query_name: str | None, keep: Sequence[int]) -> Any:
+    b = batches.c
+    where = [b.trigger_at < before]
+    if query_name is not None:
+        where.append(b.query_name == query_name)
+    if keep:
+        where.append(b.id.not_in(keep))
+    return sa.and_(*where)
 
 
 def record_all(journal: Journal, records: Iterable[RunRecord | BatchRecord],
@@ -549,4 +622,4 @@ def dumps(value: Any) -> str:
 
 
 __all__: Sequence[str] = ["Journal", "JournalError", "Run", "RunBounds", "Batch",
-                          "SourceOffsets"]
+                          "SourceOffsets", "PruneResult"]

@@ -472,6 +472,11 @@ def test_the_listener_runs_as_the_writer_role_and_the_roles_can_do_nothing_else(
                       "DROP SCHEMA offset_journal CASCADE",
                       "DELETE FROM offset_journal.alembic_version"):
         _denied(granted.writer_url, statement)
+    # Nor prune it: retention is the owner's (one line, exit 1; counted below).
+    capsys.readouterr()
+    assert cli_main(["--database-url", granted.writer_url, "prune", "--before=now"]) == 1
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and "permission denied" in err[0], err
     engine = sa.create_engine(resolve_url(granted.admin_url), poolclass=sa.pool.NullPool)
     with engine.connect() as conn:
         n = conn.execute(sa.text("select count(*) from offset_journal.batches b join "

@@ -1,0 +1,134 @@
+"""Retention: pruning old batches keeps what a restart needs and removes the rest whole."""
+
+from __future__ import annotations
+
+import json
+from datetime import datetime, timedelta, timezone
+
+import pytest
+
+from offset_journal.cli import main
+from offset_journal.db import ENV_URL
+from offset_journal.journal import Journal
+from offset_journal.records import batch_from_progress
+from offset_journal.restart import plan_restart
+from tests.payloads import kafka_source, progress, sql_rows
+
+T0 = datetime(2024, 1, 1, tzinfo=timezone.utc)
+
+
+def _ts(seconds: int) -> str:
+    return (T0 + timedelta(seconds=seconds)).isoformat().replace("+00:00", "Z")
+
+
+def _journal(url: str) -> None:
+    """'orders': batches 0-9 one second apart, plus one without a trigger time;
+    'audit': batches 0-2, all older than orders' first."""
+    with Journal(url) as j:
+        for i in range(10):
+            j.record_batch(batch_from_progress(progress(
+                i, run_id="run-orders", query_id="q-orders", name="orders",
+                timestamp=_ts(100 + i), sources=[kafka_source(
+                    "o", {"o": {"0": i * 10, "1": i}} if i else None,
+                    {"o": {"0": i * 10 + 10, "1": i + 1}})])))
+        untimed = json.loads(progress(
+            10, run_id="run-orders", query_id="q-orders", name="orders",
+            sources=[kafka_source("o", {"o": {"0": 100}}, {"o": {"0": 101}})]))
+        del untimed["timestamp"]
+        j.record_batch(batch_from_progress(untimed))
+        for i in range(3):
+            j.record_batch(batch_from_progress(progress(
+                i, run_id="run-audit", query_id="q-audit", name="audit", timestamp=_ts(i),
+                sources=[kafka_source("a", None, {"a": {"0": i + 1}})])))
+
+
+def _left(url: str) -> dict[str, list[int]]:
+    out: dict[str, list[int]] = {}
+    for name, batch_id in sql_rows(url, "select query_name, batch_id from offset_journal.batches "
+                                        "order by query_name, batch_id"):
+        out.setdefault(name, []).append(batch_id)
+    return out
+
+
+def _orphans(url: str) -> int:
+    return sql_rows(url, """
+        select (select count(*) from offset_journal.kafka_partitions k where not exists
+                  (select 1 from offset_journal.batches b where b.id = k.batch_pk))
+             + (select count(*) from offset_journal.batch_sources s where not exists
+                  (select 1 from offset_journal.batches b where b.id = s.batch_pk))""")[0][0]
+
+
+def test_prune_removes_old_batches_whole_and_keeps_each_querys_newest(journal_url):
+    _journal(journal_url)
+    with Journal(journal_url) as j:
+        assert j.last_batch("orders").trigger_at is not None  # the untimed one is not "last"
+        before = {q: plan_restart(journal_url, q).starting_offsets() for q in ("orders", "audit")}
+        parts_before = sql_rows(journal_url,
+                                "select count(*) from offset_journal.kafka_partitions")[0][0]
+
+        preview = j.prune(T0 + timedelta(seconds=105), dry_run=True)
+        assert _left(journal_url)["orders"] == list(range(11))  # a dry run deletes nothing
+
+        result = j.prune(T0 + timedelta(seconds=105), chunk=2)
+    assert result == preview
+    # orders 0-4 went; its untimed batch 10 stays. audit's batches are all older than
+    # the cut-off, but its newest (2) is where its next checkpoint starts: kept.
+    assert _left(journal_url) == {"audit": [2], "orders": [5, 6, 7, 8, 9, 10]}
+    assert (result.batches, result.kept_newest) == (5 + 2, 1)
+    parts_after = sql_rows(journal_url,
+                           "select count(*) from offset_journal.kafka_partitions")[0][0]
+    assert result.partition_rows == parts_before - parts_after == 2 + 2 * 4 + 1 + 1
+    assert _orphans(journal_url) == 0
+    after = {q: plan_restart(journal_url, q).starting_offsets() for q in ("orders", "audit")}
+    assert after == before
+
+
+def test_prune_one_query_leaves_the_others(journal_url):
+    _journal(journal_url)
+    with Journal(journal_url) as j:
+        result = j.prune(T0 + timedelta(seconds=1000), query_name="audit")
+    assert result.batches == 2
+    assert _left(journal_url) == {"audit": [2], "orders": list(range(11))}
+
+
+@pytest.fixture
+def cli(capsys, journal_url, monkeypatch):
+    monkeypatch.setenv(ENV_URL, journal_url)
+
+    def run(*argv: str) -> tuple[int, str, str]:
+        code = main(list(argv))
+        out, err = capsys.readouterr()
+        return code, out, err
+
+    return run
+
+
+def test_prune_command(cli, journal_url):
+    _journal(journal_url)
+    code, out, err = cli("prune", "--before", _ts(105), "--dry-run")
+    assert (code, err) == (0, "")
+    assert out.splitlines()[0] == ("would prune 7 batches (12 Kafka partition rows) triggered "
+                                   "before 2024-01-01T00:01:45.000Z")
+    assert "kept the newest batch of 1 query" in out
+    assert len(_left(journal_url)["orders"]) == 11
+
+    code, out, _ = cli("prune", "--before", _ts(105), "--query", "orders")
+    assert code == 0 and out.startswith("pruned 5 batches of query 'orders' (10 Kafka")
+    assert _left(journal_url)["orders"] == [5, 6, 7, 8, 9, 10]
+
+    # Bad input: one line, exit 2, nothing changed.
+    for argv, expect in ((["prune"], "--before"),
+                         (["prune", "--before", "yesterday-ish"], "bad time"),
+                         (["prune", "--before", "2999-01-01"], "in the future")):
+        code, out, err = cli(*argv)
+        lines = err.strip().splitlines()
+        assert code == 2 and len(lines) == 1 and expect in lines[0], err
+    assert _left(journal_url)["orders"] == [5, 6, 7, 8, 9, 10]
+
+
+def test_prune_without_a_schema_is_one_line(capsys, empty_database_url, monkeypatch):
+    monkeypatch.setenv(ENV_URL, empty_database_url)
+    code = main(["prune", "--before=-30d"])
+    err = capsys.readouterr().err
+    lines = err.strip().splitlines()
+    assert code == 1 and len(lines) == 1 and "db upgrade" in lines[0], err

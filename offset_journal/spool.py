@@ -152,11 +152,16 @@ class Spool:
             except FileNotFoundError:
                 continue
             with f:
+                # Named before it is locked: pending(), from another thread, takes a
+                # file locked by an fd of this process for another process's, so between
+                # the lock and this name it saw nothing pending and flush() returned
+                # early (test_spool_is_replayed_by_the_next_start, now and then).
+                self._replaying = path
                 try:
                     fcntl.flock(f.fileno(), fcntl.LOCK_EX | fcntl.LOCK_NB)
                 except BlockingIOError:
+                    self._replaying = None
                     continue  # another live writer owns it
-                self._replaying = path
                 events: list[dict[str, Any]] = []
                 for n, line in enumerate(f, 1):
                     if not line.endswith("\n"):

@@ -75,3 +75,43 @@ def test_a_new_spool_file_is_never_replayed_before_it_is_locked(tmp_path):
     assert raised == 0
     assert spooled == i
     assert sorted({e["i"] for e in replayed}) == list(range(i))
+
+
+def test_a_file_being_replayed_counts_as_pending(tmp_path, monkeypatch):
+    """flush() polls pending() from another thread while the writer replays. The instant
+    replay has locked a file, pending() must still see it, or flush() reports
+    everything journaled while the events are only in the spool. The real flock runs;
+    the wrapper only asks pending() at that instant."""
+    import fcntl as real_fcntl
+    from types import SimpleNamespace
+
+    from offset_journal import spool as spool_module
+
+    spool = Spool(tmp_path)
+    spool.append([{"type": "progress", "n": 1}])
+    seen: list[bool] = []
+    asking = False
+
+    def flock(fd, op):
+        nonlocal asking
+        real_fcntl.flock(fd, op)
+        if op == real_fcntl.LOCK_EX | real_fcntl.LOCK_NB and not asking:
+            asking = True
+            try:
+                seen.append(spool.pending())
+            finally:
+                asking = False
+
+    monkeypatch.setattr(spool_module, "fcntl", SimpleNamespace(
+        flock=flock, LOCK_EX=real_fcntl.LOCK_EX, LOCK_NB=real_fcntl.LOCK_NB,
+        LOCK_UN=real_fcntl.LOCK_UN))
+
+    def database_down(events):
+        raise OSError("database down")
+
+    try:
+        spool.replay(database_down)
+    except OSError:
+        pass
+    assert seen == [True]
+    assert spool.pending()  # and still there after the failed replay

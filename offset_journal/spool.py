@@ -133,11 +133,18 @@ class Spool:
     def pending(self) -> bool:
         """True when there is something this process can replay: its own file, or one
         no live process holds (another driver's file in an outage is not ours to wait
-        for)."""
-        for path in self.files():
-            if path in (self._path, self._replaying) or not _locked_by_another(path):
-                return True
-        return False
+        for).
+
+        Under the spool's lock: a file this process has locked cannot be told from
+        another process's by flock, so naming a file ours and locking it (or unlocking
+        it and dropping the name) happen under that lock too, never in between. Without
+        it, flush() could see nothing pending while the events were only in the spool.
+        """
+        with self._lock:
+            for path in self.files():
+                if path in (self._path, self._replaying) or not _locked_by_another(path):
+                    return True
+            return False
 
     def replay(self, sink: Callable[[list[dict[str, Any]]], None], chunk: int = 500) -> int:
         """Hand every spooled event to ``sink`` in file order, removing each file once
@@ -147,40 +154,43 @@ class Spool:
             self._rotate()
         done = 0
         for path in self.files():
-            try:
-                f = open(path, encoding="utf-8")  # noqa: SIM115
-            except FileNotFoundError:
-                continue
-            with f:
-                # Named before it is locked: pending(), from another thread, takes a
-                # file locked by an fd of this process for another process's, so between
-                # the lock and this name it saw nothing pending and flush() returned
-                # early (test_spool_is_replayed_by_the_next_start, now and then).
-                self._replaying = path
+            with self._lock:  # see pending()
+                try:
+                    f = open(path, encoding="utf-8")  # noqa: SIM115 - closed below
+                except FileNotFoundError:
+                    continue
                 try:
                     fcntl.flock(f.fileno(), fcntl.LOCK_EX | fcntl.LOCK_NB)
                 except BlockingIOError:
-                    self._replaying = None
+                    f.close()
                     continue  # another live writer owns it
-                events: list[dict[str, Any]] = []
-                for n, line in enumerate(f, 1):
-                    if not line.endswith("\n"):
-                        log.warning("offset-journal spool %s: skipping a line cut short at %d",
-                                    path.name, n)
-                        continue
-                    try:
-                        events.append(json.loads(line))
-                    except json.JSONDecodeError:
-                        log.warning("offset-journal spool %s: skipping unreadable line %d",
-                                    path.name, n)
-                try:
-                    for i in range(0, len(events), chunk):
-                        sink(events[i:i + chunk])
-                    path.unlink(missing_ok=True)
-                finally:
+                self._replaying = path
+            try:
+                events = self._read(f, path)
+                for i in range(0, len(events), chunk):
+                    sink(events[i:i + chunk])
+                path.unlink(missing_ok=True)
+            finally:
+                with self._lock:
+                    f.close()
                     self._replaying = None
-                done += len(events)
+            done += len(events)
         return done
+
+    @staticmethod
+    def _read(f: IO[str], path: Path) -> list[dict[str, Any]]:
+        events: list[dict[str, Any]] = []
+        for n, line in enumerate(f, 1):
+            if not line.endswith("\n"):
+                log.warning("offset-journal spool %s: skipping a line cut short at %d",
+                            path.name, n)
+                continue
+            try:
+                events.append(json.loads(line))
+            except json.JSONDecodeError:
+                log.warning("offset-journal spool %s: skipping unreadable line %d",
+                            path.name, n)
+        return events
 
     def close(self) -> None:
         with self._lock:

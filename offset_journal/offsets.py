@@ -70,35 +70,13 @@ def is_kafka_description(description: str | None) -> bool:
     return bool(description) and str(description).lstrip().startswith("Kafka")
 
 
-def _is_partition_key(key: Any) -> bool:
-    if isinstance(key, int) and not isinstance(key, bool):
-        return 0 <= key < 2**31
-    return isinstance(key, str) and key.isdigit() and key.isascii() and len(key) < 11
-
-
-def _is_offset_value(value: Any) -> bool:
-    return isinstance(value, int) and not isinstance(value, bool) and -_LONG <= value < _LONG
-
-
-def looks_like_kafka(obj: Any) -> bool:
-    """True when ``obj`` has Kafka's offset shape: topic -> {"partition": int}."""
-    if not isinstance(obj, Mapping) or not obj:
-        return False
-    for topic, parts in obj.items():
-        if not isinstance(topic, str) or not isinstance(parts, Mapping):
-            return False
-        for key, offset in parts.items():
-            if not _is_partition_key(key) or not _is_offset_value(offset):
-                return False
-    return True
-
-
 KAFKA_SHAPE_ERROR = "offsets do not have Kafka's shape {topic: {partition: offset}}"
 
 
 def as_kafka_offsets(obj: Any) -> KafkaOffsets | None:
     """Parsed JSON with Kafka's offset shape as topic -> partition -> offset, in one pass;
-    None for anything else (also for None and ``{}``)."""
+    None for anything else (also for None and ``{}``). Partitions are ASCII-digit strings
+    (or ints) below 2^31, offsets Java longs; bools are neither."""
     if not isinstance(obj, Mapping) or not obj:
         return None
     out: KafkaOffsets = {}
@@ -106,7 +84,7 @@ def as_kafka_offsets(obj: Any) -> KafkaOffsets | None:
         if not isinstance(topic, str) or not isinstance(parts, Mapping):
             return None
         converted: dict[int, int] = {}
-        for key, offset in parts.items():  # _is_partition_key and _is_offset_value, inlined
+        for key, offset in parts.items():
             if type(key) is str and key.isdigit() and key.isascii() and len(key) < 11:
                 partition = int(key)
             elif type(key) is int and 0 <= key < 2**31:
@@ -118,6 +96,11 @@ def as_kafka_offsets(obj: Any) -> KafkaOffsets | None:
             converted[partition] = offset
         out[topic] = converted
     return out
+
+
+def looks_like_kafka(obj: Any) -> bool:
+    """True when ``obj`` has Kafka's offset shape: topic -> {"partition": int}."""
+    return as_kafka_offsets(obj) is not None
 
 
 def kafka_offsets(value: Any) -> KafkaOffsets:

@@ -146,19 +146,6 @@ def pair_partitions(s: KafkaOffsets, e: KafkaOffsets) -> list[PartitionOffset]:
     return rows
 
 
-def offsets_json(rows: Iterable[PartitionOffset], *, use: str = "end"
-                 ) -> dict[str, dict[str, int]] | None:
-    """Kafka offsets JSON (as Spark reports it) rebuilt from partition rows; None when no
-    row has that offset (a first batch's start). The inverse of :func:`partition_offsets`
-    for offsets in Spark's canonical form."""
-    out: dict[str, dict[str, int]] = {}
-    for row in rows:
-        value = row.end if use == "end" else row.start
-        if value is not None:
-            out.setdefault(row.topic, {})[str(row.partition)] = value
-    return out or None
-
-
 def rows_to_offsets(rows: Iterable[PartitionOffset], *, use: str = "end") -> KafkaOffsets:
     """Collect partition rows back into topic -> partition -> offset (start or end)."""
     out: KafkaOffsets = {}
@@ -168,3 +155,12 @@ def rows_to_offsets(rows: Iterable[PartitionOffset], *, use: str = "end") -> Kaf
             continue
         out.setdefault(row.topic, {})[row.partition] = value
     return out
+
+
+def offsets_json(rows: Iterable[PartitionOffset], *, use: str = "end"
+                 ) -> dict[str, dict[str, int]] | None:
+    """Kafka offsets JSON (as Spark reports it) rebuilt from partition rows; None when no
+    row has that offset (a first batch's start). The inverse of :func:`partition_offsets`
+    for offsets in Spark's canonical form."""
+    offsets = rows_to_offsets(rows, use=use)
+    return {t: {str(p): o for p, o in parts.items()} for t, parts in offsets.items()} or None

@@ -291,8 +291,11 @@ class Journal:
 
     # ------------------------------------------------------------------ reading
 
-    def _batches_where(self, conn: sa.Connection, where: Any, *, order_desc: bool = True,
-                       limit: int | None = None) -> list[Batch]:
+    @staticmethod
+    def _batch_rows(conn: sa.Connection, where: Any, *, order_desc: bool = True,
+                    limit: int | None = None) -> list[sa.RowMapping]:
+        """The ``batches`` rows matching ``where`` in journal order (newest first by
+        trigger time, untimed last; or the reverse), without sources or partitions."""
         b = batches.c
         if limit is None:
             order = (
@@ -300,24 +303,28 @@ class Journal:
                 if order_desc
                 else [b.trigger_at.asc().nulls_first(), b.batch_id.asc(), b.id.asc()]
             )
-            head = list(conn.execute(sa.select(batches).where(where).order_by(*order))
+            return list(conn.execute(sa.select(batches).where(where).order_by(*order))
                         .mappings().all())
-        else:
-            # Journal order puts batches without a trigger time last (first ascending);
-            # batches_query_latest_idx has them first (trigger_at DESC NULLS FIRST). One
-            # ORDER BY would sort the query's whole history for a LIMIT; two index scans
-            # (timed, then untimed; the other way round ascending) read only ``limit`` rows.
-            timed = sa.select(batches).where(where, b.trigger_at.is_not(None)).order_by(
-                *([b.trigger_at.desc(), b.batch_id.desc(), b.id.desc()] if order_desc
-                  else [b.trigger_at.asc(), b.batch_id.asc(), b.id.asc()]))
-            untimed = sa.select(batches).where(where, b.trigger_at.is_(None)).order_by(
-                *([b.batch_id.desc(), b.id.desc()] if order_desc
-                  else [b.batch_id.asc(), b.id.asc()]))
-            head = []
-            for stmt in (timed, untimed) if order_desc else (untimed, timed):
-                if len(head) >= limit:
-                    break
-                head += conn.execute(stmt.limit(limit - len(head))).mappings().all()
+        # Journal order puts batches without a trigger time last (first ascending);
+        # batches_query_latest_idx has them first (trigger_at DESC NULLS FIRST). One
+        # ORDER BY would sort the query's whole history for a LIMIT; two index scans
+        # (timed, then untimed; the other way round ascending) read only ``limit`` rows.
+        timed = sa.select(batches).where(where, b.trigger_at.is_not(None)).order_by(
+            *([b.trigger_at.desc(), b.batch_id.desc(), b.id.desc()] if order_desc
+              else [b.trigger_at.asc(), b.batch_id.asc(), b.id.asc()]))
+        untimed = sa.select(batches).where(where, b.trigger_at.is_(None)).order_by(
+            *([b.batch_id.desc(), b.id.desc()] if order_desc
+              else [b.batch_id.asc(), b.id.asc()]))
+        head: list[sa.RowMapping] = []
+        for stmt in (timed, untimed) if order_desc else (untimed, timed):
+            if len(head) >= limit:
+                break
+            head += conn.execute(stmt.limit(limit - len(head))).mappings().all()
+        return head
+
+    def _batches_where(self, conn: sa.Connection, where: Any, *, order_desc: bool = True,
+                       limit: int | None = None) -> list[Batch]:
+        head = self._batch_rows(conn, where, order_desc=order_desc, limit=limit)
         if not head:
             return []
         pks = [r["id"] for r in head]
@@ -542,10 +549,10 @@ class Journal:
             names = ([query_name] if query_name is not None else
                      conn.execute(sa.select(b.query_name).distinct()).scalars().all())
             out = []
-            for name in names:
-                last = self._batches_where(conn, b.query_name == name, limit=1)
+            for name in names:  # only the batch rows: its offsets are not needed here
+                last = self._batch_rows(conn, b.query_name == name, limit=1)
                 if last:
-                    out.append((name, last[0].pk, last[0].trigger_at))
+                    out.append((name, last[0]["id"], last[0]["trigger_at"]))
             return out
 
         kept = self._read(newest)

@@ -77,8 +77,6 @@ def test_a_new_spool_file_is_never_replayed_before_it_is_locked(tmp_path):
     assert sorted({e["i"] for e in replayed}) == list(range(i))
 
 
-
-
 def test_pending_asked_from_two_threads_never_misses_a_file(tmp_path):
     """The writer thread and flush() both ask pending(). It probes each file with a
     non-blocking flock to skip files a live process holds, and flock cannot tell this

@@ -1,0 +1,239 @@
+"""The JVM parts: Spark's Kafka connector and a Kafka broker, fetched from Maven Central.
+
+Spark reads Kafka only through its own connector, ``spark-sql-kafka-0-10_2.13``, whose
+version must be exactly Spark's. ``spark-submit --packages`` resolves it with Ivy, which
+does not see Maven's settings (mirrors, proxies) and fetches again on every new cache.
+Here the small Maven projects in ``jvm/`` resolve each set once per version into a cache
+outside the repository (``~/.cache/offset-journal/jars/<name>-<version>/``, or
+``$OFFSET_JOURNAL_JARS_DIR``); later calls only list the directory.
+
+* ``kafka-connector``: the connector and the runtime jars PySpark does not already ship,
+  for ``spark.jars`` (which also ships them to executors).
+* ``kafka-broker``: ``kafka_2.13`` (a KRaft broker, ``kafka.Kafka``), Kafka's tools
+  (``kafka-tools``: ConsumerGroupCommand and friends) and the log4j2 binding that Kafka's
+  tarball adds and its POM lacks, for :mod:`offset_journal.local_kafka`.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import fcntl
+import logging
+import os
+import re
+import shutil
+import subprocess
+import tempfile
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Literal
+
+from .db import ConfigError
+
+log = logging.getLogger(__name__)
+
+JarSet = Literal["kafka-connector", "kafka-broker"]
+JAR_SETS: tuple[JarSet, ...] = ("kafka-connector", "kafka-broker")
+ENV_JARS_DIR = "OFFSET_JOURNAL_JARS_DIR"
+#: The broker's version: any Kafka 4.x broker serves Spark's connector's clients.
+KAFKA_VERSION = "4.1.1"
+CONNECTOR_ARTIFACT = "org.apache.spark:spark-sql-kafka-0-10_2.13"
+_MAVEN_TIMEOUT_S = 600
+
+
+class JarsError(ConfigError):
+    """The JVM parts could not be found or fetched; the message says what to do."""
+
+
+@dataclass(frozen=True)
+class JarSpec:
+    """One set of jars: which Maven project resolves it, at which version."""
+
+    name: JarSet
+    version: str
+    pom: Path
+    version_property: str
+
+    @property
+    def directory_name(self) -> str:
+        return f"{self.name}-{self.version}"
+
+
+def connector_coordinate(spark_version: str) -> str:
+    """The ``--packages`` coordinate of Spark's Kafka connector for ``spark_version``."""
+    return f"{CONNECTOR_ARTIFACT}:{spark_version}"
+
+
+def installed_spark_version() -> str:
+    """The installed PySpark's version (the connector must match it exactly)."""
+    try:
+        import pyspark
+    except ImportError as exc:
+        raise JarsError("PySpark is not installed: pip install 'offset-journal[spark]'") from exc
+    return str(pyspark.__version__)
+
+
+def jvm_dir() -> Path:
+    """The Maven projects: packaged in a wheel, or the repository's jvm/."""
+    here = Path(__file__).resolve().parent
+    for candidate in (here / "_jvm", here.parent / "jvm"):
+        if (candidate / "kafka-connector" / "pom.xml").is_file():
+            return candidate
+    raise JarsError("offset-journal's Maven projects (jvm/) are not installed")
+
+
+def cache_root() -> Path:
+    """Where jar sets are kept: $OFFSET_JOURNAL_JARS_DIR, else ~/.cache/offset-journal/jars."""
+    configured = os.environ.get(ENV_JARS_DIR)
+    if configured:
+        return Path(configured).expanduser()
+    xdg = os.environ.get("XDG_CACHE_HOME") or str(Path.home() / ".cache")
+    return Path(xdg) / "offset-journal" / "jars"
+
+
+def spec_for(name: JarSet, version: str | None = None) -> JarSpec:
+    """The jar set ``name`` at ``version`` (default: the installed PySpark's, or the
+    broker's pinned Kafka version)."""
+    if name == "kafka-connector":
+        return JarSpec(name, version or installed_spark_version(),
+                       jvm_dir() / "kafka-connector" / "pom.xml", "spark.version")
+    if name == "kafka-broker":
+        return JarSpec(name, version or KAFKA_VERSION,
+                       jvm_dir() / "kafka-broker" / "pom.xml", "kafka.version")
+    raise JarsError(f"unknown jar set {name!r}: use one of {', '.join(JAR_SETS)}")
+
+
+def jars(name: JarSet, version: str | None = None) -> list[Path]:
+    """The jar files of set ``name``, fetched once per version into the cache."""
+    spec = spec_for(name, version)
+    target = cache_root() / spec.directory_name
+    if not _complete(target):
+        with _lock(cache_root() / f".{spec.directory_name}.lock"):
+            if not _complete(target):
+                _fetch(spec, target)
+    found = sorted(target.glob("*.jar"))
+    if name == "kafka-connector":
+        _check_connector(found, spec.version)
+    return found
+
+
+def spark_jars_value(version: str | None = None) -> str:
+    """The ``spark.jars`` value for Spark's Kafka connector (comma-separated paths)."""
+    return ",".join(str(p) for p in jars("kafka-connector", version))
+
+
+def classpath(name: JarSet, version: str | None = None) -> str:
+    """The jars of ``name`` as a Java class path."""
+    return os.pathsep.join(str(p) for p in jars(name, version))
+
+
+def _complete(target: Path) -> bool:
+    return (target / ".complete").is_file()
+
+
+@contextlib.contextmanager
+def _lock(path: Path) -> Iterator[None]:
+    """Serialize fetches of one set across processes (test workers, jobs)."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    with open(path, "w") as handle:
+        fcntl.flock(handle, fcntl.LOCK_EX)
+        try:
+            yield
+        finally:
+            fcntl.flock(handle, fcntl.LOCK_UN)
+
+
+def _fetch(spec: JarSpec, target: Path) -> None:
+    """Resolve ``spec`` with Maven into a fresh directory, then move it into place."""
+    mvn = shutil.which("mvn")
+    if mvn is None:
+        raise JarsError(_advice(spec, "Maven (mvn) is not installed: install it "
+                                      "(apt-get install maven)"))
+    staging = Path(tempfile.mkdtemp(prefix=f".{spec.directory_name}-", dir=target.parent))
+    try:
+        _run_maven(mvn, spec, staging)
+        if spec.name == "kafka-connector":
+            _drop_jars_spark_ships(staging)
+        (staging / ".complete").write_text(f"{spec.name} {spec.version}\n")
+        shutil.rmtree(target, ignore_errors=True)
+        staging.rename(target)
+    finally:
+        shutil.rmtree(staging, ignore_errors=True)
+    log.info("fetched %s %s into %s", spec.name, spec.version, target)
+
+
+def _run_maven(mvn: str, spec: JarSpec, out: Path) -> None:
+    cmd = [mvn, "-B", "-q", "-f", str(spec.pom), "dependency:copy-dependencies",
+           "-DincludeScope=runtime", f"-D{spec.version_property}={spec.version}",
+           f"-DoutputDirectory={out}"]
+    log.info("fetching %s %s with Maven (once per version)", spec.name, spec.version)
+    try:
+        done = subprocess.run(cmd, capture_output=True, text=True, timeout=_MAVEN_TIMEOUT_S)
+    except subprocess.TimeoutExpired as exc:
+        raise JarsError(_advice(spec, f"Maven did not finish in {_MAVEN_TIMEOUT_S} s")) from exc
+    if done.returncode != 0:
+        raise JarsError(_advice(spec, f"Maven could not resolve it ({_maven_reason(done.stdout)})"))
+
+
+def _maven_reason(output: str) -> str:
+    """The most telling line of a failed Maven run, without its colour codes."""
+    plain = re.sub(r"\x1b\[[0-9;]*m", "", output)
+    lines = [ln.removeprefix("[ERROR]").strip() for ln in plain.splitlines()
+             if ln.startswith("[ERROR]") and ln.removeprefix("[ERROR]").strip()]
+    for ln in lines:
+        if "Could not" in ln or "Missing" in ln or "resolve" in ln or "Failed" in ln:
+            return ln[:300]
+    return lines[0][:300] if lines else "no error message"
+
+
+def _advice(spec: JarSpec, reason: str) -> str:
+    if spec.name == "kafka-connector":
+        return (f"cannot fetch Spark's Kafka connector {connector_coordinate(spec.version)}: "
+                f"{reason}; or start Spark with --packages "
+                f"{connector_coordinate(spec.version)}")
+    return f"cannot fetch the Kafka broker org.apache.kafka:kafka_2.13:{spec.version}: {reason}"
+
+
+def _artifact(jar: str) -> str:
+    """``kafka-clients-3.9.2.jar`` -> ``kafka-clients``."""
+    return re.sub(r"-\d[^-]*(-[A-Za-z0-9.]+)?\.jar$", "", jar)
+
+
+def _drop_jars_spark_ships(directory: Path) -> None:
+    """Leave out jars PySpark already has (Hadoop, Scala, compression codecs): two
+    versions of one library on a class path is a bug waiting to happen."""
+    shipped = {_artifact(p.name) for p in _spark_jars_dir().glob("*.jar")}
+    for jar in directory.glob("*.jar"):
+        if _artifact(jar.name) in shipped:
+            jar.unlink()
+
+
+def _spark_jars_dir() -> Path:
+    try:
+        import pyspark
+    except ImportError as exc:
+        raise JarsError("PySpark is not installed: pip install 'offset-journal[spark]'") from exc
+    return Path(pyspark.__file__).resolve().parent / "jars"
+
+
+def _check_connector(found: list[Path], version: str) -> None:
+    """The connector jar of exactly ``version`` must be there."""
+    expected = f"spark-sql-kafka-0-10_2.13-{version}.jar"
+    if not any(p.name == expected for p in found):
+        raise JarsError(f"Spark's Kafka connector {expected} is missing from "
+                        f"{cache_root()}: expected {connector_coordinate(version)}")
+
+
+def check_connector_matches(spark_version: str, jar_paths: list[str]) -> None:
+    """Raise when the ``spark.jars`` given hold a Kafka connector of another Spark
+    version than the one running (Spark fails much later, with a NoSuchMethodError)."""
+    names = [Path(p).name for p in jar_paths]
+    connectors = [n for n in names if n.startswith("spark-sql-kafka-0-10_2.13-")]
+    expected = f"spark-sql-kafka-0-10_2.13-{spark_version}.jar"
+    if not connectors:
+        raise JarsError("Spark's Kafka connector is not on spark.jars: expected "
+                        f"{connector_coordinate(spark_version)}")
+    if expected not in connectors:
+        raise JarsError(f"Spark's Kafka connector {connectors[0]} does not match Spark "
+                        f"{spark_version}: expected {connector_coordinate(spark_version)}")

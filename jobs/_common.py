@@ -3,8 +3,8 @@
 Every job takes Kafka bootstrap servers, topics, a query name, a checkpoint location
 and the journal's database URL, and with ``--from-journal`` seeds ``startingOffsets``
 from the journal when its checkpoint is new. The jobs read Kafka with Spark's own
-connector where it is on the classpath and with offset-journal's Python source
-otherwise, through the same options.
+connector (``format("kafka")``): given with ``spark-submit --packages`` or
+``spark.jars``, or else fetched once from Maven Central by :mod:`offset_journal.jars`.
 """
 
 from __future__ import annotations
@@ -23,7 +23,6 @@ from offset_journal.checkpoint import CheckpointError, file_sink_metadata, is_ne
 from offset_journal.db import redact
 from offset_journal.journal import Journal, JournalError
 from offset_journal.kafka import KafkaError
-from offset_journal.kafka_source import kafka_format
 from offset_journal.restart import RestartError, plan_restart
 
 log = logging.getLogger("offset_journal.jobs")
@@ -124,7 +123,7 @@ def decide_start(args: argparse.Namespace, *, state_aware: bool = False,
 
 def read_kafka(spark: Any, args: argparse.Namespace, start: Start) -> Any:
     reader = (
-        spark.readStream.format(kafka_format(spark))
+        spark.readStream.format("kafka")
         .option("kafka.bootstrap.servers", args.bootstrap_servers)
         .option("subscribe", args.topics)
         .option("startingOffsets", start.starting_offsets)
@@ -141,10 +140,21 @@ def apply_trigger(writer: Any, trigger: str) -> Any:
 
 
 def make_spark(app_name: str) -> Any:
+    """The job's session. Spark's Kafka connector comes from ``--packages`` or
+    ``spark.jars`` when the submitter gave it; else its jars (matching this PySpark
+    exactly) are added to ``spark.jars``, which also ships them to executors."""
+    from pyspark import SparkConf
     from pyspark.sql import SparkSession
 
-    return (SparkSession.builder.appName(app_name)
-            .config("spark.sql.shuffle.partitions", "4").getOrCreate())
+    builder = SparkSession.builder.appName(app_name).config("spark.sql.shuffle.partitions", "4")
+    conf = SparkConf()
+    given = f"{conf.get('spark.jars', '')},{conf.get('spark.jars.packages', '')}"
+    if "spark-sql-kafka-0-10" not in given:
+        from offset_journal.jars import spark_jars_value
+
+        jars = ",".join(j for j in (conf.get("spark.jars", ""), spark_jars_value()) if j)
+        builder = builder.config("spark.jars", jars)
+    return builder.getOrCreate()
 
 
 def run_job(name: str, parser: argparse.ArgumentParser, build_query: Any,

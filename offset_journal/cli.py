@@ -14,6 +14,7 @@ import csv
 import io
 import json
 import logging
+import os
 import re
 import sys
 import traceback
@@ -466,6 +467,23 @@ def cmd_commit_group(args: argparse.Namespace) -> int:
     return EXIT_OK
 
 
+def cmd_jars(args: argparse.Namespace) -> int:
+    from . import jars
+
+    if args.packages:
+        if args.set != "kafka-connector":
+            raise UsageError("--packages is for kafka-connector only")
+        _out(jars.connector_coordinate(args.jar_version or jars.installed_spark_version()))
+        return EXIT_OK
+    paths = jars.jars(args.set, args.jar_version)
+    if args.format == "list":
+        for path in paths:
+            _out(str(path))
+    else:
+        _out((",".join if args.format == "spark-jars" else os.pathsep.join)(map(str, paths)))
+    return EXIT_OK
+
+
 def cmd_demo(args: argparse.Namespace) -> int:
     # The demo lives in offset_journal/demo.py (added separately); it gets the
     # arguments after "demo" and returns an exit status.
@@ -644,6 +662,21 @@ def build_parser() -> argparse.ArgumentParser:
                        help="the Kafka source to take offsets from (default: all)")
     group.add_argument("--dry-run", action="store_true", help="show, do not commit")
     group.set_defaults(func=cmd_commit_group)
+
+    jars = subs.add_parser(
+        "jars", parents=[common],
+        help="fetch (once) and print the JVM jars: Spark's Kafka connector for spark.jars, "
+             "or the Kafka broker's class path")
+    jars.add_argument("set", choices=["kafka-connector", "kafka-broker"])
+    jars.add_argument("--version", dest="jar_version", default=None,
+                      help="default: the installed PySpark's (connector) or the pinned "
+                           "Kafka release (broker)")
+    jars.add_argument("--format", choices=["spark-jars", "classpath", "list"],
+                      default="spark-jars",
+                      help="comma-separated (spark.jars), a Java class path, or one per line")
+    jars.add_argument("--packages", action="store_true",
+                      help="print the --packages coordinate instead (fetches nothing)")
+    jars.set_defaults(func=cmd_jars)
 
     # Everything after "demo" is the demo's own (main() splits it off before parsing:
     # argparse.REMAINDER cannot start with an option).

@@ -5,8 +5,10 @@ mid-stream for an upgrade that needs a NEW checkpoint; more records arrive meanw
 "v2" starts on an empty checkpoint from the journal. The demo then proves that every
 record produced is in the output exactly once, and shows offset history in SQL.
 
-With no URLs it uses an embedded Postgres (pgserver) and librdkafka's mock Kafka
-cluster; given --database-url and --bootstrap-servers it runs against real ones.
+With no URLs it uses an embedded Postgres (pgserver) and a real single-node Kafka broker
+started from Maven Central's jars; given --database-url and --bootstrap-servers it runs
+against those. Spark reads Kafka with its own connector (``format("kafka")``), whose jars
+(matching this PySpark) go in through ``spark.jars``.
 """
 
 from __future__ import annotations
@@ -70,7 +72,7 @@ def _table(rows: list[tuple[Any, ...]], headers: list[str]) -> str:
 def parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(prog="offset-journal demo", description=__doc__.splitlines()[0])
     p.add_argument("--database-url", help="journal database (default: an embedded Postgres)")
-    p.add_argument("--bootstrap-servers", help="Kafka (default: librdkafka's mock cluster)")
+    p.add_argument("--bootstrap-servers", help="Kafka (default: a local single-node broker)")
     p.add_argument("--records", type=int, default=400, help="records produced per phase")
     p.add_argument("--workdir", help="where checkpoints and output go (default: a temp dir)")
     return p
@@ -103,6 +105,8 @@ def main(argv: list[str] | None = None) -> int:
 
         if args.bootstrap_servers:
             os.environ["OFFSET_JOURNAL_TEST_BOOTSTRAP_SERVERS"] = args.bootstrap_servers
+        if not args.bootstrap_servers:
+            _say("starting a single-node Kafka broker (KRaft; jars fetched once) ...")
         kafka = start_kafka()
         stops.append(kafka.stop)
         _say(f"Kafka: {kafka.bootstrap_servers} ({kafka.kind})")
@@ -115,9 +119,11 @@ def main(argv: list[str] | None = None) -> int:
         from pyspark.sql import SparkSession
 
         import offset_journal
+        from offset_journal.jars import spark_jars_value
         from offset_journal.restart import plan_restart
 
         spark = (SparkSession.builder.master("local[2]").appName("offset-journal-demo")
+                 .config("spark.jars", spark_jars_value())
                  .config("spark.ui.enabled", "false")
                  .config("spark.ui.showConsoleProgress", "false")
                  .config("spark.sql.shuffle.partitions", "2").getOrCreate())

@@ -182,6 +182,10 @@ def _maven_reason(output: str) -> str:
     lines = [ln.removeprefix("[ERROR]").strip() for ln in plain.splitlines()
              if ln.startswith("[ERROR]") and ln.removeprefix("[ERROR]").strip()]
     for ln in lines:
+        found = re.search(r"(\S+ was not found in \S+)", ln)
+        if found:
+            return found.group(1)
+    for ln in lines:
         if "Could not" in ln or "Missing" in ln or "resolve" in ln or "Failed" in ln:
             return ln[:300]
     return lines[0][:300] if lines else "no error message"

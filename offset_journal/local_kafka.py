@@ -225,8 +225,9 @@ def _wait_ready(broker: LocalKafka, timeout: float) -> None:
     """Until the admin API lists this broker, or the process dies, or time is up."""
     from confluent_kafka.admin import AdminClient
 
-    admin = AdminClient({"bootstrap.servers": broker.bootstrap_servers, "log_level": 0,
-                         "logger": _Quiet()})
+    conf: dict[str, Any] = {"bootstrap.servers": broker.bootstrap_servers, "log_level": 0,
+                            "logger": _Quiet()}
+    admin = AdminClient(conf)
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
         if not broker.running():

@@ -7,9 +7,10 @@ Fixtures start what they need on the machine at hand:
   Postgres from testcontainers where a Docker engine answers, else the server named by
   OFFSET_JOURNAL_TEST_ADMIN_URL, else a throwaway embedded Postgres (pgserver).
 * ``kafka_cluster``: testcontainers' Kafka where Docker answers, else the server named
-  by OFFSET_JOURNAL_TEST_BOOTSTRAP_SERVERS, else librdkafka's mock cluster (a real
-  Kafka protocol peer for librdkafka clients) kept alive for the session.
-* ``spark`` (one local SparkSession per test session) and ``journaled_spark``.
+  by OFFSET_JOURNAL_TEST_BOOTSTRAP_SERVERS, else a real single-node Kafka broker started
+  from Maven Central's jars (:mod:`offset_journal.local_kafka`), once per test session.
+* ``spark`` (one local SparkSession per test session, with Spark's own Kafka connector
+  on ``spark.jars``) and ``journaled_spark``.
 """
 
 from __future__ import annotations
@@ -20,6 +21,7 @@ import shutil
 import subprocess
 import sys
 import tempfile
+import time
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 from typing import Any
@@ -135,15 +137,21 @@ def journal_url(empty_database_url: str) -> str:
     return empty_database_url
 
 
-def make_spark_session(app_name: str = "offset-journal-tests") -> Any:
-    """A small local SparkSession for tests (Python workers on this interpreter)."""
+def make_spark_session(app_name: str = "offset-journal-tests",
+                       master: str = "local[2]") -> Any:
+    """A small SparkSession for tests (Python workers on this interpreter), reading Kafka
+    with Spark's own connector: its jars go in through ``spark.jars``, which also ships
+    them to executors on a multi-process master such as ``local-cluster[2,1,1024]``."""
     os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
     os.environ.setdefault("PYSPARK_DRIVER_PYTHON", sys.executable)
     from pyspark.sql import SparkSession
 
+    from .jars import spark_jars_value
+
     return (
-        SparkSession.builder.master("local[2]")
+        SparkSession.builder.master(master)
         .appName(app_name)
+        .config("spark.jars", spark_jars_value())
         .config("spark.ui.enabled", "false")
         .config("spark.sql.shuffle.partitions", "2")
         .config("spark.default.parallelism", "2")
@@ -178,23 +186,19 @@ def journaled_spark(spark: Any, journal_url: str, tmp_path: Any) -> Iterator[tup
         listener.close()
 
 
-class UnsupportedByPeer(RuntimeError):
-    """The Kafka peer at hand cannot do this (librdkafka's mock cluster cannot create
-    partitions or topics through the admin API)."""
-
-
 @dataclass
 class KafkaCluster:
     """A Kafka cluster for tests, with helpers to make topics hold known records."""
 
     bootstrap_servers: str
-    kind: str  # "testcontainers", "external" or "mock"
-    _keepalive: Any = None
+    kind: str  # "testcontainers", "external" or "local"
+    broker: Any = None  # the LocalKafka, when this session started the broker
     _stop: Any = None
 
-    @property
-    def supports_add_partitions(self) -> bool:
-        return self.kind != "mock"
+    def admin(self) -> Any:
+        from confluent_kafka.admin import AdminClient
+
+        return AdminClient({"bootstrap.servers": self.bootstrap_servers})
 
     def producer(self) -> Any:
         from confluent_kafka import Producer
@@ -203,15 +207,8 @@ class KafkaCluster:
 
     def partitions(self, topic: str, timeout: float = 10) -> int:
         """How many partitions ``topic`` has (0 when it does not exist)."""
-        from confluent_kafka import Consumer
-
-        c = Consumer({"bootstrap.servers": self.bootstrap_servers, "group.id": "oj-probe",
-                      "allow.auto.create.topics": False})
-        try:
-            md = c.list_topics(topic, timeout=timeout).topics.get(topic)
-            return len(md.partitions) if md is not None and md.error is None else 0
-        finally:
-            c.close()
+        md = self.admin().list_topics(topic, timeout=timeout).topics.get(topic)
+        return len(md.partitions) if md is not None and md.error is None else 0
 
     def produce(self, topic: str, count: int, *, start: int = 0, partitions: int | None = None,
                 key_prefix: str = "k", value: Any = None,
@@ -219,8 +216,9 @@ class KafkaCluster:
         """Produce ``count`` keyed records round-robin across partitions and return
         (partition, offset, key, value) for each, as the broker acknowledged them.
 
-        ``value(i)`` and ``timestamp_ms(i)`` may compute each record's value and event
-        time; records are numbered from ``start``.
+        A topic that does not exist is created with 4 partitions. ``value(i)`` and
+        ``timestamp_ms(i)`` may compute each record's value and event time; records are
+        numbered from ``start``.
         """
         n_parts = partitions or self.partitions(topic)
         if not n_parts:
@@ -251,44 +249,65 @@ class KafkaCluster:
             raise RuntimeError(f"produce to {topic} failed: {errors[:3]} ({remaining} unsent)")
         return sorted(acked)
 
-    def create_topic(self, topic: str, partitions: int = 4) -> None:
-        """Make ``topic`` exist. On the mock cluster topics are auto-created with 4
-        partitions on first metadata request, so ``partitions`` must be 4 there."""
-        if self.kind == "mock":
-            if partitions != 4:
-                raise UnsupportedByPeer("librdkafka's mock cluster creates topics with 4 "
-                                        "partitions only (CreateTopics hangs on it)")
-            from confluent_kafka import Consumer
+    def create_topic(self, topic: str, partitions: int = 4, *,
+                     config: dict[str, str] | None = None) -> None:
+        """Create ``topic``, and wait until its metadata shows every partition."""
+        from confluent_kafka.admin import NewTopic
 
-            c = Consumer({"bootstrap.servers": self.bootstrap_servers, "group.id": "oj-probe",
-                          "allow.auto.create.topics": True})
-            try:
-                c.list_topics(topic, timeout=10)
-            finally:
-                c.close()
-            return
-        from confluent_kafka.admin import AdminClient, NewTopic
-
-        admin = AdminClient({"bootstrap.servers": self.bootstrap_servers})
-        for fut in admin.create_topics([NewTopic(topic, partitions, 1)]).values():
+        futures = self.admin().create_topics(
+            [NewTopic(topic, partitions, 1, config=config or {})], operation_timeout=30)
+        for fut in futures.values():
             fut.result(30)
+        self._wait_for(lambda: self.partitions(topic) == partitions,
+                       f"topic {topic} with {partitions} partitions")
 
     def add_partitions(self, topic: str, total: int) -> None:
-        """Grow ``topic`` to ``total`` partitions, where the peer supports it."""
-        if not self.supports_add_partitions:
-            raise UnsupportedByPeer("librdkafka's mock cluster does not support "
-                                    "CreatePartitions; run with Docker or a real Kafka "
-                                    f"({ENV_BOOTSTRAP}) to test added partitions")
-        from confluent_kafka.admin import AdminClient, NewPartitions
+        """Grow ``topic`` to ``total`` partitions (the admin API's CreatePartitions)."""
+        from confluent_kafka.admin import NewPartitions
 
-        admin = AdminClient({"bootstrap.servers": self.bootstrap_servers})
-        for fut in admin.create_partitions([NewPartitions(topic, total)]).values():
+        for fut in self.admin().create_partitions([NewPartitions(topic, total)]).values():
             fut.result(30)
+        self._wait_for(lambda: self.partitions(topic) == total,
+                       f"{topic} grown to {total} partitions")
+
+    def delete_topic(self, topic: str) -> None:
+        """Delete ``topic`` and wait until the metadata no longer lists it."""
+        for fut in self.admin().delete_topics([topic], operation_timeout=30).values():
+            fut.result(30)
+        self._wait_for(lambda: self.partitions(topic) == 0, f"{topic} deleted")
+
+    def delete_records(self, topic: str, before: dict[int, int]) -> None:
+        """Delete each partition's records below ``before[partition]`` (DeleteRecords,
+        as retention would): the log start offset moves up to it."""
+        from confluent_kafka import TopicPartition
+
+        parts = [TopicPartition(topic, p, o) for p, o in sorted(before.items())]
+        for fut in self.admin().delete_records(parts, operation_timeout=30).values():
+            fut.result(30)
+
+    def watermarks(self, topic: str) -> dict[int, tuple[int, int]]:
+        """partition -> (log start offset, log end offset)."""
+        from confluent_kafka import Consumer, TopicPartition
+
+        c = Consumer({"bootstrap.servers": self.bootstrap_servers, "group.id": "oj-probe",
+                      "allow.auto.create.topics": False})
+        try:
+            return {p: c.get_watermark_offsets(TopicPartition(topic, p), timeout=10)
+                    for p in range(self.partitions(topic))}
+        finally:
+            c.close()
+
+    @staticmethod
+    def _wait_for(done: Any, what: str, timeout: float = 30) -> None:
+        deadline = time.monotonic() + timeout
+        while not done():
+            if time.monotonic() > deadline:
+                raise RuntimeError(f"Kafka: timed out waiting for {what}")
+            time.sleep(0.1)
 
     def stop(self) -> None:
         if self._stop is not None:
             self._stop()
-        self._keepalive = None
 
 
 def start_kafka() -> KafkaCluster:
@@ -303,13 +322,10 @@ def start_kafka() -> KafkaCluster:
     external = os.environ.get(ENV_BOOTSTRAP)
     if external:
         return KafkaCluster(external, "external")
-    from confluent_kafka import Producer
+    from .local_kafka import start_local_kafka
 
-    # The mock cluster lives as long as the client that created it.
-    holder = Producer({"test.mock.num.brokers": 1, "log_level": 3})
-    brokers = holder.list_topics(timeout=10).brokers
-    broker = next(iter(brokers.values()))
-    return KafkaCluster(f"{broker.host}:{broker.port}", "mock", _keepalive=holder)
+    broker = start_local_kafka()
+    return KafkaCluster(broker.bootstrap_servers, "local", broker=broker, _stop=broker.stop)
 
 
 @pytest.fixture(scope="session")

@@ -194,11 +194,15 @@ class KafkaCluster:
     kind: str  # "testcontainers", "external" or "local"
     broker: Any = None  # the LocalKafka, when this session started the broker
     _stop: Any = None
+    _admin: Any = field(default=None, repr=False)
 
     def admin(self) -> Any:
-        from confluent_kafka.admin import AdminClient
+        """One admin client, kept: its futures fail if it is garbage-collected first."""
+        if self._admin is None:
+            from confluent_kafka.admin import AdminClient
 
-        return AdminClient({"bootstrap.servers": self.bootstrap_servers})
+            self._admin = AdminClient({"bootstrap.servers": self.bootstrap_servers})
+        return self._admin
 
     def producer(self) -> Any:
         from confluent_kafka import Producer
@@ -306,6 +310,7 @@ class KafkaCluster:
             time.sleep(0.1)
 
     def stop(self) -> None:
+        self._admin = None
         if self._stop is not None:
             self._stop()
 

@@ -1,5 +1,5 @@
-"""offset_journal.kafka against the test Kafka (testcontainers, a named cluster, or
-librdkafka's mock cluster, which speaks the real protocol)."""
+"""offset_journal.kafka against the test Kafka (testcontainers, a named cluster, or the
+real single-node broker the test plugin starts)."""
 
 from __future__ import annotations
 

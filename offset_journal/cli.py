@@ -664,9 +664,10 @@ def _runtime_errors() -> tuple[type[BaseException], ...]:
     from .kafka import KafkaError
     from .offsets import OffsetFormatError
     from .restart import RestartError
+    from .roles import GrantError
 
     errors: list[type[BaseException]] = [
-        JournalError, RestartError, KafkaError, OffsetFormatError, _NotFound,
+        JournalError, RestartError, GrantError, KafkaError, OffsetFormatError, _NotFound,
         sa.exc.SQLAlchemyError, OSError,
     ]
     try:

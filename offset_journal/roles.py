@@ -19,6 +19,8 @@ quoting (:func:`quote_ident`), never plain string formatting.
 
 from __future__ import annotations
 
+from typing import Any
+
 from sqlalchemy.dialects import postgresql
 
 from .schema import SCHEMA, metadata
@@ -126,8 +128,34 @@ def grant(database_url: str | None, writer: str | None = None, reader: str | Non
         with engine.begin() as conn:
             database = conn.execute(sa.select(sa.func.current_database())).scalar_one()
             statements = grant_statements(writer, reader, database=database)
-            for statement in statements:
-                conn.exec_driver_sql(statement)
+            # Postgres only warns when the role running a GRANT may not give the
+            # privilege (SQLSTATE 01007; 01006 for a REVOKE): listen for it, and roll
+            # everything back rather than report a grant that did not happen.
+            refused: list[str] = []
+            driver = conn.connection.driver_connection
+            handler = _refusal_collector(refused)
+            driver.add_notice_handler(handler)  # type: ignore[union-attr]
+            try:
+                for statement in statements:
+                    conn.exec_driver_sql(statement)
+            finally:
+                driver.remove_notice_handler(handler)  # type: ignore[union-attr]
+            if refused:
+                more = f" (and {len(refused) - 1} more)" if len(refused) > 1 else ""
+                raise GrantError(f"nothing granted: {refused[0]}{more}; the role running "
+                                 "`db grant` must own the journal schema")
     finally:
         engine.dispose()
     return statements
+
+
+class GrantError(RuntimeError):
+    """The role running the grants may not give (all of) them: nothing was granted."""
+
+
+def _refusal_collector(refused: list[str]) -> Any:
+    def collect(diag: Any) -> None:
+        if diag.sqlstate in ("01006", "01007"):
+            refused.append(str(diag.message_primary))
+
+    return collect

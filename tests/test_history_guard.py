@@ -180,3 +180,28 @@ def test_offsets_beyond_the_log_end_are_an_error() -> None:
     plan = compute_plan("n", _batch(datetime(2026, 1, 1, tzinfo=timezone.utc)),
                         kafka_state={"t": {0: (0, 20)}})
     assert any("beyond its log end 20" in e for e in plan.errors), plan.errors
+
+
+def test_db_grant_by_a_role_without_the_rights_fails_and_grants_nothing(
+        granted: sec.Secure, capsys: pytest.CaptureFixture[str]) -> None:
+    """Postgres only warns when a GRANT gives nothing: the command must not say 'granted'."""
+    _admin(granted.admin_url, "DROP ROLE IF EXISTS oj_fresh; CREATE ROLE oj_fresh")
+    capsys.readouterr()
+    for url in (granted.writer_url, granted.reader_url):
+        for roles in (["--writer", "oj_fresh"], ["--writer", "oj_fresh", "--reader", "oj_fresh"]):
+            code = cli_main(["--database-url", url, "db", "grant", *roles])
+            out, err = capsys.readouterr()
+            assert code == 1 and out == "", (out, err)
+            (line,) = err.strip().splitlines()
+            assert line.startswith("offset-journal: error: "), line
+            assert "Traceback" not in err and "unexpected" not in line
+            if url == granted.writer_url and len(roles) == 2:  # Postgres only warned
+                assert "nothing granted" in line and "own the journal schema" in line, line
+    assert _admin(granted.admin_url, """
+        select has_schema_privilege('oj_fresh', 'offset_journal', 'USAGE'),
+               has_table_privilege('oj_fresh', 'offset_journal.batches', 'SELECT')""") == [
+        (False, False)]
+    # The owner's grant works and says so.
+    assert cli_main(["--database-url", granted.admin_url, "db", "grant", "--reader",
+                     "oj_fresh"]) == 0
+    assert "granted journal reader privileges" in capsys.readouterr().out

@@ -22,7 +22,9 @@ class ConfigError(ValueError):
 
 
 def resolve_url(url: str | None = None) -> str:
-    """The database URL to use: the argument, else OFFSET_JOURNAL_DATABASE_URL."""
+    """The database URL to use: the argument, else OFFSET_JOURNAL_DATABASE_URL.
+
+    Only PostgreSQL: ``postgresql://``, ``postgres://`` and ``postgresql+psycopg://``."""
     url = url or os.environ.get(ENV_URL)
     if not url:
         raise ConfigError(f"no database URL: pass one or set {ENV_URL}")
@@ -31,9 +33,13 @@ def resolve_url(url: str | None = None) -> str:
     if url.startswith("postgresql://"):
         url = "postgresql+psycopg://" + url[len("postgresql://"):]
     try:
-        sa.engine.make_url(url)
+        parsed = sa.engine.make_url(url)
     except (sa.exc.ArgumentError, ValueError):  # ValueError: a port that is not a number
         raise ConfigError(f"malformed database URL: {redact(url)}") from None
+    if parsed.drivername != "postgresql+psycopg":
+        # The journal is Postgres (its schema, COPY, triggers): anything else would fail
+        # later, or, for sqlite, create a file first.
+        raise ConfigError(f"not a PostgreSQL URL: {redact(url)} (use postgresql://...)")
     if url.partition("://")[2].partition("?")[0].count("@") > 1:
         # The driver would take the password's tail for the host name, and show it in
         # its error messages.

@@ -159,6 +159,9 @@ def commit_group(bootstrap_servers: str, group: str, offsets: Mapping[str, Mappi
     which brokers accept while the group has no active members; a group that is in
     use by running consumers is refused with the broker's error.
     """
+    if not isinstance(group, str) or not group.strip():
+        # librdkafka aborts the process on an empty group id: refuse it first.
+        raise KafkaError("the consumer group id must not be empty")
     ck = _confluent()
     tps = [
         ck.TopicPartition(topic, int(partition), int(offset))

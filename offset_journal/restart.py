@@ -1279,6 +1279,20 @@ def records_from_checkpoint(ckpt: Any, query_name: str,
     return run, records, skipped
 
 
+def _refuse_negative_offsets(path: str, records: Sequence[BatchRecord]) -> None:
+    """A checkpoint's offsets log holds positions in Kafka's logs, never below 0 (-1
+    and -2 mean latest/earliest in startingOffsets only): such a file is not Spark's."""
+    for rec in records:
+        for source in rec.sources:
+            for p in source.partitions:
+                bad = [v for v in (p.start, p.end) if v is not None and v < 0]
+                if bad:
+                    raise RestartError(
+                        f"checkpoint {path}: batch {rec.batch_id} has offset {bad[0]} for "
+                        f"{_tp(p.topic, p.partition)}, below 0: not a Kafka position; "
+                        "nothing imported")
+
+
 def import_checkpoint(database_url: str | None, path: str, query_name: str, *,
                       journal: Journal | None = None) -> ImportResult:
     """Journal a checkpoint's committed batches, for a job that never had the listener.
@@ -1289,13 +1303,19 @@ def import_checkpoint(database_url: str | None, path: str, query_name: str, *,
     """
     from .checkpoint import read_checkpoint
     from .journal import record_all
+    from .values import check_name
 
+    try:
+        check_name(query_name, "the query name")
+    except ValueError as exc:
+        raise RestartError(str(exc)) from None
     ckpt = read_checkpoint(path)
     if not ckpt.batches:
         raise RestartError(f"checkpoint {path} holds no batches to import")
     run, records, skipped = records_from_checkpoint(ckpt, query_name)
     if not records:
         raise RestartError(f"checkpoint {path} holds no committed batch to import")
+    _refuse_negative_offsets(path, records)
     own = journal is None
     j = journal or Journal(database_url)
     try:

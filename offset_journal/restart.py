@@ -48,6 +48,7 @@ from .offsets import (
     partition_offsets,
 )
 from .records import BatchRecord, RunRecord, SourceRecord
+from .values import parse_timeout
 
 log = logging.getLogger(__name__)
 
@@ -1124,6 +1125,10 @@ def plan_restart(
         as_of = as_of.replace(tzinfo=timezone.utc)
     if window is not None and window <= timedelta(0):
         raise RestartError("the window length must be positive")
+    try:
+        kafka_timeout = parse_timeout(kafka_timeout)
+    except ValueError as exc:  # a negative or NaN timeout would wait forever
+        raise RestartError(str(exc)) from None
 
     ckpt_state = checkpoint_state(checkpoint) if checkpoint else None
     if ckpt_state is not None:

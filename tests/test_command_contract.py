@@ -159,3 +159,13 @@ def test_a_newline_in_a_query_name_does_not_break_the_runs_table(cli: Cli,
 def test_runs_of_an_existing_name_still_work(cli: Cli, db: str) -> None:
     code, out, _ = cli("--database-url", db, "runs", "orders")
     assert code == 0 and "orders" in out
+
+
+def test_the_library_refuses_unbounded_kafka_timeouts(db: str) -> None:
+    from offset_journal.restart import plan_restart
+
+    for bad in (-5.0, float("nan"), 0.0):
+        with pytest.raises(RestartError, match="bad timeout"):
+            plan_restart(db, "orders", bootstrap_servers="127.0.0.1:1", kafka_timeout=bad)
+        with pytest.raises(KafkaError, match="bad timeout"):
+            commit_group("127.0.0.1:1", "g", {"t": {0: 5}}, timeout=bad)

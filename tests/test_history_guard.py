@@ -140,9 +140,15 @@ def test_a_forged_batch_in_the_far_future_is_not_handed_out(
         granted: sec.Secure, capsys: pytest.CaptureFixture[str]) -> None:
     run = str(uuid.uuid4())
     name = f"forged_{uuid.uuid4().hex[:6]}"
+    forged = _rec(run, 1, 10**15, when="2999-01-01T00:00:00Z", name=name)
     with Journal(granted.writer_url) as j:
         assert j.record_batch(_rec(run, 0, 5, name=name))
-        assert j.record_batch(_rec(run, 1, 10**15, when="2999-01-01T00:00:00Z", name=name))
+        # The writer role cannot journal it: the database refuses it as data.
+        with pytest.raises(sa.exc.IntegrityError, match="more than a day after"):
+            j.record_batch(forged)
+    # One that got in anyway (journaled before this guard, or by the owner) ...
+    with Journal(granted.admin_url) as j:
+        assert j.record_batch(forged)
     capsys.readouterr()
     code = cli_main(["--database-url", granted.reader_url, "starting-offsets", name])
     out, err = capsys.readouterr()

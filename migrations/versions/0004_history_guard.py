@@ -17,6 +17,11 @@ revision on, for every role that is not a member of the table's owner:
   value once (replaying the same event changes nothing), and the name may change only
   while the run is journaled under its id (``named`` false), ``named`` only to true.
 
+* a batch triggered more than a day after the database's clock is refused
+  (check_violation: the writer keeps the event as rejected): no driver's clock is
+  that wrong, and such a batch would be the 'last' one for ever (``prune`` keeps
+  each query's newest batch). A plan flags one that got in (restart.py).
+
 The owner (``db upgrade``, ``prune``, restores) is not checked: it owns the tables and
 could drop the triggers anyway. Column-level grants (offset_journal.roles) keep the
 writer from setting ``recorded_at`` and identity columns.
@@ -82,6 +87,24 @@ CREATE TRIGGER kafka_partitions_need_a_new_batch
     AFTER INSERT ON offset_journal.kafka_partitions REFERENCING NEW TABLE AS new_rows
     FOR EACH STATEMENT EXECUTE FUNCTION offset_journal.rows_need_a_new_batch();
 
+CREATE FUNCTION offset_journal.batches_not_from_the_future() RETURNS trigger
+LANGUAGE plpgsql SET search_path = pg_catalog, pg_temp AS $$
+BEGIN
+    IF NEW.trigger_at > now() + interval '1 day'
+       AND NOT offset_journal.is_journal_owner(TG_RELID) THEN
+        RAISE check_violation USING
+            MESSAGE = format('batch %s of run %s triggered at %s, more than a day after the '
+                             'database''s clock: not a real batch', NEW.batch_id, NEW.run_id,
+                             NEW.trigger_at),
+            TABLE = 'batches', SCHEMA = 'offset_journal';
+    END IF;
+    RETURN NEW;
+END $$;
+
+CREATE TRIGGER batches_not_from_the_future
+    BEFORE INSERT ON offset_journal.batches
+    FOR EACH ROW EXECUTE FUNCTION offset_journal.batches_not_from_the_future();
+
 CREATE FUNCTION offset_journal.query_runs_only_complete() RETURNS trigger
 LANGUAGE plpgsql SET search_path = pg_catalog, pg_temp AS $$
 BEGIN
@@ -114,9 +137,11 @@ CREATE TRIGGER query_runs_only_complete
 
 DOWNGRADE = """
 DROP TRIGGER query_runs_only_complete ON offset_journal.query_runs;
+DROP TRIGGER batches_not_from_the_future ON offset_journal.batches;
 DROP TRIGGER kafka_partitions_need_a_new_batch ON offset_journal.kafka_partitions;
 DROP TRIGGER batch_sources_need_a_new_batch ON offset_journal.batch_sources;
 DROP FUNCTION offset_journal.query_runs_only_complete();
+DROP FUNCTION offset_journal.batches_not_from_the_future();
 DROP FUNCTION offset_journal.rows_need_a_new_batch();
 DROP FUNCTION offset_journal.is_journal_owner(oid);
 DROP FUNCTION offset_journal.inserted_by_this_transaction(xid);

@@ -15,6 +15,7 @@ import io
 import json
 import logging
 import re
+import shlex
 import sys
 import traceback
 import unicodedata
@@ -326,7 +327,7 @@ def _kafka_source(plan: Any, index: int | None) -> Any:
         if source.kind != KIND_KAFKA:
             raise _NotFound(f"source {index} of query {plan.query_name!r} is a {source.kind} "
                             "source: startingOffsets applies to Kafka sources only; see "
-                            f"`{PROG} plan {plan.query_name} --source {index}`")
+                            f"`{PROG} plan {shlex.quote(plan.query_name)} --source {index}`")
         return source
     kafka = [s for s in plan.sources if s.kind == KIND_KAFKA]
     if len(kafka) == 1:

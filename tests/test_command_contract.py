@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 
 import tests.test_bad_input as bad_input
-from offset_journal import ConfigError, OffsetJournalListener
+from offset_journal import ConfigError, OffsetJournalListener, attach
 from offset_journal.db import resolve_url
 from offset_journal.kafka import KafkaError, commit_group
 from offset_journal.restart import RestartError, import_checkpoint
@@ -91,6 +91,8 @@ def test_only_postgres_urls_are_accepted_and_nothing_is_created(
     assert code == 2 and "not a PostgreSQL URL" in one_error_line(code, err)
     with pytest.raises(ConfigError, match="not a PostgreSQL URL"):
         OffsetJournalListener(url, spool_dir=str(tmp_path / "spool"))
+    with pytest.raises(ConfigError, match="not a PostgreSQL URL"):
+        attach(object(), database_url=url, spool_dir=str(tmp_path / "spool"))
     assert sorted(p.name for p in tmp_path.iterdir()) == []
 
 

@@ -16,12 +16,15 @@ import json
 import logging
 import os
 import re
+import shlex
 import sys
 import traceback
+import unicodedata
 from collections.abc import Callable, Sequence
 from datetime import datetime, timedelta, timezone
-from typing import Any, NoReturn
+from typing import Any, NoReturn, cast
 
+from . import values
 from .db import ConfigError, redact
 
 PROG = "offset-journal"
@@ -45,66 +48,34 @@ class _Parser(argparse.ArgumentParser):
 
 # --------------------------------------------------------------------------- values
 
-_UNITS = {
-    "ms": timedelta(milliseconds=1), "millisecond": timedelta(milliseconds=1),
-    "milliseconds": timedelta(milliseconds=1),
-    "s": timedelta(seconds=1), "sec": timedelta(seconds=1), "secs": timedelta(seconds=1),
-    "second": timedelta(seconds=1), "seconds": timedelta(seconds=1),
-    "m": timedelta(minutes=1), "min": timedelta(minutes=1), "mins": timedelta(minutes=1),
-    "minute": timedelta(minutes=1), "minutes": timedelta(minutes=1),
-    "h": timedelta(hours=1), "hr": timedelta(hours=1), "hrs": timedelta(hours=1),
-    "hour": timedelta(hours=1), "hours": timedelta(hours=1),
-    "d": timedelta(days=1), "day": timedelta(days=1), "days": timedelta(days=1),
-    "w": timedelta(weeks=1), "week": timedelta(weeks=1), "weeks": timedelta(weeks=1),
-}
-_DURATION_PART = re.compile(r"\s*(\d+(?:\.\d+)?)\s*([a-z]+)")
+def _argument(parse: Callable[[str], Any]) -> Callable[[str], Any]:
+    """An argparse type from a library parser: its ValueError becomes the one line."""
+
+    def convert(text: str) -> Any:
+        try:
+            return parse(text)
+        except ValueError as exc:
+            raise argparse.ArgumentTypeError(str(exc)) from None
+
+    convert.__name__ = parse.__name__
+    return convert
 
 
 def parse_duration(text: str) -> timedelta:
-    """``10m``, ``10 minutes``, ``1h30m``, ``90s``, ``2 days`` (as Spark's window())."""
-    value = text.strip().lower()
-    total = timedelta(0)
-    pos = 0
-    while pos < len(value):
-        match = _DURATION_PART.match(value, pos)
-        if match is None or match.group(2) not in _UNITS:
-            raise argparse.ArgumentTypeError(
-                f"bad duration {text!r}: use e.g. 10m, 1h30m, '10 minutes'"
-            )
-        total += float(match.group(1)) * _UNITS[match.group(2)]
-        pos = match.end()
-        while pos < len(value) and value[pos] in " ,":
-            pos += 1
-    if not value or total <= timedelta(0):
-        raise argparse.ArgumentTypeError(f"bad duration {text!r}: must be positive")
-    return total
+    """``10m``, ``1h30m``, ``'10 minutes'`` (offset_journal.values.parse_duration)."""
+    return cast(timedelta, _argument(values.parse_duration)(text))
 
 
 def parse_time(text: str, now: datetime | None = None) -> datetime:
-    """ISO 8601 (naive = UTC), ``now``, or relative: ``-2h`` / ``2h ago``."""
-    value = text.strip()
-    now = now or datetime.now(timezone.utc)
-    lowered = value.lower()
-    if lowered == "now":
-        return now
-    relative = None
-    if lowered.startswith("-"):
-        relative = lowered[1:]
-    elif lowered.endswith(" ago"):
-        relative = lowered[: -len(" ago")]
-    if relative is not None:
-        try:
-            return now - parse_duration(relative)
-        except argparse.ArgumentTypeError:
-            pass
-    iso = value[:-1] + "+00:00" if value.endswith(("Z", "z")) else value
-    try:
-        parsed = datetime.fromisoformat(iso)
-    except ValueError:
-        raise argparse.ArgumentTypeError(
-            f"bad time {text!r}: use ISO 8601 like 2024-05-01T12:00:00Z, or -2h / '2h ago'"
-        ) from None
-    return parsed if parsed.tzinfo else parsed.replace(tzinfo=timezone.utc)
+    """ISO 8601 (naive = UTC), ``now``, ``-2h`` (offset_journal.values.parse_time)."""
+    return cast(datetime, _argument(lambda t: values.parse_time(t, now))(text))
+
+
+_timeout = _argument(values.parse_timeout)
+
+
+def _name(what: str) -> Callable[[str], str]:
+    return _argument(lambda text: values.check_name(text, what))
 
 
 def parse_batch(text: str) -> tuple[str, int]:
@@ -166,8 +137,18 @@ def _iso(value: datetime | None) -> str:
         "+00:00", "Z")
 
 
+def _cell(value: Any) -> str:
+    """A table cell on one line: line breaks and other control characters escaped
+    (``\\n``), so a query name cannot break the table or forge a row."""
+    text = "" if value is None else str(value)
+    if text.isprintable():
+        return text
+    return "".join(ch.encode("unicode_escape").decode("ascii")
+                   if unicodedata.category(ch) in ("Cc", "Zl", "Zp") else ch for ch in text)
+
+
 def _table(headers: Sequence[str], rows: Sequence[Sequence[Any]]) -> str:
-    cells = [[str(h) for h in headers]] + [["" if c is None else str(c) for c in r] for r in rows]
+    cells = [[str(h) for h in headers]] + [[_cell(c) for c in r] for r in rows]
     widths = [max(len(r[i]) for r in cells) for i in range(len(headers))]
     lines = ["  ".join(c.ljust(w) for c, w in zip(r, widths, strict=True)).rstrip()
              for r in cells]
@@ -336,22 +317,42 @@ def _plan(args: argparse.Namespace, source: int | None) -> Any:
     )
 
 
+def _kafka_source(plan: Any, index: int | None) -> Any:
+    """The source ``starting-offsets`` prints: the one asked for, else the only Kafka
+    source of the query (the Kafka side of a union). startingOffsets is a Kafka option:
+    any other source is one line and exit 1, never a value on stdout."""
+    from .restart import KIND_KAFKA
+
+    if index is not None:
+        source = plan.source(index)
+        if source.kind != KIND_KAFKA:
+            raise _NotFound(f"source {index} of query {plan.query_name!r} is a {source.kind} "
+                            "source: startingOffsets applies to Kafka sources only; see "
+                            f"`{PROG} plan {shlex.quote(plan.query_name)} --source {index}`")
+        return source
+    kafka = [s for s in plan.sources if s.kind == KIND_KAFKA]
+    if len(kafka) == 1:
+        return kafka[0]
+    have = ", ".join(f"{s.index} ({s.kind})" for s in plan.sources) or "none"
+    if not kafka:
+        raise _NotFound(f"query {plan.query_name!r} has no Kafka source (sources: {have}): "
+                        f"startingOffsets applies to Kafka sources only; see `{PROG} plan`")
+    raise UsageError(f"query {plan.query_name!r} reads {len(kafka)} Kafka sources (sources: "
+                     f"{have}): choose one with --source N")
+
+
 def cmd_starting_offsets(args: argparse.Namespace) -> int:
     plan = _plan(args, args.source)
-    source = plan.source(args.source)
-    for warning in plan.warnings:
+    source = _kafka_source(plan, args.source)
+    for warning in plan.plan_warnings + [f"source {source.index}: {w}" for w in source.warnings]:
         _err("warning", warning)
     if plan.event_time_cutoff is not None:
         _err("note", f"event_time_cutoff {_iso(plan.event_time_cutoff)}: drop windows ending "
                      "at or before it in the new job")
-    if source.kind != "kafka":
-        options = ", ".join(f"{k}={v}" for k, v in source.options.items()) or "none"
-        _err("warning", f"source {source.index} is a {source.kind} source: startingOffsets "
-                        f"does not apply (options: {options}); printing its journaled offset; "
-                        f"see `{PROG} plan`")
-    for error in plan.errors:
+    errors = plan.plan_errors + [f"source {source.index}: {e}" for e in source.errors]
+    for error in errors:
         _err("error", error)
-    if plan.errors and not args.force:
+    if errors and not args.force:
         return EXIT_RUNTIME
     _out(source.starting_offsets())
     return EXIT_OK
@@ -531,7 +532,7 @@ def build_parser() -> argparse.ArgumentParser:
     kafka_opts.add_argument("--kafka-config", metavar="KEY=VALUE", type=_key_value,
                             action="append",
                             help="extra librdkafka setting (security, SASL), repeatable")
-    kafka_opts.add_argument("--kafka-timeout", type=float, default=10.0, metavar="SECONDS",
+    kafka_opts.add_argument("--kafka-timeout", type=_timeout, default=10.0, metavar="SECONDS",
                             help="Kafka request timeout (default 10)")
 
     plan_opts = _Parser(add_help=False)
@@ -579,7 +580,7 @@ def build_parser() -> argparse.ArgumentParser:
     grant.set_defaults(func=cmd_db_grant)
 
     runs = subs.add_parser("runs", help="runs of a query (or of all queries)", parents=[common])
-    runs.add_argument("query", nargs="?", help="query name")
+    runs.add_argument("query", nargs="?", type=_name("the query name"), help="query name")
     runs.set_defaults(func=cmd_runs)
 
     history = subs.add_parser("history", help="journaled batches of a query, oldest first",
@@ -612,8 +613,8 @@ def build_parser() -> argparse.ArgumentParser:
                     "stderr. Exits 1 without printing when the plan has errors (data "
                     "loss), unless --force.",
     )
-    starting.add_argument("--source", type=_non_negative, default=0, metavar="N",
-                          help="source index (default 0)")
+    starting.add_argument("--source", type=_non_negative, default=None, metavar="N",
+                          help="source index (default: the query's Kafka source)")
     starting.add_argument("--force", action="store_true",
                           help="print the offsets even when the plan has errors")
     starting.set_defaults(func=cmd_starting_offsets)
@@ -642,7 +643,8 @@ def build_parser() -> argparse.ArgumentParser:
     imp = ckpt_subs.add_parser("import", parents=[common],
                                help="journal a checkpoint's committed batches (idempotent)")
     imp.add_argument("dir")
-    imp.add_argument("--query-name", required=True, help="journal them under this name")
+    imp.add_argument("--query-name", required=True, type=_name("--query-name"),
+                     help="journal them under this name")
     imp.set_defaults(func=cmd_checkpoint_import)
     compare = ckpt_subs.add_parser("compare", parents=[common],
                                    help="checkpoint's last committed batch vs the journal's "
@@ -656,7 +658,8 @@ def build_parser() -> argparse.ArgumentParser:
                             help="commit the journal's last offsets to a consumer group "
                                  "(for lag monitoring)")
     group.add_argument("query")
-    group.add_argument("--group", required=True, help="consumer group id")
+    group.add_argument("--group", required=True, type=_name("the consumer group id"),
+                       help="consumer group id")
     group.add_argument("--bootstrap-servers", required=True, metavar="HOSTS")
     group.add_argument("--source", type=_non_negative, default=None, metavar="N",
                        help="the Kafka source to take offsets from (default: all)")
@@ -697,9 +700,10 @@ def _runtime_errors() -> tuple[type[BaseException], ...]:
     from .kafka import KafkaError
     from .offsets import OffsetFormatError
     from .restart import RestartError
+    from .roles import GrantError
 
     errors: list[type[BaseException]] = [
-        JournalError, RestartError, KafkaError, OffsetFormatError, _NotFound,
+        JournalError, RestartError, GrantError, KafkaError, OffsetFormatError, _NotFound,
         sa.exc.SQLAlchemyError, OSError,
     ]
     try:

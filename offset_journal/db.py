@@ -22,7 +22,9 @@ class ConfigError(ValueError):
 
 
 def resolve_url(url: str | None = None) -> str:
-    """The database URL to use: the argument, else OFFSET_JOURNAL_DATABASE_URL."""
+    """The database URL to use: the argument, else OFFSET_JOURNAL_DATABASE_URL.
+
+    Only PostgreSQL: ``postgresql://``, ``postgres://`` and ``postgresql+psycopg://``."""
     url = url or os.environ.get(ENV_URL)
     if not url:
         raise ConfigError(f"no database URL: pass one or set {ENV_URL}")
@@ -31,9 +33,13 @@ def resolve_url(url: str | None = None) -> str:
     if url.startswith("postgresql://"):
         url = "postgresql+psycopg://" + url[len("postgresql://"):]
     try:
-        sa.engine.make_url(url)
+        parsed = sa.engine.make_url(url)
     except (sa.exc.ArgumentError, ValueError):  # ValueError: a port that is not a number
         raise ConfigError(f"malformed database URL: {redact(url)}") from None
+    if parsed.drivername != "postgresql+psycopg":
+        # The journal is Postgres (its schema, COPY, triggers): anything else would fail
+        # later, or, for sqlite, create a file first.
+        raise ConfigError(f"not a PostgreSQL URL: {redact(url)} (use postgresql://...)")
     if url.partition("://")[2].partition("?")[0].count("@") > 1:
         # The driver would take the password's tail for the host name, and show it in
         # its error messages.
@@ -43,17 +49,27 @@ def resolve_url(url: str | None = None) -> str:
 
 
 # The password runs to the last '@' of the URL (an unencoded '@' in it must not leave
-# its tail showing); keyword forms may come first, be quoted, or be sslpassword.
-_PASSWORD_IN_URL = re.compile(r"(://[^:/@\s]*:)(\S*)(@)")
+# its tail showing), and may hold spaces and any other character but a line break. In
+# order of preference it ends at: the last '@' of the line that a host and a path, a
+# query or a port follow (over-redacting a second URL on the line rather than leaving
+# part of a password); the last '@' of its run of non-blanks; an '@' followed by a
+# host at the end of the text or a blank (for a password with blanks and no '/').
+# Keyword forms may come first, be quoted, or be sslpassword.
+_PASSWORD_IN_URL = re.compile(
+    r"(://[^:/@\s]*:)"
+    r"(?:[^\n]*(?=@[^\s/?#@]*(?::\d+(?:[/?\s]|$)|[/?]))"
+    r"|\S*(?=@)"
+    r"|[^\n/]*(?=@[^\s/?#@:]+(?::\d+)?(?:\s|$)))"
+)
 _PASSWORD_IN_QUERY = re.compile(
-    r"(?i)((?:^|[?&;\s])(?:pg)?(?:ssl)?(?:password|passwd|pwd)\s*=\s*)"
-    r"('(?:[^'\\]|\\.)*'?|[^&;\s]*)"
+    r"(?i)((?:^|[^\w-])(?:pg)?(?:ssl)?(?:password|passwd|pwd)\s*=\s*)"
+    r"('(?:[^'\\]|\\.)*'?|\"(?:[^\"\\]|\\.)*\"?|[^&;\s)\]},]*)"
 )
 
 
 def redact(text: object) -> str:
     """Replace passwords in any text holding database URLs (or connection strings) by ***."""
-    out = _PASSWORD_IN_URL.sub(r"\1***\3", str(text))
+    out = _PASSWORD_IN_URL.sub(r"\1***", str(text))
     return _PASSWORD_IN_QUERY.sub(r"\1***", out)
 
 

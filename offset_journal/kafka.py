@@ -21,6 +21,7 @@ from collections.abc import Iterable, Mapping
 from typing import Any
 
 from .offsets import KafkaOffsets
+from .values import parse_timeout
 
 log = logging.getLogger(__name__)
 
@@ -159,6 +160,13 @@ def commit_group(bootstrap_servers: str, group: str, offsets: Mapping[str, Mappi
     which brokers accept while the group has no active members; a group that is in
     use by running consumers is refused with the broker's error.
     """
+    if not isinstance(group, str) or not group.strip():
+        # librdkafka aborts the process on an empty group id: refuse it first.
+        raise KafkaError("the consumer group id must not be empty")
+    try:
+        timeout = parse_timeout(timeout)
+    except ValueError as exc:
+        raise KafkaError(str(exc)) from None
     ck = _confluent()
     tps = [
         ck.TopicPartition(topic, int(partition), int(offset))

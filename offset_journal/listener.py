@@ -21,7 +21,7 @@ import time
 from datetime import datetime, timezone
 from typing import Any
 
-from .db import resolve_url
+from .db import redact, resolve_url
 from .records import PROGRESS, STARTED, TERMINATED
 from .spool import Spool, default_spool_dir
 from .writer import Writer, WriterConfig
@@ -205,7 +205,10 @@ class OffsetJournalListener(_Base):
                 "type": TERMINATED, "query_id": str(event.id), "run_id": run_id,
                 "name": self._names.pop(run_id, None),
                 "timestamp": datetime.now(timezone.utc).isoformat(),
-                "exception": event.exception, "error_class": error_class,
+                # Exception texts quote connection strings (a JDBC sink's URL, say):
+                # redacted before the event is spooled or journaled.
+                "exception": None if event.exception is None else redact(event.exception),
+                "error_class": error_class,
             })
             if self._writer is not None:
                 # durable (journal or spool) before the bus moves on; no waiting on a

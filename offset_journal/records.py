@@ -14,6 +14,7 @@ from dataclasses import dataclass, field
 from datetime import datetime, timezone
 from typing import Any
 
+from .db import redact
 from .offsets import (
     KAFKA_SHAPE_ERROR,
     KafkaOffsets,
@@ -309,7 +310,8 @@ def run_from_event(event: dict[str, Any]) -> RunRecord:
         terminated_at=parse_timestamp(event.get("timestamp"))
         if event["type"] == TERMINATED
         else None,
-        exception=event.get("exception"),
+        # The listener redacts it; an event spooled by an older release may not be.
+        exception=None if event.get("exception") is None else redact(event["exception"]),
         error_class=event.get("error_class"),
         host=event.get("host"),
         pid=_int(event.get("pid")),

@@ -48,6 +48,7 @@ from .offsets import (
     partition_offsets,
 )
 from .records import BatchRecord, RunRecord, SourceRecord
+from .values import parse_timeout
 
 log = logging.getLogger(__name__)
 
@@ -446,8 +447,8 @@ def check_against_cluster(offsets: KafkaOffsets, state: TopicState, *, strategy:
     query's start) and, for subscriptions, partitions that exist but are not in the
     journal are added at -2 (earliest: they appeared after the journaled batch, and all
     they hold is new). A start below a partition's log start means those records were
-    deleted before being read: DATA LOSS, an error. A start above the log end is
-    suspicious (recreated topic, other cluster): a warning.
+    deleted before being read: DATA LOSS, an error. A start above the log end (recreated
+    topic, other cluster, forged batch) is an error too.
     Returns (offsets, notes, warnings, errors).
     """
     notes: list[str] = []
@@ -503,6 +504,7 @@ def check_against_cluster(offsets: KafkaOffsets, state: TopicState, *, strategy:
                 "not checked here; Spark refuses to start if one exists and is not named"
             )
     loss: list[str] = []
+    beyond: list[str] = []
     for topic in sorted(out):
         for part, offset in sorted(out[topic].items()):
             if offset < 0 or part not in state.get(topic, {}):
@@ -514,10 +516,17 @@ def check_against_cluster(offsets: KafkaOffsets, state: TopicState, *, strategy:
                     f"records {offset}..{low - 1} were deleted before being read"
                 )
             elif offset > high:
-                warnings.append(
-                    f"{_tp(topic, part)} starts at {offset}, beyond its log end {high}: "
-                    "the topic was recreated, or the journal is from another cluster?"
-                )
+                beyond.append(f"{_tp(topic, part)} starts at {offset}, beyond its log end "
+                              f"{high}")
+    if beyond:
+        # Spark would wait for offsets that may never come, or fail; a writer role's
+        # forged batch looks like this too. Never handed out without being asked.
+        errors.append(
+            "; ".join(beyond) + ": the journal holds offsets the cluster never had (topic "
+            "recreated, journal from another cluster, or a forged batch?); check, then "
+            "start from another batch (--batch, --as-of) or from these (starting-offsets "
+            "--force)"
+        )
     if loss:
         errors.append(
             "DATA LOSS: " + "; ".join(loss)
@@ -678,6 +687,7 @@ def compute_plan(
     source: int | None = None,
     as_of: datetime | None = None,
     subscribe: Sequence[str] | None = None,
+    database_now: datetime | None = None,
 ) -> RestartPlan:
     """Make a restart plan from journal data alone (pure: no I/O).
 
@@ -690,7 +700,8 @@ def compute_plan(
     topic_state() of the cluster (None: not checked). ``subscribe`` is the NEW job's
     topic subscription when known (an upgrade may add or drop a topic); it overrides
     the one read from the old source's description, and journaled topics outside it
-    are left out.
+    are left out. ``database_now`` is the journal database's clock: a trigger time ahead
+    of it is flagged (:func:`future_trigger_problems`).
     """
     if mode not in MODES:
         raise RestartError(f"unknown mode {mode!r}: use one of {', '.join(MODES)}")
@@ -869,6 +880,10 @@ def compute_plan(
         notes.append(f"New checkpoint location {checkpoint.path} holds no offsets: Spark "
                      "will honour startingOffsets there.")
 
+    future_warnings, future_errors = future_trigger_problems(anchor, database_now)
+    warnings += future_warnings
+    errors += future_errors
+
     cutoff_time = anchor.trigger_at
     relevant = [s for s in runs if cutoff_time is None or s.start is None
                 or s.start <= cutoff_time]
@@ -888,6 +903,48 @@ def compute_plan(
         checkpoint=checkpoint.path if checkpoint else None,
         output_path=sink.path if sink else None, kafka_checked=kafka_state is not None,
     )
+
+
+FUTURE_TOLERANCE = timedelta(minutes=1)
+"""A driver's clock this far ahead of the database's is worth a warning."""
+FUTURE_LIMIT = timedelta(days=1)
+"""No driver's clock is this far ahead: a batch triggered later is forged or corrupt."""
+
+
+def future_trigger_problems(anchor: Batch, database_now: datetime | None,
+                            ) -> tuple[list[str], list[str]]:
+    """(warnings, errors) for a batch triggered after the database's clock: trigger
+    times come from the drivers' clocks, so a little ahead is clock skew (a warning:
+    the order of batches may be wrong), far ahead is a batch that cannot be real."""
+    when = anchor.trigger_at
+    if database_now is None or when is None or when <= database_now + FUTURE_TOLERANCE:
+        return [], []
+    ahead = when - database_now
+    label = BatchRef.of(anchor).label()
+    if ahead > FUTURE_LIMIT:
+        return [], [
+            f"{label} was triggered at {_iso(when)}, {ahead.days} days in the future of the "
+            f"database's clock ({_iso(database_now)}): no driver's clock is that wrong, so "
+            "the batch is forged or corrupt and its offsets are not handed out; start "
+            "from a point in time before it (--as-of now) or a batch (--batch)"
+        ]
+    return [
+        f"{label} was triggered at {_iso(when)}, {ahead} ahead of the database's clock "
+        f"({_iso(database_now)}): a driver's clock is fast, so 'last' by trigger time may "
+        "not be the last batch; check `history` before using this plan"
+    ], []
+
+
+def _database_now(journal: Journal) -> datetime | None:
+    """The journal database's clock (None when it cannot be read)."""
+    import sqlalchemy as sa
+
+    try:
+        with journal.engine.connect() as conn:
+            now = conn.execute(sa.select(sa.func.now())).scalar_one()
+    except sa.exc.SQLAlchemyError:
+        return None
+    return now if isinstance(now, datetime) else None
 
 
 def _kafka_plan(src: SourceOffsets, index: int, anchor: Batch, from_batches: list[Batch] | None,
@@ -911,15 +968,15 @@ def _kafka_plan(src: SourceOffsets, index: int, anchor: Batch, from_batches: lis
                 if p.start is not None and p.end is not None and p.end < p.start]
         if back:
             # Starting at these end offsets would move the query backwards: not
-            # without being asked (--force, or a batch/as_of to start from).
+            # without being asked (starting-offsets --force, or a batch/as_of).
             plan.errors.append(
                 f"offsets went backwards in {BatchRef.of(anchor).label()}: "
                 + ", ".join(f"{_tp(p.topic, p.partition)} from {p.start} to {p.end}"
                             for p in back[:8])
                 + (f" and {len(back) - 8} more" if len(back) > 8 else "")
                 + ": its end offsets would read again what the query had read (topic "
-                "recreated, offsets reset?); check the topic, then start from them anyway "
-                "(--force) or from another batch (--batch, --as-of)"
+                "recreated, offsets reset?); check the topic, then start from another batch "
+                "(--batch, --as-of), or from these anyway (starting-offsets --force)"
             )
     else:
         offsets, notes, warnings = start_offsets_from(from_batches, prev, index)
@@ -1068,6 +1125,10 @@ def plan_restart(
         as_of = as_of.replace(tzinfo=timezone.utc)
     if window is not None and window <= timedelta(0):
         raise RestartError("the window length must be positive")
+    try:
+        kafka_timeout = parse_timeout(kafka_timeout)
+    except ValueError as exc:  # a negative or NaN timeout would wait forever
+        raise RestartError(str(exc)) from None
 
     ckpt_state = checkpoint_state(checkpoint) if checkpoint else None
     if ckpt_state is not None:
@@ -1110,6 +1171,7 @@ def plan_restart(
             before = _batch_before(j, query_name, chain[0])
         # Runs that started after the anchor do not matter to it (compute_plan).
         spans = _run_spans(j.run_bounds(query_name, started_until=anchor.trigger_at))
+        database_now = _database_now(j)
     finally:
         if own:
             j.close()
@@ -1123,7 +1185,7 @@ def plan_restart(
     plan = compute_plan(
         query_name, anchor, position=position, chain=chain, before=before, kafka_state=state,
         runs=spans, checkpoint=ckpt_state, sink=sink, mode=mode, window=window,
-        source=source, as_of=as_of, subscribe=subscribe,
+        source=source, as_of=as_of, subscribe=subscribe, database_now=database_now,
     )
     for w in plan.warnings:
         log.info("restart plan for %s: %s", query_name, w)
@@ -1222,6 +1284,20 @@ def records_from_checkpoint(ckpt: Any, query_name: str,
     return run, records, skipped
 
 
+def _refuse_negative_offsets(path: str, records: Sequence[BatchRecord]) -> None:
+    """A checkpoint's offsets log holds positions in Kafka's logs, never below 0 (-1
+    and -2 mean latest/earliest in startingOffsets only): such a file is not Spark's."""
+    for rec in records:
+        for source in rec.sources:
+            for p in source.partitions:
+                bad = [v for v in (p.start, p.end) if v is not None and v < 0]
+                if bad:
+                    raise RestartError(
+                        f"checkpoint {path}: batch {rec.batch_id} has offset {bad[0]} for "
+                        f"{_tp(p.topic, p.partition)}, below 0: not a Kafka position; "
+                        "nothing imported")
+
+
 def import_checkpoint(database_url: str | None, path: str, query_name: str, *,
                       journal: Journal | None = None) -> ImportResult:
     """Journal a checkpoint's committed batches, for a job that never had the listener.
@@ -1232,13 +1308,19 @@ def import_checkpoint(database_url: str | None, path: str, query_name: str, *,
     """
     from .checkpoint import read_checkpoint
     from .journal import record_all
+    from .values import check_name
 
+    try:
+        check_name(query_name, "the query name")
+    except ValueError as exc:
+        raise RestartError(str(exc)) from None
     ckpt = read_checkpoint(path)
     if not ckpt.batches:
         raise RestartError(f"checkpoint {path} holds no batches to import")
     run, records, skipped = records_from_checkpoint(ckpt, query_name)
     if not records:
         raise RestartError(f"checkpoint {path} holds no committed batch to import")
+    _refuse_negative_offsets(path, records)
     own = journal is None
     j = journal or Journal(database_url)
     try:

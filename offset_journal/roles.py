@@ -1,8 +1,9 @@
 """Least-privilege database roles for the journal: a writer and a reader.
 
 * The **writer** is what the listener connects as: it may read and add journal rows,
-  and complete a run row when the query terminates (UPDATE on ``query_runs``), but
-  it cannot delete, change batches, truncate, drop or create anything.
+  and complete a run row when the query terminates (UPDATE of some ``query_runs``
+  columns, each filled once), but it cannot delete, change batches, truncate, drop or
+  create anything, nor set the columns the database fills in (``recorded_at``, ids).
 * The **reader** is for people and tools reading the history (``offset-journal
   history``/``plan``, SQL dashboards): SELECT only.
 
@@ -17,6 +18,8 @@ quoting (:func:`quote_ident`), never plain string formatting.
 """
 
 from __future__ import annotations
+
+from typing import Any
 
 from sqlalchemy.dialects import postgresql
 
@@ -39,16 +42,50 @@ def _quote_tables(names: tuple[str, ...]) -> str:
     return ", ".join(f"{quote_ident(SCHEMA)}.{quote_ident(n)}" for n in names)
 
 
+# What the database sets, never the writer: the time a row was journaled (by the
+# database's clock) and the identity keys.
+_SET_BY_DATABASE = frozenset({"recorded_at", "id"})
+
+RUN_UPDATE_COLUMNS: tuple[str, ...] = (
+    "started_at", "terminated_at", "exception", "error_class", "host", "pid",
+    "query_name", "named",
+)
+"""The query_runs columns the writer's upsert (journal.Journal.record_run) sets: a run
+first seen through a batch gets its start, and every run its end; a trigger (migration
+0004) lets each be filled once only."""
+
+
+def _quote_columns(names: tuple[str, ...]) -> str:
+    return ", ".join(quote_ident(c) for c in names)
+
+
+def _quote_insert_columns(table: str) -> str:
+    """The columns of ``table`` the writer may insert: all but those the database sets."""
+    return _quote_columns(tuple(c.name for c in metadata.tables[f"{SCHEMA}.{table}"].columns
+                                if c.name not in _SET_BY_DATABASE))
+
+
 def writer_statements(role: str) -> list[str]:
     """GRANTs for the role the listener writes as."""
-    return [
+    guarded = ("query_runs", "batches")
+    free = tuple(t for t in JOURNAL_TABLES if t not in guarded)
+    out = [
         f"GRANT USAGE ON SCHEMA {quote_ident(SCHEMA)} TO {quote_ident(role)}",
-        f"GRANT SELECT, INSERT ON TABLE {_quote_tables(JOURNAL_TABLES)} TO {quote_ident(role)}",
-        # A run's row is completed when its termination event arrives.
-        f"GRANT UPDATE ON TABLE {_quote_tables(('query_runs',))} TO {quote_ident(role)}",
-        # Identity columns (batches.id, rejected_events.id).
-        f"GRANT USAGE ON ALL SEQUENCES IN SCHEMA {quote_ident(SCHEMA)} TO {quote_ident(role)}",
+        # A writer granted by an older release held INSERT and UPDATE on whole tables:
+        # take them back, the column grants below replace them.
+        f"REVOKE INSERT, UPDATE ON TABLE {_quote_tables(guarded)} FROM {quote_ident(role)}",
+        f"GRANT SELECT ON TABLE {_quote_tables(JOURNAL_TABLES)} TO {quote_ident(role)}",
+        f"GRANT INSERT ON TABLE {_quote_tables(free)} TO {quote_ident(role)}",
     ]
+    out += [f"GRANT INSERT ({_quote_insert_columns(t)}) ON TABLE {_quote_tables((t,))} "
+            f"TO {quote_ident(role)}" for t in guarded]
+    # A run's row is completed when its termination event arrives.
+    out.append(f"GRANT UPDATE ({_quote_columns(RUN_UPDATE_COLUMNS)}) ON TABLE "
+               f"{_quote_tables(('query_runs',))} TO {quote_ident(role)}")
+    # Identity columns (batches.id, rejected_events.id).
+    out.append(
+        f"GRANT USAGE ON ALL SEQUENCES IN SCHEMA {quote_ident(SCHEMA)} TO {quote_ident(role)}")
+    return out
 
 
 def reader_statements(role: str) -> list[str]:
@@ -91,8 +128,34 @@ def grant(database_url: str | None, writer: str | None = None, reader: str | Non
         with engine.begin() as conn:
             database = conn.execute(sa.select(sa.func.current_database())).scalar_one()
             statements = grant_statements(writer, reader, database=database)
-            for statement in statements:
-                conn.exec_driver_sql(statement)
+            # Postgres only warns when the role running a GRANT may not give the
+            # privilege (SQLSTATE 01007; 01006 for a REVOKE): listen for it, and roll
+            # everything back rather than report a grant that did not happen.
+            refused: list[str] = []
+            driver = conn.connection.driver_connection
+            handler = _refusal_collector(refused)
+            driver.add_notice_handler(handler)  # type: ignore[union-attr]
+            try:
+                for statement in statements:
+                    conn.exec_driver_sql(statement)
+            finally:
+                driver.remove_notice_handler(handler)  # type: ignore[union-attr]
+            if refused:
+                more = f" (and {len(refused) - 1} more)" if len(refused) > 1 else ""
+                raise GrantError(f"nothing granted: {refused[0]}{more}; the role running "
+                                 "`db grant` must own the journal schema")
     finally:
         engine.dispose()
     return statements
+
+
+class GrantError(RuntimeError):
+    """The role running the grants may not give (all of) them: nothing was granted."""
+
+
+def _refusal_collector(refused: list[str]) -> Any:
+    def collect(diag: Any) -> None:
+        if diag.sqlstate in ("01006", "01007"):
+            refused.append(str(diag.message_primary))
+
+    return collect

@@ -209,8 +209,10 @@ def test_offset_below_log_start_is_data_loss() -> None:
 
 
 def test_offset_beyond_log_end_is_suspicious() -> None:
+    # Issue 11: beyond the log end is an error now (was a warning), so that
+    # starting-offsets does not hand it out with exit 0.
     _, _, warnings, errors = check_against_cluster({"orders": {0: 50}}, {"orders": {0: (0, 20)}})
-    assert errors == [] and any("beyond its log end 20" in w for w in warnings)
+    assert warnings == [] and any("beyond its log end 20" in e for e in errors)
 
 
 def test_new_subscription_adds_and_drops_topics() -> None:
@@ -863,7 +865,7 @@ def test_plan_sees_offsets_beyond_the_log(journal_url: str, kafka_cluster: Kafka
             {topic: {"0": 2, "1": 2, "2": 2, "3": 900}})]),
     ])
     plan = plan_restart(journal_url, "orders", bootstrap_servers=kafka_cluster.bootstrap_servers)
-    assert any(f"{topic}-3 starts at 900, beyond its log end 2" in w for w in plan.warnings)
+    assert any(f"{topic}-3 starts at 900, beyond its log end 2" in e for e in plan.errors)
 
 
 def test_missing_database_url_is_a_config_error(monkeypatch: pytest.MonkeyPatch) -> None:

@@ -1,0 +1,213 @@
+"""The writer role journals new history and cannot rewrite old history (issue 11, item
+11): source and partition rows only for batches of its own transaction, a run's row
+only completed, never rewritten; and a plan does not hand out forged offsets silently.
+
+Run as the writer role of a real Postgres (tests/test_security.py's server and grants).
+"""
+
+# ruff: noqa: S608  (hostile SQL as a role would send it; values are uuids and ints)
+from __future__ import annotations
+
+import json
+import uuid
+from datetime import datetime, timedelta, timezone
+from pathlib import Path
+from typing import Any
+
+import pytest
+import sqlalchemy as sa
+
+import tests.test_security as sec
+from offset_journal import Journal
+from offset_journal.cli import main as cli_main
+from offset_journal.db import resolve_url
+from offset_journal.records import RunRecord, batch_from_progress
+from offset_journal.restart import compute_plan, plan_restart
+from tests.payloads import kafka_source, progress
+
+secure = sec.secure
+granted = sec.granted
+
+
+def _rec(run: str, batch_id: int, end: int, when: str = "2024-01-01T00:00:00Z",
+         name: str = "guarded") -> Any:
+    return batch_from_progress(progress(
+        batch_id, run_id=run, query_id="qid", name=name, timestamp=when,
+        sources=[kafka_source("t", {"t": {"0": end - 1}}, {"t": {"0": end}})]))
+
+
+def _admin(url: str, statement: str) -> list[tuple[Any, ...]]:
+    engine = sa.create_engine(resolve_url(url), poolclass=sa.pool.NullPool)
+    try:
+        with engine.begin() as conn:
+            result = conn.exec_driver_sql(statement)
+            return [tuple(r) for r in result] if result.returns_rows else []
+    finally:
+        engine.dispose()
+
+
+def _old_batch(granted: sec.Secure) -> tuple[str, int]:
+    run = str(uuid.uuid4())
+    with Journal(granted.writer_url) as j:
+        j.record_run(RunRecord(query_id="qid", run_id=run, query_name="guarded", named=True,
+                               started_at=datetime(2024, 1, 1, tzinfo=timezone.utc),
+                               host="h", pid=1))
+        assert j.record_batch(_rec(run, 0, 5))
+    (pk,) = _admin(granted.admin_url, "select id from offset_journal.batches where run_id = '"
+                   + run + "'")[0]
+    return run, int(pk)
+
+
+def test_the_writer_journals_batches_with_their_sources_and_partitions(
+        granted: sec.Secure) -> None:
+    run, pk = _old_batch(granted)
+    # Also with the batch inside a savepoint, as a writer retrying one event at a time does.
+    engine = sa.create_engine(resolve_url(granted.writer_url), poolclass=sa.pool.NullPool)
+    with Journal(engine=engine) as j, engine.begin() as conn:
+        with conn.begin_nested():
+            assert j.record_batch(_rec(run, 1, 6), conn)
+        with conn.begin_nested():
+            assert j.record_batch(_rec(run, 2, 7), conn)
+    with Journal(granted.admin_url) as j:
+        assert [b.source(0).end_offset for b in j.history("guarded", run_id=run)] == [
+            {"t": {"0": 5}}, {"t": {"0": 6}}, {"t": {"0": 7}}]
+
+
+def test_the_writer_cannot_add_offsets_to_a_journaled_batch(granted: sec.Secure) -> None:
+    run, pk = _old_batch(granted)
+    for statement in (
+        "INSERT INTO offset_journal.kafka_partitions VALUES "
+        f"({pk}, 0, 't', 1, 0, 999999999)",
+        "INSERT INTO offset_journal.batch_sources (batch_pk, source_index, kind) VALUES "
+        f"({pk}, 1, 'kafka')",
+    ):
+        assert "journaled history is not rewritten" in sec._denied(granted.writer_url, statement)
+    # Nor by inserting a batch of its own first in the same transaction.
+    engine = sa.create_engine(resolve_url(granted.writer_url), poolclass=sa.pool.NullPool)
+    with Journal(engine=engine) as j, pytest.raises(sa.exc.ProgrammingError), \
+            engine.begin() as conn:
+        assert j.record_batch(_rec(run, 7, 8), conn)
+        conn.exec_driver_sql("INSERT INTO offset_journal.kafka_partitions VALUES "
+                             f"({pk}, 0, 't', 2, 0, 999999999)")
+    assert _admin(granted.admin_url, "select count(*) from offset_journal.kafka_partitions "
+                  f"where batch_pk = {pk}") == [(1,)]
+    # The owner is not bound by it (restores, repairs).
+    _admin(granted.admin_url, "INSERT INTO offset_journal.kafka_partitions VALUES "
+           f"({pk}, 0, 't', 3, 0, 1)")
+
+
+def test_the_writer_completes_a_run_but_cannot_rewrite_it(granted: sec.Secure) -> None:
+    run, _ = _old_batch(granted)
+    done = datetime(2024, 1, 1, 1, tzinfo=timezone.utc)
+    end = RunRecord(query_id="qid", run_id=run, query_name="guarded", named=True,
+                    terminated_at=done, exception="boom")
+    with Journal(granted.writer_url) as j:
+        j.record_run(end)
+        j.record_run(end)  # a replay changes nothing and is fine
+        (r,) = [x for x in j.runs("guarded") if x.run_id == run]
+    assert r.terminated_at == done and r.exception == "boom"
+    for statement in (
+        f"UPDATE offset_journal.query_runs SET terminated_at = now() WHERE run_id = '{run}'",
+        f"UPDATE offset_journal.query_runs SET exception = NULL WHERE run_id = '{run}'",
+        f"UPDATE offset_journal.query_runs SET query_name = 'other' WHERE run_id = '{run}'",
+        f"UPDATE offset_journal.query_runs SET query_id = 'x' WHERE run_id = '{run}'",
+        f"UPDATE offset_journal.query_runs SET recorded_at = now() WHERE run_id = '{run}'",
+        "INSERT INTO offset_journal.batches (run_id, query_id, query_name, batch_id, "
+        f"recorded_at) VALUES ('{run}', 'qid', 'guarded', 99, '2999-01-01')",
+        f"INSERT INTO offset_journal.batches (id, run_id, query_id, query_name, batch_id) "
+        f"VALUES (999999, '{run}', 'qid', 'guarded', 98)",
+    ):
+        sec._denied(granted.writer_url, statement)
+
+
+def test_checkpoint_import_works_as_the_writer(granted: sec.Secure, tmp_path: Path) -> None:
+    root = tmp_path / "ck"
+    (root / "offsets").mkdir(parents=True)
+    (root / "commits").mkdir()
+    (root / "metadata").write_text(f'{{"id":"{uuid.uuid4()}"}}')
+    for b in range(3):
+        (root / "offsets" / str(b)).write_text(
+            'v1\n{"batchWatermarkMs":0,"batchTimestampMs":1}\n{"t":{"0":' + str(5 * b + 5) + "}}")
+        (root / "commits" / str(b)).write_text('v1\n{"nextBatchWatermarkMs":0}')
+    assert cli_main(["--database-url", granted.writer_url, "checkpoint", "import", str(root),
+                     "--query-name", "imported_by_writer"]) == 0
+    with Journal(granted.admin_url) as j:
+        assert [b.source(0).end_offset for b in j.history("imported_by_writer")] == [
+            {"t": {"0": 5}}, {"t": {"0": 10}}, {"t": {"0": 15}}]
+
+
+def test_a_forged_batch_in_the_far_future_is_not_handed_out(
+        granted: sec.Secure, capsys: pytest.CaptureFixture[str]) -> None:
+    run = str(uuid.uuid4())
+    name = f"forged_{uuid.uuid4().hex[:6]}"
+    forged = _rec(run, 1, 10**15, when="2999-01-01T00:00:00Z", name=name)
+    with Journal(granted.writer_url) as j:
+        assert j.record_batch(_rec(run, 0, 5, name=name))
+        # The writer role cannot journal it: the database refuses it as data.
+        with pytest.raises(sa.exc.IntegrityError, match="more than a day after"):
+            j.record_batch(forged)
+    # One that got in anyway (journaled before this guard, or by the owner) ...
+    with Journal(granted.admin_url) as j:
+        assert j.record_batch(forged)
+    capsys.readouterr()
+    code = cli_main(["--database-url", granted.reader_url, "starting-offsets", name])
+    out, err = capsys.readouterr()
+    assert code == 1 and out == "", out
+    assert "2999-01-01" in err and "future of the database's clock" in err, err
+    plan = plan_restart(granted.reader_url, name)
+    assert not plan.ok
+    # A point in time before it plans from the batch before.
+    code = cli_main(["--database-url", granted.reader_url, "starting-offsets", name,
+                     "--as-of", "now"])
+    out, err = capsys.readouterr()
+    assert code == 0 and json.loads(out) == {"t": {"0": 5}}, err
+
+
+def _batch(when: datetime) -> Any:
+    from offset_journal.journal import Batch, SourceOffsets
+    from offset_journal.offsets import PartitionOffset
+
+    src = SourceOffsets(0, "KafkaV2[Subscribe[t]]", "kafka", {"t": {"0": 1}},
+                        {"t": {"0": 50}}, 49, (PartitionOffset("t", 0, 1, 50),))
+    return Batch("n", "q", "r", 3, when, 10, 49, None, None, None, (src,))
+
+
+def test_trigger_times_ahead_of_the_database_clock() -> None:
+    now = datetime(2026, 11, 23, 12, tzinfo=timezone.utc)
+    fine = compute_plan("n", _batch(now - timedelta(seconds=5)), database_now=now)
+    assert not any("future" in w for w in fine.warnings) and fine.ok
+    skewed = compute_plan("n", _batch(now + timedelta(minutes=30)), database_now=now)
+    assert skewed.ok and any("ahead of the database's clock" in w for w in skewed.warnings)
+    forged = compute_plan("n", _batch(now + timedelta(days=3)), database_now=now)
+    assert any("future of the database's clock" in e for e in forged.errors)
+
+
+def test_offsets_beyond_the_log_end_are_an_error() -> None:
+    plan = compute_plan("n", _batch(datetime(2026, 1, 1, tzinfo=timezone.utc)),
+                        kafka_state={"t": {0: (0, 20)}})
+    assert any("beyond its log end 20" in e for e in plan.errors), plan.errors
+
+
+def test_db_grant_by_a_role_without_the_rights_fails_and_grants_nothing(
+        granted: sec.Secure, capsys: pytest.CaptureFixture[str]) -> None:
+    """Postgres only warns when a GRANT gives nothing: the command must not say 'granted'."""
+    _admin(granted.admin_url, "DROP ROLE IF EXISTS oj_fresh; CREATE ROLE oj_fresh")
+    capsys.readouterr()
+    for url in (granted.writer_url, granted.reader_url):
+        for roles in (["--writer", "oj_fresh"], ["--writer", "oj_fresh", "--reader", "oj_fresh"]):
+            code = cli_main(["--database-url", url, "db", "grant", *roles])
+            out, err = capsys.readouterr()
+            assert code == 1 and out == "", (out, err)
+            (line,) = err.strip().splitlines()
+            assert line.startswith("offset-journal: error: "), line
+            assert "Traceback" not in err and "unexpected" not in line
+            if url == granted.writer_url and len(roles) == 2:  # Postgres only warned
+                assert "nothing granted" in line and "own the journal schema" in line, line
+    assert _admin(granted.admin_url, """
+        select has_schema_privilege('oj_fresh', 'offset_journal', 'USAGE'),
+               has_table_privilege('oj_fresh', 'offset_journal.batches', 'SELECT')""") == [
+        (False, False)]
+    # The owner's grant works and says so.
+    assert cli_main(["--database-url", granted.admin_url, "db", "grant", "--reader",
+                     "oj_fresh"]) == 0
+    assert "granted journal reader privileges" in capsys.readouterr().out

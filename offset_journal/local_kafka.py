@@ -7,7 +7,9 @@ through the admin API (a broker in the cluster metadata), not by a port opening,
 the port opens before the controller has elected itself and topics can be created.
 
 Settings are for speed, not durability: no group rebalance delay, retention checked every
-second, topics never auto-created (a test asks for the partitions it wants).
+second (records are kept unless a topic sets ``retention.ms``: Kafka applies retention by
+record timestamp, and tests produce records with event times years back), topics never
+auto-created (a test asks for the partitions it wants).
 """
 
 from __future__ import annotations
@@ -195,6 +197,9 @@ def _write_config(broker: LocalKafka) -> None:
         "delete.topic.enable": "true",
         "group.initial.rebalance.delay.ms": "0",
         "log.retention.check.interval.ms": "1000",
+        # Kept until a topic sets retention.ms: tests produce records with event times
+        # years back, which the default 7 days would delete within a second.
+        "log.retention.ms": "-1",
         "offsets.topic.replication.factor": "1",
         "offsets.topic.num.partitions": "4",
         "transaction.state.log.replication.factor": "1",

@@ -325,18 +325,35 @@ class Journal:
     def _batches_where(self, conn: sa.Connection, where: Any, *, order_desc: bool = True,
                        limit: int | None = None) -> list[Batch]:
         head = self._batch_rows(conn, where, order_desc=order_desc, limit=limit)
+        return self._with_sources(conn, head)
+
+    @staticmethod
+    def _with_sources(conn: sa.Connection, head: Sequence[sa.RowMapping],
+                      selected: Any = None) -> list[Batch]:
+        """``head`` (batches rows) as Batch objects with their sources and partitions.
+
+        ``selected``: a SELECT of the head rows' ids, for heads of any size (no bind
+        parameter per batch); without it the ids go as one array parameter.
+        """
         if not head:
             return []
-        pks = [r["id"] for r in head]
+        if selected is None:
+            ids = [r["id"] for r in head]
+
+            def of_head(col: Any) -> Any:
+                return col == sa.any_(sa.bindparam("pks", ids, type_=sa.ARRAY(sa.BigInteger)))
+        else:
+            def of_head(col: Any) -> Any:
+                return col.in_(selected)
         src_rows = conn.execute(
-            sa.select(batch_sources).where(batch_sources.c.batch_pk.in_(pks))
+            sa.select(batch_sources).where(of_head(batch_sources.c.batch_pk))
             .order_by(batch_sources.c.batch_pk, batch_sources.c.source_index)
         ).mappings().all()
         k = kafka_partitions.c
         part_rows = conn.execute(
             sa.select(k.batch_pk, k.source_index, k.topic, k.partition, k.start_offset,
                       k.end_offset)
-            .where(k.batch_pk.in_(pks))
+            .where(of_head(k.batch_pk))
             .order_by(k.batch_pk, k.source_index, k.topic, k.partition)
         ).all()
         parts: dict[tuple[int, int], list[PartitionOffset]] = {}
@@ -385,11 +402,56 @@ class Journal:
 
     def last_batch(self, query_name: str) -> Batch | None:
         """The last journaled (so completed and committed) batch of a query name, across
-        all its runs and checkpoints."""
-        found = self._read(
-            lambda c: self._batches_where(c, batches.c.query_name == query_name, limit=1)
-        )
+        all its runs and checkpoints, in the journal's own order.
+
+        Trigger times come from the drivers' clocks, which can be off: the run is the
+        one whose batch the database journaled last (batches.id, its sequence), and the
+        batch is that run's highest batch id. Two index lookups, whatever the history's
+        length. :func:`offset_journal.restart.plan_restart` checks this choice against
+        the offsets and the other orders (:meth:`last_batch_candidates`).
+        """
+        found = self._read(lambda c: self._with_sources(c, self._last_rows(c, query_name)))
         return found[0] if found else None
+
+    @staticmethod
+    def _last_rows(conn: sa.Connection, query_name: str) -> list[sa.RowMapping]:
+        # A batch without a trigger time (its progress was malformed) is never "last",
+        # as in journal order (_batch_rows), unless the query has no other.
+        b = batches.c
+        for timed in (b.trigger_at.is_not(None), sa.true()):
+            last_run = (sa.select(b.run_id).where(b.query_name == query_name, timed)
+                        .order_by(b.id.desc()).limit(1).scalar_subquery())
+            stmt = (sa.select(batches)
+                    .where(b.run_id == last_run, b.query_name == query_name, timed)
+                    .order_by(b.batch_id.desc()).limit(1))
+            rows = list(conn.execute(stmt).mappings().all())
+            if rows:
+                return rows
+        return []
+
+    def last_batch_candidates(self, query_name: str) -> list[Batch]:
+        """The batches each order of the journal calls a query's last, distinct: the
+        journal's own (:meth:`last_batch`) first, then the last by trigger time (the
+        drivers' clocks), then the highest batch id of the run whose row the database
+        recorded last. When they differ, the offsets decide (restart.check_last_batch).
+        """
+        r, b = query_runs.c, batches.c
+
+        def read(conn: sa.Connection) -> list[Batch]:
+            heads = self._last_rows(conn, query_name)
+            heads += self._batch_rows(conn, b.query_name == query_name, limit=1)
+            latest_run = (sa.select(r.run_id).where(r.query_name == query_name)
+                          .order_by(r.recorded_at.desc(), r.run_id.desc()).limit(1)
+                          .scalar_subquery())
+            heads += conn.execute(
+                sa.select(batches).where(b.run_id == latest_run, b.query_name == query_name,
+                                         b.trigger_at.is_not(None))
+                .order_by(b.batch_id.desc()).limit(1)).mappings().all()
+            unique = list({h["id"]: h for h in heads}.values())
+            return self._with_sources(conn, unique)
+
+        found: list[Batch] = self._read(read)
+        return found
 
     def last_offsets(self, query_name: str) -> list[SourceOffsets]:
         """Per source, the offsets of the last durable batch: its end offsets are where a
@@ -550,9 +612,12 @@ class Journal:
                      conn.execute(sa.select(b.query_name).distinct()).scalars().all())
             out = []
             for name in names:  # only the batch rows: its offsets are not needed here
+                # The newest by trigger time and the last in the journal's own order
+                # (the planner's; see last_batch): one row when the clocks are right.
                 last = self._batch_rows(conn, b.query_name == name, limit=1)
-                if last:
-                    out.append((name, last[0]["id"], last[0]["trigger_at"]))
+                last += self._last_rows(conn, name)
+                for row in {r["id"]: r for r in last}.values():
+                    out.append((name, row["id"], row["trigger_at"]))
             return out
 
         kept = self._read(newest)

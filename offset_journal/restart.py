@@ -657,6 +657,55 @@ def refuse_used_checkpoint(state: CheckpointState, query_id: str | None = None) 
     )
 
 
+def _kafka_ends(batch: Batch) -> dict[tuple[int, str, int], int]:
+    return {(s.source_index, p.topic, p.partition): p.end for s in batch.sources
+            if source_kind(s) == KIND_KAFKA for p in s.partitions if p.end is not None}
+
+
+def check_last_batch(query_name: str, anchor: Batch, others: Sequence[Batch]) -> list[str]:
+    """Check the batch the journal's own order calls last against the batches other
+    orders call last (pure); returns warnings, raises RestartError when they disagree.
+
+    The journal's order (the database's sequence, then batch ids within the run)
+    cannot be skewed by a driver's clock, but a batch replayed late from a spool can
+    come after batches of a later run. The offsets settle it: the last batch must have
+    read every Kafka partition it shares with another candidate at least as far. If
+    another candidate read further, which batch is last is not clear from the journal,
+    and a person must choose (``--batch RUN:BATCH``).
+    """
+    warnings: list[str] = []
+    mine = _kafka_ends(anchor)
+    for other in others:
+        if other.pk == anchor.pk:
+            continue
+        theirs = _kafka_ends(other)
+        ahead = sorted(k for k in mine.keys() & theirs.keys() if theirs[k] > mine[k])
+        ref, other_ref = BatchRef.of(anchor).label(), BatchRef.of(other).label()
+        if ahead:
+            sample = ", ".join(f"{_tp(t, p)} {theirs[(i, t, p)]} > {mine[(i, t, p)]}"
+                               for i, t, p in ahead[:3])
+            more = f" and {len(ahead) - 3} more" if len(ahead) > 3 else ""
+            raise RestartError(
+                f"the journal's orders disagree on the last batch of query {query_name!r}: "
+                f"{ref} was journaled last, but {other_ref} read further ({sample}{more}); "
+                "a batch replayed late from a spool, a driver's clock off, or two jobs "
+                "under one name? Choose where to start explicitly: --batch RUN:BATCH "
+                "(starts AT that batch) or --as-of TIME"
+            )
+        later = (other.trigger_at is not None and anchor.trigger_at is not None
+                 and other.trigger_at > anchor.trigger_at)
+        if later:
+            shared = "; the offsets agree" if mine.keys() & theirs.keys() else (
+                "; no Kafka partition in common to check it by")
+            warnings.append(
+                f"{other_ref} has a later trigger time than {ref}, which the journal "
+                f"recorded after it: the clock of run {other.run_id}'s driver was ahead, "
+                f"or of run {anchor.run_id}'s behind. The journal's own order decides"
+                f"{shared}"
+            )
+    return warnings
+
+
 def _order_key(batch: Batch) -> tuple[datetime, int, int]:
     return (batch.trigger_at or datetime.min.replace(tzinfo=timezone.utc), batch.batch_id,
             batch.pk)
@@ -1086,6 +1135,7 @@ def plan_restart(
             raise RestartError(f"no journaled batches for query {query_name!r}")
         position = POSITION_AFTER
         before: Batch | None = None
+        order_warnings: list[str] = []
         if batch is not None:
             anchor = j.batch(query_name, batch[0], batch[1])
             if anchor is None:
@@ -1104,6 +1154,8 @@ def plan_restart(
             anchor = found
         else:
             anchor = last
+            order_warnings = check_last_batch(query_name, anchor,
+                                              j.last_batch_candidates(query_name))
         chain: list[Batch] = []
         if mode == MODE_STATE_AWARE:
             chain = _chain(j, query_name, anchor, j.runs(query_name))
@@ -1125,6 +1177,7 @@ def plan_restart(
         runs=spans, checkpoint=ckpt_state, sink=sink, mode=mode, window=window,
         source=source, as_of=as_of, subscribe=subscribe,
     )
+    plan.plan_warnings += order_warnings
     for w in plan.warnings:
         log.info("restart plan for %s: %s", query_name, w)
     return plan
@@ -1389,6 +1442,7 @@ __all__ = [
     "SinkState",
     "SourcePlan",
     "check_against_cluster",
+    "check_last_batch",
     "checkpoint_run_id",
     "compare_offsets",
     "comparison_verdict",

@@ -58,6 +58,8 @@ batches = sa.Table(
     sa.UniqueConstraint("run_id", "batch_id", name="batches_run_batch_key"),
     sa.Index("batches_query_latest_idx", "query_name", sa.text("trigger_at DESC"),
              sa.text("batch_id DESC")),
+    # The journal's own order (migration 0004_planner): clocks cannot skew it.
+    sa.Index("batches_query_order_idx", "query_name", "id"),
 )
 
 batch_sources = sa.Table(

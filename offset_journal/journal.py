@@ -7,6 +7,7 @@ leaves one row, so a spooled event can be replayed any number of times.
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import logging
 from collections.abc import Iterable, Sequence
@@ -85,6 +86,24 @@ class SourceOffsets:
     end_offset: Any
     num_input_rows: int | None
     partitions: tuple[PartitionOffset, ...] = ()
+    problem: str | None = None  # flagged when journaled (malformed, gap, backwards)
+
+
+@dataclass(frozen=True)
+class FlaggedProblem:
+    """A problem the journal flagged on one source of one batch when it wrote it."""
+
+    run_id: str
+    batch_id: int
+    query_id: str
+    trigger_at: datetime | None
+    source_index: int
+    problem: str
+    pk: int
+
+
+FLAGGED_PROBLEMS = 20
+"""How many of a query's most recently journaled problems a restart plan reports."""
 
 
 @dataclass(frozen=True)
@@ -124,8 +143,34 @@ _NEW_BATCH_CTE = (
 )
 _SOURCE_ROWS = sa.func.jsonb_to_recordset(sa.bindparam("sources", type_=JSONB)).table_valued(
     *(sa.column(c.name, c.type) for c in _SOURCE_COLUMNS)).render_derived("s", with_types=True)
+# The batch before it in the same run, for the continuity check (record_batch): one
+# lookup in batches_run_batch_key, and per source the count, sum and sum of squares of
+# its partitions' end offsets (primary key range of kafka_partitions), returned with the
+# new batch's id by the same statement. The new batch's start offsets must match them;
+# only when they do not are the rows compared one by one.
+_PREV = (
+    sa.select(batches.c.id.label("pk"), batches.c.batch_id)
+    .where(batches.c.run_id == sa.bindparam("run_id"),
+           batches.c.batch_id < sa.bindparam("batch_id"))
+    .order_by(batches.c.batch_id.desc()).limit(1).cte("prev")
+)
+_PREV_ENDS = (
+    sa.select(kafka_partitions.c.source_index, sa.func.count().label("n"),
+              sa.func.sum(kafka_partitions.c.end_offset).label("s"),
+              sa.func.sum(sa.cast(kafka_partitions.c.end_offset, sa.Numeric)
+                          * kafka_partitions.c.end_offset).label("q"))
+    .where(kafka_partitions.c.batch_pk == sa.select(_PREV.c.pk).scalar_subquery(),
+           kafka_partitions.c.end_offset.is_not(None))
+    .group_by(kafka_partitions.c.source_index).subquery("prev_ends")
+)
 _NEW_BATCH = (
-    sa.select(_NEW_BATCH_CTE.c.id)
+    sa.select(_NEW_BATCH_CTE.c.id,
+              sa.select(_PREV.c.pk).scalar_subquery().label("prev_pk"),
+              sa.select(_PREV.c.batch_id).scalar_subquery().label("prev_batch_id"),
+              sa.select(sa.func.jsonb_object_agg(
+                  _PREV_ENDS.c.source_index,
+                  sa.func.jsonb_build_array(_PREV_ENDS.c.n, _PREV_ENDS.c.s, _PREV_ENDS.c.q)))
+              .scalar_subquery().label("prev_ends"))
     .add_cte(pg_insert(query_runs)
              .values(run_id=sa.bindparam("run_run_id"), query_id=sa.bindparam("run_query_id"),
                      query_name=sa.bindparam("run_query_name"), named=sa.bindparam("run_named"))
@@ -255,9 +300,11 @@ class Journal:
             "num_output_rows": rec.num_output_rows, "raw_progress": rec.raw_progress,
             "sources": [_source_row(s) for s in rec.sources],
         }
-        pk = conn.execute(_NEW_BATCH, values).scalar_one_or_none()
-        if pk is None:
+        row = conn.execute(_NEW_BATCH, values).first()
+        if row is None:
+            _check_duplicate(self, conn, rec)
             return False
+        pk, prev_pk, prev_batch_id, prev_ends = row
         rows = [
             (pk, s.index, p.topic, p.partition, p.start, p.end)
             for s in rec.sources
@@ -265,6 +312,8 @@ class Journal:
         ]
         if rows:
             self._copy_partitions(conn, rows)
+        if prev_ends:
+            _check_continuity(conn, rec, pk, prev_pk, prev_batch_id, prev_ends)
         return True
 
     @staticmethod
@@ -375,6 +424,7 @@ class Journal:
                     source_index=sr["source_index"], description=sr["description"],
                     kind=sr["kind"], start_offset=start, end_offset=end,
                     num_input_rows=sr["num_input_rows"], partitions=rows,
+                    problem=sr["problem"],
                 )
             )
         return [
@@ -452,6 +502,22 @@ class Journal:
 
         found: list[Batch] = self._read(read)
         return found
+
+    def flagged_problems(self, query_name: str, *, limit: int = FLAGGED_PROBLEMS,
+                         ) -> list[FlaggedProblem]:
+        """The problems flagged on a query's batches when they were journaled, most
+        recently journaled first (``limit`` of them, one more when there are more: the
+        caller can say so). Read through the partial index batch_sources_problem_idx,
+        so the cost follows the number of flagged sources, not the history's length."""
+        b, s = batches.c, batch_sources.c
+        stmt = (
+            sa.select(b.run_id, b.batch_id, b.query_id, b.trigger_at, s.source_index,
+                      s.problem, b.id)
+            .select_from(batch_sources.join(batches, b.id == s.batch_pk))
+            .where(s.problem.is_not(None), b.query_name == query_name)
+            .order_by(b.id.desc(), s.source_index).limit(limit + 1)
+        )
+        return [FlaggedProblem(*row) for row in self._read(lambda c: c.execute(stmt).all())]
 
     def last_offsets(self, query_name: str) -> list[SourceOffsets]:
         """Per source, the offsets of the last durable batch: its end offsets are where a
@@ -667,6 +733,114 @@ class Journal:
         return [tuple(r) for r in self._read(lambda c: c.execute(stmt).all())]
 
 
+def _start_fingerprint(source: SourceRecord) -> list[int] | None:
+    """Count, sum and sum of squares of a Kafka source's start offsets (as _PREV_ENDS
+    sums the previous batch's end offsets); None when Spark reported no start."""
+    starts = [p.start for p in source.partitions if p.start is not None]
+    if not starts:
+        return None
+    return [len(starts), sum(starts), sum(x * x for x in starts)]
+
+
+def _continuity_problem(source: SourceRecord, prev_batch_id: int,
+                        prev: dict[tuple[str, int], int]) -> str | None:
+    """What is wrong between the previous batch's end offsets and this source's start
+    offsets, partition by partition (partitions in only one of them are not compared:
+    they appeared or went away)."""
+    gaps: list[tuple[PartitionOffset, int]] = []
+    back: list[tuple[PartitionOffset, int]] = []
+    for p in source.partitions:
+        end = prev.get((p.topic, p.partition))
+        if p.start is None or end is None or p.start == end:
+            continue
+        (gaps if p.start > end else back).append((p, end))
+    out = []
+    if gaps:
+        out.append(f"gap after batch {prev_batch_id}: " + ", ".join(
+            f"{p.topic}-{p.partition} ended at {end} there and starts at {p.start} here, "
+            f"records {end}..{p.start - 1} never read" for p, end in gaps[:5])
+            + (f" and {len(gaps) - 5} more" if len(gaps) > 5 else ""))
+    if back:
+        out.append(f"offsets went backwards from batch {prev_batch_id}: " + ", ".join(
+            f"{p.topic}-{p.partition} ended at {end} there and starts at {p.start} here, "
+            f"records {p.start}..{end - 1} read twice" for p, end in back[:5])
+            + (f" and {len(back) - 5} more" if len(back) > 5 else ""))
+    return "; ".join(out) or None
+
+
+def _check_continuity(conn: sa.Connection, rec: BatchRecord, pk: int, prev_pk: int,
+                      prev_batch_id: int, prev_ends: dict[str, list[int]]) -> None:
+    """Flag (batch_sources.problem, a WARNING) a Kafka source whose start offsets do not
+    continue from the previous batch of the run. The cheap comparison of sums comes
+    with the insert; the partition rows are read only when the sums differ."""
+    k, s = kafka_partitions.c, batch_sources.c
+    for source in rec.sources:
+        mine = _start_fingerprint(source) if source.kind == "kafka" else None
+        theirs = prev_ends.get(str(source.index))
+        if mine is None or theirs is None or [int(x) for x in theirs] == mine:
+            continue
+        prev = {(t, p): e for t, p, e in conn.execute(
+            sa.select(k.topic, k.partition, k.end_offset)
+            .where(k.batch_pk == prev_pk, k.source_index == source.index,
+                   k.end_offset.is_not(None)))}
+        problem = _continuity_problem(source, prev_batch_id, prev)
+        if problem is None:
+            continue
+        log.warning("offset-journal: batch %s of run %s (query %s), source %s: %s",
+                    rec.batch_id, rec.run_id, rec.query_name, source.index, problem)
+        conn.execute(
+            batch_sources.update()
+            .where(s.batch_pk == pk, s.source_index == source.index)
+            .values(problem=sa.func.concat_ws("; ", s.problem, problem)))
+
+
+def _offsets_of_record(rec: BatchRecord) -> dict[int, Any]:
+    return {s.index: (sorted((p.topic, p.partition, p.start, p.end) for p in s.partitions)
+                      if s.partitions else _stored_offsets(s)) for s in rec.sources}
+
+
+def _check_duplicate(journal: Journal, conn: sa.Connection, rec: BatchRecord) -> None:
+    """A (run id, batch id) already journaled: nothing to do when it is the same batch
+    again (a spool replay), else the first copy stays and this one goes to
+    rejected_events, with a WARNING: Spark never reports one batch twice differently."""
+    b = batches.c
+    head = conn.execute(sa.select(batches).where(b.run_id == rec.run_id,
+                                                 b.batch_id == rec.batch_id)).mappings().all()
+    found = journal._with_sources(conn, head)
+    if not found:
+        return
+    have: dict[int, Any] = {}
+    for src in found[0].sources:
+        if src.partitions:
+            have[src.source_index] = sorted((p.topic, p.partition, p.start, p.end)
+                                            for p in src.partitions)
+        else:
+            have[src.source_index] = (src.start_offset, src.end_offset)
+    mine = _offsets_of_record(rec)
+    if have == mine:
+        return
+    diffs = []
+    for index in sorted(set(have) | set(mine)):
+        old, new = have.get(index), mine.get(index)
+        if old == new:
+            continue
+        if isinstance(old, list) and isinstance(new, list):
+            olds = {(t, p): (a, z) for t, p, a, z in old}
+            news = {(t, p): (a, z) for t, p, a, z in new}
+            changed = [f"{t}-{p} {olds.get((t, p))} then {news.get((t, p))}"
+                       for t, p in sorted(set(olds) | set(news))
+                       if olds.get((t, p)) != news.get((t, p))]
+            diffs.append(f"source {index}: " + ", ".join(changed[:3])
+                         + (f" and {len(changed) - 3} more" if len(changed) > 3 else ""))
+        else:
+            diffs.append(f"source {index}: {dumps(old)[:200]} then {dumps(new)[:200]}")
+    reason = (f"batch {rec.batch_id} of run {rec.run_id} (query {rec.query_name}) arrived "
+              f"again with different offsets ({'; '.join(diffs)} as (start, end)); the "
+              "first copy is kept in the journal, this one is here")
+    log.warning("offset-journal: %s", reason)
+    journal.record_rejected(reason, rec.raw_progress or dumps(dataclasses.asdict(rec)), conn)
+
+
 def _prune_where(before: datetime, query_name: str | None, keep: Sequence[int]) -> Any:
     b = batches.c
     where = [b.trigger_at < before]
@@ -694,4 +868,4 @@ def dumps(value: Any) -> str:
 
 
 __all__: Sequence[str] = ["Journal", "JournalError", "Run", "RunBounds", "Batch",
-                          "SourceOffsets", "PruneResult"]
+                          "SourceOffsets", "PruneResult", "FlaggedProblem"]

@@ -37,7 +37,15 @@ from dataclasses import dataclass, field
 from datetime import datetime, timedelta, timezone
 from typing import Any
 
-from .journal import Batch, Journal, Run, RunBounds, SourceOffsets
+from .journal import (
+    FLAGGED_PROBLEMS,
+    Batch,
+    FlaggedProblem,
+    Journal,
+    Run,
+    RunBounds,
+    SourceOffsets,
+)
 from .kafka import TopicState, topic_state
 from .offsets import (
     EARLIEST,
@@ -657,6 +665,21 @@ def refuse_used_checkpoint(state: CheckpointState, query_id: str | None = None) 
     )
 
 
+def _flagged(problems: Sequence[FlaggedProblem], batches: Sequence[Batch],
+             ) -> dict[tuple[int, int], tuple[str, str]]:
+    """(batch pk, source index) -> (the batch's label, the problem flagged on it), from
+    the journal's list and from the plan's own batches' sources."""
+    out: dict[tuple[int, int], tuple[str, str]] = {}
+    for p in problems:
+        ref = BatchRef(p.run_id, p.batch_id, p.query_id, p.trigger_at)
+        out[(p.pk, p.source_index)] = (ref.label(), p.problem)
+    for batch in batches:
+        for src in batch.sources:
+            if src.problem:
+                out[(batch.pk, src.source_index)] = (BatchRef.of(batch).label(), src.problem)
+    return out
+
+
 def _kafka_ends(batch: Batch) -> dict[tuple[int, str, int], int]:
     return {(s.source_index, p.topic, p.partition): p.end for s in batch.sources
             if source_kind(s) == KIND_KAFKA for p in s.partitions if p.end is not None}
@@ -727,6 +750,7 @@ def compute_plan(
     source: int | None = None,
     as_of: datetime | None = None,
     subscribe: Sequence[str] | None = None,
+    problems: Sequence[FlaggedProblem] = (),
 ) -> RestartPlan:
     """Make a restart plan from journal data alone (pure: no I/O).
 
@@ -739,7 +763,9 @@ def compute_plan(
     topic_state() of the cluster (None: not checked). ``subscribe`` is the NEW job's
     topic subscription when known (an upgrade may add or drop a topic); it overrides
     the one read from the old source's description, and journaled topics outside it
-    are left out.
+    are left out. ``problems``: what the journal flagged on the query's batches when it
+    wrote them (Journal.flagged_problems); with those on the batches the plan starts
+    from (and on their sources) they are errors, other ones warnings.
     """
     if mode not in MODES:
         raise RestartError(f"unknown mode {mode!r}: use one of {', '.join(MODES)}")
@@ -761,6 +787,7 @@ def compute_plan(
     cutoff: datetime | None = None
     when = f" triggered at or before {_iso(as_of)}" if as_of is not None else ""
 
+    flagged = _flagged(problems, [anchor, *chain])
     if mode == MODE_STATE_AWARE:
         chain = [b for b in chain if _order_key(b) <= _order_key(anchor)] or [anchor]
         if _order_key(chain[-1]) != _order_key(anchor):
@@ -851,8 +878,11 @@ def compute_plan(
         notes.append(
             f"Starts AFTER {anchor_ref.label()} ({latest}): at its END offsets. Kafka "
             "start offsets are inclusive and a batch's end offsets exclusive, so the new "
-            "query reads exactly what came after that batch: nothing skipped, nothing "
-            "read twice."
+            "query reads exactly what came after that batch"
+            + (": nothing skipped, nothing read twice." if not flagged else
+               ". But the journal flagged offsets that did not continue from one batch to "
+               "the next (see the errors and warnings): records were skipped or read "
+               "twice before this point, and starting here does not undo that.")
         )
     if as_of is not None and anchor.trigger_at is not None and anchor.batch_duration_ms:
         finished = anchor.trigger_at + timedelta(milliseconds=anchor.batch_duration_ms)
@@ -861,6 +891,16 @@ def compute_plan(
                 f"That batch was still running at {_iso(as_of)} (it finished at "
                 f"{_iso(finished)}); it counts as before that time."
             )
+
+    affected = {anchor.pk, *(b.pk for b in from_batches or ())}
+    for (pk, index), (label, problem) in sorted(flagged.items(), key=lambda x: x[0]):
+        if source is not None and index != source:
+            continue
+        if pk in affected:
+            errors.append(f"the journal flagged {label}, which this plan starts from: "
+                          f"source {index}: {problem}")
+        else:
+            warnings.append(f"the journal flagged {label}: source {index}: {problem}")
 
     indexes = [s.source_index for s in anchor.sources]
     if source is not None:
@@ -1162,6 +1202,12 @@ def plan_restart(
             before = _batch_before(j, query_name, chain[0])
         # Runs that started after the anchor do not matter to it (compute_plan).
         spans = _run_spans(j.run_bounds(query_name, started_until=anchor.trigger_at))
+        problems = j.flagged_problems(query_name)
+        if len(problems) > FLAGGED_PROBLEMS:
+            problems = problems[:FLAGGED_PROBLEMS]
+            order_warnings.append(
+                f"the journal flagged problems on more batches than the {FLAGGED_PROBLEMS} "
+                "most recent reported here: see offset_journal.batch_sources.problem")
     finally:
         if own:
             j.close()
@@ -1175,7 +1221,7 @@ def plan_restart(
     plan = compute_plan(
         query_name, anchor, position=position, chain=chain, before=before, kafka_state=state,
         runs=spans, checkpoint=ckpt_state, sink=sink, mode=mode, window=window,
-        source=source, as_of=as_of, subscribe=subscribe,
+        source=source, as_of=as_of, subscribe=subscribe, problems=problems,
     )
     plan.plan_warnings += order_warnings
     for w in plan.warnings:

@@ -75,6 +75,9 @@ batch_sources = sa.Table(
     sa.Column("latest_offset", JSONB),
     sa.Column("num_input_rows", sa.BigInteger),
     sa.Column("problem", sa.Text),
+    # Flagged sources only (migration 0004_planner): what a restart plan reports.
+    sa.Index("batch_sources_problem_idx", "batch_pk",
+             postgresql_where=sa.text("problem IS NOT NULL")),
 )
 
 kafka_partitions = sa.Table(

@@ -4,7 +4,6 @@ histories and re-imports (issue 11, items 7-10): against the real journal in Pos
 from __future__ import annotations
 
 import logging
-from datetime import timedelta
 from pathlib import Path
 from typing import Any
 
@@ -176,3 +175,89 @@ def test_logging_is_quiet_for_a_plain_history(journal_url: str,
     plan = plan_restart(journal_url, "orders", as_of=None)
     assert plan.ok and not [w for w in plan.warnings if "clock" in w]
     assert plan.anchor.batch_id == 1
+
+
+# --------------------------------------------------------------------------- item 8
+
+
+def problems_of(url: str) -> dict[tuple[str, int], str]:
+    return {(run, batch): problem for run, batch, problem in sql_rows(url, """
+        SELECT b.run_id, b.batch_id, s.problem FROM offset_journal.batch_sources s
+        JOIN offset_journal.batches b ON b.id = s.batch_pk WHERE s.problem IS NOT NULL""")}
+
+
+def test_the_same_batch_with_other_offsets_is_rejected_loudly(
+        journal_url: str, caplog: pytest.LogCaptureFixture) -> None:
+    first = kafka_progress(0, None, {"orders": {"0": 10}}, minute=0)
+    journal_batches(journal_url, [first])
+    with Journal(journal_url) as journal:
+        with caplog.at_level(logging.WARNING):
+            # The same payload again (a spool replay): nothing to say.
+            assert not journal.record_batch(batch_from_progress(first))
+            assert not [r for r in caplog.records if r.levelno >= logging.WARNING]
+            assert sql_rows(journal_url, "SELECT count(*) FROM offset_journal.rejected_events"
+                            ) == [(0,)]
+            other = kafka_progress(0, None, {"orders": {"0": 99}}, minute=0)
+            assert not journal.record_batch(batch_from_progress(other))
+    warned = [r.getMessage() for r in caplog.records if r.levelno == logging.WARNING]
+    assert any("batch 0 of run run-a" in m and "different offsets" in m for m in warned), warned
+    rejected = sql_rows(journal_url, "SELECT reason, payload FROM offset_journal.rejected_events")
+    assert len(rejected) == 1
+    assert "batch 0 of run run-a" in rejected[0][0] and "different offsets" in rejected[0][0]
+    assert "orders-0" in rejected[0][0] and '"99"' not in rejected[0][0]
+    assert "99" in rejected[0][1]  # the second copy, kept for a person to look at
+    # The first copy stays.
+    assert plan_restart(journal_url, "orders").starting_offsets() == '{"orders":{"0":10}}'
+
+
+def gap_and_backwards(url: str) -> None:
+    journal_batches(url, [
+        kafka_progress(0, None, {"orders": {"0": 10, "1": 10}}, minute=0),
+        # orders-0 starts at 15, not at 10: records 10..14 never read (a gap).
+        kafka_progress(1, {"orders": {"0": 15, "1": 10}}, {"orders": {"0": 20, "1": 12}},
+                       minute=1),
+        kafka_progress(2, {"orders": {"0": 20, "1": 12}}, {"orders": {"0": 25, "1": 14}},
+                       minute=2),
+        # orders-1 starts at 8, not at 14: 8..13 read twice (backwards).
+        kafka_progress(3, {"orders": {"0": 25, "1": 8}}, {"orders": {"0": 30, "1": 16}},
+                       minute=3),
+    ])
+
+
+def test_gaps_and_backwards_offsets_are_flagged_when_written(
+        journal_url: str, caplog: pytest.LogCaptureFixture) -> None:
+    with caplog.at_level(logging.WARNING):
+        gap_and_backwards(journal_url)
+    problems = problems_of(journal_url)
+    assert set(problems) == {("run-a", 1), ("run-a", 3)}
+    assert "gap" in problems[("run-a", 1)] and "orders-0" in problems[("run-a", 1)]
+    assert "10..14" in problems[("run-a", 1)]
+    assert "backwards" in problems[("run-a", 3)] and "orders-1" in problems[("run-a", 3)]
+    assert "8..13" in problems[("run-a", 3)]
+    warned = " | ".join(r.getMessage() for r in caplog.records if r.levelno == logging.WARNING)
+    assert "batch 1 of run run-a" in warned and "batch 3 of run run-a" in warned
+    # The offsets read back are the ones Spark reported.
+    with Journal(journal_url) as journal:
+        last = journal.last_batch("orders")
+        assert last is not None and last.source(0).start_offset == {"orders": {"0": 25, "1": 8}}
+
+
+def test_plan_reports_flagged_problems(journal_url: str, capsys: pytest.CaptureFixture[str],
+                                       monkeypatch: pytest.MonkeyPatch) -> None:
+    gap_and_backwards(journal_url)
+    # The restart batch itself went backwards: an error.
+    plan = plan_restart(journal_url, "orders")
+    assert not plan.ok
+    assert any("batch 3 of run run-a" in e and "backwards" in e for e in plan.errors)
+    assert any("batch 1 of run run-a" in w and "gap" in w for w in plan.warnings)
+    text = " ".join(plan.explain().split())
+    assert "nothing skipped" not in text
+    monkeypatch.setenv(ENV_URL, journal_url)
+    code, out, _ = run_cli(capsys, "plan", "orders")
+    assert code == 1 and "nothing skipped" not in " ".join(out.split())
+    # Restarting after batch 2: the gap before it is a warning, the plan stands.
+    earlier = plan_restart(journal_url, "orders", as_of=plan_restart(
+        journal_url, "orders", batch=("run-a", 2)).anchor.trigger_at)
+    assert earlier.ok, earlier.errors
+    assert any("batch 1 of run run-a" in w and "gap" in w for w in earlier.warnings)
+    assert "nothing skipped" not in " ".join(earlier.explain().split())

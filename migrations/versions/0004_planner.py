@@ -7,6 +7,11 @@ highest batch id of that batch's run, and checks that against the offsets
 (offset_journal.restart). This index makes "the last id of a query" one backward index
 scan, however long the history.
 
+The journal also flags, when it writes a batch, Kafka offsets that do not continue from
+the run's previous batch (a gap, or offsets going backwards) in batch_sources.problem; a
+partial index on the flagged rows lets a restart plan list a query's flagged problems
+without reading its whole history.
+
 Revision ID: 0004_planner
 Revises: 0003
 Create Date: 2026-11-23
@@ -23,7 +28,10 @@ depends_on = None
 def upgrade() -> None:
     op.execute("CREATE INDEX IF NOT EXISTS batches_query_order_idx "
                "ON offset_journal.batches (query_name, id)")
+    op.execute("CREATE INDEX IF NOT EXISTS batch_sources_problem_idx "
+               "ON offset_journal.batch_sources (batch_pk) WHERE problem IS NOT NULL")
 
 
 def downgrade() -> None:
+    op.execute("DROP INDEX IF EXISTS offset_journal.batch_sources_problem_idx")
     op.execute("DROP INDEX IF EXISTS offset_journal.batches_query_order_idx")

@@ -747,23 +747,23 @@ def _continuity_problem(source: SourceRecord, prev_batch_id: int,
     """What is wrong between the previous batch's end offsets and this source's start
     offsets, partition by partition (partitions in only one of them are not compared:
     they appeared or went away)."""
-    gaps: list[tuple[PartitionOffset, int]] = []
-    back: list[tuple[PartitionOffset, int]] = []
+    gaps: list[tuple[str, int, int, int]] = []  # topic, partition, previous end, start
+    back: list[tuple[str, int, int, int]] = []
     for p in source.partitions:
         end = prev.get((p.topic, p.partition))
         if p.start is None or end is None or p.start == end:
             continue
-        (gaps if p.start > end else back).append((p, end))
+        (gaps if p.start > end else back).append((p.topic, p.partition, end, p.start))
     out = []
     if gaps:
         out.append(f"gap after batch {prev_batch_id}: " + ", ".join(
-            f"{p.topic}-{p.partition} ended at {end} there and starts at {p.start} here, "
-            f"records {end}..{p.start - 1} never read" for p, end in gaps[:5])
+            f"{t}-{n} ended at {end} there and starts at {start} here, "
+            f"records {end}..{start - 1} never read" for t, n, end, start in gaps[:5])
             + (f" and {len(gaps) - 5} more" if len(gaps) > 5 else ""))
     if back:
         out.append(f"offsets went backwards from batch {prev_batch_id}: " + ", ".join(
-            f"{p.topic}-{p.partition} ended at {end} there and starts at {p.start} here, "
-            f"records {p.start}..{end - 1} read twice" for p, end in back[:5])
+            f"{t}-{n} ended at {end} there and starts at {start} here, "
+            f"records {start}..{end - 1} read twice" for t, n, end, start in back[:5])
             + (f" and {len(back) - 5} more" if len(back) > 5 else ""))
     return "; ".join(out) or None
 

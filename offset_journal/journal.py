@@ -10,7 +10,7 @@ from __future__ import annotations
 import dataclasses
 import json
 import logging
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any
@@ -70,6 +70,9 @@ class PruneResult:
     partition_rows: int
     kept_newest: int  # query names whose newest batch was older than the cut-off, kept
 
+
+HISTORY_PAGE = 1000
+"""How many batches :meth:`Journal.iter_history` reads per statement."""
 
 RECENT_RUNS = 1000
 """How many of a query's most recent runs :meth:`Journal.run_bounds` returns by default."""
@@ -554,6 +557,63 @@ class Journal:
             lambda c: self._batches_where(c, sa.and_(*conds), order_desc=True, limit=limit)
         )
         return list(reversed(found))
+
+    def iter_history(self, query_name: str, *, page: int = HISTORY_PAGE) -> Iterator[Batch]:
+        """Every batch of a query name, oldest first (as :meth:`history`), streamed.
+
+        Reads ``page`` batches at a time by keyset (the untimed ones first, then by
+        trigger time, batch id and id), each page with its sources and partitions, so
+        memory stays that of one page however long the history is.
+        """
+        b = batches.c
+        timed = b.trigger_at.is_not(None)
+        cursor: tuple[Any, ...] | None = None
+        for part in (b.trigger_at.is_(None), timed):
+            cursor = None
+            while True:
+                conds = [b.query_name == query_name, part]
+                if cursor is not None and part is timed:
+                    conds += [b.trigger_at >= cursor[0],
+                              sa.tuple_(b.trigger_at, b.batch_id, b.id) > sa.tuple_(*cursor)]
+                elif cursor is not None:
+                    conds.append(sa.tuple_(b.batch_id, b.id) > sa.tuple_(*cursor))
+                order = ([b.trigger_at, b.batch_id, b.id] if part is timed
+                         else [b.batch_id, b.id])
+                stmt = sa.select(batches).where(*conds).order_by(*order).limit(page)
+
+                def read(conn: sa.Connection, stmt: Any = stmt) -> list[Batch]:
+                    return self._with_sources(conn, conn.execute(stmt).mappings().all())
+
+                found: list[Batch] = self._read(read)
+                yield from found
+                if len(found) < page:
+                    break
+                last = found[-1]
+                cursor = ((last.trigger_at, last.batch_id, last.pk) if part is timed
+                          else (last.batch_id, last.pk))
+
+    def checkpoint_batches(self, anchor: Batch, where: Any = None, *,
+                           newest_first: bool = False, limit: int | None = None,
+                           ) -> list[Batch]:
+        """Batches of ``anchor``'s checkpoint (its query id, under its query name) up to
+        and including ``anchor`` in journal order, that also match ``where``; the
+        selection is made in SQL (state-aware plans search a long history this way)."""
+        b = batches.c
+        conds = [b.query_name == anchor.query_name, b.query_id == anchor.query_id]
+        if anchor.trigger_at is not None:
+            conds += [b.trigger_at <= anchor.trigger_at,
+                      sa.tuple_(b.trigger_at, b.batch_id, b.id)
+                      <= sa.tuple_(sa.literal(anchor.trigger_at), sa.literal(anchor.batch_id),
+                                   sa.literal(anchor.pk))]
+        else:
+            conds += [b.trigger_at.is_(None),
+                      sa.tuple_(b.batch_id, b.id)
+                      <= sa.tuple_(sa.literal(anchor.batch_id), sa.literal(anchor.pk))]
+        if where is not None:
+            conds.append(where)
+        found: list[Batch] = self._read(lambda c: self._batches_where(
+            c, sa.and_(*conds), order_desc=newest_first, limit=limit))
+        return found
 
     def batches_since(self, query_name: str, after: Batch) -> list[Batch]:
         """Batches journaled after ``after`` in journal order (trigger time, batch id)."""

@@ -42,7 +42,6 @@ from .journal import (
     Batch,
     FlaggedProblem,
     Journal,
-    Run,
     RunBounds,
     SourceOffsets,
 )
@@ -1088,16 +1087,44 @@ def _run_spans(bounds: Sequence[RunBounds]) -> list[RunSpan]:
     return spans
 
 
-def _chain(journal: Journal, query_name: str, anchor: Batch, runs: Sequence[Run]) -> list[Batch]:
-    found: dict[int, Batch] = {}
-    for run in runs:
-        if run.query_id != anchor.query_id:
-            continue
-        for b in journal.history(query_name, run_id=run.run_id, until=anchor.trigger_at):
-            found[b.pk] = b
-    key = _order_key(anchor)
-    chain = sorted((b for b in found.values() if _order_key(b) <= key), key=_order_key)
-    return chain or [anchor]
+def _state_chain(journal: Journal, anchor: Batch, window: timedelta | None) -> list[Batch]:
+    """The part of ``anchor``'s checkpoint a state-aware plan needs, in journal order,
+    selected in SQL so that the history's length does not matter: the batch with the
+    watermark the plan uses (emitted_cutoff), the batch rewind_index would pick and every
+    batch after it up to ``anchor``, and the batch before that one. compute_plan draws
+    the same conclusions from it as from the whole checkpoint: each of its rules looks
+    for the last batch with a watermark, the first batch that may hold a record of an
+    open window, and the batches from there on."""
+    import sqlalchemy as sa
+
+    from .schema import batches
+
+    b = batches.c
+    chain: dict[int, Batch] = {anchor.pk: anchor}
+    cut = journal.checkpoint_batches(anchor, b.watermark.is_not(None), newest_first=True,
+                                     limit=1)
+    if not cut or cut[0].watermark is None:
+        return [anchor]
+    chain[cut[0].pk] = cut[0]
+    threshold = cut[0].watermark - window if window is not None else cut[0].watermark
+    may_be_open = sa.or_(b.event_time_max >= threshold,
+                         sa.and_(b.event_time_max.is_(None),
+                                 b.num_input_rows.is_distinct_from(0)))
+    first = journal.checkpoint_batches(anchor, may_be_open, limit=1)
+    if first:
+        k = first[0]
+        if k.trigger_at is not None:  # then so has every batch of the chain
+            col = sa.tuple_(b.trigger_at, b.batch_id, b.id)
+            key = sa.tuple_(sa.literal(k.trigger_at), sa.literal(k.batch_id),
+                            sa.literal(k.pk))
+        else:
+            col = sa.tuple_(b.batch_id, b.id)
+            key = sa.tuple_(sa.literal(k.batch_id), sa.literal(k.pk))
+        for batch in (*journal.checkpoint_batches(anchor, col < key, newest_first=True,
+                                                  limit=1),
+                      *journal.checkpoint_batches(anchor, col >= key)):
+            chain[batch.pk] = batch
+    return sorted(chain.values(), key=_order_key)
 
 
 def checkpoint_state(path: str) -> CheckpointState:
@@ -1198,7 +1225,7 @@ def plan_restart(
                                               j.last_batch_candidates(query_name))
         chain: list[Batch] = []
         if mode == MODE_STATE_AWARE:
-            chain = _chain(j, query_name, anchor, j.runs(query_name))
+            chain = _state_chain(j, anchor, window)
             before = _batch_before(j, query_name, chain[0])
         # Runs that started after the anchor do not matter to it (compute_plan).
         spans = _run_spans(j.run_bounds(query_name, started_until=anchor.trigger_at))

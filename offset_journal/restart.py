@@ -1197,7 +1197,11 @@ def plan_restart(
     own = journal is None
     j = journal or Journal(database_url)
     try:
-        last = j.last_batch(query_name)
+        # The default plan needs every order's last batch (check_last_batch); the
+        # journal's own comes first.
+        candidates = j.last_batch_candidates(query_name) if batch is None and as_of is None \
+            else []
+        last = candidates[0] if candidates else j.last_batch(query_name)
         if last is None:
             raise RestartError(f"no journaled batches for query {query_name!r}")
         position = POSITION_AFTER
@@ -1221,8 +1225,7 @@ def plan_restart(
             anchor = found
         else:
             anchor = last
-            order_warnings = check_last_batch(query_name, anchor,
-                                              j.last_batch_candidates(query_name))
+            order_warnings = check_last_batch(query_name, anchor, candidates)
         chain: list[Batch] = []
         if mode == MODE_STATE_AWARE:
             chain = _state_chain(j, anchor, window)

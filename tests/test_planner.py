@@ -14,9 +14,15 @@ import pytest
 
 from offset_journal.cli import main
 from offset_journal.db import ENV_URL
-from offset_journal.journal import Journal
+from offset_journal.journal import Batch, Journal, SourceOffsets
+from offset_journal.offsets import PartitionOffset
 from offset_journal.records import batch_from_progress
-from offset_journal.restart import RestartError, import_checkpoint, plan_restart
+from offset_journal.restart import (
+    RestartError,
+    check_last_batch,
+    import_checkpoint,
+    plan_restart,
+)
 from tests.payloads import sql_rows
 from tests.test_restart import journal_batches, kafka_progress, write_checkpoint
 
@@ -360,3 +366,38 @@ def test_state_aware_plan_beyond_the_bind_parameter_limit(big_journal: str) -> N
         {"ev": {"0": (last - 660) * 100, "1": (last - 660) * 100}}, separators=(",", ":"))
     assert plan.event_time_cutoff == BIG_T0 + timedelta(seconds=last - 600)
     assert peak < 40 * 2**20, peak  # the rewound stretch, not the whole history
+
+
+def _ends_batch(batch_id: int, end: dict[tuple[str, int], int], *, run: str, minute: int,
+                pk: int) -> Batch:
+    parts = tuple(PartitionOffset(t, p, None, e) for (t, p), e in sorted(end.items()))
+    return Batch(query_name="q", query_id="qid-" + run, run_id=run, batch_id=batch_id,
+                 trigger_at=BIG_T0 + timedelta(minutes=minute), batch_duration_ms=1,
+                 num_input_rows=1, watermark=None, event_time_min=None, event_time_max=None,
+                 sources=(SourceOffsets(0, "KafkaV2[Subscribe[t]]", "kafka", None, None, 1,
+                                        parts),), pk=pk)
+
+
+def test_check_last_batch_is_decided_by_offsets_only_when_they_are_shared() -> None:
+    anchor = _ends_batch(5, {("t", 0): 100}, run="b", minute=1, pk=20)
+    fast_clock = _ends_batch(9, {("t", 0): 50}, run="a", minute=60, pk=10)
+    warnings = check_last_batch("q", anchor, [anchor, fast_clock])
+    assert len(warnings) == 1 and "clock" in warnings[0] and "the offsets agree" in warnings[0]
+    # Nothing in common to compare: the journal's order stands, with a warning.
+    other_topic = _ends_batch(9, {("u", 0): 500}, run="a", minute=60, pk=10)
+    warnings = check_last_batch("q", anchor, [anchor, other_topic])
+    assert len(warnings) == 1 and "no Kafka partition in common" in warnings[0]
+    # The same offsets are no disagreement; read further is, whatever the trigger time.
+    assert check_last_batch("q", anchor, [_ends_batch(1, {("t", 0): 100}, run="c",
+                                                      minute=0, pk=5)]) == []
+    ahead = _ends_batch(1, {("t", 0): 101}, run="c", minute=0, pk=5)
+    with pytest.raises(RestartError, match=r"t-0 101 > 100.*--batch RUN:BATCH"):
+        check_last_batch("q", anchor, [ahead])
+
+
+def test_prune_keeps_the_batch_the_planner_starts_after(journal_url: str) -> None:
+    skewed_history(journal_url)
+    before = plan_restart(journal_url, "orders").starting_offsets()
+    with Journal(journal_url) as journal:
+        journal.prune(BIG_T0.replace(year=2024) + timedelta(minutes=30))
+    assert plan_restart(journal_url, "orders").starting_offsets() == before

@@ -10,6 +10,7 @@ from __future__ import annotations
 import dataclasses
 import json
 import logging
+import threading
 from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
@@ -146,34 +147,8 @@ _NEW_BATCH_CTE = (
 )
 _SOURCE_ROWS = sa.func.jsonb_to_recordset(sa.bindparam("sources", type_=JSONB)).table_valued(
     *(sa.column(c.name, c.type) for c in _SOURCE_COLUMNS)).render_derived("s", with_types=True)
-# The batch before it in the same run, for the continuity check (record_batch): one
-# lookup in batches_run_batch_key, and per source the count, sum and sum of squares of
-# its partitions' end offsets (primary key range of kafka_partitions), returned with the
-# new batch's id by the same statement. The new batch's start offsets must match them;
-# only when they do not are the rows compared one by one.
-_PREV = (
-    sa.select(batches.c.id.label("pk"), batches.c.batch_id)
-    .where(batches.c.run_id == sa.bindparam("run_id"),
-           batches.c.batch_id < sa.bindparam("batch_id"))
-    .order_by(batches.c.batch_id.desc()).limit(1).cte("prev")
-)
-_PREV_ENDS = (
-    sa.select(kafka_partitions.c.source_index, sa.func.count().label("n"),
-              sa.func.sum(kafka_partitions.c.end_offset).label("s"),
-              sa.func.sum(sa.cast(kafka_partitions.c.end_offset, sa.Numeric)
-                          * kafka_partitions.c.end_offset).label("q"))
-    .where(kafka_partitions.c.batch_pk == sa.select(_PREV.c.pk).scalar_subquery(),
-           kafka_partitions.c.end_offset.is_not(None))
-    .group_by(kafka_partitions.c.source_index).subquery("prev_ends")
-)
 _NEW_BATCH = (
-    sa.select(_NEW_BATCH_CTE.c.id,
-              sa.select(_PREV.c.pk).scalar_subquery().label("prev_pk"),
-              sa.select(_PREV.c.batch_id).scalar_subquery().label("prev_batch_id"),
-              sa.select(sa.func.jsonb_object_agg(
-                  _PREV_ENDS.c.source_index,
-                  sa.func.jsonb_build_array(_PREV_ENDS.c.n, _PREV_ENDS.c.s, _PREV_ENDS.c.q)))
-              .scalar_subquery().label("prev_ends"))
+    sa.select(_NEW_BATCH_CTE.c.id)
     .add_cte(pg_insert(query_runs)
              .values(run_id=sa.bindparam("run_run_id"), query_id=sa.bindparam("run_query_id"),
                      query_name=sa.bindparam("run_query_name"), named=sa.bindparam("run_named"))
@@ -216,6 +191,17 @@ def _stored_offsets(source: SourceRecord) -> tuple[Any, Any]:
     return start, end
 
 
+@dataclass(frozen=True)
+class _Ends:
+    """A batch's Kafka end offsets: source index -> (topic, partition) -> end."""
+
+    batch_id: int
+    ends: dict[int, dict[tuple[str, int], int]]
+
+
+_REMEMBERED_RUNS = 64
+
+
 class Journal:
     """The offset journal in one Postgres database.
 
@@ -226,6 +212,8 @@ class Journal:
     def __init__(self, database_url: str | None = None, *, engine: sa.Engine | None = None,
                  connect_timeout: int = 5) -> None:
         self._engine = engine or make_engine(database_url, connect_timeout=connect_timeout)
+        self._ends: dict[str, _Ends] = {}
+        self._ends_lock = threading.Lock()
 
     @property
     def engine(self) -> sa.Engine:
@@ -301,13 +289,17 @@ class Journal:
             "event_time_max": rec.event_time_max, "event_time_avg": rec.event_time_avg,
             "state_operators": rec.state_operators, "sink_description": rec.sink_description,
             "num_output_rows": rec.num_output_rows, "raw_progress": rec.raw_progress,
-            "sources": [_source_row(s) for s in rec.sources],
         }
-        row = conn.execute(_NEW_BATCH, values).first()
-        if row is None:
+        sources = [_source_row(s) for s in rec.sources]
+        flagged = self._flag_continuity(conn, rec, sources)
+        values["sources"] = sources
+        pk = conn.execute(_NEW_BATCH, values).scalar_one_or_none()
+        if pk is None:
             _check_duplicate(self, conn, rec)
             return False
-        pk, prev_pk, prev_batch_id, prev_ends = row
+        for index, problem in flagged:  # said once: a replay of this batch is a no-op
+            log.warning("offset-journal: batch %s of run %s (query %s), source %s: %s",
+                        rec.batch_id, rec.run_id, rec.query_name, index, problem)
         rows = [
             (pk, s.index, p.topic, p.partition, p.start, p.end)
             for s in rec.sources
@@ -315,9 +307,64 @@ class Journal:
         ]
         if rows:
             self._copy_partitions(conn, rows)
-        if prev_ends:
-            _check_continuity(conn, rec, pk, prev_pk, prev_batch_id, prev_ends)
+        self._remember_ends(rec)
         return True
+
+    # The end offsets of the last batch this Journal wrote, per run (at most
+    # _REMEMBERED_RUNS runs): the next batch of the run is checked against them without
+    # reading anything. A run's first batch in this process reads them once instead:
+    # one lookup in batches_run_batch_key and the primary key of kafka_partitions.
+    def _previous_ends(self, conn: sa.Connection, rec: BatchRecord) -> _Ends | None:
+        with self._ends_lock:
+            known = self._ends.get(rec.run_id)
+        if known is not None and known.batch_id < rec.batch_id:
+            return known
+        b, k = batches.c, kafka_partitions.c
+        prev = (sa.select(b.id).where(b.run_id == rec.run_id, b.batch_id < rec.batch_id)
+                .order_by(b.batch_id.desc()).limit(1).scalar_subquery())
+        found = conn.execute(
+            sa.select(b.batch_id, k.source_index, k.topic, k.partition, k.end_offset)
+            .select_from(batches.join(kafka_partitions, k.batch_pk == b.id))
+            .where(b.id == prev, k.end_offset.is_not(None))).all()
+        if not found:
+            return None
+        ends: dict[int, dict[tuple[str, int], int]] = {}
+        for _, index, topic, partition, end in found:
+            ends.setdefault(index, {})[(topic, partition)] = end
+        return _Ends(found[0][0], ends)
+
+    def _remember_ends(self, rec: BatchRecord) -> None:
+        ends = {s.index: {(p.topic, p.partition): p.end for p in s.partitions
+                          if p.end is not None}
+                for s in rec.sources if s.kind == "kafka" and s.partitions}
+        with self._ends_lock:
+            self._ends.pop(rec.run_id, None)
+            if len(self._ends) >= _REMEMBERED_RUNS:
+                self._ends.pop(next(iter(self._ends)))
+            self._ends[rec.run_id] = _Ends(rec.batch_id, ends)
+
+    def _flag_continuity(self, conn: sa.Connection, rec: BatchRecord,
+                         rows: list[dict[str, Any]]) -> list[tuple[int, str]]:
+        """Set the problem of each source row (of ``rows``) whose Kafka start offsets do
+        not continue from the run's previous batch (a gap, or backwards); returns the
+        (source index, problem) pairs set."""
+        kafka = [s for s in rec.sources
+                 if s.kind == "kafka" and any(p.start is not None for p in s.partitions)]
+        if not kafka:
+            return []
+        prev = self._previous_ends(conn, rec)
+        if prev is None:
+            return []
+        by_index = {row["source_index"]: row for row in rows}
+        flagged = []
+        for source in kafka:
+            problem = _continuity_problem(source, prev.batch_id, prev.ends.get(source.index, {}))
+            if problem is None:
+                continue
+            row = by_index[source.index]
+            row["problem"] = "; ".join(x for x in (row["problem"], problem) if x)
+            flagged.append((source.index, problem))
+        return flagged
 
     @staticmethod
     def _copy_partitions(conn: sa.Connection, rows: list[tuple[Any, ...]]) -> None:
@@ -793,15 +840,6 @@ class Journal:
         return [tuple(r) for r in self._read(lambda c: c.execute(stmt).all())]
 
 
-def _start_fingerprint(source: SourceRecord) -> list[int] | None:
-    """Count, sum and sum of squares of a Kafka source's start offsets (as _PREV_ENDS
-    sums the previous batch's end offsets); None when Spark reported no start."""
-    starts = [p.start for p in source.partitions if p.start is not None]
-    if not starts:
-        return None
-    return [len(starts), sum(starts), sum(x * x for x in starts)]
-
-
 def _continuity_problem(source: SourceRecord, prev_batch_id: int,
                         prev: dict[tuple[str, int], int]) -> str | None:
     """What is wrong between the previous batch's end offsets and this source's start
@@ -826,32 +864,6 @@ def _continuity_problem(source: SourceRecord, prev_batch_id: int,
             f"records {start}..{end - 1} read twice" for t, n, end, start in back[:5])
             + (f" and {len(back) - 5} more" if len(back) > 5 else ""))
     return "; ".join(out) or None
-
-
-def _check_continuity(conn: sa.Connection, rec: BatchRecord, pk: int, prev_pk: int,
-                      prev_batch_id: int, prev_ends: dict[str, list[int]]) -> None:
-    """Flag (batch_sources.problem, a WARNING) a Kafka source whose start offsets do not
-    continue from the previous batch of the run. The cheap comparison of sums comes
-    with the insert; the partition rows are read only when the sums differ."""
-    k, s = kafka_partitions.c, batch_sources.c
-    for source in rec.sources:
-        mine = _start_fingerprint(source) if source.kind == "kafka" else None
-        theirs = prev_ends.get(str(source.index))
-        if mine is None or theirs is None or [int(x) for x in theirs] == mine:
-            continue
-        prev = {(t, p): e for t, p, e in conn.execute(
-            sa.select(k.topic, k.partition, k.end_offset)
-            .where(k.batch_pk == prev_pk, k.source_index == source.index,
-                   k.end_offset.is_not(None)))}
-        problem = _continuity_problem(source, prev_batch_id, prev)
-        if problem is None:
-            continue
-        log.warning("offset-journal: batch %s of run %s (query %s), source %s: %s",
-                    rec.batch_id, rec.run_id, rec.query_name, source.index, problem)
-        conn.execute(
-            batch_sources.update()
-            .where(s.batch_pk == pk, s.source_index == source.index)
-            .values(problem=sa.func.concat_ws("; ", s.problem, problem)))
 
 
 def _offsets_of_record(rec: BatchRecord) -> dict[int, Any]:

@@ -401,3 +401,14 @@ def test_prune_keeps_the_batch_the_planner_starts_after(journal_url: str) -> Non
     with Journal(journal_url) as journal:
         journal.prune(BIG_T0.replace(year=2024) + timedelta(minutes=30))
     assert plan_restart(journal_url, "orders").starting_offsets() == before
+
+
+def test_continuity_is_checked_across_writers(journal_url: str) -> None:
+    """A run's next batch written by another Journal (a new driver replaying a spool, a
+    restarted writer) is checked against the batch in the database."""
+    for payload in (kafka_progress(0, None, {"orders": {"0": 10}}, minute=0),
+                    kafka_progress(1, {"orders": {"0": 12}}, {"orders": {"0": 20}}, minute=1),
+                    kafka_progress(2, {"orders": {"0": 20}}, {"orders": {"0": 30}}, minute=2)):
+        journal_batches(journal_url, [payload])
+    problems = problems_of(journal_url)
+    assert list(problems) == [("run-a", 1)] and "10..11 never read" in problems[("run-a", 1)]

@@ -427,23 +427,18 @@ class Journal:
         return self._with_sources(conn, head)
 
     @staticmethod
-    def _with_sources(conn: sa.Connection, head: Sequence[sa.RowMapping],
-                      selected: Any = None) -> list[Batch]:
+    def _with_sources(conn: sa.Connection, head: Sequence[sa.RowMapping]) -> list[Batch]:
         """``head`` (batches rows) as Batch objects with their sources and partitions.
 
-        ``selected``: a SELECT of the head rows' ids, for heads of any size (no bind
-        parameter per batch); without it the ids go as one array parameter.
+        The ids go as one array parameter, not one bind parameter each: Postgres takes
+        at most 65,535 of those, and a long history has more batches.
         """
         if not head:
             return []
-        if selected is None:
-            ids = [r["id"] for r in head]
+        ids = [r["id"] for r in head]
 
-            def of_head(col: Any) -> Any:
-                return col == sa.any_(sa.bindparam("pks", ids, type_=sa.ARRAY(sa.BigInteger)))
-        else:
-            def of_head(col: Any) -> Any:
-                return col.in_(selected)
+        def of_head(col: Any) -> Any:
+            return col == sa.any_(sa.bindparam("pks", ids, type_=sa.ARRAY(sa.BigInteger)))
         src_rows = conn.execute(
             sa.select(batch_sources).where(of_head(batch_sources.c.batch_pk))
             .order_by(batch_sources.c.batch_pk, batch_sources.c.source_index)

@@ -763,8 +763,9 @@ def compute_plan(
     topic subscription when known (an upgrade may add or drop a topic); it overrides
     the one read from the old source's description, and journaled topics outside it
     are left out. ``problems``: what the journal flagged on the query's batches when it
-    wrote them (Journal.flagged_problems); with those on the batches the plan starts
-    from (and on their sources) they are errors, other ones warnings.
+    wrote them (Journal.flagged_problems), with those on the plan's own batches'
+    sources: an error on the batch whose end offsets the plan starts from, a warning
+    on any other batch.
     """
     if mode not in MODES:
         raise RestartError(f"unknown mode {mode!r}: use one of {', '.join(MODES)}")
@@ -891,7 +892,10 @@ def compute_plan(
                 f"{_iso(finished)}); it counts as before that time."
             )
 
-    affected = {anchor.pk, *(b.pk for b in from_batches or ())}
+    # An error where the plan takes the END offsets of a flagged batch (it starts
+    # after it); re-read batches (at, rewind) and earlier ones get a warning: reading
+    # a batch again is how a person repairs what was flagged on it.
+    affected = {anchor.pk} if final_position == POSITION_AFTER else set()
     for (pk, index), (label, problem) in sorted(flagged.items(), key=lambda x: x[0]):
         if source is not None and index != source:
             continue

@@ -412,3 +412,11 @@ def test_continuity_is_checked_across_writers(journal_url: str) -> None:
         journal_batches(journal_url, [payload])
     problems = problems_of(journal_url)
     assert list(problems) == [("run-a", 1)] and "10..11 never read" in problems[("run-a", 1)]
+
+
+def test_reading_a_flagged_batch_again_is_a_warning(journal_url: str) -> None:
+    gap_and_backwards(journal_url)
+    at = plan_restart(journal_url, "orders", batch=("run-a", 3))
+    assert at.ok, at.errors
+    assert any("batch 3 of run run-a" in w and "backwards" in w for w in at.warnings)
+    assert at.starting_offsets() == '{"orders":{"0":25,"1":8}}'

@@ -11,7 +11,11 @@ Timed, interleaving the databases round by round:
 
 * plan: ``plan_restart`` on an open Journal (default plan after the last batch, and an
   ``as_of`` plan anchored mid-history); no Kafka bootstrap;
-* command: ``offset-journal starting-offsets bench_q`` as a subprocess, whole command.
+* command: ``offset-journal starting-offsets bench_q`` as a subprocess, whole command;
+* state-aware: ``plan_restart(..., stateful=True, window=1 minute)`` (watermark 10
+  minutes behind the trigger time: it rewinds 660 batches, however long the history);
+* history: ``Journal.iter_history`` over the whole history, streamed in pages, with
+  the process's peak memory growth (``--history-reps`` times per size, not in rounds).
 
 Then every statement plan_restart issued (captured with SQLAlchemy's
 ``before_cursor_execute``) is run under EXPLAIN (ANALYZE, BUFFERS) on each database.
@@ -161,6 +165,18 @@ def summarize(plan: str) -> str:
     return "; ".join(dict.fromkeys(nodes))
 
 
+def stream_history(journal, n: int) -> tuple[float, float]:  # type: ignore[no-untyped-def]
+    """Seconds to stream the whole history, and the peak RSS growth meanwhile (MiB)."""
+    import resource
+
+    before = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
+    t0 = time.perf_counter()
+    count = sum(1 for _ in journal.iter_history(NAME))
+    seconds = time.perf_counter() - t0
+    assert count == n, count
+    return seconds, (resource.getrusage(resource.RUSAGE_SELF).ru_maxrss - before) / 1024
+
+
 def exec_ms(plan: str) -> float:
     m = re.search(r"Execution Time: ([\d.]+) ms", plan)
     return float(m.group(1)) if m else float("nan")
@@ -197,6 +213,7 @@ def main(args: argparse.Namespace) -> None:
         journals = {n: Journal(urls[n]) for n in args.sizes}
         as_of = {n: BASE + timedelta(seconds=n // 2 + 0.5) for n in args.sizes}
         plans: dict[tuple[int, str], list[float]] = {}
+        window = timedelta(minutes=1)
         cmds: dict[int, list[float]] = {n: [] for n in args.sizes}
         for n in args.sizes:  # warm-up
             plan_restart(None, NAME, journal=journals[n])
@@ -210,6 +227,11 @@ def main(args: argparse.Namespace) -> None:
                     plans.setdefault((n, kind), []).append(time.perf_counter() - t0)
                     assert plan.anchor.batch_id == (n - 1 if kind == "last" else n // 2)
                     assert not [w for w in plan.warnings if "same time" in w], plan.warnings
+                t0 = time.perf_counter()
+                plan = plan_restart(None, NAME, journal=journals[n], stateful=True,
+                                    window=window)
+                plans.setdefault((n, "state"), []).append(time.perf_counter() - t0)
+                assert plan.start_batch is not None and plan.start_batch.batch_id == n - 661
                 if r < args.cli_reps:
                     t0 = time.perf_counter()
                     proc = subprocess.run([*cli, "starting-offsets", NAME], capture_output=True,
@@ -217,10 +239,16 @@ def main(args: argparse.Namespace) -> None:
                     cmds[n].append(time.perf_counter() - t0)
                     if proc.returncode != 0 or '"events"' not in proc.stdout:
                         raise RuntimeError(f"starting-offsets failed: {proc.stderr[-500:]}")
+        history: dict[int, list[tuple[float, float]]] = {n: [] for n in args.sizes}
+        for n in args.sizes:
+            for _ in range(args.history_reps):
+                history[n].append(stream_history(journals[n], n))
         explains = {}
         for n in args.sizes:
             stmts = capture(journals[n], lambda n=n: plan_restart(None, NAME,
                                                                  journal=journals[n]))
+            stmts += capture(journals[n], lambda n=n: plan_restart(
+                None, NAME, journal=journals[n], stateful=True, window=window))
             explains[n] = [(s, explain(journals[n], s, p)) for s, p in stmts]
         for j in journals.values():
             j.close()
@@ -241,6 +269,14 @@ def main(args: argparse.Namespace) -> None:
     print(table(["batches", "partition rows", "runs", "load s", "database GiB",
                  "plan (last batch) ms", "plan (as_of mid-history) ms",
                  "starting-offsets command ms"], rows))
+    print()
+    print(table(["batches", "state-aware plan ms", "history streamed s", "batches/s",
+                 "peak RSS growth MiB"],
+                [[f"{n:,}", cell(plans[(n, "state")]),
+                  f"{quantile([h[0] for h in history[n]], .5):.1f}" if history[n] else "-",
+                  f"{n / quantile([h[0] for h in history[n]], .5):,.0f}" if history[n] else "-",
+                  f"{max(h[1] for h in history[n]):.0f}" if history[n] else "-"]
+                 for n in args.sizes]))
     verdict = []
     for kind in ("last", "as_of"):
         m_small, m_big = quantile(plans[(small, kind)], .5), quantile(plans[(big, kind)], .5)
@@ -249,8 +285,8 @@ def main(args: argparse.Namespace) -> None:
     print()
     print(table(["plan", f"{big:,} / {small:,} batches", f"ms at {big:,}",
                  "flat (<= 2x) and < 20 ms"], verdict))
-    print("\nStatements plan_restart issues (default plan), EXPLAIN (ANALYZE, BUFFERS) "
-          "execution time in ms:\n")
+    print("\nStatements plan_restart issues (default plan, then state-aware), EXPLAIN "
+          "(ANALYZE, BUFFERS) execution time in ms:\n")
     out = []
     for i, (stmt, plan) in enumerate(explains[big]):
         times = [f"{exec_ms(explains[n][i][1]):.2f}" if i < len(explains[n]) else "-"
@@ -275,6 +311,8 @@ if __name__ == "__main__":
     p.add_argument("--run-events", choices=["yes", "no"], default="yes",
                    help="no: runs without start/termination times (lost events, imports), "
                         "so that planning looks up their first/last batches")
+    p.add_argument("--history-reps", type=int, default=1,
+                   help="whole-history streams per size (10^6 batches take minutes)")
     p.add_argument("--chunk", type=int, default=100_000, help="batches per load transaction")
     p.add_argument("--admin-url", help="a Postgres to create the databases in (else pgserver)")
     main(p.parse_args())

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import argparse
 import csv
-import io
+import itertools
 import json
 import logging
 import os
@@ -20,7 +20,7 @@ import shlex
 import sys
 import traceback
 import unicodedata
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from datetime import datetime, timedelta, timezone
 from typing import Any, NoReturn, cast
 
@@ -264,40 +264,73 @@ def cmd_prune(args: argparse.Namespace) -> int:
 
 
 def cmd_history(args: argparse.Namespace) -> int:
+    """Batches oldest first. Without --limit the history is streamed (Journal.iter_history),
+    so a history of any length prints in the memory of one page of batches."""
     with _journal(args) as journal:
-        batches = journal.history(args.query, limit=args.limit)
-    if not batches:
-        raise _NotFound(f"no journaled batches for query {args.query!r}")
-    n_sources = max(len(b.sources) for b in batches)
-    if args.format == "json":
-        _out(json.dumps([
-            {"run_id": b.run_id, "query_id": b.query_id, "batch_id": b.batch_id,
-             "trigger_at": _iso(b.trigger_at) or None, "num_input_rows": b.num_input_rows,
-             "batch_duration_ms": b.batch_duration_ms, "watermark": _iso(b.watermark) or None,
-             "sources": [{"index": s.source_index, "description": s.description,
-                          "start_offset": s.start_offset, "end_offset": s.end_offset}
-                         for s in b.sources]}
-            for b in batches
-        ], indent=2, default=str))
-        return EXIT_OK
+        if args.limit is not None:
+            batches: Iterable[Any] = journal.history(args.query, limit=args.limit)
+        else:
+            batches = journal.iter_history(args.query)
+        it = iter(batches)
+        first = next(it, None)
+        if first is None:
+            raise _NotFound(f"no journaled batches for query {args.query!r}")
+        _print_history(args.format, itertools.chain([first], it))
+    return EXIT_OK
+
+
+def _history_row(b: Any) -> dict[str, Any]:
+    return {"run_id": b.run_id, "query_id": b.query_id, "batch_id": b.batch_id,
+            "trigger_at": _iso(b.trigger_at) or None, "num_input_rows": b.num_input_rows,
+            "batch_duration_ms": b.batch_duration_ms, "watermark": _iso(b.watermark) or None,
+            "sources": [{"index": s.source_index, "description": s.description,
+                         "start_offset": s.start_offset, "end_offset": s.end_offset}
+                        for s in b.sources]}
+
+
+def _print_history(fmt: str, batches: Iterator[Any]) -> None:
+    if fmt == "json":  # one JSON array, written a batch at a time
+        sys.stdout.write("[")
+        for i, b in enumerate(batches):
+            text = json.dumps(_history_row(b), indent=2, default=str)
+            sys.stdout.write(("," if i else "") + "\n  " + text.replace("\n", "\n  "))
+        sys.stdout.write("\n]\n")
+        return
+    # Pages of rows: the table is aligned per page, and the number of source columns is
+    # the most any batch of the first page has (more go into the last column).
+    page = list(itertools.islice(batches, HISTORY_TABLE_PAGE))
+    n_sources = max(len(b.sources) for b in page)
     headers = ["run_id", "batch_id", "trigger_at", "num_input_rows", "batch_duration_ms"] + [
         f"source_{i}_end_offset" for i in range(n_sources)
     ]
-    rows = []
-    for b in batches:
-        ends = {s.source_index: _compact(s.end_offset) for s in b.sources}
-        rows.append([b.run_id, b.batch_id, _iso(b.trigger_at), b.num_input_rows,
-                     b.batch_duration_ms] + [ends.get(i, "") for i in range(n_sources)])
-    if args.format == "csv":
-        buf = io.StringIO()
-        writer = csv.writer(buf, lineterminator="\n")
+    writer = csv.writer(sys.stdout, lineterminator="\n") if fmt == "csv" else None
+    if writer is not None:
         writer.writerow(headers)
-        writer.writerows(["" if c is None else c for c in r] for r in rows)
-        sys.stdout.write(buf.getvalue())
-        return EXIT_OK
-    _out(_table(["RUN ID", "BATCH", "TRIGGER", "ROWS", "MS"]
-                + [f"SOURCE {i} END" for i in range(n_sources)], rows))
-    return EXIT_OK
+    titles = (["RUN ID", "BATCH", "TRIGGER", "ROWS", "MS"]
+              + [f"SOURCE {i} END" for i in range(n_sources)])
+    first = True
+    while page:
+        rows = [_history_cells(b, n_sources) for b in page]
+        if writer is not None:
+            writer.writerows(["" if c is None else c for c in r] for r in rows)
+        else:
+            table = _table(titles, rows)
+            _out(table if first else table.split("\n", 1)[1])
+        first = False
+        page = list(itertools.islice(batches, HISTORY_TABLE_PAGE))
+
+
+HISTORY_TABLE_PAGE = 1000
+
+
+def _history_cells(b: Any, n_sources: int) -> list[Any]:
+    ends = {s.source_index: _compact(s.end_offset) for s in b.sources}
+    extra = [_compact(s.end_offset) for s in b.sources if s.source_index >= n_sources]
+    cells = [ends.get(i, "") for i in range(n_sources)]
+    if extra and cells:
+        cells[-1] = " ".join([cells[-1], *extra]).strip()
+    return [b.run_id, b.batch_id, _iso(b.trigger_at), b.num_input_rows,
+            b.batch_duration_ms, *cells]
 
 
 def _plan(args: argparse.Namespace, source: int | None) -> Any:

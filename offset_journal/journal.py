@@ -7,9 +7,11 @@ leaves one row, so a spooled event can be replayed any number of times.
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import logging
-from collections.abc import Iterable, Sequence
+import threading
+from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any
@@ -70,6 +72,9 @@ class PruneResult:
     kept_newest: int  # query names whose newest batch was older than the cut-off, kept
 
 
+HISTORY_PAGE = 1000
+"""How many batches :meth:`Journal.iter_history` reads per statement."""
+
 RECENT_RUNS = 1000
 """How many of a query's most recent runs :meth:`Journal.run_bounds` returns by default."""
 
@@ -85,6 +90,24 @@ class SourceOffsets:
     end_offset: Any
     num_input_rows: int | None
     partitions: tuple[PartitionOffset, ...] = ()
+    problem: str | None = None  # flagged when journaled (malformed, gap, backwards)
+
+
+@dataclass(frozen=True)
+class FlaggedProblem:
+    """A problem the journal flagged on one source of one batch when it wrote it."""
+
+    run_id: str
+    batch_id: int
+    query_id: str
+    trigger_at: datetime | None
+    source_index: int
+    problem: str
+    pk: int
+
+
+FLAGGED_PROBLEMS = 20
+"""How many of a query's most recently journaled problems a restart plan reports."""
 
 
 @dataclass(frozen=True)
@@ -168,6 +191,17 @@ def _stored_offsets(source: SourceRecord) -> tuple[Any, Any]:
     return start, end
 
 
+@dataclass(frozen=True)
+class _Ends:
+    """A batch's Kafka end offsets: source index -> (topic, partition) -> end."""
+
+    batch_id: int
+    ends: dict[int, dict[tuple[str, int], int]]
+
+
+_REMEMBERED_RUNS = 64
+
+
 class Journal:
     """The offset journal in one Postgres database.
 
@@ -178,6 +212,8 @@ class Journal:
     def __init__(self, database_url: str | None = None, *, engine: sa.Engine | None = None,
                  connect_timeout: int = 5) -> None:
         self._engine = engine or make_engine(database_url, connect_timeout=connect_timeout)
+        self._ends: dict[str, _Ends] = {}
+        self._ends_lock = threading.Lock()
 
     @property
     def engine(self) -> sa.Engine:
@@ -253,11 +289,17 @@ class Journal:
             "event_time_max": rec.event_time_max, "event_time_avg": rec.event_time_avg,
             "state_operators": rec.state_operators, "sink_description": rec.sink_description,
             "num_output_rows": rec.num_output_rows, "raw_progress": rec.raw_progress,
-            "sources": [_source_row(s) for s in rec.sources],
         }
+        sources = [_source_row(s) for s in rec.sources]
+        flagged = self._flag_continuity(conn, rec, sources)
+        values["sources"] = sources
         pk = conn.execute(_NEW_BATCH, values).scalar_one_or_none()
         if pk is None:
+            _check_duplicate(self, conn, rec)
             return False
+        for index, problem in flagged:  # said once: a replay of this batch is a no-op
+            log.warning("offset-journal: batch %s of run %s (query %s), source %s: %s",
+                        rec.batch_id, rec.run_id, rec.query_name, index, problem)
         rows = [
             (pk, s.index, p.topic, p.partition, p.start, p.end)
             for s in rec.sources
@@ -265,7 +307,64 @@ class Journal:
         ]
         if rows:
             self._copy_partitions(conn, rows)
+        self._remember_ends(rec)
         return True
+
+    # The end offsets of the last batch this Journal wrote, per run (at most
+    # _REMEMBERED_RUNS runs): the next batch of the run is checked against them without
+    # reading anything. A run's first batch in this process reads them once instead:
+    # one lookup in batches_run_batch_key and the primary key of kafka_partitions.
+    def _previous_ends(self, conn: sa.Connection, rec: BatchRecord) -> _Ends | None:
+        with self._ends_lock:
+            known = self._ends.get(rec.run_id)
+        if known is not None and known.batch_id < rec.batch_id:
+            return known
+        b, k = batches.c, kafka_partitions.c
+        prev = (sa.select(b.id).where(b.run_id == rec.run_id, b.batch_id < rec.batch_id)
+                .order_by(b.batch_id.desc()).limit(1).scalar_subquery())
+        found = conn.execute(
+            sa.select(b.batch_id, k.source_index, k.topic, k.partition, k.end_offset)
+            .select_from(batches.join(kafka_partitions, k.batch_pk == b.id))
+            .where(b.id == prev, k.end_offset.is_not(None))).all()
+        if not found:
+            return None
+        ends: dict[int, dict[tuple[str, int], int]] = {}
+        for _, index, topic, partition, end in found:
+            ends.setdefault(index, {})[(topic, partition)] = end
+        return _Ends(found[0][0], ends)
+
+    def _remember_ends(self, rec: BatchRecord) -> None:
+        ends = {s.index: {(p.topic, p.partition): p.end for p in s.partitions
+                          if p.end is not None}
+                for s in rec.sources if s.kind == "kafka" and s.partitions}
+        with self._ends_lock:
+            self._ends.pop(rec.run_id, None)
+            if len(self._ends) >= _REMEMBERED_RUNS:
+                self._ends.pop(next(iter(self._ends)))
+            self._ends[rec.run_id] = _Ends(rec.batch_id, ends)
+
+    def _flag_continuity(self, conn: sa.Connection, rec: BatchRecord,
+                         rows: list[dict[str, Any]]) -> list[tuple[int, str]]:
+        """Set the problem of each source row (of ``rows``) whose Kafka start offsets do
+        not continue from the run's previous batch (a gap, or backwards); returns the
+        (source index, problem) pairs set."""
+        kafka = [s for s in rec.sources
+                 if s.kind == "kafka" and any(p.start is not None for p in s.partitions)]
+        if not kafka:
+            return []
+        prev = self._previous_ends(conn, rec)
+        if prev is None:
+            return []
+        by_index = {row["source_index"]: row for row in rows}
+        flagged = []
+        for source in kafka:
+            problem = _continuity_problem(source, prev.batch_id, prev.ends.get(source.index, {}))
+            if problem is None:
+                continue
+            row = by_index[source.index]
+            row["problem"] = "; ".join(x for x in (row["problem"], problem) if x)
+            flagged.append((source.index, problem))
+        return flagged
 
     @staticmethod
     def _copy_partitions(conn: sa.Connection, rows: list[tuple[Any, ...]]) -> None:
@@ -325,18 +424,30 @@ class Journal:
     def _batches_where(self, conn: sa.Connection, where: Any, *, order_desc: bool = True,
                        limit: int | None = None) -> list[Batch]:
         head = self._batch_rows(conn, where, order_desc=order_desc, limit=limit)
+        return self._with_sources(conn, head)
+
+    @staticmethod
+    def _with_sources(conn: sa.Connection, head: Sequence[sa.RowMapping]) -> list[Batch]:
+        """``head`` (batches rows) as Batch objects with their sources and partitions.
+
+        The ids go as one array parameter, not one bind parameter each: Postgres takes
+        at most 65,535 of those, and a long history has more batches.
+        """
         if not head:
             return []
-        pks = [r["id"] for r in head]
+        ids = [r["id"] for r in head]
+
+        def of_head(col: Any) -> Any:
+            return col == sa.any_(sa.bindparam("pks", ids, type_=sa.ARRAY(sa.BigInteger)))
         src_rows = conn.execute(
-            sa.select(batch_sources).where(batch_sources.c.batch_pk.in_(pks))
+            sa.select(batch_sources).where(of_head(batch_sources.c.batch_pk))
             .order_by(batch_sources.c.batch_pk, batch_sources.c.source_index)
         ).mappings().all()
         k = kafka_partitions.c
         part_rows = conn.execute(
             sa.select(k.batch_pk, k.source_index, k.topic, k.partition, k.start_offset,
                       k.end_offset)
-            .where(k.batch_pk.in_(pks))
+            .where(of_head(k.batch_pk))
             .order_by(k.batch_pk, k.source_index, k.topic, k.partition)
         ).all()
         parts: dict[tuple[int, int], list[PartitionOffset]] = {}
@@ -358,6 +469,7 @@ class Journal:
                     source_index=sr["source_index"], description=sr["description"],
                     kind=sr["kind"], start_offset=start, end_offset=end,
                     num_input_rows=sr["num_input_rows"], partitions=rows,
+                    problem=sr["problem"],
                 )
             )
         return [
@@ -385,11 +497,72 @@ class Journal:
 
     def last_batch(self, query_name: str) -> Batch | None:
         """The last journaled (so completed and committed) batch of a query name, across
-        all its runs and checkpoints."""
-        found = self._read(
-            lambda c: self._batches_where(c, batches.c.query_name == query_name, limit=1)
-        )
+        all its runs and checkpoints, in the journal's own order.
+
+        Trigger times come from the drivers' clocks, which can be off: the run is the
+        one whose batch the database journaled last (batches.id, its sequence), and the
+        batch is that run's highest batch id. Two index lookups, whatever the history's
+        length. :func:`offset_journal.restart.plan_restart` checks this choice against
+        the offsets and the other orders (:meth:`last_batch_candidates`).
+        """
+        found = self._read(lambda c: self._with_sources(c, self._last_rows(c, query_name)))
         return found[0] if found else None
+
+    @staticmethod
+    def _last_rows(conn: sa.Connection, query_name: str) -> list[sa.RowMapping]:
+        # A batch without a trigger time (its progress was malformed) is never "last",
+        # as in journal order (_batch_rows), unless the query has no other.
+        b = batches.c
+        for timed in (b.trigger_at.is_not(None), sa.true()):
+            last_run = (sa.select(b.run_id).where(b.query_name == query_name, timed)
+                        .order_by(b.id.desc()).limit(1).scalar_subquery())
+            stmt = (sa.select(batches)
+                    .where(b.run_id == last_run, b.query_name == query_name, timed)
+                    .order_by(b.batch_id.desc()).limit(1))
+            rows = list(conn.execute(stmt).mappings().all())
+            if rows:
+                return rows
+        return []
+
+    def last_batch_candidates(self, query_name: str) -> list[Batch]:
+        """The batches each order of the journal calls a query's last, distinct: the
+        journal's own (:meth:`last_batch`) first, then the last by trigger time (the
+        drivers' clocks), then the highest batch id of the run whose row the database
+        recorded last. When they differ, the offsets decide (restart.check_last_batch).
+        """
+        r, b = query_runs.c, batches.c
+
+        def read(conn: sa.Connection) -> list[Batch]:
+            heads = self._last_rows(conn, query_name)
+            heads += self._batch_rows(conn, b.query_name == query_name, limit=1)
+            latest_run = (sa.select(r.run_id).where(r.query_name == query_name)
+                          .order_by(r.recorded_at.desc(), r.run_id.desc()).limit(1)
+                          .scalar_subquery())
+            heads += conn.execute(
+                sa.select(batches).where(b.run_id == latest_run, b.query_name == query_name,
+                                         b.trigger_at.is_not(None))
+                .order_by(b.batch_id.desc()).limit(1)).mappings().all()
+            unique = list({h["id"]: h for h in heads}.values())
+            return self._with_sources(conn, unique)
+
+        found: list[Batch] = self._read(read)
+        return found
+
+    def flagged_problems(self, query_name: str, *, limit: int = FLAGGED_PROBLEMS,
+                         ) -> list[FlaggedProblem]:
+        """The problems flagged on a query's batches when they were journaled, most
+        recently journaled first (``limit`` of them, one more when there are more: the
+        caller can say so). Read through the partial index batch_sources_problem_idx,
+        so the cost follows the number of flagged sources, not the history's length."""
+        b, s = batches.c, batch_sources.c
+        stmt = (
+            sa.select(b.run_id, b.batch_id, b.query_id, b.trigger_at, s.source_index,
+                      s.problem, b.id)
+            .select_from(batch_sources.join(batches, b.id == s.batch_pk))
+            .where(s.problem.is_not(None), b.query_name == query_name)
+            .order_by(b.id.desc(), s.source_index).limit(limit + 1)
+        )
+        return [FlaggedProblem(*row) for row in self._read(lambda c: c.execute(stmt).all())]
 
     def last_offsets(self, query_name: str) -> list[SourceOffsets]:
         """Per source, the offsets of the last durable batch: its end offsets are where a
@@ -426,6 +599,63 @@ class Journal:
             lambda c: self._batches_where(c, sa.and_(*conds), order_desc=True, limit=limit)
         )
         return list(reversed(found))
+
+    def iter_history(self, query_name: str, *, page: int = HISTORY_PAGE) -> Iterator[Batch]:
+        """Every batch of a query name, oldest first (as :meth:`history`), streamed.
+
+        Reads ``page`` batches at a time by keyset (the untimed ones first, then by
+        trigger time, batch id and id), each page with its sources and partitions, so
+        memory stays that of one page however long the history is.
+        """
+        b = batches.c
+        timed = b.trigger_at.is_not(None)
+        cursor: tuple[Any, ...] | None = None
+        for part in (b.trigger_at.is_(None), timed):
+            cursor = None
+            while True:
+                conds = [b.query_name == query_name, part]
+                if cursor is not None and part is timed:
+                    conds += [b.trigger_at >= cursor[0],
+                              sa.tuple_(b.trigger_at, b.batch_id, b.id) > sa.tuple_(*cursor)]
+                elif cursor is not None:
+                    conds.append(sa.tuple_(b.batch_id, b.id) > sa.tuple_(*cursor))
+                order = ([b.trigger_at, b.batch_id, b.id] if part is timed
+                         else [b.batch_id, b.id])
+                stmt = sa.select(batches).where(*conds).order_by(*order).limit(page)
+
+                def read(conn: sa.Connection, stmt: Any = stmt) -> list[Batch]:
+                    return self._with_sources(conn, conn.execute(stmt).mappings().all())
+
+                found: list[Batch] = self._read(read)
+                yield from found
+                if len(found) < page:
+                    break
+                last = found[-1]
+                cursor = ((last.trigger_at, last.batch_id, last.pk) if part is timed
+                          else (last.batch_id, last.pk))
+
+    def checkpoint_batches(self, anchor: Batch, where: Any = None, *,
+                           newest_first: bool = False, limit: int | None = None,
+                           ) -> list[Batch]:
+        """Batches of ``anchor``'s checkpoint (its query id, under its query name) up to
+        and including ``anchor`` in journal order, that also match ``where``; the
+        selection is made in SQL (state-aware plans search a long history this way)."""
+        b = batches.c
+        conds = [b.query_name == anchor.query_name, b.query_id == anchor.query_id]
+        if anchor.trigger_at is not None:
+            conds += [b.trigger_at <= anchor.trigger_at,
+                      sa.tuple_(b.trigger_at, b.batch_id, b.id)
+                      <= sa.tuple_(sa.literal(anchor.trigger_at), sa.literal(anchor.batch_id),
+                                   sa.literal(anchor.pk))]
+        else:
+            conds += [b.trigger_at.is_(None),
+                      sa.tuple_(b.batch_id, b.id)
+                      <= sa.tuple_(sa.literal(anchor.batch_id), sa.literal(anchor.pk))]
+        if where is not None:
+            conds.append(where)
+        found: list[Batch] = self._read(lambda c: self._batches_where(
+            c, sa.and_(*conds), order_desc=newest_first, limit=limit))
+        return found
 
     def batches_since(self, query_name: str, after: Batch) -> list[Batch]:
         """Batches journaled after ``after`` in journal order (trigger time, batch id)."""
@@ -550,9 +780,12 @@ class Journal:
                      conn.execute(sa.select(b.query_name).distinct()).scalars().all())
             out = []
             for name in names:  # only the batch rows: its offsets are not needed here
+                # The newest by trigger time and the last in the journal's own order
+                # (the planner's; see last_batch): one row when the clocks are right.
                 last = self._batch_rows(conn, b.query_name == name, limit=1)
-                if last:
-                    out.append((name, last[0]["id"], last[0]["trigger_at"]))
+                last += self._last_rows(conn, name)
+                for row in {r["id"]: r for r in last}.values():
+                    out.append((name, row["id"], row["trigger_at"]))
             return out
 
         kept = self._read(newest)
@@ -602,6 +835,79 @@ class Journal:
         return [tuple(r) for r in self._read(lambda c: c.execute(stmt).all())]
 
 
+def _continuity_problem(source: SourceRecord, prev_batch_id: int,
+                        prev: dict[tuple[str, int], int]) -> str | None:
+    """What is wrong between the previous batch's end offsets and this source's start
+    offsets, partition by partition (partitions in only one of them are not compared:
+    they appeared or went away)."""
+    gaps: list[tuple[str, int, int, int]] = []  # topic, partition, previous end, start
+    back: list[tuple[str, int, int, int]] = []
+    for p in source.partitions:
+        end = prev.get((p.topic, p.partition))
+        if p.start is None or end is None or p.start == end:
+            continue
+        (gaps if p.start > end else back).append((p.topic, p.partition, end, p.start))
+    out = []
+    if gaps:
+        out.append(f"gap after batch {prev_batch_id}: " + ", ".join(
+            f"{t}-{n} ended at {end} there and starts at {start} here, "
+            f"records {end}..{start - 1} never read" for t, n, end, start in gaps[:5])
+            + (f" and {len(gaps) - 5} more" if len(gaps) > 5 else ""))
+    if back:
+        out.append(f"offsets went backwards from batch {prev_batch_id}: " + ", ".join(
+            f"{t}-{n} ended at {end} there and starts at {start} here, "
+            f"records {start}..{end - 1} read twice" for t, n, end, start in back[:5])
+            + (f" and {len(back) - 5} more" if len(back) > 5 else ""))
+    return "; ".join(out) or None
+
+
+def _offsets_of_record(rec: BatchRecord) -> dict[int, Any]:
+    return {s.index: (sorted((p.topic, p.partition, p.start, p.end) for p in s.partitions)
+                      if s.partitions else _stored_offsets(s)) for s in rec.sources}
+
+
+def _check_duplicate(journal: Journal, conn: sa.Connection, rec: BatchRecord) -> None:
+    """A (run id, batch id) already journaled: nothing to do when it is the same batch
+    again (a spool replay), else the first copy stays and this one goes to
+    rejected_events, with a WARNING: Spark never reports one batch twice differently."""
+    b = batches.c
+    head = conn.execute(sa.select(batches).where(b.run_id == rec.run_id,
+                                                 b.batch_id == rec.batch_id)).mappings().all()
+    found = journal._with_sources(conn, head)
+    if not found:
+        return
+    have: dict[int, Any] = {}
+    for src in found[0].sources:
+        if src.partitions:
+            have[src.source_index] = sorted((p.topic, p.partition, p.start, p.end)
+                                            for p in src.partitions)
+        else:
+            have[src.source_index] = (src.start_offset, src.end_offset)
+    mine = _offsets_of_record(rec)
+    if have == mine:
+        return
+    diffs = []
+    for index in sorted(set(have) | set(mine)):
+        old, new = have.get(index), mine.get(index)
+        if old == new:
+            continue
+        if isinstance(old, list) and isinstance(new, list):
+            olds = {(t, p): (a, z) for t, p, a, z in old}
+            news = {(t, p): (a, z) for t, p, a, z in new}
+            changed = [f"{t}-{p} {olds.get((t, p))} then {news.get((t, p))}"
+                       for t, p in sorted(set(olds) | set(news))
+                       if olds.get((t, p)) != news.get((t, p))]
+            diffs.append(f"source {index}: " + ", ".join(changed[:3])
+                         + (f" and {len(changed) - 3} more" if len(changed) > 3 else ""))
+        else:
+            diffs.append(f"source {index}: {dumps(old)[:200]} then {dumps(new)[:200]}")
+    reason = (f"batch {rec.batch_id} of run {rec.run_id} (query {rec.query_name}) arrived "
+              f"again with different offsets ({'; '.join(diffs)} as (start, end)); the "
+              "first copy is kept in the journal, this one is here")
+    log.warning("offset-journal: %s", reason)
+    journal.record_rejected(reason, rec.raw_progress or dumps(dataclasses.asdict(rec)), conn)
+
+
 def _prune_where(before: datetime, query_name: str | None, keep: Sequence[int]) -> Any:
     b = batches.c
     where = [b.trigger_at < before]
@@ -629,4 +935,4 @@ def dumps(value: Any) -> str:
 
 
 __all__: Sequence[str] = ["Journal", "JournalError", "Run", "RunBounds", "Batch",
-                          "SourceOffsets", "PruneResult"]
+                          "SourceOffsets", "PruneResult", "FlaggedProblem"]

@@ -37,7 +37,14 @@ from dataclasses import dataclass, field
 from datetime import datetime, timedelta, timezone
 from typing import Any
 
-from .journal import Batch, Journal, Run, RunBounds, SourceOffsets
+from .journal import (
+    FLAGGED_PROBLEMS,
+    Batch,
+    FlaggedProblem,
+    Journal,
+    RunBounds,
+    SourceOffsets,
+)
 from .kafka import TopicState, topic_state
 from .offsets import (
     EARLIEST,
@@ -666,6 +673,70 @@ def refuse_used_checkpoint(state: CheckpointState, query_id: str | None = None) 
     )
 
 
+def _flagged(problems: Sequence[FlaggedProblem], batches: Sequence[Batch],
+             ) -> dict[tuple[int, int], tuple[str, str]]:
+    """(batch pk, source index) -> (the batch's label, the problem flagged on it), from
+    the journal's list and from the plan's own batches' sources."""
+    out: dict[tuple[int, int], tuple[str, str]] = {}
+    for p in problems:
+        ref = BatchRef(p.run_id, p.batch_id, p.query_id, p.trigger_at)
+        out[(p.pk, p.source_index)] = (ref.label(), p.problem)
+    for batch in batches:
+        for src in batch.sources:
+            if src.problem:
+                out[(batch.pk, src.source_index)] = (BatchRef.of(batch).label(), src.problem)
+    return out
+
+
+def _kafka_ends(batch: Batch) -> dict[tuple[int, str, int], int]:
+    return {(s.source_index, p.topic, p.partition): p.end for s in batch.sources
+            if source_kind(s) == KIND_KAFKA for p in s.partitions if p.end is not None}
+
+
+def check_last_batch(query_name: str, anchor: Batch, others: Sequence[Batch]) -> list[str]:
+    """Check the batch the journal's own order calls last against the batches other
+    orders call last (pure); returns warnings, raises RestartError when they disagree.
+
+    The journal's order (the database's sequence, then batch ids within the run)
+    cannot be skewed by a driver's clock, but a batch replayed late from a spool can
+    come after batches of a later run. The offsets settle it: the last batch must have
+    read every Kafka partition it shares with another candidate at least as far. If
+    another candidate read further, which batch is last is not clear from the journal,
+    and a person must choose (``--batch RUN:BATCH``).
+    """
+    warnings: list[str] = []
+    mine = _kafka_ends(anchor)
+    for other in others:
+        if other.pk == anchor.pk:
+            continue
+        theirs = _kafka_ends(other)
+        ahead = sorted(k for k in mine.keys() & theirs.keys() if theirs[k] > mine[k])
+        ref, other_ref = BatchRef.of(anchor).label(), BatchRef.of(other).label()
+        if ahead:
+            sample = ", ".join(f"{_tp(t, p)} {theirs[(i, t, p)]} > {mine[(i, t, p)]}"
+                               for i, t, p in ahead[:3])
+            more = f" and {len(ahead) - 3} more" if len(ahead) > 3 else ""
+            raise RestartError(
+                f"the journal's orders disagree on the last batch of query {query_name!r}: "
+                f"{ref} was journaled last, but {other_ref} read further ({sample}{more}); "
+                "a batch replayed late from a spool, a driver's clock off, or two jobs "
+                "under one name? Choose where to start explicitly: --batch RUN:BATCH "
+                "(starts AT that batch) or --as-of TIME"
+            )
+        later = (other.trigger_at is not None and anchor.trigger_at is not None
+                 and other.trigger_at > anchor.trigger_at)
+        if later:
+            shared = "; the offsets agree" if mine.keys() & theirs.keys() else (
+                "; no Kafka partition in common to check it by")
+            warnings.append(
+                f"{other_ref} has a later trigger time than {ref}, which the journal "
+                f"recorded after it: the clock of run {other.run_id}'s driver was ahead, "
+                f"or of run {anchor.run_id}'s behind. The journal's own order decides"
+                f"{shared}"
+            )
+    return warnings
+
+
 def _order_key(batch: Batch) -> tuple[datetime, int, int]:
     return (batch.trigger_at or datetime.min.replace(tzinfo=timezone.utc), batch.batch_id,
             batch.pk)
@@ -688,6 +759,7 @@ def compute_plan(
     as_of: datetime | None = None,
     subscribe: Sequence[str] | None = None,
     database_now: datetime | None = None,
+    problems: Sequence[FlaggedProblem] = (),
 ) -> RestartPlan:
     """Make a restart plan from journal data alone (pure: no I/O).
 
@@ -702,6 +774,10 @@ def compute_plan(
     the one read from the old source's description, and journaled topics outside it
     are left out. ``database_now`` is the journal database's clock: a trigger time ahead
     of it is flagged (:func:`future_trigger_problems`).
+    ``problems``: what the journal flagged on the query's batches when it
+    wrote them (Journal.flagged_problems), with those on the plan's own batches'
+    sources: an error on the batch whose end offsets the plan starts from, a warning
+    on any other batch.
     """
     if mode not in MODES:
         raise RestartError(f"unknown mode {mode!r}: use one of {', '.join(MODES)}")
@@ -723,6 +799,7 @@ def compute_plan(
     cutoff: datetime | None = None
     when = f" triggered at or before {_iso(as_of)}" if as_of is not None else ""
 
+    flagged = _flagged(problems, [anchor, *chain])
     if mode == MODE_STATE_AWARE:
         chain = [b for b in chain if _order_key(b) <= _order_key(anchor)] or [anchor]
         if _order_key(chain[-1]) != _order_key(anchor):
@@ -813,8 +890,11 @@ def compute_plan(
         notes.append(
             f"Starts AFTER {anchor_ref.label()} ({latest}): at its END offsets. Kafka "
             "start offsets are inclusive and a batch's end offsets exclusive, so the new "
-            "query reads exactly what came after that batch: nothing skipped, nothing "
-            "read twice."
+            "query reads exactly what came after that batch"
+            + (": nothing skipped, nothing read twice." if not flagged else
+               ". But the journal flagged offsets that did not continue from one batch to "
+               "the next (see the errors and warnings): records were skipped or read "
+               "twice before this point, and starting here does not undo that.")
         )
     if as_of is not None and anchor.trigger_at is not None and anchor.batch_duration_ms:
         finished = anchor.trigger_at + timedelta(milliseconds=anchor.batch_duration_ms)
@@ -823,6 +903,19 @@ def compute_plan(
                 f"That batch was still running at {_iso(as_of)} (it finished at "
                 f"{_iso(finished)}); it counts as before that time."
             )
+
+    # An error where the plan takes the END offsets of a flagged batch (it starts
+    # after it); re-read batches (at, rewind) and earlier ones get a warning: reading
+    # a batch again is how a person repairs what was flagged on it.
+    affected = {anchor.pk} if final_position == POSITION_AFTER else set()
+    for (pk, index), (label, problem) in sorted(flagged.items(), key=lambda x: x[0]):
+        if source is not None and index != source:
+            continue
+        if pk in affected:
+            errors.append(f"the journal flagged {label}, which this plan starts from: "
+                          f"source {index}: {problem}")
+        else:
+            warnings.append(f"the journal flagged {label}: source {index}: {problem}")
 
     indexes = [s.source_index for s in anchor.sources]
     if source is not None:
@@ -1056,16 +1149,44 @@ def _run_spans(bounds: Sequence[RunBounds]) -> list[RunSpan]:
     return spans
 
 
-def _chain(journal: Journal, query_name: str, anchor: Batch, runs: Sequence[Run]) -> list[Batch]:
-    found: dict[int, Batch] = {}
-    for run in runs:
-        if run.query_id != anchor.query_id:
-            continue
-        for b in journal.history(query_name, run_id=run.run_id, until=anchor.trigger_at):
-            found[b.pk] = b
-    key = _order_key(anchor)
-    chain = sorted((b for b in found.values() if _order_key(b) <= key), key=_order_key)
-    return chain or [anchor]
+def _state_chain(journal: Journal, anchor: Batch, window: timedelta | None) -> list[Batch]:
+    """The part of ``anchor``'s checkpoint a state-aware plan needs, in journal order,
+    selected in SQL so that the history's length does not matter: the batch with the
+    watermark the plan uses (emitted_cutoff), the batch rewind_index would pick and every
+    batch after it up to ``anchor``, and the batch before that one. compute_plan draws
+    the same conclusions from it as from the whole checkpoint: each of its rules looks
+    for the last batch with a watermark, the first batch that may hold a record of an
+    open window, and the batches from there on."""
+    import sqlalchemy as sa
+
+    from .schema import batches
+
+    b = batches.c
+    chain: dict[int, Batch] = {anchor.pk: anchor}
+    cut = journal.checkpoint_batches(anchor, b.watermark.is_not(None), newest_first=True,
+                                     limit=1)
+    if not cut or cut[0].watermark is None:
+        return [anchor]
+    chain[cut[0].pk] = cut[0]
+    threshold = cut[0].watermark - window if window is not None else cut[0].watermark
+    may_be_open = sa.or_(b.event_time_max >= threshold,
+                         sa.and_(b.event_time_max.is_(None),
+                                 b.num_input_rows.is_distinct_from(0)))
+    first = journal.checkpoint_batches(anchor, may_be_open, limit=1)
+    if first:
+        k = first[0]
+        if k.trigger_at is not None:  # then so has every batch of the chain
+            col = sa.tuple_(b.trigger_at, b.batch_id, b.id)
+            key = sa.tuple_(sa.literal(k.trigger_at), sa.literal(k.batch_id),
+                            sa.literal(k.pk))
+        else:
+            col = sa.tuple_(b.batch_id, b.id)
+            key = sa.tuple_(sa.literal(k.batch_id), sa.literal(k.pk))
+        for batch in (*journal.checkpoint_batches(anchor, col < key, newest_first=True,
+                                                  limit=1),
+                      *journal.checkpoint_batches(anchor, col >= key)):
+            chain[batch.pk] = batch
+    return sorted(chain.values(), key=_order_key)
 
 
 def checkpoint_state(path: str) -> CheckpointState:
@@ -1142,11 +1263,16 @@ def plan_restart(
     own = journal is None
     j = journal or Journal(database_url)
     try:
-        last = j.last_batch(query_name)
+        # The default plan needs every order's last batch (check_last_batch); the
+        # journal's own comes first.
+        candidates = j.last_batch_candidates(query_name) if batch is None and as_of is None \
+            else []
+        last = candidates[0] if candidates else j.last_batch(query_name)
         if last is None:
             raise RestartError(f"no journaled batches for query {query_name!r}")
         position = POSITION_AFTER
         before: Batch | None = None
+        order_warnings: list[str] = []
         if batch is not None:
             anchor = j.batch(query_name, batch[0], batch[1])
             if anchor is None:
@@ -1165,13 +1291,20 @@ def plan_restart(
             anchor = found
         else:
             anchor = last
+            order_warnings = check_last_batch(query_name, anchor, candidates)
         chain: list[Batch] = []
         if mode == MODE_STATE_AWARE:
-            chain = _chain(j, query_name, anchor, j.runs(query_name))
+            chain = _state_chain(j, anchor, window)
             before = _batch_before(j, query_name, chain[0])
         # Runs that started after the anchor do not matter to it (compute_plan).
         spans = _run_spans(j.run_bounds(query_name, started_until=anchor.trigger_at))
         database_now = _database_now(j)
+        problems = j.flagged_problems(query_name)
+        if len(problems) > FLAGGED_PROBLEMS:
+            problems = problems[:FLAGGED_PROBLEMS]
+            order_warnings.append(
+                f"the journal flagged problems on more batches than the {FLAGGED_PROBLEMS} "
+                "most recent reported here: see offset_journal.batch_sources.problem")
     finally:
         if own:
             j.close()
@@ -1186,7 +1319,9 @@ def plan_restart(
         query_name, anchor, position=position, chain=chain, before=before, kafka_state=state,
         runs=spans, checkpoint=ckpt_state, sink=sink, mode=mode, window=window,
         source=source, as_of=as_of, subscribe=subscribe, database_now=database_now,
+        problems=problems,
     )
+    plan.plan_warnings += order_warnings
     for w in plan.warnings:
         log.info("restart plan for %s: %s", query_name, w)
     return plan
@@ -1334,6 +1469,7 @@ def import_checkpoint(database_url: str | None, path: str, query_name: str, *,
             skipped.append(f"{len(records) - len(todo)} batches already journaled by the "
                            "listener for this query id")
         with j.engine.begin() as conn:
+            _refuse_other_name(conn, run, path)
             new = record_all(j, [run, *todo], conn)
     finally:
         if own:
@@ -1341,6 +1477,36 @@ def import_checkpoint(database_url: str | None, path: str, query_name: str, *,
     log.info("imported %d batches of %s as run %s", new, path, run.run_id)
     return ImportResult(str(path), query_name, run.query_id, run.run_id, new,
                         len(todo) - new, skipped)
+
+
+def _refuse_other_name(conn: Any, run: RunRecord, path: str) -> None:
+    """Raise RestartError when the checkpoint (its import run, or its query id through
+    the listener) is already journaled under another query name.
+
+    Importing it again would move the run row to the new name and leave its batches
+    under the old one. Runs the check in the import's transaction, the run rows locked,
+    so nothing is changed when it refuses.
+    """
+    import sqlalchemy as sa
+
+    from .schema import query_runs
+
+    r = query_runs.c
+    found = conn.execute(
+        sa.select(r.run_id, r.query_name)
+        .where(sa.or_(r.run_id == run.run_id, r.query_id == run.query_id),
+               r.query_name != run.query_name)
+        .order_by(r.run_id != run.run_id, r.run_id).limit(1).with_for_update()
+    ).first()
+    if found is None:
+        return
+    run_id, name = found
+    what = (f"as run {run_id}" if run_id == run.run_id
+            else f"by the listener (query id {run.query_id}, run {run_id})")
+    raise RestartError(
+        f"checkpoint {path} is already journaled {what} under query name {name!r}: "
+        f"import it with --query-name {name}, or not at all; nothing was changed"
+    )
 
 
 @dataclass(frozen=True)
@@ -1440,6 +1606,7 @@ __all__ = [
     "SinkState",
     "SourcePlan",
     "check_against_cluster",
+    "check_last_batch",
     "checkpoint_run_id",
     "compare_offsets",
     "comparison_verdict",

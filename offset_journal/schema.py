@@ -58,7 +58,7 @@ batches = sa.Table(
     sa.UniqueConstraint("run_id", "batch_id", name="batches_run_batch_key"),
     sa.Index("batches_query_latest_idx", "query_name", sa.text("trigger_at DESC"),
              sa.text("batch_id DESC")),
-    # The journal's own order (migration 0004_planner): clocks cannot skew it.
+    # The journal's own order (migration 0005_planner): clocks cannot skew it.
     sa.Index("batches_query_order_idx", "query_name", "id"),
 )
 
@@ -75,7 +75,7 @@ batch_sources = sa.Table(
     sa.Column("latest_offset", JSONB),
     sa.Column("num_input_rows", sa.BigInteger),
     sa.Column("problem", sa.Text),
-    # Flagged sources only (migration 0004_planner): what a restart plan reports.
+    # Flagged sources only (migration 0005_planner): what a restart plan reports.
     sa.Index("batch_sources_problem_idx", "batch_pk",
              postgresql_where=sa.text("problem IS NOT NULL")),
 )

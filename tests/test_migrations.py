@@ -13,8 +13,21 @@ from offset_journal.db import current_revision, resolve_url, upgrade
 from offset_journal.schema import SCHEMA, metadata
 
 ROOT = Path(__file__).resolve().parents[1]
-HEAD = "0003"  # the newest migration
-TABLES = {"query_runs", "batches", "batch_sources", "kafka_partitions", "rejected_events"}
+def _head() -> str:
+    """The newest migration (read from the scripts: several branches add migrations, and
+    the lead chains them at merge time)."""
+    from alembic.script import ScriptDirectory
+
+    from offset_journal.db import alembic_config
+
+    head = ScriptDirectory.from_config(alembic_config("postgresql://x@localhost/x")).get_current_head()
+    assert head is not None
+    return head
+
+
+HEAD = _head()
+TABLES = {"query_runs", "batches", "batch_sources", "kafka_partitions", "rejected_events",
+          "spool_losses"}
 
 
 def _inspect(url):

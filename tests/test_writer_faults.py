@@ -106,4 +106,123 @@ def test_a_database_refusal_is_rejected_and_the_rest_flows(journal_url: str,
                                             "rejected_events limit 1")[0][0])["type"] == PROGRESS
 
 
-_ = logging
+# --------------------------------------------------------------------------- classification
+
+
+class _PgError(Exception):
+    def __init__(self, sqlstate: str | None) -> None:
+        super().__init__(f"sqlstate {sqlstate}")
+        self.sqlstate = sqlstate
+
+
+def _wrapped(orig: BaseException, cls: type = sa.exc.DBAPIError) -> BaseException:
+    return cls("INSERT ...", {}, orig)
+
+
+@pytest.mark.parametrize(("state", "fault"), [
+    ("08006", "outage"), ("08001", "outage"), ("57P01", "outage"), ("57P02", "outage"),
+    ("57P03", "outage"), ("57014", "outage"), ("53300", "outage"), ("3D000", "outage"),
+    ("40001", "outage"), ("25006", "outage"),
+    ("42501", "misconfigured"), ("42P01", "misconfigured"), ("28P01", "misconfigured"),
+    ("54000", "refused"), ("22003", "refused"), ("22P02", "refused"), ("23514", "refused"),
+    ("23505", "refused"), ("XX000", "refused"),
+])
+def test_errors_are_classified_by_sqlstate(state: str, fault: str) -> None:
+    from offset_journal.writer import classify_error
+
+    assert classify_error(_wrapped(_PgError(state))).value == fault
+    assert classify_error(_PgError(state)).value == fault  # raw driver error (COPY)
+
+
+def test_errors_without_sqlstate_are_outages_only_when_the_connection_failed() -> None:
+    import psycopg
+
+    from offset_journal.writer import Fault, classify_error
+
+    assert classify_error(_wrapped(psycopg.OperationalError("connection refused"),
+                                   sa.exc.OperationalError)) is Fault.OUTAGE
+    assert classify_error(psycopg.errors.ConnectionTimeout("timeout")) is Fault.OUTAGE
+    assert classify_error(ConnectionResetError()) is Fault.OUTAGE
+    assert classify_error(sa.exc.TimeoutError()) is Fault.OUTAGE
+    invalidated = sa.exc.DBAPIError("x", {}, _PgError("54000"), connection_invalidated=True)
+    assert classify_error(invalidated) is Fault.OUTAGE
+    # The driver refusing a value (a NUL in a string) is about the event.
+    assert classify_error(_wrapped(psycopg.DataError("NUL"), sa.exc.DataError)) \
+        is Fault.REFUSED
+    assert classify_error(ValueError("bad")) is Fault.REFUSED
+
+
+# --------------------------------------------------------------------------- spool unusable
+
+
+def _dead_url() -> str:
+    import socket
+
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    return f"postgresql://nobody:secret@127.0.0.1:{port}/none"
+
+
+@pytest.mark.parametrize("how", ["under a file", "is a file"])
+def test_database_down_and_spool_unusable_counts_and_reports_the_loss(
+        tmp_path: Path, caplog: pytest.LogCaptureFixture, how: str) -> None:
+    from offset_journal.listener import OffsetJournalListener
+
+    (tmp_path / "file").write_text("")
+    spool = tmp_path / "file" / "spool" if how == "under a file" else tmp_path / "file"
+    caplog.set_level(logging.INFO)
+    listener = OffsetJournalListener(_dead_url(), spool_dir=str(spool), connect_timeout=1,
+                                     retry_max=0.2)
+    writer = listener.start()
+    for ev in _events("run-x", "orders", 5):
+        writer.submit(ev)
+    assert writer.flush(timeout=20, to_database=False) is False
+    assert listener.flush(timeout=1) is False
+    stats = listener.stats()
+    assert stats.lost == 6 and stats.spooled == 0 and stats.journaled == 0
+    (reason,) = stats.lost_reasons
+    assert "spool" in reason and "unusable" in reason
+    errors = [r for r in caplog.records if r.levelno >= logging.ERROR]
+    assert errors and all(r.exc_info is None for r in errors)  # no generic traceback
+    assert any("LOST" in r.getMessage() and "6 lost so far" in r.getMessage()
+               for r in errors)
+    assert listener.close(timeout=1) is False
+    assert listener.stats().lost == 6
+
+
+# --------------------------------------------------------------------------- close, then more
+
+
+def test_events_after_close_are_said_kept_and_journaled_by_the_next_start(
+        journal_url: str, tmp_path: Path, caplog: pytest.LogCaptureFixture) -> None:
+    from types import SimpleNamespace
+
+    from offset_journal.listener import OffsetJournalListener
+
+    caplog.set_level(logging.INFO)
+    listener = OffsetJournalListener(journal_url, spool_dir=str(tmp_path / "spool"))
+    listener.start()
+    events = _events("run-c", "orders", 4)
+    listener.onQueryStarted(SimpleNamespace(runId="run-c", id="q-run-c", name="orders",
+                                            timestamp="2024-01-01T00:00:00.000Z"))
+    for ev in events[1:3]:
+        listener.onQueryProgress(SimpleNamespace(progress=SimpleNamespace(json=ev["json"])))
+    assert listener.close(timeout=30) is True
+    assert _batches(journal_url, "run-c") == [0, 1]
+    for ev in events[3:]:  # after close()
+        listener.onQueryProgress(SimpleNamespace(progress=SimpleNamespace(json=ev["json"])))
+    assert any("after close()" in r.getMessage() for r in caplog.records)
+    assert listener.stats().spooled == 2
+    assert listener.flush(timeout=1) is False  # in the spool, not in the journal
+    assert listener.close() is False
+    assert _batches(journal_url, "run-c") == [0, 1]
+    listener.start()  # resumes journaling, the late events first
+    assert listener.flush(timeout=30) is True
+    assert _batches(journal_url, "run-c") == [0, 1, 2, 3]
+    listener.onQueryProgress(SimpleNamespace(progress=SimpleNamespace(
+        json=_events("run-c", "orders", 1, first=4)[1]["json"])))
+    assert listener.close(timeout=30) is True
+    assert _batches(journal_url, "run-c") == [0, 1, 2, 3, 4]
+    stats = listener.stats()
+    assert stats.journaled == 5 and stats.lost == 0

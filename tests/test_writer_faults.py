@@ -226,3 +226,109 @@ def test_events_after_close_are_said_kept_and_journaled_by_the_next_start(
     assert _batches(journal_url, "run-c") == [0, 1, 2, 3, 4]
     stats = listener.stats()
     assert stats.journaled == 5 and stats.lost == 0
+
+
+# --------------------------------------------------------------------------- missing grants
+
+
+def _admin(url: str, *statements: str) -> None:
+    engine = sa.create_engine(resolve_url(url), poolclass=sa.pool.NullPool)
+    with engine.begin() as conn:
+        for s in statements:
+            conn.exec_driver_sql(s)
+    engine.dispose()
+
+
+@pytest.fixture
+def writer_without_partition_grant(journal_url: str) -> tuple[str, str]:
+    """(admin URL, writer URL): a writer role granted as `db grant` does, then the INSERT
+    on kafka_partitions revoked (a grant missed after an upgrade, say)."""
+    import uuid
+
+    from offset_journal.roles import grant_statements
+
+    role = f"oj_w_{uuid.uuid4().hex[:8]}"
+    _admin(journal_url, f'CREATE ROLE "{role}" LOGIN', *grant_statements(writer=role),
+           f'REVOKE INSERT ON offset_journal.kafka_partitions FROM "{role}"')
+    url = sa.engine.make_url(resolve_url(journal_url)).set(username=role)
+    return journal_url, url.render_as_string(hide_password=False)
+
+
+def test_a_missing_grant_keeps_the_events_retries_and_says_so(
+        writer_without_partition_grant: tuple[str, str], tmp_path: Path,
+        caplog: pytest.LogCaptureFixture) -> None:
+    admin_url, url = writer_without_partition_grant
+    role = sa.engine.make_url(url).username
+    caplog.set_level(logging.INFO)
+    w = Writer(WriterConfig(url, str(tmp_path / "spool"), retry_initial=0.05, retry_max=0.2))
+    w.start()
+    for ev in _events("run-g", "orders", 3):
+        w.submit(ev)
+    assert w.flush(timeout=2) is False
+    assert _batches(admin_url, "run-g") == [] and _rejected(admin_url) == []
+    shouts = [r.getMessage() for r in caplog.records
+              if r.levelno >= logging.ERROR and "kafka_partitions" in r.getMessage()]
+    assert len(shouts) >= 2 and all("grant" in m for m in shouts), shouts
+    assert w.stats().lost == 0 and w.stats().spooled >= 4
+    _admin(admin_url, f'GRANT INSERT ON offset_journal.kafka_partitions TO "{role}"')
+    assert w.flush(timeout=30) is True
+    w.close()
+    assert _batches(admin_url, "run-g") == [0, 1, 2]
+    assert _rejected(admin_url) == []
+
+
+# --------------------------------------------------------------------------- rejected list|replay
+
+
+def test_rejected_events_are_listed_and_replayed_once_the_cause_is_fixed(
+        journal_url: str, tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    from offset_journal.cli import main
+
+    _poison(journal_url)
+    w = Writer(WriterConfig(journal_url, str(tmp_path / "spool")))
+    w.start()
+    for ev in _events("run-p", "poison", 2) + _events("run-a", "orders", 1):
+        w.submit(ev)
+    assert w.flush(timeout=30)
+    w.close()
+    # What an earlier release kept: the progress JSON itself, refused for a missed grant.
+    engine = sa.create_engine(resolve_url(journal_url), poolclass=sa.pool.NullPool)
+    with engine.begin() as conn:
+        conn.execute(sa.text("insert into offset_journal.rejected_events (reason, payload) "
+                             "values ('database refused the event: permission denied for "
+                             "table kafka_partitions', :p)"),
+                     {"p": _events("run-old", "orders", 1, first=7)[1]["json"]})
+    engine.dispose()
+    ids = [r[0] for r in sql_rows(journal_url, "select id from offset_journal.rejected_events "
+                                               "order by id")]
+    assert len(ids) == 3
+    db = ["--database-url", journal_url]
+
+    assert main([*db, "rejected", "list"]) == 0
+    out = capsys.readouterr().out
+    assert "batch 0 of run run-p" in out and "batch 7 of run run-old" in out
+    assert "no_poison" in out and "permission denied" in out
+    assert main([*db, "rejected", "list", "--query", "orders"]) == 0
+    out = capsys.readouterr().out
+    assert "run-old" in out and "run-p" not in out
+
+    # Not fixed yet: still refused, nothing changes, exit 1 with one error line.
+    assert main([*db, "rejected", "replay", "--id", str(ids[0])]) == 1
+    captured = capsys.readouterr()
+    assert "still rejected" in captured.out and "no_poison" in captured.out
+    (line,) = captured.err.strip().splitlines()
+    assert line.startswith("offset-journal: error: ")
+    assert len(_rejected(journal_url)) == 3
+    # An id that is not there: refused before anything is replayed.
+    assert main([*db, "rejected", "replay", "--id", str(ids[2]), "--id", "999999"]) == 1
+    assert "999999" in capsys.readouterr().err
+    assert _batches(journal_url, "run-old") == []
+
+    _admin(journal_url, "alter table offset_journal.batches drop constraint no_poison")
+    assert main([*db, "rejected", "replay"]) == 0
+    assert "journaled 3 of 3" in capsys.readouterr().out
+    assert _rejected(journal_url) == []
+    assert _batches(journal_url, "run-p") == [0, 1]
+    assert _batches(journal_url, "run-old") == [7]
+    assert main([*db, "rejected", "list"]) == 0
+    assert "no rejected events" in capsys.readouterr().out

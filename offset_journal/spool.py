@@ -273,7 +273,7 @@ class Spool:
         if old_file is not None:
             old_file.close()
         self.dropped += len(dropped)
-        log.error("offset-journal spool %s is full (%d bytes): dropped the %d oldest batch "
+        log.warning("offset-journal spool %s is full (%d bytes): dropped the %d oldest batch "
                   "event(s), kept each query's newest; recorded in %s", self.directory,
                   self.max_bytes, len(dropped), LOSSES_FILE)
         return sum(1 for e in events if id(e) not in dropped_ids)

@@ -332,3 +332,50 @@ def test_rejected_events_are_listed_and_replayed_once_the_cause_is_fixed(
     assert _batches(journal_url, "run-old") == [7]
     assert main([*db, "rejected", "list"]) == 0
     assert "no rejected events" in capsys.readouterr().out
+
+
+# --------------------------------------------------------------------------- full spool
+
+
+def test_a_full_spool_keeps_the_newest_offsets_and_the_plan_reports_the_gap(
+        journal_url: str, tmp_path: Path, caplog: pytest.LogCaptureFixture) -> None:
+    from offset_journal import Journal
+    from offset_journal.restart import plan_restart
+
+    spool = tmp_path / "spool"
+    caplog.set_level(logging.INFO)
+    down = Writer(WriterConfig(_dead_url(), str(spool), spool_max_bytes=8_000,
+                               connect_timeout=1, retry_initial=0.05))
+    down.start()
+    events = _events("run-f", "orders", 40) + _events("run-g", "payments", 2)
+    for ev in events:
+        down.submit(ev)
+    assert down.flush(timeout=30, to_database=False) is False  # some were dropped
+    stats = down.stats()
+    assert stats.lost > 0 and any("full" in r for r in stats.lost_reasons)
+    assert any("LOST" in r.getMessage() for r in caplog.records if r.levelno == logging.ERROR)
+    assert down.close(timeout=0.5) is False
+    assert sum(f.stat().st_size for f in spool.glob("spool-*.jsonl")) <= 8_000
+    assert (spool / "losses.json").exists()
+
+    up = Writer(WriterConfig(journal_url, str(spool)))
+    up.start()
+    assert up.flush(timeout=30) is True
+    up.close()
+    assert not (spool / "losses.json").exists()
+    journaled = _batches(journal_url, "run-f")
+    assert journaled[-1] == 39  # the newest batch, the one a restart needs, is kept
+    assert _batches(journal_url, "run-g") == [0, 1]
+    with Journal(journal_url) as j:
+        (loss,) = j.spool_losses("orders")
+        assert j.spool_losses("payments") == []
+    assert loss.events == stats.lost == 40 - len(journaled)
+    assert loss.run_ids == ("run-f",)
+    missing = sorted(set(range(40)) - set(journaled))
+    assert (loss.batch_id_min, loss.batch_id_max) == (missing[0], missing[-1])
+    assert loss.partitions == ((0, "t", 0, missing[0], missing[-1] + 1),)
+    plan = plan_restart(journal_url, "orders")
+    assert plan.sources[0].offsets == {"t": {0: 40}}
+    (warning,) = [w for w in plan.warnings if "full listener spool" in w]
+    assert f"batch ids {missing[0]}..{missing[-1]}" in warning and "run-f" in warning
+    assert not [w for w in plan_restart(journal_url, "payments").warnings if "spool" in w]

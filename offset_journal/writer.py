@@ -170,6 +170,7 @@ class Writer:
         self._inflight_spilled = False
         self._lost: Counter[str] = Counter()
         self._spool_dropped_seen = 0
+        self._losses_retry_at = 0.0
         self.written = 0
         self.spooled = 0
         self.rejected = 0
@@ -234,8 +235,8 @@ class Writer:
             return
         with self._cond:
             self.spooled += n
-        dropped = self.spool.dropped - self._spool_dropped_seen
-        self._spool_dropped_seen += dropped
+            dropped = self.spool.dropped - self._spool_dropped_seen
+            self._spool_dropped_seen += dropped
         self._lose(dropped, f"the spool {self.spool.directory} is full (spool_max_bytes="
                             f"{self.spool.max_bytes}); what was dropped is recorded in "
                             f"{self.spool.losses_path.name} and reported by `plan`")
@@ -451,12 +452,12 @@ class Writer:
     def _mark_down(self, exc: BaseException) -> None:
         url = redact(self.config.database_url)
         if classify_error(exc) is Fault.MISCONFIGURED:
-            log.error("offset-journal: cannot write to %s: %s (%s). The events are kept in "
-                      "the spool and retried in %.1fs.", url, fault_hint(exc),
-                      redact(_first_line(exc)), self._backoff)
+            log.error("offset-journal: cannot write to %s: %s (%s). The events are not "
+                      "bad: they wait (in the spool) and are retried in %.1fs.", url,
+                      fault_hint(exc), redact(_first_line(exc)), self._backoff)
         else:
-            log.warning("offset-journal: cannot write to %s (%s); keeping events in the "
-                        "spool, retry in %.1fs", url, redact(_first_line(exc)), self._backoff)
+            log.warning("offset-journal: cannot write to %s (%s); retry in %.1fs", url,
+                        redact(_first_line(exc)), self._backoff)
         self._down_until = time.monotonic() + self._backoff
         self._backoff = min(self._backoff * 2, self.config.retry_max)
 
@@ -468,15 +469,17 @@ class Writer:
 
     def _record_spool_losses(self) -> None:
         """Move the spool's record of what a full spool dropped into the journal."""
-        if not self.spool.has_losses():
+        if time.monotonic() < self._losses_retry_at or not self.spool.has_losses():
             return
         journal = self._get_journal()
         try:
             self.spool.take_losses(lambda entries: _record_losses(self, journal, entries))
         except Exception as exc:  # the events go on; the record stays on disk
+            self._losses_retry_at = time.monotonic() + self.config.retry_max
             log.warning("offset-journal: could not record the spool's losses in the "
-                        "journal yet (%s); kept in %s", redact(_first_line(exc)),
-                        self.spool.losses_path)
+                        "journal yet (%s); kept in %s, retry in %.0fs",
+                        redact(_first_line(exc)), self.spool.losses_path,
+                        self.config.retry_max)
 
     def _take(self, first: dict[str, Any]) -> list[dict[str, Any]]:
         events = [first]

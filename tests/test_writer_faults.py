@@ -77,8 +77,8 @@ def test_a_poison_line_in_the_spool_does_not_stop_its_replay(
     _poison(journal_url)
     spool_dir = tmp_path / "spool"
     left = Spool(spool_dir)  # what a driver that ended in an outage left behind
-    left.append(_events("run-p", "poison", 2) + _events("run-a", "orders", 3)
-                + _events("run-b", "payments", 2))
+    left.append(_events("run-p", "poison", 2) + _events("run-l", _long_name(), 2)
+                + _events("run-a", "orders", 3) + _events("run-b", "payments", 2))
     left.close()
     w = Writer(WriterConfig(journal_url, str(spool_dir), retry_initial=0.05))
     w.start()
@@ -87,7 +87,9 @@ def test_a_poison_line_in_the_spool_does_not_stop_its_replay(
     assert _batches(journal_url, "run-a") == [0, 1, 2]
     assert _batches(journal_url, "run-b") == [0, 1]
     reasons = _rejected(journal_url)
-    assert len(reasons) == 2 and all("no_poison" in r for r in reasons), reasons
+    assert len(reasons) == 5, reasons
+    assert sum("no_poison" in r for r in reasons) == 2
+    assert sum("query name" in r for r in reasons) == 3
     assert not list(spool_dir.glob("spool-*.jsonl"))
 
 

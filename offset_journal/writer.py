@@ -310,6 +310,10 @@ class Writer:
             pass
         if self._thread.ident is not None:  # started
             self._thread.join(timeout=max(1.0, timeout))
+        with self._cond:
+            left = self._pending
+        if left:  # the thread is stuck (or never ran): what it holds goes to disk
+            self.spill_queue()
         self.spool.close()
         if self._journal is not None:
             self._journal.close()

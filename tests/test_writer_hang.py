@@ -185,3 +185,24 @@ def test_interpreter_exit_with_a_hanging_database_keeps_every_event(
     assert replay.flush(timeout=60) is True
     replay.close()
     assert _batches(journal_url, "run-x") == list(range(150))
+
+
+def test_close_while_the_database_hangs_leaves_every_event_on_disk(
+        journal_url: str, proxy: tuple[FreezingProxy, str], tmp_path: Path) -> None:
+    import json
+
+    p, url = proxy
+    spool = tmp_path / "spool"
+    w = Writer(WriterConfig(url, str(spool), call_timeout=60.0))
+    w.start()
+    w.submit(_events("run-c", 0, 1)[0])
+    assert w.flush(timeout=30) is True
+    p.frozen.set()
+    for ev in _events("run-c", 1, 5):
+        w.submit(ev)
+    time.sleep(0.5)  # the writer has taken them and waits on the database
+    assert w.close(timeout=1) is False
+    spooled = {json.loads(json.loads(line)["json"])["batchId"]
+               for f in spool.glob("spool-*.jsonl") for line in f.read_text().splitlines()}
+    assert spooled == {1, 2, 3, 4, 5}
+    assert w.stats().lost == 0

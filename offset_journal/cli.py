@@ -482,6 +482,41 @@ def cmd_checkpoint_compare(args: argparse.Namespace) -> int:
     return EXIT_OK
 
 
+def cmd_rejected_list(args: argparse.Namespace) -> int:
+    from .rejected import list_rejected
+
+    with _journal(args) as journal:
+        found = list_rejected(journal, args.query)
+    if not found:
+        scope = f" of query {args.query!r}" if args.query else ""
+        _out(f"no rejected events{scope}")
+        return EXIT_OK
+    rows = [[e.id, _iso(e.received_at), e.query_name or "", e.what,
+             " ".join(e.reason.split())[:100]] for e in found]
+    _out(_table(["ID", "RECEIVED", "QUERY", "EVENT", "REASON"], rows))
+    return EXIT_OK
+
+
+def cmd_rejected_replay(args: argparse.Namespace) -> int:
+    from .rejected import list_rejected, replay_rejected
+
+    with _journal(args) as journal:
+        chosen = list_rejected(journal, args.query, ids=args.id)
+        missing = sorted(set(args.id or ()) - {e.id for e in chosen})
+        if missing:
+            raise _NotFound("no rejected event with id " + ", ".join(map(str, missing))
+                            + (f" of query {args.query!r}" if args.query else ""))
+        outcomes = replay_rejected(journal, chosen)
+    for o in outcomes:
+        _out(f"{o.id}: journaled" if o.journaled
+             else f"{o.id}: still rejected: {' '.join((o.reason or '').split())[:200]}")
+    failed = sum(1 for o in outcomes if not o.journaled)
+    _out(f"journaled {len(outcomes) - failed} of {len(outcomes)} rejected event(s)")
+    if failed:
+        raise _NotFound(f"{failed} event(s) still refused; they stay in rejected_events")
+    return EXIT_OK
+
+
 def cmd_commit_group(args: argparse.Namespace) -> int:
     from .kafka import commit_group
     from .restart import BatchRef, group_offsets
@@ -611,6 +646,23 @@ def build_parser() -> argparse.ArgumentParser:
     grant.add_argument("--dry-run", action="store_true",
                        help="print the SQL instead of running it")
     grant.set_defaults(func=cmd_db_grant)
+
+    rejected = subs.add_parser("rejected", parents=[common],
+                               help="events the journal refused (rejected_events)")
+    rejected_subs = rejected.add_subparsers(dest="rejected_command", metavar="ACTION",
+                                            parser_class=_Parser)
+    rejected_subs.required = True
+    rej_list = rejected_subs.add_parser("list", parents=[common], help="list them")
+    rej_list.add_argument("--query", metavar="NAME", help="only this query's")
+    rej_list.set_defaults(func=cmd_rejected_list)
+    rej_replay = rejected_subs.add_parser(
+        "replay", parents=[common],
+        help="journal them again (after fixing what refused them); each leaves "
+             "rejected_events only once journaled")
+    rej_replay.add_argument("--id", type=int, action="append", metavar="N",
+                            help="only this one (repeat for more); default: all")
+    rej_replay.add_argument("--query", metavar="NAME", help="only this query's")
+    rej_replay.set_defaults(func=cmd_rejected_replay)
 
     runs = subs.add_parser("runs", help="runs of a query (or of all queries)", parents=[common])
     runs.add_argument("query", nargs="?", type=_name("the query name"), help="query name")

@@ -80,14 +80,18 @@ def make_engine(url: str | None = None, *, connect_timeout: int = 5,
     A bounded connect time for a database that is down; TCP keepalives (and, for the
     listener's writer, a statement timeout) for one that stops answering mid-statement,
     so that a network partition turns into an error (and a spooled event) in seconds
-    rather than after the kernel's TCP timeout.
+    rather than after the kernel's TCP timeout. (A peer that acknowledges and never
+    answers, like a stuck pooler, is only caught by a client-side deadline: the
+    listener's writer cuts such a connection, see writer.Writer._deadline.)
     """
     resolved = resolve_url(url)
     connect_args: dict[str, object] = {}
     if resolved.startswith("postgresql"):
         connect_args.update(connect_timeout=connect_timeout, application_name="offset-journal",
                             keepalives=1, keepalives_idle=10, keepalives_interval=5,
-                            keepalives_count=3)
+                            keepalives_count=3,
+                            # data sent and not acknowledged for 30 s: the peer is gone
+                            tcp_user_timeout=30_000)
         if statement_timeout_ms:
             connect_args["options"] = f"-c statement_timeout={int(statement_timeout_ms)}"
     kwargs.setdefault("pool_pre_ping", True)

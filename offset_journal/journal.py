@@ -23,7 +23,15 @@ from sqlalchemy.dialects.postgresql import insert as pg_insert
 from .db import make_engine, redact
 from .offsets import PartitionOffset, offsets_json
 from .records import BatchRecord, RunRecord, SourceRecord
-from .schema import SCHEMA, batch_sources, batches, kafka_partitions, query_runs, rejected_events
+from .schema import (
+    SCHEMA,
+    batch_sources,
+    batches,
+    kafka_partitions,
+    query_runs,
+    rejected_events,
+    spool_losses,
+)
 
 log = logging.getLogger(__name__)
 
@@ -74,6 +82,25 @@ class PruneResult:
 
 HISTORY_PAGE = 1000
 """How many batches :meth:`Journal.iter_history` reads per statement."""
+
+
+@dataclass(frozen=True)
+class SpoolLoss:
+    """Batch events a full listener spool dropped (spool_max_bytes) for one query: the
+    journal has no rows for them. ``partitions``: (source index, topic, partition,
+    lowest start offset, highest end offset) of the dropped batches."""
+
+    query_name: str
+    events: int
+    run_ids: tuple[str, ...]
+    batch_id_min: int | None
+    batch_id_max: int | None
+    first_trigger_at: datetime | None
+    last_trigger_at: datetime | None
+    partitions: tuple[tuple[int, str, int, int | None, int | None], ...]
+    host: str | None
+    recorded_at: datetime
+
 
 RECENT_RUNS = 1000
 """How many of a query's most recent runs :meth:`Journal.run_bounds` returns by default."""
@@ -387,6 +414,36 @@ class Journal:
                 self.record_rejected(reason, payload, c)
             return
         conn.execute(rejected_events.insert().values(reason=reason, payload=payload))
+
+    def record_spool_losses(self, entries: Sequence[dict[str, Any]],
+                            conn: sa.Connection) -> None:
+        """Journal what a full spool dropped (entries of spool.summarize_losses); an entry
+        already journaled (same loss id) is kept once."""
+        for e in entries:
+            parts = []
+            for key, (start, end) in sorted(e.get("partitions", {}).items()):
+                index, topic, partition = key.split("\t")
+                parts.append([int(index), topic, int(partition), start, end])
+            conn.execute(pg_insert(spool_losses).values(
+                loss_id=e["loss_id"], query_name=e["query_name"], events=e["events"],
+                run_ids=e.get("run_ids") or [], batch_id_min=e.get("batch_id_min"),
+                batch_id_max=e.get("batch_id_max"),
+                first_trigger_at=e.get("first_trigger_at"),
+                last_trigger_at=e.get("last_trigger_at"), partitions=parts,
+                host=e.get("host"),
+            ).on_conflict_do_nothing(constraint="spool_losses_loss_id_key"))
+
+    def spool_losses(self, query_name: str) -> list[SpoolLoss]:
+        """What full listener spools dropped for a query, oldest record first."""
+        t = spool_losses.c
+        stmt = sa.select(spool_losses).where(t.query_name == query_name).order_by(t.id)
+        rows = self._read(lambda c: c.execute(stmt).mappings().all())
+        return [SpoolLoss(
+            query_name=r["query_name"], events=r["events"], run_ids=tuple(r["run_ids"]),
+            batch_id_min=r["batch_id_min"], batch_id_max=r["batch_id_max"],
+            first_trigger_at=r["first_trigger_at"], last_trigger_at=r["last_trigger_at"],
+            partitions=tuple(tuple(p) for p in r["partitions"]),
+            host=r["host"], recorded_at=r["recorded_at"]) for r in rows]
 
     # ------------------------------------------------------------------ reading
 
@@ -935,4 +992,4 @@ def dumps(value: Any) -> str:
 
 
 __all__: Sequence[str] = ["Journal", "JournalError", "Run", "RunBounds", "Batch",
-                          "SourceOffsets", "PruneResult", "FlaggedProblem"]
+                          "SourceOffsets", "PruneResult", "FlaggedProblem", "SpoolLoss"]

@@ -24,7 +24,7 @@ from typing import Any
 from .db import redact, resolve_url
 from .records import PROGRESS, STARTED, TERMINATED
 from .spool import Spool, default_spool_dir
-from .writer import Writer, WriterConfig
+from .writer import Writer, WriterConfig, WriterStats
 
 try:  # pyspark is optional for the rest of the package
     from pyspark.sql.streaming import StreamingQueryListener as _Base
@@ -45,12 +45,17 @@ class OffsetJournalListener(_Base):
         spool_max_bytes: cap on the spool's size on disk (None: unbounded).
         terminate_flush_timeout: how long a query's termination waits for its events
             to reach the journal (they are in the spool after that).
+        statement_timeout_ms: the writer's statement timeout; a transaction that takes
+            longer than it plus the connect timeout plus 5 s has its connection cut.
+        exit_flush_timeout: at interpreter exit, how long to wait for events to reach
+            the journal before the rest (the batch in flight too) goes to the spool.
     """
 
     def __init__(self, database_url: str | None = None, *, spool_dir: str | None = None,
                  queue_size: int = 10_000, retry_max: float = 30.0,
                  spool_max_bytes: int | None = None, connect_timeout: int = 5,
-                 terminate_flush_timeout: float = 5.0) -> None:
+                 terminate_flush_timeout: float = 5.0, statement_timeout_ms: int = 30_000,
+                 exit_flush_timeout: float = 10.0) -> None:
         url = resolve_url(database_url)
         self._config = WriterConfig(
             database_url=url,
@@ -59,8 +64,10 @@ class OffsetJournalListener(_Base):
             retry_max=retry_max,
             connect_timeout=connect_timeout,
             spool_max_bytes=spool_max_bytes,
+            statement_timeout_ms=statement_timeout_ms,
         )
         self._terminate_flush_timeout = terminate_flush_timeout
+        self._exit_flush_timeout = exit_flush_timeout
         self._init_runtime()
 
     def _init_runtime(self) -> None:
@@ -70,13 +77,16 @@ class OffsetJournalListener(_Base):
         self._warned: set[str] = set()
         self._closed = False
         self._late_spool: Spool | None = None
+        self._late = WriterStats()  # events after close(), and writers closed before
+        self._late_lost: dict[str, int] = {}
         self._terminated: set[str] = set()
         self._terminated_cond = threading.Condition()
 
     # Spark Connect pickles the listener: ship configuration only.
     def __getstate__(self) -> dict[str, Any]:
         return {"_config": self._config,
-                "_terminate_flush_timeout": self._terminate_flush_timeout}
+                "_terminate_flush_timeout": self._terminate_flush_timeout,
+                "_exit_flush_timeout": self._exit_flush_timeout}
 
     def __setstate__(self, state: dict[str, Any]) -> None:
         self.__dict__.update(state)
@@ -90,39 +100,76 @@ class OffsetJournalListener(_Base):
 
     def start(self) -> Writer:
         """Start the background writer now (it also starts on the first event) and
-        replay anything an earlier driver left in the spool."""
+        replay anything an earlier driver left in the spool.
+
+        After :meth:`close`, this resumes journaling; events that arrived in between
+        (kept in the spool) are replayed."""
         with self._lock:
             if self._writer is None or not self._writer.alive:
+                if self._writer is not None:  # a writer whose thread ended: keep its count
+                    self._late = self._late + self._writer.stats()
+                if self._late_spool is not None:  # its file must be replayable now
+                    self._late_spool.close()
+                    self._late_spool = None
+                self._closed = False
                 self._writer = Writer(self._config)
                 self._writer.start()
                 atexit.register(self._at_exit)
             return self._writer
 
+    def stats(self) -> WriterStats:
+        """Events journaled, spooled, rejected (kept in rejected_events) and lost (with
+        reasons) since this listener was made."""
+        with self._lock:
+            writer, late = self._writer, self._late
+        return late + writer.stats() if writer is not None else late
+
     def flush(self, timeout: float | None = 30.0) -> bool:
-        """Wait until every event so far is in the journal; False on timeout."""
+        """Wait until every event so far is in the journal. False on timeout, when events
+        were lost (see :meth:`stats`), and after :meth:`close` when events arrived that
+        wait in the spool for the next :meth:`start`."""
         writer = self._writer
-        return True if writer is None else writer.flush(timeout)
+        if writer is None:
+            return self._late.lost == 0 and not self._late_pending()
+        return writer.flush(timeout) and self._late.lost == 0
+
+    def _late_pending(self) -> bool:
+        return self._late_spool is not None and self._late_spool.pending()
 
     def close(self, timeout: float = 10.0) -> bool:
-        """Flush, then stop the writer. Events not journaled by then stay in the spool."""
+        """Flush, then stop the writer. False when events are not in the journal: they
+        stay in the spool (replayed by the next start), or were lost (see :meth:`stats`).
+        Events arriving after close() go to the spool, with a warning, until
+        :meth:`start` resumes journaling."""
         with self._lock:
             writer, self._writer = self._writer, None
             self._closed = True
         if writer is None:
-            return True
+            return self._late.lost == 0 and not self._late_pending()
         try:
             atexit.unregister(self._at_exit)
         except Exception:  # pragma: no cover
             pass
-        return writer.close(timeout)
+        ok = writer.close(timeout)
+        with self._lock:
+            self._late = self._late + writer.stats()
+        return ok and self._late.lost == 0
 
     def _at_exit(self) -> None:
         try:
             writer = self._writer
             if writer is not None:  # events to disk at least; the database may be away
-                if not writer.flush(10.0, to_database=False):
-                    writer.spill_queue()
-            self.close(timeout=1.0)
+                if not writer.flush(self._exit_flush_timeout, to_database=False):
+                    writer.spill_queue()  # the queue and the batch in flight
+            if not self.close(timeout=1.0):
+                stats = self.stats()
+                if stats.lost:
+                    log.error("offset-journal: at exit, %d event(s) were lost: %s",
+                              stats.lost, stats.lost_reasons)
+                else:
+                    log.warning("offset-journal: at exit, events not yet journaled are kept "
+                                "in the spool %s; the next start replays them",
+                                self._config.spool_dir)
         except Exception:  # pragma: no cover - interpreter is going away
             pass
 
@@ -144,16 +191,35 @@ class OffsetJournalListener(_Base):
 
     def _submit(self, event: dict[str, Any]) -> None:
         if self._closed:
-            # Late events after close() go straight to disk; the next start replays them.
-            if self._late_spool is None:
-                self._late_spool = Spool(self._config.spool_dir,
-                                         max_bytes=self._config.spool_max_bytes)
-            self._late_spool.append([event])
+            self._submit_late(event)
             return
         writer = self._writer
         if writer is None or not writer.alive:
             writer = self.start()
         writer.submit(event)
+
+    def _submit_late(self, event: dict[str, Any]) -> None:
+        """An event after close(): to the spool (the next start() replays it), said in
+        the log, and counted."""
+        with self._lock:
+            if self._late_spool is None:
+                log.warning("offset-journal: events arrive after close(); they are kept in "
+                            "the spool %s, not journaled, until start() is called again",
+                            self._config.spool_dir)
+                self._late_spool = Spool(self._config.spool_dir,
+                                         max_bytes=self._config.spool_max_bytes)
+            spool = self._late_spool
+        try:
+            n = spool.append([event])
+            add = WriterStats(spooled=n, lost=1 - n, lost_reasons={
+                "spool full after close()": 1 - n} if n < 1 else {})
+        except OSError as exc:
+            reason = f"after close(), the spool {spool.directory} is unusable: " \
+                     f"{exc.strerror or type(exc).__name__}"
+            log.error("offset-journal: 1 event LOST (not journaled, not kept): %s", reason)
+            add = WriterStats(lost=1, lost_reasons={reason: 1})
+        with self._lock:
+            self._late = self._late + add
 
     # Classic sessions: PySpark's own py4j wrapper turns every progress event into a
     # StreamingQueryProgress with a py4j round trip per field and per map entry, hundreds

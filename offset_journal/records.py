@@ -117,6 +117,20 @@ def journal_name(query_name: Any, query_id: str) -> tuple[str, bool]:
 
 _BIGINT = 2**63
 
+MAX_KEY_BYTES = 1000
+"""The longest query name, query id or run id the journal takes (UTF-8 bytes). Postgres
+indexes them, and an index row cannot exceed about 2,700 bytes: a longer key would be
+refused by the database (SQLSTATE 54000); it is refused here, with the reason."""
+
+
+def check_keys(query_id: str, run_id: str, name: str) -> None:
+    """Refuse keys too long for the journal's indexes (ProgressFormatError)."""
+    for what, value in (("query name", name), ("query id", query_id), ("run id", run_id)):
+        size = len(value.encode("utf-8", "surrogatepass"))
+        if size > MAX_KEY_BYTES:
+            raise ProgressFormatError(
+                f"{what} is {size} bytes long; the journal takes at most {MAX_KEY_BYTES}")
+
 
 def _int(value: Any) -> int | None:
     """An integer the journal's bigint columns take, else None."""
@@ -251,6 +265,7 @@ def batch_from_progress(payload: str | dict[str, Any]) -> BatchRecord:
     if batch_id is None:
         raise ProgressFormatError("progress has no batch id")
     name, named = journal_name(data.get("name"), query_id)
+    check_keys(query_id, run_id, name)
     raw_sources = data.get("sources")
     sources = tuple(
         _source(i, s) for i, s in enumerate(raw_sources if isinstance(raw_sources, list) else [])
@@ -301,6 +316,7 @@ def run_from_event(event: dict[str, Any]) -> RunRecord:
     if not isinstance(query_id, str) or not isinstance(run_id, str):
         raise ProgressFormatError("query event has no query id or run id")
     name, named = journal_name(event.get("name"), query_id)
+    check_keys(query_id, run_id, name)
     return RunRecord(
         query_id=query_id,
         run_id=run_id,

@@ -42,8 +42,11 @@ from .journal import (
     Batch,
     FlaggedProblem,
     Journal,
+    JournalError,
+    Run,
     RunBounds,
     SourceOffsets,
+    SpoolLoss,
 )
 from .kafka import TopicState, topic_state
 from .offsets import (
@@ -1138,6 +1141,30 @@ def _batch_before(journal: Journal, query_name: str, batch: Batch) -> Batch | No
     return earlier[-1] if earlier else None
 
 
+def _spool_losses(journal: Journal, query_name: str) -> list[SpoolLoss]:
+    try:
+        return journal.spool_losses(query_name)
+    except JournalError:  # a journal not upgraded to spool_losses yet has none
+        return []
+
+
+def spool_loss_warning(loss: SpoolLoss) -> str:
+    """A plan warning for batches a full listener spool dropped (spool_max_bytes)."""
+    batches = (f"batch ids {loss.batch_id_min}..{loss.batch_id_max}"
+               if loss.batch_id_min is not None else "unknown batch ids")
+    runs = ", ".join(loss.run_ids[:3]) + (" ..." if len(loss.run_ids) > 3 else "")
+    when = (f", triggered {_iso(loss.first_trigger_at)}..{_iso(loss.last_trigger_at)}"
+            if loss.first_trigger_at is not None else "")
+    parts = ", ".join(f"{_tp(t, p)} {lo}..{hi}" for _i, t, p, lo, hi in loss.partitions[:8])
+    more = f" and {len(loss.partitions) - 8} more" if len(loss.partitions) > 8 else ""
+    return (f"{_count(loss.events, 'batch event')} of this query were dropped from a full "
+            f"listener spool (spool_max_bytes) on {loss.host or 'an unknown host'} and are "
+            f"not in the journal: {batches} of run(s) {runs}{when}"
+            + (f"; offsets {parts}{more}" if parts else "")
+            + ". Each query's newest batch was kept; plans that start inside this range "
+            "(--as-of, --batch, state-aware rewinds) cannot be checked against it")
+
+
 def _run_spans(bounds: Sequence[RunBounds]) -> list[RunSpan]:
     spans = []
     for run in bounds:
@@ -1305,6 +1332,7 @@ def plan_restart(
             order_warnings.append(
                 f"the journal flagged problems on more batches than the {FLAGGED_PROBLEMS} "
                 "most recent reported here: see offset_journal.batch_sources.problem")
+        losses = _spool_losses(j, query_name)
     finally:
         if own:
             j.close()
@@ -1322,6 +1350,7 @@ def plan_restart(
         problems=problems,
     )
     plan.plan_warnings += order_warnings
+    plan.plan_warnings += [spool_loss_warning(loss) for loss in losses]
     for w in plan.warnings:
         log.info("restart plan for %s: %s", query_name, w)
     return plan

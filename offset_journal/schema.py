@@ -104,3 +104,24 @@ rejected_events = sa.Table(
     sa.Column("reason", sa.Text, nullable=False),
     sa.Column("payload", sa.Text, nullable=False),
 )
+
+spool_losses = sa.Table(
+    "spool_losses",
+    metadata,
+    sa.Column("id", sa.BigInteger, sa.Identity(), primary_key=True),
+    sa.Column("loss_id", sa.Text, nullable=False),
+    sa.Column("query_name", sa.Text, nullable=False),
+    sa.Column("events", sa.BigInteger, nullable=False),
+    sa.Column("run_ids", JSONB, nullable=False),
+    sa.Column("batch_id_min", sa.BigInteger),
+    sa.Column("batch_id_max", sa.BigInteger),
+    sa.Column("first_trigger_at", sa.DateTime(timezone=True)),
+    sa.Column("last_trigger_at", sa.DateTime(timezone=True)),
+    # [[source_index, topic, partition, lowest start, highest end], ...]
+    sa.Column("partitions", JSONB, nullable=False),
+    sa.Column("host", sa.Text),
+    sa.Column("recorded_at", sa.DateTime(timezone=True), nullable=False,
+              server_default=sa.func.now()),
+    sa.UniqueConstraint("loss_id", name="spool_losses_loss_id_key"),
+    sa.Index("spool_losses_query_idx", "query_name"),
+)

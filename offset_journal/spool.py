@@ -9,6 +9,7 @@ because the journal ignores a (run id, batch id) it already has.
 
 from __future__ import annotations
 
+import contextlib
 import fcntl
 import hashlib
 import json
@@ -18,9 +19,13 @@ import socket
 import threading
 import time
 import uuid
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import IO, Any
+
+from sqlalchemy.engine import make_url
+
+from .records import PROGRESS, batch_from_progress, journal_name
 
 log = logging.getLogger(__name__)
 
@@ -40,11 +45,28 @@ def _locked_by_another(path: Path) -> bool:
         return False
 
 
+def database_identity(database_url: str) -> str:
+    """The database a URL names, without its password (or any other secret): driver,
+    user, host, port, database, and the host/port given as query options."""
+    try:
+        url = make_url(database_url)
+    except Exception:  # not a URL SQLAlchemy reads: hash its redacted form
+        from .db import redact
+
+        return redact(database_url)
+    query = {k: url.query[k] for k in ("host", "hostaddr", "port", "dbname", "service")
+             if k in url.query}
+    return json.dumps([url.drivername.partition("+")[0], url.username, url.host, url.port,
+                       url.database, sorted(query.items())], default=str)
+
+
 def default_spool_dir(database_url: str) -> Path:
     """A spool directory per database, stable across restarts of the driver.
 
-    Keyed by a hash of the URL (never the URL itself: it may hold a password), so two
-    jobs on one host journaling into different databases never replay into each other's.
+    Keyed by a hash of the database's identity without the password (never the URL
+    itself, and never a hash of the password: that would let anyone test a guess), so
+    two jobs on one host journaling into different databases never replay into each
+    other's. A directory named the old way (a hash of the whole URL) is renamed.
     """
     base = os.environ.get(ENV_SPOOL_DIR)
     if base:
@@ -54,7 +76,117 @@ def default_spool_dir(database_url: str) -> Path:
             os.path.expanduser("~"), ".local", "state"
         )
         root = Path(state) / "offset-journal" / "spool"
-    return root / hashlib.sha256(database_url.encode()).hexdigest()[:16]
+    new = root / hashlib.sha256(database_identity(database_url).encode()).hexdigest()[:16]
+    legacy = root / hashlib.sha256(database_url.encode()).hexdigest()[:16]
+    if legacy != new and legacy.is_dir() and not new.exists():
+        try:
+            os.rename(legacy, new)
+            log.info("offset-journal: spool directory %s renamed to %s", legacy.name, new.name)
+        except OSError:
+            return legacy  # its events must not be stranded
+    return new
+
+
+SPOOL_FILE_MODE = 0o600
+SPOOL_DIR_MODE = 0o700
+LOSSES_FILE = "losses.json"
+ROOM_FACTOR = 0.9
+"""A full spool drops down to this share of its cap, so that the next appends fit
+without rewriting the spool each time."""
+
+
+def _line(event: dict[str, Any]) -> str:
+    return json.dumps(event, separators=(",", ":"), default=str) + "\n"
+
+
+def _query_key(event: dict[str, Any]) -> str:
+    try:
+        data = json.loads(event.get("json") or "")
+        return journal_name(data.get("name"), str(data.get("id")))[0]
+    except (ValueError, TypeError, AttributeError, RecursionError):
+        return ""
+
+
+def make_room(events: list[dict[str, Any]], budget: int,
+              ) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
+    """(kept, dropped): drop the oldest batch events until the lines fit in ``budget``
+    bytes, but never a query's newest batch (the offsets a restart needs) nor a run's
+    start or end (small, and they complete the run rows)."""
+    sizes = [len(_line(e).encode()) for e in events]
+    total = sum(sizes)
+    newest: dict[str, int] = {}
+    for i, e in enumerate(events):
+        if e.get("type") == PROGRESS:
+            newest[_query_key(e)] = i
+    protected = set(newest.values())
+    drop: set[int] = set()
+    for i, e in enumerate(events):
+        if total <= budget:
+            break
+        if e.get("type") == PROGRESS and i not in protected:
+            drop.add(i)
+            total -= sizes[i]
+    return ([e for i, e in enumerate(events) if i not in drop],
+            [e for i, e in enumerate(events) if i in drop])
+
+
+def summarize_losses(dropped: list[dict[str, Any]]) -> dict[str, dict[str, Any]]:
+    """Per query name: how many batch events were dropped, of which runs, which batch
+    ids and trigger times, and per Kafka topic-partition the offset range they held."""
+    out: dict[str, dict[str, Any]] = {}
+    for event in dropped:
+        try:
+            rec = batch_from_progress(event.get("json") or "")
+        except (ValueError, TypeError):
+            rec = None
+        name = rec.query_name if rec is not None else "(unreadable event)"
+        entry = out.setdefault(name, new_loss_entry(name))
+        entry["events"] += 1
+        if rec is None:
+            continue
+        if rec.run_id not in entry["run_ids"] and len(entry["run_ids"]) < 100:
+            entry["run_ids"].append(rec.run_id)
+        _widen(entry, "batch_id_min", "batch_id_max", rec.batch_id)
+        if rec.trigger_at is not None:
+            _widen(entry, "first_trigger_at", "last_trigger_at", rec.trigger_at.isoformat())
+        for source in rec.sources:
+            for p in source.partitions:
+                key = f"{source.index}\t{p.topic}\t{p.partition}"
+                have = entry["partitions"].setdefault(key, [p.start, p.end])
+                have[0] = min((x for x in (have[0], p.start) if x is not None), default=None)
+                have[1] = max((x for x in (have[1], p.end) if x is not None), default=None)
+    return out
+
+
+def new_loss_entry(name: str) -> dict[str, Any]:
+    return {"loss_id": uuid.uuid4().hex, "query_name": name, "events": 0, "run_ids": [],
+            "batch_id_min": None, "batch_id_max": None, "first_trigger_at": None,
+            "last_trigger_at": None, "partitions": {}, "host": socket.gethostname()}
+
+
+def _widen(entry: dict[str, Any], low: str, high: str, value: Any) -> None:
+    entry[low] = value if entry[low] is None else min(entry[low], value)
+    entry[high] = value if entry[high] is None else max(entry[high], value)
+
+
+def merge_losses(into: dict[str, dict[str, Any]], more: dict[str, dict[str, Any]]) -> None:
+    for name, add in more.items():
+        have = into.get(name)
+        if have is None:
+            into[name] = add
+            continue
+        have["events"] += add["events"]
+        have["run_ids"] = (have["run_ids"] + [r for r in add["run_ids"]
+                                              if r not in have["run_ids"]])[:100]
+        for low, high in (("batch_id_min", "batch_id_max"),
+                          ("first_trigger_at", "last_trigger_at")):
+            for v in (add[low], add[high]):
+                if v is not None:
+                    _widen(have, low, high, v)
+        for key, (start, end) in add["partitions"].items():
+            cur = have["partitions"].setdefault(key, [start, end])
+            cur[0] = min((x for x in (cur[0], start) if x is not None), default=None)
+            cur[1] = max((x for x in (cur[1], end) if x is not None), default=None)
 
 
 class Spool:
@@ -69,16 +201,28 @@ class Spool:
 
     # -------------------------------------------------------------- writing
 
+    @property
+    def losses_path(self) -> Path:
+        return self.directory / LOSSES_FILE
+
+    def _make_dir(self) -> None:
+        if not self.directory.is_dir():
+            self.directory.mkdir(parents=True, exist_ok=True, mode=SPOOL_DIR_MODE)
+            os.chmod(self.directory, SPOOL_DIR_MODE)  # whatever the umask (events hold
+            # query names, offsets and exception texts: for the job's user only)
+
     def _open(self) -> IO[str]:
         if self._file is None:
-            self.directory.mkdir(parents=True, exist_ok=True)
+            self._make_dir()
             stamp = f"{os.getpid()}-{time.time_ns()}-{uuid.uuid4().hex[:8]}"
             name = f"spool-{socket.gethostname()}-{stamp}.jsonl"
             # Locked under a name replay does not list, then renamed into place: a
             # replayer must never lock, find empty and delete a file before its owner
             # holds the lock (the owner's events would then go to a deleted file).
             hidden = self.directory / f".{name}.new"
-            f = open(hidden, "a", encoding="utf-8")  # noqa: SIM115 - kept open on purpose
+            fd = os.open(hidden, os.O_WRONLY | os.O_CREAT | os.O_APPEND, SPOOL_FILE_MODE)
+            f = open(fd, "a", encoding="utf-8")  # noqa: SIM115 - kept open on purpose
+            os.fchmod(fd, SPOOL_FILE_MODE)
             fcntl.flock(f.fileno(), fcntl.LOCK_EX | fcntl.LOCK_NB)
             os.rename(hidden, self.directory / name)
             self._path = self.directory / name
@@ -86,21 +230,113 @@ class Spool:
         return self._file
 
     def append(self, events: list[dict[str, Any]]) -> int:
-        """Append events durably (flushed and fsynced); returns how many were written."""
+        """Append events durably (flushed and fsynced); returns how many of them were
+        written. Raises OSError when the spool cannot be written at all.
+
+        When the spool would grow past ``max_bytes``, this process's spool file is
+        rewritten without its oldest batch events (never a query's newest batch), and
+        what was dropped is recorded in ``losses.json`` (see :meth:`take_losses`).
+        """
         if not events:
             return 0
-        lines = "".join(json.dumps(e, separators=(",", ":"), default=str) + "\n" for e in events)
+        lines = "".join(_line(e) for e in events)
         with self._lock:
             if self.max_bytes is not None and self.size() + len(lines) > self.max_bytes:
-                self.dropped += len(events)
-                log.error("offset-journal spool %s is full (%d bytes): %d event(s) not kept",
-                          self.directory, self.max_bytes, len(events))
-                return 0
-            f = self._open()
-            f.write(lines)
-            f.flush()
-            os.fsync(f.fileno())
+                return self._append_full(events)
+            self._write(lines)
         return len(events)
+
+    def _write(self, lines: str) -> None:
+        f = self._open()
+        f.write(lines)
+        f.flush()
+        os.fsync(f.fileno())
+
+    def _append_full(self, events: list[dict[str, Any]]) -> int:
+        own: list[dict[str, Any]] = []
+        own_size = 0
+        if self._path is not None and self._file is not None:
+            self._file.flush()
+            with open(self._path, encoding="utf-8") as f:
+                own = self._read(f, self._path)
+            own_size = self._path.stat().st_size
+        assert self.max_bytes is not None
+        budget = int((self.max_bytes - (self.size() - own_size)) * ROOM_FACTOR)
+        kept, dropped = make_room(own + events, budget)
+        dropped_ids = {id(e) for e in dropped}
+        self._record_losses(summarize_losses(dropped))
+        old_file, old_path = self._file, self._path
+        self._file = self._path = None
+        self._write("".join(_line(e) for e in kept))  # a new file, then the old one goes
+        if old_path is not None:
+            old_path.unlink(missing_ok=True)
+        if old_file is not None:
+            old_file.close()
+        self.dropped += len(dropped)
+        log.warning("offset-journal spool %s is full (%d bytes): dropped the %d oldest batch "
+                  "event(s), kept each query's newest; recorded in %s", self.directory,
+                  self.max_bytes, len(dropped), LOSSES_FILE)
+        return sum(1 for e in events if id(e) not in dropped_ids)
+
+    # -------------------------------------------------------------- losses
+
+    @contextlib.contextmanager
+    def _losses_lock(self) -> Iterator[None]:
+        self._make_dir()
+        fd = os.open(self.directory / ".losses.lock", os.O_RDWR | os.O_CREAT, SPOOL_FILE_MODE)
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX)
+            yield
+        finally:
+            os.close(fd)
+
+    def _read_losses(self) -> dict[str, dict[str, Any]]:
+        try:
+            data = json.loads(self.losses_path.read_text(encoding="utf-8"))
+        except FileNotFoundError:
+            return {}
+        except ValueError:
+            log.error("offset-journal spool %s: %s is unreadable; kept aside",
+                      self.directory, LOSSES_FILE)
+            os.replace(self.losses_path, self.losses_path.with_suffix(f".bad-{time.time_ns()}"))
+            return {}
+        return dict(data.get("losses") or {})
+
+    def _record_losses(self, losses: dict[str, dict[str, Any]]) -> None:
+        """Merge into losses.json, rewritten atomically (a new file, fsynced, renamed)."""
+        if not losses:
+            return
+        with self._losses_lock():
+            have = self._read_losses()
+            merge_losses(have, losses)
+            tmp = self.directory / f".{LOSSES_FILE}.{os.getpid()}.new"
+            fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, SPOOL_FILE_MODE)
+            with open(fd, "w", encoding="utf-8") as f:
+                json.dump({"losses": have}, f, default=str)
+                f.flush()
+                os.fsync(f.fileno())
+            os.replace(tmp, self.losses_path)
+
+    def has_losses(self) -> bool:
+        return self.losses_path.is_file()
+
+    def losses(self) -> list[dict[str, Any]]:
+        """What a full spool dropped and the journal does not know yet, per query."""
+        with self._losses_lock():
+            return list(self._read_losses().values())
+
+    def take_losses(self, sink: Callable[[list[dict[str, Any]]], None]) -> int:
+        """Hand the recorded losses to ``sink`` (which journals them), then forget them;
+        if ``sink`` raises they stay. Entries carry a loss id: journaling one twice
+        keeps it once."""
+        if not self.has_losses():
+            return 0
+        with self._losses_lock():
+            entries = list(self._read_losses().values())
+            if entries:
+                sink(entries)
+            self.losses_path.unlink(missing_ok=True)
+        return len(entries)
 
     def _rotate(self) -> None:
         """Close this process's file so that it can be replayed and removed."""

@@ -8,13 +8,20 @@ replayed before new events, so the journal fills up in order and nothing is lost
 
 from __future__ import annotations
 
+import contextlib
+import enum
 import logging
+import os
 import queue
+import socket
 import threading
 import time
-from dataclasses import dataclass
+from collections import Counter
+from collections.abc import Iterator
+from dataclasses import dataclass, field
 from typing import Any
 
+import psycopg
 import sqlalchemy as sa
 
 from .db import make_engine, redact
@@ -43,14 +50,107 @@ class WriterConfig:
     connect_timeout: int = 5
     statement_timeout_ms: int = 30_000
     spool_max_bytes: int | None = None
+    call_timeout: float | None = None
+    """Longest a transaction may take before its connection is cut (a database that
+    hangs with the connection open: statement_timeout cannot fire when nothing
+    answers). None: the statement timeout plus the connect timeout plus 5 s."""
+
+    @property
+    def transaction_timeout(self) -> float:
+        if self.call_timeout is not None:
+            return self.call_timeout
+        return self.statement_timeout_ms / 1000 + self.connect_timeout + 5.0
 
 
-def _is_outage(exc: BaseException) -> bool:
-    """Errors that say 'the database is not there right now', not 'this row is bad'."""
+class Fault(enum.Enum):
+    """What a database error means for the events being written."""
+
+    OUTAGE = "outage"  # the database is not there (now): keep the events, retry
+    MISCONFIGURED = "misconfigured"  # a grant, role or schema is missing: keep, retry, shout
+    REFUSED = "refused"  # the database refuses this event's data: rejected_events
+
+
+# SQLSTATEs (https://www.postgresql.org/docs/current/errcodes-appendix.html) that say
+# nothing about the events: the server is going away, overloaded, a standby, or a
+# statement was cancelled by statement_timeout.
+_OUTAGE_STATES = frozenset({
+    "57P01", "57P02", "57P03", "57P05", "57014", "53000", "53100", "53200", "53300",
+    "53400", "40001", "40P01", "55P03", "55006", "25006", "3D000", "58000", "58030",
+})
+_OUTAGE_CLASSES = ("08",)
+# A role without a grant, a password refused, a schema not migrated: the events are
+# fine; a person must fix the database. Kept and retried, logged as errors.
+_MISCONFIGURED_STATES = {
+    "42501": "the journal role lacks a grant (run `offset-journal db grant --writer ROLE`, "
+             "see docs/security.md)",
+    "42P01": "the journal schema is missing or older than this release "
+             "(run `offset-journal db upgrade`)",
+    "42703": "the journal schema is older than this release (run `offset-journal db upgrade`)",
+    "3F000": "the journal schema is missing (run `offset-journal db upgrade`)",
+    "42883": "the journal schema is older than this release (run `offset-journal db upgrade`)",
+}
+_MISCONFIGURED_CLASSES = ("28",)  # invalid authorization
+
+
+def sqlstate(exc: BaseException) -> str | None:
+    """The SQLSTATE of a database error (wrapped by SQLAlchemy or raw psycopg), if any."""
+    orig = exc.orig if isinstance(exc, sa.exc.DBAPIError) else exc
+    state = getattr(orig, "sqlstate", None)
+    return state if isinstance(state, str) and state else None
+
+
+def classify_error(exc: BaseException) -> Fault:
+    """Decide what an error while writing means: only connection failures are outages,
+    a missing grant or schema is a misconfiguration, and anything else the database (or
+    its driver) refuses is about the event itself."""
     if isinstance(exc, sa.exc.DBAPIError) and exc.connection_invalidated:
-        return True
-    return isinstance(exc, (sa.exc.OperationalError, sa.exc.InterfaceError, OSError,
-                            sa.exc.TimeoutError))
+        return Fault.OUTAGE
+    state = sqlstate(exc)
+    if state is not None:
+        if state in _OUTAGE_STATES or state.startswith(_OUTAGE_CLASSES):
+            return Fault.OUTAGE
+        if state in _MISCONFIGURED_STATES or state.startswith(_MISCONFIGURED_CLASSES):
+            return Fault.MISCONFIGURED
+        return Fault.REFUSED
+    orig = exc.orig if isinstance(exc, sa.exc.DBAPIError) else exc
+    # No SQLSTATE: connecting failed, the connection broke, or a timeout.
+    if isinstance(orig, (psycopg.OperationalError, psycopg.InterfaceError, OSError,
+                         sa.exc.TimeoutError, sa.exc.OperationalError, sa.exc.InterfaceError)):
+        return Fault.OUTAGE
+    if isinstance(exc, (sa.exc.OperationalError, sa.exc.InterfaceError)):
+        return Fault.OUTAGE
+    return Fault.REFUSED
+
+
+def fault_hint(exc: BaseException) -> str:
+    """What a person should do about a MISCONFIGURED error."""
+    state = sqlstate(exc) or ""
+    if state.startswith("28"):
+        return "the database refuses the journal role's login (check the URL's role/password)"
+    return _MISCONFIGURED_STATES.get(state, "the database refuses the journal role")
+
+
+@dataclass(frozen=True)
+class WriterStats:
+    """What became of the events handed to a writer.
+
+    ``journaled``: batches newly in the journal; ``spooled``: events written to the
+    on-disk spool (replayed later); ``rejected``: events the database refused, kept in
+    ``rejected_events``; ``lost``: events neither journaled nor kept, by reason.
+    """
+
+    journaled: int = 0
+    spooled: int = 0
+    rejected: int = 0
+    lost: int = 0
+    lost_reasons: dict[str, int] = field(default_factory=dict)
+
+    def __add__(self, other: WriterStats) -> WriterStats:
+        reasons = Counter(self.lost_reasons)
+        reasons.update(other.lost_reasons)
+        return WriterStats(self.journaled + other.journaled, self.spooled + other.spooled,
+                           self.rejected + other.rejected, self.lost + other.lost,
+                           dict(reasons))
 
 
 class Writer:
@@ -66,8 +166,14 @@ class Writer:
         self._stop = threading.Event()
         self._thread = threading.Thread(target=self._run, name="offset-journal-writer",
                                         daemon=True)
+        self._inflight: list[dict[str, Any]] | None = None
+        self._inflight_spilled = False
+        self._lost: Counter[str] = Counter()
+        self._spool_dropped_seen = 0
+        self._losses_retry_at = 0.0
         self.written = 0
         self.spooled = 0
+        self.rejected = 0
 
     # ---------------------------------------------------------------- caller side
 
@@ -78,6 +184,17 @@ class Writer:
     def alive(self) -> bool:
         return self._thread.is_alive()
 
+    @property
+    def lost(self) -> int:
+        with self._cond:
+            return sum(self._lost.values())
+
+    def stats(self) -> WriterStats:
+        with self._cond:
+            return WriterStats(journaled=self.written, spooled=self.spooled,
+                               rejected=self.rejected, lost=sum(self._lost.values()),
+                               lost_reasons=dict(self._lost))
+
     def submit(self, event: dict[str, Any]) -> None:
         """Hand an event over without waiting; spills to the spool when the queue is full."""
         with self._cond:
@@ -86,7 +203,7 @@ class Writer:
             self.queue.put_nowait(event)
         except queue.Full:
             try:
-                self.spooled += self.spool.append([event])
+                self._keep([event])
             finally:
                 self._done(1)
 
@@ -95,16 +212,46 @@ class Writer:
             self._pending -= n
             self._cond.notify_all()
 
+    def _lose(self, n: int, reason: str) -> None:
+        """Count events that are neither journaled nor kept, and say so."""
+        if n <= 0:
+            return
+        with self._cond:
+            self._lost[reason] += n
+            total = sum(self._lost.values())
+        log.error("offset-journal: %d event(s) LOST (not journaled, not kept): %s "
+                  "[%d lost so far]", n, reason, total)
+
+    def _keep(self, events: list[dict[str, Any]]) -> None:
+        """Put events in the spool, or count them as lost when it cannot take them."""
+        if not events:
+            return
+        try:
+            n = self.spool.append(events)
+        except OSError as exc:
+            self._lose(len(events), f"the database is not taking them and the spool "
+                                    f"{self.spool.directory} is unusable: "
+                                    f"{exc.strerror or type(exc).__name__}")
+            return
+        with self._cond:
+            self.spooled += n
+            dropped = self.spool.dropped - self._spool_dropped_seen
+            self._spool_dropped_seen += dropped
+        self._lose(dropped, f"the spool {self.spool.directory} is full (spool_max_bytes="
+                            f"{self.spool.max_bytes}); what was dropped is recorded in "
+                            f"{self.spool.losses_path.name} and reported by `plan`")
+
     def flush(self, timeout: float | None = None, *, to_database: bool = True) -> bool:
         """Wait until every submitted event is in the journal. False when the timeout
-        ran out first (what is not in the journal yet is then safe in the spool).
+        ran out first (what is not in the journal yet is then safe in the spool), and
+        False when any event was lost (see :meth:`stats`).
 
         With ``to_database=False`` it waits only until every event is durable, in the
         journal or in the spool: what a query's termination and interpreter exit need,
         without waiting on a database that is away.
         """
         if not to_database:
-            return self._wait_handed_over(timeout)
+            return self._wait_handed_over(timeout) and not self.lost
         deadline = None if timeout is None else time.monotonic() + timeout
         with self._cond:
             self._down_until = 0.0  # try the database now rather than after backoff
@@ -113,12 +260,12 @@ class Writer:
             with self._cond:
                 remaining = None if deadline is None else deadline - time.monotonic()
                 if self._pending == 0 and not self.spool.pending():
-                    return True
+                    return not self._lost
                 if remaining is not None and remaining <= 0:
                     return False
                 self._cond.wait(0.05 if remaining is None else min(remaining, 0.05))
             if not self.alive:
-                return self._pending == 0 and not self.spool.pending()
+                return self._pending == 0 and not self.spool.pending() and not self.lost
 
     def _wait_handed_over(self, timeout: float | None) -> bool:
         with self._cond:
@@ -126,7 +273,9 @@ class Writer:
                 and self._pending == 0
 
     def spill_queue(self) -> int:
-        """Move what is still queued to the spool (at exit, when waiting is over)."""
+        """Move what is still queued, and the batch the writer thread is busy with, to
+        the spool (at exit, when waiting is over). The busy batch may still commit
+        later: replaying it is harmless, the journal keeps a (run, batch) once."""
         events: list[dict[str, Any]] = []
         while True:
             try:
@@ -135,14 +284,24 @@ class Writer:
                 break
             if ev is not None:
                 events.append(ev)
+        with self._cond:
+            inflight = self._inflight if not self._inflight_spilled else None
+            self._inflight_spilled = True
+        taken = len(events) + len(inflight or [])
+        if inflight:
+            log.warning("offset-journal: the journal database has not answered for %d "
+                        "event(s) in flight; keeping them in the spool %s",
+                        len(inflight), self.spool.directory)
         try:
-            n = self.spool.append(events)
-            self.spooled += n
-            return n
+            before = self.spooled
+            self._keep((inflight or []) + events)
+            return self.spooled - before
         finally:
-            self._done(len(events))
+            self._done(taken)
 
     def close(self, timeout: float = 10.0) -> bool:
+        """Flush, then stop the writer. False when events are not in the journal (they
+        are in the spool, or were lost: see :meth:`stats`)."""
         flushed = self.flush(timeout)
         self._stop.set()
         try:
@@ -151,10 +310,14 @@ class Writer:
             pass
         if self._thread.ident is not None:  # started
             self._thread.join(timeout=max(1.0, timeout))
+        with self._cond:
+            left = self._pending
+        if left:  # the thread is stuck (or never ran): what it holds goes to disk
+            self.spill_queue()
         self.spool.close()
         if self._journal is not None:
             self._journal.close()
-        return flushed
+        return flushed and not self.lost
 
     # ---------------------------------------------------------------- writer side
 
@@ -163,8 +326,8 @@ class Writer:
             self._journal = writer_journal(self.config)
         return self._journal
 
-    def _records(self, events: list[dict[str, Any]], journal: Journal,
-                 conn: sa.Connection) -> list[RunRecord | BatchRecord]:
+    def _records(self, events: list[dict[str, Any]], journal: Journal, conn: sa.Connection,
+                 rejected: list[str]) -> list[RunRecord | BatchRecord]:
         out: list[RunRecord | BatchRecord] = []
         for ev in events:
             try:
@@ -178,41 +341,105 @@ class Writer:
                 else:
                     out.append(run_from_event(ev))
             except (ProgressFormatError, KeyError, TypeError, ValueError) as exc:
-                log.error("offset-journal: event kept in rejected_events: %s", exc)
                 payload = ev.get("json") if isinstance(ev.get("json"), str) else None
                 journal.record_rejected(str(exc), payload or _dump(ev), conn)
+                rejected.append(str(exc))
         return out
 
-    def _write(self, events: list[dict[str, Any]]) -> None:
-        """Journal events in one transaction; a bad event is isolated, not fatal.
+    @contextlib.contextmanager
+    def _deadline(self, conn: sa.Connection) -> Iterator[None]:
+        """Cut the connection when a transaction outlives ``transaction_timeout``: a
+        database (or pooler, or network) that keeps the connection open and never
+        answers would otherwise hold the writer for good. The cut makes the driver
+        raise a connection error, which is an outage like any other."""
+        fd = _socket_of(conn)
+        seconds = self.config.transaction_timeout
+        if fd is None:
+            yield
+            return
+        lock = threading.Lock()
+        done = False
 
-        Raises on an outage so that the caller spools the events.
+        def cut() -> None:
+            with lock:
+                if done:
+                    return
+                log.warning("offset-journal: the journal database did not answer within "
+                            "%.1fs; cutting the connection", seconds)
+                with contextlib.suppress(OSError):
+                    s = socket.socket(fileno=os.dup(fd))
+                    try:
+                        s.shutdown(socket.SHUT_RDWR)
+                    finally:
+                        s.close()
+
+        timer = threading.Timer(seconds, cut)
+        timer.daemon = True
+        timer.start()
+        try:
+            yield
+        finally:
+            with lock:
+                done = True
+            timer.cancel()
+
+    def _transaction(self, journal: Journal, events: list[dict[str, Any]]) -> None:
+        for attempt in (1, 2):
+            rejected: list[str] = []
+            try:
+                with journal.engine.connect() as conn, self._deadline(conn), conn.begin():
+                    new = record_all(journal, self._records(events, journal, conn, rejected),
+                                     conn)
+            except sa.exc.DBAPIError as exc:
+                # A pooled connection gone stale (server restarted, idle timeout)
+                # invalidates the pool: one attempt on a fresh connection decides
+                # whether the database is really away.
+                if attempt == 2 or not exc.connection_invalidated:
+                    raise
+                continue
+            for reason in rejected:
+                log.error("offset-journal: event kept in rejected_events: %s", reason)
+            with self._cond:
+                self.written += new
+                self.rejected += len(rejected)
+            return
+
+    def _write(self, events: list[dict[str, Any]]) -> None:
+        """Journal events in one transaction; an event the database refuses is kept in
+        rejected_events and the others are journaled.
+
+        Raises on an outage or a misconfiguration, so that the caller keeps the events.
         """
         journal = self._get_journal()
         try:
-            for attempt in (1, 2):
-                try:
-                    with journal.engine.begin() as conn:
-                        self.written += record_all(
-                            journal, self._records(events, journal, conn), conn)
-                    return
-                except sa.exc.DBAPIError as exc:
-                    # A pooled connection gone stale (server restarted, idle timeout)
-                    # invalidates the pool: one attempt on a fresh connection decides
-                    # whether the database is really away.
-                    if attempt == 2 or not exc.connection_invalidated:
-                        raise
+            self._transaction(journal, events)
+            return
         except Exception as exc:
-            if _is_outage(exc):
+            if classify_error(exc) is not Fault.REFUSED:
                 raise
             if len(events) == 1:
-                # The database refused this event's data: keep it verbatim, move on.
-                with journal.engine.begin() as conn:
-                    journal.record_rejected(f"database refused the event: {_first_line(exc)}",
-                                            _dump(events[0]), conn)
+                self._reject(journal, events[0], exc)
                 return
         for ev in events:  # isolate the bad one
             self._write([ev])
+
+    def _reject(self, journal: Journal, event: dict[str, Any], exc: BaseException) -> None:
+        reason = f"database refused the event: {redact(_first_line(exc))}"
+        state = sqlstate(exc)
+        if state:
+            reason += f" (SQLSTATE {state})"
+        try:
+            with journal.engine.connect() as conn, self._deadline(conn), conn.begin():
+                journal.record_rejected(reason, _dump(event), conn)
+        except Exception as again:
+            if classify_error(again) is not Fault.REFUSED:
+                raise
+            self._lose(1, f"{reason}; and its rejected_events row was refused too: "
+                          f"{redact(_first_line(again))}")
+            return
+        with self._cond:
+            self.rejected += 1
+        log.error("offset-journal: event kept in rejected_events: %s", reason)
 
     def _try(self, fn: Any, *args: Any) -> bool:
         try:
@@ -227,15 +454,36 @@ class Writer:
         return True
 
     def _mark_down(self, exc: BaseException) -> None:
-        log.warning("offset-journal: cannot write to %s (%s); spooling, retry in %.1fs",
-                    redact(self.config.database_url), redact(_first_line(exc)), self._backoff)
+        url = redact(self.config.database_url)
+        if classify_error(exc) is Fault.MISCONFIGURED:
+            log.error("offset-journal: cannot write to %s: %s (%s). The events are not "
+                      "bad: they wait (in the spool) and are retried in %.1fs.", url,
+                      fault_hint(exc), redact(_first_line(exc)), self._backoff)
+        else:
+            log.warning("offset-journal: cannot write to %s (%s); retry in %.1fs", url,
+                        redact(_first_line(exc)), self._backoff)
         self._down_until = time.monotonic() + self._backoff
         self._backoff = min(self._backoff * 2, self.config.retry_max)
 
     def _replay(self) -> bool:
+        self._record_spool_losses()
         if not self.spool.pending():
             return True
         return self._try(self.spool.replay, self._write)
+
+    def _record_spool_losses(self) -> None:
+        """Move the spool's record of what a full spool dropped into the journal."""
+        if time.monotonic() < self._losses_retry_at or not self.spool.has_losses():
+            return
+        journal = self._get_journal()
+        try:
+            self.spool.take_losses(lambda entries: _record_losses(self, journal, entries))
+        except Exception as exc:  # the events go on; the record stays on disk
+            self._losses_retry_at = time.monotonic() + self.config.retry_max
+            log.warning("offset-journal: could not record the spool's losses in the "
+                        "journal yet (%s); kept in %s, retry in %.0fs",
+                        redact(_first_line(exc)), self.spool.losses_path,
+                        self.config.retry_max)
 
     def _take(self, first: dict[str, Any]) -> list[dict[str, Any]]:
         events = [first]
@@ -260,22 +508,44 @@ class Writer:
             if first is None:
                 if self._stop.is_set() and self.queue.empty():
                     break
-                if self.spool.pending() and time.monotonic() >= self._down_until:
+                if ((self.spool.pending() or self.spool.has_losses())
+                        and time.monotonic() >= self._down_until):
                     self._replay()
                 continue
             events = self._take(first)
+            with self._cond:
+                self._inflight, self._inflight_spilled = events, False
             try:
                 self._handle(events)
-            except Exception:  # never let the thread die
-                log.exception("offset-journal: writer error")
+            except Exception as exc:  # never let the thread die
+                log.error("offset-journal: writer error: %s", redact(_first_line(exc)),
+                          exc_info=log.isEnabledFor(logging.DEBUG))
             finally:
-                self._done(len(events))
+                with self._cond:
+                    spilled, self._inflight = self._inflight_spilled, None
+                if not spilled:
+                    self._done(len(events))
 
     def _handle(self, events: list[dict[str, Any]]) -> None:
         up = time.monotonic() >= self._down_until
         if up and self._replay() and self._try(self._write, events):
             return
-        self.spooled += self.spool.append(events)
+        self._keep(events)
+
+
+def _record_losses(writer: Writer, journal: Journal, entries: list[dict[str, Any]]) -> None:
+    with journal.engine.connect() as conn, writer._deadline(conn), conn.begin():
+        journal.record_spool_losses(entries, conn)
+
+
+def _socket_of(conn: sa.Connection) -> int | None:
+    """The file descriptor of a psycopg connection's socket, else None."""
+    try:
+        driver = conn.connection.driver_connection
+        fd = driver.pgconn.socket if driver is not None else None
+    except Exception:
+        return None
+    return fd if isinstance(fd, int) and fd >= 0 else None
 
 
 def writer_journal(config: WriterConfig) -> Journal:

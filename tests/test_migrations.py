@@ -29,7 +29,8 @@ def _head() -> str:
 
 
 HEAD = _head()
-TABLES = {"query_runs", "batches", "batch_sources", "kafka_partitions", "rejected_events"}
+TABLES = {"query_runs", "batches", "batch_sources", "kafka_partitions", "rejected_events",
+          "spool_losses"}
 
 
 def _inspect(url):

@@ -3,6 +3,7 @@ own, which flock treats like two processes) sharing one spool directory."""
 
 from __future__ import annotations
 
+import json
 import threading
 import time
 
@@ -99,3 +100,70 @@ def test_pending_asked_from_two_threads_never_misses_a_file(tmp_path):
         t.join()
     assert len(answers) == 6000
     assert answers.count(False) == 0, f"{answers.count(False)} of 6000 answers missed it"
+
+
+def _progress_event(name: str, batch: int) -> dict:
+    from tests.payloads import kafka_source, progress
+
+    return {"type": "progress", "json": progress(
+        batch, name=name, run_id=f"run-{name}", query_id=f"q-{name}",
+        timestamp=f"2024-01-01T00:00:{batch:02d}Z",
+        sources=[kafka_source("t", {"t": {"0": batch * 10}}, {"t": {"0": batch * 10 + 10}})])}
+
+
+def test_make_room_drops_the_oldest_batches_never_a_querys_newest() -> None:
+    from offset_journal.spool import make_room, summarize_losses
+
+    events = ([{"type": "started", "run_id": "run-a", "name": "a"}]
+              + [_progress_event("a", i) for i in range(10)] + [_progress_event("b", 0)])
+    kept, dropped = make_room(events, budget=1)  # nothing fits: keep only what must stay
+    assert kept == [events[0], events[10], events[11]]
+    assert dropped == events[1:10]
+    kept, dropped = make_room(events, budget=10**9)
+    assert kept == events and dropped == []
+    size = sum(len(json.dumps(e, separators=(",", ":"))) + 1 for e in events)
+    kept, dropped = make_room(events, budget=size - 1)  # one event too many: the oldest goes
+    assert dropped == [events[1]]
+    (loss,) = summarize_losses(events[1:10]).values()
+    assert loss["query_name"] == "a" and loss["events"] == 9
+    assert (loss["batch_id_min"], loss["batch_id_max"]) == (0, 8)
+    assert loss["run_ids"] == ["run-a"]
+    assert loss["partitions"] == {"0\tt\t0": [0, 90]}
+
+
+def test_spool_files_are_for_the_owner_only(tmp_path) -> None:
+    import stat
+
+    spool = Spool(tmp_path / "spool")
+    spool.append([{"type": "started", "run_id": "r"}])
+    spool._record_losses({"a": {"loss_id": "x", "query_name": "a", "events": 1,
+                                "run_ids": [], "batch_id_min": None, "batch_id_max": None,
+                                "first_trigger_at": None, "last_trigger_at": None,
+                                "partitions": {}, "host": None}})
+    assert stat.S_IMODE((tmp_path / "spool").stat().st_mode) == 0o700
+    files = list((tmp_path / "spool").iterdir())
+    assert len(files) == 3  # the spool file, losses.json and its lock
+    assert all(stat.S_IMODE(f.stat().st_mode) == 0o600 for f in files)
+
+
+def test_the_default_spool_directory_name_does_not_depend_on_the_password(
+        tmp_path, monkeypatch) -> None:
+    import hashlib
+
+    from offset_journal.spool import default_spool_dir
+
+    monkeypatch.setenv("OFFSET_JOURNAL_SPOOL_DIR", str(tmp_path))
+    a = default_spool_dir("postgresql+psycopg://w:Secret1@db:5432/journal")
+    b = default_spool_dir("postgresql+psycopg://w:other@db:5432/journal")
+    c = default_spool_dir("postgresql+psycopg://w:Secret1@db:5432/other")
+    assert a == b and a != c
+    for pw in ("Secret1", "other"):  # a password guess cannot be checked against it
+        url = f"postgresql+psycopg://w:{pw}@db:5432/journal"
+        assert hashlib.sha256(url.encode()).hexdigest()[:16] != a.name
+    # A spool named the old way (a hash of the whole URL) is taken over, not stranded.
+    url = "postgresql+psycopg://w:Secret1@db:5432/legacy"
+    legacy = tmp_path / hashlib.sha256(url.encode()).hexdigest()[:16]
+    legacy.mkdir()
+    (legacy / "spool-old.jsonl").write_text("{}\n")
+    new = default_spool_dir(url)
+    assert new != legacy and (new / "spool-old.jsonl").exists() and not legacy.exists()

@@ -43,7 +43,6 @@ from .journal import (
     FlaggedProblem,
     Journal,
     JournalError,
-    Run,
     RunBounds,
     SourceOffsets,
     SpoolLoss,

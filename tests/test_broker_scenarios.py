@@ -1,0 +1,226 @@
+"""What the restart planner exists for, on a real broker with Spark's own connector:
+partitions added (while the job runs, and while no job runs), records deleted before
+they were read, topics deleted, and topics deleted then recreated.
+
+Each test runs a journaled job, makes the situation happen on the broker, asks the
+command for a plan, starts a new job on a NEW checkpoint from the journal, and checks
+by (topic, partition, offset) what the sink holds.
+"""
+
+from __future__ import annotations
+
+import json
+import time
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from offset_journal import Journal
+from offset_journal.cli import main as cli_main
+from tests.jobs_support import load_job, read_parquet_outputs
+
+pytestmark = [pytest.mark.spark, pytest.mark.slow]
+
+
+def _cli(capsys: pytest.CaptureFixture[str], *argv: str) -> tuple[int, str, str]:
+    code = cli_main(list(argv))
+    out, err = capsys.readouterr()
+    return code, out, err
+
+
+def _flat(text: str) -> str:
+    """``plan`` wraps its lines for a terminal: compare its words, not its layout."""
+    return " ".join(text.split())
+
+
+def _one_error_line(err: str) -> str:
+    lines = err.strip().splitlines()
+    assert len(lines) == 1 and "Traceback" not in err, err
+    assert lines[0].startswith("offset-journal: error: "), err
+    return lines[0]
+
+
+def _job_args(kafka: Any, topics: str, name: str, url: str, out: Path, ck: Path,
+              *extra: str) -> list[str]:
+    return ["--bootstrap-servers", kafka.bootstrap_servers, "--topics", topics,
+            "--query-name", name, "--database-url", url, "--sink", "parquet",
+            "--output", str(out), "--checkpoint", str(ck), "--max-offsets-per-trigger", "30",
+            *extra]
+
+
+def _run(spark: Any, listener: Any, argv: list[str]) -> Any:
+    job = load_job("kafka_to_sink")
+    q = job.build_query(spark, job.parser().parse_args(argv))
+    q.awaitTermination(300)
+    assert q.exception() is None, q.exception()
+    assert listener.wait_terminated(q.runId, 60)
+    return q
+
+
+def _sink(spark: Any, out: Path) -> list[tuple[str, int, int]]:
+    return read_parquet_outputs(spark, out, ["topic", "partition", "offset"])
+
+
+def _exactly(got: list[tuple[str, int, int]], produced: list[tuple[str, int, int]]) -> None:
+    assert len(got) == len(set(got)), "a record was written twice"
+    assert sorted(got) == sorted(produced)
+
+
+def _produce(kafka: Any, topic: str, n: int, start: int = 0) -> list[tuple[str, int, int]]:
+    return [(topic, p, o) for p, o, _k, _v in kafka.produce(topic, n, start=start)]
+
+
+def test_partitions_added_while_the_job_runs_are_read_from_earliest_and_journaled(
+        journaled_spark, journal_url, kafka_cluster, kafka_topic, tmp_path, capsys):
+    """Spark's connector notices partitions added under a running subscription and reads
+    them from their start; the journal then has them, and the restart names them all."""
+    spark, listener = journaled_spark
+    kafka_cluster.create_topic(kafka_topic, 2)
+    produced = _produce(kafka_cluster, kafka_topic, 20)
+    job = load_job("kafka_to_sink")
+    argv = _job_args(kafka_cluster, kafka_topic, "grows-live", journal_url, tmp_path / "out",
+                     tmp_path / "ck-v1", "--trigger", "300 milliseconds")
+    q = job.build_query(spark, job.parser().parse_args(argv))
+    try:
+        _wait(lambda: _read(q) >= 20, q, "v1 read the first 20 records")
+        kafka_cluster.add_partitions(kafka_topic, 4)
+        produced += _produce(kafka_cluster, kafka_topic, 40, start=20)
+        _wait(lambda: _read(q) >= 60, q, "v1 read the records in the new partitions")
+    finally:
+        q.stop()
+    assert listener.wait_terminated(q.runId, 60)
+    last = Journal(journal_url).last_batch("grows-live")
+    assert last is not None
+    assert {p.partition for p in last.sources[0].partitions} == {0, 1, 2, 3}
+
+    code, out, _err = _cli(capsys, "--database-url", journal_url, "starting-offsets",
+                           "grows-live", "--bootstrap-servers", kafka_cluster.bootstrap_servers)
+    assert code == 0
+    assert set(json.loads(out)[kafka_topic]) == {"0", "1", "2", "3"}
+    produced += _produce(kafka_cluster, kafka_topic, 12, start=60)
+    _run(spark, listener, _job_args(kafka_cluster, kafka_topic, "grows-live", journal_url,
+                                    tmp_path / "out", tmp_path / "ck-v2", "--from-journal"))
+    _exactly(_sink(spark, tmp_path / "out"), produced)
+
+
+def test_partitions_added_while_no_job_runs_start_at_earliest(
+        journaled_spark, journal_url, kafka_cluster, kafka_topic, tmp_path, capsys):
+    spark, listener = journaled_spark
+    kafka_cluster.create_topic(kafka_topic, 2)
+    produced = _produce(kafka_cluster, kafka_topic, 30)
+    _run(spark, listener, _job_args(kafka_cluster, kafka_topic, "grows-idle", journal_url,
+                                    tmp_path / "out", tmp_path / "ck-v1"))
+    kafka_cluster.add_partitions(kafka_topic, 3)
+    produced += _produce(kafka_cluster, kafka_topic, 30, start=30)
+
+    code, out, _ = _cli(capsys, "--database-url", journal_url, "plan", "grows-idle",
+                        "--bootstrap-servers", kafka_cluster.bootstrap_servers)
+    assert code == 0, out
+    assert f"{kafka_topic}-2" in out and "-2 (earliest)" in out
+    code, out, _ = _cli(capsys, "--database-url", journal_url, "starting-offsets",
+                        "grows-idle", "--bootstrap-servers", kafka_cluster.bootstrap_servers)
+    assert code == 0
+    offsets = json.loads(out)[kafka_topic]
+    assert offsets["2"] == -2 and offsets["0"] > 0 and offsets["1"] > 0
+
+    _run(spark, listener, _job_args(kafka_cluster, kafka_topic, "grows-idle", journal_url,
+                                    tmp_path / "out", tmp_path / "ck-v2", "--from-journal"))
+    _exactly(_sink(spark, tmp_path / "out"), produced)
+
+
+def test_records_deleted_before_they_were_read_are_reported_as_data_loss(
+        journaled_spark, journal_url, kafka_cluster, kafka_topic, tmp_path, capsys):
+    """While the job was down, DeleteRecords (as retention would) removed records the
+    journal says were not processed yet: the plan says so per partition, with numbers,
+    and starting-offsets refuses to hand anything out."""
+    spark, listener = journaled_spark
+    kafka_cluster.create_topic(kafka_topic, 2)
+    _produce(kafka_cluster, kafka_topic, 20)
+    _run(spark, listener, _job_args(kafka_cluster, kafka_topic, "lossy", journal_url,
+                                    tmp_path / "out", tmp_path / "ck-v1"))
+    journaled = {p.partition: p.end for p in
+                 Journal(journal_url).last_offsets("lossy")[0].partitions}
+    assert journaled == {0: 10, 1: 10}
+    _produce(kafka_cluster, kafka_topic, 20, start=20)  # offsets 10..19 in each partition
+    kafka_cluster.delete_records(kafka_topic, {0: 14})
+    assert kafka_cluster.watermarks(kafka_topic)[0] == (14, 20)
+
+    code, out, _ = _cli(capsys, "--database-url", journal_url, "plan", "lossy",
+                        "--bootstrap-servers", kafka_cluster.bootstrap_servers)
+    assert code != 0
+    assert "DATA LOSS" in out
+    loss = _flat(out).split("DATA LOSS", 1)[1]
+    assert f"{kafka_topic}-0 starts at 10 but its log starts at 14: records 10..13" in loss
+    assert f"{kafka_topic}-1 starts" not in loss
+    code, out, err = _cli(capsys, "--database-url", journal_url, "starting-offsets", "lossy",
+                          "--bootstrap-servers", kafka_cluster.bootstrap_servers)
+    assert code != 0 and out == ""
+    assert "DATA LOSS" in _one_error_line(err)
+
+
+def test_a_deleted_topic_is_left_out_with_a_warning_and_the_rest_is_exactly_once(
+        journaled_spark, journal_url, kafka_cluster, kafka_topic, tmp_path, capsys):
+    spark, listener = journaled_spark
+    gone = kafka_topic + "-gone"
+    kafka_cluster.create_topic(kafka_topic, 2)
+    kafka_cluster.create_topic(gone, 2)
+    produced = _produce(kafka_cluster, kafka_topic, 20)
+    _produce(kafka_cluster, gone, 10)
+    _run(spark, listener, _job_args(kafka_cluster, f"{kafka_topic},{gone}", "loses-a-topic",
+                                    journal_url, tmp_path / "out", tmp_path / "ck-v1"))
+    kafka_cluster.delete_topic(gone)
+    produced += _produce(kafka_cluster, kafka_topic, 20, start=20)
+
+    code, out, _ = _cli(capsys, "--database-url", journal_url, "plan", "loses-a-topic",
+                        "--bootstrap-servers", kafka_cluster.bootstrap_servers,
+                        "--subscribe", kafka_topic)
+    assert code == 0, out
+    code, out, err = _cli(capsys, "--database-url", journal_url, "starting-offsets",
+                          "loses-a-topic", "--bootstrap-servers",
+                          kafka_cluster.bootstrap_servers)
+    assert code == 0
+    assert set(json.loads(out)) == {kafka_topic}
+    assert f"topic {gone}" in err and "no longer exists" in err
+
+    _run(spark, listener, _job_args(kafka_cluster, kafka_topic, "loses-a-topic", journal_url,
+                                    tmp_path / "out", tmp_path / "ck-v2", "--from-journal"))
+    got = [r for r in _sink(spark, tmp_path / "out") if r[0] == kafka_topic]
+    _exactly(got, produced)
+
+
+def test_a_recreated_topic_is_never_skipped_silently(
+        journaled_spark, journal_url, kafka_cluster, kafka_topic, tmp_path, capsys):
+    """Deleted and created again under the same name, the topic's offsets start at 0
+    again, below what the journal holds: the plan must stop and say so."""
+    spark, listener = journaled_spark
+    kafka_cluster.create_topic(kafka_topic, 2)
+    _produce(kafka_cluster, kafka_topic, 40)
+    _run(spark, listener, _job_args(kafka_cluster, kafka_topic, "recreated", journal_url,
+                                    tmp_path / "out", tmp_path / "ck-v1"))
+    kafka_cluster.delete_topic(kafka_topic)
+    kafka_cluster.create_topic(kafka_topic, 2)
+    _produce(kafka_cluster, kafka_topic, 6)
+    assert kafka_cluster.watermarks(kafka_topic) == {0: (0, 3), 1: (0, 3)}
+
+    code, out, _ = _cli(capsys, "--database-url", journal_url, "plan", "recreated",
+                        "--bootstrap-servers", kafka_cluster.bootstrap_servers)
+    assert code != 0
+    assert f"{kafka_topic}-0 starts at 20, beyond its log end 3" in _flat(out)
+    assert "recreated" in out
+    code, out, err = _cli(capsys, "--database-url", journal_url, "starting-offsets",
+                          "recreated", "--bootstrap-servers", kafka_cluster.bootstrap_servers)
+    assert code != 0 and out == ""
+    assert "beyond its log end" in _one_error_line(err)
+
+
+def _read(query: Any) -> int:
+    return sum(p["numInputRows"] for p in query.recentProgress)
+
+
+def _wait(done: Any, query: Any, what: str, timeout: float = 120) -> None:
+    deadline = time.monotonic() + timeout
+    while not done():
+        assert query.exception() is None, query.exception()
+        assert time.monotonic() < deadline, f"timed out: {what}"
+        time.sleep(0.2)

@@ -73,6 +73,7 @@ batch_sources = sa.Table(
     sa.Column("latest_offset", JSONB),
     sa.Column("num_input_rows", sa.BigInteger),
     sa.Column("problem", sa.Text),
+    sa.Column("metrics", JSONB),  # revision 0004_source_metrics
 )
 
 kafka_partitions = sa.Table(

@@ -183,7 +183,7 @@ def _read_all(spark: Any, listener: Any, bootstrap: str, topic: str, starting: s
     q = _run(listener, _reader(spark, bootstrap, subscribe=topic, startingOffsets=starting)
              .selectExpr("topic", "partition", "offset"), name, tmp_path, sink="memory")
     assert q.recentProgress
-    return {tuple(r) for r in spark.sql(f"select * from {name}").collect()}
+    return {tuple(r) for r in spark.table(name).collect()}
 
 
 def test_starting_offsets_naming_only_some_partitions_is_refused_by_spark(

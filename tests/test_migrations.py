@@ -13,7 +13,17 @@ from offset_journal.db import current_revision, resolve_url, upgrade
 from offset_journal.schema import SCHEMA, metadata
 
 ROOT = Path(__file__).resolve().parents[1]
-HEAD = "0003"  # the newest migration
+def _head() -> str:
+    from alembic.script import ScriptDirectory
+
+    from offset_journal.db import alembic_config
+
+    head = ScriptDirectory.from_config(alembic_config("postgresql://unused/x")).get_current_head()
+    assert head is not None
+    return head
+
+
+HEAD = _head()  # the newest migration (its id is not spelled out: the lead chains them)
 TABLES = {"query_runs", "batches", "batch_sources", "kafka_partitions", "rejected_events"}
 
 

@@ -13,6 +13,7 @@ import argparse
 import hashlib
 import logging
 import os
+import shlex
 from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
@@ -148,7 +149,6 @@ def make_spark(app_name: str, master: str | None = None) -> Any:
     version); else its jars (matching this PySpark exactly) are added to ``spark.jars``,
     which also ships them to executors. ``master`` (``--master``) overrides the
     submitter's, e.g. ``local-cluster[2,1,1024]`` for executors in JVMs of their own."""
-    from pyspark import SparkConf, SparkContext
     from pyspark.sql import SparkSession
 
     from offset_journal.jars import (
@@ -157,12 +157,7 @@ def make_spark(app_name: str, master: str | None = None) -> Any:
         spark_jars_value,
     )
 
-    # Start the JVM first: only then does SparkConf see what spark-submit (or
-    # PYSPARK_SUBMIT_ARGS) gave, such as --jars and --packages.
-    SparkContext._ensure_initialized()
-    conf = SparkConf()
-    given_jars = [j for j in conf.get("spark.jars", "").split(",") if j]
-    packages = [p for p in conf.get("spark.jars.packages", "").split(",") if p]
+    given_jars, packages = submitted_jars()
     builder = SparkSession.builder.appName(app_name).config("spark.sql.shuffle.partitions", "4")
     if master:
         builder = builder.master(master)
@@ -174,6 +169,35 @@ def make_spark(app_name: str, master: str | None = None) -> Any:
     else:
         builder = builder.config("spark.jars", ",".join([*given_jars, spark_jars_value()]))
     return builder.getOrCreate()
+
+
+def submitted_jars() -> tuple[list[str], list[str]]:
+    """The jars (``spark.jars``, ``--jars``) and packages (``--packages``) the submitter
+    gave. Under spark-submit the driver's JVM is already running and knows them; else
+    they are in PYSPARK_SUBMIT_ARGS, read here without starting a JVM, because jars
+    added after the JVM started would reach executors but not the driver's class path
+    (where Spark looks the "kafka" data source up)."""
+    if os.environ.get("PYSPARK_GATEWAY_PORT"):
+        from pyspark import SparkConf, SparkContext
+
+        SparkContext._ensure_initialized()
+        conf = SparkConf()
+        return (_split(conf.get("spark.jars", "")), _split(conf.get("spark.jars.packages", "")))
+    jars: list[str] = []
+    packages: list[str] = []
+    words = shlex.split(os.environ.get("PYSPARK_SUBMIT_ARGS", ""))
+    for flag, value in zip(words, [*words[1:], ""], strict=False):
+        if flag == "--conf" and "=" in value:
+            flag, value = value.split("=", 1)
+        if flag in ("--jars", "spark.jars"):
+            jars += _split(value)
+        elif flag in ("--packages", "spark.jars.packages"):
+            packages += _split(value)
+    return jars, packages
+
+
+def _split(value: str | None) -> list[str]:
+    return [v.strip() for v in (value or "").split(",") if v.strip()]
 
 
 def _check_package(spark_version: str, packages: list[str]) -> None:

@@ -244,3 +244,50 @@ def test_offsets_from_the_cli_are_accepted_and_give_exactly_the_rest(
                     tmp_path)
     assert got == {(kafka_topic, p, o) for p, o, _k, _v in rest}
     assert not got & {(kafka_topic, p, o) for p, o, _k, _v in first}
+
+
+def test_records_deleted_before_being_read_data_loss_in_the_cli_and_the_connector(
+        journaled_spark, journal_url, kafka_cluster, kafka_topic, tmp_path, capsys,
+        monkeypatch):
+    spark, listener = journaled_spark
+    kafka_cluster.produce(kafka_topic, 8)  # 2 per partition
+    name = _name("lossy")
+    _run(listener, _reader(spark, kafka_cluster.bootstrap_servers, subscribe=kafka_topic,
+                           startingOffsets="earliest"), name, tmp_path)
+    rest = kafka_cluster.produce(kafka_topic, 16, start=8)  # offsets 2..5 per partition
+    # retention (here DeleteRecords) removes partition 0's records up to offset 4: two
+    # records the job never read are gone
+    kafka_cluster.delete_records(kafka_topic, {0: 4})
+    assert kafka_cluster.watermarks(kafka_topic)[0] == (4, 6)
+
+    monkeypatch.setenv(ENV_URL, journal_url)
+    argv = ["starting-offsets", name, "--bootstrap-servers", kafka_cluster.bootstrap_servers]
+    code = main(argv)
+    out, err = capsys.readouterr()
+    assert code == 1 and out == ""
+    assert "DATA LOSS" in err and f"{kafka_topic}-0 starts at 2 but its log starts at 4" in err
+    assert main([*argv, "--force"]) == 0
+    out, err = capsys.readouterr()
+    assert json.loads(out) == {kafka_topic: {"0": 2, "1": 2, "2": 2, "3": 2}}
+
+    # The connector agrees: with failOnDataLoss (its default) the query fails ...
+    q = (_reader(spark, kafka_cluster.bootstrap_servers, subscribe=kafka_topic,
+                 startingOffsets=out.strip())
+         .writeStream.format("noop").queryName(_name("strict"))
+         .option("checkpointLocation", str(tmp_path / "ck-strict"))
+         .trigger(availableNow=True).start())
+    with pytest.raises(Exception) as failed:
+        q.awaitTermination(180)
+    text = " ".join(str(failed.value).split())
+    assert "Some data may have been lost because they are not available in Kafka any more" \
+        in text, text[:3000]
+    assert f"Could not read records in offset [2, 6) for topic partition {kafka_topic}-0" \
+        in text
+    assert listener.wait_terminated(q.runId, 60)
+    # ... and without it reads what is left: everything but the two deleted records.
+    name = _name("lenient")
+    q = _run(listener, _reader(spark, kafka_cluster.bootstrap_servers, subscribe=kafka_topic,
+                               startingOffsets=out.strip(), failOnDataLoss="false")
+             .selectExpr("topic", "partition", "offset"), name, tmp_path, sink="memory")
+    got = {tuple(r) for r in spark.table(name).collect()}
+    assert got == {(kafka_topic, p, o) for p, o, _k, _v in rest if (p, o) not in {(0, 2), (0, 3)}}

@@ -157,7 +157,7 @@ def make_spark(app_name: str, master: str | None = None) -> Any:
         spark_jars_value,
     )
 
-    given_jars, packages = submitted_jars()
+    given_jars, packages, on_class_path = submitted_jars()
     builder = SparkSession.builder.appName(app_name).config("spark.sql.shuffle.partitions", "4")
     if master:
         builder = builder.master(master)
@@ -166,23 +166,20 @@ def make_spark(app_name: str, master: str | None = None) -> Any:
         _check_package(spark_version, packages)
     elif any("spark-sql-kafka-0-10" in j for j in given_jars):
         check_connector_matches(spark_version, given_jars)
-    else:
+    elif not on_class_path:
         builder = builder.config("spark.jars", ",".join([*given_jars, spark_jars_value()]))
     return builder.getOrCreate()
 
 
-def submitted_jars() -> tuple[list[str], list[str]]:
+def submitted_jars() -> tuple[list[str], list[str], bool]:
     """The jars (``spark.jars``, ``--jars``) and packages (``--packages``) the submitter
-    gave. Under spark-submit the driver's JVM is already running and knows them; else
-    they are in PYSPARK_SUBMIT_ARGS, read here without starting a JVM, because jars
-    added after the JVM started would reach executors but not the driver's class path
-    (where Spark looks the "kafka" data source up)."""
+    gave, and whether the connector is already on the driver's class path. Under
+    spark-submit the driver's JVM is already running and knows them; else they are in
+    PYSPARK_SUBMIT_ARGS, read here without starting a JVM, because jars added after the
+    JVM started would reach executors but not the driver's class path (where Spark looks
+    the "kafka" data source up)."""
     if os.environ.get("PYSPARK_GATEWAY_PORT"):
-        from pyspark import SparkConf, SparkContext
-
-        SparkContext._ensure_initialized()
-        conf = SparkConf()
-        return (_split(conf.get("spark.jars", "")), _split(conf.get("spark.jars.packages", "")))
+        return _jars_of_running_jvm()
     jars: list[str] = []
     packages: list[str] = []
     words = shlex.split(os.environ.get("PYSPARK_SUBMIT_ARGS", ""))
@@ -193,7 +190,31 @@ def submitted_jars() -> tuple[list[str], list[str]]:
             jars += _split(value)
         elif flag in ("--packages", "spark.jars.packages"):
             packages += _split(value)
-    return jars, packages
+    return jars, packages, False
+
+
+def _jars_of_running_jvm() -> tuple[list[str], list[str], bool]:
+    """Under spark-submit: what it was given. The connector must already be on the
+    driver's class path (given, or installed with Spark as on many clusters): jars
+    added now would not reach it, and the query would fail later with "Failed to find
+    data source: kafka"."""
+    from py4j.java_gateway import JavaClass
+    from pyspark import SparkConf, SparkContext
+
+    from offset_journal.jars import JarsError, connector_coordinate, installed_spark_version
+
+    SparkContext._ensure_initialized()
+    conf = SparkConf()
+    jars = _split(conf.get("spark.jars", ""))
+    packages = _split(conf.get("spark.jars.packages", ""))
+    jvm = SparkContext._jvm
+    provider = jvm.org.apache.spark.sql.kafka010.KafkaSourceProvider  # type: ignore[union-attr]
+    if not isinstance(provider, JavaClass):
+        coordinate = connector_coordinate(installed_spark_version())
+        raise JarsError("Spark's Kafka connector is not on the driver's class path: "
+                        f"spark-submit --packages {coordinate} (or --jars with the output "
+                        "of: offset-journal jars kafka-connector)")
+    return jars, packages, True
 
 
 def _split(value: str | None) -> list[str]:

@@ -154,3 +154,39 @@ def test_broker_with_too_little_memory_fails_fast_with_the_jvms_lines() -> None:
     assert elapsed < 45
     assert "the Kafka broker exited during start" in message
     assert "Error occurred during initialization of VM" in message
+
+
+@pytest.mark.spark
+@pytest.mark.parametrize("with_connector", [False, True])
+def test_job_under_spark_submit_needs_the_connector_on_the_drivers_class_path(
+        with_connector: bool, tmp_path: Path) -> None:
+    """Under spark-submit the driver's JVM runs before the job's code: jars the job
+    added then would miss the driver's class path. Without the connector the job says
+    what to submit with, in one line; with ``--jars`` of the right connector it goes on
+    (and here stops at the next thing, a journal that cannot be reached)."""
+    import pyspark
+
+    from offset_journal.jars import spark_jars_value
+
+    submit = Path(pyspark.__file__).resolve().parent / "bin" / "spark-submit"
+    jars = ["--jars", spark_jars_value()] if with_connector else []
+    env = dict(os.environ, PYSPARK_PYTHON=sys.executable, PYSPARK_DRIVER_PYTHON=sys.executable)
+    env.pop("PYSPARK_SUBMIT_ARGS", None)
+    done = subprocess.run(
+        [str(submit), "--master", "local[1]", *jars, str(JOBS / "kafka_to_sink.py"),
+         "--bootstrap-servers", "127.0.0.1:1", "--topics", "t", "--query-name", "q",
+         "--checkpoint", str(tmp_path / "ck"), "--output", str(tmp_path / "out"),
+         "--from-journal", "--database-url", "postgresql://nobody@127.0.0.1:1/x"],
+        env=env, capture_output=True, text=True, timeout=180)
+    # spark-submit passes the Python driver's stderr on to its own stdout
+    output = done.stdout + done.stderr
+    errors = [ln for ln in output.splitlines() if ln.startswith("kafka_to_sink: error:")]
+    assert done.returncode == 2 and len(errors) == 1, output[-3000:]
+    assert "Traceback" not in output
+    if with_connector:
+        assert "Kafka connector" not in errors[0]  # past the connector check
+    else:
+        assert errors[0] == (
+            "kafka_to_sink: error: Spark's Kafka connector is not on the driver's class path: "
+            f"spark-submit --packages {EXPECTED} (or --jars with the output of: "
+            "offset-journal jars kafka-connector)")

@@ -13,6 +13,7 @@ import argparse
 import hashlib
 import logging
 import os
+import shlex
 from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
@@ -53,6 +54,9 @@ def base_parser(description: str) -> argparse.ArgumentParser:
                    help="'available-now' (process what is there, then stop) or an interval "
                         "such as '1 second'")
     p.add_argument("--spool-dir", default=None, help="journal spool directory")
+    p.add_argument("--master", default=None,
+                   help="Spark master (default: spark-submit's, else local[*]); "
+                        "local-cluster[2,1,1024] runs executors in JVMs of their own")
     return p
 
 
@@ -139,22 +143,93 @@ def apply_trigger(writer: Any, trigger: str) -> Any:
     return writer.trigger(processingTime=trigger)
 
 
-def make_spark(app_name: str) -> Any:
+def make_spark(app_name: str, master: str | None = None) -> Any:
     """The job's session. Spark's Kafka connector comes from ``--packages`` or
-    ``spark.jars`` when the submitter gave it; else its jars (matching this PySpark
-    exactly) are added to ``spark.jars``, which also ships them to executors."""
-    from pyspark import SparkConf
+    ``spark.jars`` when the submitter gave it (checked: it must be this Spark's exact
+    version); else its jars (matching this PySpark exactly) are added to ``spark.jars``,
+    which also ships them to executors. ``master`` (``--master``) overrides the
+    submitter's, e.g. ``local-cluster[2,1,1024]`` for executors in JVMs of their own."""
     from pyspark.sql import SparkSession
 
-    builder = SparkSession.builder.appName(app_name).config("spark.sql.shuffle.partitions", "4")
-    conf = SparkConf()
-    given = f"{conf.get('spark.jars', '')},{conf.get('spark.jars.packages', '')}"
-    if "spark-sql-kafka-0-10" not in given:
-        from offset_journal.jars import spark_jars_value
+    from offset_journal.jars import (
+        check_connector_matches,
+        installed_spark_version,
+        spark_jars_value,
+    )
 
-        jars = ",".join(j for j in (conf.get("spark.jars", ""), spark_jars_value()) if j)
-        builder = builder.config("spark.jars", jars)
+    given_jars, packages, on_class_path = submitted_jars()
+    builder = SparkSession.builder.appName(app_name).config("spark.sql.shuffle.partitions", "4")
+    if master:
+        builder = builder.master(master)
+    spark_version = installed_spark_version()
+    if any("spark-sql-kafka-0-10" in p for p in packages):
+        _check_package(spark_version, packages)
+    elif any("spark-sql-kafka-0-10" in j for j in given_jars):
+        check_connector_matches(spark_version, given_jars)
+    elif not on_class_path:
+        builder = builder.config("spark.jars", ",".join([*given_jars, spark_jars_value()]))
     return builder.getOrCreate()
+
+
+def submitted_jars() -> tuple[list[str], list[str], bool]:
+    """The jars (``spark.jars``, ``--jars``) and packages (``--packages``) the submitter
+    gave, and whether the connector is already on the driver's class path. Under
+    spark-submit the driver's JVM is already running and knows them; else they are in
+    PYSPARK_SUBMIT_ARGS, read here without starting a JVM, because jars added after the
+    JVM started would reach executors but not the driver's class path (where Spark looks
+    the "kafka" data source up)."""
+    if os.environ.get("PYSPARK_GATEWAY_PORT"):
+        return _jars_of_running_jvm()
+    jars: list[str] = []
+    packages: list[str] = []
+    words = shlex.split(os.environ.get("PYSPARK_SUBMIT_ARGS", ""))
+    for flag, value in zip(words, [*words[1:], ""], strict=False):
+        if flag == "--conf" and "=" in value:
+            flag, value = value.split("=", 1)
+        if flag in ("--jars", "spark.jars"):
+            jars += _split(value)
+        elif flag in ("--packages", "spark.jars.packages"):
+            packages += _split(value)
+    return jars, packages, False
+
+
+def _jars_of_running_jvm() -> tuple[list[str], list[str], bool]:
+    """Under spark-submit: what it was given. The connector must already be on the
+    driver's class path (given, or installed with Spark as on many clusters): jars
+    added now would not reach it, and the query would fail later with "Failed to find
+    data source: kafka"."""
+    from py4j.java_gateway import JavaClass
+    from pyspark import SparkConf, SparkContext
+
+    from offset_journal.jars import JarsError, connector_coordinate, installed_spark_version
+
+    SparkContext._ensure_initialized()
+    conf = SparkConf()
+    jars = _split(conf.get("spark.jars", ""))
+    packages = _split(conf.get("spark.jars.packages", ""))
+    jvm = SparkContext._jvm
+    provider = jvm.org.apache.spark.sql.kafka010.KafkaSourceProvider  # type: ignore[union-attr]
+    if not isinstance(provider, JavaClass):
+        coordinate = connector_coordinate(installed_spark_version())
+        raise JarsError("Spark's Kafka connector is not on the driver's class path: "
+                        f"spark-submit --packages {coordinate} (or --jars with the output "
+                        "of: offset-journal jars kafka-connector)")
+    return jars, packages, True
+
+
+def _split(value: str | None) -> list[str]:
+    return [v.strip() for v in (value or "").split(",") if v.strip()]
+
+
+def _check_package(spark_version: str, packages: list[str]) -> None:
+    """A ``--packages`` connector coordinate must name this Spark's exact version."""
+    from offset_journal.jars import JarsError, connector_coordinate
+
+    for coordinate in packages:
+        if "spark-sql-kafka-0-10" in coordinate and coordinate != connector_coordinate(
+                spark_version):
+            raise JarsError(f"--packages {coordinate} does not match Spark {spark_version}: "
+                            f"expected {connector_coordinate(spark_version)}")
 
 
 def run_job(name: str, parser: argparse.ArgumentParser, build_query: Any,
@@ -170,7 +245,11 @@ def run_job(name: str, parser: argparse.ArgumentParser, build_query: Any,
     args = parser.parse_args(argv)
     logging.basicConfig(level=logging.INFO,
                         format="%(asctime)s %(levelname)s %(name)s: %(message)s")
-    spark = make_spark(args.query_name)
+    try:
+        spark = make_spark(args.query_name, args.master)
+    except offset_journal.ConfigError as exc:
+        print(f"{name}: error: {offset_journal.redact(exc)}", file=sys.stderr)
+        return 2
     listener = offset_journal.attach(spark, database_url=args.database_url,
                                      spool_dir=args.spool_dir)
     try:

@@ -4,7 +4,7 @@ Spark reads Kafka only through its own connector, ``spark-sql-kafka-0-10_2.13``,
 version must be exactly Spark's. ``spark-submit --packages`` resolves it with Ivy, which
 does not see Maven's settings (mirrors, proxies) and fetches again on every new cache.
 Here the small Maven projects in ``jvm/`` resolve each set once per version into a cache
-outside the repository (``~/.cache/offset-journal/jars/<name>-<version>/``, or
+outside the repository (``~/.cache/offset-journal/jars/<name>-<version>-<pom digest>/``, or
 ``$OFFSET_JOURNAL_JARS_DIR``); later calls only list the directory.
 
 * ``kafka-connector``: the connector and the runtime jars PySpark does not already ship,
@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import contextlib
 import fcntl
+import hashlib
 import logging
 import os
 import re
@@ -57,7 +58,11 @@ class JarSpec:
 
     @property
     def directory_name(self) -> str:
-        return f"{self.name}-{self.version}"
+        """``<name>-<version>-<digest of the Maven project>``: a changed project (a
+        dependency added or pinned) is fetched into a directory of its own, and a set
+        other processes may be running from is never replaced under them."""
+        digest = hashlib.sha256(self.pom.read_bytes()).hexdigest()[:8]
+        return f"{self.name}-{self.version}-{digest}"
 
 
 def connector_coordinate(spark_version: str) -> str:

@@ -196,6 +196,7 @@ def _source_row(source: SourceRecord) -> dict[str, Any]:
         "source_index": source.index, "description": source.description, "kind": source.kind,
         "start_offset": start, "end_offset": end, "latest_offset": source.latest_offset,
         "num_input_rows": source.num_input_rows, "problem": source.problem,
+        "metrics": source.metrics,
     }
 
 

@@ -17,6 +17,7 @@ from __future__ import annotations
 import base64
 import logging
 import os
+import re
 import shutil
 import socket
 import subprocess
@@ -33,6 +34,7 @@ log = logging.getLogger(__name__)
 _START_TIMEOUT_S = 90.0
 _STOP_TIMEOUT_S = 20.0
 _LOG_TAIL_LINES = 25
+_STACK_FRAME = re.compile(r"\s+(at \S|\.\.\. \d+ more)")
 
 _LOG4J2 = """\
 <?xml version="1.0" encoding="UTF-8"?>
@@ -79,12 +81,14 @@ class LocalKafka:
         return self._process is not None and self._process.poll() is None
 
     def log_tail(self, lines: int = _LOG_TAIL_LINES) -> str:
-        """The broker's last log lines (for an error message)."""
+        """The broker's last log lines (for an error message), without Java stack
+        frames, which would otherwise push the error and its causes out of view."""
         try:
             text = self.log_path.read_text(errors="replace")
         except OSError:
             return "(no broker log)"
-        return "\n".join(text.splitlines()[-lines:])
+        kept = [ln for ln in text.splitlines() if not _STACK_FRAME.match(ln)]
+        return "\n".join(kept[-lines:])
 
     def start(self, timeout: float = _START_TIMEOUT_S) -> LocalKafka:
         """Format the storage (first start only) and start the broker; wait until the

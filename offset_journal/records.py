@@ -78,6 +78,7 @@ class SourceRecord:
     num_input_rows: int | None
     partitions: tuple[PartitionOffset, ...] = ()
     problem: str | None = None
+    metrics: dict[str, Any] | None = None  # e.g. the connector's offsets behind latest
 
 
 @dataclass(frozen=True)
@@ -226,6 +227,12 @@ def _source(index: int, raw: Any) -> SourceRecord:
         backwards = _backwards(parts)
         if backwards:
             problems.append(backwards)
+    metrics = raw.get("metrics")
+    if not isinstance(metrics, dict) or not metrics:
+        metrics = None
+    elif _unstorable(metrics):  # kept in raw_progress only
+        problems.append(f"metrics: {_unstorable(metrics)}")
+        metrics = None
     return SourceRecord(
         index=index,
         description=description,
@@ -236,6 +243,7 @@ def _source(index: int, raw: Any) -> SourceRecord:
         num_input_rows=_int(raw.get("numInputRows")),
         partitions=parts,
         problem="; ".join(problems) or None,
+        metrics=metrics,
     )
 
 

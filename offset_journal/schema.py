@@ -75,6 +75,7 @@ batch_sources = sa.Table(
     sa.Column("latest_offset", JSONB),
     sa.Column("num_input_rows", sa.BigInteger),
     sa.Column("problem", sa.Text),
+    sa.Column("metrics", JSONB),  # migration 0007_source_metrics
     # Flagged sources only (migration 0005_planner): what a restart plan reports.
     sa.Index("batch_sources_problem_idx", "batch_pk",
              postgresql_where=sa.text("problem IS NOT NULL")),

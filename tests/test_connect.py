@@ -49,3 +49,58 @@ def test_listener_journals_under_spark_connect(journal_url, tmp_path):
         if proc.poll() is None:
             proc.kill()
         engine.dispose()
+
+
+def test_kafka_connector_under_spark_connect_is_journaled_as_connect_reports(
+        journal_url, kafka_cluster, kafka_topic, tmp_path):
+    """A Connect session reads Kafka with Spark's own connector (its jars on the local
+    Connect server's spark.jars); the journal's partition rows are what Connect's own
+    progress reports, batch by batch."""
+    produced = kafka_cluster.produce(kafka_topic, 22)
+    env = dict(os.environ, OFFSET_JOURNAL_DATABASE_URL=journal_url, PYSPARK_PYTHON=sys.executable)
+    job = Path(__file__).with_name("connect_kafka_job.py")
+    spool = tmp_path / "spool"
+    spool.mkdir()
+    done = subprocess.run(
+        [sys.executable, str(job), str(spool), kafka_cluster.bootstrap_servers, kafka_topic,
+         "connect_kafka_q"], env=env, capture_output=True, text=True, timeout=240,
+        cwd=Path(__file__).resolve().parents[1])
+    assert done.returncode == 0, done.stderr[-3000:]
+    result = json.loads(done.stdout.strip().splitlines()[-1])
+    assert result["exception"] == ""
+    batches = result["batches"]
+    # (Connect's progress objects keep numInputRows per source only)
+    assert len(batches) >= 3
+    assert sum(s["numInputRows"] for b in batches for s in b["sources"]) == len(produced)
+    expected = []
+    for b in batches:
+        (s,) = b["sources"]
+        assert s["description"] == f"KafkaV2[Subscribe[{kafka_topic}]]"
+        start = s["startOffset"] or {}
+        for part, end in sorted(s["endOffset"][kafka_topic].items(), key=lambda kv: int(kv[0])):
+            expected.append((b["batchId"], s["description"], s["numInputRows"], kafka_topic,
+                             int(part), start.get(kafka_topic, {}).get(part), end))
+    engine = sa.create_engine(resolve_url(journal_url))
+    try:
+        deadline = time.monotonic() + 60
+        rows: list = []
+        while time.monotonic() < deadline:
+            with engine.connect() as conn:
+                done_run = conn.execute(sa.text(
+                    "select terminated_at is not null from offset_journal.query_runs "
+                    "where run_id = :r"), {"r": result["run_id"]}).scalar()
+                rows = [tuple(r) for r in conn.execute(sa.text(
+                    "select b.batch_id, s.description, s.num_input_rows, k.topic, k.partition, "
+                    "k.start_offset, "
+                    "k.end_offset from offset_journal.batches b "
+                    "join offset_journal.batch_sources s on s.batch_pk = b.id "
+                    "join offset_journal.kafka_partitions k on k.batch_pk = b.id "
+                    "and k.source_index = s.source_index "
+                    "where b.run_id = :r order by b.batch_id, k.partition"),
+                    {"r": result["run_id"]})]
+            if done_run and len(rows) >= len(expected):
+                break
+            time.sleep(0.2)
+        assert rows == expected
+    finally:
+        engine.dispose()

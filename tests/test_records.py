@@ -124,6 +124,21 @@ def test_malformed_offsets_keep_the_raw_payload():
     assert "endOffset" in rec.problems[0]
 
 
+def test_source_metrics_are_kept_and_unstorable_ones_set_aside():
+    metrics = {"avgOffsetsBehindLatest": "2.5", "maxOffsetsBehindLatest": "4",
+               "minOffsetsBehindLatest": "1"}
+    source = kafka_source("t", {"t": {"0": 1}}, {"t": {"0": 3}}) | {"metrics": metrics}
+    rec = batch_from_progress(progress(sources=[source]))
+    assert rec.sources[0].metrics == metrics and rec.raw_progress is None
+    assert batch_from_progress(progress()).sources[0].metrics is None  # none reported
+    bad = source | {"metrics": {"note": "a\x00b"}}
+    rec = batch_from_progress(progress(sources=[bad]))
+    assert rec.sources[0].metrics is None and "metrics: holds a NUL" in rec.problems[0]
+    # the offsets are journaled all the same, and the raw payload keeps the metrics
+    assert [(p.partition, p.start, p.end) for p in rec.sources[0].partitions] == [(0, 1, 3)]
+    assert rec.raw_progress is not None and "a\\u0000b" in rec.raw_progress
+
+
 @pytest.mark.parametrize("payload", ["", "nope", "[]", json.dumps({"id": "q"}),
                                      json.dumps({"id": "q", "runId": "r"})])
 def test_unjournalable_payloads_raise(payload):

@@ -67,7 +67,7 @@ CATALOG = {
         SELECT c.relname, c.relkind, obj_description(c.oid, 'pg_class')
         FROM pg_class c JOIN pg_namespace n ON n.oid = c.relnamespace
         WHERE n.nspname = :s ORDER BY 1""",
-    "version": f"SELECT version_num FROM {SCHEMA}.alembic_version WHERE :s = :s",
+    "version": "SELECT version_num FROM offset_journal.alembic_version WHERE :s = :s",
 }
 
 
@@ -79,6 +79,35 @@ def _catalog(url: str) -> dict[str, list[tuple[object, ...]]]:
                     for name, sql in CATALOG.items()}
     finally:
         engine.dispose()
+
+
+def _pg_dump(url: str) -> str | None:
+    """``pg_dump --schema-only`` of the journal's schema, by a pg_dump of the server's
+    major version (pgserver ships one; Debian's client may be older), else None."""
+    engine = sa.create_engine(resolve_url(url), poolclass=sa.pool.NullPool)
+    with engine.connect() as conn:
+        major = int(conn.execute(sa.text("SHOW server_version_num")).scalar_one()) // 10000
+    engine.dispose()
+    candidates = [shutil.which("pg_dump")]
+    try:
+        from pgserver._commands import POSTGRES_BIN_PATH
+
+        candidates.insert(0, str(POSTGRES_BIN_PATH / "pg_dump"))
+    except ImportError:
+        pass
+    libpq_url = sa.engine.make_url(url).set(drivername="postgresql").render_as_string(
+        hide_password=False)
+    for exe in filter(None, candidates):
+        version = subprocess.run([exe, "--version"], capture_output=True, text=True)
+        found = re.search(r"(\d+)\.\d+", version.stdout)
+        if version.returncode or not found or int(found.group(1)) != major:
+            continue
+        dump = subprocess.run([exe, "--schema-only", f"--schema={SCHEMA}", "--no-owner",
+                               "-d", libpq_url], capture_output=True, text=True, timeout=120)
+        assert dump.returncode == 0, dump.stderr
+        return "\n".join(line for line in dump.stdout.splitlines()
+                         if not line.startswith(("\\restrict", "\\unrestrict")))
+    return None
 
 
 def _psql(url: str, script: str) -> subprocess.CompletedProcess[str]:
@@ -115,7 +144,8 @@ def test_plain_alembic_sql_script_runs_on_an_empty_database(empty_database_url):
     assert current_revision(empty_database_url) == HEAD
 
 
-def test_db_upgrade_sql_builds_what_db_upgrade_builds(empty_database_url, migrated_url):
+def test_db_upgrade_sql_builds_what_db_upgrade_builds(journal_server, empty_database_url,
+                                                      migrated_url):
     # No database URL at all: a DBA reviews the script where the journal is not reachable.
     out = subprocess.run([str(EXE), "db", "upgrade", "--sql"], env=_env_without_url(),
                          capture_output=True, text=True, timeout=120)
@@ -127,8 +157,15 @@ def test_db_upgrade_sql_builds_what_db_upgrade_builds(empty_database_url, migrat
 
     applied = _psql(empty_database_url, script)
     assert applied.returncode == 0, applied.stderr
-    assert _catalog(empty_database_url) == _catalog(migrated_url)
-    assert _catalog(empty_database_url)["version"] == [(HEAD,)]
+    catalog = _catalog(empty_database_url)
+    assert all(catalog.values()), [name for name, rows in catalog.items() if not rows]
+    assert catalog == _catalog(migrated_url)
+    assert catalog["version"] == [(HEAD,)]
+    dumped = _pg_dump(empty_database_url)
+    assert dumped is not None or journal_server.kind != "pgserver"  # pgserver ships one
+    if dumped is not None:  # a pg_dump of the server's version is on the machine
+        assert "CREATE TRIGGER" in dumped and "CREATE FUNCTION" in dumped
+        assert dumped == _pg_dump(migrated_url)
 
     current = subprocess.run([str(EXE), "--database-url", empty_database_url, "db", "current"],
                              env=_env_without_url(), capture_output=True, text=True,

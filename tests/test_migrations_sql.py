@@ -194,11 +194,14 @@ def test_db_upgrade_sql_from_a_revision_upgrades_an_older_journal(journal_server
         journal_server.drop_database(url)
 
 
-def test_db_upgrade_sql_with_an_unknown_revision_is_one_line(tmp_path):
-    out = subprocess.run([str(EXE), "db", "upgrade", "--sql", "--from", "nope"],
-                         env=_env_without_url(), capture_output=True, text=True, timeout=120)
-    assert out.returncode != 0
-    assert out.stdout == ""
-    assert out.stderr.startswith("offset-journal: error: ")
-    assert len(out.stderr.strip().splitlines()) == 1, out.stderr
-    assert "Traceback" not in out.stderr
+def test_db_upgrade_sql_bad_input_is_one_line(empty_database_url):
+    for argv, says in ((["--sql", "--from", "nope"], "Can't locate revision"),
+                       (["--from", "0003"], "--from goes with --sql")):
+        out = subprocess.run([str(EXE), "--database-url", empty_database_url, "db", "upgrade",
+                              *argv], env=_env_without_url(), capture_output=True, text=True,
+                             timeout=120)
+        assert out.returncode == 2, out.stderr
+        assert out.stdout == ""
+        assert out.stderr.startswith("offset-journal: error: ") and says in out.stderr
+        assert len(out.stderr.strip().splitlines()) == 1, out.stderr
+    assert current_revision(empty_database_url) is None  # nothing was changed

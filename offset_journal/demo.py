@@ -128,10 +128,10 @@ def parser() -> argparse.ArgumentParser:
 def main(argv: list[str] | None = None) -> int:
     args = parser().parse_args(argv)
     url = args.database_url or os.environ.get(ENV_URL)
-    missing = missing_requirements(embedded_postgres=not url)
-    if missing:
+    lacking = missing_requirements(embedded_postgres=not url)
+    if lacking:
         # A core install (no extras): say what to install, in one line.
-        sys.stderr.write(f"offset-journal: error: the demo needs {', '.join(missing)}, "
+        sys.stderr.write(f"offset-journal: error: the demo needs {', '.join(lacking)}, "
                          f"not installed here: {INSTALL_HINT}\n")
         return 1
     logging.basicConfig(level=logging.WARNING, format="%(levelname)s %(name)s: %(message)s")

@@ -116,6 +116,58 @@ def _start_services(args: argparse.Namespace, work: Path,
     return url, kafka
 
 
+def _start_spark() -> Any:
+    """A local SparkSession reading Kafka with Spark's own connector."""
+    from pyspark.sql import SparkSession
+
+    from .jars import spark_jars_value
+
+    spark = (SparkSession.builder.master("local[2]").appName("offset-journal-demo")
+             .config("spark.jars", spark_jars_value())
+             .config("spark.ui.enabled", "false")
+             .config("spark.ui.showConsoleProgress", "false")
+             .config("spark.sql.shuffle.partitions", "2").getOrCreate())
+    # Stopping v1 mid-batch makes Spark log the aborted task at ERROR: expected here.
+    spark.sparkContext.setLogLevel("FATAL")
+    return spark
+
+
+def _prove(spark: Any, lake: Path, produced: list[tuple[int, int, bytes, bytes]]) -> bool:
+    """Print whether every record produced is in the output exactly once."""
+    rows: list[tuple[Any, ...]] = []
+    for sub in sorted(p for p in lake.iterdir() if p.is_dir()):
+        rows += [tuple(r) for r in spark.read.parquet(str(sub))
+                 .select("partition", "offset").collect()]
+    expected = {(p, o) for p, o, _k, _v in produced}
+    got = set(rows)
+    missing, dupes = expected - got, len(rows) - len(got)
+    print()
+    print("PROOF")
+    print(f"  records produced     : {len(expected)}")
+    print(f"  records in the output: {len(rows)}")
+    print(f"  missing (gaps)       : {len(missing)}")
+    print(f"  written twice        : {dupes}")
+    print(f"  unexpected           : {len(got - expected)}")
+    ok = not missing and not dupes and got == expected
+    print("  RESULT: " + ("every record exactly once" if ok else "MISMATCH"))
+    return ok
+
+
+def _show_history(url: str, name: str) -> None:
+    """Print the query's offset history in SQL, and its runs."""
+    print()
+    print(f"Offset history of partition 0 in SQL (query {name!r}):")
+    engine = make_engine(url)
+    with engine.connect() as conn:
+        hist = [tuple(r) for r in conn.execute(sa.text(HISTORY_SQL), {"q": name})]
+    engine.dispose()
+    print(_table(hist, ["query_id", "batch", "trigger_at", "rows", "partition", "start",
+                        "end"]))
+    runs = Journal(url).runs(name)
+    print(f"\n{len(runs)} runs journaled under {name!r}, on "
+          f"{len({r.query_id for r in runs})} checkpoints.")
+
+
 def parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(prog="offset-journal demo", description=__doc__.splitlines()[0])
     p.add_argument("--database-url", help="journal database (default: an embedded Postgres)")
@@ -148,19 +200,10 @@ def main(argv: list[str] | None = None) -> int:
              f"({len({p for p, *_ in produced})} partitions)")
 
         _say("starting Spark (local[2]) and attaching the journal listener ...")
-        from pyspark.sql import SparkSession
-
         import offset_journal
-        from offset_journal.jars import spark_jars_value
         from offset_journal.restart import plan_restart
 
-        spark = (SparkSession.builder.master("local[2]").appName("offset-journal-demo")
-                 .config("spark.jars", spark_jars_value())
-                 .config("spark.ui.enabled", "false")
-                 .config("spark.ui.showConsoleProgress", "false")
-                 .config("spark.sql.shuffle.partitions", "2").getOrCreate())
-        # Stopping v1 mid-batch makes Spark log the aborted task at ERROR: expected here.
-        spark.sparkContext.setLogLevel("FATAL")
+        spark = _start_spark()
         stops.append(spark.stop)
         listener = offset_journal.attach(spark, database_url=url, spool_dir=str(work / "spool"))
         job = _load_job("kafka_to_sink")
@@ -199,33 +242,8 @@ def main(argv: list[str] | None = None) -> int:
         listener.wait_terminated(v2.runId, 60)
         _say(f"v2 caught up in {len(v2.recentProgress)} batches")
 
-        rows: list[tuple[Any, ...]] = []
-        for sub in sorted(p for p in (work / "lake").iterdir() if p.is_dir()):
-            rows += [tuple(r) for r in spark.read.parquet(str(sub))
-                     .select("partition", "offset").collect()]
-        expected = {(p, o) for p, o, _k, _v in produced}
-        got = set(rows)
-        missing, dupes = expected - got, len(rows) - len(got)
-        print()
-        print("PROOF")
-        print(f"  records produced     : {len(expected)}")
-        print(f"  records in the output: {len(rows)}")
-        print(f"  missing (gaps)       : {len(missing)}")
-        print(f"  written twice        : {dupes}")
-        print(f"  unexpected           : {len(got - expected)}")
-        ok = not missing and not dupes and got == expected
-        print("  RESULT: " + ("every record exactly once" if ok else "MISMATCH"))
-        print()
-        print(f"Offset history of partition 0 in SQL (query {name!r}):")
-        engine = make_engine(url)
-        with engine.connect() as conn:
-            hist = [tuple(r) for r in conn.execute(sa.text(HISTORY_SQL), {"q": name})]
-        engine.dispose()
-        print(_table(hist, ["query_id", "batch", "trigger_at", "rows", "partition", "start",
-                            "end"]))
-        runs = Journal(url).runs(name)
-        print(f"\n{len(runs)} runs journaled under {name!r}, on "
-              f"{len({r.query_id for r in runs})} checkpoints.")
+        ok = _prove(spark, work / "lake", produced)
+        _show_history(url, name)
         listener.close()
         return 0 if ok else 1
     finally:

@@ -175,8 +175,13 @@ def _journal(args: argparse.Namespace) -> Any:
 
 
 def cmd_db_upgrade(args: argparse.Namespace) -> int:
-    from .db import current_revision, upgrade
+    from .db import current_revision, upgrade, upgrade_sql
 
+    if args.sql:  # the script for a DBA: no database is read or changed
+        sys.stdout.write(upgrade_sql(start=args.start))
+        return EXIT_OK
+    if args.start:
+        raise UsageError("--from goes with --sql (online, the database says where it is)")
     url = _url(args)
     upgrade(url)
     _out(f"journal schema at {current_revision(url)} in {redact(url)}")
@@ -631,8 +636,15 @@ def build_parser() -> argparse.ArgumentParser:
     db = subs.add_parser("db", help="journal schema", parents=[common])
     db_subs = db.add_subparsers(dest="db_command", metavar="ACTION", parser_class=_Parser)
     db_subs.required = True
-    db_subs.add_parser("upgrade", help="create or upgrade the journal schema",
-                       parents=[common]).set_defaults(func=cmd_db_upgrade)
+    db_upgrade = db_subs.add_parser("upgrade", help="create or upgrade the journal schema",
+                                    parents=[common])
+    db_upgrade.add_argument("--sql", action="store_true",
+                            help="print the upgrade as a SQL script for a DBA instead "
+                                 "(no database needed; apply it with psql)")
+    db_upgrade.add_argument("--from", dest="start", metavar="REVISION",
+                            help="with --sql: the revision the database is at (`db current`)"
+                                 "; default: an empty database")
+    db_upgrade.set_defaults(func=cmd_db_upgrade)
     db_subs.add_parser("current", help="show the schema revision",
                        parents=[common]).set_defaults(func=cmd_db_current)
     grant = db_subs.add_parser(

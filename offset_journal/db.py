@@ -107,14 +107,20 @@ def migrations_dir() -> Path:
     raise ConfigError("the journal's migrations are not installed")
 
 
-def alembic_config(url: str | None = None) -> Any:
+def _alembic_config(url: str | None, **kwargs: Any) -> Any:
     from alembic.config import Config
 
-    cfg = Config()
+    cfg = Config(**kwargs)
     cfg.set_main_option("script_location", str(migrations_dir()))
-    # ConfigParser interpolation would choke on '%' in passwords.
-    cfg.set_main_option("sqlalchemy.url", resolve_url(url).replace("%", "%%"))
+    if url is not None:
+        # ConfigParser interpolation would choke on '%' in passwords.
+        cfg.set_main_option("sqlalchemy.url", url.replace("%", "%%"))
     return cfg
+
+
+def alembic_config(url: str | None = None) -> Any:
+    """Alembic's configuration for the journal's migrations, on this database."""
+    return _alembic_config(resolve_url(url))
 
 
 def upgrade(url: str | None = None, revision: str = "head") -> None:
@@ -124,14 +130,39 @@ def upgrade(url: str | None = None, revision: str = "head") -> None:
     command.upgrade(alembic_config(url), revision)
 
 
+def upgrade_sql(revision: str = "head", start: str | None = None) -> str:
+    """The upgrade to ``revision`` as a SQL script, for a DBA to review and apply (psql).
+
+    Alembic's offline mode: no database is read or needed. From an empty database by
+    default, else from revision ``start`` (what ``current_revision`` says of the
+    database the script is for). The script creates the journal's schema first, so it
+    runs on an empty database, and records the revision in the version table as
+    ``upgrade`` does. A revision that does not exist raises ConfigError.
+    """
+    import io
+
+    from alembic import command
+    from alembic.util import CommandError
+
+    out = io.StringIO()
+    try:
+        command.upgrade(_alembic_config(None, output_buffer=out),
+                        f"{start}:{revision}" if start else revision, sql=True)
+    except CommandError as exc:
+        raise ConfigError(str(exc).splitlines()[0]) from None
+    return out.getvalue()
+
+
 def current_revision(url: str | None = None) -> str | None:
     """The schema revision the database is at, None for an empty database."""
     from alembic.runtime.migration import MigrationContext
 
+    from .schema import SCHEMA
+
     engine = make_engine(url, poolclass=sa.pool.NullPool)
     try:
         with engine.connect() as conn:
-            ctx = MigrationContext.configure(conn, opts={"version_table_schema": "offset_journal"})
+            ctx = MigrationContext.configure(conn, opts={"version_table_schema": SCHEMA})
             return ctx.get_current_revision()
     finally:
         engine.dispose()

@@ -6,9 +6,11 @@ mid-stream for an upgrade that needs a NEW checkpoint; more records arrive meanw
 record produced is in the output exactly once, and shows offset history in SQL.
 
 With no URLs it uses an embedded Postgres (pgserver) and a real single-node Kafka broker
-started from Maven Central's jars; given --database-url and --bootstrap-servers it runs
-against those. Spark reads Kafka with its own connector (``format("kafka")``), whose jars
-(matching this PySpark) go in through ``spark.jars``.
+started from Maven Central's jars (both from :mod:`offset_journal.services`); given
+--database-url and --bootstrap-servers it runs against those. It needs the ``demo``
+extra (``pip install 'offset-journal[demo]'``); without it, it says so in one line.
+Spark reads Kafka with its own connector (``format("kafka")``), whose jars (matching
+this PySpark) go in through ``spark.jars``.
 """
 
 from __future__ import annotations
@@ -25,8 +27,11 @@ from typing import Any
 
 import sqlalchemy as sa
 
-from .db import make_engine, redact, upgrade
+from .db import ENV_URL, make_engine, redact, upgrade
 from .journal import Journal
+from .services import KafkaCluster, start_kafka, start_postgres
+
+INSTALL_HINT = "pip install 'offset-journal[demo]'"
 
 HISTORY_SQL = """
 SELECT r.query_id, b.batch_id, to_char(b.trigger_at, 'HH24:MI:SS.MS') AS trigger_at,
@@ -69,6 +74,100 @@ def _table(rows: list[tuple[Any, ...]], headers: list[str]) -> str:
     return "\n".join(lines)
 
 
+def missing_requirements(*, embedded_postgres: bool = True) -> list[str]:
+    """The packages the demo needs that do not import here (pip names, in order).
+
+    Spark with its Kafka connector, confluent-kafka to produce the records, and pgserver
+    when no database is given: the ``demo`` extra. (Java and Maven are checked when the
+    jars are fetched.)"""
+    needed = {"pyspark": "pyspark", "confluent_kafka": "confluent-kafka"}
+    if embedded_postgres:
+        needed["pgserver"] = "pgserver"
+    missing = []
+    for module, package in needed.items():
+        try:
+            importlib.import_module(module)
+        except ImportError:
+            missing.append(package)
+    return missing
+
+
+def _start_services(args: argparse.Namespace, work: Path,
+                    stops: list[Any]) -> tuple[str, KafkaCluster]:
+    """The journal database and the Kafka cluster: the given ones, else an embedded
+    Postgres (its data in the work dir) and a local broker. Their ``stop`` go in
+    ``stops``."""
+    url = args.database_url or os.environ.get(ENV_URL)
+    if url:
+        _say(f"journal database: {redact(url)}")
+    else:
+        _say("starting an embedded Postgres for the journal (pgserver) ...")
+        server = start_postgres(datadir=work / "pgdata", docker=False)
+        stops.append(server.stop)
+        url = server.create_database("journal_demo")
+        _say("  embedded Postgres is up")
+    _say("migrating the journal schema (alembic upgrade head) ...")
+    upgrade(url)
+    if not args.bootstrap_servers:
+        _say("starting a single-node Kafka broker (KRaft; jars fetched once) ...")
+    kafka = start_kafka(args.bootstrap_servers, docker=False)
+    stops.append(kafka.stop)
+    _say(f"Kafka: {kafka.bootstrap_servers} ({kafka.kind})")
+    return url, kafka
+
+
+def _start_spark() -> Any:
+    """A local SparkSession reading Kafka with Spark's own connector."""
+    from pyspark.sql import SparkSession
+
+    from .jars import spark_jars_value
+
+    spark = (SparkSession.builder.master("local[2]").appName("offset-journal-demo")
+             .config("spark.jars", spark_jars_value())
+             .config("spark.ui.enabled", "false")
+             .config("spark.ui.showConsoleProgress", "false")
+             .config("spark.sql.shuffle.partitions", "2").getOrCreate())
+    # Stopping v1 mid-batch makes Spark log the aborted task at ERROR: expected here.
+    spark.sparkContext.setLogLevel("FATAL")
+    return spark
+
+
+def _prove(spark: Any, lake: Path, produced: list[tuple[int, int, bytes, bytes]]) -> bool:
+    """Print whether every record produced is in the output exactly once."""
+    rows: list[tuple[Any, ...]] = []
+    for sub in sorted(p for p in lake.iterdir() if p.is_dir()):
+        rows += [tuple(r) for r in spark.read.parquet(str(sub))
+                 .select("partition", "offset").collect()]
+    expected = {(p, o) for p, o, _k, _v in produced}
+    got = set(rows)
+    missing, dupes = expected - got, len(rows) - len(got)
+    print()
+    print("PROOF")
+    print(f"  records produced     : {len(expected)}")
+    print(f"  records in the output: {len(rows)}")
+    print(f"  missing (gaps)       : {len(missing)}")
+    print(f"  written twice        : {dupes}")
+    print(f"  unexpected           : {len(got - expected)}")
+    ok = not missing and not dupes and got == expected
+    print("  RESULT: " + ("every record exactly once" if ok else "MISMATCH"))
+    return ok
+
+
+def _show_history(url: str, name: str) -> None:
+    """Print the query's offset history in SQL, and its runs."""
+    print()
+    print(f"Offset history of partition 0 in SQL (query {name!r}):")
+    engine = make_engine(url)
+    with engine.connect() as conn:
+        hist = [tuple(r) for r in conn.execute(sa.text(HISTORY_SQL), {"q": name})]
+    engine.dispose()
+    print(_table(hist, ["query_id", "batch", "trigger_at", "rows", "partition", "start",
+                        "end"]))
+    runs = Journal(url).runs(name)
+    print(f"\n{len(runs)} runs journaled under {name!r}, on "
+          f"{len({r.query_id for r in runs})} checkpoints.")
+
+
 def parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(prog="offset-journal demo", description=__doc__.splitlines()[0])
     p.add_argument("--database-url", help="journal database (default: an embedded Postgres)")
@@ -80,55 +179,31 @@ def parser() -> argparse.ArgumentParser:
 
 def main(argv: list[str] | None = None) -> int:
     args = parser().parse_args(argv)
+    url = args.database_url or os.environ.get(ENV_URL)
+    lacking = missing_requirements(embedded_postgres=not url)
+    if lacking:
+        # A core install (no extras): say what to install, in one line.
+        sys.stderr.write(f"offset-journal: error: the demo needs {', '.join(lacking)}, "
+                         f"not installed here: {INSTALL_HINT}\n")
+        return 1
     logging.basicConfig(level=logging.WARNING, format="%(levelname)s %(name)s: %(message)s")
     os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
     os.environ.setdefault("PYSPARK_DRIVER_PYTHON", sys.executable)
     work = Path(args.workdir or tempfile.mkdtemp(prefix="offset-journal-demo-"))
     work.mkdir(parents=True, exist_ok=True)
-    from .testing import PostgresServer, start_kafka
-
     stops: list[Any] = []
     try:
-        url = args.database_url or os.environ.get("OFFSET_JOURNAL_DATABASE_URL")
-        if url:
-            _say(f"journal database: {redact(url)}")
-        else:
-            _say("starting an embedded Postgres for the journal (pgserver) ...")
-            import pgserver
-
-            server = pgserver.get_server(str(work / "pgdata"), cleanup_mode="stop")
-            stops.append(server.cleanup)
-            url = PostgresServer(server.get_uri(), "pgserver").create_database("journal_demo")
-            _say("  embedded Postgres is up")
-        _say("migrating the journal schema (alembic upgrade head) ...")
-        upgrade(url)
-
-        if args.bootstrap_servers:
-            os.environ["OFFSET_JOURNAL_TEST_BOOTSTRAP_SERVERS"] = args.bootstrap_servers
-        if not args.bootstrap_servers:
-            _say("starting a single-node Kafka broker (KRaft; jars fetched once) ...")
-        kafka = start_kafka()
-        stops.append(kafka.stop)
-        _say(f"Kafka: {kafka.bootstrap_servers} ({kafka.kind})")
+        url, kafka = _start_services(args, work, stops)
         topic = f"demo-orders-{int(time.time())}"
         produced = kafka.produce(topic, args.records)
         _say(f"produced {len(produced)} records to {topic} "
              f"({len({p for p, *_ in produced})} partitions)")
 
         _say("starting Spark (local[2]) and attaching the journal listener ...")
-        from pyspark.sql import SparkSession
-
         import offset_journal
-        from offset_journal.jars import spark_jars_value
         from offset_journal.restart import plan_restart
 
-        spark = (SparkSession.builder.master("local[2]").appName("offset-journal-demo")
-                 .config("spark.jars", spark_jars_value())
-                 .config("spark.ui.enabled", "false")
-                 .config("spark.ui.showConsoleProgress", "false")
-                 .config("spark.sql.shuffle.partitions", "2").getOrCreate())
-        # Stopping v1 mid-batch makes Spark log the aborted task at ERROR: expected here.
-        spark.sparkContext.setLogLevel("FATAL")
+        spark = _start_spark()
         stops.append(spark.stop)
         listener = offset_journal.attach(spark, database_url=url, spool_dir=str(work / "spool"))
         job = _load_job("kafka_to_sink")
@@ -167,33 +242,8 @@ def main(argv: list[str] | None = None) -> int:
         listener.wait_terminated(v2.runId, 60)
         _say(f"v2 caught up in {len(v2.recentProgress)} batches")
 
-        rows: list[tuple[Any, ...]] = []
-        for sub in sorted(p for p in (work / "lake").iterdir() if p.is_dir()):
-            rows += [tuple(r) for r in spark.read.parquet(str(sub))
-                     .select("partition", "offset").collect()]
-        expected = {(p, o) for p, o, _k, _v in produced}
-        got = set(rows)
-        missing, dupes = expected - got, len(rows) - len(got)
-        print()
-        print("PROOF")
-        print(f"  records produced     : {len(expected)}")
-        print(f"  records in the output: {len(rows)}")
-        print(f"  missing (gaps)       : {len(missing)}")
-        print(f"  written twice        : {dupes}")
-        print(f"  unexpected           : {len(got - expected)}")
-        ok = not missing and not dupes and got == expected
-        print("  RESULT: " + ("every record exactly once" if ok else "MISMATCH"))
-        print()
-        print(f"Offset history of partition 0 in SQL (query {name!r}):")
-        engine = make_engine(url)
-        with engine.connect() as conn:
-            hist = [tuple(r) for r in conn.execute(sa.text(HISTORY_SQL), {"q": name})]
-        engine.dispose()
-        print(_table(hist, ["query_id", "batch", "trigger_at", "rows", "partition", "start",
-                            "end"]))
-        runs = Journal(url).runs(name)
-        print(f"\n{len(runs)} runs journaled under {name!r}, on "
-              f"{len({r.query_id for r in runs})} checkpoints.")
+        ok = _prove(spark, work / "lake", produced)
+        _show_history(url, name)
         listener.close()
         return 0 if ok else 1
     finally:

@@ -1,0 +1,274 @@
+"""Start the services the journal works with, on the machine at hand: a Postgres and a
+Kafka cluster. The pytest plugin (:mod:`offset_journal.testing`) and ``offset-journal
+demo`` both start theirs here; this module imports neither pytest nor, until a service
+is started, its client library.
+
+* :func:`start_postgres`: a server named by URL, else a Postgres container
+  (testcontainers) where asked or where a Docker engine answers, else a throwaway
+  embedded Postgres (pgserver, the ``embedded`` extra).
+* :func:`start_kafka`: a cluster named by its bootstrap servers, else Kafka in a
+  container (the same rule), else a real single-node KRaft broker started from Maven
+  Central's jars (:mod:`offset_journal.local_kafka`). :class:`KafkaCluster` has the
+  helpers that make topics hold known records (confluent-kafka, the ``kafka`` extra).
+
+Each returns an object with ``stop()``; a service found by URL is left running.
+"""
+
+from __future__ import annotations
+
+import itertools
+import os
+import shutil
+import subprocess
+import tempfile
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import sqlalchemy as sa
+
+
+def docker_available() -> bool:
+    """True when a Docker engine answers (not merely a docker client on PATH)."""
+    if os.environ.get("OFFSET_JOURNAL_NO_DOCKER") or not shutil.which("docker"):
+        return False
+    try:
+        return subprocess.run(["docker", "info"], capture_output=True, timeout=10).returncode == 0
+    except (OSError, subprocess.TimeoutExpired):
+        return False
+
+
+@dataclass
+class PostgresServer:
+    """A Postgres server to create and drop databases in (a test's, the demo's)."""
+
+    admin_url: str
+    kind: str
+    _stop: Callable[[], None] | None = None
+    _counter: Any = field(default_factory=lambda: itertools.count(1))
+
+    def _admin_engine(self) -> sa.Engine:
+        from .db import resolve_url
+
+        return sa.create_engine(resolve_url(self.admin_url), isolation_level="AUTOCOMMIT",
+                                poolclass=sa.pool.NullPool)
+
+    def url_for(self, database: str) -> str:
+        url = sa.engine.make_url(self.admin_url).set(database=database)
+        return url.render_as_string(hide_password=False)
+
+    def create_database(self, prefix: str = "oj_test") -> str:
+        from .roles import quote_ident
+
+        name = f"{prefix}_{os.getpid()}_{next(self._counter)}"
+        engine = self._admin_engine()
+        with engine.connect() as conn:
+            conn.exec_driver_sql(f"DROP DATABASE IF EXISTS {quote_ident(name)}")
+            conn.exec_driver_sql(f"CREATE DATABASE {quote_ident(name)}")
+        engine.dispose()
+        return self.url_for(name)
+
+    def drop_database(self, url: str) -> None:
+        from .roles import quote_ident
+
+        name = str(sa.engine.make_url(url).database)
+        engine = self._admin_engine()
+        with engine.connect() as conn:
+            conn.exec_driver_sql(f"DROP DATABASE IF EXISTS {quote_ident(name)} WITH (FORCE)")
+        engine.dispose()
+
+    def stop(self) -> None:
+        if self._stop is not None:
+            self._stop()
+
+
+def _use_docker(docker: bool | None) -> bool:
+    return docker_available() if docker is None else docker
+
+
+def start_postgres(admin_url: str | None = None, *, docker: bool | None = None,
+                   datadir: str | Path | None = None) -> PostgresServer:
+    """A Postgres to create databases in; the first that applies:
+
+    * ``admin_url``: that server (``kind`` "external"; ``stop()`` leaves it running);
+    * ``docker`` true, or None and a Docker engine answers: a ``postgres:16-alpine``
+      container from testcontainers ("testcontainers");
+    * an embedded Postgres from pgserver ("pgserver") with its data in ``datadir``,
+      by default a temporary directory removed by ``stop()``.
+    """
+    if admin_url:
+        return PostgresServer(admin_url, "external")
+    if _use_docker(docker):
+        from testcontainers.postgres import PostgresContainer
+
+        container = PostgresContainer("postgres:16-alpine", driver="psycopg")
+        container.start()
+        return PostgresServer(container.get_connection_url(), "testcontainers", container.stop)
+    import pgserver
+
+    owned = datadir is None
+    data = Path(datadir) if datadir is not None else Path(tempfile.mkdtemp(prefix="oj-pgserver-"))
+    server = pgserver.get_server(str(data), cleanup_mode="stop")
+
+    def stop() -> None:
+        server.cleanup()
+        if owned:
+            shutil.rmtree(data, ignore_errors=True)
+
+    return PostgresServer(server.get_uri(), "pgserver", stop)
+
+
+@dataclass
+class KafkaCluster:
+    """A Kafka cluster, with helpers to make topics hold known records (tests, the demo)."""
+
+    bootstrap_servers: str
+    kind: str  # "testcontainers", "external" or "local"
+    broker: Any = None  # the LocalKafka, when this session started the broker
+    _stop: Callable[[], None] | None = None
+    _admin: Any = field(default=None, repr=False)
+
+    def admin(self) -> Any:
+        """One admin client, kept: its futures fail if it is garbage-collected first."""
+        if self._admin is None:
+            from confluent_kafka.admin import AdminClient
+
+            self._admin = AdminClient({"bootstrap.servers": self.bootstrap_servers})
+        return self._admin
+
+    def producer(self) -> Any:
+        from confluent_kafka import Producer
+
+        return Producer({"bootstrap.servers": self.bootstrap_servers, "linger.ms": 5})
+
+    def partitions(self, topic: str, timeout: float = 10) -> int:
+        """How many partitions ``topic`` has (0 when it does not exist)."""
+        md = self.admin().list_topics(topic, timeout=timeout).topics.get(topic)
+        return len(md.partitions) if md is not None and md.error is None else 0
+
+    def produce(self, topic: str, count: int, *, start: int = 0, partitions: int | None = None,
+                key_prefix: str = "k", value: Any = None,
+                timestamp_ms: Any = None) -> list[tuple[int, int, bytes, bytes]]:
+        """Produce ``count`` keyed records round-robin across partitions and return
+        (partition, offset, key, value) for each, as the broker acknowledged them.
+
+        A topic that does not exist is created with 4 partitions. ``value(i)`` and
+        ``timestamp_ms(i)`` may compute each record's value and event time; records are
+        numbered from ``start``.
+        """
+        n_parts = partitions or self.partitions(topic)
+        if not n_parts:
+            self.create_topic(topic)
+            n_parts = self.partitions(topic) or 1
+        producer = self.producer()
+        acked: list[tuple[int, int, bytes, bytes]] = []
+        errors: list[str] = []
+
+        def on_delivery(err: Any, msg: Any) -> None:
+            if err is not None:
+                errors.append(str(err))
+            else:
+                acked.append((msg.partition(), msg.offset(), msg.key(), msg.value()))
+
+        for i in range(start, start + count):
+            key = f"{key_prefix}{i}".encode()
+            val = (value(i) if callable(value) else value) or f"v{i}"
+            kwargs: dict[str, Any] = {}
+            if timestamp_ms is not None:
+                ts = timestamp_ms(i) if callable(timestamp_ms) else timestamp_ms
+                kwargs["timestamp"] = int(ts)
+            producer.produce(topic, key=key, value=val.encode() if isinstance(val, str) else val,
+                             partition=i % n_parts, on_delivery=on_delivery, **kwargs)
+            producer.poll(0)
+        remaining = producer.flush(30)
+        if errors or remaining:
+            raise RuntimeError(f"produce to {topic} failed: {errors[:3]} ({remaining} unsent)")
+        return sorted(acked)
+
+    def create_topic(self, topic: str, partitions: int = 4, *,
+                     config: dict[str, str] | None = None) -> None:
+        """Create ``topic``, and wait until its metadata shows every partition."""
+        from confluent_kafka.admin import NewTopic
+
+        futures = self.admin().create_topics(
+            [NewTopic(topic, partitions, 1, config=config or {})], operation_timeout=30)
+        for fut in futures.values():
+            fut.result(30)
+        self._wait_for(lambda: self.partitions(topic) == partitions,
+                       f"topic {topic} with {partitions} partitions")
+
+    def add_partitions(self, topic: str, total: int) -> None:
+        """Grow ``topic`` to ``total`` partitions (the admin API's CreatePartitions)."""
+        from confluent_kafka.admin import NewPartitions
+
+        for fut in self.admin().create_partitions([NewPartitions(topic, total)]).values():
+            fut.result(30)
+        self._wait_for(lambda: self.partitions(topic) == total,
+                       f"{topic} grown to {total} partitions")
+
+    def delete_topic(self, topic: str) -> None:
+        """Delete ``topic`` and wait until the metadata no longer lists it."""
+        for fut in self.admin().delete_topics([topic], operation_timeout=30).values():
+            fut.result(30)
+        self._wait_for(lambda: self.partitions(topic) == 0, f"{topic} deleted")
+
+    def delete_records(self, topic: str, before: dict[int, int]) -> None:
+        """Delete each partition's records below ``before[partition]`` (DeleteRecords,
+        as retention would): the log start offset moves up to it."""
+        from confluent_kafka import TopicPartition
+
+        parts = [TopicPartition(topic, p, o) for p, o in sorted(before.items())]
+        for fut in self.admin().delete_records(parts, operation_timeout=30).values():
+            fut.result(30)
+
+    def watermarks(self, topic: str) -> dict[int, tuple[int, int]]:
+        """partition -> (log start offset, log end offset)."""
+        from confluent_kafka import Consumer, TopicPartition
+
+        c = Consumer({"bootstrap.servers": self.bootstrap_servers, "group.id": "oj-probe",
+                      "allow.auto.create.topics": False})
+        try:
+            return {p: c.get_watermark_offsets(TopicPartition(topic, p), timeout=10)
+                    for p in range(self.partitions(topic))}
+        finally:
+            c.close()
+
+    @staticmethod
+    def _wait_for(done: Any, what: str, timeout: float = 30) -> None:
+        deadline = time.monotonic() + timeout
+        while not done():
+            if time.monotonic() > deadline:
+                raise RuntimeError(f"Kafka: timed out waiting for {what}")
+            time.sleep(0.1)
+
+    def stop(self) -> None:
+        self._admin = None
+        if self._stop is not None:
+            self._stop()
+
+
+def start_kafka(bootstrap_servers: str | None = None, *,
+                docker: bool | None = None) -> KafkaCluster:
+    """A Kafka cluster; the first that applies:
+
+    * ``bootstrap_servers``: that cluster (``kind`` "external"; left running);
+    * ``docker`` true, or None and a Docker engine answers: Kafka (KRaft) in a container
+      from testcontainers ("testcontainers");
+    * a real single-node KRaft broker from Maven Central's jars ("local"), see
+      :func:`offset_journal.local_kafka.start_local_kafka`.
+    """
+    if bootstrap_servers:
+        return KafkaCluster(bootstrap_servers, "external")
+    if _use_docker(docker):
+        from testcontainers.kafka import KafkaContainer
+
+        container = KafkaContainer().with_kraft()
+        container.start()
+        return KafkaCluster(container.get_bootstrap_server(), "testcontainers",
+                            _stop=container.stop)
+    from .local_kafka import start_local_kafka
+
+    broker = start_local_kafka()
+    return KafkaCluster(broker.bootstrap_servers, "local", broker=broker, _stop=broker.stop)

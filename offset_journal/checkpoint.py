@@ -34,7 +34,9 @@ from dataclasses import dataclass, field
 from typing import Any
 from urllib.parse import unquote, urlparse
 
+from .errors import CheckpointError
 from .offsets import kafka_offsets, looks_like_kafka
+from .values import url_scheme
 
 log = logging.getLogger(__name__)
 
@@ -59,13 +61,7 @@ _MAX_INITIAL_OFFSET_BYTES = 16 * 1024 * 1024
 _BATCH_NAME = re.compile(r"[0-9]+")
 _SINK_LOG_NAME = re.compile(r"([0-9]+)(?:\.compact)?")
 _VERSION_LINE = re.compile(r"v([0-9]+)")
-# A URL scheme needs two or more letters, so "C:\\..." stays a local path; Spark's own
-# "file:/tmp/x" (one slash) counts as a URL.
-_URL = re.compile(r"([A-Za-z][A-Za-z0-9+.\-]+):/")
 
-
-class CheckpointError(ValueError):
-    """A path is not a readable checkpoint, or a finished batch's log cannot be read."""
 
 
 class _Malformed(ValueError):
@@ -278,10 +274,9 @@ def _open(path: str | os.PathLike[str], fs: Any) -> tuple[_Store, str]:
     text = os.fspath(path)
     if fs is not None:
         return _Store(fs), text
-    match = _URL.match(text)
-    if match is None:
+    scheme = url_scheme(text)
+    if scheme is None:
         return _Store(), text
-    scheme = match.group(1).lower()
     try:
         import fsspec
     except ImportError:

@@ -19,13 +19,14 @@ import re
 import shlex
 import sys
 import traceback
-import unicodedata
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from datetime import datetime, timedelta, timezone
 from typing import Any, NoReturn, cast
 
 from . import values
-from .db import ConfigError, redact
+from .db import redact
+from .errors import ConfigError, OffsetJournalError
+from .formatting import format_time, from_epoch_ms, one_line, table
 
 PROG = "offset-journal"
 log = logging.getLogger(__name__)
@@ -79,13 +80,8 @@ def _name(what: str) -> Callable[[str], str]:
 
 
 def parse_batch(text: str) -> tuple[str, int]:
-    """``RUN_ID:BATCH_ID`` (a run id as ``runs`` prints it)."""
-    run_id, sep, batch = text.strip().rpartition(":")
-    if not sep or not run_id or not batch.isdigit():
-        raise argparse.ArgumentTypeError(
-            f"bad batch {text!r}: use RUN_ID:BATCH_ID, e.g. 88e2ff94-...-6316fbef529a:41"
-        )
-    return run_id, int(batch)
+    """``RUN_ID:BATCH_ID`` (offset_journal.values.parse_batch_ref)."""
+    return cast(tuple[str, int], _argument(values.parse_batch_ref)(text))
 
 
 def _key_value(text: str) -> tuple[str, str]:
@@ -131,28 +127,8 @@ def _err(kind: str, text: str) -> None:
 
 
 def _iso(value: datetime | None) -> str:
-    if value is None:
-        return ""
-    return value.astimezone(timezone.utc).isoformat(timespec="milliseconds").replace(
-        "+00:00", "Z")
-
-
-def _cell(value: Any) -> str:
-    """A table cell on one line: line breaks and other control characters escaped
-    (``\\n``), so a query name cannot break the table or forge a row."""
-    text = "" if value is None else str(value)
-    if text.isprintable():
-        return text
-    return "".join(ch.encode("unicode_escape").decode("ascii")
-                   if unicodedata.category(ch) in ("Cc", "Zl", "Zp") else ch for ch in text)
-
-
-def _table(headers: Sequence[str], rows: Sequence[Sequence[Any]]) -> str:
-    cells = [[str(h) for h in headers]] + [[_cell(c) for c in r] for r in rows]
-    widths = [max(len(r[i]) for r in cells) for i in range(len(headers))]
-    lines = ["  ".join(c.ljust(w) for c, w in zip(r, widths, strict=True)).rstrip()
-             for r in cells]
-    return "\n".join(lines)
+    """A time in the command's tables and JSON: milliseconds, "" for none."""
+    return format_time(value, "milliseconds") or ""
 
 
 def _compact(value: Any) -> str:
@@ -241,7 +217,7 @@ def cmd_runs(args: argparse.Namespace) -> int:
                 else "")
         rows.append([r.query_name, r.run_id, r.query_id, _iso(r.started_at),
                      _iso(r.last_trigger_at), r.batches, span, state])
-    _out(_table(["QUERY", "RUN ID", "QUERY ID", "STARTED", "LAST TRIGGER", "BATCHES",
+    _out(table(["QUERY", "RUN ID", "QUERY ID", "STARTED", "LAST TRIGGER", "BATCHES",
                  "BATCH IDS", "STATE"], rows))
     return EXIT_OK
 
@@ -314,8 +290,8 @@ def _print_history(fmt: str, batches: Iterator[Any]) -> None:
         if writer is not None:
             writer.writerows(["" if c is None else c for c in r] for r in rows)
         else:
-            table = _table(titles, rows)
-            _out(table if first else table.split("\n", 1)[1])
+            text = table(titles, rows)
+            _out(text if first else text.split("\n", 1)[1])
         first = False
         page = list(itertools.islice(batches, HISTORY_TABLE_PAGE))
 
@@ -419,8 +395,8 @@ def cmd_checkpoint_inspect(args: argparse.Namespace) -> int:
         wm = last.batch_watermark_ms
         report["last_committed"] = {
             "batch_id": last.batch_id,
-            "timestamp": _iso(datetime.fromtimestamp(ts / 1000, timezone.utc)) if ts else None,
-            "watermark": _iso(datetime.fromtimestamp(wm / 1000, timezone.utc))
+            "timestamp": _iso(from_epoch_ms(ts)) if ts else None,
+            "watermark": _iso(from_epoch_ms(wm))
             if wm is not None else None,
             "offsets": list(last.offsets),
             "starting_offsets": {
@@ -459,7 +435,7 @@ def cmd_checkpoint_compare(args: argparse.Namespace) -> int:
     rows = compare_offsets(kafka_end_offsets(last), journal_kafka_offsets(batch))
     verdict = comparison_verdict(rows)
     ts = last.batch_timestamp_ms
-    ck_when = _iso(datetime.fromtimestamp(ts / 1000, timezone.utc)) if ts else "unknown time"
+    ck_when = _iso(from_epoch_ms(ts)) if ts else "unknown time"
     if args.format == "json":
         _out(json.dumps({
             "checkpoint": {"path": ckpt.path, "query_id": ckpt.query_id,
@@ -476,7 +452,7 @@ def cmd_checkpoint_compare(args: argparse.Namespace) -> int:
     _out(f"verdict:    {verdict}")
     if rows:
         _out("")
-        _out(_table(["SOURCE", "TOPIC", "PARTITION", "CHECKPOINT", "JOURNAL", "AHEAD"],
+        _out(table(["SOURCE", "TOPIC", "PARTITION", "CHECKPOINT", "JOURNAL", "AHEAD"],
                     [[r.source_index, r.topic, r.partition, r.checkpoint, r.journal, r.ahead]
                      for r in rows]))
     return EXIT_OK
@@ -493,7 +469,7 @@ def cmd_rejected_list(args: argparse.Namespace) -> int:
         return EXIT_OK
     rows = [[e.id, _iso(e.received_at), e.query_name or "", e.what,
              " ".join(e.reason.split())[:100]] for e in found]
-    _out(_table(["ID", "RECEIVED", "QUERY", "EVENT", "REASON"], rows))
+    _out(table(["ID", "RECEIVED", "QUERY", "EVENT", "REASON"], rows))
     return EXIT_OK
 
 
@@ -518,7 +494,7 @@ def cmd_rejected_replay(args: argparse.Namespace) -> int:
 
 
 def cmd_commit_group(args: argparse.Namespace) -> int:
-    from .kafka import commit_group
+    from .kafka_admin import commit_group
     from .restart import BatchRef, group_offsets
 
     with _journal(args) as journal:
@@ -531,7 +507,7 @@ def cmd_commit_group(args: argparse.Namespace) -> int:
                      config=dict(args.kafka_config or []), timeout=args.kafka_timeout)
     verb = "would commit" if args.dry_run else "committed"
     _out(f"{verb} the end offsets of {BatchRef.of(batch).label()} for group {args.group!r}:")
-    _out(_table(["TOPIC", "PARTITION", "OFFSET"],
+    _out(table(["TOPIC", "PARTITION", "OFFSET"],
                 [[t, p, o] for t in sorted(offsets) for p, o in sorted(offsets[t].items())]))
     return EXIT_OK
 
@@ -568,7 +544,7 @@ def cmd_demo(args: argparse.Namespace) -> int:
     return int(result or 0)
 
 
-class _NotFound(RuntimeError):
+class _NotFound(OffsetJournalError, RuntimeError):
     """Nothing to show (unknown query, empty checkpoint): exit status 1."""
 
 
@@ -777,36 +753,14 @@ def build_parser() -> argparse.ArgumentParser:
 # --------------------------------------------------------------------------- main
 
 
-def _runtime_errors() -> tuple[type[BaseException], ...]:
-    """What counts as bad input or an unavailable service: one line, exit status 1."""
+_RUNTIME_ERRORS = (OffsetJournalError, OSError)
+"""Bad input or an unavailable service (besides SQLAlchemy's errors): one line, exit 1."""
+
+
+def _runtime_error(exc: BaseException) -> bool:
     import sqlalchemy as sa
 
-    from .journal import JournalError
-    from .kafka import KafkaError
-    from .offsets import OffsetFormatError
-    from .restart import RestartError
-    from .roles import GrantError
-
-    errors: list[type[BaseException]] = [
-        JournalError, RestartError, GrantError, KafkaError, OffsetFormatError, _NotFound,
-        sa.exc.SQLAlchemyError, OSError,
-    ]
-    try:
-        from .checkpoint import CheckpointError
-
-        errors.append(CheckpointError)
-    except ImportError:  # pragma: no cover - checkpoint.py ships with the package
-        pass
-    return tuple(errors)
-
-
-def _one_line(exc: BaseException) -> str:
-    orig = getattr(exc, "orig", None)  # SQLAlchemy wraps the driver's error
-    text = str(orig if orig is not None else exc).strip()
-    first = text.splitlines()[0] if text else type(exc).__name__
-    if orig is not None:
-        first = f"database error: {first}"
-    return redact(first)
+    return isinstance(exc, (*_RUNTIME_ERRORS, sa.exc.SQLAlchemyError))
 
 
 def _setup_logging(verbose: int) -> None:
@@ -866,14 +820,14 @@ def main(argv: Sequence[str] | None = None) -> int:
     except BrokenPipeError:
         return EXIT_OK
     except Exception as exc:
-        if isinstance(exc, _runtime_errors()):
+        if _runtime_error(exc):
             if args.verbose >= 2:
                 traceback.print_exc()
-            _err("error", _one_line(exc))
+            _err("error", one_line(exc))
             return EXIT_RUNTIME
         if args.verbose >= 2:
             traceback.print_exc()
-        _err("error", f"unexpected {type(exc).__name__}: {_one_line(exc)} (-vv for details)")
+        _err("error", f"unexpected {type(exc).__name__}: {one_line(exc)} (-vv for details)")
         return EXIT_RUNTIME
 
 

@@ -21,6 +21,8 @@ from sqlalchemy.dialects.postgresql import JSONB
 from sqlalchemy.dialects.postgresql import insert as pg_insert
 
 from .db import make_engine, redact
+from .errors import JournalError
+from .formatting import first_line
 from .offsets import PartitionOffset, offsets_json
 from .records import BatchRecord, RunRecord, SourceRecord
 from .schema import (
@@ -35,9 +37,6 @@ from .schema import (
 
 log = logging.getLogger(__name__)
 
-
-class JournalError(RuntimeError):
-    """The journal cannot answer: database unreachable, schema missing."""
 
 
 @dataclass(frozen=True)
@@ -261,7 +260,7 @@ class Journal:
         except sa.exc.OperationalError as exc:
             raise JournalError(
                 f"cannot reach the journal database {redact(self._engine.url)}: "
-                f"{redact(str(exc.orig).strip().splitlines()[0] if exc.orig else exc)}"
+                f"{redact(first_line(exc))}"
             ) from None
 
     # ------------------------------------------------------------------ writing

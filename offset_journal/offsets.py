@@ -13,6 +13,8 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
+from .errors import OffsetFormatError
+
 # Kafka's special offsets in startingOffsets JSON.
 EARLIEST = -2
 LATEST = -1
@@ -22,9 +24,6 @@ _LONG = 2**63
 KafkaOffsets = dict[str, dict[int, int]]
 """topic -> partition -> offset."""
 
-
-class OffsetFormatError(ValueError):
-    """An offset payload is not what its source says it is."""
 
 
 @dataclass(frozen=True, order=True)

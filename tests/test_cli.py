@@ -19,7 +19,7 @@ import pytest
 from offset_journal.cli import main, parse_batch, parse_duration, parse_time
 from offset_journal.db import ENV_URL
 from offset_journal.journal import Journal
-from offset_journal.kafka import committed_offsets
+from offset_journal.kafka_admin import committed_offsets
 from offset_journal.restart import plan_restart
 from offset_journal.testing import KafkaCluster
 from tests.payloads import kafka_source, progress

@@ -1,4 +1,4 @@
-"""offset_journal.kafka against the test Kafka (testcontainers, a named cluster, or the
+"""offset_journal.kafka_admin against the test Kafka (testcontainers, a named cluster, or the
 real single-node broker the test plugin starts)."""
 
 from __future__ import annotations
@@ -9,8 +9,8 @@ import uuid
 
 import pytest
 
-from offset_journal.kafka import (
-    KafkaError,
+from offset_journal.kafka_admin import (
+    KafkaAdminError,
     KafkaUnavailable,
     commit_group,
     committed_offsets,
@@ -84,7 +84,7 @@ def test_commit_group_then_read_back(kafka_cluster: KafkaCluster) -> None:
 
 
 def test_commit_group_needs_a_concrete_offset(kafka_cluster: KafkaCluster) -> None:
-    with pytest.raises(KafkaError, match="nothing to commit"):
+    with pytest.raises(KafkaAdminError, match="nothing to commit"):
         commit_group(kafka_cluster.bootstrap_servers, "g", {"t": {0: -2}}, timeout=5)
 
 
@@ -103,5 +103,5 @@ def test_unreachable_cluster_is_one_quick_line() -> None:
 
 
 def test_bad_client_configuration_is_a_kafka_error(kafka_cluster: KafkaCluster) -> None:
-    with pytest.raises(KafkaError, match="configuration"):
+    with pytest.raises(KafkaAdminError, match="configuration"):
         topic_state(kafka_cluster.bootstrap_servers, ["x"], config={"no.such.property": "1"})

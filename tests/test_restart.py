@@ -168,32 +168,35 @@ def test_unreadable_kafka_payload_is_an_error() -> None:
 
 
 def test_new_partitions_are_added_at_earliest_for_subscriptions() -> None:
-    offsets, notes, warnings, errors = check_against_cluster(
+    offsets, found = check_against_cluster(
         {"orders": {0: 5, 1: 6}}, {"orders": {p: (0, 100) for p in range(4)}},
         strategy="subscribe", subscribed=["orders"],
     )
+    notes, warnings, errors = found.notes, found.warnings, found.errors
     assert offsets == {"orders": {0: 5, 1: 6, 2: EARLIEST, 3: EARLIEST}}
     assert any("orders-2, orders-3" in n for n in notes)
     assert (warnings, errors) == ([], [])
 
 
 def test_assign_adds_no_partition() -> None:
-    offsets, notes, _, _ = check_against_cluster(
+    offsets, found = check_against_cluster(
         {"orders": {0: 5}}, {"orders": {0: (0, 9), 1: (0, 9)}}, strategy="assign")
+    notes = found.notes
     assert offsets == {"orders": {0: 5}}
     assert any("assigns fixed partitions" in n for n in notes)
 
 
 def test_subscribed_topic_missing_from_journal_is_added() -> None:
-    offsets, _, _, _ = check_against_cluster(
+    offsets, _ = check_against_cluster(
         {"a": {0: 5}}, {"a": {0: (0, 9)}, "b": {0: (0, 3)}, "c": {0: (0, 1)}},
         strategy="subscribe", subscribed=["a", "b"])
     assert offsets == {"a": {0: 5}, "b": {0: EARLIEST}}
 
 
 def test_deleted_topic_and_vanished_partition_are_dropped_with_warnings() -> None:
-    offsets, _, warnings, errors = check_against_cluster(
+    offsets, found = check_against_cluster(
         {"orders": {0: 5, 7: 1}, "deleted": {0: 3}}, {"orders": {0: (0, 9)}})
+    warnings, errors = found.warnings, found.errors
     assert offsets == {"orders": {0: 5}}
     assert any("topic deleted" in w and "no longer exists" in w for w in warnings)
     assert any("orders-7" in w for w in warnings)
@@ -201,8 +204,9 @@ def test_deleted_topic_and_vanished_partition_are_dropped_with_warnings() -> Non
 
 
 def test_offset_below_log_start_is_data_loss() -> None:
-    _, _, _, errors = check_against_cluster({"orders": {0: 5, 1: 50}},
-                                            {"orders": {0: (8, 20), 1: (0, 60)}})
+    _, found = check_against_cluster({"orders": {0: 5, 1: 50}},
+                                     {"orders": {0: (8, 20), 1: (0, 60)}})
+    errors = found.errors
     assert len(errors) == 1
     assert errors[0].startswith("DATA LOSS") and "orders-0 starts at 5" in errors[0]
     assert "records 5..7 were deleted" in errors[0]
@@ -211,7 +215,8 @@ def test_offset_below_log_start_is_data_loss() -> None:
 def test_offset_beyond_log_end_is_suspicious() -> None:
     # Issue 11: beyond the log end is an error now (was a warning), so that
     # starting-offsets does not hand it out with exit 0.
-    _, _, warnings, errors = check_against_cluster({"orders": {0: 50}}, {"orders": {0: (0, 20)}})
+    _, found = check_against_cluster({"orders": {0: 50}}, {"orders": {0: (0, 20)}})
+    warnings, errors = found.warnings, found.errors
     assert warnings == [] and any("beyond its log end 20" in e for e in errors)
 
 
@@ -230,7 +235,8 @@ def test_new_subscription_adds_and_drops_topics() -> None:
 
 
 def test_pattern_subscription_gets_a_note() -> None:
-    _, notes, _, _ = check_against_cluster({"o": {0: 1}}, {"o": {0: (0, 1)}}, strategy="pattern")
+    _, found = check_against_cluster({"o": {0: 1}}, {"o": {0: (0, 1)}}, strategy="pattern")
+    notes = found.notes
     assert any("by pattern" in n for n in notes)
 
 
@@ -729,12 +735,12 @@ def test_state_aware_from_the_journal(journal_url: str) -> None:
     assert plan.start_batch is not None
     assert (plan.start_batch.run_id, plan.start_batch.batch_id) == ("run-a", 1)
     assert plan.starting_offsets() == '{"orders":{"0":20}}'
-    wide = plan_restart(journal_url, "orders", stateful=True, window=timedelta(hours=2))
+    wide = plan_restart(journal_url, "orders", mode=MODE_STATE_AWARE, window=timedelta(hours=2))
     # The chain's first batch has no start offsets: the journal's batch before it gives one.
     assert wide.start_batch is not None and wide.start_batch.batch_id == 0
     assert wide.starting_offsets() == '{"orders":{"0":10}}'
     with pytest.raises(RestartError, match="use as_of"):
-        plan_restart(journal_url, "orders", stateful=True, batch=("run-a", 1))
+        plan_restart(journal_url, "orders", mode=MODE_STATE_AWARE, batch=("run-a", 1))
 
 
 # --------------------------------------------------------------------------- checkpoints

@@ -17,23 +17,12 @@ from offset_journal.kafka_admin import (
     topic_state,
 )
 from offset_journal.testing import KafkaCluster
+from tests.support import fill
 
 pytest.importorskip("confluent_kafka")
 
 
-def fill(cluster: KafkaCluster, topic: str, per_partition: dict[int, int]) -> None:
-    """Create ``topic`` with 4 partitions and write ``n`` records to each given one.
 
-    (The plugin's ``produce`` spreads records round-robin; exact per-partition counts
-    make the watermarks predictable.)
-    """
-    if cluster.partitions(topic, timeout=5) == 0:
-        cluster.create_topic(topic, 4)
-    producer = cluster.producer()
-    for partition, n in per_partition.items():
-        for i in range(n):
-            producer.produce(topic, value=b"v%d" % i, partition=partition)
-    assert producer.flush(30) == 0
 
 
 def _topic() -> str:

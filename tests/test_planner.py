@@ -24,7 +24,7 @@ from offset_journal.restart import (
     plan_restart,
 )
 from tests.payloads import sql_rows
-from tests.test_restart import journal_batches, kafka_progress, write_checkpoint
+from tests.support import journal_batches, kafka_progress, write_checkpoint
 
 
 def run_cli(capsys: pytest.CaptureFixture[str], *argv: str) -> tuple[int, str, str]:

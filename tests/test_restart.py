@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import json
 import uuid
-from collections.abc import Sequence
 from datetime import datetime, timedelta, timezone
 from pathlib import Path
 from typing import Any
@@ -15,7 +14,6 @@ from hypothesis import strategies as st
 
 from offset_journal.journal import Batch, Journal, SourceOffsets
 from offset_journal.offsets import EARLIEST, PartitionOffset
-from offset_journal.records import batch_from_progress
 from offset_journal.restart import (
     MODE_STATE_AWARE,
     CheckpointState,
@@ -37,7 +35,7 @@ from offset_journal.restart import (
 )
 from offset_journal.testing import KafkaCluster
 from tests.payloads import kafka_source, progress
-from tests.test_kafka_admin import fill
+from tests.support import at, fill, journal_batches, kafka_progress, ts, write_checkpoint
 
 T0 = datetime(2024, 1, 1, tzinfo=timezone.utc)
 SUB = "KafkaV2[Subscribe[orders]]"
@@ -83,8 +81,6 @@ def flat(text: str) -> str:
     return " ".join(text.split())
 
 
-def at(minutes: float) -> datetime:
-    return T0 + timedelta(minutes=minutes)
 
 
 # --------------------------------------------------------------------------- positions
@@ -645,27 +641,6 @@ def test_checkpoint_run_id_is_deterministic(tmp_path: Path) -> None:
 # --------------------------------------------------------------------------- the database
 
 
-def journal_batches(url: str, payloads: Sequence[str]) -> None:
-    journal = Journal(url)
-    try:
-        for p in payloads:
-            assert journal.record_batch(batch_from_progress(p))
-    finally:
-        journal.close()
-
-
-def ts(minutes: float) -> str:
-    return at(minutes).isoformat().replace("+00:00", "Z")
-
-
-def kafka_progress(batch_id: int, start: dict | None, end: dict, *, minute: float,
-                   run_id: str = "run-a", query_id: str = "qid-a", topics: str = "orders",
-                   event_time: dict | None = None, name: str = "orders") -> str:
-    return progress(batch_id, sources=[kafka_source(topics, start, end)], name=name,
-                    query_id=query_id, run_id=run_id, timestamp=ts(minute),
-                    event_time=event_time)
-
-
 def test_unknown_query_is_refused(journal_url: str) -> None:
     with pytest.raises(RestartError, match="no journaled batches for query 'nope'"):
         plan_restart(journal_url, "nope")
@@ -744,36 +719,6 @@ def test_state_aware_from_the_journal(journal_url: str) -> None:
 
 
 # --------------------------------------------------------------------------- checkpoints
-
-
-def write_checkpoint(root: Path, query_id: str | None,
-                     batches: Sequence[tuple[Sequence[Any], bool]], *,
-                     initial: dict[str, Any] | None = None, start_ms: int = 1_704_067_200_000,
-                     ) -> Path:
-    """A checkpoint directory as Spark writes it (v1 offsets log), by hand.
-
-    ``batches``: (per-source offsets, committed) for batch 0, 1, ...
-    """
-    (root / "offsets").mkdir(parents=True)
-    (root / "commits").mkdir()
-    if query_id is not None:
-        (root / "metadata").write_text(json.dumps({"id": query_id}))
-    for i, (offsets, committed) in enumerate(batches):
-        ms = start_ms + i * 60_000
-        meta = {"batchWatermarkMs": ms, "batchTimestampMs": ms,
-                "conf": {"spark.sql.shuffle.partitions": "2"}}
-        lines = ["v1", json.dumps(meta)] + [
-            "-" if o is None else json.dumps(o, separators=(",", ":")) for o in offsets
-        ]
-        (root / "offsets" / str(i)).write_text("\n".join(lines))
-        if committed:
-            (root / "commits" / str(i)).write_text('v1\n{"nextBatchWatermarkMs":0}')
-    if initial is not None:
-        for sid, offsets in initial.items():
-            (root / "sources" / sid).mkdir(parents=True)
-            (root / "sources" / sid / "0").write_bytes(
-                b"\x00v1\n" + json.dumps(offsets).encode())
-    return root
 
 
 def test_seeding_a_used_checkpoint_is_refused(journal_url: str, tmp_path: Path) -> None:

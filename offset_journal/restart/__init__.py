@@ -75,6 +75,7 @@ from .model import (
 )
 from .plan import (
     check_last_batch,
+    check_request,
     compute_plan,
     decide,
     future_trigger_problems,
@@ -146,6 +147,7 @@ __all__ = [
     "SourcePlan",
     "check_against_cluster",
     "check_last_batch",
+    "check_request",
     "checkpoint_run_id",
     "checkpoint_state",
     "compare_offsets",

@@ -118,32 +118,39 @@ def topic_state(bootstrap_servers: str, topics: Iterable[str], timeout: float = 
     exist are left out of the answer rather than raising: for a restart plan a gone
     topic is a finding, not a failure.
     """
-    ck = _confluent()
     wanted = sorted(set(topics))
-    state: TopicState = {}
     if not wanted:
-        return state
+        return {}
     consumer = _consumer(bootstrap_servers, config, None, timeout)
     try:
-        metadata = _metadata(consumer, bootstrap_servers, timeout)
-        for topic in wanted:
-            meta = metadata.topics.get(topic)
-            if meta is None or meta.error is not None:
-                log.debug("topic %s not on the cluster (%s)", topic, meta.error if meta else None)
-                continue
-            parts: dict[int, PartitionState] = {}
-            for partition in sorted(meta.partitions):
-                try:
-                    low, high = consumer.get_watermark_offsets(
-                        ck.TopicPartition(topic, partition), timeout=timeout, cached=False
-                    )
-                except ck.KafkaException as exc:
-                    raise _raise(f"cannot read the offsets of {topic}-{partition}", exc,
-                                 bootstrap_servers) from None
-                parts[partition] = (int(low), int(high))
-            state[topic] = parts
+        return topic_state_with(consumer, wanted, timeout=timeout, where=bootstrap_servers)
     finally:
         consumer.close()
+
+
+def topic_state_with(consumer: Any, topics: Iterable[str], *, timeout: float = 10,
+                     where: str = "the cluster") -> TopicState:
+    """:func:`topic_state` through an open confluent-kafka consumer (``where``: the
+    cluster's name in error messages)."""
+    ck = _confluent()
+    metadata = _metadata(consumer, where, timeout)
+    state: TopicState = {}
+    for topic in sorted(set(topics)):
+        meta = metadata.topics.get(topic)
+        if meta is None or meta.error is not None:
+            log.debug("topic %s not on the cluster (%s)", topic, meta.error if meta else None)
+            continue
+        parts: dict[int, PartitionState] = {}
+        for partition in sorted(meta.partitions):
+            try:
+                low, high = consumer.get_watermark_offsets(
+                    ck.TopicPartition(topic, partition), timeout=timeout, cached=False
+                )
+            except ck.KafkaException as exc:
+                raise _raise(f"cannot read the offsets of {topic}-{partition}", exc,
+                             where) from None
+            parts[partition] = (int(low), int(high))
+        state[topic] = parts
     return state
 
 
@@ -232,4 +239,5 @@ __all__ = [
     "commit_group",
     "committed_offsets",
     "topic_state",
+    "topic_state_with",
 ]

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import re
 from collections.abc import Iterable, Sequence
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Literal
 
 from ..journal import Batch, SourceOffsets
 from ..offsets import EARLIEST, KafkaOffsets, PartitionOffset, format_kafka_offsets
@@ -17,8 +17,13 @@ if TYPE_CHECKING:
 
 _STRATEGY = re.compile(r"\b(SubscribePattern|Subscribe|Assign)\[([^\]]*)\]")
 
+Strategy = Literal["subscribe", "pattern", "assign", "unknown"]
+"""How a Kafka source picks its partitions."""
+_STRATEGIES: dict[str, Strategy] = {"Subscribe": "subscribe", "SubscribePattern": "pattern",
+                                    "Assign": "assign"}
 
-def kafka_strategy(description: str | None) -> tuple[str, list[str]]:
+
+def kafka_strategy(description: str | None) -> tuple[Strategy, list[str]]:
     """How a Kafka source picks partitions, from Spark's description.
 
     ``KafkaV2[Subscribe[a, b]]`` -> ("subscribe", ["a", "b"]); SubscribePattern ->
@@ -30,8 +35,7 @@ def kafka_strategy(description: str | None) -> tuple[str, list[str]]:
         return "unknown", []
     name, body = match.group(1), match.group(2)
     items = [x.strip() for x in body.split(",") if x.strip()]
-    return {"Subscribe": "subscribe", "SubscribePattern": "pattern",
-            "Assign": "assign"}[name], items
+    return _STRATEGIES[name], items
 
 
 def kafka_topics(batches: Iterable[Batch], source: int | None = None) -> list[str]:
@@ -181,7 +185,8 @@ def _went_backwards(src: SourceOffsets, anchor: Batch) -> list[str]:
 # --------------------------------------------------------------------------- the cluster
 
 
-def check_against_cluster(offsets: KafkaOffsets, state: TopicState, *, strategy: str = "unknown",
+def check_against_cluster(offsets: KafkaOffsets, state: TopicState, *,
+                          strategy: Strategy = "unknown",
                           subscribed: Sequence[str] = ()) -> tuple[KafkaOffsets, Findings]:
     """Reconcile planned start offsets with the partitions and logs that exist now.
 
@@ -226,7 +231,7 @@ def _drop_missing(offsets: KafkaOffsets, state: TopicState) -> tuple[KafkaOffset
 
 
 def _add_new_partitions(out: KafkaOffsets, offsets: KafkaOffsets, state: TopicState,
-                        strategy: str, subscribed: Sequence[str]) -> Findings:
+                        strategy: Strategy, subscribed: Sequence[str]) -> Findings:
     """Add (in place) at -2 the partitions Spark will be assigned that the journal lacks."""
     found = Findings()
     if strategy == "assign":

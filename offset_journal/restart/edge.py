@@ -42,6 +42,9 @@ if TYPE_CHECKING:
 
 log = logging.getLogger(__name__)
 
+Locations = tuple[CheckpointState | None, SinkState | None]
+"""What the new checkpoint location and the output path hold (None: not given)."""
+
 
 class PlanOptions(TypedDict, total=False):
     """The keyword arguments of :func:`plan_restart`: :class:`PlanRequest`'s fields after
@@ -323,9 +326,6 @@ def checkpoint_state(path: str) -> CheckpointState:
         return CheckpointState(str(path), True)
     last = ckpt.batches[-1].batch_id if ckpt.batches else None
     return CheckpointState(str(path), True, ckpt.query_id, last)
-
-
-Locations = tuple[CheckpointState | None, SinkState | None]
 
 
 def locations(request: PlanRequest) -> Locations:

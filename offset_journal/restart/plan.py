@@ -69,7 +69,8 @@ def decide(inp: PlanInputs) -> RestartPlan:
     start = where_to_start(inp, flagged)
     found = start.findings
     found.merge(flagged_findings(inp, start, flagged))
-    sources = source_plans(inp, start, found)
+    sources, source_findings = source_plans(inp, start)
+    found.merge(source_findings)
     found.merge(unchecked_cluster(inp, sources))
     found.merge(location_findings(inp))
     found.merge(future_trigger_findings(inp.anchor, inp.database_now))
@@ -204,8 +205,10 @@ def flagged_findings(inp: PlanInputs, start: Start, flagged: Flagged) -> Finding
 # --------------------------------------------------------------------------- 4. sources
 
 
-def source_plans(inp: PlanInputs, start: Start, found: Findings) -> list[SourcePlan]:
-    """One plan per source of the anchor (or the one asked for)."""
+def source_plans(inp: PlanInputs, start: Start) -> tuple[list[SourcePlan], Findings]:
+    """One plan per source of the anchor (or the one asked for); an error when the
+    anchor journaled none."""
+    found = Findings()
     anchor = inp.anchor
     indexes = [s.source_index for s in anchor.sources]
     if inp.source is not None:
@@ -226,7 +229,7 @@ def source_plans(inp: PlanInputs, start: Start, found: Findings) -> list[SourceP
             plans.append(kafka_source_plan(inp, start, src))
         else:
             plans.append(other_source_plan(src, kind, *journaled_offset(inp, start, index)))
-    return plans
+    return plans, found
 
 
 # --------------------------------------------------------------------------- 5. checks

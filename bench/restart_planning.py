@@ -12,7 +12,7 @@ Timed, interleaving the databases round by round:
 * plan: ``plan_restart`` on an open Journal (default plan after the last batch, and an
   ``as_of`` plan anchored mid-history); no Kafka bootstrap;
 * command: ``offset-journal starting-offsets bench_q`` as a subprocess, whole command;
-* state-aware: ``plan_restart(..., stateful=True, window=1 minute)`` (watermark 10
+* state-aware: ``plan_restart(..., mode="state-aware", window=1 minute)`` (watermark 10
   minutes behind the trigger time: it rewinds 660 batches, however long the history);
 * history: ``Journal.iter_history`` over the whole history, streamed in pages, with
   the process's peak memory growth (``--history-reps`` times per size, not in rounds).
@@ -228,7 +228,7 @@ def main(args: argparse.Namespace) -> None:
                     assert plan.anchor.batch_id == (n - 1 if kind == "last" else n // 2)
                     assert not [w for w in plan.warnings if "same time" in w], plan.warnings
                 t0 = time.perf_counter()
-                plan = plan_restart(None, NAME, journal=journals[n], stateful=True,
+                plan = plan_restart(None, NAME, journal=journals[n], mode="state-aware",
                                     window=window)
                 plans.setdefault((n, "state"), []).append(time.perf_counter() - t0)
                 assert plan.start_batch is not None and plan.start_batch.batch_id == n - 661
@@ -248,7 +248,7 @@ def main(args: argparse.Namespace) -> None:
             stmts = capture(journals[n], lambda n=n: plan_restart(None, NAME,
                                                                  journal=journals[n]))
             stmts += capture(journals[n], lambda n=n: plan_restart(
-                None, NAME, journal=journals[n], stateful=True, window=window))
+                None, NAME, journal=journals[n], mode="state-aware", window=window))
             explains[n] = [(s, explain(journals[n], s, p)) for s, p in stmts]
         for j in journals.values():
             j.close()

@@ -20,16 +20,18 @@ from typing import Any
 
 import sqlalchemy as sa
 
-from offset_journal.checkpoint import CheckpointError, file_sink_metadata, is_new_checkpoint
+from offset_journal.checkpoint import file_sink_metadata, is_new_checkpoint
 from offset_journal.db import redact
-from offset_journal.journal import Journal, JournalError
-from offset_journal.kafka import KafkaError
-from offset_journal.restart import RestartError, plan_restart
+from offset_journal.errors import OffsetJournalError
+from offset_journal.formatting import first_line
+from offset_journal.journal import Journal
+from offset_journal.restart import MODE_STATE_AWARE, plan_restart
+from offset_journal.values import parse_batch_ref
 
 log = logging.getLogger("offset_journal.jobs")
 
 
-class JobError(RuntimeError):
+class JobError(OffsetJournalError, RuntimeError):
     """The job refuses to start (its message says why, in one line)."""
 
 
@@ -95,10 +97,10 @@ def decide_start(args: argparse.Namespace, *, state_aware: bool = False,
         return Start(args.starting_offsets, "new checkpoint, --from-journal not given")
     batch = None
     if args.batch:
-        run_id, _, batch_id = args.batch.rpartition(":")
-        if not run_id or not batch_id.isdigit():
-            raise JobError(f"bad --batch {args.batch!r}: use RUN_ID:BATCH_ID")
-        batch = (run_id, int(batch_id))
+        try:
+            batch = parse_batch_ref(args.batch)
+        except ValueError:
+            raise JobError(f"bad --batch {args.batch!r}: use RUN_ID:BATCH_ID") from None
     # The journal or Kafka being away, or a checkpoint that cannot be read, stop the
     # job with one line, not a traceback.
     try:
@@ -109,14 +111,12 @@ def decide_start(args: argparse.Namespace, *, state_aware: bool = False,
             plan = plan_restart(
                 args.database_url, args.query_name, batch=batch,
                 bootstrap_servers=args.bootstrap_servers, checkpoint=args.checkpoint,
-                output_path=output_path, mode="state-aware" if state_aware else None,
+                output_path=output_path, mode=MODE_STATE_AWARE if state_aware else None,
                 window=window, journal=journal,
                 subscribe=[t.strip() for t in args.topics.split(",") if t.strip()],
             )
-    except (RestartError, JournalError, KafkaError, CheckpointError,
-            sa.exc.SQLAlchemyError) as exc:
-        text = str(getattr(exc, "orig", None) or exc).strip()
-        raise JobError(redact(text.splitlines()[0] if text else type(exc).__name__)) from None
+    except (OffsetJournalError, sa.exc.SQLAlchemyError) as exc:
+        raise JobError(redact(first_line(exc))) from None
     for w in plan.warnings:
         log.warning("restart plan: %s", w)
     if not plan.ok:
@@ -254,7 +254,7 @@ def run_job(name: str, parser: argparse.ArgumentParser, build_query: Any,
                                      spool_dir=args.spool_dir)
     try:
         query = build_query(spark, args)
-    except (JobError, offset_journal.ConfigError) as exc:
+    except OffsetJournalError as exc:
         print(f"{name}: error: {offset_journal.redact(exc)}", file=sys.stderr)
         return 2
     query.awaitTermination()

@@ -39,13 +39,11 @@ log = logging.getLogger("offset_journal.jobs.windowed_counts")
 def parse_duration(text: str) -> timedelta:
     """'1 minute', '30 seconds', '10s', '500 ms' -> timedelta (Spark's interval strings),
     as ``offset-journal plan --window`` reads them."""
-    from argparse import ArgumentTypeError
-
-    from offset_journal.cli import parse_duration as parse
+    from offset_journal.values import parse_duration as parse
 
     try:
         return parse(text)
-    except ArgumentTypeError as exc:
+    except ValueError as exc:
         raise JobError(str(exc)) from None
 
 

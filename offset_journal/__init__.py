@@ -5,14 +5,19 @@ Postgres; a job that must start over with a new checkpoint then starts from them
 
     import offset_journal
     offset_journal.attach(spark, database_url="postgresql://...")
+
+Where things are: a restart plan is decided in :mod:`offset_journal.restart` (its
+docstring maps the package); every error derives from
+:class:`~offset_journal.errors.OffsetJournalError`.
 """
 
 from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
-from .db import ConfigError, redact
-from .journal import Batch, Journal, JournalError, Run, SourceOffsets
+from .db import redact
+from .errors import ConfigError, JournalError, OffsetJournalError, RestartError
+from .journal import Batch, Journal, Run, SourceOffsets
 
 if TYPE_CHECKING:
     from .listener import OffsetJournalListener, attach
@@ -32,7 +37,9 @@ __all__ = [
     "ConfigError",
     "Journal",
     "JournalError",
+    "OffsetJournalError",
     "OffsetJournalListener",
+    "RestartError",
     "Run",
     "SourceOffsets",
     "attach",

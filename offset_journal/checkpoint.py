@@ -34,7 +34,9 @@ from dataclasses import dataclass, field
 from typing import Any
 from urllib.parse import unquote, urlparse
 
+from .errors import CheckpointError
 from .offsets import kafka_offsets, looks_like_kafka
+from .values import url_scheme
 
 log = logging.getLogger(__name__)
 
@@ -59,13 +61,7 @@ _MAX_INITIAL_OFFSET_BYTES = 16 * 1024 * 1024
 _BATCH_NAME = re.compile(r"[0-9]+")
 _SINK_LOG_NAME = re.compile(r"([0-9]+)(?:\.compact)?")
 _VERSION_LINE = re.compile(r"v([0-9]+)")
-# A URL scheme needs two or more letters, so "C:\\..." stays a local path; Spark's own
-# "file:/tmp/x" (one slash) counts as a URL.
-_URL = re.compile(r"([A-Za-z][A-Za-z0-9+.\-]+):/")
 
-
-class CheckpointError(ValueError):
-    """A path is not a readable checkpoint, or a finished batch's log cannot be read."""
 
 
 class _Malformed(ValueError):
@@ -278,10 +274,9 @@ def _open(path: str | os.PathLike[str], fs: Any) -> tuple[_Store, str]:
     text = os.fspath(path)
     if fs is not None:
         return _Store(fs), text
-    match = _URL.match(text)
-    if match is None:
+    scheme = url_scheme(text)
+    if scheme is None:
         return _Store(), text
-    scheme = match.group(1).lower()
     try:
         import fsspec
     except ImportError:
@@ -515,12 +510,43 @@ def read_checkpoint(path: str | os.PathLike[str], *, fs: Any = None) -> Checkpoi
     """
     store, root = _open(path, fs)
     shown = os.fspath(path)
+    offsets_dir, commits_dir = _check_layout(store, root, shown)
+    query_id = _read_query_id(store, root)
+    # Commits first: Spark writes offsets/N before commits/N, so listing in this order
+    # never sees a commit whose offsets file appeared after the listing (a live query).
+    commit_ids = set(_batch_ids(store, commits_dir))
+    offset_ids = _batch_ids(store, offsets_dir)
+    problems: list[str] = []
+    batches = _read_batches(store, offsets_dir, (offset_ids, commit_ids), problems, shown)
+
+    _check_source_counts(batches, problems, shown)
+    missing = _gaps(b.batch_id for b in batches)
+    if missing:
+        problems.append(f"offsets files missing for batches {_ranges(missing)}")
+    last_id = offset_ids[-1] if offset_ids else None
+    orphans = sorted(i for i in commit_ids if last_id is None or i > last_id)
+    if orphans:
+        problems.append(f"commits without offsets for batches {_ranges(orphans)}")
+    if commit_ids:
+        _check_last_commit(store, commits_dir, max(commit_ids), problems)
+
+    return Checkpoint(
+        path=shown,
+        query_id=query_id,
+        batches=tuple(batches),
+        problems=tuple(problems),
+        initial_offsets=_read_initial_offsets(store, root),
+    )
+
+
+def _check_layout(store: _Store, root: str, shown: str) -> tuple[str, str]:
+    """The offsets/ and commits/ paths of a checkpoint; CheckpointError when ``root`` is
+    missing, not a directory, or holds neither metadata nor offsets/ nor commits/."""
     kind = store.kind(root)
     if kind is None:
         raise CheckpointError(f"checkpoint directory does not exist: {shown}")
     if kind != "dir":
         raise CheckpointError(f"checkpoint location is not a directory: {shown}")
-
     offsets_dir = store.join(root, "offsets")
     commits_dir = store.join(root, "commits")
     offsets_kind = store.kind(offsets_dir)
@@ -533,14 +559,15 @@ def read_checkpoint(path: str | os.PathLike[str], *, fs: Any = None) -> Checkpoi
     for sub, sub_kind in (("offsets", offsets_kind), ("commits", commits_kind)):
         if sub_kind == "file":
             raise CheckpointError(f"not a Spark checkpoint ({sub} is a file): {shown}")
+    return offsets_dir, commits_dir
 
-    query_id = _read_query_id(store, root)
-    # Commits first: Spark writes offsets/N before commits/N, so listing in this order
-    # never sees a commit whose offsets file appeared after the listing (a live query).
-    commit_ids = set(_batch_ids(store, commits_dir))
-    offset_ids = _batch_ids(store, offsets_dir)
-    problems: list[str] = []
 
+def _read_batches(store: _Store, offsets_dir: str, ids: tuple[list[int], set[int]],
+                  problems: list[str], shown: str) -> list[CheckpointBatch]:
+    """Each offsets file as a batch (``ids``: offsets files' and commits' batch ids). An
+    unreadable final, uncommitted one is kept with ``problem`` set (a crash while
+    writing it); any other unreadable one raises CheckpointError."""
+    offset_ids, commit_ids = ids
     batches: list[CheckpointBatch] = []
     last_id = offset_ids[-1] if offset_ids else None
     for batch_id in offset_ids:
@@ -566,35 +593,13 @@ def read_checkpoint(path: str | os.PathLike[str], *, fs: Any = None) -> Checkpoi
             continue
         batches.append(
             CheckpointBatch(
-                batch_id=batch_id,
-                committed=committed,
-                version=parsed.version,
+                batch_id=batch_id, committed=committed, version=parsed.version,
                 batch_timestamp_ms=parsed.timestamp_ms,
-                batch_watermark_ms=parsed.watermark_ms,
-                conf=parsed.conf,
-                offsets=parsed.offsets,
-                raw_offsets=parsed.raw,
-                source_ids=parsed.source_ids,
+                batch_watermark_ms=parsed.watermark_ms, conf=parsed.conf,
+                offsets=parsed.offsets, raw_offsets=parsed.raw, source_ids=parsed.source_ids,
             )
         )
-
-    _check_source_counts(batches, problems, shown)
-    missing = _gaps(b.batch_id for b in batches)
-    if missing:
-        problems.append(f"offsets files missing for batches {_ranges(missing)}")
-    orphans = sorted(i for i in commit_ids if last_id is None or i > last_id)
-    if orphans:
-        problems.append(f"commits without offsets for batches {_ranges(orphans)}")
-    if commit_ids:
-        _check_last_commit(store, commits_dir, max(commit_ids), problems)
-
-    return Checkpoint(
-        path=shown,
-        query_id=query_id,
-        batches=tuple(batches),
-        problems=tuple(problems),
-        initial_offsets=_read_initial_offsets(store, root),
-    )
+    return batches
 
 
 def _unreadable(batch_id: int, reason: str, version: int = 0) -> CheckpointBatch:

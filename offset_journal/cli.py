@@ -19,104 +19,24 @@ import re
 import shlex
 import sys
 import traceback
-import unicodedata
 from collections.abc import Callable, Iterable, Iterator, Sequence
-from datetime import datetime, timedelta, timezone
-from typing import Any, NoReturn, cast
+from datetime import datetime, timezone
+from typing import Any
 
-from . import values
-from .db import ConfigError, redact
+from . import cli_parser
+from .cli_parser import PROG, UsageError
+from .cli_parser import parse_batch as parse_batch  # the argument types, importable here too
+from .cli_parser import parse_duration as parse_duration
+from .cli_parser import parse_time as parse_time
+from .db import redact
+from .errors import ConfigError, OffsetJournalError, RestartError
+from .formatting import format_time, from_epoch_ms, one_line, table
 
-PROG = "offset-journal"
 log = logging.getLogger(__name__)
 
 EXIT_OK = 0
 EXIT_RUNTIME = 1
 EXIT_USAGE = 2
-
-
-class UsageError(Exception):
-    """Bad command-line input: exit status 2."""
-
-
-class _Parser(argparse.ArgumentParser):
-    """argparse prints the usage and exits; we want one line and a return value."""
-
-    def error(self, message: str) -> NoReturn:
-        raise UsageError(message)
-
-
-# --------------------------------------------------------------------------- values
-
-def _argument(parse: Callable[[str], Any]) -> Callable[[str], Any]:
-    """An argparse type from a library parser: its ValueError becomes the one line."""
-
-    def convert(text: str) -> Any:
-        try:
-            return parse(text)
-        except ValueError as exc:
-            raise argparse.ArgumentTypeError(str(exc)) from None
-
-    convert.__name__ = parse.__name__
-    return convert
-
-
-def parse_duration(text: str) -> timedelta:
-    """``10m``, ``1h30m``, ``'10 minutes'`` (offset_journal.values.parse_duration)."""
-    return cast(timedelta, _argument(values.parse_duration)(text))
-
-
-def parse_time(text: str, now: datetime | None = None) -> datetime:
-    """ISO 8601 (naive = UTC), ``now``, ``-2h`` (offset_journal.values.parse_time)."""
-    return cast(datetime, _argument(lambda t: values.parse_time(t, now))(text))
-
-
-_timeout = _argument(values.parse_timeout)
-
-
-def _name(what: str) -> Callable[[str], str]:
-    return _argument(lambda text: values.check_name(text, what))
-
-
-def parse_batch(text: str) -> tuple[str, int]:
-    """``RUN_ID:BATCH_ID`` (a run id as ``runs`` prints it)."""
-    run_id, sep, batch = text.strip().rpartition(":")
-    if not sep or not run_id or not batch.isdigit():
-        raise argparse.ArgumentTypeError(
-            f"bad batch {text!r}: use RUN_ID:BATCH_ID, e.g. 88e2ff94-...-6316fbef529a:41"
-        )
-    return run_id, int(batch)
-
-
-def _key_value(text: str) -> tuple[str, str]:
-    key, sep, value = text.partition("=")
-    if not sep or not key.strip():
-        raise argparse.ArgumentTypeError(f"bad Kafka setting {text!r}: use KEY=VALUE")
-    return key.strip(), value
-
-
-def _topics(text: str) -> list[str]:
-    topics = [t.strip() for t in text.split(",") if t.strip()]
-    if not topics:
-        raise argparse.ArgumentTypeError(f"no topic in {text!r}")
-    return topics
-
-
-def _non_negative(text: str) -> int:
-    try:
-        value = int(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"not a number: {text!r}") from None
-    if value < 0:
-        raise argparse.ArgumentTypeError(f"must be >= 0: {text!r}")
-    return value
-
-
-def _positive(text: str) -> int:
-    value = _non_negative(text)
-    if value == 0:
-        raise argparse.ArgumentTypeError("must be > 0")
-    return value
 
 
 # --------------------------------------------------------------------------- output
@@ -131,28 +51,8 @@ def _err(kind: str, text: str) -> None:
 
 
 def _iso(value: datetime | None) -> str:
-    if value is None:
-        return ""
-    return value.astimezone(timezone.utc).isoformat(timespec="milliseconds").replace(
-        "+00:00", "Z")
-
-
-def _cell(value: Any) -> str:
-    """A table cell on one line: line breaks and other control characters escaped
-    (``\\n``), so a query name cannot break the table or forge a row."""
-    text = "" if value is None else str(value)
-    if text.isprintable():
-        return text
-    return "".join(ch.encode("unicode_escape").decode("ascii")
-                   if unicodedata.category(ch) in ("Cc", "Zl", "Zp") else ch for ch in text)
-
-
-def _table(headers: Sequence[str], rows: Sequence[Sequence[Any]]) -> str:
-    cells = [[str(h) for h in headers]] + [[_cell(c) for c in r] for r in rows]
-    widths = [max(len(r[i]) for r in cells) for i in range(len(headers))]
-    lines = ["  ".join(c.ljust(w) for c, w in zip(r, widths, strict=True)).rstrip()
-             for r in cells]
-    return "\n".join(lines)
+    """A time in the command's tables and JSON: milliseconds, "" for none."""
+    return format_time(value, "milliseconds") or ""
 
 
 def _compact(value: Any) -> str:
@@ -246,7 +146,7 @@ def cmd_runs(args: argparse.Namespace) -> int:
                 else "")
         rows.append([r.query_name, r.run_id, r.query_id, _iso(r.started_at),
                      _iso(r.last_trigger_at), r.batches, span, state])
-    _out(_table(["QUERY", "RUN ID", "QUERY ID", "STARTED", "LAST TRIGGER", "BATCHES",
+    _out(table(["QUERY", "RUN ID", "QUERY ID", "STARTED", "LAST TRIGGER", "BATCHES",
                  "BATCH IDS", "STATE"], rows))
     return EXIT_OK
 
@@ -319,8 +219,8 @@ def _print_history(fmt: str, batches: Iterator[Any]) -> None:
         if writer is not None:
             writer.writerows(["" if c is None else c for c in r] for r in rows)
         else:
-            table = _table(titles, rows)
-            _out(table if first else table.split("\n", 1)[1])
+            text = table(titles, rows)
+            _out(text if first else text.split("\n", 1)[1])
         first = False
         page = list(itertools.islice(batches, HISTORY_TABLE_PAGE))
 
@@ -339,18 +239,28 @@ def _history_cells(b: Any, n_sources: int) -> list[Any]:
 
 
 def _plan(args: argparse.Namespace, source: int | None) -> Any:
-    from .restart import MODE_STATE_AWARE, MODE_STATELESS, plan_restart
+    from .restart import (
+        MODE_STATE_AWARE,
+        MODE_STATELESS,
+        POSITION_AFTER,
+        POSITION_AT,
+        check_request,
+        plan_restart,
+    )
 
     if args.window is not None and not args.state_aware:
         raise UsageError("--window applies to --state-aware plans only")
-    if args.state_aware and args.batch is not None:
-        raise UsageError("--state-aware starts after a batch: use --as-of, not --batch")
+    mode = MODE_STATE_AWARE if args.state_aware else MODE_STATELESS
+    try:  # the planner's own rule, as a usage error before anything is read
+        check_request(mode, POSITION_AT if args.batch is not None else POSITION_AFTER)
+    except RestartError as exc:
+        raise UsageError(f"{exc} (--state-aware takes --as-of, not --batch)") from None
     return plan_restart(
         _url(args), args.query, source=source, as_of=args.as_of, batch=args.batch,
         bootstrap_servers=args.bootstrap_servers, kafka_config=dict(args.kafka_config or []),
         kafka_timeout=args.kafka_timeout, checkpoint=args.checkpoint,
         output_path=getattr(args, "output_path", None),
-        mode=MODE_STATE_AWARE if args.state_aware else MODE_STATELESS, window=args.window,
+        mode=mode, window=args.window,
         subscribe=args.subscribe,
     )
 
@@ -424,8 +334,8 @@ def cmd_checkpoint_inspect(args: argparse.Namespace) -> int:
         wm = last.batch_watermark_ms
         report["last_committed"] = {
             "batch_id": last.batch_id,
-            "timestamp": _iso(datetime.fromtimestamp(ts / 1000, timezone.utc)) if ts else None,
-            "watermark": _iso(datetime.fromtimestamp(wm / 1000, timezone.utc))
+            "timestamp": _iso(from_epoch_ms(ts)) if ts else None,
+            "watermark": _iso(from_epoch_ms(wm))
             if wm is not None else None,
             "offsets": list(last.offsets),
             "starting_offsets": {
@@ -464,7 +374,7 @@ def cmd_checkpoint_compare(args: argparse.Namespace) -> int:
     rows = compare_offsets(kafka_end_offsets(last), journal_kafka_offsets(batch))
     verdict = comparison_verdict(rows)
     ts = last.batch_timestamp_ms
-    ck_when = _iso(datetime.fromtimestamp(ts / 1000, timezone.utc)) if ts else "unknown time"
+    ck_when = _iso(from_epoch_ms(ts)) if ts else "unknown time"
     if args.format == "json":
         _out(json.dumps({
             "checkpoint": {"path": ckpt.path, "query_id": ckpt.query_id,
@@ -481,7 +391,7 @@ def cmd_checkpoint_compare(args: argparse.Namespace) -> int:
     _out(f"verdict:    {verdict}")
     if rows:
         _out("")
-        _out(_table(["SOURCE", "TOPIC", "PARTITION", "CHECKPOINT", "JOURNAL", "AHEAD"],
+        _out(table(["SOURCE", "TOPIC", "PARTITION", "CHECKPOINT", "JOURNAL", "AHEAD"],
                     [[r.source_index, r.topic, r.partition, r.checkpoint, r.journal, r.ahead]
                      for r in rows]))
     return EXIT_OK
@@ -498,7 +408,7 @@ def cmd_rejected_list(args: argparse.Namespace) -> int:
         return EXIT_OK
     rows = [[e.id, _iso(e.received_at), e.query_name or "", e.what,
              " ".join(e.reason.split())[:100]] for e in found]
-    _out(_table(["ID", "RECEIVED", "QUERY", "EVENT", "REASON"], rows))
+    _out(table(["ID", "RECEIVED", "QUERY", "EVENT", "REASON"], rows))
     return EXIT_OK
 
 
@@ -523,7 +433,7 @@ def cmd_rejected_replay(args: argparse.Namespace) -> int:
 
 
 def cmd_commit_group(args: argparse.Namespace) -> int:
-    from .kafka import commit_group
+    from .kafka_admin import commit_group
     from .restart import BatchRef, group_offsets
 
     with _journal(args) as journal:
@@ -536,7 +446,7 @@ def cmd_commit_group(args: argparse.Namespace) -> int:
                      config=dict(args.kafka_config or []), timeout=args.kafka_timeout)
     verb = "would commit" if args.dry_run else "committed"
     _out(f"{verb} the end offsets of {BatchRef.of(batch).label()} for group {args.group!r}:")
-    _out(_table(["TOPIC", "PARTITION", "OFFSET"],
+    _out(table(["TOPIC", "PARTITION", "OFFSET"],
                 [[t, p, o] for t in sorted(offsets) for p, o in sorted(offsets[t].items())]))
     return EXIT_OK
 
@@ -573,7 +483,7 @@ def cmd_demo(args: argparse.Namespace) -> int:
     return int(result or 0)
 
 
-class _NotFound(RuntimeError):
+class _NotFound(OffsetJournalError, RuntimeError):
     """Nothing to show (unknown query, empty checkpoint): exit status 1."""
 
 
@@ -581,244 +491,21 @@ class _NotFound(RuntimeError):
 
 
 def build_parser() -> argparse.ArgumentParser:
-    parser = _Parser(
-        prog=PROG,
-        description="Look at the Spark offset journal and restart queries on new "
-                    "checkpoints from it.",
-    )
-    parser.add_argument("--database-url", default=None,
-                        help="journal database URL (default: $OFFSET_JOURNAL_DATABASE_URL)")
-    parser.add_argument("-v", "--verbose", action="count", default=0,
-                        help="log more (-v: info, -vv: debug and tracebacks)")
-    from . import __version__
-
-    parser.add_argument("--version", action="version", version=f"{PROG} {__version__}")
-
-    # Accept --database-url and -v after the subcommand too, without overriding the
-    # global value when absent there.
-    common = _Parser(add_help=False)
-    common.add_argument("--database-url", default=argparse.SUPPRESS, help=argparse.SUPPRESS)
-    common.add_argument("-v", "--verbose", action="count", default=argparse.SUPPRESS,
-                        help=argparse.SUPPRESS)
-
-    kafka_opts = _Parser(add_help=False)
-    kafka_opts.add_argument("--kafka-config", metavar="KEY=VALUE", type=_key_value,
-                            action="append",
-                            help="extra librdkafka setting (security, SASL), repeatable")
-    kafka_opts.add_argument("--kafka-timeout", type=_timeout, default=10.0, metavar="SECONDS",
-                            help="Kafka request timeout (default 10)")
-
-    plan_opts = _Parser(add_help=False)
-    plan_opts.add_argument("query", help="query name (as journaled)")
-    when = plan_opts.add_mutually_exclusive_group()
-    when.add_argument("--as-of", type=parse_time, metavar="TIME",
-                      help="start after the last batch triggered at or before TIME "
-                           "(ISO 8601, naive = UTC; or --as-of=-2h)")
-    when.add_argument("--batch", type=parse_batch, metavar="RUN:BATCH",
-                      help="start AT this batch (its start offsets): reprocess it and after")
-    plan_opts.add_argument("--bootstrap-servers", metavar="HOSTS",
-                           help="check against this Kafka cluster: new partitions, deleted "
-                                "topics, data loss")
-    plan_opts.add_argument("--subscribe", metavar="TOPICS", type=_topics,
-                           help="comma-separated topics the NEW job subscribes to, when "
-                                "they differ from the journaled job's")
-    plan_opts.add_argument("--checkpoint", metavar="DIR",
-                           help="the NEW checkpoint location: refused if it holds offsets")
-    plan_opts.add_argument("--state-aware", action="store_true",
-                           help="windowed aggregation in append mode: rewind so windows "
-                                "not yet emitted are rebuilt")
-    plan_opts.add_argument("--window", type=parse_duration, metavar="DURATION",
-                           help="window length for --state-aware (e.g. 10m)")
-
-    subs = parser.add_subparsers(dest="command", metavar="COMMAND", parser_class=_Parser)
-    subs.required = True
-
-    db = subs.add_parser("db", help="journal schema", parents=[common])
-    db_subs = db.add_subparsers(dest="db_command", metavar="ACTION", parser_class=_Parser)
-    db_subs.required = True
-    db_upgrade = db_subs.add_parser("upgrade", help="create or upgrade the journal schema",
-                                    parents=[common])
-    db_upgrade.add_argument("--sql", action="store_true",
-                            help="print the upgrade as a SQL script for a DBA instead "
-                                 "(no database needed; apply it with psql)")
-    db_upgrade.add_argument("--from", dest="start", metavar="REVISION",
-                            help="with --sql: the revision the database is at (`db current`)"
-                                 "; default: an empty database")
-    db_upgrade.set_defaults(func=cmd_db_upgrade)
-    db_subs.add_parser("current", help="show the schema revision",
-                       parents=[common]).set_defaults(func=cmd_db_current)
-    grant = db_subs.add_parser(
-        "grant", parents=[common],
-        help="grant least privileges to a writer role (the listener) and a reader role",
-        description="Grant a writer role (the listener: read and add journal rows only) "
-                    "and a reader role (SELECT only) what they need, as the schema's "
-                    "owner. Run it again after `db upgrade`. See docs/security.md.")
-    grant.add_argument("--writer", metavar="ROLE", help="the role the listener connects as")
-    grant.add_argument("--reader", metavar="ROLE", help="a role that only reads the journal")
-    grant.add_argument("--dry-run", action="store_true",
-                       help="print the SQL instead of running it")
-    grant.set_defaults(func=cmd_db_grant)
-
-    rejected = subs.add_parser("rejected", parents=[common],
-                               help="events the journal refused (rejected_events)")
-    rejected_subs = rejected.add_subparsers(dest="rejected_command", metavar="ACTION",
-                                            parser_class=_Parser)
-    rejected_subs.required = True
-    rej_list = rejected_subs.add_parser("list", parents=[common], help="list them")
-    rej_list.add_argument("--query", metavar="NAME", help="only this query's")
-    rej_list.set_defaults(func=cmd_rejected_list)
-    rej_replay = rejected_subs.add_parser(
-        "replay", parents=[common],
-        help="journal them again (after fixing what refused them); each leaves "
-             "rejected_events only once journaled")
-    rej_replay.add_argument("--id", type=int, action="append", metavar="N",
-                            help="only this one (repeat for more); default: all")
-    rej_replay.add_argument("--query", metavar="NAME", help="only this query's")
-    rej_replay.set_defaults(func=cmd_rejected_replay)
-
-    runs = subs.add_parser("runs", help="runs of a query (or of all queries)", parents=[common])
-    runs.add_argument("query", nargs="?", type=_name("the query name"), help="query name")
-    runs.set_defaults(func=cmd_runs)
-
-    history = subs.add_parser("history", help="journaled batches of a query, oldest first",
-                              parents=[common])
-    history.add_argument("query")
-    history.add_argument("--format", choices=("table", "json", "csv"), default="table")
-    history.add_argument("--limit", type=_positive, metavar="N",
-                         help="only the newest N batches")
-    history.set_defaults(func=cmd_history)
-
-    prune = subs.add_parser(
-        "prune", parents=[common],
-        help="delete batches triggered before a time (keeps each query's newest batch)",
-        description="Delete journaled batches triggered before TIME, with their offsets. "
-                    "Each query's newest batch is kept (a new checkpoint starts from it). "
-                    "Point-in-time and state-aware restarts rewind into history: keep "
-                    "more than your longest rewind. Needs DELETE on the journal (the "
-                    "schema's owner; the writer and reader roles cannot).")
-    prune.add_argument("--before", type=parse_time, required=True, metavar="TIME",
-                       help="ISO 8601 (naive = UTC) or relative: --before=-30d")
-    prune.add_argument("--query", metavar="NAME", help="only this query's batches")
-    prune.add_argument("--dry-run", action="store_true",
-                       help="count what would be deleted, delete nothing")
-    prune.set_defaults(func=cmd_prune)
-
-    starting = subs.add_parser(
-        "starting-offsets", parents=[common, plan_opts, kafka_opts],
-        help="print only the startingOffsets JSON for a new checkpoint",
-        description="Print only the JSON to pass as startingOffsets; warnings go to "
-                    "stderr. Exits 1 without printing when the plan has errors (data "
-                    "loss), unless --force.",
-    )
-    starting.add_argument("--source", type=_non_negative, default=None, metavar="N",
-                          help="source index (default: the query's Kafka source)")
-    starting.add_argument("--force", action="store_true",
-                          help="print the offsets even when the plan has errors")
-    starting.set_defaults(func=cmd_starting_offsets)
-
-    plan = subs.add_parser("plan", parents=[common, plan_opts, kafka_opts],
-                           help="explain how a query restarts on a new checkpoint",
-                           description="Explain the restart plan; exits 1 when it has errors.")
-    plan.add_argument("--source", type=_non_negative, default=None, metavar="N",
-                      help="only this source (default: all)")
-    plan.add_argument("--output-path", metavar="PATH",
-                      help="file sink output path: warns when its _spark_metadata log "
-                           "would make the new query skip batches")
-    plan.add_argument("--format", choices=("text", "json"), default="text")
-    plan.set_defaults(func=cmd_plan)
-
-    ckpt = subs.add_parser("checkpoint", help="read Spark checkpoint directories",
-                           parents=[common])
-    ckpt_subs = ckpt.add_subparsers(dest="checkpoint_command", metavar="ACTION",
-                                    parser_class=_Parser)
-    ckpt_subs.required = True
-    inspect = ckpt_subs.add_parser("inspect", parents=[common],
-                                   help="last committed batch and its offsets, as JSON")
-    inspect.add_argument("dir", help="checkpoint directory or URL")
-    inspect.add_argument("--all", action="store_true", help="every batch, not only the last")
-    inspect.set_defaults(func=cmd_checkpoint_inspect)
-    imp = ckpt_subs.add_parser("import", parents=[common],
-                               help="journal a checkpoint's committed batches (idempotent)")
-    imp.add_argument("dir")
-    imp.add_argument("--query-name", required=True, type=_name("--query-name"),
-                     help="journal them under this name")
-    imp.set_defaults(func=cmd_checkpoint_import)
-    compare = ckpt_subs.add_parser("compare", parents=[common],
-                                   help="checkpoint's last committed batch vs the journal's "
-                                        "last batch, per Kafka partition")
-    compare.add_argument("dir")
-    compare.add_argument("query")
-    compare.add_argument("--format", choices=("table", "json"), default="table")
-    compare.set_defaults(func=cmd_checkpoint_compare)
-
-    group = subs.add_parser("commit-group", parents=[common, kafka_opts],
-                            help="commit the journal's last offsets to a consumer group "
-                                 "(for lag monitoring)")
-    group.add_argument("query")
-    group.add_argument("--group", required=True, type=_name("the consumer group id"),
-                       help="consumer group id")
-    group.add_argument("--bootstrap-servers", required=True, metavar="HOSTS")
-    group.add_argument("--source", type=_non_negative, default=None, metavar="N",
-                       help="the Kafka source to take offsets from (default: all)")
-    group.add_argument("--dry-run", action="store_true", help="show, do not commit")
-    group.set_defaults(func=cmd_commit_group)
-
-    jars = subs.add_parser(
-        "jars", parents=[common],
-        help="fetch (once) and print the JVM jars: Spark's Kafka connector for spark.jars, "
-             "or the Kafka broker's class path")
-    jars.add_argument("set", choices=["kafka-connector", "kafka-broker"])
-    jars.add_argument("--version", dest="jar_version", default=None,
-                      help="default: the installed PySpark's (connector) or the pinned "
-                           "Kafka release (broker)")
-    jars.add_argument("--format", choices=["spark-jars", "classpath", "list"],
-                      default="spark-jars",
-                      help="comma-separated (spark.jars), a Java class path, or one per line")
-    jars.add_argument("--packages", action="store_true",
-                      help="print the --packages coordinate instead (fetches nothing)")
-    jars.set_defaults(func=cmd_jars)
-
-    # Everything after "demo" is the demo's own (main() splits it off before parsing:
-    # argparse.REMAINDER cannot start with an option).
-    demo = subs.add_parser("demo", help="run the demo (arguments are passed on)",
-                           add_help=False)
-    demo.set_defaults(func=cmd_demo, demo_args=[])
-    return parser
+    """The ``offset-journal`` parser (its grammar is in cli_parser.py)."""
+    return cli_parser.build_parser(sys.modules[__name__])
 
 
 # --------------------------------------------------------------------------- main
 
 
-def _runtime_errors() -> tuple[type[BaseException], ...]:
-    """What counts as bad input or an unavailable service: one line, exit status 1."""
+_RUNTIME_ERRORS = (OffsetJournalError, OSError)
+"""Bad input or an unavailable service (besides SQLAlchemy's errors): one line, exit 1."""
+
+
+def _runtime_error(exc: BaseException) -> bool:
     import sqlalchemy as sa
 
-    from .journal import JournalError
-    from .kafka import KafkaError
-    from .offsets import OffsetFormatError
-    from .restart import RestartError
-    from .roles import GrantError
-
-    errors: list[type[BaseException]] = [
-        JournalError, RestartError, GrantError, KafkaError, OffsetFormatError, _NotFound,
-        sa.exc.SQLAlchemyError, OSError,
-    ]
-    try:
-        from .checkpoint import CheckpointError
-
-        errors.append(CheckpointError)
-    except ImportError:  # pragma: no cover - checkpoint.py ships with the package
-        pass
-    return tuple(errors)
-
-
-def _one_line(exc: BaseException) -> str:
-    orig = getattr(exc, "orig", None)  # SQLAlchemy wraps the driver's error
-    text = str(orig if orig is not None else exc).strip()
-    first = text.splitlines()[0] if text else type(exc).__name__
-    if orig is not None:
-        first = f"database error: {first}"
-    return redact(first)
+    return isinstance(exc, (*_RUNTIME_ERRORS, sa.exc.SQLAlchemyError))
 
 
 def _setup_logging(verbose: int) -> None:
@@ -878,14 +565,14 @@ def main(argv: Sequence[str] | None = None) -> int:
     except BrokenPipeError:
         return EXIT_OK
     except Exception as exc:
-        if isinstance(exc, _runtime_errors()):
+        if _runtime_error(exc):
             if args.verbose >= 2:
                 traceback.print_exc()
-            _err("error", _one_line(exc))
+            _err("error", one_line(exc))
             return EXIT_RUNTIME
         if args.verbose >= 2:
             traceback.print_exc()
-        _err("error", f"unexpected {type(exc).__name__}: {_one_line(exc)} (-vv for details)")
+        _err("error", f"unexpected {type(exc).__name__}: {one_line(exc)} (-vv for details)")
         return EXIT_RUNTIME
 
 

@@ -14,11 +14,10 @@ from typing import Any
 
 import sqlalchemy as sa
 
+from .errors import ConfigError
+
 ENV_URL = "OFFSET_JOURNAL_DATABASE_URL"
 
-
-class ConfigError(ValueError):
-    """Configuration is missing or wrong (no URL, a malformed URL)."""
 
 
 def resolve_url(url: str | None = None) -> str:

@@ -28,6 +28,7 @@ from typing import Any
 import sqlalchemy as sa
 
 from .db import ENV_URL, make_engine, redact, upgrade
+from .formatting import table
 from .journal import Journal
 from .services import KafkaCluster, start_kafka, start_postgres
 
@@ -64,14 +65,6 @@ def _load_job(name: str) -> Any:
     module = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(module)
     return module
-
-
-def _table(rows: list[tuple[Any, ...]], headers: list[str]) -> str:
-    cells = [headers] + [["" if v is None else str(v) for v in r] for r in rows]
-    widths = [max(len(c[i]) for c in cells) for i in range(len(headers))]
-    lines = ["  ".join(c[i].ljust(widths[i]) for i in range(len(headers))) for c in cells]
-    lines.insert(1, "  ".join("-" * w for w in widths))
-    return "\n".join(lines)
 
 
 def missing_requirements(*, embedded_postgres: bool = True) -> list[str]:
@@ -161,8 +154,8 @@ def _show_history(url: str, name: str) -> None:
     with engine.connect() as conn:
         hist = [tuple(r) for r in conn.execute(sa.text(HISTORY_SQL), {"q": name})]
     engine.dispose()
-    print(_table(hist, ["query_id", "batch", "trigger_at", "rows", "partition", "start",
-                        "end"]))
+    print(table(["query_id", "batch", "trigger_at", "rows", "partition", "start", "end"],
+                hist, rule=True))
     runs = Journal(url).runs(name)
     print(f"\n{len(runs)} runs journaled under {name!r}, on "
           f"{len({r.query_id for r in runs})} checkpoints.")

@@ -30,7 +30,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Literal
 
-from .db import ConfigError
+from .errors import JarsError
 
 log = logging.getLogger(__name__)
 
@@ -42,9 +42,6 @@ KAFKA_VERSION = "4.1.1"
 CONNECTOR_ARTIFACT = "org.apache.spark:spark-sql-kafka-0-10_2.13"
 _MAVEN_TIMEOUT_S = 600
 
-
-class JarsError(ConfigError):
-    """The JVM parts could not be found or fetched; the message says what to do."""
 
 
 @dataclass(frozen=True)

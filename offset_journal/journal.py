@@ -8,11 +8,10 @@ leaves one row, so a spooled event can be replayed any number of times.
 from __future__ import annotations
 
 import dataclasses
-import json
 import logging
 import threading
 from collections.abc import Iterable, Iterator, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 
@@ -21,6 +20,21 @@ from sqlalchemy.dialects.postgresql import JSONB
 from sqlalchemy.dialects.postgresql import insert as pg_insert
 
 from .db import make_engine, redact
+from .errors import JournalError
+from .formatting import first_line
+from .journal_checks import continuity_problem, dumps, duplicate_problem, stored_offsets
+from .journal_rows import (
+    FLAGGED_PROBLEMS,
+    HISTORY_PAGE,
+    RECENT_RUNS,
+    Batch,
+    FlaggedProblem,
+    PruneResult,
+    Run,
+    RunBounds,
+    SourceOffsets,
+    SpoolLoss,
+)
 from .offsets import PartitionOffset, offsets_json
 from .records import BatchRecord, RunRecord, SourceRecord
 from .schema import (
@@ -36,127 +50,7 @@ from .schema import (
 log = logging.getLogger(__name__)
 
 
-class JournalError(RuntimeError):
-    """The journal cannot answer: database unreachable, schema missing."""
 
-
-@dataclass(frozen=True)
-class Run:
-    query_name: str
-    query_id: str
-    run_id: str
-    named: bool
-    started_at: datetime | None
-    terminated_at: datetime | None
-    exception: str | None
-    host: str | None
-    pid: int | None
-    batches: int
-    first_batch_id: int | None
-    last_batch_id: int | None
-    last_trigger_at: datetime | None
-
-
-@dataclass(frozen=True)
-class RunBounds:
-    """When a run started and ended, as far as the journal knows, without counting its
-    batches: ``first_trigger_at`` (its lowest batch id's trigger time) only when it has no
-    start time, ``last_trigger_at`` (its highest batch id's) only when no termination."""
-
-    run_id: str
-    query_id: str
-    started_at: datetime | None
-    terminated_at: datetime | None
-    first_trigger_at: datetime | None
-    last_trigger_at: datetime | None
-
-
-@dataclass(frozen=True)
-class PruneResult:
-    """What :meth:`Journal.prune` removed (or, on a dry run, would remove)."""
-
-    batches: int
-    partition_rows: int
-    kept_newest: int  # query names whose newest batch was older than the cut-off, kept
-
-
-HISTORY_PAGE = 1000
-"""How many batches :meth:`Journal.iter_history` reads per statement."""
-
-
-@dataclass(frozen=True)
-class SpoolLoss:
-    """Batch events a full listener spool dropped (spool_max_bytes) for one query: the
-    journal has no rows for them. ``partitions``: (source index, topic, partition,
-    lowest start offset, highest end offset) of the dropped batches."""
-
-    query_name: str
-    events: int
-    run_ids: tuple[str, ...]
-    batch_id_min: int | None
-    batch_id_max: int | None
-    first_trigger_at: datetime | None
-    last_trigger_at: datetime | None
-    partitions: tuple[tuple[int, str, int, int | None, int | None], ...]
-    host: str | None
-    recorded_at: datetime
-
-
-RECENT_RUNS = 1000
-"""How many of a query's most recent runs :meth:`Journal.run_bounds` returns by default."""
-
-
-@dataclass(frozen=True)
-class SourceOffsets:
-    """One source's offsets in one journaled batch."""
-
-    source_index: int
-    description: str | None
-    kind: str
-    start_offset: Any
-    end_offset: Any
-    num_input_rows: int | None
-    partitions: tuple[PartitionOffset, ...] = ()
-    problem: str | None = None  # flagged when journaled (malformed, gap, backwards)
-
-
-@dataclass(frozen=True)
-class FlaggedProblem:
-    """A problem the journal flagged on one source of one batch when it wrote it."""
-
-    run_id: str
-    batch_id: int
-    query_id: str
-    trigger_at: datetime | None
-    source_index: int
-    problem: str
-    pk: int
-
-
-FLAGGED_PROBLEMS = 20
-"""How many of a query's most recently journaled problems a restart plan reports."""
-
-
-@dataclass(frozen=True)
-class Batch:
-    query_name: str
-    query_id: str
-    run_id: str
-    batch_id: int
-    trigger_at: datetime | None
-    batch_duration_ms: int | None
-    num_input_rows: int | None
-    watermark: datetime | None
-    event_time_min: datetime | None
-    event_time_max: datetime | None
-    sources: tuple[SourceOffsets, ...] = field(default_factory=tuple)
-    pk: int = 0
-
-    def source(self, index: int) -> SourceOffsets:
-        for s in self.sources:
-            if s.source_index == index:
-                return s
-        raise KeyError(f"batch {self.batch_id} of run {self.run_id} has no source {index}")
 
 
 # Built once: constructing an INSERT per batch (and its cache key) cost about as much
@@ -191,32 +85,13 @@ _NEW_BATCH = (
 def _source_row(source: SourceRecord) -> dict[str, Any]:
     """A batch_sources row, as one element of the JSONB array ``_NEW_BATCH`` takes (a JSON
     null comes out of jsonb_to_recordset as SQL NULL)."""
-    start, end = _stored_offsets(source)
+    start, end = stored_offsets(source)
     return {
         "source_index": source.index, "description": source.description, "kind": source.kind,
         "start_offset": start, "end_offset": end, "latest_offset": source.latest_offset,
         "num_input_rows": source.num_input_rows, "problem": source.problem,
         "metrics": source.metrics,
     }
-
-
-def _stored_offsets(source: SourceRecord) -> tuple[Any, Any]:
-    """The start and end offsets JSON a batch_sources row keeps.
-
-    A Kafka source's offsets are its partition rows; keeping them a second time as
-    JSONB cost about a fifth of a 10,000-partition batch's write (bench/journal_write.py).
-    So a side the rows rebuild exactly is stored as NULL, and read back from the rows
-    (:meth:`Journal._batches_where`, the ``source_offsets`` view). Anything the rows
-    would not give back verbatim (a malformed or unusual payload) is kept as it came.
-    """
-    start, end = source.start_offset, source.end_offset
-    if source.kind != "kafka" or not source.partitions or source.problem:
-        return start, end
-    if start is not None and start == offsets_json(source.partitions, use="start"):
-        start = None
-    if end is not None and end == offsets_json(source.partitions, use="end"):
-        end = None
-    return start, end
 
 
 @dataclass(frozen=True)
@@ -262,7 +137,7 @@ class Journal:
         except sa.exc.OperationalError as exc:
             raise JournalError(
                 f"cannot reach the journal database {redact(self._engine.url)}: "
-                f"{redact(str(exc.orig).strip().splitlines()[0] if exc.orig else exc)}"
+                f"{redact(first_line(exc))}"
             ) from None
 
     # ------------------------------------------------------------------ writing
@@ -386,7 +261,7 @@ class Journal:
         by_index = {row["source_index"]: row for row in rows}
         flagged = []
         for source in kafka:
-            problem = _continuity_problem(source, prev.batch_id, prev.ends.get(source.index, {}))
+            problem = continuity_problem(source, prev.batch_id, prev.ends.get(source.index, {}))
             if problem is None:
                 continue
             row = by_index[source.index]
@@ -715,16 +590,6 @@ class Journal:
             c, sa.and_(*conds), order_desc=newest_first, limit=limit))
         return found
 
-    def batches_since(self, query_name: str, after: Batch) -> list[Batch]:
-        """Batches journaled after ``after`` in journal order (trigger time, batch id)."""
-        b = batches.c
-        key = sa.tuple_(b.trigger_at, b.batch_id, b.id)
-        where = sa.and_(b.query_name == query_name,
-                        key > sa.tuple_(sa.literal(after.trigger_at), sa.literal(after.batch_id),
-                                        sa.literal(after.pk)))
-        found = self._read(lambda c: self._batches_where(c, where, order_desc=False))
-        return list(found)
-
     def runs(self, query_name: str | None = None) -> list[Run]:
         """Runs (one start of a query each), oldest first, with their batch counts."""
         r, b = query_runs.c, batches.c
@@ -754,9 +619,9 @@ class Journal:
         ]
 
     def run_bounds(self, query_name: str, *, started_until: datetime | None = None,
-                   limit: int = RECENT_RUNS) -> list[RunBounds]:
-        """The most recent ``limit`` runs of a query started at or before ``started_until``
-        (runs with no start time always qualify), oldest first.
+                   limit: int | None = RECENT_RUNS) -> list[RunBounds]:
+        """The most recent ``limit`` runs (None: all) of a query started at or before
+        ``started_until`` (runs with no start time always qualify), oldest first.
 
         Unlike :meth:`runs` this reads no run's whole history: a run's first or last
         batch is one lookup in the (run_id, batch_id) index, so the cost follows the
@@ -786,95 +651,29 @@ class Journal:
         """Pairs of runs of ``query_name`` that journaled batches at the same time.
 
         Two live drivers under one name (two checkpoints) interleave their offsets, and
-        "the last batch" may then belong to either. A run spans its start event (else
-        its first batch) to its termination (else its last batch: a crashed run must
-        not look as if it ran forever); spans that only touch do not count. Pairs come
-        in order of the earlier run's start. The same rule as restart.concurrent_runs.
+        "the last batch" may then belong to either. The rule is
+        :func:`offset_journal.overlap.concurrent_runs`, over every run's span
+        (:meth:`run_bounds`), as restart plans apply it; pairs come in order of the
+        earlier run's start.
         """
-        r, b = query_runs.c, batches.c
-        agg = (
-            sa.select(b.run_id, sa.func.min(b.trigger_at).label("first_at"),
-                      sa.func.max(b.trigger_at).label("last_at"))
-            .where(b.query_name == query_name).group_by(b.run_id).subquery()
-        )
-        start = sa.func.coalesce(r.started_at, agg.c.first_at)
-        end = sa.func.greatest(sa.func.coalesce(r.terminated_at, agg.c.last_at), start)
-        spans = (
-            sa.select(r.run_id, start.label("start"), end.label("end"))
-            .select_from(query_runs.outerjoin(agg, agg.c.run_id == r.run_id))
-            .where(r.query_name == query_name)
-            .cte("spans")
-        )
-        x, y = spans.alias("x"), spans.alias("y")
-        stmt = (
-            sa.select(x.c.run_id, y.c.run_id)
-            .where(x.c.start.is_not(None), y.c.start.is_not(None),
-                   sa.tuple_(x.c.start, x.c.run_id) < sa.tuple_(y.c.start, y.c.run_id),
-                   y.c.start < x.c.end, x.c.start < y.c.end)
-            .order_by(x.c.start, x.c.run_id, y.c.start, y.c.run_id)
-        )
-        pairs = self._read(lambda c: c.execute(stmt).all())
+        from .overlap import concurrent_runs, span_of
+
+        spans = [span_of(b) for b in self.run_bounds(query_name, limit=None)]
+        pairs = concurrent_runs(spans)
         if not pairs:
             return []
         runs = {run.run_id: run for run in self.runs(query_name)}
-        return [(runs[a], runs[b]) for a, b in pairs]
+        return [(runs[a.run_id], runs[b.run_id]) for a, b in pairs]
 
     # ------------------------------------------------------------------ retention
 
     def prune(self, before: datetime, *, query_name: str | None = None,
               dry_run: bool = False, chunk: int = 1000) -> PruneResult:
-        """Delete batches triggered before ``before``, with their source and partition
-        rows, in transactions of ``chunk`` batches.
+        """Delete batches triggered before ``before`` (each query's newest is kept); see
+        :func:`offset_journal.retention.prune`."""
+        from .retention import prune
 
-        Each query name's newest batch is kept whatever its age: it holds the offsets a
-        new checkpoint starts from. Batches without a trigger time and run rows are kept.
-        Point-in-time and state-aware restarts need the history they rewind into: pick
-        ``before`` older than the longest rewind you may want.
-        """
-        b, k = batches.c, kafka_partitions.c
-
-        def newest(conn: sa.Connection) -> list[tuple[str, int, datetime | None]]:
-            names = ([query_name] if query_name is not None else
-                     conn.execute(sa.select(b.query_name).distinct()).scalars().all())
-            out = []
-            for name in names:  # only the batch rows: its offsets are not needed here
-                # The newest by trigger time and the last in the journal's own order
-                # (the planner's; see last_batch): one row when the clocks are right.
-                last = self._batch_rows(conn, b.query_name == name, limit=1)
-                last += self._last_rows(conn, name)
-                for row in {r["id"]: r for r in last}.values():
-                    out.append((name, row["id"], row["trigger_at"]))
-            return out
-
-        kept = self._read(newest)
-        keep = [pk for _, pk, _ in kept]
-        kept_newest = sum(1 for _, _, at in kept if at is not None and at < before)
-        where = _prune_where(before, query_name, keep)
-        if dry_run:
-            def count(conn: sa.Connection) -> PruneResult:
-                doomed = sa.select(b.id).where(where).scalar_subquery()
-                n = conn.execute(sa.select(sa.func.count()).where(where)
-                                 .select_from(batches)).scalar_one()
-                rows = conn.execute(sa.select(sa.func.count()).select_from(kafka_partitions)
-                                    .where(k.batch_pk.in_(doomed))).scalar_one()
-                return PruneResult(n, rows, kept_newest)
-            result: PruneResult = self._read(count)
-            return result
-        deleted = rows = 0
-        while True:
-            with self._connect() as conn, conn.begin():
-                ids = conn.execute(sa.select(b.id).where(where).order_by(b.id).limit(chunk)
-                                   .with_for_update(skip_locked=True)).scalars().all()
-                if not ids:
-                    break
-                rows += conn.execute(sa.select(sa.func.count()).select_from(kafka_partitions)
-                                     .where(k.batch_pk.in_(ids))).scalar_one()
-                # batch_sources go by their foreign key's cascade, partition rows with
-                # them (migration 0002's trigger).
-                conn.execute(sa.delete(batches).where(b.id.in_(ids)))
-            deleted += len(ids)
-            log.info("offset-journal: pruned %d batches so far", deleted)
-        return PruneResult(deleted, rows, kept_newest)
+        return prune(self, before, query_name=query_name, dry_run=dry_run, chunk=chunk)
 
     def query_names(self) -> list[str]:
         stmt = sa.select(query_runs.c.query_name).distinct().order_by(query_runs.c.query_name)
@@ -891,37 +690,6 @@ class Journal:
             .order_by(b.trigger_at, b.batch_id)
         )
         return [tuple(r) for r in self._read(lambda c: c.execute(stmt).all())]
-
-
-def _continuity_problem(source: SourceRecord, prev_batch_id: int,
-                        prev: dict[tuple[str, int], int]) -> str | None:
-    """What is wrong between the previous batch's end offsets and this source's start
-    offsets, partition by partition (partitions in only one of them are not compared:
-    they appeared or went away)."""
-    gaps: list[tuple[str, int, int, int]] = []  # topic, partition, previous end, start
-    back: list[tuple[str, int, int, int]] = []
-    for p in source.partitions:
-        end = prev.get((p.topic, p.partition))
-        if p.start is None or end is None or p.start == end:
-            continue
-        (gaps if p.start > end else back).append((p.topic, p.partition, end, p.start))
-    out = []
-    if gaps:
-        out.append(f"gap after batch {prev_batch_id}: " + ", ".join(
-            f"{t}-{n} ended at {end} there and starts at {start} here, "
-            f"records {end}..{start - 1} never read" for t, n, end, start in gaps[:5])
-            + (f" and {len(gaps) - 5} more" if len(gaps) > 5 else ""))
-    if back:
-        out.append(f"offsets went backwards from batch {prev_batch_id}: " + ", ".join(
-            f"{t}-{n} ended at {end} there and starts at {start} here, "
-            f"records {start}..{end - 1} read twice" for t, n, end, start in back[:5])
-            + (f" and {len(back) - 5} more" if len(back) > 5 else ""))
-    return "; ".join(out) or None
-
-
-def _offsets_of_record(rec: BatchRecord) -> dict[int, Any]:
-    return {s.index: (sorted((p.topic, p.partition, p.start, p.end) for p in s.partitions)
-                      if s.partitions else _stored_offsets(s)) for s in rec.sources}
 
 
 def _check_duplicate(journal: Journal, conn: sa.Connection, rec: BatchRecord) -> None:
@@ -941,39 +709,11 @@ def _check_duplicate(journal: Journal, conn: sa.Connection, rec: BatchRecord) ->
                                             for p in src.partitions)
         else:
             have[src.source_index] = (src.start_offset, src.end_offset)
-    mine = _offsets_of_record(rec)
-    if have == mine:
+    reason = duplicate_problem(have, rec)
+    if reason is None:
         return
-    diffs = []
-    for index in sorted(set(have) | set(mine)):
-        old, new = have.get(index), mine.get(index)
-        if old == new:
-            continue
-        if isinstance(old, list) and isinstance(new, list):
-            olds = {(t, p): (a, z) for t, p, a, z in old}
-            news = {(t, p): (a, z) for t, p, a, z in new}
-            changed = [f"{t}-{p} {olds.get((t, p))} then {news.get((t, p))}"
-                       for t, p in sorted(set(olds) | set(news))
-                       if olds.get((t, p)) != news.get((t, p))]
-            diffs.append(f"source {index}: " + ", ".join(changed[:3])
-                         + (f" and {len(changed) - 3} more" if len(changed) > 3 else ""))
-        else:
-            diffs.append(f"source {index}: {dumps(old)[:200]} then {dumps(new)[:200]}")
-    reason = (f"batch {rec.batch_id} of run {rec.run_id} (query {rec.query_name}) arrived "
-              f"again with different offsets ({'; '.join(diffs)} as (start, end)); the "
-              "first copy is kept in the journal, this one is here")
     log.warning("offset-journal: %s", reason)
     journal.record_rejected(reason, rec.raw_progress or dumps(dataclasses.asdict(rec)), conn)
-
-
-def _prune_where(before: datetime, query_name: str | None, keep: Sequence[int]) -> Any:
-    b = batches.c
-    where = [b.trigger_at < before]
-    if query_name is not None:
-        where.append(b.query_name == query_name)
-    if keep:
-        where.append(b.id.not_in(keep))
-    return sa.and_(*where)
 
 
 def record_all(journal: Journal, records: Iterable[RunRecord | BatchRecord],
@@ -986,10 +726,6 @@ def record_all(journal: Journal, records: Iterable[RunRecord | BatchRecord],
         elif journal.record_batch(rec, conn):
             new += 1
     return new
-
-
-def dumps(value: Any) -> str:
-    return json.dumps(value, default=str, sort_keys=True)
 
 
 __all__: Sequence[str] = ["Journal", "JournalError", "Run", "RunBounds", "Batch",

@@ -27,7 +27,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import IO, Any
 
-from .db import ConfigError
+from .errors import BrokerStartError
 
 log = logging.getLogger(__name__)
 
@@ -52,9 +52,6 @@ _LOG4J2 = """\
 </Configuration>
 """
 
-
-class BrokerStartError(ConfigError):
-    """The broker did not come up; the message ends with the broker's own last lines."""
 
 
 @dataclass

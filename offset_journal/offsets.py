@@ -11,20 +11,22 @@ from __future__ import annotations
 import json
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Literal
 
-# Kafka's special offsets in startingOffsets JSON.
+from .errors import OffsetFormatError
+
+# Kafka's special offset for "from the log's start" in startingOffsets JSON (-1, latest,
+# is never planned).
 EARLIEST = -2
-LATEST = -1
 # Kafka offsets are Java longs (and the journal's columns bigint).
 _LONG = 2**63
 
 KafkaOffsets = dict[str, dict[int, int]]
 """topic -> partition -> offset."""
 
+Side = Literal["start", "end"]
+"""Which offsets of a batch's partition rows: where it started, or where it ended."""
 
-class OffsetFormatError(ValueError):
-    """An offset payload is not what its source says it is."""
 
 
 @dataclass(frozen=True, order=True)
@@ -146,7 +148,7 @@ def pair_partitions(s: KafkaOffsets, e: KafkaOffsets) -> list[PartitionOffset]:
     return rows
 
 
-def rows_to_offsets(rows: Iterable[PartitionOffset], *, use: str = "end") -> KafkaOffsets:
+def rows_to_offsets(rows: Iterable[PartitionOffset], *, use: Side = "end") -> KafkaOffsets:
     """Collect partition rows back into topic -> partition -> offset (start or end)."""
     out: KafkaOffsets = {}
     for row in rows:
@@ -157,7 +159,7 @@ def rows_to_offsets(rows: Iterable[PartitionOffset], *, use: str = "end") -> Kaf
     return out
 
 
-def offsets_json(rows: Iterable[PartitionOffset], *, use: str = "end"
+def offsets_json(rows: Iterable[PartitionOffset], *, use: Side = "end"
                  ) -> dict[str, dict[str, int]] | None:
     """Kafka offsets JSON (as Spark reports it) rebuilt from partition rows; None when no
     row has that offset (a first batch's start). The inverse of :func:`partition_offsets`

@@ -15,6 +15,7 @@ from datetime import datetime, timezone
 from typing import Any
 
 from .db import redact
+from .errors import ProgressFormatError
 from .offsets import (
     KAFKA_SHAPE_ERROR,
     KafkaOffsets,
@@ -30,9 +31,6 @@ STARTED = "started"
 PROGRESS = "progress"
 TERMINATED = "terminated"
 
-
-class ProgressFormatError(ValueError):
-    """A progress payload lacks what is needed to journal it (ids, batch id)."""
 
 
 def parse_timestamp(value: Any) -> datetime | None:

@@ -23,6 +23,7 @@ from typing import Any
 
 from sqlalchemy.dialects import postgresql
 
+from .errors import GrantError
 from .schema import SCHEMA, metadata
 
 JOURNAL_TABLES: tuple[str, ...] = tuple(t.name for t in metadata.tables.values())
@@ -148,9 +149,6 @@ def grant(database_url: str | None, writer: str | None = None, reader: str | Non
         engine.dispose()
     return statements
 
-
-class GrantError(RuntimeError):
-    """The role running the grants may not give (all of) them: nothing was granted."""
 
 
 def _refusal_collector(refused: list[str]) -> Any:

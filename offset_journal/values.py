@@ -102,3 +102,25 @@ def check_name(text: str, what: str) -> str:
     if not isinstance(text, str) or not text.strip():
         raise ValueError(f"{what} must not be empty")
     return text
+
+
+def parse_batch_ref(text: str) -> tuple[str, int]:
+    """``RUN_ID:BATCH_ID`` (a run id as ``runs`` prints it) -> (run id, batch id)."""
+    run_id, sep, batch = text.strip().rpartition(":")
+    if not sep or not run_id or not batch.isdigit():
+        raise ValueError(
+            f"bad batch {text!r}: use RUN_ID:BATCH_ID, e.g. 88e2ff94-...-6316fbef529a:41"
+        )
+    return run_id, int(batch)
+
+
+# A URL scheme needs two or more letters, so "C:\\..." stays a local path; Spark's own
+# "file:/tmp/x" (one slash) counts as a URL.
+_URL = re.compile(r"([A-Za-z][A-Za-z0-9+.\-]+):/")
+
+
+def url_scheme(path: str) -> str | None:
+    """The scheme of a checkpoint or output location given as a URL (lower case:
+    ``s3a``, ``file``...), None for a local path."""
+    match = _URL.match(path)
+    return match.group(1).lower() if match else None

@@ -25,6 +25,7 @@ import psycopg
 import sqlalchemy as sa
 
 from .db import make_engine, redact
+from .formatting import first_line
 from .journal import Journal, record_all
 from .records import (
     PROGRESS,
@@ -424,7 +425,7 @@ class Writer:
             self._write([ev])
 
     def _reject(self, journal: Journal, event: dict[str, Any], exc: BaseException) -> None:
-        reason = f"database refused the event: {redact(_first_line(exc))}"
+        reason = f"database refused the event: {redact(first_line(exc))}"
         state = sqlstate(exc)
         if state:
             reason += f" (SQLSTATE {state})"
@@ -435,7 +436,7 @@ class Writer:
             if classify_error(again) is not Fault.REFUSED:
                 raise
             self._lose(1, f"{reason}; and its rejected_events row was refused too: "
-                          f"{redact(_first_line(again))}")
+                          f"{redact(first_line(again))}")
             return
         with self._cond:
             self.rejected += 1
@@ -458,10 +459,10 @@ class Writer:
         if classify_error(exc) is Fault.MISCONFIGURED:
             log.error("offset-journal: cannot write to %s: %s (%s). The events are not "
                       "bad: they wait (in the spool) and are retried in %.1fs.", url,
-                      fault_hint(exc), redact(_first_line(exc)), self._backoff)
+                      fault_hint(exc), redact(first_line(exc)), self._backoff)
         else:
             log.warning("offset-journal: cannot write to %s (%s); retry in %.1fs", url,
-                        redact(_first_line(exc)), self._backoff)
+                        redact(first_line(exc)), self._backoff)
         self._down_until = time.monotonic() + self._backoff
         self._backoff = min(self._backoff * 2, self.config.retry_max)
 
@@ -482,7 +483,7 @@ class Writer:
             self._losses_retry_at = time.monotonic() + self.config.retry_max
             log.warning("offset-journal: could not record the spool's losses in the "
                         "journal yet (%s); kept in %s, retry in %.0fs",
-                        redact(_first_line(exc)), self.spool.losses_path,
+                        redact(first_line(exc)), self.spool.losses_path,
                         self.config.retry_max)
 
     def _take(self, first: dict[str, Any]) -> list[dict[str, Any]]:
@@ -518,7 +519,7 @@ class Writer:
             try:
                 self._handle(events)
             except Exception as exc:  # never let the thread die
-                log.error("offset-journal: writer error: %s", redact(_first_line(exc)),
+                log.error("offset-journal: writer error: %s", redact(first_line(exc)),
                           exc_info=log.isEnabledFor(logging.DEBUG))
             finally:
                 with self._cond:
@@ -556,11 +557,6 @@ def writer_journal(config: WriterConfig) -> Journal:
                          statement_timeout_ms=config.statement_timeout_ms,
                          pool_size=1, max_overflow=1, pool_pre_ping=False)
     return Journal(engine=engine)
-
-
-def _first_line(exc: BaseException) -> str:
-    text = str(getattr(exc, "orig", None) or exc).strip()
-    return text.splitlines()[0] if text else type(exc).__name__
 
 
 def _dump(ev: Any) -> str:

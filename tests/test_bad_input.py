@@ -20,12 +20,14 @@ import pytest
 from pyspark.sql.datasource import DataSource, DataSourceStreamReader, InputPartition
 
 from offset_journal import Journal, OffsetJournalListener
-from offset_journal.cli import main as cli_main
 from offset_journal.db import ENV_URL
 from offset_journal.records import PROGRESS, STARTED
 from offset_journal.restart import plan_restart
 from offset_journal.writer import Writer, WriterConfig
+from tests import support
 from tests.payloads import kafka_source, progress, sql_rows
+from tests.support import Cli, one_error_line
+from tests.support import count_rows as _count
 
 HOSTILE = "o'rders\"; DROP TABLE offset_journal.batches; -- ünïcødé 🚀 %s {0} \\ $1"
 
@@ -33,38 +35,8 @@ HOSTILE = "o'rders\"; DROP TABLE offset_journal.batches; -- ünïcødé 🚀 %s 
 # --------------------------------------------------------------------------- helpers
 
 
+cli = support.cli
 _sql = sql_rows
-
-
-def _count(url: str, table: str) -> int:
-    return int(_sql(url, f"select count(*) from offset_journal.{table}")[0][0])  # noqa: S608
-
-
-class Cli:
-    def __init__(self, capsys: pytest.CaptureFixture[str]) -> None:
-        self.capsys = capsys
-
-    def __call__(self, *argv: str) -> tuple[int, str, str]:
-        code = cli_main(list(argv))
-        out, err = self.capsys.readouterr()
-        return code, out, err
-
-
-@pytest.fixture
-def cli(capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch) -> Cli:
-    monkeypatch.delenv(ENV_URL, raising=False)
-    return Cli(capsys)
-
-
-def one_error_line(code: int, err: str) -> str:
-    """The single line an error must be: non-zero status, no traceback, nothing else."""
-    assert code != 0
-    assert "Traceback" not in err
-    lines = err.strip().splitlines()
-    assert len(lines) == 1, err
-    assert lines[0].startswith("offset-journal: error: "), err
-    assert "unexpected" not in lines[0], err
-    return lines[0]
 
 
 def _event(payload: Any) -> SimpleNamespace:

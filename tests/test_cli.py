@@ -19,12 +19,11 @@ import pytest
 from offset_journal.cli import main, parse_batch, parse_duration, parse_time
 from offset_journal.db import ENV_URL
 from offset_journal.journal import Journal
-from offset_journal.kafka import committed_offsets
+from offset_journal.kafka_admin import committed_offsets
 from offset_journal.restart import plan_restart
 from offset_journal.testing import KafkaCluster
 from tests.payloads import kafka_source, progress
-from tests.test_kafka_admin import fill
-from tests.test_restart import journal_batches, ts, write_checkpoint
+from tests.support import fill, journal_batches, ts, write_checkpoint
 
 RUN = "88e2ff94-ede0-45a8-b687-6316fbef529a"
 

@@ -9,17 +9,18 @@ from pathlib import Path
 
 import pytest
 
-import tests.test_bad_input as bad_input
 from offset_journal import ConfigError, OffsetJournalListener, attach
 from offset_journal.db import resolve_url
-from offset_journal.kafka import KafkaError, commit_group
+from offset_journal.kafka_admin import KafkaAdminError, commit_group
 from offset_journal.restart import RestartError, import_checkpoint
 from offset_journal.values import parse_duration, parse_time, parse_timeout
+from tests import support
 from tests.payloads import kafka_source, progress
-from tests.test_bad_input import Cli, _count, _sql, one_error_line
-from tests.test_restart import journal_batches, ts, write_checkpoint
+from tests.payloads import sql_rows as _sql
+from tests.support import Cli, journal_batches, one_error_line, ts, write_checkpoint
+from tests.support import count_rows as _count
 
-cli = bad_input.cli
+cli = support.cli
 
 RATE = {"description": "RateStreamV2[rowsPerSecond=1, rampUpTimeSeconds=0, numPartitions=2",
         "startOffset": 4, "endOffset": 5, "numInputRows": 1}
@@ -78,7 +79,7 @@ def test_value_parsers_are_bounded() -> None:
 
 
 def test_an_empty_consumer_group_is_refused_before_kafka_is_touched() -> None:
-    with pytest.raises(KafkaError, match="must not be empty"):
+    with pytest.raises(KafkaAdminError, match="must not be empty"):
         commit_group("127.0.0.1:1", "", {"t": {0: 5}}, timeout=0.5)
 
 
@@ -169,5 +170,5 @@ def test_the_library_refuses_unbounded_kafka_timeouts(db: str) -> None:
     for bad in (-5.0, float("nan"), 0.0):
         with pytest.raises(RestartError, match="bad timeout"):
             plan_restart(db, "orders", bootstrap_servers="127.0.0.1:1", kafka_timeout=bad)
-        with pytest.raises(KafkaError, match="bad timeout"):
+        with pytest.raises(KafkaAdminError, match="bad timeout"):
             commit_group("127.0.0.1:1", "g", {"t": {0: 5}}, timeout=bad)

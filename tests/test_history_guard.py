@@ -17,16 +17,18 @@ from typing import Any
 import pytest
 import sqlalchemy as sa
 
-import tests.test_security as sec
 from offset_journal import Journal
 from offset_journal.cli import main as cli_main
 from offset_journal.db import resolve_url
 from offset_journal.records import RunRecord, batch_from_progress
 from offset_journal.restart import compute_plan, plan_restart
+from tests import support
 from tests.payloads import kafka_source, progress
+from tests.support import Secure, denied
 
-secure = sec.secure
-granted = sec.granted
+secure = support.secure
+granted = support.granted
+
 
 
 def _rec(run: str, batch_id: int, end: int, when: str = "2024-01-01T00:00:00Z",
@@ -46,7 +48,7 @@ def _admin(url: str, statement: str) -> list[tuple[Any, ...]]:
         engine.dispose()
 
 
-def _old_batch(granted: sec.Secure) -> tuple[str, int]:
+def _old_batch(granted: Secure) -> tuple[str, int]:
     run = str(uuid.uuid4())
     with Journal(granted.writer_url) as j:
         j.record_run(RunRecord(query_id="qid", run_id=run, query_name="guarded", named=True,
@@ -59,7 +61,7 @@ def _old_batch(granted: sec.Secure) -> tuple[str, int]:
 
 
 def test_the_writer_journals_batches_with_their_sources_and_partitions(
-        granted: sec.Secure) -> None:
+        granted: Secure) -> None:
     run, pk = _old_batch(granted)
     # Also with the batch inside a savepoint, as a writer retrying one event at a time does.
     engine = sa.create_engine(resolve_url(granted.writer_url), poolclass=sa.pool.NullPool)
@@ -73,7 +75,7 @@ def test_the_writer_journals_batches_with_their_sources_and_partitions(
             {"t": {"0": 5}}, {"t": {"0": 6}}, {"t": {"0": 7}}]
 
 
-def test_the_writer_cannot_add_offsets_to_a_journaled_batch(granted: sec.Secure) -> None:
+def test_the_writer_cannot_add_offsets_to_a_journaled_batch(granted: Secure) -> None:
     run, pk = _old_batch(granted)
     for statement in (
         "INSERT INTO offset_journal.kafka_partitions VALUES "
@@ -81,7 +83,7 @@ def test_the_writer_cannot_add_offsets_to_a_journaled_batch(granted: sec.Secure)
         "INSERT INTO offset_journal.batch_sources (batch_pk, source_index, kind) VALUES "
         f"({pk}, 1, 'kafka')",
     ):
-        assert "journaled history is not rewritten" in sec._denied(granted.writer_url, statement)
+        assert "journaled history is not rewritten" in denied(granted.writer_url, statement)
     # Nor by inserting a batch of its own first in the same transaction.
     engine = sa.create_engine(resolve_url(granted.writer_url), poolclass=sa.pool.NullPool)
     with Journal(engine=engine) as j, pytest.raises(sa.exc.ProgrammingError), \
@@ -96,7 +98,7 @@ def test_the_writer_cannot_add_offsets_to_a_journaled_batch(granted: sec.Secure)
            f"({pk}, 0, 't', 3, 0, 1)")
 
 
-def test_the_writer_completes_a_run_but_cannot_rewrite_it(granted: sec.Secure) -> None:
+def test_the_writer_completes_a_run_but_cannot_rewrite_it(granted: Secure) -> None:
     run, _ = _old_batch(granted)
     done = datetime(2024, 1, 1, 1, tzinfo=timezone.utc)
     end = RunRecord(query_id="qid", run_id=run, query_name="guarded", named=True,
@@ -117,10 +119,10 @@ def test_the_writer_completes_a_run_but_cannot_rewrite_it(granted: sec.Secure) -
         f"INSERT INTO offset_journal.batches (id, run_id, query_id, query_name, batch_id) "
         f"VALUES (999999, '{run}', 'qid', 'guarded', 98)",
     ):
-        sec._denied(granted.writer_url, statement)
+        denied(granted.writer_url, statement)
 
 
-def test_checkpoint_import_works_as_the_writer(granted: sec.Secure, tmp_path: Path) -> None:
+def test_checkpoint_import_works_as_the_writer(granted: Secure, tmp_path: Path) -> None:
     root = tmp_path / "ck"
     (root / "offsets").mkdir(parents=True)
     (root / "commits").mkdir()
@@ -137,7 +139,7 @@ def test_checkpoint_import_works_as_the_writer(granted: sec.Secure, tmp_path: Pa
 
 
 def test_a_forged_batch_in_the_far_future_is_not_handed_out(
-        granted: sec.Secure, capsys: pytest.CaptureFixture[str]) -> None:
+        granted: Secure, capsys: pytest.CaptureFixture[str]) -> None:
     run = str(uuid.uuid4())
     name = f"forged_{uuid.uuid4().hex[:6]}"
     forged = _rec(run, 1, 10**15, when="2999-01-01T00:00:00Z", name=name)
@@ -189,7 +191,7 @@ def test_offsets_beyond_the_log_end_are_an_error() -> None:
 
 
 def test_db_grant_by_a_role_without_the_rights_fails_and_grants_nothing(
-        granted: sec.Secure, capsys: pytest.CaptureFixture[str]) -> None:
+        granted: Secure, capsys: pytest.CaptureFixture[str]) -> None:
     """Postgres only warns when a GRANT gives nothing: the command must not say 'granted'."""
     _admin(granted.admin_url, "DROP ROLE IF EXISTS oj_fresh; CREATE ROLE oj_fresh")
     capsys.readouterr()

@@ -1,4 +1,4 @@
-"""offset_journal.kafka against the test Kafka (testcontainers, a named cluster, or the
+"""offset_journal.kafka_admin against the test Kafka (testcontainers, a named cluster, or the
 real single-node broker the test plugin starts)."""
 
 from __future__ import annotations
@@ -9,31 +9,20 @@ import uuid
 
 import pytest
 
-from offset_journal.kafka import (
-    KafkaError,
+from offset_journal.kafka_admin import (
+    KafkaAdminError,
     KafkaUnavailable,
     commit_group,
     committed_offsets,
     topic_state,
 )
 from offset_journal.testing import KafkaCluster
+from tests.support import fill
 
 pytest.importorskip("confluent_kafka")
 
 
-def fill(cluster: KafkaCluster, topic: str, per_partition: dict[int, int]) -> None:
-    """Create ``topic`` with 4 partitions and write ``n`` records to each given one.
 
-    (The plugin's ``produce`` spreads records round-robin; exact per-partition counts
-    make the watermarks predictable.)
-    """
-    if cluster.partitions(topic, timeout=5) == 0:
-        cluster.create_topic(topic, 4)
-    producer = cluster.producer()
-    for partition, n in per_partition.items():
-        for i in range(n):
-            producer.produce(topic, value=b"v%d" % i, partition=partition)
-    assert producer.flush(30) == 0
 
 
 def _topic() -> str:
@@ -84,7 +73,7 @@ def test_commit_group_then_read_back(kafka_cluster: KafkaCluster) -> None:
 
 
 def test_commit_group_needs_a_concrete_offset(kafka_cluster: KafkaCluster) -> None:
-    with pytest.raises(KafkaError, match="nothing to commit"):
+    with pytest.raises(KafkaAdminError, match="nothing to commit"):
         commit_group(kafka_cluster.bootstrap_servers, "g", {"t": {0: -2}}, timeout=5)
 
 
@@ -103,5 +92,5 @@ def test_unreachable_cluster_is_one_quick_line() -> None:
 
 
 def test_bad_client_configuration_is_a_kafka_error(kafka_cluster: KafkaCluster) -> None:
-    with pytest.raises(KafkaError, match="configuration"):
+    with pytest.raises(KafkaAdminError, match="configuration"):
         topic_state(kafka_cluster.bootstrap_servers, ["x"], config={"no.such.property": "1"})

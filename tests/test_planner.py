@@ -24,7 +24,7 @@ from offset_journal.restart import (
     plan_restart,
 )
 from tests.payloads import sql_rows
-from tests.test_restart import journal_batches, kafka_progress, write_checkpoint
+from tests.support import journal_batches, kafka_progress, write_checkpoint
 
 
 def run_cli(capsys: pytest.CaptureFixture[str], *argv: str) -> tuple[int, str, str]:
@@ -353,7 +353,7 @@ def test_history_beyond_the_bind_parameter_limit_streams(
 def test_state_aware_plan_beyond_the_bind_parameter_limit(big_journal: str) -> None:
     tracemalloc.start()
     try:
-        plan = plan_restart(big_journal, "big", stateful=True, window=timedelta(minutes=1))
+        plan = plan_restart(big_journal, "big", mode="state-aware", window=timedelta(minutes=1))
         _, peak = tracemalloc.get_traced_memory()
     finally:
         tracemalloc.stop()

@@ -7,8 +7,9 @@
   batch's end offsets, never drops a partition without saying so, and never moves a
   partition backwards unless asked; checking a cluster never changes a journaled
   offset silently.
-* Concurrent runs: the journal's SQL (Journal.concurrent_runs) and the planner's pure
-  rule (restart.concurrent_runs) agree.
+* Concurrent runs: the journal's answer (Journal.concurrent_runs, over the spans
+  run_bounds reads) and the pure rule (overlap.concurrent_runs) over spans built here
+  from the same events agree.
 
 tests/test_records.py and tests/test_restart.py hold the properties of well-formed
 input (round trips, monotonic chains, rewinds); these are about the rest.
@@ -352,7 +353,7 @@ def test_journal_and_planner_agree_on_concurrent_runs(
             if end is not None:
                 prop_journal.record_run(run_from_event(
                     dict(base, type=TERMINATED, timestamp=_at(end))), conn)
-            # The planner's rule (restart._run_spans): start event else first batch,
+            # The planner's rule (overlap.span_of): start event else first batch,
             # termination else last batch, never ending before it starts.
             first = _dt(start) if start is not None else _dt(triggers[0]) if triggers else None
             stop = _dt(end) if end is not None else _dt(triggers[-1]) if triggers else None

@@ -15,89 +15,29 @@ from __future__ import annotations
 
 import json
 import os
-import shutil
 import statistics
 import subprocess
 import sys
-import tempfile
 import textwrap
 import time
 from collections.abc import Callable, Iterator
-from dataclasses import dataclass
 from datetime import datetime
 from pathlib import Path
 from typing import Any
 
 import pytest
-import sqlalchemy as sa
 
 from offset_journal import Journal, OffsetJournalListener, attach
 from offset_journal.cli import main as cli_main
-from offset_journal.db import resolve_url, upgrade
 from offset_journal.records import STARTED, TERMINATED, batch_from_progress, run_from_event
 from offset_journal.restart import plan_restart
 from tests.payloads import kafka_source, progress, sql_rows
+from tests.support import OwnPostgres
 
 pytestmark = pytest.mark.spark
 
 
 # --------------------------------------------------------------------------- a server to stop
-
-
-@dataclass
-class OwnPostgres:
-    """A throwaway embedded Postgres (pgserver) that a test may stop and start again."""
-
-    datadir: Path
-    server: Any
-
-    @classmethod
-    def create(cls) -> OwnPostgres:
-        import pgserver
-
-        datadir = Path(tempfile.mkdtemp(prefix="oj-own-pg-"))
-        return cls(datadir, pgserver.get_server(datadir, cleanup_mode="stop"))
-
-    @property
-    def admin_url(self) -> str:
-        return str(self.server.get_uri())
-
-    def url_for(self, database: str) -> str:
-        url = sa.engine.make_url(self.admin_url).set(database=database)
-        return url.render_as_string(hide_password=False)
-
-    def admin_engine(self, database: str = "postgres") -> sa.Engine:
-        return sa.create_engine(resolve_url(self.url_for(database)), isolation_level="AUTOCOMMIT",
-                                poolclass=sa.pool.NullPool)
-
-    def create_journal(self, name: str) -> str:
-        engine = self.admin_engine()
-        with engine.connect() as conn:
-            conn.execute(sa.text(f'CREATE DATABASE "{name}"'))
-        url = self.url_for(name)
-        upgrade(url)
-        return url
-
-    def _pg_ctl(self, *args: str) -> None:
-        from pgserver._commands import pg_ctl  # type: ignore[attr-defined]
-
-        pg_ctl(list(args), pgdata=self.server.pgdata, user=self.server.system_user, timeout=60)
-
-    def stop(self) -> None:
-        """Fast shutdown: open connections are cut, new ones refused (socket gone)."""
-        self._socket_dir = self.server.get_postmaster_info().socket_dir
-        self._pg_ctl("-w", "-m", "fast", "stop")
-
-    def start(self) -> None:
-        """Start again on the same socket directory, so URLs stay valid."""
-        self._pg_ctl("-w", "-o", '-h ""', "-o", f"-k {self._socket_dir}",
-                     "-l", str(self.server.pgdata / "log"), "start")
-
-    def cleanup(self) -> None:
-        try:
-            self.server.cleanup()
-        finally:
-            shutil.rmtree(self.datadir, ignore_errors=True)
 
 
 @pytest.fixture(scope="module")

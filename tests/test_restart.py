@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import json
 import uuid
-from collections.abc import Sequence
 from datetime import datetime, timedelta, timezone
 from pathlib import Path
 from typing import Any
@@ -15,7 +14,6 @@ from hypothesis import strategies as st
 
 from offset_journal.journal import Batch, Journal, SourceOffsets
 from offset_journal.offsets import EARLIEST, PartitionOffset
-from offset_journal.records import batch_from_progress
 from offset_journal.restart import (
     MODE_STATE_AWARE,
     CheckpointState,
@@ -37,7 +35,7 @@ from offset_journal.restart import (
 )
 from offset_journal.testing import KafkaCluster
 from tests.payloads import kafka_source, progress
-from tests.test_kafka_admin import fill
+from tests.support import at, fill, journal_batches, kafka_progress, ts, write_checkpoint
 
 T0 = datetime(2024, 1, 1, tzinfo=timezone.utc)
 SUB = "KafkaV2[Subscribe[orders]]"
@@ -83,8 +81,6 @@ def flat(text: str) -> str:
     return " ".join(text.split())
 
 
-def at(minutes: float) -> datetime:
-    return T0 + timedelta(minutes=minutes)
 
 
 # --------------------------------------------------------------------------- positions
@@ -168,32 +164,35 @@ def test_unreadable_kafka_payload_is_an_error() -> None:
 
 
 def test_new_partitions_are_added_at_earliest_for_subscriptions() -> None:
-    offsets, notes, warnings, errors = check_against_cluster(
+    offsets, found = check_against_cluster(
         {"orders": {0: 5, 1: 6}}, {"orders": {p: (0, 100) for p in range(4)}},
         strategy="subscribe", subscribed=["orders"],
     )
+    notes, warnings, errors = found.notes, found.warnings, found.errors
     assert offsets == {"orders": {0: 5, 1: 6, 2: EARLIEST, 3: EARLIEST}}
     assert any("orders-2, orders-3" in n for n in notes)
     assert (warnings, errors) == ([], [])
 
 
 def test_assign_adds_no_partition() -> None:
-    offsets, notes, _, _ = check_against_cluster(
+    offsets, found = check_against_cluster(
         {"orders": {0: 5}}, {"orders": {0: (0, 9), 1: (0, 9)}}, strategy="assign")
+    notes = found.notes
     assert offsets == {"orders": {0: 5}}
     assert any("assigns fixed partitions" in n for n in notes)
 
 
 def test_subscribed_topic_missing_from_journal_is_added() -> None:
-    offsets, _, _, _ = check_against_cluster(
+    offsets, _ = check_against_cluster(
         {"a": {0: 5}}, {"a": {0: (0, 9)}, "b": {0: (0, 3)}, "c": {0: (0, 1)}},
         strategy="subscribe", subscribed=["a", "b"])
     assert offsets == {"a": {0: 5}, "b": {0: EARLIEST}}
 
 
 def test_deleted_topic_and_vanished_partition_are_dropped_with_warnings() -> None:
-    offsets, _, warnings, errors = check_against_cluster(
+    offsets, found = check_against_cluster(
         {"orders": {0: 5, 7: 1}, "deleted": {0: 3}}, {"orders": {0: (0, 9)}})
+    warnings, errors = found.warnings, found.errors
     assert offsets == {"orders": {0: 5}}
     assert any("topic deleted" in w and "no longer exists" in w for w in warnings)
     assert any("orders-7" in w for w in warnings)
@@ -201,8 +200,9 @@ def test_deleted_topic_and_vanished_partition_are_dropped_with_warnings() -> Non
 
 
 def test_offset_below_log_start_is_data_loss() -> None:
-    _, _, _, errors = check_against_cluster({"orders": {0: 5, 1: 50}},
-                                            {"orders": {0: (8, 20), 1: (0, 60)}})
+    _, found = check_against_cluster({"orders": {0: 5, 1: 50}},
+                                     {"orders": {0: (8, 20), 1: (0, 60)}})
+    errors = found.errors
     assert len(errors) == 1
     assert errors[0].startswith("DATA LOSS") and "orders-0 starts at 5" in errors[0]
     assert "records 5..7 were deleted" in errors[0]
@@ -211,7 +211,8 @@ def test_offset_below_log_start_is_data_loss() -> None:
 def test_offset_beyond_log_end_is_suspicious() -> None:
     # Issue 11: beyond the log end is an error now (was a warning), so that
     # starting-offsets does not hand it out with exit 0.
-    _, _, warnings, errors = check_against_cluster({"orders": {0: 50}}, {"orders": {0: (0, 20)}})
+    _, found = check_against_cluster({"orders": {0: 50}}, {"orders": {0: (0, 20)}})
+    warnings, errors = found.warnings, found.errors
     assert warnings == [] and any("beyond its log end 20" in e for e in errors)
 
 
@@ -230,7 +231,8 @@ def test_new_subscription_adds_and_drops_topics() -> None:
 
 
 def test_pattern_subscription_gets_a_note() -> None:
-    _, notes, _, _ = check_against_cluster({"o": {0: 1}}, {"o": {0: (0, 1)}}, strategy="pattern")
+    _, found = check_against_cluster({"o": {0: 1}}, {"o": {0: (0, 1)}}, strategy="pattern")
+    notes = found.notes
     assert any("by pattern" in n for n in notes)
 
 
@@ -639,27 +641,6 @@ def test_checkpoint_run_id_is_deterministic(tmp_path: Path) -> None:
 # --------------------------------------------------------------------------- the database
 
 
-def journal_batches(url: str, payloads: Sequence[str]) -> None:
-    journal = Journal(url)
-    try:
-        for p in payloads:
-            assert journal.record_batch(batch_from_progress(p))
-    finally:
-        journal.close()
-
-
-def ts(minutes: float) -> str:
-    return at(minutes).isoformat().replace("+00:00", "Z")
-
-
-def kafka_progress(batch_id: int, start: dict | None, end: dict, *, minute: float,
-                   run_id: str = "run-a", query_id: str = "qid-a", topics: str = "orders",
-                   event_time: dict | None = None, name: str = "orders") -> str:
-    return progress(batch_id, sources=[kafka_source(topics, start, end)], name=name,
-                    query_id=query_id, run_id=run_id, timestamp=ts(minute),
-                    event_time=event_time)
-
-
 def test_unknown_query_is_refused(journal_url: str) -> None:
     with pytest.raises(RestartError, match="no journaled batches for query 'nope'"):
         plan_restart(journal_url, "nope")
@@ -729,45 +710,15 @@ def test_state_aware_from_the_journal(journal_url: str) -> None:
     assert plan.start_batch is not None
     assert (plan.start_batch.run_id, plan.start_batch.batch_id) == ("run-a", 1)
     assert plan.starting_offsets() == '{"orders":{"0":20}}'
-    wide = plan_restart(journal_url, "orders", stateful=True, window=timedelta(hours=2))
+    wide = plan_restart(journal_url, "orders", mode=MODE_STATE_AWARE, window=timedelta(hours=2))
     # The chain's first batch has no start offsets: the journal's batch before it gives one.
     assert wide.start_batch is not None and wide.start_batch.batch_id == 0
     assert wide.starting_offsets() == '{"orders":{"0":10}}'
     with pytest.raises(RestartError, match="use as_of"):
-        plan_restart(journal_url, "orders", stateful=True, batch=("run-a", 1))
+        plan_restart(journal_url, "orders", mode=MODE_STATE_AWARE, batch=("run-a", 1))
 
 
 # --------------------------------------------------------------------------- checkpoints
-
-
-def write_checkpoint(root: Path, query_id: str | None,
-                     batches: Sequence[tuple[Sequence[Any], bool]], *,
-                     initial: dict[str, Any] | None = None, start_ms: int = 1_704_067_200_000,
-                     ) -> Path:
-    """A checkpoint directory as Spark writes it (v1 offsets log), by hand.
-
-    ``batches``: (per-source offsets, committed) for batch 0, 1, ...
-    """
-    (root / "offsets").mkdir(parents=True)
-    (root / "commits").mkdir()
-    if query_id is not None:
-        (root / "metadata").write_text(json.dumps({"id": query_id}))
-    for i, (offsets, committed) in enumerate(batches):
-        ms = start_ms + i * 60_000
-        meta = {"batchWatermarkMs": ms, "batchTimestampMs": ms,
-                "conf": {"spark.sql.shuffle.partitions": "2"}}
-        lines = ["v1", json.dumps(meta)] + [
-            "-" if o is None else json.dumps(o, separators=(",", ":")) for o in offsets
-        ]
-        (root / "offsets" / str(i)).write_text("\n".join(lines))
-        if committed:
-            (root / "commits" / str(i)).write_text('v1\n{"nextBatchWatermarkMs":0}')
-    if initial is not None:
-        for sid, offsets in initial.items():
-            (root / "sources" / sid).mkdir(parents=True)
-            (root / "sources" / sid / "0").write_bytes(
-                b"\x00v1\n" + json.dumps(offsets).encode())
-    return root
 
 
 def test_seeding_a_used_checkpoint_is_refused(journal_url: str, tmp_path: Path) -> None:

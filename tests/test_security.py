@@ -17,8 +17,6 @@ import subprocess
 import sys
 import time
 import uuid
-from collections.abc import Iterator
-from dataclasses import dataclass
 from pathlib import Path
 from types import SimpleNamespace
 from typing import Any
@@ -26,7 +24,6 @@ from urllib.parse import quote
 
 import pytest
 import sqlalchemy as sa
-from psycopg import sql as psql
 
 from offset_journal import ConfigError, Journal, JournalError, OffsetJournalListener, attach
 from offset_journal.cli import main as cli_main
@@ -35,13 +32,15 @@ from offset_journal.records import PROGRESS, STARTED
 from offset_journal.restart import plan_restart
 from offset_journal.roles import JOURNAL_TABLES, grant_statements
 from offset_journal.writer import Writer, WriterConfig
+from tests import support
 from tests.payloads import kafka_source, progress
-from tests.test_reliability import OwnPostgres
+from tests.support import READER_PW, WRITER_PW, Secure, denied
+
+secure = support.secure  # the fixtures, shared with test_history_guard
+granted = support.granted
 
 ROOT = Path(__file__).resolve().parents[1]
 
-WRITER_PW = "Wr1ter@S3cret/7f3a"  # '@' and '/' must be URL-encoded, and still never show
-READER_PW = "R3ader-S3cret-91bc"
 WRONG_PW = "Wr0ng-Guess-55e1"
 SECRETS = [WRITER_PW, READER_PW, WRONG_PW, quote(WRITER_PW, safe=""), "S3cret"]
 
@@ -55,56 +54,6 @@ def assert_no_secret(*texts: str) -> None:
 # --------------------------------------------------------------------------- the server
 
 
-@dataclass
-class Secure:
-    pg: OwnPostgres
-    admin_url: str  # the journal database, as its owner
-    writer: str
-    reader: str
-
-    def url(self, role: str, password: str) -> str:
-        u = sa.engine.make_url(self.admin_url).set(username=role, password=password)
-        return u.render_as_string(hide_password=False)
-
-    @property
-    def writer_url(self) -> str:
-        return self.url(self.writer, WRITER_PW)
-
-    @property
-    def reader_url(self) -> str:
-        return self.url(self.reader, READER_PW)
-
-
-@pytest.fixture(scope="module")
-def secure() -> Iterator[Secure]:
-    pg = OwnPostgres.create()
-    try:
-        hba = pg.server.pgdata / "pg_hba.conf"
-        hba.write_text("local all postgres trust\nlocal all all scram-sha-256\n")
-        admin = pg.admin_engine()
-        with admin.connect() as conn:
-            conn.execute(sa.text("SELECT pg_reload_conf()"))
-            # A password is a literal in CREATE ROLE: psycopg composes it safely.
-            raw = conn.connection.driver_connection
-            assert raw is not None
-            for role, pw in (("oj_sec_writer", WRITER_PW), ("oj_sec_reader", READER_PW)):
-                raw.execute(psql.SQL("CREATE ROLE {} LOGIN PASSWORD {}").format(
-                    psql.Identifier(role), psql.Literal(pw)))
-        admin.dispose()
-        url = pg.create_journal("journal")
-        yield Secure(pg, url, "oj_sec_writer", "oj_sec_reader")
-    finally:
-        pg.cleanup()
-
-
-@pytest.fixture(scope="module")
-def granted(secure: Secure) -> Secure:
-    """The roles with the grants `offset-journal db grant` gives them."""
-    assert cli_main(["--database-url", secure.admin_url, "db", "grant",
-                     "--writer", secure.writer, "--reader", secure.reader]) == 0
-    return secure
-
-
 def _free_port() -> int:
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
@@ -115,18 +64,6 @@ def _closed_port_url() -> str:
     return f"postgresql://oj_user:{quote(WRITER_PW, safe='')}@127.0.0.1:{_free_port()}/journal"
 
 
-def _denied(url: str, statement: str) -> str:
-    """Run one statement as the URL's role; return Postgres' refusal (it must refuse)."""
-    engine = sa.create_engine(resolve_url(url), poolclass=sa.pool.NullPool)
-    try:
-        with engine.begin() as conn:
-            conn.exec_driver_sql(statement)
-    except sa.exc.ProgrammingError as exc:
-        assert getattr(exc.orig, "sqlstate", None) == "42501", exc  # insufficient_privilege
-        return str(exc.orig)
-    finally:
-        engine.dispose()
-    raise AssertionError(f"allowed: {statement}")
 
 
 # --------------------------------------------------------------------------- redaction
@@ -453,12 +390,12 @@ def test_the_listener_runs_as_the_writer_role_and_the_roles_can_do_nothing_else(
     assert cli_main(["--database-url", granted.reader_url, "db", "current"]) == 0
     capsys.readouterr()
     for table in JOURNAL_TABLES:
-        assert "permission denied" in _denied(
+        assert "permission denied" in denied(
             granted.reader_url, "INSERT INTO offset_journal." + table + " DEFAULT VALUES")
     for statement in ("UPDATE offset_journal.query_runs SET host = 'x'",
                       "DELETE FROM offset_journal.batches",
                       "CREATE TABLE offset_journal.mine (x int)"):
-        _denied(granted.reader_url, statement)
+        denied(granted.reader_url, statement)
 
     # The writer cannot delete, rewrite, empty or drop the journal, nor add to its schema.
     for statement in ("DELETE FROM offset_journal.batches",
@@ -471,7 +408,7 @@ def test_the_listener_runs_as_the_writer_role_and_the_roles_can_do_nothing_else(
                       "CREATE TABLE offset_journal.mine (x int)",
                       "DROP SCHEMA offset_journal CASCADE",
                       "DELETE FROM offset_journal.alembic_version"):
-        _denied(granted.writer_url, statement)
+        denied(granted.writer_url, statement)
     # Nor prune it: retention is the owner's (one line, exit 1; counted below).
     capsys.readouterr()
     assert cli_main(["--database-url", granted.writer_url, "prune", "--before=now"]) == 1

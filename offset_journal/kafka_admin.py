@@ -9,7 +9,7 @@ it ends. Probing must not change the cluster, so consumers are made with
 tools (kafka-consumer-groups, Burrow) can watch a Spark query, which commits nothing
 to Kafka itself.
 
-Every failure comes out as :class:`KafkaError` (or :class:`KafkaUnavailable` when the
+Every failure comes out as :class:`KafkaAdminError` (or :class:`KafkaUnavailable` when the
 cluster does not answer) with a one-line message; librdkafka's own chatter (one log
 line per failed connect) goes to this module's logger at DEBUG.
 """
@@ -20,6 +20,7 @@ import logging
 from collections.abc import Iterable, Mapping
 from typing import Any
 
+from .errors import KafkaAdminError, KafkaUnavailable
 from .offsets import KafkaOffsets
 from .values import parse_timeout
 
@@ -35,12 +36,6 @@ TopicState = dict[str, dict[int, PartitionState]]
 _OFFSET_INVALID = -1001
 
 
-class KafkaError(RuntimeError):
-    """A Kafka request failed; the message is one line, fit for a CLI error."""
-
-
-class KafkaUnavailable(KafkaError):
-    """The cluster did not answer (unreachable, wrong address, timed out)."""
 
 
 class _DebugLogger:
@@ -55,7 +50,7 @@ def _confluent() -> Any:
     try:
         import confluent_kafka
     except ImportError:  # pragma: no cover - the kafka extra is installed in dev
-        raise KafkaError(
+        raise KafkaAdminError(
             "confluent-kafka is not installed: pip install 'offset-journal[kafka]'"
         ) from None
     return confluent_kafka
@@ -82,17 +77,17 @@ def _consumer(bootstrap_servers: str, config: Mapping[str, Any] | None, group: s
     try:
         return ck.Consumer(conf)
     except (ck.KafkaException, ValueError, TypeError) as exc:
-        raise KafkaError(f"bad Kafka client configuration: {_message(exc)}") from None
+        raise KafkaAdminError(f"bad Kafka client configuration: {_message(exc)}") from None
 
 
 def _message(exc: BaseException) -> str:
-    """One line out of a KafkaException (whose arg is a KafkaError object) or anything."""
+    """One line out of a KafkaException (whose arg is a confluent KafkaError object) or anything."""
     arg = exc.args[0] if exc.args else exc
     text = arg.str() if hasattr(arg, "str") else str(arg)
     return " ".join(str(text).split()) or type(exc).__name__
 
 
-def _raise(what: str, exc: BaseException, bootstrap_servers: str) -> KafkaError:
+def _raise(what: str, exc: BaseException, bootstrap_servers: str) -> KafkaAdminError:
     ck = _confluent()
     arg: Any = exc.args[0] if exc.args else None
     code = arg.code() if arg is not None and hasattr(arg, "code") else None
@@ -100,7 +95,7 @@ def _raise(what: str, exc: BaseException, bootstrap_servers: str) -> KafkaError:
         ck.KafkaError._TRANSPORT, ck.KafkaError._TIMED_OUT, ck.KafkaError._ALL_BROKERS_DOWN,
         ck.KafkaError._RESOLVE,
     )
-    cls = KafkaUnavailable if unavailable else KafkaError
+    cls = KafkaUnavailable if unavailable else KafkaAdminError
     return cls(f"{what} at {bootstrap_servers}: {_message(exc)}")
 
 
@@ -123,32 +118,39 @@ def topic_state(bootstrap_servers: str, topics: Iterable[str], timeout: float = 
     exist are left out of the answer rather than raising: for a restart plan a gone
     topic is a finding, not a failure.
     """
-    ck = _confluent()
     wanted = sorted(set(topics))
-    state: TopicState = {}
     if not wanted:
-        return state
+        return {}
     consumer = _consumer(bootstrap_servers, config, None, timeout)
     try:
-        metadata = _metadata(consumer, bootstrap_servers, timeout)
-        for topic in wanted:
-            meta = metadata.topics.get(topic)
-            if meta is None or meta.error is not None:
-                log.debug("topic %s not on the cluster (%s)", topic, meta.error if meta else None)
-                continue
-            parts: dict[int, PartitionState] = {}
-            for partition in sorted(meta.partitions):
-                try:
-                    low, high = consumer.get_watermark_offsets(
-                        ck.TopicPartition(topic, partition), timeout=timeout, cached=False
-                    )
-                except ck.KafkaException as exc:
-                    raise _raise(f"cannot read the offsets of {topic}-{partition}", exc,
-                                 bootstrap_servers) from None
-                parts[partition] = (int(low), int(high))
-            state[topic] = parts
+        return topic_state_with(consumer, wanted, timeout=timeout, where=bootstrap_servers)
     finally:
         consumer.close()
+
+
+def topic_state_with(consumer: Any, topics: Iterable[str], *, timeout: float = 10,
+                     where: str = "the cluster") -> TopicState:
+    """:func:`topic_state` through an open confluent-kafka consumer (``where``: the
+    cluster's name in error messages)."""
+    ck = _confluent()
+    metadata = _metadata(consumer, where, timeout)
+    state: TopicState = {}
+    for topic in sorted(set(topics)):
+        meta = metadata.topics.get(topic)
+        if meta is None or meta.error is not None:
+            log.debug("topic %s not on the cluster (%s)", topic, meta.error if meta else None)
+            continue
+        parts: dict[int, PartitionState] = {}
+        for partition in sorted(meta.partitions):
+            try:
+                low, high = consumer.get_watermark_offsets(
+                    ck.TopicPartition(topic, partition), timeout=timeout, cached=False
+                )
+            except ck.KafkaException as exc:
+                raise _raise(f"cannot read the offsets of {topic}-{partition}", exc,
+                             where) from None
+            parts[partition] = (int(low), int(high))
+        state[topic] = parts
     return state
 
 
@@ -162,11 +164,11 @@ def commit_group(bootstrap_servers: str, group: str, offsets: Mapping[str, Mappi
     """
     if not isinstance(group, str) or not group.strip():
         # librdkafka aborts the process on an empty group id: refuse it first.
-        raise KafkaError("the consumer group id must not be empty")
+        raise KafkaAdminError("the consumer group id must not be empty")
     try:
         timeout = parse_timeout(timeout)
     except ValueError as exc:
-        raise KafkaError(str(exc)) from None
+        raise KafkaAdminError(str(exc)) from None
     ck = _confluent()
     tps = [
         ck.TopicPartition(topic, int(partition), int(offset))
@@ -175,7 +177,7 @@ def commit_group(bootstrap_servers: str, group: str, offsets: Mapping[str, Mappi
         if int(offset) >= 0
     ]
     if not tps:
-        raise KafkaError("nothing to commit: no partition has a concrete offset")
+        raise KafkaAdminError("nothing to commit: no partition has a concrete offset")
     consumer = _consumer(bootstrap_servers, config, group, timeout)
     try:
         # Fail fast on an unreachable cluster: commit() itself would wait for the
@@ -189,7 +191,7 @@ def commit_group(bootstrap_servers: str, group: str, offsets: Mapping[str, Mappi
         failed = [tp for tp in result or () if tp.error is not None]
         if failed:
             first = failed[0]
-            raise KafkaError(
+            raise KafkaAdminError(
                 f"cannot commit offsets for group {group!r}: {first.topic}-{first.partition}: "
                 f"{_message(ck.KafkaException(first.error))}"
                 + (f" (and {len(failed) - 1} more partitions)" if len(failed) > 1 else "")
@@ -230,11 +232,12 @@ def committed_offsets(bootstrap_servers: str, group: str, topics: Iterable[str],
 
 
 __all__ = [
-    "KafkaError",
+    "KafkaAdminError",
     "KafkaUnavailable",
     "PartitionState",
     "TopicState",
     "commit_group",
     "committed_offsets",
     "topic_state",
+    "topic_state_with",
 ]

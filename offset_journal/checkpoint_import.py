@@ -1,0 +1,208 @@
+"""Import a checkpoint's committed batches into the journal, for jobs that ran without
+the listener: :func:`import_checkpoint` (the I/O edge) over the pure
+:func:`records_from_checkpoint`.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import uuid
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from .errors import RestartError
+from .formatting import from_epoch_ms
+from .journal import Journal
+from .offsets import PartitionOffset, looks_like_kafka, partition_offsets
+from .records import BatchRecord, RunRecord, SourceRecord
+from .restart.model import KIND_KAFKA, KIND_OTHER
+from .restart.text import tp
+from .values import url_scheme
+
+log = logging.getLogger(__name__)
+
+
+@dataclass(frozen=True)
+class ImportResult:
+    """What :func:`import_checkpoint` did."""
+
+    path: str
+    query_name: str
+    query_id: str
+    run_id: str
+    imported: int
+    already: int
+    skipped: list[str]
+
+
+_RUN_NAMESPACE = uuid.UUID("6f1d2a5e-2f3b-5c7a-9d8e-0f1e2d3c4b5a")
+
+
+def _normalized_path(path: str) -> str:
+    text = os.fspath(path)
+    if url_scheme(text) is not None:
+        return text.rstrip("/")
+    return os.path.abspath(text)
+
+
+def checkpoint_run_id(query_id: str, path: str) -> str:
+    """A run id for an imported checkpoint: the same checkpoint always gets the same
+    one, so importing it twice leaves one row per batch."""
+    return str(uuid.uuid5(_RUN_NAMESPACE, f"checkpoint:{query_id}:{_normalized_path(path)}"))
+
+
+def records_from_checkpoint(ckpt: Any, query_name: str,
+                            ) -> tuple[RunRecord, list[BatchRecord], list[str]]:
+    """Journal records for a checkpoint's committed batches (pure).
+
+    A batch's start offsets are the previous batch's end offsets (for batch 0: the
+    source's initial offsets, when the checkpoint kept them); trigger time and
+    watermark come from the offsets file's batchTimestampMs and batchWatermarkMs.
+    Returns (run, batches, skipped-batch explanations).
+    """
+    query_id = ckpt.query_id or str(uuid.uuid5(_RUN_NAMESPACE,
+                                               f"query:{_normalized_path(ckpt.path)}"))
+    run_id = checkpoint_run_id(query_id, ckpt.path)
+    skipped: list[str] = []
+    records: list[BatchRecord] = []
+    for b in ckpt.batches:
+        if not b.committed:
+            skipped.append(f"batch {b.batch_id}: not committed (unfinished)")
+            continue
+        if not b.readable:
+            skipped.append(f"batch {b.batch_id}: {b.problem}")
+            continue
+        starts = ckpt.start_offsets_of(b.batch_id)
+        sources = []
+        for i, end in enumerate(b.offsets):
+            start = starts[i] if starts is not None and i < len(starts) else None
+            kafka = looks_like_kafka(end)
+            parts: tuple[PartitionOffset, ...] = ()
+            problem = None
+            if kafka:
+                try:
+                    parts = tuple(partition_offsets(start if looks_like_kafka(start) else None,
+                                                    end))
+                except ValueError as exc:
+                    problem = str(exc)
+            sources.append(SourceRecord(
+                index=i, description=None, kind=KIND_KAFKA if kafka else KIND_OTHER,
+                start_offset=start, end_offset=end, latest_offset=None, num_input_rows=None,
+                partitions=parts, problem=problem,
+            ))
+        records.append(BatchRecord(
+            query_id=query_id, run_id=run_id, query_name=query_name, named=True,
+            batch_id=b.batch_id, trigger_at=from_epoch_ms(b.batch_timestamp_ms),
+            batch_duration_ms=None, durations_ms={}, num_input_rows=None,
+            input_rows_per_second=None,
+            processed_rows_per_second=None, watermark=from_epoch_ms(b.batch_watermark_ms),
+            event_time_min=None, event_time_max=None, event_time_avg=None,
+            state_operators=[], sink_description=None, num_output_rows=None,
+            sources=tuple(sources),
+        ))
+    first = records[0].trigger_at if records else None
+    run = RunRecord(query_id=query_id, run_id=run_id, query_name=query_name, named=True,
+                    started_at=first)
+    return run, records, skipped
+
+
+def _refuse_negative_offsets(path: str, records: Sequence[BatchRecord]) -> None:
+    """A checkpoint's offsets log holds positions in Kafka's logs, never below 0 (-1
+    and -2 mean latest/earliest in startingOffsets only): such a file is not Spark's."""
+    for rec in records:
+        for source in rec.sources:
+            for p in source.partitions:
+                bad = [v for v in (p.start, p.end) if v is not None and v < 0]
+                if bad:
+                    raise RestartError(
+                        f"checkpoint {path}: batch {rec.batch_id} has offset {bad[0]} for "
+                        f"{tp(p.topic, p.partition)}, below 0: not a Kafka position; "
+                        "nothing imported")
+
+
+def import_checkpoint(database_url: str | None, path: str, query_name: str, *,
+                      journal: Journal | None = None) -> ImportResult:
+    """Journal a checkpoint's committed batches, for a job that never had the listener
+    (:func:`import_into`); opens the journal at ``database_url`` unless ``journal`` is
+    given."""
+    if journal is not None:
+        return import_into(journal, path, query_name)
+    with Journal(database_url) as own:
+        return import_into(own, path, query_name)
+
+
+def import_into(journal: Journal, path: str, query_name: str) -> ImportResult:
+    """Journal a checkpoint's committed batches into an open journal.
+
+    Idempotent: the synthetic run id depends only on the checkpoint's query id and
+    path. Batches the listener already journaled for the same query id are left alone.
+    Everything goes in one transaction; a malformed checkpoint changes nothing.
+    """
+    from .checkpoint import read_checkpoint
+    from .journal import record_all
+    from .values import check_name
+
+    try:
+        check_name(query_name, "the query name")
+    except ValueError as exc:
+        raise RestartError(str(exc)) from None
+    ckpt = read_checkpoint(path)
+    if not ckpt.batches:
+        raise RestartError(f"checkpoint {path} holds no batches to import")
+    run, records, skipped = records_from_checkpoint(ckpt, query_name)
+    if not records:
+        raise RestartError(f"checkpoint {path} holds no committed batch to import")
+    _refuse_negative_offsets(path, records)
+    listener_batches: set[int] = set()
+    for r in journal.runs(query_name):
+        if r.query_id == run.query_id and r.run_id != run.run_id and r.batches:
+            listener_batches.update(b.batch_id for b in journal.history(query_name,
+                                                                       run_id=r.run_id))
+    todo = [r for r in records if r.batch_id not in listener_batches]
+    if len(todo) < len(records):
+        skipped.append(f"{len(records) - len(todo)} batches already journaled by the "
+                       "listener for this query id")
+    with journal.engine.begin() as conn:
+        _refuse_other_name(conn, run, path)
+        new = record_all(journal, [run, *todo], conn)
+    log.info("imported %d batches of %s as run %s", new, path, run.run_id)
+    return ImportResult(str(path), query_name, run.query_id, run.run_id, new,
+                        len(todo) - new, skipped)
+
+
+def _refuse_other_name(conn: Any, run: RunRecord, path: str) -> None:
+    """Raise RestartError when the checkpoint (its import run, or its query id through
+    the listener) is already journaled under another query name.
+
+    Importing it again would move the run row to the new name and leave its batches
+    under the old one. Runs the check in the import's transaction, the run rows locked,
+    so nothing is changed when it refuses.
+    """
+    import sqlalchemy as sa
+
+    from .schema import query_runs
+
+    r = query_runs.c
+    found = conn.execute(
+        sa.select(r.run_id, r.query_name)
+        .where(sa.or_(r.run_id == run.run_id, r.query_id == run.query_id),
+               r.query_name != run.query_name)
+        .order_by(r.run_id != run.run_id, r.run_id).limit(1).with_for_update()
+    ).first()
+    if found is None:
+        return
+    run_id, name = found
+    what = (f"as run {run_id}" if run_id == run.run_id
+            else f"by the listener (query id {run.query_id}, run {run_id})")
+    raise RestartError(
+        f"checkpoint {path} is already journaled {what} under query name {name!r}: "
+        f"import it with --query-name {name}, or not at all; nothing was changed"
+    )
+
+
+
+
+__all__ = ["ImportResult", "checkpoint_run_id", "import_checkpoint", "import_into",
+           "records_from_checkpoint"]

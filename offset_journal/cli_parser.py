@@ -1,0 +1,339 @@
+"""The command line's grammar: argument types and the parser (no command runs here).
+
+The commands themselves are in :mod:`offset_journal.cli`; :func:`build_parser` is
+handed that module and points each subcommand at its ``cmd_*`` function.
+"""
+
+from __future__ import annotations
+
+import argparse
+from collections.abc import Callable
+from datetime import datetime, timedelta
+from typing import Any, NoReturn, cast
+
+from . import values
+
+PROG = "offset-journal"
+
+
+class UsageError(Exception):
+    """Bad command-line input: exit status 2."""
+
+
+class _Parser(argparse.ArgumentParser):
+    """argparse prints the usage and exits; we want one line and a return value."""
+
+    def error(self, message: str) -> NoReturn:
+        raise UsageError(message)
+
+
+# --------------------------------------------------------------------------- values
+
+def _argument(parse: Callable[[str], Any]) -> Callable[[str], Any]:
+    """An argparse type from a library parser: its ValueError becomes the one line."""
+
+    def convert(text: str) -> Any:
+        try:
+            return parse(text)
+        except ValueError as exc:
+            raise argparse.ArgumentTypeError(str(exc)) from None
+
+    convert.__name__ = parse.__name__
+    return convert
+
+
+def parse_duration(text: str) -> timedelta:
+    """``10m``, ``1h30m``, ``'10 minutes'`` (offset_journal.values.parse_duration)."""
+    return cast(timedelta, _argument(values.parse_duration)(text))
+
+
+def parse_time(text: str, now: datetime | None = None) -> datetime:
+    """ISO 8601 (naive = UTC), ``now``, ``-2h`` (offset_journal.values.parse_time)."""
+    return cast(datetime, _argument(lambda t: values.parse_time(t, now))(text))
+
+
+_timeout = _argument(values.parse_timeout)
+
+
+def _name(what: str) -> Callable[[str], str]:
+    return _argument(lambda text: values.check_name(text, what))
+
+
+def parse_batch(text: str) -> tuple[str, int]:
+    """``RUN_ID:BATCH_ID`` (offset_journal.values.parse_batch_ref)."""
+    return cast(tuple[str, int], _argument(values.parse_batch_ref)(text))
+
+
+def _key_value(text: str) -> tuple[str, str]:
+    key, sep, value = text.partition("=")
+    if not sep or not key.strip():
+        raise argparse.ArgumentTypeError(f"bad Kafka setting {text!r}: use KEY=VALUE")
+    return key.strip(), value
+
+
+def _topics(text: str) -> list[str]:
+    topics = [t.strip() for t in text.split(",") if t.strip()]
+    if not topics:
+        raise argparse.ArgumentTypeError(f"no topic in {text!r}")
+    return topics
+
+
+def _non_negative(text: str) -> int:
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"not a number: {text!r}") from None
+    if value < 0:
+        raise argparse.ArgumentTypeError(f"must be >= 0: {text!r}")
+    return value
+
+
+def _positive(text: str) -> int:
+    value = _non_negative(text)
+    if value == 0:
+        raise argparse.ArgumentTypeError("must be > 0")
+    return value
+
+
+# --------------------------------------------------------------------------- parser
+
+
+def build_parser(commands: Any) -> argparse.ArgumentParser:
+    """The ``offset-journal`` parser; ``commands``: the module with the ``cmd_*``
+    functions (offset_journal.cli)."""
+    parser = _Parser(
+        prog=PROG,
+        description="Look at the Spark offset journal and restart queries on new "
+                    "checkpoints from it.",
+    )
+    parser.add_argument("--database-url", default=None,
+                        help="journal database URL (default: $OFFSET_JOURNAL_DATABASE_URL)")
+    parser.add_argument("-v", "--verbose", action="count", default=0,
+                        help="log more (-v: info, -vv: debug and tracebacks)")
+    from . import __version__
+
+    parser.add_argument("--version", action="version", version=f"{PROG} {__version__}")
+
+    common, kafka_opts, plan_opts = _shared_options()
+    subs = parser.add_subparsers(dest="command", metavar="COMMAND", parser_class=_Parser)
+    subs.required = True
+    _add_db(subs, common, commands)
+    _add_rejected(subs, common, commands)
+    _add_journal_views(subs, common, commands)
+    _add_plans(subs, (common, plan_opts, kafka_opts), commands)
+    _add_checkpoint(subs, common, commands)
+    _add_tools(subs, (common, kafka_opts), commands)
+    return parser
+
+
+Subparsers = Any
+"""What ``add_subparsers`` returns (argparse keeps its type private)."""
+
+
+def _shared_options() -> tuple[argparse.ArgumentParser, ...]:
+    """Parent parsers: options every subcommand takes, Kafka options, plan options."""
+    # Accept --database-url and -v after the subcommand too, without overriding the
+    # global value when absent there.
+    common = _Parser(add_help=False)
+    common.add_argument("--database-url", default=argparse.SUPPRESS, help=argparse.SUPPRESS)
+    common.add_argument("-v", "--verbose", action="count", default=argparse.SUPPRESS,
+                        help=argparse.SUPPRESS)
+
+    kafka_opts = _Parser(add_help=False)
+    kafka_opts.add_argument("--kafka-config", metavar="KEY=VALUE", type=_key_value,
+                            action="append",
+                            help="extra librdkafka setting (security, SASL), repeatable")
+    kafka_opts.add_argument("--kafka-timeout", type=_timeout, default=10.0, metavar="SECONDS",
+                            help="Kafka request timeout (default 10)")
+
+    plan_opts = _Parser(add_help=False)
+    plan_opts.add_argument("query", help="query name (as journaled)")
+    when = plan_opts.add_mutually_exclusive_group()
+    when.add_argument("--as-of", type=parse_time, metavar="TIME",
+                      help="start after the last batch triggered at or before TIME "
+                           "(ISO 8601, naive = UTC; or --as-of=-2h)")
+    when.add_argument("--batch", type=parse_batch, metavar="RUN:BATCH",
+                      help="start AT this batch (its start offsets): reprocess it and after")
+    plan_opts.add_argument("--bootstrap-servers", metavar="HOSTS",
+                           help="check against this Kafka cluster: new partitions, deleted "
+                                "topics, data loss")
+    plan_opts.add_argument("--subscribe", metavar="TOPICS", type=_topics,
+                           help="comma-separated topics the NEW job subscribes to, when "
+                                "they differ from the journaled job's")
+    plan_opts.add_argument("--checkpoint", metavar="DIR",
+                           help="the NEW checkpoint location: refused if it holds offsets")
+    plan_opts.add_argument("--state-aware", action="store_true",
+                           help="windowed aggregation in append mode: rewind so windows "
+                                "not yet emitted are rebuilt")
+    plan_opts.add_argument("--window", type=parse_duration, metavar="DURATION",
+                           help="window length for --state-aware (e.g. 10m)")
+
+    return common, kafka_opts, plan_opts
+
+
+def _add_db(subs: Subparsers, common: argparse.ArgumentParser, commands: Any) -> None:
+    db = subs.add_parser("db", help="journal schema", parents=[common])
+    db_subs = db.add_subparsers(dest="db_command", metavar="ACTION", parser_class=_Parser)
+    db_subs.required = True
+    db_upgrade = db_subs.add_parser("upgrade", help="create or upgrade the journal schema",
+                                    parents=[common])
+    db_upgrade.add_argument("--sql", action="store_true",
+                            help="print the upgrade as a SQL script for a DBA instead "
+                                 "(no database needed; apply it with psql)")
+    db_upgrade.add_argument("--from", dest="start", metavar="REVISION",
+                            help="with --sql: the revision the database is at (`db current`)"
+                                 "; default: an empty database")
+    db_upgrade.set_defaults(func=commands.cmd_db_upgrade)
+    db_subs.add_parser("current", help="show the schema revision",
+                       parents=[common]).set_defaults(func=commands.cmd_db_current)
+    grant = db_subs.add_parser(
+        "grant", parents=[common],
+        help="grant least privileges to a writer role (the listener) and a reader role",
+        description="Grant a writer role (the listener: read and add journal rows only) "
+                    "and a reader role (SELECT only) what they need, as the schema's "
+                    "owner. Run it again after `db upgrade`. See docs/security.md.")
+    grant.add_argument("--writer", metavar="ROLE", help="the role the listener connects as")
+    grant.add_argument("--reader", metavar="ROLE", help="a role that only reads the journal")
+    grant.add_argument("--dry-run", action="store_true",
+                       help="print the SQL instead of running it")
+    grant.set_defaults(func=commands.cmd_db_grant)
+
+
+def _add_rejected(subs: Subparsers, common: argparse.ArgumentParser, commands: Any) -> None:
+    rejected = subs.add_parser("rejected", parents=[common],
+                               help="events the journal refused (rejected_events)")
+    rejected_subs = rejected.add_subparsers(dest="rejected_command", metavar="ACTION",
+                                            parser_class=_Parser)
+    rejected_subs.required = True
+    rej_list = rejected_subs.add_parser("list", parents=[common], help="list them")
+    rej_list.add_argument("--query", metavar="NAME", help="only this query's")
+    rej_list.set_defaults(func=commands.cmd_rejected_list)
+    rej_replay = rejected_subs.add_parser(
+        "replay", parents=[common],
+        help="journal them again (after fixing what refused them); each leaves "
+             "rejected_events only once journaled")
+    rej_replay.add_argument("--id", type=int, action="append", metavar="N",
+                            help="only this one (repeat for more); default: all")
+    rej_replay.add_argument("--query", metavar="NAME", help="only this query's")
+    rej_replay.set_defaults(func=commands.cmd_rejected_replay)
+
+
+def _add_journal_views(subs: Subparsers, common: argparse.ArgumentParser,
+                       commands: Any) -> None:
+    runs = subs.add_parser("runs", help="runs of a query (or of all queries)", parents=[common])
+    runs.add_argument("query", nargs="?", type=_name("the query name"), help="query name")
+    runs.set_defaults(func=commands.cmd_runs)
+
+    history = subs.add_parser("history", help="journaled batches of a query, oldest first",
+                              parents=[common])
+    history.add_argument("query")
+    history.add_argument("--format", choices=("table", "json", "csv"), default="table")
+    history.add_argument("--limit", type=_positive, metavar="N",
+                         help="only the newest N batches")
+    history.set_defaults(func=commands.cmd_history)
+
+    prune = subs.add_parser(
+        "prune", parents=[common],
+        help="delete batches triggered before a time (keeps each query's newest batch)",
+        description="Delete journaled batches triggered before TIME, with their offsets. "
+                    "Each query's newest batch is kept (a new checkpoint starts from it). "
+                    "Point-in-time and state-aware restarts rewind into history: keep "
+                    "more than your longest rewind. Needs DELETE on the journal (the "
+                    "schema's owner; the writer and reader roles cannot).")
+    prune.add_argument("--before", type=parse_time, required=True, metavar="TIME",
+                       help="ISO 8601 (naive = UTC) or relative: --before=-30d")
+    prune.add_argument("--query", metavar="NAME", help="only this query's batches")
+    prune.add_argument("--dry-run", action="store_true",
+                       help="count what would be deleted, delete nothing")
+    prune.set_defaults(func=commands.cmd_prune)
+
+
+def _add_plans(subs: Subparsers, parents: tuple[argparse.ArgumentParser, ...],
+               commands: Any) -> None:
+    common, plan_opts, kafka_opts = parents
+    starting = subs.add_parser(
+        "starting-offsets", parents=[common, plan_opts, kafka_opts],
+        help="print only the startingOffsets JSON for a new checkpoint",
+        description="Print only the JSON to pass as startingOffsets; warnings go to "
+                    "stderr. Exits 1 without printing when the plan has errors (data "
+                    "loss), unless --force.",
+    )
+    starting.add_argument("--source", type=_non_negative, default=None, metavar="N",
+                          help="source index (default: the query's Kafka source)")
+    starting.add_argument("--force", action="store_true",
+                          help="print the offsets even when the plan has errors")
+    starting.set_defaults(func=commands.cmd_starting_offsets)
+
+    plan = subs.add_parser("plan", parents=[common, plan_opts, kafka_opts],
+                           help="explain how a query restarts on a new checkpoint",
+                           description="Explain the restart plan; exits 1 when it has errors.")
+    plan.add_argument("--source", type=_non_negative, default=None, metavar="N",
+                      help="only this source (default: all)")
+    plan.add_argument("--output-path", metavar="PATH",
+                      help="file sink output path: warns when its _spark_metadata log "
+                           "would make the new query skip batches")
+    plan.add_argument("--format", choices=("text", "json"), default="text")
+    plan.set_defaults(func=commands.cmd_plan)
+
+
+def _add_checkpoint(subs: Subparsers, common: argparse.ArgumentParser, commands: Any) -> None:
+    ckpt = subs.add_parser("checkpoint", help="read Spark checkpoint directories",
+                           parents=[common])
+    ckpt_subs = ckpt.add_subparsers(dest="checkpoint_command", metavar="ACTION",
+                                    parser_class=_Parser)
+    ckpt_subs.required = True
+    inspect = ckpt_subs.add_parser("inspect", parents=[common],
+                                   help="last committed batch and its offsets, as JSON")
+    inspect.add_argument("dir", help="checkpoint directory or URL")
+    inspect.add_argument("--all", action="store_true", help="every batch, not only the last")
+    inspect.set_defaults(func=commands.cmd_checkpoint_inspect)
+    imp = ckpt_subs.add_parser("import", parents=[common],
+                               help="journal a checkpoint's committed batches (idempotent)")
+    imp.add_argument("dir")
+    imp.add_argument("--query-name", required=True, type=_name("--query-name"),
+                     help="journal them under this name")
+    imp.set_defaults(func=commands.cmd_checkpoint_import)
+    compare = ckpt_subs.add_parser("compare", parents=[common],
+                                   help="checkpoint's last committed batch vs the journal's "
+                                        "last batch, per Kafka partition")
+    compare.add_argument("dir")
+    compare.add_argument("query")
+    compare.add_argument("--format", choices=("table", "json"), default="table")
+    compare.set_defaults(func=commands.cmd_checkpoint_compare)
+
+
+def _add_tools(subs: Subparsers, parents: tuple[argparse.ArgumentParser, ...],
+               commands: Any) -> None:
+    common, kafka_opts = parents
+    group = subs.add_parser("commit-group", parents=[common, kafka_opts],
+                            help="commit the journal's last offsets to a consumer group "
+                                 "(for lag monitoring)")
+    group.add_argument("query")
+    group.add_argument("--group", required=True, type=_name("the consumer group id"),
+                       help="consumer group id")
+    group.add_argument("--bootstrap-servers", required=True, metavar="HOSTS")
+    group.add_argument("--source", type=_non_negative, default=None, metavar="N",
+                       help="the Kafka source to take offsets from (default: all)")
+    group.add_argument("--dry-run", action="store_true", help="show, do not commit")
+    group.set_defaults(func=commands.cmd_commit_group)
+
+    jars = subs.add_parser(
+        "jars", parents=[common],
+        help="fetch (once) and print the JVM jars: Spark's Kafka connector for spark.jars, "
+             "or the Kafka broker's class path")
+    jars.add_argument("set", choices=["kafka-connector", "kafka-broker"])
+    jars.add_argument("--version", dest="jar_version", default=None,
+                      help="default: the installed PySpark's (connector) or the pinned "
+                           "Kafka release (broker)")
+    jars.add_argument("--format", choices=["spark-jars", "classpath", "list"],
+                      default="spark-jars",
+                      help="comma-separated (spark.jars), a Java class path, or one per line")
+    jars.add_argument("--packages", action="store_true",
+                      help="print the --packages coordinate instead (fetches nothing)")
+    jars.set_defaults(func=commands.cmd_jars)
+
+    # Everything after "demo" is the demo's own (main() splits it off before parsing:
+    # argparse.REMAINDER cannot start with an option).
+    demo = subs.add_parser("demo", help="run the demo (arguments are passed on)",
+                           add_help=False)
+    demo.set_defaults(func=commands.cmd_demo, demo_args=[])

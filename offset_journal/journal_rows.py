@@ -1,0 +1,132 @@
+"""What the journal returns (plain data): runs, batches and their sources' offsets.
+
+:class:`~offset_journal.journal.Journal` reads these; restart plans and the command
+line take them. Importable from :mod:`offset_journal.journal` too.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from datetime import datetime
+from typing import Any
+
+from .offsets import PartitionOffset
+
+
+@dataclass(frozen=True)
+class Run:
+    query_name: str
+    query_id: str
+    run_id: str
+    named: bool
+    started_at: datetime | None
+    terminated_at: datetime | None
+    exception: str | None
+    host: str | None
+    pid: int | None
+    batches: int
+    first_batch_id: int | None
+    last_batch_id: int | None
+    last_trigger_at: datetime | None
+
+
+@dataclass(frozen=True)
+class RunBounds:
+    """When a run started and ended, as far as the journal knows, without counting its
+    batches: ``first_trigger_at`` (its lowest batch id's trigger time) only when it has no
+    start time, ``last_trigger_at`` (its highest batch id's) only when no termination."""
+
+    run_id: str
+    query_id: str
+    started_at: datetime | None
+    terminated_at: datetime | None
+    first_trigger_at: datetime | None
+    last_trigger_at: datetime | None
+
+
+@dataclass(frozen=True)
+class PruneResult:
+    """What :meth:`Journal.prune` removed (or, on a dry run, would remove)."""
+
+    batches: int
+    partition_rows: int
+    kept_newest: int  # query names whose newest batch was older than the cut-off, kept
+
+
+HISTORY_PAGE = 1000
+"""How many batches :meth:`Journal.iter_history` reads per statement."""
+
+
+@dataclass(frozen=True)
+class SpoolLoss:
+    """Batch events a full listener spool dropped (spool_max_bytes) for one query: the
+    journal has no rows for them. ``partitions``: (source index, topic, partition,
+    lowest start offset, highest end offset) of the dropped batches."""
+
+    query_name: str
+    events: int
+    run_ids: tuple[str, ...]
+    batch_id_min: int | None
+    batch_id_max: int | None
+    first_trigger_at: datetime | None
+    last_trigger_at: datetime | None
+    partitions: tuple[tuple[int, str, int, int | None, int | None], ...]
+    host: str | None
+    recorded_at: datetime
+
+
+RECENT_RUNS = 1000
+"""How many of a query's most recent runs :meth:`Journal.run_bounds` returns by default."""
+
+
+@dataclass(frozen=True)
+class SourceOffsets:
+    """One source's offsets in one journaled batch."""
+
+    source_index: int
+    description: str | None
+    kind: str
+    start_offset: Any
+    end_offset: Any
+    num_input_rows: int | None
+    partitions: tuple[PartitionOffset, ...] = ()
+    problem: str | None = None  # flagged when journaled (malformed, gap, backwards)
+
+
+@dataclass(frozen=True)
+class FlaggedProblem:
+    """A problem the journal flagged on one source of one batch when it wrote it."""
+
+    run_id: str
+    batch_id: int
+    query_id: str
+    trigger_at: datetime | None
+    source_index: int
+    problem: str
+    pk: int
+
+
+FLAGGED_PROBLEMS = 20
+"""How many of a query's most recently journaled problems a restart plan reports."""
+
+
+@dataclass(frozen=True)
+class Batch:
+    query_name: str
+    query_id: str
+    run_id: str
+    batch_id: int
+    trigger_at: datetime | None
+    batch_duration_ms: int | None
+    num_input_rows: int | None
+    watermark: datetime | None
+    event_time_min: datetime | None
+    event_time_max: datetime | None
+    sources: tuple[SourceOffsets, ...] = field(default_factory=tuple)
+    pk: int = 0
+
+    def source(self, index: int) -> SourceOffsets:
+        for s in self.sources:
+            if s.source_index == index:
+                return s
+        raise KeyError(f"batch {self.batch_id} of run {self.run_id} has no source {index}")

@@ -1,0 +1,354 @@
+"""The I/O edge: gather a plan's inputs from the journal, the checkpoint location, the
+output path and the Kafka cluster, then let :func:`~.plan.decide` decide.
+
+:func:`plan_from_journal` is handed an open :class:`~offset_journal.journal.Journal`;
+:func:`plan_restart` is the thin wrapper that opens one from a database URL.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Iterator, Mapping, Sequence
+from contextlib import contextmanager
+from dataclasses import dataclass, field, replace
+from datetime import datetime, timedelta, timezone
+from typing import TYPE_CHECKING, Any, TypedDict
+
+from ..errors import CheckpointError, JournalError, RestartError
+from ..formatting import format_time
+from ..journal import FLAGGED_PROBLEMS, Batch, FlaggedProblem, Journal, SpoolLoss
+from ..kafka_admin import TopicState, topic_state
+from ..overlap import span_of
+from ..values import parse_timeout
+from .kafka_offsets import kafka_topics
+from .model import (
+    MODE_STATE_AWARE,
+    MODE_STATELESS,
+    POSITION_AFTER,
+    POSITION_AT,
+    CheckpointState,
+    Mode,
+    PlanInputs,
+    Position,
+    RestartPlan,
+    SinkState,
+)
+from .plan import check_last_batch, check_request, decide, refuse_used_checkpoint
+from .state_aware import order_key
+from .text import count, tp
+
+if TYPE_CHECKING:
+    from typing import Unpack
+
+log = logging.getLogger(__name__)
+
+Locations = tuple[CheckpointState | None, SinkState | None]
+"""What the new checkpoint location and the output path hold (None: not given)."""
+
+
+class PlanOptions(TypedDict, total=False):
+    """The keyword arguments of :func:`plan_restart`: :class:`PlanRequest`'s fields after
+    the query name."""
+
+    source: int | None
+    as_of: datetime | None
+    batch: tuple[str, int] | None
+    mode: Mode | None
+    window: timedelta | None
+    subscribe: Sequence[str] | None
+    checkpoint: str | None
+    output_path: str | None
+    bootstrap_servers: str | None
+    kafka_config: Mapping[str, Any] | None
+    kafka_timeout: float
+
+
+@dataclass(frozen=True)
+class PlanRequest:
+    """What a person asks a plan for.
+
+    ``as_of`` starts after the last batch triggered at or before it; ``batch`` =
+    (run id, batch id) starts AT that batch (reprocessing it). ``mode="state-aware"``
+    makes the state-aware plan (``window``: the window length). ``subscribe``: the
+    topics the new job subscribes to, when known; with ``bootstrap_servers``,
+    partitions of those topics missing from the journal start at earliest.
+    ``checkpoint`` is refused when it already holds offsets; ``output_path`` is
+    checked for a file sink log. ``bootstrap_servers`` (with ``kafka_config`` and
+    ``kafka_timeout`` in seconds) checks the plan against the Kafka cluster.
+    """
+
+    query_name: str
+    source: int | None = None
+    as_of: datetime | None = None
+    batch: tuple[str, int] | None = None
+    mode: Mode | None = None
+    window: timedelta | None = None
+    subscribe: Sequence[str] | None = None
+    checkpoint: str | None = None
+    output_path: str | None = None
+    bootstrap_servers: str | None = None
+    kafka_config: Mapping[str, Any] | None = None
+    kafka_timeout: float = 10
+
+    @property
+    def position(self) -> Position:
+        return POSITION_AT if self.batch is not None else POSITION_AFTER
+
+    def checked(self) -> PlanRequest:
+        """This request with defaults filled in; RestartError when it makes no sense."""
+        mode = self.mode or MODE_STATELESS
+        check_request(mode, POSITION_AFTER)  # an unknown mode first
+        if self.as_of is not None and self.batch is not None:
+            raise RestartError("give as_of or batch, not both")
+        check_request(mode, self.position)
+        as_of = self.as_of
+        if as_of is not None and as_of.tzinfo is None:
+            as_of = as_of.replace(tzinfo=timezone.utc)
+        if self.window is not None and self.window <= timedelta(0):
+            raise RestartError("the window length must be positive")
+        try:
+            timeout = parse_timeout(self.kafka_timeout)
+        except ValueError as exc:  # a negative or NaN timeout would wait forever
+            raise RestartError(str(exc)) from None
+        return replace(self, mode=mode, as_of=as_of, kafka_timeout=timeout)
+
+
+@dataclass
+class Gathered:
+    """What the journal says about a request: the anchor and everything around it."""
+
+    anchor: Batch
+    position: Position = POSITION_AFTER
+    before: Batch | None = None
+    chain: list[Batch] = field(default_factory=list)
+    warnings: list[str] = field(default_factory=list)
+
+
+# --------------------------------------------------------------------------- entry points
+
+
+def plan_restart(database_url: str | None, query_name: str, *, journal: Journal | None = None,
+                 **options: Unpack[PlanOptions]) -> RestartPlan:
+    """Plan how ``query_name`` starts on a new checkpoint; see the package docstring
+    and :class:`PlanRequest` for the options. Opens the journal at ``database_url``
+    unless ``journal`` is given.
+    Raises RestartError, CheckpointError, JournalError or KafkaAdminError (all OffsetJournalError).
+    """
+    request = PlanRequest(query_name, **options).checked()
+    places = locations(request)  # before the journal is opened: refusing changes nothing
+    with _opened(database_url, journal) as j:
+        return plan_from_journal(j, request, places)
+
+
+def plan_from_journal(journal: Journal, request: PlanRequest,
+                      places: Locations | None = None) -> RestartPlan:
+    """The plan for a checked ``request``, from an open journal; ``places``: the
+    request's :func:`locations` when already read."""
+    ckpt_state, sink = places if places is not None else locations(request)
+    found = gather(journal, request)
+    inputs = PlanInputs(
+        request.query_name, found.anchor, position=found.position, chain=found.chain,
+        before=found.before, checkpoint=ckpt_state, sink=sink,
+        mode=request.mode or MODE_STATELESS, window=request.window, source=request.source,
+        as_of=request.as_of, subscribe=request.subscribe,
+        # Runs that started after the anchor do not matter to it (compute_plan).
+        runs=[span_of(b) for b in journal.run_bounds(request.query_name,
+                                                     started_until=found.anchor.trigger_at)],
+        database_now=database_now(journal),
+        problems=_flagged_problems(journal, request.query_name, found.warnings),
+    )
+    losses = _spool_losses(journal, request.query_name)
+    plan = decide(replace(inputs, kafka_state=cluster_state(request, found)))
+    plan.plan_warnings += found.warnings
+    plan.plan_warnings += [spool_loss_warning(loss) for loss in losses]
+    for w in plan.warnings:
+        log.info("restart plan for %s: %s", request.query_name, w)
+    return plan
+
+
+@contextmanager
+def _opened(database_url: str | None, journal: Journal | None) -> Iterator[Journal]:
+    """``journal`` as is, else a journal opened at ``database_url`` and closed after."""
+    if journal is not None:
+        yield journal
+        return
+    with Journal(database_url) as own:
+        yield own
+
+
+# --------------------------------------------------------------------------- the journal
+
+
+def gather(journal: Journal, request: PlanRequest) -> Gathered:
+    """The anchor (the batch asked for, the last one at ``as_of``, or the last one),
+    the batch before what is re-read, and a state-aware plan's chain."""
+    name = request.query_name
+    # The default plan needs every order's last batch (check_last_batch); the
+    # journal's own comes first.
+    default = request.batch is None and request.as_of is None
+    candidates = journal.last_batch_candidates(name) if default else []
+    last = candidates[0] if candidates else journal.last_batch(name)
+    if last is None:
+        raise RestartError(f"no journaled batches for query {name!r}")
+    if request.batch is not None:
+        run_id, batch_id = request.batch
+        anchor = journal.batch(name, run_id, batch_id)
+        if anchor is None:
+            raise RestartError(
+                f"no journaled batch {batch_id} of run {run_id} for query {name!r}")
+        found = Gathered(anchor, POSITION_AT, batch_before(journal, name, anchor))
+    elif request.as_of is not None:
+        at = journal.batch_as_of(name, request.as_of)
+        if at is None:
+            raise RestartError(f"no journaled batch of query {name!r} triggered at or before "
+                               f"{format_time(request.as_of)}")
+        found = Gathered(at)
+    else:
+        found = Gathered(last, warnings=check_last_batch(name, last, candidates))
+    if request.mode == MODE_STATE_AWARE:
+        found.chain = state_chain(journal, found.anchor, request.window)
+        found.before = batch_before(journal, name, found.chain[0])
+    return found
+
+
+def batch_before(journal: Journal, query_name: str, batch: Batch) -> Batch | None:
+    """The batch journaled just before ``batch`` (by trigger time; None without one)."""
+    if batch.trigger_at is None:
+        return None
+    key = order_key(batch)
+    earlier = [b for b in journal.history(query_name, until=batch.trigger_at, limit=8)
+               if order_key(b) < key]
+    return earlier[-1] if earlier else None
+
+
+def state_chain(journal: Journal, anchor: Batch, window: timedelta | None) -> list[Batch]:
+    """The part of ``anchor``'s checkpoint a state-aware plan needs, in journal order,
+    selected in SQL so that the history's length does not matter: the batch with the
+    watermark the plan uses (emitted_cutoff), the batch rewind_index would pick and every
+    batch after it up to ``anchor``, and the batch before that one. compute_plan draws
+    the same conclusions from it as from the whole checkpoint: each of its rules looks
+    for the last batch with a watermark, the first batch that may hold a record of an
+    open window, and the batches from there on."""
+    import sqlalchemy as sa
+
+    from ..schema import batches
+
+    b = batches.c
+    chain: dict[int, Batch] = {anchor.pk: anchor}
+    cut = journal.checkpoint_batches(anchor, b.watermark.is_not(None), newest_first=True,
+                                     limit=1)
+    if not cut or cut[0].watermark is None:
+        return [anchor]
+    chain[cut[0].pk] = cut[0]
+    threshold = cut[0].watermark - window if window is not None else cut[0].watermark
+    may_be_open = sa.or_(b.event_time_max >= threshold,
+                         sa.and_(b.event_time_max.is_(None),
+                                 b.num_input_rows.is_distinct_from(0)))
+    first = journal.checkpoint_batches(anchor, may_be_open, limit=1)
+    if first:
+        k = first[0]
+        if k.trigger_at is not None:  # then so has every batch of the chain
+            col = sa.tuple_(b.trigger_at, b.batch_id, b.id)
+            key = sa.tuple_(sa.literal(k.trigger_at), sa.literal(k.batch_id),
+                            sa.literal(k.pk))
+        else:
+            col = sa.tuple_(b.batch_id, b.id)
+            key = sa.tuple_(sa.literal(k.batch_id), sa.literal(k.pk))
+        for batch in (*journal.checkpoint_batches(anchor, col < key, newest_first=True,
+                                                  limit=1),
+                      *journal.checkpoint_batches(anchor, col >= key)):
+            chain[batch.pk] = batch
+    return sorted(chain.values(), key=order_key)
+
+
+def database_now(journal: Journal) -> datetime | None:
+    """The journal database's clock (None when it cannot be read)."""
+    import sqlalchemy as sa
+
+    try:
+        with journal.engine.connect() as conn:
+            now = conn.execute(sa.select(sa.func.now())).scalar_one()
+    except sa.exc.SQLAlchemyError:
+        return None
+    return now if isinstance(now, datetime) else None
+
+
+def _flagged_problems(journal: Journal, query_name: str,
+                      warnings: list[str]) -> list[FlaggedProblem]:
+    problems = journal.flagged_problems(query_name)
+    if len(problems) > FLAGGED_PROBLEMS:
+        problems = problems[:FLAGGED_PROBLEMS]
+        warnings.append(
+            f"the journal flagged problems on more batches than the {FLAGGED_PROBLEMS} "
+            "most recent reported here: see offset_journal.batch_sources.problem")
+    return problems
+
+
+def _spool_losses(journal: Journal, query_name: str) -> list[SpoolLoss]:
+    try:
+        return journal.spool_losses(query_name)
+    except JournalError:  # a journal not upgraded to spool_losses yet has none
+        return []
+
+
+def spool_loss_warning(loss: SpoolLoss) -> str:
+    """A plan warning for batches a full listener spool dropped (spool_max_bytes)."""
+    batches = (f"batch ids {loss.batch_id_min}..{loss.batch_id_max}"
+               if loss.batch_id_min is not None else "unknown batch ids")
+    runs = ", ".join(loss.run_ids[:3]) + (" ..." if len(loss.run_ids) > 3 else "")
+    when = (f", triggered {format_time(loss.first_trigger_at)}.."
+            f"{format_time(loss.last_trigger_at)}"
+            if loss.first_trigger_at is not None else "")
+    parts = ", ".join(f"{tp(t, p)} {lo}..{hi}" for _i, t, p, lo, hi in loss.partitions[:8])
+    more = f" and {len(loss.partitions) - 8} more" if len(loss.partitions) > 8 else ""
+    return (f"{count(loss.events, 'batch event')} of this query were dropped from a full "
+            f"listener spool (spool_max_bytes) on {loss.host or 'an unknown host'} and are "
+            f"not in the journal: {batches} of run(s) {runs}{when}"
+            + (f"; offsets {parts}{more}" if parts else "")
+            + ". Each query's newest batch was kept; plans that start inside this range "
+            "(--as-of, --batch, state-aware rewinds) cannot be checked against it")
+
+
+# --------------------------------------------------------------------------- elsewhere
+
+
+def checkpoint_state(path: str) -> CheckpointState:
+    """What a NEW checkpoint location holds (a missing directory holds nothing)."""
+    from ..checkpoint import is_new_checkpoint, read_checkpoint
+
+    if is_new_checkpoint(path):
+        return CheckpointState(str(path), False)
+    try:
+        ckpt = read_checkpoint(path)
+    except CheckpointError as exc:
+        # Offsets files exist, readable or not: Spark would still resume from them.
+        log.debug("checkpoint %s holds offsets but cannot be read: %s", path, exc)
+        return CheckpointState(str(path), True)
+    last = ckpt.batches[-1].batch_id if ckpt.batches else None
+    return CheckpointState(str(path), True, ckpt.query_id, last)
+
+
+def locations(request: PlanRequest) -> Locations:
+    """What the new checkpoint location and the output path hold; RestartError when
+    the checkpoint location is not new."""
+    ckpt_state = checkpoint_state(request.checkpoint) if request.checkpoint else None
+    if ckpt_state is not None:
+        refuse_used_checkpoint(ckpt_state)
+    if not request.output_path:
+        return ckpt_state, None
+    from ..checkpoint import file_sink_metadata
+
+    return ckpt_state, SinkState(str(request.output_path),
+                                 file_sink_metadata(request.output_path))
+
+
+def cluster_state(request: PlanRequest, found: Gathered) -> TopicState | None:
+    """The partitions and log ranges of the topics the plan names (None: not asked)."""
+    if not request.bootstrap_servers:
+        return None
+    topics = sorted(set(kafka_topics([*found.chain, found.anchor], request.source))
+                    | set(request.subscribe or ()))
+    if not topics:
+        return None
+    return topic_state(request.bootstrap_servers, topics, timeout=request.kafka_timeout,
+                       config=request.kafka_config)

@@ -1,0 +1,339 @@
+"""What a restart plan is made of (pure data): the inputs it is decided from, the
+findings each step adds, and the plan itself.
+
+Nothing here decides anything; :mod:`offset_journal.restart.plan` does.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from datetime import datetime, timedelta
+from typing import TYPE_CHECKING, Any, Literal, TypedDict
+
+from ..errors import RestartError
+from ..formatting import format_time
+from ..journal import Batch, FlaggedProblem, SourceOffsets
+from ..offsets import KafkaOffsets, format_kafka_offsets, looks_like_kafka
+from ..overlap import RunSpan
+from .text import fill
+
+if TYPE_CHECKING:
+    from ..kafka_admin import TopicState
+
+Mode = Literal["stateless", "state-aware"]
+"""stateless: start after (or at) a batch; state-aware: also re-read what the old
+checkpoint's state held of windows not emitted yet."""
+Position = Literal["after", "at", "rewind"]
+"""Where a plan starts: see the package docstring."""
+SourceKind = Literal["kafka", "delta", "file", "rate", "other"]
+
+MODE_STATELESS: Mode = "stateless"
+MODE_STATE_AWARE: Mode = "state-aware"
+MODES: tuple[Mode, ...] = (MODE_STATELESS, MODE_STATE_AWARE)
+
+POSITION_AFTER: Position = "after"
+POSITION_AT: Position = "at"
+POSITION_REWIND: Position = "rewind"
+
+KIND_KAFKA: SourceKind = "kafka"
+KIND_DELTA: SourceKind = "delta"
+KIND_FILE: SourceKind = "file"
+KIND_RATE: SourceKind = "rate"
+KIND_OTHER: SourceKind = "other"
+
+
+def source_kind(source: SourceOffsets) -> SourceKind:
+    """kafka, delta, file, rate or other: from the description, else the offset's shape."""
+    if source.kind == KIND_KAFKA:
+        return KIND_KAFKA
+    desc = (source.description or "").strip()
+    offset = source.end_offset if source.end_offset is not None else source.start_offset
+    if desc.startswith("DeltaSource") or (isinstance(offset, dict) and "reservoirId" in offset):
+        return KIND_DELTA
+    if desc.startswith("FileStreamSource") or (
+        isinstance(offset, dict) and set(offset) == {"logOffset"}
+    ):
+        return KIND_FILE
+    if desc.startswith(("RateStream", "RateSource", "RatePerMicroBatch")):
+        return KIND_RATE
+    if looks_like_kafka(offset):
+        return KIND_KAFKA
+    return KIND_OTHER
+
+
+# --------------------------------------------------------------------------- findings
+
+
+@dataclass
+class Findings:
+    """What a step of the planner found: notes (why), warnings (a person's judgement
+    needed), errors (do not use the plan as is). Steps return one; the plan merges them
+    in order."""
+
+    notes: list[str] = field(default_factory=list)
+    warnings: list[str] = field(default_factory=list)
+    errors: list[str] = field(default_factory=list)
+
+    def merge(self, other: Findings) -> Findings:
+        """Append ``other``'s findings to these (in place); returns self."""
+        self.notes += other.notes
+        self.warnings += other.warnings
+        self.errors += other.errors
+        return self
+
+
+# --------------------------------------------------------------------------- plain inputs
+
+
+@dataclass(frozen=True)
+class CheckpointState:
+    """What the NEW checkpoint location holds (from checkpoint.read_checkpoint)."""
+
+    path: str
+    has_offsets: bool
+    query_id: str | None = None
+    last_batch_id: int | None = None
+
+
+@dataclass(frozen=True)
+class SinkState:
+    """A file sink output path and the last batch its ``_spark_metadata`` log holds."""
+
+    path: str
+    last_batch_id: int | None
+
+
+class PlanFacts(TypedDict, total=False):
+    """The keyword arguments of :func:`~offset_journal.restart.compute_plan`: the fields
+    of :class:`PlanInputs` after the query name and the anchor."""
+
+    position: Position
+    chain: Sequence[Batch]
+    before: Batch | None
+    kafka_state: TopicState | None
+    runs: Sequence[RunSpan]
+    checkpoint: CheckpointState | None
+    sink: SinkState | None
+    mode: Mode
+    window: timedelta | None
+    source: int | None
+    as_of: datetime | None
+    subscribe: Sequence[str] | None
+    database_now: datetime | None
+    problems: Sequence[FlaggedProblem]
+
+
+@dataclass(frozen=True)
+class PlanInputs:
+    """Everything a plan is decided from (journal data and the request; no I/O).
+
+    ``anchor`` is the batch the plan is relative to: the last durable one (position
+    "after"), or the one to reprocess (position "at"). For state-aware plans ``chain``
+    is the anchor's checkpoint's batches in journal order ending with the anchor.
+    ``before`` is the journaled batch just before the first batch re-read (the batch
+    before ``anchor`` for "at", before ``chain[0]`` for state-aware); it supplies start
+    offsets Spark does not report for a checkpoint's first batch. ``kafka_state`` is
+    topic_state() of the cluster (None: not checked). ``subscribe`` is the NEW job's
+    topic subscription when known (an upgrade may add or drop a topic); it overrides
+    the one read from the old source's description, and journaled topics outside it
+    are left out. ``database_now`` is the journal database's clock: a trigger time ahead
+    of it is flagged. ``problems``: what the journal flagged on the query's batches when
+    it wrote them (Journal.flagged_problems), with those on the plan's own batches'
+    sources: an error on the batch whose end offsets the plan starts from, a warning
+    on any other batch.
+    """
+
+    query_name: str
+    anchor: Batch
+    position: Position = POSITION_AFTER
+    chain: Sequence[Batch] = ()
+    before: Batch | None = None
+    kafka_state: TopicState | None = None
+    runs: Sequence[RunSpan] = ()
+    checkpoint: CheckpointState | None = None
+    sink: SinkState | None = None
+    mode: Mode = MODE_STATELESS
+    window: timedelta | None = None
+    source: int | None = None
+    as_of: datetime | None = None
+    subscribe: Sequence[str] | None = None
+    database_now: datetime | None = None
+    problems: Sequence[FlaggedProblem] = ()
+
+
+@dataclass(frozen=True)
+class BatchRef:
+    """A journaled batch, by what a person needs to find it again."""
+
+    run_id: str
+    batch_id: int
+    query_id: str
+    trigger_at: datetime | None
+    watermark: datetime | None = None
+
+    @classmethod
+    def of(cls, batch: Batch) -> BatchRef:
+        return cls(batch.run_id, batch.batch_id, batch.query_id, batch.trigger_at,
+                   batch.watermark)
+
+    def label(self) -> str:
+        when = f", triggered {format_time(self.trigger_at)}" if self.trigger_at else ""
+        return f"batch {self.batch_id} of run {self.run_id}{when}"
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"run_id": self.run_id, "batch_id": self.batch_id, "query_id": self.query_id,
+                "trigger_at": format_time(self.trigger_at),
+                "watermark": format_time(self.watermark)}
+
+
+@dataclass
+class Start:
+    """Where a plan starts, as decided by its first step: the position, the batches
+    read again (None: none, the plan starts after the anchor), the batch journaled
+    before them, and for state-aware plans the cutoff."""
+
+    position: Position
+    from_batches: list[Batch] | None
+    before: Batch | None
+    findings: Findings
+    start_ref: BatchRef | None = None
+    cutoff: datetime | None = None
+
+
+# --------------------------------------------------------------------------- the plan
+
+
+@dataclass
+class SourcePlan:
+    """How one source of the query starts on the new checkpoint.
+
+    ``offsets`` is the Kafka start position per partition (-2 = earliest) for Kafka
+    sources, None otherwise; ``journaled`` the journaled offset the plan derives from.
+    """
+
+    index: int
+    description: str | None
+    kind: SourceKind
+    options: dict[str, str]
+    offsets: KafkaOffsets | None
+    journaled: Any
+    notes: list[str] = field(default_factory=list)
+    warnings: list[str] = field(default_factory=list)
+    errors: list[str] = field(default_factory=list)
+
+    def add(self, found: Findings) -> None:
+        """Append a step's findings to this source's."""
+        self.notes += found.notes
+        self.warnings += found.warnings
+        self.errors += found.errors
+
+    def starting_offsets(self) -> str:
+        """Kafka: the ``startingOffsets`` JSON. Others: the journaled offset as JSON."""
+        if self.offsets is not None:
+            return format_kafka_offsets(self.offsets)
+        return json.dumps(self.journaled, separators=(",", ":"), sort_keys=True, default=str)
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "index": self.index, "description": self.description, "kind": self.kind,
+            "options": dict(self.options),
+            "starting_offsets": json.loads(self.starting_offsets()),
+            "journaled": self.journaled, "notes": list(self.notes),
+            "warnings": list(self.warnings), "errors": list(self.errors),
+        }
+
+
+@dataclass
+class RestartPlan:
+    """Where each source starts, and why; see the package docstring for the positions.
+
+    ``errors`` (data loss, nothing to start from) mean the plan must not be used as is;
+    ``warnings`` need a person's judgement. In a state-aware plan,
+    ``event_time_cutoff`` is the watermark the old query had reached: windows ending at
+    or before it are already in the sink, so the new job must drop them.
+    """
+
+    query_name: str
+    mode: Mode
+    position: Position
+    anchor: BatchRef
+    start_batch: BatchRef | None
+    sources: list[SourcePlan]
+    notes: list[str] = field(default_factory=list)
+    plan_warnings: list[str] = field(default_factory=list)
+    plan_errors: list[str] = field(default_factory=list)
+    as_of: datetime | None = None
+    event_time_cutoff: datetime | None = None
+    window: timedelta | None = None
+    checkpoint: str | None = None
+    output_path: str | None = None
+    kafka_checked: bool = False
+
+    @property
+    def warnings(self) -> list[str]:
+        return self.plan_warnings + [
+            f"source {s.index}: {w}" for s in self.sources for w in s.warnings
+        ]
+
+    @property
+    def errors(self) -> list[str]:
+        return self.plan_errors + [f"source {s.index}: {e}" for s in self.sources for e in s.errors]
+
+    @property
+    def ok(self) -> bool:
+        return not self.errors
+
+    def source(self, source_index: int = 0) -> SourcePlan:
+        for s in self.sources:
+            if s.index == source_index:
+                return s
+        have = ", ".join(str(s.index) for s in self.sources) or "none"
+        raise RestartError(
+            f"query {self.query_name!r} has no source {source_index} in this plan "
+            f"(sources: {have})"
+        )
+
+    def options(self, source_index: int = 0) -> dict[str, str]:
+        """Options for ``readStream.options(**plan.options())`` of that source."""
+        return dict(self.source(source_index).options)
+
+    def starting_offsets(self, source_index: int = 0) -> str:
+        """The ``startingOffsets`` JSON of that source (see SourcePlan.starting_offsets)."""
+        return self.source(source_index).starting_offsets()
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "query_name": self.query_name, "mode": self.mode, "position": self.position,
+            "anchor": self.anchor.to_dict(),
+            "start_batch": self.start_batch.to_dict() if self.start_batch else None,
+            "as_of": format_time(self.as_of),
+            "event_time_cutoff": format_time(self.event_time_cutoff),
+            "window_seconds": self.window.total_seconds() if self.window else None,
+            "checkpoint": self.checkpoint, "output_path": self.output_path,
+            "kafka_checked": self.kafka_checked,
+            "sources": [s.to_dict() for s in self.sources],
+            "notes": list(self.notes), "warnings": self.warnings, "errors": self.errors,
+        }
+
+    def explain(self) -> str:
+        """The plan for people: where each source starts, and the reasons."""
+        out = [f"Restart plan for query {self.query_name!r} ({self.mode})", ""]
+        out.append("\n\n".join(fill(n) for n in self.notes))
+        for s in self.sources:
+            out.append("")
+            out.append(f"Source {s.index}: {s.description or '(no description)'} [{s.kind}]")
+            if s.options:
+                for key, value in s.options.items():
+                    out.append(f"  option {key} = {value}")
+            else:
+                out.append("  no readStream option to set")
+            out += [fill(n, "  - ") for n in s.notes]
+        if self.errors:
+            out += ["", "ERRORS (do not start the job with this plan as it is):"]
+            out += [fill(e, "  ! ") for e in self.errors]
+        if self.warnings:
+            out += ["", "Warnings:"]
+            out += [fill(w, "  * ") for w in self.warnings]
+        return "\n".join(out).rstrip() + "\n"

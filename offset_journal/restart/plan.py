@@ -1,0 +1,365 @@
+"""Where a plan is decided: :func:`compute_plan` (pure: journal data in, plan out).
+
+It is a short sequence of steps, each returning :class:`~.model.Findings`:
+
+1. refuse what cannot be planned (unknown mode, a used checkpoint location);
+2. decide where to start (after, at, or rewind for state-aware plans: state_aware.py);
+3. flag the batches the journal flagged when it wrote them;
+4. plan each source (Kafka: kafka_offsets.py, others: other_sources.py);
+5. check the output path, the new checkpoint, the clocks and concurrent runs.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from datetime import datetime, timedelta
+from typing import TYPE_CHECKING
+
+from ..errors import RestartError
+from ..formatting import format_time
+from ..journal import Batch, FlaggedProblem
+from ..overlap import concurrent_runs
+from .kafka_offsets import kafka_source_plan
+from .model import (
+    KIND_KAFKA,
+    MODE_STATE_AWARE,
+    MODES,
+    POSITION_AFTER,
+    POSITION_AT,
+    BatchRef,
+    CheckpointState,
+    Findings,
+    PlanInputs,
+    RestartPlan,
+    SourcePlan,
+    Start,
+    source_kind,
+)
+from .other_sources import journaled_offset, other_source_plan
+from .state_aware import order_key, state_aware_start
+from .text import tp
+
+if TYPE_CHECKING:
+    from typing import Unpack
+
+    from .model import PlanFacts
+
+FUTURE_TOLERANCE = timedelta(minutes=1)
+"""A driver's clock this far ahead of the database's is worth a warning."""
+FUTURE_LIMIT = timedelta(days=1)
+"""No driver's clock is this far ahead: a batch triggered later is forged or corrupt."""
+
+Flagged = dict[tuple[int, int], tuple[str, str]]
+"""(batch pk, source index) -> (the batch's label, the problem flagged on it)."""
+
+
+def compute_plan(query_name: str, anchor: Batch, **facts: Unpack[PlanFacts]) -> RestartPlan:
+    """Make a restart plan from journal data alone (pure: no I/O).
+
+    The keyword arguments are the fields of :class:`~.model.PlanInputs`, which says
+    what each one is; :func:`decide` takes them as one value.
+    """
+    return decide(PlanInputs(query_name, anchor, **facts))
+
+
+def decide(inp: PlanInputs) -> RestartPlan:
+    """The plan for ``inp``: the steps of the module docstring, in order."""
+    refuse_bad_request(inp)
+    flagged = flagged_batches(inp.problems, [inp.anchor, *inp.chain])
+    start = where_to_start(inp, flagged)
+    found = start.findings
+    found.merge(flagged_findings(inp, start, flagged))
+    sources, source_findings = source_plans(inp, start)
+    found.merge(source_findings)
+    found.merge(unchecked_cluster(inp, sources))
+    found.merge(location_findings(inp))
+    found.merge(future_trigger_findings(inp.anchor, inp.database_now))
+    found.merge(concurrency_findings(inp))
+    return RestartPlan(
+        query_name=inp.query_name, mode=inp.mode, position=start.position,
+        anchor=BatchRef.of(inp.anchor), start_batch=start.start_ref, sources=sources,
+        notes=found.notes, plan_warnings=found.warnings, plan_errors=found.errors,
+        as_of=inp.as_of, event_time_cutoff=start.cutoff,
+        window=inp.window if inp.mode == MODE_STATE_AWARE else None,
+        checkpoint=inp.checkpoint.path if inp.checkpoint else None,
+        output_path=inp.sink.path if inp.sink else None,
+        kafka_checked=inp.kafka_state is not None,
+    )
+
+
+# --------------------------------------------------------------------------- 1. refuse
+
+
+def check_request(mode: str, position: str) -> None:
+    """Raise RestartError for an unknown mode or position, or a state-aware plan asked
+    to start AT a batch. The one check of a plan's request (library, CLI and jobs)."""
+    if mode not in MODES:
+        raise RestartError(f"unknown mode {mode!r}: use one of {', '.join(MODES)}")
+    if position not in (POSITION_AFTER, POSITION_AT):
+        raise RestartError(f"unknown position {position!r}")
+    if mode == MODE_STATE_AWARE and position == POSITION_AT:
+        raise RestartError("a state-aware plan starts after a batch: use as_of, not batch")
+
+
+def refuse_used_checkpoint(state: CheckpointState, query_id: str | None = None) -> None:
+    """Raise RestartError when the NEW checkpoint location already holds offsets.
+
+    Spark resumes from such a location and silently ignores ``startingOffsets``, so a
+    plan for it would look applied and not be.
+    """
+    if not state.has_offsets:
+        return
+    which = (f"batches up to {state.last_batch_id}" if state.last_batch_id is not None
+             else "offsets")
+    same = (" (it is the checkpoint of the journaled query itself)"
+            if state.query_id and query_id and state.query_id == query_id else "")
+    raise RestartError(
+        f"checkpoint location {state.path} already holds {which}{same}: Spark would "
+        "resume from it and ignore startingOffsets; use a new, empty location"
+    )
+
+
+def refuse_bad_request(inp: PlanInputs) -> None:
+    check_request(inp.mode, inp.position)
+    if inp.checkpoint is not None:
+        refuse_used_checkpoint(inp.checkpoint, inp.anchor.query_id)
+
+
+# --------------------------------------------------------------------------- 2. start
+
+
+def where_to_start(inp: PlanInputs, flagged: Flagged) -> Start:
+    """After the anchor, at it, or (state-aware) rewound: with the notes saying why."""
+    when = f" triggered at or before {format_time(inp.as_of)}" if inp.as_of is not None else ""
+    anchor_ref = BatchRef.of(inp.anchor)
+    if inp.mode == MODE_STATE_AWARE:
+        start = state_aware_start(inp, when)
+    elif inp.position == POSITION_AT:
+        start = Start(POSITION_AT, [inp.anchor], inp.before, Findings(), start_ref=anchor_ref)
+        start.findings.notes.append(
+            f"Starts AT {anchor_ref.label()}: its START offsets, so that batch and all "
+            "after it are processed again (the sink receives those rows a second time "
+            "unless it is idempotent)."
+        )
+    else:
+        start = Start(POSITION_AFTER, None, inp.before, Findings())
+        latest = "the last journaled batch" if inp.as_of is None else f"the last batch{when}"
+        start.findings.notes.append(
+            f"Starts AFTER {anchor_ref.label()} ({latest}): at its END offsets. Kafka "
+            "start offsets are inclusive and a batch's end offsets exclusive, so the new "
+            "query reads exactly what came after that batch"
+            + (": nothing skipped, nothing read twice." if not flagged else
+               ". But the journal flagged offsets that did not continue from one batch to "
+               "the next (see the errors and warnings): records were skipped or read "
+               "twice before this point, and starting here does not undo that.")
+        )
+    start.findings.notes += _still_running(inp)
+    return start
+
+
+def _still_running(inp: PlanInputs) -> list[str]:
+    """A note when the anchor was still running at ``as_of`` (it counts as before)."""
+    anchor, as_of = inp.anchor, inp.as_of
+    if as_of is None or anchor.trigger_at is None or not anchor.batch_duration_ms:
+        return []
+    finished = anchor.trigger_at + timedelta(milliseconds=anchor.batch_duration_ms)
+    if finished <= as_of:
+        return []
+    return [f"That batch was still running at {format_time(as_of)} (it finished at "
+            f"{format_time(finished)}); it counts as before that time."]
+
+
+# --------------------------------------------------------------------------- 3. flagged
+
+
+def flagged_batches(problems: Sequence[FlaggedProblem], batches: Sequence[Batch]) -> Flagged:
+    """What the journal flagged, from its list and from the plan's own batches' sources."""
+    out: Flagged = {}
+    for p in problems:
+        ref = BatchRef(p.run_id, p.batch_id, p.query_id, p.trigger_at)
+        out[(p.pk, p.source_index)] = (ref.label(), p.problem)
+    for batch in batches:
+        for src in batch.sources:
+            if src.problem:
+                out[(batch.pk, src.source_index)] = (BatchRef.of(batch).label(), src.problem)
+    return out
+
+
+def flagged_findings(inp: PlanInputs, start: Start, flagged: Flagged) -> Findings:
+    """An error where the plan takes the END offsets of a flagged batch (it starts
+    after it); re-read batches (at, rewind) and earlier ones get a warning: reading
+    a batch again is how a person repairs what was flagged on it."""
+    found = Findings()
+    affected = {inp.anchor.pk} if start.position == POSITION_AFTER else set()
+    for (pk, index), (label, problem) in sorted(flagged.items(), key=lambda x: x[0]):
+        if inp.source is not None and index != inp.source:
+            continue
+        if pk in affected:
+            found.errors.append(f"the journal flagged {label}, which this plan starts from: "
+                                f"source {index}: {problem}")
+        else:
+            found.warnings.append(f"the journal flagged {label}: source {index}: {problem}")
+    return found
+
+
+# --------------------------------------------------------------------------- 4. sources
+
+
+def source_plans(inp: PlanInputs, start: Start) -> tuple[list[SourcePlan], Findings]:
+    """One plan per source of the anchor (or the one asked for); an error when the
+    anchor journaled none."""
+    found = Findings()
+    anchor = inp.anchor
+    indexes = [s.source_index for s in anchor.sources]
+    if inp.source is not None:
+        if inp.source not in indexes:
+            have = ", ".join(str(i) for i in indexes) or "none"
+            raise RestartError(
+                f"query {inp.query_name!r} has no source {inp.source} in "
+                f"{BatchRef.of(anchor).label()} (sources: {have})"
+            )
+        indexes = [inp.source]
+    if not indexes:
+        found.errors.append(f"{BatchRef.of(anchor).label()} journaled no sources")
+    plans = []
+    for index in indexes:
+        src = anchor.source(index)
+        kind = source_kind(src)
+        if kind == KIND_KAFKA:
+            plans.append(kafka_source_plan(inp, start, src))
+        else:
+            plans.append(other_source_plan(src, kind, *journaled_offset(inp, start, index)))
+    return plans, found
+
+
+# --------------------------------------------------------------------------- 5. checks
+
+
+def unchecked_cluster(inp: PlanInputs, sources: Sequence[SourcePlan]) -> Findings:
+    found = Findings()
+    if inp.kafka_state is None and any(s.kind == KIND_KAFKA for s in sources):
+        found.warnings.append(
+            "not checked against a Kafka cluster (no bootstrap servers): partitions added "
+            "since, deleted topics and offsets lost to retention are unknown"
+        )
+    return found
+
+
+def location_findings(inp: PlanInputs) -> Findings:
+    """The output path's file sink log, and the new checkpoint location."""
+    found = Findings()
+    sink, checkpoint = inp.sink, inp.checkpoint
+    if sink is not None and sink.last_batch_id is not None:
+        found.warnings.append(
+            f"output path {sink.path} already has a file sink log (_spark_metadata, up to "
+            f"batch {sink.last_batch_id}): a query on a new checkpoint numbers batches from "
+            f"0 again and the sink skips batches 0..{sink.last_batch_id} as already "
+            "written, silently dropping their output; write to a new output path"
+        )
+    elif sink is not None:
+        found.notes.append(
+            f"Output path {sink.path} has no file sink log: nothing will be skipped.")
+    if checkpoint is not None:
+        found.notes.append(f"New checkpoint location {checkpoint.path} holds no offsets: "
+                           "Spark will honour startingOffsets there.")
+    return found
+
+
+def future_trigger_findings(anchor: Batch, database_now: datetime | None) -> Findings:
+    """A batch triggered after the database's clock: trigger times come from the
+    drivers' clocks, so a little ahead is clock skew (a warning: the order of batches
+    may be wrong), far ahead is a batch that cannot be real (an error)."""
+    when = anchor.trigger_at
+    if database_now is None or when is None or when <= database_now + FUTURE_TOLERANCE:
+        return Findings()
+    ahead = when - database_now
+    label = BatchRef.of(anchor).label()
+    if ahead > FUTURE_LIMIT:
+        return Findings(errors=[
+            f"{label} was triggered at {format_time(when)}, {ahead.days} days in the future "
+            f"of the database's clock ({format_time(database_now)}): no driver's clock is "
+            "that wrong, so the batch is forged or corrupt and its offsets are not handed "
+            "out; start from a point in time before it (--as-of now) or a batch (--batch)"
+        ])
+    return Findings(warnings=[
+        f"{label} was triggered at {format_time(when)}, {ahead} ahead of the database's "
+        f"clock ({format_time(database_now)}): a driver's clock is fast, so 'last' by "
+        "trigger time may not be the last batch; check `history` before using this plan"
+    ])
+
+
+def future_trigger_problems(anchor: Batch, database_now: datetime | None,
+                            ) -> tuple[list[str], list[str]]:
+    """(warnings, errors) of :func:`future_trigger_findings`."""
+    found = future_trigger_findings(anchor, database_now)
+    return found.warnings, found.errors
+
+
+def concurrency_findings(inp: PlanInputs) -> Findings:
+    """A warning per pair of runs (started by the anchor's time) that overlapped."""
+    cutoff_time = inp.anchor.trigger_at
+    relevant = [s for s in inp.runs if cutoff_time is None or s.start is None
+                or s.start <= cutoff_time]
+    return Findings(warnings=[
+        f"runs {a.run_id} and {b.run_id} of query {inp.query_name!r} journaled batches at "
+        f"the same time ({format_time(a.start)}..{format_time(a.end)} and "
+        f"{format_time(b.start)}..{format_time(b.end)}): two jobs under one name "
+        "interleave their offsets, and the last batch may belong to either"
+        for a, b in concurrent_runs(relevant)
+    ])
+
+
+# --------------------------------------------------------------------------- the last batch
+
+
+def _kafka_ends(batch: Batch) -> dict[tuple[int, str, int], int]:
+    return {(s.source_index, p.topic, p.partition): p.end for s in batch.sources
+            if source_kind(s) == KIND_KAFKA for p in s.partitions if p.end is not None}
+
+
+def check_last_batch(query_name: str, anchor: Batch, others: Sequence[Batch]) -> list[str]:
+    """Check the batch the journal's own order calls last against the batches other
+    orders call last (pure); returns warnings, raises RestartError when they disagree.
+
+    The journal's order (the database's sequence, then batch ids within the run)
+    cannot be skewed by a driver's clock, but a batch replayed late from a spool can
+    come after batches of a later run. The offsets settle it: the last batch must have
+    read every Kafka partition it shares with another candidate at least as far. If
+    another candidate read further, which batch is last is not clear from the journal,
+    and a person must choose (``--batch RUN:BATCH``).
+    """
+    warnings: list[str] = []
+    mine = _kafka_ends(anchor)
+    for other in others:
+        if other.pk == anchor.pk:
+            continue
+        theirs = _kafka_ends(other)
+        ahead = sorted(k for k in mine.keys() & theirs.keys() if theirs[k] > mine[k])
+        ref, other_ref = BatchRef.of(anchor).label(), BatchRef.of(other).label()
+        if ahead:
+            sample = ", ".join(f"{tp(t, p)} {theirs[(i, t, p)]} > {mine[(i, t, p)]}"
+                               for i, t, p in ahead[:3])
+            more = f" and {len(ahead) - 3} more" if len(ahead) > 3 else ""
+            raise RestartError(
+                f"the journal's orders disagree on the last batch of query {query_name!r}: "
+                f"{ref} was journaled last, but {other_ref} read further ({sample}{more}); "
+                "a batch replayed late from a spool, a driver's clock off, or two jobs "
+                "under one name? Choose where to start explicitly: --batch RUN:BATCH "
+                "(starts AT that batch) or --as-of TIME"
+            )
+        later = (other.trigger_at is not None and anchor.trigger_at is not None
+                 and other.trigger_at > anchor.trigger_at)
+        if later:
+            shared = "; the offsets agree" if mine.keys() & theirs.keys() else (
+                "; no Kafka partition in common to check it by")
+            warnings.append(
+                f"{other_ref} has a later trigger time than {ref}, which the journal "
+                f"recorded after it: the clock of run {other.run_id}'s driver was ahead, "
+                f"or of run {anchor.run_id}'s behind. The journal's own order decides"
+                f"{shared}"
+            )
+    return warnings
+
+
+__all__ = ["check_last_batch", "check_request", "compute_plan", "concurrent_runs", "decide",
+           "future_trigger_problems", "order_key", "refuse_used_checkpoint"]

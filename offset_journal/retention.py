@@ -1,0 +1,84 @@
+"""Retention: delete old batches, keeping what a new checkpoint starts from."""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Sequence
+from datetime import datetime
+from typing import TYPE_CHECKING, Any
+
+import sqlalchemy as sa
+
+from .journal_rows import PruneResult
+from .schema import batches, kafka_partitions
+
+if TYPE_CHECKING:
+    from .journal import Journal
+
+log = logging.getLogger("offset_journal.journal")
+
+
+def prune(journal: Journal, before: datetime, *, query_name: str | None = None,
+          dry_run: bool = False, chunk: int = 1000) -> PruneResult:
+    """Delete batches triggered before ``before``, with their source and partition
+    rows, in transactions of ``chunk`` batches.
+
+    Each query name's newest batch is kept whatever its age: it holds the offsets a
+    new checkpoint starts from. Batches without a trigger time and run rows are kept.
+    Point-in-time and state-aware restarts need the history they rewind into: pick
+    ``before`` older than the longest rewind you may want.
+    """
+    b, k = batches.c, kafka_partitions.c
+
+    def newest(conn: sa.Connection) -> list[tuple[str, int, datetime | None]]:
+        names = ([query_name] if query_name is not None else
+                 conn.execute(sa.select(b.query_name).distinct()).scalars().all())
+        out = []
+        for name in names:  # only the batch rows: its offsets are not needed here
+            # The newest by trigger time and the last in the journal's own order
+            # (the planner's; see last_batch): one row when the clocks are right.
+            last = journal._batch_rows(conn, b.query_name == name, limit=1)
+            last += journal._last_rows(conn, name)
+            for row in {r["id"]: r for r in last}.values():
+                out.append((name, row["id"], row["trigger_at"]))
+        return out
+
+    kept = journal._read(newest)
+    keep = [pk for _, pk, _ in kept]
+    kept_newest = sum(1 for _, _, at in kept if at is not None and at < before)
+    where = _prune_where(before, query_name, keep)
+    if dry_run:
+        def count(conn: sa.Connection) -> PruneResult:
+            doomed = sa.select(b.id).where(where).scalar_subquery()
+            n = conn.execute(sa.select(sa.func.count()).where(where)
+                             .select_from(batches)).scalar_one()
+            rows = conn.execute(sa.select(sa.func.count()).select_from(kafka_partitions)
+                                .where(k.batch_pk.in_(doomed))).scalar_one()
+            return PruneResult(n, rows, kept_newest)
+        result: PruneResult = journal._read(count)
+        return result
+    deleted = rows = 0
+    while True:
+        with journal._connect() as conn, conn.begin():
+            ids = conn.execute(sa.select(b.id).where(where).order_by(b.id).limit(chunk)
+                               .with_for_update(skip_locked=True)).scalars().all()
+            if not ids:
+                break
+            rows += conn.execute(sa.select(sa.func.count()).select_from(kafka_partitions)
+                                 .where(k.batch_pk.in_(ids))).scalar_one()
+            # batch_sources go by their foreign key's cascade, partition rows with
+            # them (migration 0002's trigger).
+            conn.execute(sa.delete(batches).where(b.id.in_(ids)))
+        deleted += len(ids)
+        log.info("offset-journal: pruned %d batches so far", deleted)
+    return PruneResult(deleted, rows, kept_newest)
+
+
+def _prune_where(before: datetime, query_name: str | None, keep: Sequence[int]) -> Any:
+    b = batches.c
+    where = [b.trigger_at < before]
+    if query_name is not None:
+        where.append(b.query_name == query_name)
+    if keep:
+        where.append(b.id.not_in(keep))
+    return sa.and_(*where)

@@ -24,6 +24,8 @@ from .offsets import (
     is_kafka_description,
     pair_partitions,
     parse_offset_json,
+    plain_kafka,
+    plain_kafka_rows,
 )
 
 STARTED = "started"
@@ -189,12 +191,38 @@ def _dict(value: Any) -> dict[str, Any]:
     return value if isinstance(value, dict) else {}
 
 
+_OFFSET_KEYS = ("startOffset", "endOffset", "latestOffset")
+
+
+def _plain_kafka_source(index: int, raw: dict[str, Any], description: str | None
+                        ) -> SourceRecord | None:
+    """The usual Kafka source in one pass (whole-topic checks in C, see
+    offsets.plain_kafka_rows): the same record as the general path in :func:`_source`,
+    or None when anything is unusual and that path decides."""
+    try:
+        start, end, latest = (parse_offset_json(raw.get(key)) for key in _OFFSET_KEYS)
+    except OffsetFormatError:
+        return None
+    rows = plain_kafka_rows(start, end)
+    if rows is None or not (latest is None or plain_kafka(latest)):
+        return None
+    # In Kafka's shape only a topic name can hold what Postgres cannot store.
+    if "\x00" in "".join(end) or (latest is not None and "\x00" in "".join(latest)):
+        return None
+    return SourceRecord(index=index, description=description, kind="kafka",
+                        start_offset=start, end_offset=end, latest_offset=latest,
+                        num_input_rows=_int(raw.get("numInputRows")), partitions=tuple(rows))
+
+
 def _source(index: int, raw: Any) -> SourceRecord:
     if not isinstance(raw, dict):
         return SourceRecord(index, None, "other", None, None, None, None, (),
                             "source is not an object")
     description = raw.get("description")
     description = str(description) if description is not None else None
+    plain = _plain_kafka_source(index, raw, description)
+    if plain is not None:
+        return plain
     problems: list[str] = []
     offsets: dict[str, Any] = {}
     kafka_shaped: dict[str, KafkaOffsets | None] = {}

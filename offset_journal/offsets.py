@@ -11,7 +11,8 @@ from __future__ import annotations
 import json
 import re
 from collections.abc import Iterable, Mapping
-from itertools import repeat
+from itertools import groupby, repeat
+from operator import itemgetter
 from typing import Any, NamedTuple
 
 # Kafka's special offsets in startingOffsets JSON.
@@ -151,7 +152,7 @@ def _plain_partitions(parts: Mapping[Any, Any]) -> dict[int, int] | None:
     numbers = _partition_numbers(parts)
     if numbers is None or not _plain_offsets(parts.values()):
         return None
-    return dict(zip(numbers[1], parts.values()))
+    return dict(zip(numbers[1], parts.values(), strict=True))
 
 
 def plain_kafka(obj: Any) -> bool:
@@ -267,6 +268,18 @@ def offsets_json(rows: Iterable[PartitionOffset], *, use: str = "end"
                  ) -> dict[str, dict[str, int]] | None:
     """Kafka offsets JSON (as Spark reports it) rebuilt from partition rows; None when no
     row has that offset (a first batch's start). The inverse of :func:`partition_offsets`
-    for offsets in Spark's canonical form."""
-    offsets = rows_to_offsets(rows, use=use)
-    return {t: {str(p): o for p, o in parts.items()} for t, parts in offsets.items()} or None
+    for offsets in Spark's canonical form. Built a topic at a time (the journal checks
+    every Kafka batch against it before writing)."""
+    col = 3 if use == "end" else 2
+    out: dict[str, dict[str, int]] = {}
+    for topic, group in groupby(rows, key=itemgetter(0)):
+        parts = list(group)
+        values = list(map(itemgetter(col), parts))
+        numbers = map(str, map(itemgetter(1), parts))
+        if None in values:
+            kept = {n: v for n, v in zip(numbers, values, strict=True) if v is not None}
+        else:
+            kept = dict(zip(numbers, values, strict=True))
+        if kept:
+            out.setdefault(topic, {}).update(kept)
+    return out or None

@@ -229,7 +229,8 @@ def summarize(n: int, results: list[Any], samples: list[Any]) -> tuple[list[str]
         ratios = [a / b for a, b in zip(w, f, strict=True) if b]
         wl, fl = lat[("writer", paced)], lat[("floor", paced)]
         rows.append([n, "paced 1/s" if paced else "burst", fmt_rates(w), fmt_rates(f),
-                     f"{quantile(ratios, .5):.2f} ({min(ratios, default=0):.2f}-{max(ratios, default=0):.2f})",
+                     f"{quantile(ratios, .5):.2f} ({min(ratios, default=0):.2f}-"
+                     f"{max(ratios, default=0):.2f})",
                      f"{quantile(wl, .5) * 1e3:.1f} / {quantile(wl, .99) * 1e3:.1f}",
                      f"{quantile(fl, .5) * 1e3:.1f} / {quantile(fl, .99) * 1e3:.1f}"])
     return rows, connection_row(n, results, samples)

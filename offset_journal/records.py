@@ -228,7 +228,8 @@ def _plain_kafka_source(index: int, raw: dict[str, Any], description: str | None
     if start is _NOT_PLAIN or end is _NOT_PLAIN or latest is _NOT_PLAIN:
         return None
     rows = plain_kafka_rows(start, end)
-    if rows is None or not (latest is None or plain_kafka(latest)):
+    # A latest equal to the (checked) end, as when the query keeps up, needs no check.
+    if rows is None or not (latest is None or latest == end or plain_kafka(latest)):
         return None
     # In Kafka's shape only a topic name can hold what Postgres cannot store.
     if "\x00" in "".join(end) or (latest is not None and "\x00" in "".join(latest)):
@@ -339,11 +340,12 @@ def _big_float(value: Any) -> bool:
     stack = [value]
     while stack:
         item = stack.pop()
-        if isinstance(item, float) and not abs(item) < _BIGINT:
+        kind = type(item)  # parsed JSON: exact types
+        if kind is float and not abs(item) < _BIGINT:
             return True
-        if isinstance(item, dict):
+        if kind is dict:
             stack.extend(item.values())
-        elif isinstance(item, list):
+        elif kind is list:
             stack.extend(item)
     return False
 

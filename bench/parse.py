@@ -80,8 +80,11 @@ def measure(payload: str, variants: dict[str, Callable[[str], Any]], rounds: int
 
 
 def main(args: argparse.Namespace) -> None:
+    from offset_journal import records
     from offset_journal.records import batch_from_progress
 
+    if args.no_orjson:  # the standard library's json alone (what runs without orjson)
+        records._orjson = None
     header("Parse per event vs. json.loads", args)
     rows = []
     for size in args.sizes:
@@ -115,4 +118,6 @@ if __name__ == "__main__":
                    default=[100, 1000, 10_000])
     p.add_argument("--rounds", type=int, default=40)
     p.add_argument("--warmup", type=int, default=3)
+    p.add_argument("--no-orjson", action="store_true",
+                   help="parse as without orjson installed (the standard library only)")
     main(p.parse_args())

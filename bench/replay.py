@@ -12,7 +12,9 @@ progress events (``--partitions`` Kafka partitions each, a new run per round):
   back); timed from start() until ``flush()`` says the spool is empty and every event
   is in the journal.
 
-Rates are events journaled per second; the ratio is replay / live of the same round.
+Rates are events journaled per second, of wall time and of the driver process's CPU
+time (``process_time``: all its threads; Postgres's own work is the same for both);
+the ratio is replay / live of the same round.
 
     .venv/bin/python bench/replay.py [--events 400 --rounds 8 --partitions 100]
 """
@@ -35,24 +37,24 @@ def events(run: str, n: int, partitions: int) -> list[dict[str, Any]]:
             for b in range(1, n + 1)]
 
 
-def live(url: str, evs: list[dict[str, Any]]) -> float:
+def live(url: str, evs: list[dict[str, Any]]) -> tuple[float, float]:
     from offset_journal.writer import Writer, WriterConfig
 
     spool = tempfile.mkdtemp(prefix="oj-replay-")
     writer = Writer(WriterConfig(url, spool_dir=spool))
-    t0 = time.perf_counter()
+    t0, c0 = time.perf_counter(), time.process_time()
     writer.start()
     for ev in evs:
         writer.submit(ev)
     assert writer.flush(120)
-    took = time.perf_counter() - t0
+    took, cpu = time.perf_counter() - t0, time.process_time() - c0
     assert writer.stats().journaled == len(evs)
     writer.close()
     shutil.rmtree(spool, ignore_errors=True)
-    return took
+    return took, cpu
 
 
-def replay(url: str, evs: list[dict[str, Any]]) -> float:
+def replay(url: str, evs: list[dict[str, Any]]) -> tuple[float, float]:
     from offset_journal.spool import Spool
     from offset_journal.writer import Writer, WriterConfig
 
@@ -62,35 +64,38 @@ def replay(url: str, evs: list[dict[str, Any]]) -> float:
         s.append(evs[i:i + 20])
     s.close()
     writer = Writer(WriterConfig(url, spool_dir=spool))
-    t0 = time.perf_counter()
+    t0, c0 = time.perf_counter(), time.process_time()
     writer.start()
     assert writer.flush(120)
-    took = time.perf_counter() - t0
+    took, cpu = time.perf_counter() - t0, time.process_time() - c0
     assert writer.stats().journaled == len(evs) and not writer.spool.pending()
     writer.close()
     shutil.rmtree(spool, ignore_errors=True)
-    return took
+    return took, cpu
 
 
 def main(args: argparse.Namespace) -> None:
     header("Spool replay vs. live journaling", args)
     load = [os.getloadavg()[0]]
     rates: dict[str, list[float]] = {"live": [], "replay": []}
-    ratios = []
+    cpu_rates: dict[str, list[float]] = {"live": [], "replay": []}
+    ratios, cpu_ratios = [], []
     with postgres(args.admin_url) as server:
         url = journal_database(server)
         for r in range(args.warmup + args.rounds):
-            took = {}
+            took, cpu = {}, {}
             order = ["live", "replay"] if r % 2 == 0 else ["replay", "live"]
             for kind in order:
                 evs = events(f"{kind}-{r}", args.events, args.partitions)
-                took[kind] = (live if kind == "live" else replay)(url, evs)
+                took[kind], cpu[kind] = (live if kind == "live" else replay)(url, evs)
             load.append(os.getloadavg()[0])
             if r < args.warmup:
                 continue
             for kind in rates:
                 rates[kind].append(args.events / took[kind])
+                cpu_rates[kind].append(args.events / cpu[kind])
             ratios.append(took["live"] / took["replay"])
+            cpu_ratios.append(cpu["live"] / cpu["replay"])
             print(f"round {r}: live {rates['live'][-1]:.0f}/s, replay "
                   f"{rates['replay'][-1]:.0f}/s", file=sys.stderr, flush=True)
 
@@ -103,9 +108,11 @@ def main(args: argparse.Namespace) -> None:
           f"median (p25-p75). Load average (1 min) during the run: "
           f"{min(load):.1f}-{max(load):.1f}.\n")
     ok = quantile(ratios, .5) >= 0.8
-    print(table(["live events/s", "replay events/s", "replay / live", ">= 0.8"],
-                [[cell(rates["live"]), cell(rates["replay"]), cell(ratios, "{:.2f}"),
-                  "yes" if ok else "**no**"]]))
+    print(table(["time", "live events/s", "replay events/s", "replay / live", ">= 0.8"],
+                [["wall", cell(rates["live"]), cell(rates["replay"]), cell(ratios, "{:.2f}"),
+                  "yes" if ok else "**no**"],
+                 ["driver CPU (process_time)", cell(cpu_rates["live"]),
+                  cell(cpu_rates["replay"]), cell(cpu_ratios, "{:.2f}"), ""]]))
 
 
 if __name__ == "__main__":

@@ -25,6 +25,10 @@ QUICK = {
                                               "--cli-reps", "3"]),
     "outage_memory": ("outage_memory", ["--minutes", "2", "--rate", "30"]),
     "stream_overhead": ("stream_overhead", ["--rounds", "3", "--files", "10"]),
+    "parse": ("parse", ["--rounds", "10"]),
+    "replay": ("replay", ["--events", "100", "--rounds", "3"]),
+    "capacity": ("capacity", ["--jobs", "2", "--batches", "300"]),
+    "fleet": ("fleet", ["--drivers", "1,8", "--rounds", "1", "--paced", "5", "--burst", "5"]),
 }
 
 FULL = {
@@ -38,6 +42,10 @@ FULL = {
     "outage_memory": ("outage_memory", ["--minutes", "10", "--rate", "1"]),
     "stream_overhead": ("stream_overhead", ["--rounds", "12", "--files", "40",
                                             "--variants", "without,with,empty"]),
+    "parse": ("parse", ["--rounds", "40"]),
+    "replay": ("replay", ["--events", "300", "--rounds", "8"]),
+    "capacity": ("capacity", ["--jobs", "3", "--batches", "1000"]),
+    "fleet": ("fleet", ["--drivers", "1,8,32", "--rounds", "2", "--paced", "8", "--burst", "6"]),
 }
 
 

@@ -25,7 +25,15 @@ from .offsets import (
     is_kafka_description,
     pair_partitions,
     parse_offset_json,
+    plain_kafka,
+    plain_kafka_rows,
 )
+
+_orjson: Any
+try:  # the standard library's json does the same, slower (and decides what orjson refuses)
+    import orjson as _orjson
+except ImportError:  # pragma: no cover - a dependency; parsing works without it
+    _orjson = None
 
 STARTED = "started"
 PROGRESS = "progress"
@@ -188,12 +196,57 @@ def _dict(value: Any) -> dict[str, Any]:
     return value if isinstance(value, dict) else {}
 
 
+_OFFSET_KEYS = ("startOffset", "endOffset", "latestOffset")
+
+
+def _str_or_none(value: Any) -> str | None:
+    return str(value) if value is not None else None
+
+
+def _plain_offset(value: Any, fast_json: bool) -> Any:
+    """parse_offset_json, by orjson for offsets given as JSON text when ``fast_json``;
+    _NOT_PLAIN when either refuses it."""
+    try:
+        if fast_json and isinstance(value, str) and value.strip():
+            return _orjson.loads(value.strip())
+        return parse_offset_json(value)
+    except (OffsetFormatError, ValueError):  # orjson.JSONDecodeError is a ValueError
+        return _NOT_PLAIN
+
+
+_NOT_PLAIN = object()
+
+
+def _plain_kafka_source(index: int, raw: dict[str, Any], description: str | None,
+                        fast_json: bool = False) -> SourceRecord | None:
+    """The usual Kafka source in one pass (whole-topic checks in C, see
+    offsets.plain_kafka_rows): the same record as the general path in :func:`_source`,
+    or None when anything is unusual and that path decides. Its offsets must be all
+    integers, so orjson's floats for integers beyond 64 bits never pass."""
+    start, end, latest = (_plain_offset(raw.get(key), fast_json) for key in _OFFSET_KEYS)
+    if start is _NOT_PLAIN or end is _NOT_PLAIN or latest is _NOT_PLAIN:
+        return None
+    rows = plain_kafka_rows(start, end)
+    # A latest equal to the (checked) end, as when the query keeps up, needs no check.
+    if rows is None or not (latest is None or latest == end or plain_kafka(latest)):
+        return None
+    # In Kafka's shape only a topic name can hold what Postgres cannot store.
+    if "\x00" in "".join(end) or (latest is not None and "\x00" in "".join(latest)):
+        return None
+    return SourceRecord(index=index, description=description, kind="kafka",
+                        start_offset=start, end_offset=end, latest_offset=latest,
+                        num_input_rows=_int(raw.get("numInputRows")), partitions=tuple(rows))
+
+
 def _source(index: int, raw: Any) -> SourceRecord:
     if not isinstance(raw, dict):
         return SourceRecord(index, None, "other", None, None, None, None, (),
                             "source is not an object")
     description = raw.get("description")
     description = str(description) if description is not None else None
+    plain = _plain_kafka_source(index, raw, description)
+    if plain is not None:
+        return plain
     problems: list[str] = []
     offsets: dict[str, Any] = {}
     kafka_shaped: dict[str, KafkaOffsets | None] = {}
@@ -252,16 +305,61 @@ def batch_from_progress(payload: str | dict[str, Any]) -> BatchRecord:
     JSON, or without query id, run id or batch id). Anything else malformed is kept
     in the record, with the raw payload, rather than dropped.
     """
-    text = payload if isinstance(payload, str) else None
-    if isinstance(payload, str):
+    if not isinstance(payload, str):
+        rec = _batch(payload, None, False)
+        assert rec is not None
+        return rec
+    fast = _fast_loads(payload)
+    if fast is not None:
         try:
-            data = json.loads(payload)
-        except json.JSONDecodeError as exc:
-            raise ProgressFormatError(f"progress is not JSON: {exc.msg}") from exc
-        except RecursionError:
-            raise ProgressFormatError("progress JSON is nested too deeply") from None
-    else:
-        data = payload
+            rec = _batch(fast, payload, True)
+        except ProgressFormatError:  # said again below, from the exact parse
+            rec = None
+        if rec is not None:
+            return rec
+    try:
+        data = json.loads(payload)
+    except json.JSONDecodeError as exc:
+        raise ProgressFormatError(f"progress is not JSON: {exc.msg}") from exc
+    except RecursionError:
+        raise ProgressFormatError("progress JSON is nested too deeply") from None
+    rec = _batch(data, payload, False)
+    assert rec is not None
+    return rec
+
+
+def _fast_loads(text: str) -> Any:
+    """orjson's parse of ``text`` (about 3x the standard library's speed on progress
+    JSON), or None (orjson not installed, or it refuses the text: NaN, lone surrogates,
+    integers beyond 64 bits, which the standard library then decides)."""
+    if _orjson is None:
+        return None
+    try:
+        return _orjson.loads(text)
+    except _orjson.JSONDecodeError:
+        return None
+
+
+def _big_float(value: Any) -> bool:
+    """A float of 2^63 or more in magnitude: orjson reads integers beyond 64 bits as
+    floats where the standard library keeps them exact."""
+    stack = [value]
+    while stack:
+        item = stack.pop()
+        kind = type(item)  # parsed JSON: exact types
+        if kind is float and not abs(item) < _BIGINT:
+            return True
+        if kind is dict:
+            stack.extend(item.values())
+        elif kind is list:
+            stack.extend(item)
+    return False
+
+
+def _batch(data: Any, text: str | None, fast_json: bool) -> BatchRecord | None:
+    """The record of parsed progress. With ``fast_json`` (parsed by orjson) only the
+    usual batch is built, and None means: parse it again with the standard library,
+    which decides everything unusual exactly as before."""
     if not isinstance(data, dict):
         raise ProgressFormatError("progress is not a JSON object")
     query_id, run_id = data.get("id"), data.get("runId")
@@ -273,9 +371,18 @@ def batch_from_progress(payload: str | dict[str, Any]) -> BatchRecord:
     name, named = journal_name(data.get("name"), query_id)
     check_keys(query_id, run_id, name)
     raw_sources = data.get("sources")
-    sources = tuple(
-        _source(i, s) for i, s in enumerate(raw_sources if isinstance(raw_sources, list) else [])
-    )
+    listed = raw_sources if isinstance(raw_sources, list) else []
+    if fast_json:
+        plain = [_plain_kafka_source(i, s, _str_or_none(s.get("description")), True)
+                 if isinstance(s, dict) else None for i, s in enumerate(listed)]
+        others = {k: v for k, v in data.items() if k != "sources"}
+        rest = [{k: v for k, v in s.items() if k not in _OFFSET_KEYS} for s in listed
+                if isinstance(s, dict)]
+        if any(p is None for p in plain) or _big_float([others, rest]):
+            return None
+        sources: tuple[SourceRecord, ...] = tuple(p for p in plain if p is not None)
+    else:
+        sources = tuple(_source(i, s) for i, s in enumerate(listed))
     event_time = _dict(data.get("eventTime"))
     durations = _dict(data.get("durationMs"))
     sink = _dict(data.get("sink"))

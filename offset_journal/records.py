@@ -29,11 +29,13 @@ from .offsets import (
     plain_kafka_rows,
 )
 
-_orjson: Any
+_orjson: Any = None
 try:  # the standard library's json does the same, slower (and decides what orjson refuses)
-    import orjson as _orjson
+    import orjson
+
+    _orjson = orjson
 except ImportError:  # pragma: no cover - a dependency; parsing works without it
-    _orjson = None
+    pass
 
 STARTED = "started"
 PROGRESS = "progress"

@@ -469,18 +469,11 @@ def cmd_jars(args: argparse.Namespace) -> int:
 
 
 def cmd_demo(args: argparse.Namespace) -> int:
-    # The demo lives in offset_journal/demo.py (added separately); it gets the
-    # arguments after "demo" and returns an exit status.
-    import importlib
+    """The demo (offset_journal/demo.py) gets the arguments after "demo"; it checks its
+    own requirements (the ``demo`` extra) and says in one line what is missing."""
+    from . import demo
 
-    try:
-        demo = importlib.import_module(f"{__package__}.demo")
-    except ModuleNotFoundError as exc:
-        if exc.name == f"{__package__}.demo":
-            raise _NotFound("the demo is not part of this installation") from None
-        raise
-    result = demo.main(list(args.demo_args))
-    return int(result or 0)
+    return int(demo.main(list(args.demo_args)) or 0)
 
 
 class _NotFound(OffsetJournalError, RuntimeError):

@@ -235,9 +235,23 @@ def _plain_kafka_source(index: int, raw: dict[str, Any], description: str | None
     # In Kafka's shape only a topic name can hold what Postgres cannot store.
     if "\x00" in "".join(end) or (latest is not None and "\x00" in "".join(latest)):
         return None
+    metrics, unstorable = _metrics(raw)
+    if unstorable:
+        return None
     return SourceRecord(index=index, description=description, kind="kafka",
                         start_offset=start, end_offset=end, latest_offset=latest,
-                        num_input_rows=_int(raw.get("numInputRows")), partitions=tuple(rows))
+                        num_input_rows=_int(raw.get("numInputRows")), partitions=tuple(rows),
+                        metrics=metrics)
+
+
+def _metrics(raw: dict[str, Any]) -> tuple[dict[str, Any] | None, str | None]:
+    """A source's metrics (the connector's offsets behind latest), or None; and why they
+    cannot be stored, when they cannot (they stay in raw_progress then)."""
+    metrics = raw.get("metrics")
+    if not isinstance(metrics, dict) or not metrics:
+        return None, None
+    unstorable = _unstorable(metrics)
+    return (None, unstorable) if unstorable else (metrics, None)
 
 
 def _source(index: int, raw: Any) -> SourceRecord:
@@ -280,12 +294,9 @@ def _source(index: int, raw: Any) -> SourceRecord:
         backwards = _backwards(parts)
         if backwards:
             problems.append(backwards)
-    metrics = raw.get("metrics")
-    if not isinstance(metrics, dict) or not metrics:
-        metrics = None
-    elif _unstorable(metrics):  # kept in raw_progress only
-        problems.append(f"metrics: {_unstorable(metrics)}")
-        metrics = None
+    metrics, unstorable = _metrics(raw)
+    if unstorable:  # kept in raw_progress only
+        problems.append(f"metrics: {unstorable}")
     return SourceRecord(
         index=index,
         description=description,

@@ -471,8 +471,9 @@ def cmd_jars(args: argparse.Namespace) -> int:
 def cmd_demo(args: argparse.Namespace) -> int:
     """The demo (offset_journal/demo.py) gets the arguments after "demo"; it checks its
     own requirements (the ``demo`` extra) and says in one line what is missing."""
-    from . import demo
+    import importlib
 
+    demo = importlib.import_module(f"{__package__}.demo")  # sys.modules first, as imports do
     return int(demo.main(list(args.demo_args)) or 0)
 
 

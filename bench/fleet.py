@@ -33,6 +33,7 @@ import sys
 import tempfile
 import threading
 import time
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -87,20 +88,25 @@ class Driver:
         self.sent[id(ev)] = time.perf_counter()
         self.writer.submit(ev)
 
-    def writer_phase(self, end: float, paced: bool) -> None:
-        self.commits.clear()
+    def ticks(self, end: float, paced: bool) -> Iterator[None]:
+        """Yield once per turn until `end`: once a second, staggered by driver, when paced;
+        as often as asked otherwise."""
         tick = time.time() + self.index / self.n
         while time.time() < end:
             if paced:
                 time.sleep(max(0.0, tick - time.time()))
                 if time.time() >= end:
-                    break
-                self.submit()
+                    return
                 tick += 1.0
-            elif self.writer._pending < MAX_BEHIND:
-                self.submit()
-            else:
+            yield
+
+    def writer_phase(self, end: float, paced: bool) -> None:
+        self.commits.clear()
+        for _ in self.ticks(end, paced):
+            while not paced and self.writer._pending >= MAX_BEHIND and time.time() < end:
                 time.sleep(0.001)
+            if time.time() < end:
+                self.submit()
 
     def floor_phase(self, end: float, paced: bool) -> list[tuple[float, float]]:
         import psycopg
@@ -110,13 +116,7 @@ class Driver:
         dsn = sa.engine.make_url(self.url).set(drivername="postgresql").render_as_string(False)
         out: list[tuple[float, float]] = []
         with psycopg.connect(dsn, application_name=FLOOR_APP) as conn:
-            tick = time.time() + self.index / self.n
-            while time.time() < end:
-                if paced:
-                    time.sleep(max(0.0, tick - time.time()))
-                    if time.time() >= end:
-                        break
-                    tick += 1.0
+            for _ in self.ticks(end, paced):
                 rec, rows = floor_rows(self.payload("floor"))
                 t0 = time.perf_counter()
                 floor_write(conn, rec, rows)

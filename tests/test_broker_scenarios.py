@@ -1,6 +1,8 @@
 """What the restart planner exists for, on a real broker with Spark's own connector:
 partitions added (while the job runs, and while no job runs), records deleted before
-they were read, topics deleted, and topics deleted then recreated.
+they were read (refused, then accepted with --allow-data-loss), topics deleted, topics
+deleted then recreated (refused, then read from earliest with --restart-recreated-topic),
+and the broker restarting under a running job or down while planning.
 
 Each test runs a journaled job, makes the situation happen on the broker, asks the
 command for a plan, starts a new job on a NEW checkpoint from the journal, and checks
@@ -343,3 +345,117 @@ def _wait(done: Any, query: Any, what: str, timeout: float = 120) -> None:
         assert query.exception() is None, query.exception()
         assert time.monotonic() < deadline, f"timed out: {what}"
         time.sleep(0.2)
+
+
+def test_a_broker_restart_under_a_running_journaled_job(
+        journaled_spark, journal_url, tmp_path, capsys):
+    """The broker is killed (SIGKILL) under a job with a 500 ms processing-time trigger,
+    kept down while `plan` and `starting-offsets` run against it, then started again.
+
+    What Spark did (Spark 4.2.0, its Kafka connector, Kafka 4.1.1; broker down ~45 s,
+    ~25 s of it the broker's own restart): the query neither failed nor stopped. Its
+    trigger waited in "Getting offsets from KafkaV2[Subscribe[outage]]", no batch was
+    started or reported during the outage (so nothing reached the journal), and within
+    ~4 s of the broker being back it read the records produced meanwhile. Both commands
+    ended after ~10 s (the --kafka-timeout default) with one line, "cannot read cluster
+    metadata at HOST:PORT: ... Broker transport failure", and exit status 1.
+
+    Proven here: the journal holds exactly the batches the checkpoint committed, each
+    with the checkpoint's offsets, and the sink has every record exactly once. The
+    broker is this test's own, so the session's broker is never disturbed.
+    """
+    from offset_journal.local_kafka import start_local_kafka
+    from offset_journal.services import KafkaCluster
+
+    spark, listener = journaled_spark
+    broker = start_local_kafka()  # ~8 s; ours alone, killed and restarted at will
+    kafka = KafkaCluster(broker.bootstrap_servers, "local", broker=broker, _stop=broker.stop)
+    try:
+        kafka.create_topic("outage", 2)
+        produced = _produce(kafka, "outage", 40)
+        job = load_job("kafka_to_sink")
+        argv = _job_args(kafka, "outage", "outage", journal_url, tmp_path / "out",
+                         tmp_path / "ck-v1", "--trigger", "500 milliseconds")
+        q = job.build_query(spark, job.parser().parse_args(argv))
+        try:
+            _wait(lambda: _read(q) >= 40, q, "the job read the first 40 records")
+            broker.kill()
+            for command in ("plan", "starting-offsets"):
+                _refused_quickly(capsys, journal_url, command, broker.bootstrap_servers)
+            assert q.isActive and q.exception() is None  # Spark waits; it does not fail
+            broker.start()
+            produced += _produce(kafka, "outage", 40, start=40)
+            _wait(lambda: _read(q) >= 80, q, "the job read the records after the restart",
+                  timeout=180)
+        finally:
+            q.stop()
+        assert listener.wait_terminated(q.runId, 60)
+        _journal_matches_checkpoint(journal_url, "outage", tmp_path / "ck-v1")
+        _exactly(_sink(spark, tmp_path / "out"), produced)
+    finally:
+        kafka.stop()
+
+
+def test_planning_with_the_broker_down_is_one_line_within_the_timeout(journal_url, capsys):
+    """Nothing listens on the port: one line and exit 1, within --kafka-timeout."""
+    import socket
+
+    from tests.support import journal_batches, kafka_progress
+
+    journal_batches(journal_url, [kafka_progress(0, None, {"orders": {"0": 5}}, minute=1)])
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        servers = f"127.0.0.1:{sock.getsockname()[1]}"
+    for command in ("plan", "starting-offsets"):
+        _refused_quickly(capsys, journal_url, command, servers, "--kafka-timeout", "2",
+                         within=10)
+
+
+def _refused_quickly(capsys: pytest.CaptureFixture[str], url: str, command: str,
+                     servers: str, *extra: str, within: float = 30) -> None:
+    started = time.monotonic()
+    query = "orders" if extra else "outage"
+    code, out, err = _cli(capsys, "--database-url", url, command, query,
+                          "--bootstrap-servers", servers, *extra)
+    took = time.monotonic() - started
+    assert code == 1 and out == "", (code, out)
+    line = _one_error_line(err)
+    assert f"cannot read cluster metadata at {servers}" in line
+    assert took < within, f"{command} took {took:.1f} s with the broker down"
+
+
+def _journal_matches_checkpoint(url: str, name: str, checkpoint: Path) -> None:
+    """Every journaled batch is a batch the checkpoint committed (offsets/ + commits/),
+    with the same end offsets, and starts where the checkpoint's previous batch ended;
+    and every committed batch is journaled."""
+    from offset_journal.checkpoint import kafka_end_offsets, read_checkpoint
+    from offset_journal.offsets import kafka_offsets
+
+    ck = read_checkpoint(checkpoint)
+    batches = Journal(url).history(name)
+    assert [b.batch_id for b in batches] == [b.batch_id for b in ck.committed_batches()]
+    for b in batches:
+        committed = ck.batch(b.batch_id)
+        assert committed is not None and committed.committed
+        ends: dict[str, dict[int, int | None]] = {}
+        starts: dict[str, dict[int, int | None]] = {}
+        for p in b.sources[0].partitions:
+            ends.setdefault(p.topic, {})[p.partition] = p.end
+            starts.setdefault(p.topic, {})[p.partition] = p.start
+        assert kafka_end_offsets(committed)[0] == ends, b.batch_id
+        previous = ck.start_offsets_of(b.batch_id)
+        if b.batch_id > 0 and previous is not None:
+            assert kafka_offsets(previous[0]) == starts, b.batch_id
+
+
+def _read(query: Any) -> int:
+    return sum(p["numInputRows"] for p in query.recentProgress)
+
+
+def _wait(done: Any, query: Any, what: str, timeout: float = 120) -> None:
+    deadline = time.monotonic() + timeout
+    while not done():
+        assert query.exception() is None, query.exception()
+        assert time.monotonic() < deadline, f"timed out: {what}"
+        time.sleep(0.2)
+

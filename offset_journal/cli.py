@@ -261,7 +261,8 @@ def _plan(args: argparse.Namespace, source: int | None) -> Any:
         kafka_timeout=args.kafka_timeout, checkpoint=args.checkpoint,
         output_path=getattr(args, "output_path", None),
         mode=mode, window=args.window,
-        subscribe=args.subscribe,
+        subscribe=args.subscribe, allow_data_loss=args.allow_data_loss,
+        recreated_topics=args.recreated_topics or (),
     )
 
 

@@ -167,8 +167,23 @@ def _shared_options() -> tuple[argparse.ArgumentParser, ...]:
                                 "not yet emitted are rebuilt")
     plan_opts.add_argument("--window", type=parse_duration, metavar="DURATION",
                            help="window length for --state-aware (e.g. 10m)")
+    _add_cluster_choices(plan_opts)
 
     return common, kafka_opts, plan_opts
+
+
+def _add_cluster_choices(plan_opts: argparse.ArgumentParser) -> None:
+    """What to do when the cluster no longer has what the journal says (needs
+    --bootstrap-servers): records deleted unread, topics deleted and recreated."""
+    plan_opts.add_argument("--allow-data-loss", action="store_true",
+                           help="start partitions whose journaled offsets were deleted "
+                                "(retention) at their log start, with a warning, instead "
+                                "of refusing")
+    plan_opts.add_argument("--restart-recreated-topic", metavar="TOPIC", action="append",
+                           type=_name("the recreated topic"), dest="recreated_topics",
+                           help="TOPIC was deleted and created again: read it from earliest, "
+                                "with a warning, instead of refusing the journal's offsets "
+                                "beyond its log end (repeatable)")
 
 
 def _add_db(subs: Subparsers, common: argparse.ArgumentParser, commands: Any) -> None:

@@ -216,6 +216,118 @@ def test_offset_beyond_log_end_is_suspicious() -> None:
     assert warnings == [] and any("beyond its log end 20" in e for e in errors)
 
 
+def test_data_loss_names_journaled_offset_log_start_and_count_per_partition() -> None:
+    offsets, found = check_against_cluster({"orders": {0: 5, 1: 50, 2: 7}},
+                                           {"orders": {0: (8, 20), 1: (0, 60), 2: (17, 30)}})
+    assert offsets == {"orders": {0: 5, 1: 50, 2: 7}}  # refused: nothing moved
+    (error,) = found.errors
+    assert error.startswith("DATA LOSS: 13 records in 2 partitions were deleted")
+    assert "orders-0 starts at 5 but its log starts at 8: records 5..7" in error
+    assert "(journaled offset 5, log start 8, 3 records lost)" in error
+    assert "(journaled offset 7, log start 17, 10 records lost)" in error
+    assert "orders-1" not in error and "--allow-data-loss" in error
+
+
+def test_allow_data_loss_starts_at_the_log_start_and_says_so() -> None:
+    offsets, found = check_against_cluster({"orders": {0: 5, 1: 50, 2: EARLIEST}},
+                                           {"orders": {0: (8, 20), 1: (0, 60), 2: (4, 9)}},
+                                           allow_data_loss=True)
+    assert offsets == {"orders": {0: 8, 1: 50, 2: EARLIEST}}
+    assert found.errors == []
+    (warning,) = found.warnings
+    assert warning.startswith("DATA LOSS accepted (--allow-data-loss): 3 records in 1 partition")
+    assert "orders-0 starts at its log start 8, not at the journaled 5: records 5..7 " \
+           "(3 records) are lost" in warning
+
+
+def test_allow_data_loss_does_not_accept_offsets_beyond_the_log_end() -> None:
+    _, found = check_against_cluster({"orders": {0: 50}}, {"orders": {0: (0, 20)}},
+                                     allow_data_loss=True)
+    assert any("beyond its log end 20" in e for e in found.errors)
+
+
+def test_a_recreated_topic_is_explained_per_partition_and_refused() -> None:
+    offsets, found = check_against_cluster({"orders": {0: 20, 1: 20}, "other": {0: 4}},
+                                           {"orders": {0: (0, 3), 1: (0, 3)},
+                                            "other": {0: (0, 9)}})
+    assert offsets == {"orders": {0: 20, 1: 20}, "other": {0: 4}}
+    (error,) = found.errors
+    assert error.startswith("orders-0 starts at 20, beyond its log end 3; orders-1 starts at "
+                            "20, beyond its log end 3: ")
+    assert "does not have in every partition" in error
+    assert "probably deleted and recreated" in error
+    assert "--restart-recreated-topic orders" in error and "other-0" not in error
+
+
+def test_restart_recreated_topic_starts_every_partition_at_earliest_with_a_warning() -> None:
+    offsets, found = check_against_cluster(
+        {"orders": {0: 20, 1: 20}, "other": {0: 4}},
+        {"orders": {0: (0, 3), 1: (0, 3), 2: (0, 1)}, "other": {0: (0, 9)}},
+        strategy="subscribe", subscribed=["orders", "other"], recreated=["orders"])
+    assert offsets == {"orders": {0: EARLIEST, 1: EARLIEST, 2: EARLIEST}, "other": {0: 4}}
+    assert found.errors == []
+    (warning,) = [w for w in found.warnings if "--restart-recreated-topic" in w]
+    assert "topic orders starts at -2 (earliest) in all 3 partitions" in warning
+    assert "the 7 records it holds now are read from its start" in warning
+    assert "(orders-0: 20, orders-1: 20) belong to the topic as it was" in warning
+    assert "nothing shows" not in warning
+
+
+def test_restart_recreated_topic_without_sign_of_recreation_warns_of_rereads() -> None:
+    offsets, found = check_against_cluster({"orders": {0: 2}}, {"orders": {0: (0, 3)}},
+                                           recreated=["orders"])
+    assert offsets == {"orders": {0: EARLIEST}} and found.errors == []
+    assert any("nothing shows that it was recreated" in w for w in found.warnings)
+
+
+def test_restart_recreated_topic_that_is_gone_is_an_error() -> None:
+    offsets, found = check_against_cluster({"orders": {0: 2}, "a": {0: 1}},
+                                           {"a": {0: (0, 3)}}, recreated=["orders"])
+    assert offsets == {"a": {0: 1}}
+    assert any("named as recreated" in e and "does not exist" in e for e in found.errors)
+
+
+def test_a_deleted_topic_says_what_to_do_with_the_subscription() -> None:
+    _, found = check_against_cluster({"gone": {0: 5, 1: 6}, "a": {0: 1}}, {"a": {0: (0, 3)}})
+    (warning,) = found.warnings
+    assert "topic gone (partitions 0, 1) no longer exists" in warning
+    assert "deleted and not created again" in warning and "gone-0: 5, gone-1: 6" in warning
+    assert "Subscribe the new job without gone" in warning
+    assert "UnknownTopicOrPartitionException" in warning
+
+
+def test_plan_with_recreated_topics_refuses_unknown_topics_and_needs_a_cluster() -> None:
+    anchor = mk(2, kafka_src({("orders", 0): (0, 20)}))
+    state = {"orders": {0: (0, 3)}}
+    with pytest.raises(RestartError, match="neither journaled nor subscribes to topic 'ordrs'"):
+        compute_plan("orders", anchor, kafka_state=state, recreated_topics=["ordrs"])
+    with pytest.raises(RestartError, match="needs the cluster"):
+        compute_plan("orders", anchor, recreated_topics=["orders"])
+    refused = compute_plan("orders", anchor, kafka_state=state)
+    assert not refused.ok
+    chosen = compute_plan("orders", anchor, kafka_state=state, recreated_topics=["orders"])
+    assert chosen.ok and chosen.starting_offsets() == '{"orders":{"0":-2}}'
+    assert any("--restart-recreated-topic" in w for w in chosen.warnings)
+
+
+def test_plan_with_allow_data_loss_is_ok_and_starts_at_the_log_start() -> None:
+    anchor = mk(2, kafka_src({("orders", 0): (0, 5), ("orders", 1): (0, 5)}))
+    state = {"orders": {0: (9, 20), 1: (0, 20)}}
+    assert not compute_plan("orders", anchor, kafka_state=state).ok
+    plan = compute_plan("orders", anchor, kafka_state=state, allow_data_loss=True)
+    assert plan.ok and json.loads(plan.starting_offsets()) == {"orders": {"0": 9, "1": 5}}
+    assert any(w.startswith("source 0: DATA LOSS accepted") for w in plan.warnings)
+    assert "DATA LOSS accepted" in flat(plan.explain())
+
+
+def test_a_subscribed_topic_the_cluster_lacks_is_an_error() -> None:
+    anchor = mk(2, kafka_src({("orders", 0): (0, 5)}))
+    plan = compute_plan("orders", anchor, kafka_state={"orders": {0: (0, 9)}},
+                        subscribe=["orders", "ordres"])
+    assert any("subscribes to ordres, which the cluster does not have" in e
+               for e in plan.errors)
+
+
 def test_new_subscription_adds_and_drops_topics() -> None:
     anchor = mk(2, kafka_src({("orders", 0): (0, 5), ("old", 0): (1, 2)},
                              description="KafkaV2[Subscribe[old, orders]]"))

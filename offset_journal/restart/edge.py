@@ -61,6 +61,8 @@ class PlanOptions(TypedDict, total=False):
     bootstrap_servers: str | None
     kafka_config: Mapping[str, Any] | None
     kafka_timeout: float
+    allow_data_loss: bool
+    recreated_topics: Sequence[str]
 
 
 @dataclass(frozen=True)
@@ -75,6 +77,10 @@ class PlanRequest:
     ``checkpoint`` is refused when it already holds offsets; ``output_path`` is
     checked for a file sink log. ``bootstrap_servers`` (with ``kafka_config`` and
     ``kafka_timeout`` in seconds) checks the plan against the Kafka cluster.
+    ``allow_data_loss`` starts partitions whose planned offsets were deleted (retention)
+    at their log start, with a warning, instead of refusing; ``recreated_topics`` names
+    topics deleted and created again, read from earliest, with a warning, instead of
+    from the old topic's offsets (see :class:`~.model.PlanInputs`).
     """
 
     query_name: str
@@ -89,6 +95,8 @@ class PlanRequest:
     bootstrap_servers: str | None = None
     kafka_config: Mapping[str, Any] | None = None
     kafka_timeout: float = 10
+    allow_data_loss: bool = False
+    recreated_topics: Sequence[str] = ()
 
     @property
     def position(self) -> Position:
@@ -110,7 +118,12 @@ class PlanRequest:
             timeout = parse_timeout(self.kafka_timeout)
         except ValueError as exc:  # a negative or NaN timeout would wait forever
             raise RestartError(str(exc)) from None
-        return replace(self, mode=mode, as_of=as_of, kafka_timeout=timeout)
+        recreated = ((self.recreated_topics,) if isinstance(self.recreated_topics, str)
+                     else tuple(self.recreated_topics))
+        if any(not isinstance(t, str) or not t.strip() for t in recreated):
+            raise RestartError(f"bad recreated topic name in {list(recreated)!r}")
+        return replace(self, mode=mode, as_of=as_of, kafka_timeout=timeout,
+                       recreated_topics=recreated)
 
 
 @dataclass
@@ -151,6 +164,8 @@ def plan_from_journal(journal: Journal, request: PlanRequest,
         before=found.before, checkpoint=ckpt_state, sink=sink,
         mode=request.mode or MODE_STATELESS, window=request.window, source=request.source,
         as_of=request.as_of, subscribe=request.subscribe,
+        allow_data_loss=request.allow_data_loss,
+        recreated_topics=tuple(request.recreated_topics),
         # Runs that started after the anchor do not matter to it (compute_plan).
         runs=[span_of(b) for b in journal.run_bounds(request.query_name,
                                                      started_until=found.anchor.trigger_at)],

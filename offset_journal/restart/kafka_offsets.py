@@ -186,8 +186,9 @@ def _went_backwards(src: SourceOffsets, anchor: Batch) -> list[str]:
 
 
 def check_against_cluster(offsets: KafkaOffsets, state: TopicState, *,
-                          strategy: Strategy = "unknown",
-                          subscribed: Sequence[str] = ()) -> tuple[KafkaOffsets, Findings]:
+                          strategy: Strategy = "unknown", subscribed: Sequence[str] = (),
+                          allow_data_loss: bool = False,
+                          recreated: Sequence[str] = ()) -> tuple[KafkaOffsets, Findings]:
     """Reconcile planned start offsets with the partitions and logs that exist now.
 
     Spark requires specific ``startingOffsets`` to name exactly the partitions it is
@@ -195,27 +196,29 @@ def check_against_cluster(offsets: KafkaOffsets, state: TopicState, *,
     query's start) and, for subscriptions, partitions that exist but are not in the
     journal are added at -2 (earliest: they appeared after the journaled batch, and all
     they hold is new). A start below a partition's log start means those records were
-    deleted before being read: DATA LOSS, an error. A start above the log end (recreated
-    topic, other cluster, forged batch) is an error too.
+    deleted before being read: DATA LOSS, an error, or with ``allow_data_loss`` a
+    warning and a start at the log start. A start above the log end (a topic deleted
+    and recreated, another cluster, a forged batch) is an error, unless the topic is in
+    ``recreated``: then all its partitions start at -2 (earliest), with a warning.
     """
-    out, found = _drop_missing(offsets, state)
+    out, found = _drop_missing(offsets, state, recreated)
     found.merge(_add_new_partitions(out, offsets, state, strategy, subscribed))
-    found.merge(_outside_the_logs(out, state))
+    found.merge(_restart_recreated(out, offsets, state, recreated))
+    found.merge(_beyond_the_log_end(out, state))
+    found.merge(_below_the_log_start(out, state, allow_data_loss))
     return out, found
 
 
-def _drop_missing(offsets: KafkaOffsets, state: TopicState) -> tuple[KafkaOffsets, Findings]:
+def _drop_missing(offsets: KafkaOffsets, state: TopicState,
+                  recreated: Sequence[str] = ()) -> tuple[KafkaOffsets, Findings]:
     """Offsets of the partitions that still exist; a warning for each topic that lost some."""
     found = Findings()
     out: KafkaOffsets = {}
     for topic in sorted(offsets):
         parts = offsets[topic]
         if topic not in state:
-            found.warnings.append(
-                f"topic {topic} (partitions {', '.join(str(p) for p in sorted(parts))}) no "
-                "longer exists on the cluster: left out of startingOffsets, since Spark "
-                "refuses specific offsets for partitions it is not assigned"
-            )
+            if topic not in recreated:  # else _restart_recreated says more
+                found.warnings.append(gone_topic_warning(topic, parts))
             continue
         existing = state[topic]
         gone = sorted(p for p in parts if p not in existing)
@@ -228,6 +231,19 @@ def _drop_missing(offsets: KafkaOffsets, state: TopicState) -> tuple[KafkaOffset
             if part in existing:
                 out.setdefault(topic, {})[part] = parts[part]
     return out, found
+
+
+def gone_topic_warning(topic: str, parts: dict[int, int]) -> str:
+    """What a plan says of a journaled topic the cluster no longer has."""
+    journaled = ", ".join(f"{tp(topic, p)}: {o}" for p, o in sorted(parts.items())[:8])
+    return (
+        f"topic {topic} (partitions {', '.join(str(p) for p in sorted(parts))}) no longer "
+        f"exists on the cluster: it was deleted and not created again. Its journaled "
+        f"offsets ({journaled}) are left out of startingOffsets, since Spark refuses "
+        f"specific offsets for partitions it is not assigned. Subscribe the new job without "
+        f"{topic} (and plan with --subscribe): Spark fails a query subscribed to a missing "
+        "topic (UnknownTopicOrPartitionException)"
+    )
 
 
 def _add_new_partitions(out: KafkaOffsets, offsets: KafkaOffsets, state: TopicState,
@@ -266,39 +282,105 @@ def _add_new_partitions(out: KafkaOffsets, offsets: KafkaOffsets, state: TopicSt
     return found
 
 
-def _outside_the_logs(out: KafkaOffsets, state: TopicState) -> Findings:
-    """Errors for starts below a log's start (data loss) or beyond its end."""
-    loss: list[str] = []
-    beyond: list[str] = []
-    for topic in sorted(out):
-        for part, offset in sorted(out[topic].items()):
-            if offset < 0 or part not in state.get(topic, {}):
-                continue
-            low, high = state[topic][part]
-            if offset < low:
-                loss.append(
-                    f"{tp(topic, part)} starts at {offset} but its log starts at {low}: "
-                    f"records {offset}..{low - 1} were deleted before being read"
-                )
-            elif offset > high:
-                beyond.append(f"{tp(topic, part)} starts at {offset}, beyond its log end "
-                              f"{high}")
+def _restart_recreated(out: KafkaOffsets, offsets: KafkaOffsets, state: TopicState,
+                       recreated: Sequence[str]) -> Findings:
+    """Start every partition of the topics named as recreated at -2 (earliest), in place:
+    the journal's offsets belong to the topic before it was deleted."""
     found = Findings()
-    if beyond:
+    for topic in sorted(set(recreated)):
+        if topic not in state:
+            found.errors.append(
+                f"topic {topic} was named as recreated (--restart-recreated-topic) but does "
+                "not exist on the cluster: create it first, or leave it out of the new "
+                "job's subscription"
+            )
+            continue
+        if topic not in out and topic not in offsets:
+            continue  # not read by this source (or not by the new job)
+        parts = state[topic]
+        old = offsets.get(topic, {})
+        beyond = [p for p, o in old.items() if p in parts and o > parts[p][1]]
+        out[topic] = {p: EARLIEST for p in sorted(parts)}
+        held = sum(high - low for low, high in parts.values())
+        text = (
+            f"topic {topic} starts at -2 (earliest) in all {count(len(parts), 'partition')}, "
+            "as asked (--restart-recreated-topic): the "
+            f"{count(held, 'record')} it holds now are read from its start"
+        )
+        if old:
+            text += ("; the journal's offsets ("
+                     + ", ".join(f"{tp(topic, p)}: {o}" for p, o in sorted(old.items())[:8])
+                     + ") belong to the topic as it was before it was deleted")
+        if old and not beyond:
+            text += ("; but no journaled offset lies beyond its log end, so nothing shows "
+                     "that it was recreated: if it was not, records up to the journaled "
+                     "offsets are read again")
+        found.warnings.append(text)
+    return found
+
+
+def _beyond_the_log_end(out: KafkaOffsets, state: TopicState) -> Findings:
+    """An error per topic with starts beyond a partition's log end: the topic was most
+    likely deleted and recreated (its offsets begin at 0 again)."""
+    found = Findings()
+    for topic in sorted(out):
+        planned = {p: o for p, o in out[topic].items()
+                   if o >= 0 and p in state.get(topic, {})}
+        beyond = {p: o for p, o in planned.items() if o > state[topic][p][1]}
+        if not beyond:
+            continue
+        every = " in every partition" if len(beyond) == len(planned) else ""
         # Spark would wait for offsets that may never come, or fail; a writer role's
         # forged batch looks like this too. Never handed out without being asked.
         found.errors.append(
-            "; ".join(beyond) + ": the journal holds offsets the cluster never had (topic "
-            "recreated, journal from another cluster, or a forged batch?); check, then "
-            "start from another batch (--batch, --as-of) or from these (starting-offsets "
-            "--force)"
-        )
-    if loss:
-        found.errors.append(
-            "DATA LOSS: " + "; ".join(loss)
-            + " (Spark fails with failOnDataLoss=true, or skips them silently with false)"
+            "; ".join(f"{tp(topic, p)} starts at {o}, beyond its log end {state[topic][p][1]}"
+                      for p, o in sorted(beyond.items()))
+            + f": the journal holds offsets topic {topic} does not have{every} (journaled "
+            "start vs log end above). The topic was probably deleted and recreated (a new "
+            "topic's offsets start at 0 again), or the journal is from another cluster, or "
+            "a batch is forged. Not handed out: the new job would skip the new topic's "
+            f"records or wait for offsets that never come. If {topic} was recreated, read "
+            f"the new topic from its start: --restart-recreated-topic {topic}; otherwise "
+            "check, then start from another batch (--batch, --as-of) or from these "
+            "(starting-offsets --force)"
         )
     return found
+
+
+def _below_the_log_start(out: KafkaOffsets, state: TopicState,
+                         allow_data_loss: bool) -> Findings:
+    """DATA LOSS: starts below a log's start (retention or DeleteRecords removed records
+    the journal says were not read yet). An error; with ``allow_data_loss`` a warning,
+    and those partitions start at their log start (in place)."""
+    lost: list[tuple[str, int, int, int]] = []
+    for topic in sorted(out):
+        for part, offset in sorted(out[topic].items()):
+            if offset >= 0 and part in state.get(topic, {}) and offset < state[topic][part][0]:
+                lost.append((topic, part, offset, state[topic][part][0]))
+    if not lost:
+        return Findings()
+    total = sum(low - offset for _t, _p, offset, low in lost)
+    head = (f"{count(total, 'record')} in {count(len(lost), 'partition')} were deleted "
+            "(retention or DeleteRecords) before being read")
+    if allow_data_loss:
+        for topic, part, _offset, low in lost:
+            out[topic][part] = low
+        return Findings(warnings=[
+            f"DATA LOSS accepted (--allow-data-loss): {head}: "
+            + "; ".join(f"{tp(t, p)} starts at its log start {low}, not at the journaled "
+                        f"{o}: records {o}..{low - 1} ({count(low - o, 'record')}) are lost"
+                        for t, p, o, low in lost)
+        ])
+    return Findings(errors=[
+        f"DATA LOSS: {head}: "
+        + "; ".join(f"{tp(t, p)} starts at {o} but its log starts at {low}: records "
+                    f"{o}..{low - 1} were deleted before being read (journaled offset {o}, "
+                    f"log start {low}, {count(low - o, 'record')} lost)"
+                    for t, p, o, low in lost)
+        + " (Spark fails with failOnDataLoss=true, or skips them silently with false). "
+        "To start those partitions at their log start and accept the loss: "
+        "--allow-data-loss"
+    ])
 
 
 # --------------------------------------------------------------------------- one source
@@ -331,9 +413,12 @@ def kafka_source_plan(inp: PlanInputs, start: Start, src: SourceOffsets) -> Sour
         strategy, items = "subscribe", sorted(set(inp.subscribe))
         offsets = _narrow_to_subscription(plan, offsets, items, inp.kafka_state is None)
     if inp.kafka_state is not None:
-        offsets, found = check_against_cluster(offsets, inp.kafka_state, strategy=strategy,
-                                               subscribed=items)
+        offsets, found = check_against_cluster(
+            offsets, inp.kafka_state, strategy=strategy, subscribed=items,
+            allow_data_loss=inp.allow_data_loss, recreated=inp.recreated_topics)
         plan.add(found)
+    if inp.subscribe and inp.kafka_state is not None:
+        plan.errors += missing_subscribed(inp.subscribe, inp.kafka_state)
     plan.offsets = offsets
     if not offsets:
         plan.errors.append("no partition is left to start from")
@@ -343,6 +428,16 @@ def kafka_source_plan(inp: PlanInputs, start: Start, src: SourceOffsets) -> Sour
         plan.notes.insert(0, f"startingOffsets for {count(n, 'partition')} of "
                              f"{count(len(offsets), 'topic')}")
     return plan
+
+
+def missing_subscribed(subscribe: Sequence[str], state: TopicState) -> list[str]:
+    """An error for topics the new job subscribes to that the cluster does not have."""
+    missing = sorted(set(subscribe) - set(state))
+    if not missing:
+        return []
+    return [f"the new job subscribes to {', '.join(missing)}, which the cluster does not "
+            "have (deleted, or a typo?): Spark fails a query subscribed to a missing topic "
+            "(UnknownTopicOrPartitionException); create it or subscribe without it"]
 
 
 def _narrow_to_subscription(plan: SourcePlan, offsets: KafkaOffsets, items: list[str],

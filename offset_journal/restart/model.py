@@ -123,6 +123,8 @@ class PlanFacts(TypedDict, total=False):
     subscribe: Sequence[str] | None
     database_now: datetime | None
     problems: Sequence[FlaggedProblem]
+    allow_data_loss: bool
+    recreated_topics: Sequence[str]
 
 
 @dataclass(frozen=True)
@@ -142,7 +144,11 @@ class PlanInputs:
     of it is flagged. ``problems``: what the journal flagged on the query's batches when
     it wrote them (Journal.flagged_problems), with those on the plan's own batches'
     sources: an error on the batch whose end offsets the plan starts from, a warning
-    on any other batch.
+    on any other batch. ``allow_data_loss``: partitions whose planned start was deleted
+    (retention, DeleteRecords) start at their log start, with a warning, instead of
+    being an error. ``recreated_topics``: topics the person says were deleted and
+    created again: every partition they have now starts at -2 (earliest), with a
+    warning, instead of the journal's offsets (which belong to the old topic).
     """
 
     query_name: str
@@ -161,6 +167,8 @@ class PlanInputs:
     subscribe: Sequence[str] | None = None
     database_now: datetime | None = None
     problems: Sequence[FlaggedProblem] = ()
+    allow_data_loss: bool = False
+    recreated_topics: Sequence[str] = ()
 
 
 @dataclass(frozen=True)

@@ -19,7 +19,7 @@ from ..errors import RestartError
 from ..formatting import format_time
 from ..journal import Batch, FlaggedProblem
 from ..overlap import concurrent_runs
-from .kafka_offsets import kafka_source_plan
+from .kafka_offsets import kafka_source_plan, kafka_topics
 from .model import (
     KIND_KAFKA,
     MODE_STATE_AWARE,
@@ -123,6 +123,24 @@ def refuse_bad_request(inp: PlanInputs) -> None:
     check_request(inp.mode, inp.position)
     if inp.checkpoint is not None:
         refuse_used_checkpoint(inp.checkpoint, inp.anchor.query_id)
+    refuse_unknown_recreated(inp)
+
+
+def refuse_unknown_recreated(inp: PlanInputs) -> None:
+    """Raise RestartError for topics named as recreated that the plan does not read
+    (a typo must not pass unnoticed), or when there is no cluster to see them on."""
+    if not inp.recreated_topics:
+        return
+    known = set(kafka_topics([inp.anchor, *inp.chain], inp.source)) | set(inp.subscribe or ())
+    unknown = sorted(set(inp.recreated_topics) - known)
+    if unknown:
+        have = ", ".join(sorted(known)) or "none"
+        raise RestartError(
+            f"--restart-recreated-topic {unknown[0]}: query {inp.query_name!r} neither "
+            f"journaled nor subscribes to topic {unknown[0]!r} (its topics: {have})")
+    if inp.kafka_state is None:
+        raise RestartError("--restart-recreated-topic needs the cluster (bootstrap servers): "
+                           "the recreated topic's partitions are read from it")
 
 
 # --------------------------------------------------------------------------- 2. start

@@ -91,19 +91,20 @@ def cmd_db_upgrade(args: argparse.Namespace) -> int:
 def cmd_db_grant(args: argparse.Namespace) -> int:
     from .roles import grant, grant_statements
 
-    if not args.writer and not args.reader:
-        raise UsageError("name a --writer role, a --reader role, or both")
+    if not args.writer and not args.reader and not args.planner:
+        raise UsageError("name a --writer role, a --reader role, a --planner role, or several")
     try:
         if args.dry_run:
-            for statement in grant_statements(args.writer, args.reader):
+            for statement in grant_statements(args.writer, args.reader, planner=args.planner):
                 _out(f"{statement};")
             return EXIT_OK
         url = _url(args)
-        grant(url, args.writer, args.reader)
+        grant(url, args.writer, args.reader, args.planner)
     except ValueError as exc:  # an unusable role name
         raise UsageError(str(exc)) from None
     done = [f"{kind} privileges to {name!r}" for kind, name in
-            (("writer", args.writer), ("reader", args.reader)) if name]
+            (("writer", args.writer), ("reader", args.reader), ("planner", args.planner))
+            if name]
     _out(f"granted journal {' and '.join(done)} in {redact(url)}")
     return EXIT_OK
 

@@ -194,6 +194,9 @@ def _add_db(subs: Subparsers, common: argparse.ArgumentParser, commands: Any) ->
                     "owner. Run it again after `db upgrade`. See docs/security.md.")
     grant.add_argument("--writer", metavar="ROLE", help="the role the listener connects as")
     grant.add_argument("--reader", metavar="ROLE", help="a role that only reads the journal")
+    grant.add_argument("--planner", metavar="ROLE",
+                       help="a role that reads the journal and records the restart plans "
+                            "it makes")
     grant.add_argument("--dry-run", action="store_true",
                        help="print the SQL instead of running it")
     grant.set_defaults(func=commands.cmd_db_grant)

@@ -262,7 +262,7 @@ def _plan(args: argparse.Namespace, source: int | None) -> Any:
         kafka_timeout=args.kafka_timeout, checkpoint=args.checkpoint,
         output_path=getattr(args, "output_path", None),
         mode=mode, window=args.window,
-        subscribe=args.subscribe,
+        subscribe=args.subscribe, record=not args.no_record, command=args.command,
     )
 
 
@@ -293,6 +293,7 @@ def _kafka_source(plan: Any, index: int | None) -> Any:
 def cmd_starting_offsets(args: argparse.Namespace) -> int:
     plan = _plan(args, args.source)
     source = _kafka_source(plan, args.source)
+    _record_warning(plan)
     for warning in plan.plan_warnings + [f"source {source.index}: {w}" for w in source.warnings]:
         _err("warning", warning)
     if plan.event_time_cutoff is not None:
@@ -307,8 +308,16 @@ def cmd_starting_offsets(args: argparse.Namespace) -> int:
     return EXIT_OK
 
 
+def _record_warning(plan: Any) -> None:
+    if plan.record_problem:
+        _err("warning", plan.record_problem)
+    elif plan.plan_id is not None:
+        log.info("restart plan recorded as plan %s", plan.plan_id)
+
+
 def cmd_plan(args: argparse.Namespace) -> int:
     plan = _plan(args, args.source)
+    _record_warning(plan)
     if args.format == "json":
         _out(json.dumps(plan.to_dict(), indent=2, default=str))
     else:

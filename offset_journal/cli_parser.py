@@ -167,6 +167,10 @@ def _shared_options() -> tuple[argparse.ArgumentParser, ...]:
                                 "not yet emitted are rebuilt")
     plan_opts.add_argument("--window", type=parse_duration, metavar="DURATION",
                            help="window length for --state-aware (e.g. 10m)")
+    plan_opts.add_argument("--no-record", action="store_true",
+                           help="do not record this plan in the journal (restart_plans); "
+                                "the audit then cannot tell where a run started from it "
+                                "began")
 
     return common, kafka_opts, plan_opts
 

@@ -325,6 +325,20 @@ def cmd_plan(args: argparse.Namespace) -> int:
     return EXIT_OK if plan.ok else EXIT_RUNTIME
 
 
+def cmd_audit(args: argparse.Namespace) -> int:
+    """Exit 0 when every partition is contiguous or discontinuous only where a recorded
+    plan said so, 3 when not (a cron job or CI step gates on it)."""
+    from .audit import audit_query, format_json, format_table
+
+    with _journal(args) as journal:
+        if not journal.history(args.query, limit=1):
+            raise _NotFound(f"no journaled batches for query {args.query!r}")
+        report = audit_query(journal, args.query, since=args.since)
+    sys.stdout.write(format_json(report) + "\n" if args.format == "json"
+                     else format_table(report))
+    return int(report.exit_code)
+
+
 def cmd_checkpoint_inspect(args: argparse.Namespace) -> int:
     from .checkpoint import kafka_end_offsets, read_checkpoint
     from .offsets import format_kafka_offsets

@@ -239,6 +239,20 @@ def _add_journal_views(subs: Subparsers, common: argparse.ArgumentParser,
                          help="only the newest N batches")
     history.set_defaults(func=commands.cmd_history)
 
+    audit = subs.add_parser(
+        "audit", parents=[common],
+        help="prove nothing was skipped or read twice across runs and checkpoints",
+        description="Walk every journaled batch of QUERY per Kafka partition, in the "
+                    "journal's order, and report each gap (offsets never processed) and "
+                    "overlap (processed twice), planned (a recorded plan asked for it) or "
+                    "unexplained. Exit 0: contiguous or planned; 3: something is not.")
+    audit.add_argument("query")
+    audit.add_argument("--since", type=parse_time, metavar="TIME",
+                       help="report only what began at or after TIME (ISO 8601, naive = "
+                            "UTC; or --since=-1d); earlier batches are still read")
+    audit.add_argument("--format", choices=("table", "json"), default="table")
+    audit.set_defaults(func=commands.cmd_audit)
+
     prune = subs.add_parser(
         "prune", parents=[common],
         help="delete batches triggered before a time (keeps each query's newest batch)",

@@ -235,7 +235,7 @@ class _Walk:
         elif not self.continued(run, ref, key, start, end, state):
             if start > state.frontier:
                 self.gap(run, ref, key, start, state, how)
-            elif start < state.frontier:
+            elif start < min(end, state.frontier):  # an empty batch re-read nothing
                 self.overlap(run, ref, key, start, end, state, how)
         if end >= state.frontier:
             state.frontier, state.at = end, ref

@@ -683,10 +683,11 @@ class Journal:
         it right after ``start()``: ``query.runId``). A run has one plan: a second link
         is ignored (False)."""
         stmt = (pg_insert(plan_runs).values(plan_id=plan_id, run_id=run_id)
-                .on_conflict_do_nothing(index_elements=[plan_runs.c.run_id]))
+                .on_conflict_do_nothing(index_elements=[plan_runs.c.run_id])
+                .returning(plan_runs.c.run_id))
         try:
             with self._engine.begin() as conn:
-                return bool(conn.execute(stmt).rowcount)
+                return conn.execute(stmt).scalar_one_or_none() is not None
         except sa.exc.IntegrityError:
             raise JournalError(f"no recorded restart plan {plan_id}") from None
 

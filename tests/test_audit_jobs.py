@@ -171,8 +171,6 @@ def test_two_concurrent_runs_of_one_name(journaled_spark, journal_url, kafka_clu
 
 
 def _read_up_to(query: Any, topic: str) -> int:
-    for p in query.recentProgress:
-        pass
     progress = query.lastProgress
     if not progress:
         return 0

@@ -58,7 +58,9 @@ from .model import (
     AuditSource,
     BatchRef,
     Finding,
+    LinkKind,
     RunStart,
+    StartKind,
 )
 
 TP = tuple[str, int]
@@ -170,7 +172,9 @@ class _Walk:
         if known is not None:
             return known, False
         ref = BatchRef.of(batch)
-        plan, link = None, None
+        plan: RecordedPlan | None = None
+        link: LinkKind | None = None
+        how: StartKind
         if not is_new_checkpoint(batch):
             how = "checkpoint"
         else:
@@ -184,9 +188,8 @@ class _Walk:
             self.taken.add(plan.id)
         if not self.runs:
             self.origin = batch.run_id
-        start = RunStart(batch.run_id, batch.query_id, ref, how,  # type: ignore[arg-type]
-                         plan.id if plan else None, link,  # type: ignore[arg-type]
-                         plan.position if plan else None)
+        start = RunStart(batch.run_id, batch.query_id, ref, how, plan.id if plan else None,
+                         link, plan.position if plan else None)
         run = _Run(start, plan, plan_offsets(plan) if plan else {}, batch.pk)
         self.runs[batch.run_id] = run
         return run, True

@@ -126,3 +126,28 @@ def test_a_reader_gets_its_plan_unrecorded_and_a_planner_records_it(journaled: s
             with pytest.raises(sa.exc.ProgrammingError, match="permission denied"), \
                     j.engine.begin() as conn:
                 conn.exec_driver_sql(statement)
+
+
+def test_the_recorded_position_of_each_kind_of_plan(journaled: str) -> None:
+    """after, at, as-of and rewind come from the request and the plan; from-time (a
+    request field of its own) is recorded as such whenever a request carries it."""
+    from dataclasses import replace
+    from datetime import datetime, timezone
+    from types import SimpleNamespace
+
+    from offset_journal.restart import PlanRequest
+    from offset_journal.restart.record import plan_row, recorded_position
+
+    plan = plan_restart(journaled, "orders", record=False)
+    request = PlanRequest("orders")
+    assert recorded_position(plan, request) == "after"
+    when = datetime(2024, 1, 1, 0, 1, tzinfo=timezone.utc)
+    assert recorded_position(plan, replace(request, as_of=when)) == "as-of"
+    from_time = SimpleNamespace(**{**vars(request), "from_time": when})
+    assert recorded_position(plan, from_time) == "from-time"  # type: ignore[arg-type]
+    assert recorded_position(replace(plan, position="from-time"), request) == "from-time"
+    assert recorded_position(replace(plan, mode="state-aware"), request) == "rewind"
+    row = plan_row(plan, replace(request, as_of=when), "starting-offsets")
+    assert row["request"] == {"as_of": "2024-01-01T00:01:00Z"}
+    assert row["command"] == "starting-offsets" and row["position"] == "as-of"
+    assert plan_row(plan, request, "something else")["command"] == "api"

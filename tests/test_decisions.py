@@ -151,3 +151,19 @@ def test_the_recorded_position_of_each_kind_of_plan(journaled: str) -> None:
     assert row["request"] == {"as_of": "2024-01-01T00:01:00Z"}
     assert row["command"] == "starting-offsets" and row["position"] == "as-of"
     assert plan_row(plan, request, "something else")["command"] == "api"
+
+
+def test_a_journal_without_the_plan_tables_still_plans_and_audits(journaled: str,
+                                                                  cli: Any) -> None:
+    """Jobs and people on a journal not upgraded yet: the plan is handed out with one
+    warning line saying to upgrade, and the audit works without plans."""
+    engine = sa.create_engine(resolve_url(journaled), poolclass=sa.pool.NullPool)
+    with engine.begin() as conn:
+        conn.exec_driver_sql("DROP TABLE offset_journal.plan_runs, offset_journal.restart_plans")
+    engine.dispose()
+    code, out, err = cli("--database-url", journaled, "starting-offsets", "orders")
+    assert code == 0 and json.loads(out) == {"orders": {"0": 12, "1": 5}}
+    (line,) = [x for x in err.splitlines() if "recorded" in x]
+    assert "does not exist" in line and "offset-journal db upgrade" in line
+    code, out, err = cli("--database-url", journaled, "audit", "orders")
+    assert code == 0 and "OK" in out and err == ""

@@ -99,11 +99,12 @@ def record_plan(journal: Journal, plan: RestartPlan, request: PlanRequest,
         plan.plan_id = journal.record_plan(plan_row(plan, request, command))
     except sa.exc.SQLAlchemyError as exc:
         reason = redact(first_line(getattr(exc, "orig", None) or exc))
+        fix = ("upgrade the journal (`offset-journal db upgrade`)" if "does not exist" in reason
+               else "record plans as a role with INSERT on offset_journal.restart_plans "
+                    "(`offset-journal db grant --planner ROLE`)")
         plan.record_problem = (
             f"this plan was not recorded in the journal ({reason}): the audit will show "
-            "the run started from it as unexplained; record plans as a role with INSERT "
-            "on offset_journal.restart_plans (`offset-journal db grant --planner ROLE`), "
-            "or pass --no-record")
+            f"the run started from it as unexplained; {fix}, or pass --no-record")
         log.warning("restart plan for %s: %s", plan.query_name, plan.record_problem)
     return plan
 

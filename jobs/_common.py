@@ -70,6 +70,7 @@ class Start:
     starting_offsets: str
     reason: str
     event_time_cutoff: datetime | None = None
+    plan_id: int | None = None  # the recorded restart plan (restart_plans), if any
 
 
 def output_dir_for(base: str, checkpoint: str) -> str:
@@ -122,7 +123,24 @@ def decide_start(args: argparse.Namespace, *, state_aware: bool = False,
     if not plan.ok:
         raise JobError("restart plan has errors: " + "; ".join(plan.errors))
     log.info("restart plan:\n%s", plan.explain())
-    return Start(plan.starting_offsets(0), "from the journal", plan.event_time_cutoff)
+    return Start(plan.starting_offsets(0), "from the journal", plan.event_time_cutoff,
+                 plan.plan_id)
+
+
+def link_start(args: argparse.Namespace, start: Start, query: Any) -> Any:
+    """Link the started query's run to the restart plan it started from, so that the
+    audit knows where the run began (Spark reports no start offsets for a new
+    checkpoint's first batch). A journal that refuses the link costs a warning, never
+    the job: the audit then matches the run to the plan by its offsets."""
+    if start.plan_id is None:
+        return query
+    try:
+        with Journal(args.database_url) as journal:
+            journal.link_plan(start.plan_id, str(query.runId))
+    except (OffsetJournalError, sa.exc.SQLAlchemyError) as exc:
+        log.warning("run %s not linked to restart plan %s: %s", query.runId, start.plan_id,
+                    redact(first_line(exc)))
+    return query
 
 
 def read_kafka(spark: Any, args: argparse.Namespace, start: Start) -> Any:

@@ -26,6 +26,7 @@ from _common import (  # noqa: E402
     apply_trigger,
     base_parser,
     decide_start,
+    link_start,
     output_dir_for,
     read_kafka,
     run_job,
@@ -110,7 +111,7 @@ def build_query(spark: Any, args: Any) -> Any:
     log.info("starting %s: startingOffsets=%s (%s)", args.query_name, start.starting_offsets,
              start.reason)
     writer = writer.option("checkpointLocation", args.checkpoint).queryName(args.query_name)
-    return apply_trigger(writer, args.trigger).start()
+    return link_start(args, start, apply_trigger(writer, args.trigger).start())
 
 
 def main(argv: list[str] | None = None) -> int:

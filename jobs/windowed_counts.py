@@ -28,6 +28,7 @@ from _common import (  # noqa: E402
     apply_trigger,
     base_parser,
     decide_start,
+    link_start,
     output_dir_for,
     read_kafka,
     run_job,
@@ -78,7 +79,7 @@ def build_query(spark: Any, args: Any) -> Any:
              start.starting_offsets, start.reason, start.event_time_cutoff)
     writer = (counts.writeStream.format("parquet").outputMode("append").option("path", out)
               .option("checkpointLocation", args.checkpoint).queryName(args.query_name))
-    return apply_trigger(writer, args.trigger).start()
+    return link_start(args, start, apply_trigger(writer, args.trigger).start())
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -91,19 +91,20 @@ def cmd_db_upgrade(args: argparse.Namespace) -> int:
 def cmd_db_grant(args: argparse.Namespace) -> int:
     from .roles import grant, grant_statements
 
-    if not args.writer and not args.reader:
-        raise UsageError("name a --writer role, a --reader role, or both")
+    if not args.writer and not args.reader and not args.planner:
+        raise UsageError("name a --writer role, a --reader role, a --planner role, or several")
     try:
         if args.dry_run:
-            for statement in grant_statements(args.writer, args.reader):
+            for statement in grant_statements(args.writer, args.reader, planner=args.planner):
                 _out(f"{statement};")
             return EXIT_OK
         url = _url(args)
-        grant(url, args.writer, args.reader)
+        grant(url, args.writer, args.reader, args.planner)
     except ValueError as exc:  # an unusable role name
         raise UsageError(str(exc)) from None
     done = [f"{kind} privileges to {name!r}" for kind, name in
-            (("writer", args.writer), ("reader", args.reader)) if name]
+            (("writer", args.writer), ("reader", args.reader), ("planner", args.planner))
+            if name]
     _out(f"granted journal {' and '.join(done)} in {redact(url)}")
     return EXIT_OK
 
@@ -263,6 +264,7 @@ def _plan(args: argparse.Namespace, source: int | None) -> Any:
         mode=mode, window=args.window,
         subscribe=args.subscribe, allow_data_loss=args.allow_data_loss,
         recreated_topics=args.recreated_topics or (),
+        record=not args.no_record, command=args.command,
     )
 
 
@@ -293,6 +295,7 @@ def _kafka_source(plan: Any, index: int | None) -> Any:
 def cmd_starting_offsets(args: argparse.Namespace) -> int:
     plan = _plan(args, args.source)
     source = _kafka_source(plan, args.source)
+    _record_warning(plan)
     for warning in plan.plan_warnings + [f"source {source.index}: {w}" for w in source.warnings]:
         _err("warning", warning)
     if plan.event_time_cutoff is not None:
@@ -307,13 +310,35 @@ def cmd_starting_offsets(args: argparse.Namespace) -> int:
     return EXIT_OK
 
 
+def _record_warning(plan: Any) -> None:
+    if plan.record_problem:
+        _err("warning", plan.record_problem)
+    elif plan.plan_id is not None:
+        log.info("restart plan recorded as plan %s", plan.plan_id)
+
+
 def cmd_plan(args: argparse.Namespace) -> int:
     plan = _plan(args, args.source)
+    _record_warning(plan)
     if args.format == "json":
         _out(json.dumps(plan.to_dict(), indent=2, default=str))
     else:
         sys.stdout.write(plan.explain())
     return EXIT_OK if plan.ok else EXIT_RUNTIME
+
+
+def cmd_audit(args: argparse.Namespace) -> int:
+    """Exit 0 when every partition is contiguous or discontinuous only where a recorded
+    plan said so, 3 when not (a cron job or CI step gates on it)."""
+    from .audit import audit_query, format_json, format_table
+
+    with _journal(args) as journal:
+        if not journal.history(args.query, limit=1):
+            raise _NotFound(f"no journaled batches for query {args.query!r}")
+        report = audit_query(journal, args.query, since=args.since)
+    sys.stdout.write(format_json(report) + "\n" if args.format == "json"
+                     else format_table(report))
+    return int(report.exit_code)
 
 
 def cmd_checkpoint_inspect(args: argparse.Namespace) -> int:

@@ -168,6 +168,10 @@ def _shared_options() -> tuple[argparse.ArgumentParser, ...]:
     plan_opts.add_argument("--window", type=parse_duration, metavar="DURATION",
                            help="window length for --state-aware (e.g. 10m)")
     _add_cluster_choices(plan_opts)
+    plan_opts.add_argument("--no-record", action="store_true",
+                           help="do not record this plan in the journal (restart_plans); "
+                                "the audit then cannot tell where a run started from it "
+                                "began")
 
     return common, kafka_opts, plan_opts
 
@@ -209,6 +213,9 @@ def _add_db(subs: Subparsers, common: argparse.ArgumentParser, commands: Any) ->
                     "owner. Run it again after `db upgrade`. See docs/security.md.")
     grant.add_argument("--writer", metavar="ROLE", help="the role the listener connects as")
     grant.add_argument("--reader", metavar="ROLE", help="a role that only reads the journal")
+    grant.add_argument("--planner", metavar="ROLE",
+                       help="a role that reads the journal and records the restart plans "
+                            "it makes")
     grant.add_argument("--dry-run", action="store_true",
                        help="print the SQL instead of running it")
     grant.set_defaults(func=commands.cmd_db_grant)
@@ -246,6 +253,20 @@ def _add_journal_views(subs: Subparsers, common: argparse.ArgumentParser,
     history.add_argument("--limit", type=_positive, metavar="N",
                          help="only the newest N batches")
     history.set_defaults(func=commands.cmd_history)
+
+    audit = subs.add_parser(
+        "audit", parents=[common],
+        help="prove nothing was skipped or read twice across runs and checkpoints",
+        description="Walk every journaled batch of QUERY per Kafka partition, in the "
+                    "journal's order, and report each gap (offsets never processed) and "
+                    "overlap (processed twice), planned (a recorded plan asked for it) or "
+                    "unexplained. Exit 0: contiguous or planned; 3: something is not.")
+    audit.add_argument("query")
+    audit.add_argument("--since", type=parse_time, metavar="TIME",
+                       help="report only what began at or after TIME (ISO 8601, naive = "
+                            "UTC; or --since=-1d); earlier batches are still read")
+    audit.add_argument("--format", choices=("table", "json"), default="table")
+    audit.set_defaults(func=commands.cmd_audit)
 
     prune = subs.add_parser(
         "prune", parents=[common],

@@ -30,6 +30,7 @@ from .journal_rows import (
     Batch,
     FlaggedProblem,
     PruneResult,
+    RecordedPlan,
     Run,
     RunBounds,
     SourceOffsets,
@@ -42,8 +43,10 @@ from .schema import (
     batch_sources,
     batches,
     kafka_partitions,
+    plan_runs,
     query_runs,
     rejected_events,
+    restart_plans,
     spool_losses,
 )
 
@@ -665,6 +668,62 @@ class Journal:
         runs = {run.run_id: run for run in self.runs(query_name)}
         return [(runs[a.run_id], runs[b.run_id]) for a, b in pairs]
 
+    # ------------------------------------------------------------------ plans
+
+    def record_plan(self, row: dict[str, Any]) -> int:
+        """Record a restart plan handed out (a ``restart_plans`` row, as
+        :func:`offset_journal.restart.record.plan_row` makes it); returns its id.
+        Raises SQLAlchemy's error when the journal refuses it (no privilege, no table)."""
+        with self._engine.begin() as conn:
+            return int(conn.execute(restart_plans.insert().values(row)
+                                    .returning(restart_plans.c.id)).scalar_one())
+
+    def link_plan(self, plan_id: int, run_id: str) -> bool:
+        """Say that run ``run_id`` started from recorded plan ``plan_id`` (a job calls
+        it right after ``start()``: ``query.runId``). A run has one plan: a second link
+        is ignored (False)."""
+        stmt = (pg_insert(plan_runs).values(plan_id=plan_id, run_id=run_id)
+                .on_conflict_do_nothing(index_elements=[plan_runs.c.run_id])
+                .returning(plan_runs.c.run_id))
+        try:
+            with self._engine.begin() as conn:
+                return conn.execute(stmt).scalar_one_or_none() is not None
+        except sa.exc.IntegrityError:
+            raise JournalError(f"no recorded restart plan {plan_id}") from None
+
+    def recorded_plans(self, query_name: str) -> list[RecordedPlan]:
+        """The restart plans recorded for a query, oldest first, each with the run a
+        job linked to it (None: not linked)."""
+        p, r = restart_plans.c, plan_runs.c
+        stmt = sa.select(restart_plans).where(p.query_name == query_name).order_by(p.id)
+        links = (sa.select(r.plan_id, r.run_id)
+                 .select_from(plan_runs.join(restart_plans, r.plan_id == p.id))
+                 .where(p.query_name == query_name).order_by(r.recorded_at, r.run_id))
+
+        def read(conn: sa.Connection) -> tuple[Any, Any]:
+            return conn.execute(stmt).mappings().all(), conn.execute(links).all()
+
+        rows, linked = self._read(read)
+        runs: dict[int, list[str]] = {}
+        for plan_id, run_id in linked:
+            runs.setdefault(plan_id, []).append(run_id)
+        return [RecordedPlan(
+            id=m["id"], query_name=m["query_name"], created_at=m["created_at"],
+            position=m["position"], mode=m["mode"], command=m["command"], ok=m["ok"],
+            kafka_offsets=tuple((int(i), str(t), int(n), int(o))
+                                for i, t, n, o in m["kafka_offsets"]),
+            options=dict(m["options"]), checkpoint=m["checkpoint"], host=m["host"],
+            os_user=m["os_user"], anchor_run_id=m["anchor_run_id"],
+            anchor_batch_id=m["anchor_batch_id"], run_ids=tuple(runs.get(m["id"], ())))
+            for m in rows]
+
+    def audit(self, query_name: str, *, since: datetime | None = None) -> Any:
+        """The continuity audit of a query (:func:`offset_journal.audit.audit_query`):
+        an :class:`~offset_journal.audit.AuditReport`."""
+        from .audit import audit_query
+
+        return audit_query(self, query_name, since=since)
+
     # ------------------------------------------------------------------ retention
 
     def prune(self, before: datetime, *, query_name: str | None = None,
@@ -729,4 +788,5 @@ def record_all(journal: Journal, records: Iterable[RunRecord | BatchRecord],
 
 
 __all__: Sequence[str] = ["Journal", "JournalError", "Run", "RunBounds", "Batch",
-                          "SourceOffsets", "PruneResult", "FlaggedProblem", "SpoolLoss"]
+                          "SourceOffsets", "PruneResult", "FlaggedProblem", "SpoolLoss",
+                          "RecordedPlan"]

@@ -130,3 +130,36 @@ class Batch:
             if s.source_index == index:
                 return s
         raise KeyError(f"batch {self.batch_id} of run {self.run_id} has no source {index}")
+
+
+@dataclass(frozen=True)
+class RecordedPlan:
+    """A restart plan as the journal recorded it when it was handed out
+    (``restart_plans``; migration 0008_decisions).
+
+    ``position``: after, at, as-of, rewind or from-time. ``kafka_offsets``: the Kafka
+    start offsets handed out, (source index, topic, partition, offset; -2 = earliest).
+    ``run_ids``: the runs a job said started from this plan (``plan_runs``).
+    ``created_at`` is the database's clock.
+    """
+
+    id: int
+    query_name: str
+    created_at: datetime
+    position: str
+    mode: str
+    command: str
+    ok: bool
+    kafka_offsets: tuple[tuple[int, str, int, int], ...]
+    options: dict[str, Any] = field(default_factory=dict)
+    checkpoint: str | None = None
+    host: str | None = None
+    os_user: str | None = None
+    anchor_run_id: str | None = None
+    anchor_batch_id: int | None = None
+    run_ids: tuple[str, ...] = ()
+
+    @property
+    def deliberate(self) -> bool:
+        """A plan meant to read again (or skip) on purpose: every position but "after"."""
+        return self.position != "after"

@@ -1,11 +1,15 @@
-"""Least-privilege database roles for the journal: a writer and a reader.
+"""Least-privilege database roles for the journal: a writer, a reader and a planner.
 
 * The **writer** is what the listener connects as: it may read and add journal rows,
   and complete a run row when the query terminates (UPDATE of some ``query_runs``
   columns, each filled once), but it cannot delete, change batches, truncate, drop or
   create anything, nor set the columns the database fills in (``recorded_at``, ids).
 * The **reader** is for people and tools reading the history (``offset-journal
-  history``/``plan``, SQL dashboards): SELECT only.
+  history``/``audit``, SQL dashboards): SELECT only. A reader's ``plan`` is handed
+  out but not recorded (a warning says so).
+* The **planner** is the reader plus INSERT on the plan tables (``restart_plans``,
+  ``plan_runs``): people who plan restarts, so that the audit knows where each new run
+  began. The writer may record plans too (jobs plan their own restarts with its URL).
 
 The schema itself (``offset-journal db upgrade``) is created by the role that owns it;
 neither role can change it. ``ALL TABLES``/``ALL SEQUENCES`` cover what exists when
@@ -45,7 +49,11 @@ def _quote_tables(names: tuple[str, ...]) -> str:
 
 # What the database sets, never the writer: the time a row was journaled (by the
 # database's clock) and the identity keys.
-_SET_BY_DATABASE = frozenset({"recorded_at", "id"})
+_SET_BY_DATABASE = frozenset({"recorded_at", "created_at", "id"})
+
+PLAN_TABLES: tuple[str, ...] = ("restart_plans", "plan_runs")
+"""Where restart plans are recorded (migration 0008_decisions): the writer (jobs plan
+their own restarts with the listener's URL) and the planner role may add to them."""
 
 RUN_UPDATE_COLUMNS: tuple[str, ...] = (
     "started_at", "terminated_at", "exception", "error_class", "host", "pid",
@@ -68,7 +76,7 @@ def _quote_insert_columns(table: str) -> str:
 
 def writer_statements(role: str) -> list[str]:
     """GRANTs for the role the listener writes as."""
-    guarded = ("query_runs", "batches")
+    guarded = ("query_runs", "batches", *PLAN_TABLES)
     free = tuple(t for t in JOURNAL_TABLES if t not in guarded)
     out = [
         f"GRANT USAGE ON SCHEMA {quote_ident(SCHEMA)} TO {quote_ident(role)}",
@@ -97,16 +105,30 @@ def reader_statements(role: str) -> list[str]:
     ]
 
 
+def planner_statements(role: str) -> list[str]:
+    """GRANTs for a role that reads the journal and records the restart plans it makes
+    (``offset-journal plan``/``starting-offsets`` run by people): the reader's, and
+    INSERT of the columns a plan sets on the plan tables. It cannot change or delete a
+    recorded plan, nor write batches."""
+    out = reader_statements(role)
+    out += [f"GRANT INSERT ({_quote_insert_columns(t)}) ON TABLE {_quote_tables((t,))} "
+            f"TO {quote_ident(role)}" for t in PLAN_TABLES]
+    out.append(
+        f"GRANT USAGE ON ALL SEQUENCES IN SCHEMA {quote_ident(SCHEMA)} TO {quote_ident(role)}")
+    return out
+
+
 def grant_statements(writer: str | None = None, reader: str | None = None, *,
-                     database: str | None = None) -> list[str]:
-    """Every GRANT for a writer and/or a reader role, in the order to run them.
+                     database: str | None = None, planner: str | None = None) -> list[str]:
+    """Every GRANT for a writer, a reader and/or a planner role, in the order to run them.
 
     With ``database``, CONNECT on it too (PUBLIC has it by default, unless revoked).
     """
-    if not writer and not reader:
-        raise ValueError("name a writer role, a reader role, or both")
+    if not writer and not reader and not planner:
+        raise ValueError("name a writer role, a reader role, a planner role, or several")
     out: list[str] = []
-    for role, statements in ((writer, writer_statements), (reader, reader_statements)):
+    for role, statements in ((writer, writer_statements), (reader, reader_statements),
+                             (planner, planner_statements)):
         if not role:
             continue
         if database:
@@ -117,7 +139,7 @@ def grant_statements(writer: str | None = None, reader: str | None = None, *,
 
 
 def grant(database_url: str | None, writer: str | None = None, reader: str | None = None,
-          ) -> list[str]:
+          planner: str | None = None) -> list[str]:
     """Run :func:`grant_statements` in the URL's database, in one transaction, as the
     URL's role (the schema's owner, or a superuser). Returns the statements run."""
     import sqlalchemy as sa
@@ -128,7 +150,8 @@ def grant(database_url: str | None, writer: str | None = None, reader: str | Non
     try:
         with engine.begin() as conn:
             database = conn.execute(sa.select(sa.func.current_database())).scalar_one()
-            statements = grant_statements(writer, reader, database=database)
+            statements = grant_statements(writer, reader, database=database,
+                                          planner=planner)
             # Postgres only warns when the role running a GRANT may not give the
             # privilege (SQLSTATE 01007; 01006 for a REVOKE): listen for it, and roll
             # everything back rather than report a grant that did not happen.

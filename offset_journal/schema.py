@@ -126,3 +126,43 @@ spool_losses = sa.Table(
     sa.UniqueConstraint("loss_id", name="spool_losses_loss_id_key"),
     sa.Index("spool_losses_query_idx", "query_name"),
 )
+
+# Restarts journaled as decisions (migration 0008_decisions).
+RECORDED_POSITIONS = ("after", "at", "as-of", "rewind", "from-time")
+
+restart_plans = sa.Table(
+    "restart_plans",
+    metadata,
+    sa.Column("id", sa.BigInteger, sa.Identity(), primary_key=True),
+    sa.Column("query_name", sa.Text, nullable=False),
+    sa.Column("created_at", sa.DateTime(timezone=True), nullable=False,
+              server_default=sa.func.now()),
+    sa.Column("position", sa.Text, nullable=False),
+    sa.Column("mode", sa.Text, nullable=False),
+    sa.Column("command", sa.Text, nullable=False),
+    sa.Column("ok", sa.Boolean, nullable=False),
+    sa.Column("anchor_run_id", sa.Text),
+    sa.Column("anchor_batch_id", sa.BigInteger),
+    sa.Column("request", JSONB, nullable=False),
+    sa.Column("options", JSONB, nullable=False),
+    # [[source_index, topic, partition, start offset (-2: earliest)], ...]
+    sa.Column("kafka_offsets", JSONB, nullable=False),
+    sa.Column("checkpoint", sa.Text),
+    sa.Column("host", sa.Text),
+    sa.Column("os_user", sa.Text),
+    sa.CheckConstraint(
+        "position IN ('after', 'at', 'as-of', 'rewind', 'from-time')",
+        name="restart_plans_position_check"),
+    sa.Index("restart_plans_query_idx", "query_name", "id"),
+)
+
+plan_runs = sa.Table(
+    "plan_runs",
+    metadata,
+    sa.Column("run_id", sa.Text, primary_key=True),
+    sa.Column("plan_id", sa.BigInteger,
+              sa.ForeignKey(f"{SCHEMA}.restart_plans.id", ondelete="CASCADE"), nullable=False),
+    sa.Column("recorded_at", sa.DateTime(timezone=True), nullable=False,
+              server_default=sa.func.now()),
+    sa.Index("plan_runs_plan_idx", "plan_id"),
+)

@@ -30,7 +30,7 @@ def _head() -> str:
 
 HEAD = _head()
 TABLES = {"query_runs", "batches", "batch_sources", "kafka_partitions", "rejected_events",
-          "spool_losses"}
+          "spool_losses", "restart_plans", "plan_runs"}
 
 
 def _inspect(url):

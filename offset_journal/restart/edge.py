@@ -141,16 +141,29 @@ class Gathered:
 
 
 def plan_restart(database_url: str | None, query_name: str, *, journal: Journal | None = None,
+                 record: bool = True, command: str = "api",
                  **options: Unpack[PlanOptions]) -> RestartPlan:
     """Plan how ``query_name`` starts on a new checkpoint; see the package docstring
     and :class:`PlanRequest` for the options. Opens the journal at ``database_url``
     unless ``journal`` is given.
+
+    The plan handed out is recorded in the journal (``restart_plans``; its id in
+    ``plan.plan_id``) unless ``record=False``; a journal that refuses it leaves the
+    plan usable and says why in ``plan.record_problem``
+    (:mod:`offset_journal.restart.record`). ``command``: who hands it out (``api``,
+    ``plan``, ``starting-offsets``). Link the run started from it with
+    ``Journal.link_plan(plan.plan_id, query.runId)``.
     Raises RestartError, CheckpointError, JournalError or KafkaAdminError (all OffsetJournalError).
     """
+    from .record import record_plan
+
     request = PlanRequest(query_name, **options).checked()
     places = locations(request)  # before the journal is opened: refusing changes nothing
     with _opened(database_url, journal) as j:
-        return plan_from_journal(j, request, places)
+        plan = plan_from_journal(j, request, places)
+        if record:
+            record_plan(j, plan, request, command)
+        return plan
 
 
 def plan_from_journal(journal: Journal, request: PlanRequest,

@@ -278,6 +278,10 @@ class RestartPlan:
     checkpoint: str | None = None
     output_path: str | None = None
     kafka_checked: bool = False
+    plan_id: int | None = None
+    """The plan's id in the journal's ``restart_plans`` once recorded (None: not
+    recorded; ``record_problem`` says why when recording failed)."""
+    record_problem: str | None = None
 
     @property
     def warnings(self) -> list[str]:
@@ -320,7 +324,7 @@ class RestartPlan:
             "event_time_cutoff": format_time(self.event_time_cutoff),
             "window_seconds": self.window.total_seconds() if self.window else None,
             "checkpoint": self.checkpoint, "output_path": self.output_path,
-            "kafka_checked": self.kafka_checked,
+            "kafka_checked": self.kafka_checked, "plan_id": self.plan_id,
             "sources": [s.to_dict() for s in self.sources],
             "notes": list(self.notes), "warnings": self.warnings, "errors": self.errors,
         }
@@ -344,4 +348,6 @@ class RestartPlan:
         if self.warnings:
             out += ["", "Warnings:"]
             out += [fill(w, "  * ") for w in self.warnings]
+        if self.plan_id is not None:
+            out += ["", f"Recorded in the journal as plan {self.plan_id} (restart_plans)."]
         return "\n".join(out).rstrip() + "\n"

@@ -1,0 +1,61 @@
+"""The continuity audit: did the query skip or repeat anything, across its runs and
+checkpoints? (``offset-journal audit QUERY``, ``Journal.audit``.)
+
+* ``model.py``: the data (inputs, :class:`Finding`, :class:`RunStart`,
+  :class:`AuditReport` with ``to_json()``), closed sets, exit codes;
+* ``core.py``: :func:`audit_batches`, the pure walk (its docstring has the rules);
+* ``report.py``: the table and the JSON;
+* ``edge.py``: :func:`audit_query`, the I/O (handed an open Journal).
+"""
+
+from __future__ import annotations
+
+from .core import audit_batches, fits, match_plan
+from .edge import audit_query, iter_audit_batches
+from .model import (
+    EXIT_CLEAN,
+    EXIT_FINDINGS,
+    GAP,
+    OVERLAP,
+    PLANNED,
+    UNEXPLAINED,
+    UNEXPLAINED_START,
+    UNKNOWN_START,
+    AuditBatch,
+    AuditReport,
+    AuditSource,
+    BatchRef,
+    Finding,
+    FindingKind,
+    RunStart,
+    StartKind,
+    Status,
+)
+from .report import format_json, format_table
+
+__all__ = [
+    "EXIT_CLEAN",
+    "EXIT_FINDINGS",
+    "GAP",
+    "OVERLAP",
+    "PLANNED",
+    "UNEXPLAINED",
+    "UNEXPLAINED_START",
+    "UNKNOWN_START",
+    "AuditBatch",
+    "AuditReport",
+    "AuditSource",
+    "BatchRef",
+    "Finding",
+    "FindingKind",
+    "RunStart",
+    "StartKind",
+    "Status",
+    "audit_batches",
+    "audit_query",
+    "fits",
+    "format_json",
+    "format_table",
+    "iter_audit_batches",
+    "match_plan",
+]

@@ -1,0 +1,380 @@
+"""The continuity audit's walk (pure): every journaled batch, per (topic, partition),
+in the journal's order, must start where the partition's processing had got to.
+
+**Order.** The journal's sequence (``batches.id``), across runs and checkpoints: the
+order the database journaled the batches in, which no driver's clock can skew.
+
+**Where a partition had got to** (its *frontier*) is the highest end offset any batch
+had processed before. A batch starting above it leaves a **gap** (offsets never
+processed: frontier..start-1); a batch starting below it is an **overlap** (offsets
+processed again: start..min(end, frontier)-1). A run that keeps re-reading (a rewind,
+an old checkpoint, a second driver under the same name) extends its one overlap
+until it passes the frontier, so a restart shows as one finding per partition, with
+its batches and the earlier batches that had read the range.
+
+**Where a run began.** A run that resumes a checkpoint has its start offsets from
+Spark. A run on a NEW checkpoint has none (Spark reports a null start for its first
+batch): it began where the plan it started from said, when the run is tied to a
+recorded plan (:func:`match_plan`); without one, the start is inferred only where it
+is certain (no records read: start = end; one partition: start = end - records) and
+is an **unknown start** otherwise.
+
+**Planned or not.** A gap or overlap at the start of a run made from a recorded plan
+that reprocesses on purpose (at, as-of, rewind, from-time), starting exactly where the
+plan said, is *planned*; everything else is *unexplained*. A plan at "after" that no
+longer matched the journal (another run journaled batches since it was made) is not
+an excuse. A partition's first appearance is not a gap when it starts at 0, at the
+log start by a plan (-2, earliest) or by Spark's own rule (a partition added under a
+running query is read from its log start), and in the first run audited (the journal
+begins there); otherwise it is an **unexplained start** (only the broker knows a log
+start, and offsets it deleted were never processed either).
+
+Limits: a batch journaled late (from a listener's spool, after a newer run's) is
+placed where it was journaled; a query reading one topic-partition in two sources
+(a self-union) shows overlaps between them.
+"""
+
+from __future__ import annotations
+
+from collections import deque
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass, field
+from datetime import datetime
+from typing import Literal
+
+from ..journal_rows import RecordedPlan
+from ..offsets import EARLIEST, PartitionOffset
+from ..restart.text import tp as tp_label
+from .model import (
+    GAP,
+    MAX_REFS,
+    OVERLAP,
+    PLANNED,
+    UNEXPLAINED,
+    UNEXPLAINED_START,
+    UNKNOWN_START,
+    AuditBatch,
+    AuditReport,
+    AuditSource,
+    BatchRef,
+    Finding,
+    LinkKind,
+    RunStart,
+    StartKind,
+)
+
+TP = tuple[str, int]
+StartHow = Literal["reported", "plan", "plan-earliest", "inferred", "earliest", "unknown"]
+RECENT = 64
+"""Batches remembered per partition to name those an overlap read again."""
+
+
+# --------------------------------------------------------------------------- plans
+
+
+def plan_offsets(plan: RecordedPlan) -> dict[TP, int]:
+    """A recorded plan's Kafka start offsets by (topic, partition)."""
+    return {(t, p): o for _i, t, p, o in plan.kafka_offsets}
+
+
+def is_new_checkpoint(batch: AuditBatch) -> bool:
+    """A run's first batch on a new checkpoint: Spark reports no start offset at all."""
+    parts = [p for s in batch.sources for p in s.partitions]
+    return bool(parts) and all(p.start is None for p in parts)
+
+
+def fits(plan: RecordedPlan, batch: AuditBatch) -> bool:
+    """Whether ``batch`` (a new checkpoint's first) can have started at ``plan``'s
+    offsets: every partition in both ends at or after the plan's start, and each
+    source read exactly the records between them (when all its starts are known; a
+    start at earliest only bounds it). Topics with compaction or transactions read
+    fewer records than their offsets span: link such runs explicitly."""
+    offsets = plan_offsets(plan)
+    common = 0
+    for source in batch.sources:
+        spanned, exact = 0, True
+        for p in source.partitions:
+            o = offsets.get((p.topic, p.partition))
+            if o is None or p.end is None:
+                exact = False
+                continue
+            common += 1
+            if o == EARLIEST:
+                exact = False
+            elif o > p.end:
+                return False
+            else:
+                spanned += p.end - o
+        rows = source.num_input_rows
+        if rows is not None and (spanned > rows if not exact else spanned != rows):
+            return False
+    return common > 0
+
+
+def match_plan(batch: AuditBatch, plans: Sequence[RecordedPlan],
+               taken: set[int]) -> RecordedPlan | None:
+    """The plan a new checkpoint's run began from, when no job linked one: the most
+    recent plan recorded before its first batch was journaled, not taken by another
+    run, that :func:`fits` the batch."""
+    for plan in sorted(plans, key=lambda p: p.id, reverse=True):
+        if plan.id in taken or plan.run_ids:
+            continue
+        if batch.recorded_at is not None and plan.created_at > batch.recorded_at:
+            continue
+        if fits(plan, batch):
+            return plan
+    return None
+
+
+# --------------------------------------------------------------------------- the walk
+
+
+@dataclass
+class _Partition:
+    frontier: int
+    at: BatchRef
+    recent: deque[tuple[int, int, BatchRef]] = field(
+        default_factory=lambda: deque(maxlen=RECENT))
+
+
+@dataclass
+class _Run:
+    start: RunStart
+    plan: RecordedPlan | None
+    offsets: dict[TP, int]
+    first_pk: int
+
+
+@dataclass
+class _Open:
+    """An overlap still growing: the run's next batch continues it at ``next``."""
+
+    finding: Finding
+    next: int
+
+
+class _Walk:
+    def __init__(self, plans: Sequence[RecordedPlan]) -> None:
+        self.plans = list(plans)
+        self.linked = {run: plan for plan in self.plans for run in plan.run_ids}
+        self.taken: set[int] = set()
+        self.runs: dict[str, _Run] = {}
+        self.parts: dict[TP, _Partition] = {}
+        self.open: dict[tuple[TP, str], _Open] = {}
+        self.findings: list[Finding] = []
+        self.origin: str | None = None
+        self.count = 0
+
+    # ---- runs
+
+    def run_of(self, batch: AuditBatch) -> tuple[_Run, bool]:
+        known = self.runs.get(batch.run_id)
+        if known is not None:
+            return known, False
+        ref = BatchRef.of(batch)
+        plan: RecordedPlan | None = None
+        link: LinkKind | None = None
+        how: StartKind
+        if not is_new_checkpoint(batch):
+            how = "checkpoint"
+        else:
+            plan = self.linked.get(batch.run_id)
+            link = "recorded" if plan is not None else None
+            if plan is None:
+                plan = match_plan(batch, self.plans, self.taken)
+                link = "matched" if plan is not None else None
+            how = "plan" if plan is not None else ("origin" if not self.runs else "no-plan")
+        if plan is not None:
+            self.taken.add(plan.id)
+        if not self.runs:
+            self.origin = batch.run_id
+        start = RunStart(batch.run_id, batch.query_id, ref, how, plan.id if plan else None,
+                         link, plan.position if plan else None)
+        run = _Run(start, plan, plan_offsets(plan) if plan else {}, batch.pk)
+        self.runs[batch.run_id] = run
+        return run, True
+
+    # ---- partitions
+
+    def start_of(self, run: _Run, first: bool, source: AuditSource,
+                 p: PartitionOffset) -> tuple[int | None, StartHow]:
+        """Where this partition's read began in this batch, and how that is known."""
+        if p.start is not None:
+            return p.start, "reported"
+        if not first or run.start.how == "checkpoint":
+            return None, "earliest"  # new to a running query: Spark reads its log start
+        planned = run.offsets.get((p.topic, p.partition))
+        if planned is not None:
+            return (None, "plan-earliest") if planned == EARLIEST else (planned, "plan")
+        rows = source.num_input_rows
+        if rows == 0 and p.end is not None:
+            return p.end, "inferred"
+        if rows is not None and len(source.partitions) == 1 and p.end is not None:
+            return p.end - rows, "inferred"
+        return None, "unknown"
+
+    def step(self, batch: AuditBatch) -> None:
+        self.count += 1
+        run, first = self.run_of(batch)
+        ref = BatchRef.of(batch)
+        for source in batch.sources:
+            for p in source.partitions:
+                if p.end is None:
+                    continue
+                start, how = self.start_of(run, first, source, p)
+                self.partition(run, ref, (p.topic, p.partition), start, p.end, how, source)
+
+    def partition(self, run: _Run, ref: BatchRef, key: TP, start: int | None, end: int,
+                  how: StartHow, source: AuditSource) -> None:
+        state = self.parts.get(key)
+        if state is None:
+            self.first_appearance(run, ref, key, start, end, how)
+            self.parts[key] = _Partition(end, ref)
+            self.parts[key].recent.append((start if start is not None else end, end, ref))
+            return
+        if start is None:
+            if how != "plan-earliest":  # a plan's "earliest" re-reads on purpose
+                self.unknown(run, ref, key, state, end, how, source)
+        elif not self.continued(run, ref, key, start, end, state):
+            if start > state.frontier:
+                self.gap(run, ref, key, start, state, how)
+            elif start < min(end, state.frontier):  # an empty batch re-read nothing
+                self.overlap(run, ref, key, start, end, state, how)
+        if end >= state.frontier:
+            state.frontier, state.at = end, ref
+        state.recent.append((start if start is not None else end, end, ref))
+
+    def first_appearance(self, run: _Run, ref: BatchRef, key: TP, start: int | None,
+                         end: int, how: StartHow) -> None:
+        if how in ("plan-earliest", "earliest") or run.start.run_id == self.origin:
+            return
+        if start is None:
+            self.add(Finding(UNKNOWN_START, UNEXPLAINED, key[0], key[1], None, end,
+                             run.start.run_id, [ref], plan_id=run.start.plan_id,
+                             reason=f"{tp_label(*key)} first appears in run "
+                                    f"{run.start.run_id}, whose start cannot be known "
+                                    "(a new checkpoint, no recorded plan)"))
+        elif start > 0:
+            planned = how == "plan"
+            self.add(Finding(
+                UNEXPLAINED_START, PLANNED if planned else UNEXPLAINED, key[0], key[1], 0,
+                start, run.start.run_id, [ref], plan_id=run.start.plan_id,
+                reason=f"{tp_label(*key)} first appears at offset {start}, not at its "
+                       "log start" + (f", as plan {run.start.plan_id} said" if planned else
+                                      ": unless retention had deleted offsets 0.."
+                                      f"{start - 1}, they were never processed")))
+
+    def continued(self, run: _Run, ref: BatchRef, key: TP, start: int, end: int,
+                  state: _Partition) -> bool:
+        """A run still re-reading: its open overlap grows. True when handled."""
+        growing = self.open.get((key, run.start.run_id))
+        if growing is None or growing.next != start:
+            self.open.pop((key, run.start.run_id), None)
+            return False
+        if start >= state.frontier:
+            del self.open[(key, run.start.run_id)]
+            return start == state.frontier
+        growing.finding.end = min(end, state.frontier)
+        growing.finding.add_batch(ref)
+        growing.next = end
+        if end >= state.frontier:
+            del self.open[(key, run.start.run_id)]
+        return True
+
+    def gap(self, run: _Run, ref: BatchRef, key: TP, start: int, state: _Partition,
+            how: StartHow) -> None:
+        status, why = self.verdict(run, key, start, how)
+        self.add(Finding(GAP, status, key[0], key[1], state.frontier, start,
+                         run.start.run_id, [ref], [state.at], run.start.plan_id,
+                         f"offsets {state.frontier}..{start - 1} of {tp_label(*key)} were "
+                         f"never processed: {state.at.label()} ended at {state.frontier}, "
+                         f"{ref.label()} started at {start}; {why}"))
+
+    def overlap(self, run: _Run, ref: BatchRef, key: TP, start: int, end: int,
+                state: _Partition, how: StartHow) -> None:
+        status, why = self.verdict(run, key, start, how)
+        upto = min(end, state.frontier)
+        earlier = [r for s, e, r in state.recent if s < upto and e > start][-MAX_REFS:]
+        finding = Finding(OVERLAP, status, key[0], key[1], start, upto, run.start.run_id,
+                          [ref], earlier, run.start.plan_id,
+                          f"offsets {start}..{upto - 1} of {tp_label(*key)} were processed "
+                          f"again from {ref.label()} (already processed up to "
+                          f"{state.frontier} by {state.at.label()}); {why}")
+        self.add(finding)
+        if end < state.frontier:
+            self.open[(key, run.start.run_id)] = _Open(finding, end)
+
+    def unknown(self, run: _Run, ref: BatchRef, key: TP, state: _Partition, end: int,
+                how: StartHow, source: AuditSource) -> None:
+        rows = source.num_input_rows
+        cause = ("a new checkpoint and no recorded plan" if how == "unknown"
+                 else "a partition new to the run")
+        self.add(Finding(
+            UNKNOWN_START, UNEXPLAINED, key[0], key[1], None, end, run.start.run_id, [ref],
+            [state.at], run.start.plan_id,
+            f"{ref.label()} read {tp_label(*key)} up to {end} from a start Spark did not "
+            f"report ({cause}; {rows if rows is not None else 'an unknown number of'} "
+            "records over "
+            f"{len(source.partitions)} partitions); it had been processed up to "
+            f"{state.frontier}: a gap or an overlap cannot be ruled out"))
+
+    def verdict(self, run: _Run, key: TP, start: int, how: StartHow,
+                ) -> tuple[Literal["planned", "unexplained"], str]:
+        start_info = run.start
+        if how == "plan" and run.plan is not None:
+            if run.plan.deliberate and run.offsets.get(key) == start:
+                return PLANNED, (f"planned: run {start_info.run_id} started from plan "
+                                 f"{run.plan.id} ({run.plan.position})")
+            return UNEXPLAINED, (f"run {start_info.run_id} started from plan {run.plan.id} "
+                                 f"({run.plan.position}), made before other batches were "
+                                 "journaled: the plan was out of date")
+        if start_info.how == "checkpoint":
+            return UNEXPLAINED, (f"run {start_info.run_id} resumed a checkpoint (query id "
+                                 f"{start_info.query_id}) that is not where the journal is "
+                                 "(an older copy, or another job's)")
+        if how == "inferred":
+            return UNEXPLAINED, (f"run {start_info.run_id} started on a new checkpoint "
+                                 "from offsets no recorded plan handed out")
+        return UNEXPLAINED, f"the offsets of run {start_info.run_id} went there by themselves"
+
+    def add(self, finding: Finding) -> None:
+        self.findings.append(finding)
+
+
+def audit_batches(query_name: str, batches: Iterable[AuditBatch],
+                  plans: Sequence[RecordedPlan] = (), *, since: datetime | None = None,
+                  concurrent: Sequence[tuple[str, str]] = ()) -> AuditReport:
+    """Audit a query's journaled batches (in the journal's order) against the restart
+    plans recorded for it; see the module docstring for the rules. ``since``: report
+    only findings and runs whose first batch triggered at or after it (everything is
+    still walked, to know where each partition stood). ``concurrent``: pairs of run
+    ids that journaled batches at the same time (overlap.concurrent_runs)."""
+    walk = _Walk(plans)
+    for batch in batches:
+        walk.step(batch)
+
+    def kept(ref: BatchRef) -> bool:
+        return since is None or ref.trigger_at is None or ref.trigger_at >= since
+
+    runs = [r.start for r in sorted(walk.runs.values(), key=lambda r: r.first_pk)]
+    report = AuditReport(query_name, since, walk.count, len(walk.parts),
+                         [r for r in runs if kept(r.first_batch)],
+                         [f for f in walk.findings if kept(f.batches[0])],
+                         concurrent=list(concurrent))
+    report.notes += _notes(runs, concurrent)
+    return report
+
+
+def _notes(runs: Sequence[RunStart], concurrent: Sequence[tuple[str, str]]) -> list[str]:
+    notes = []
+    if runs:
+        notes.append(f"the journal begins with run {runs[0].run_id} "
+                     f"({runs[0].first_batch.label()}): where it started is not checked")
+    notes += [f"runs {a} and {b} journaled batches at the same time: two jobs under one "
+              "name" for a, b in concurrent]
+    return notes
+
+
+def runs_by_id(report: AuditReport) -> Mapping[str, RunStart]:
+    """The report's runs by run id."""
+    return {r.run_id: r for r in report.runs}

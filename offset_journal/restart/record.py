@@ -1,0 +1,110 @@
+"""Restart plans journaled as decisions: what a recorded plan holds (pure), and the
+recording itself (the I/O edge, handed an open Journal).
+
+Every plan :func:`~offset_journal.restart.plan_restart` hands out (the ``plan`` and
+``starting-offsets`` commands too) is recorded in ``restart_plans`` unless asked not
+to (``record=False``, ``--no-record``). A role that may not record (the reader) still
+gets its plan: the plan says why it was not recorded (``record_problem``), the command
+prints that as a warning, and the audit will show the run started from it as
+*unexplained* until it is linked. Handing out a restart is never blocked by the
+bookkeeping about it.
+"""
+
+from __future__ import annotations
+
+import getpass
+import logging
+import socket
+from typing import TYPE_CHECKING, Any
+
+from ..formatting import first_line, format_time
+from .model import MODE_STATE_AWARE, POSITION_AT, RestartPlan
+
+if TYPE_CHECKING:
+    from ..journal import Journal
+    from .edge import PlanRequest
+
+log = logging.getLogger(__name__)
+
+COMMANDS = ("starting-offsets", "plan", "api")
+"""Who handed the plan out: the two commands, or the Python API (jobs)."""
+
+
+def recorded_position(plan: RestartPlan, request: PlanRequest) -> str:
+    """The position a recorded plan starts from: after (the last batch), at (a batch,
+    reprocessing it), as-of (after the last batch at a time), rewind (state-aware) or
+    from-time (the first record at a time). All but "after" read again on purpose."""
+    if plan.mode == MODE_STATE_AWARE or plan.position == "rewind":
+        return "rewind"
+    if plan.position == POSITION_AT:
+        return "at"
+    if plan.position == "from-time" or getattr(request, "from_time", None) is not None:
+        return "from-time"
+    if request.as_of is not None:
+        return "as-of"
+    return "after"
+
+
+def plan_row(plan: RestartPlan, request: PlanRequest, command: str) -> dict[str, Any]:
+    """The ``restart_plans`` row of a plan handed out (every column but the id and
+    created_at, which the database sets)."""
+    offsets: list[list[Any]] = []
+    for source in plan.sources:
+        for topic, parts in sorted((source.offsets or {}).items()):
+            offsets += [[source.index, topic, int(p), int(o)] for p, o in sorted(parts.items())]
+    asked = {"as_of": format_time(request.as_of),
+             "batch": list(request.batch) if request.batch else None,
+             "from_time": format_time(getattr(request, "from_time", None)),
+             "window_seconds": request.window.total_seconds() if request.window else None,
+             "source": request.source,
+             "subscribe": list(request.subscribe) if request.subscribe else None,
+             "bootstrap_servers_given": bool(request.bootstrap_servers)}
+    return {
+        "query_name": plan.query_name, "position": recorded_position(plan, request),
+        "mode": plan.mode, "command": command if command in COMMANDS else "api",
+        "ok": plan.ok, "anchor_run_id": plan.anchor.run_id,
+        "anchor_batch_id": plan.anchor.batch_id,
+        "request": {k: v for k, v in asked.items() if v not in (None, False)},
+        "options": {str(s.index): dict(s.options) for s in plan.sources},
+        "kafka_offsets": offsets, "checkpoint": plan.checkpoint or request.checkpoint,
+        "host": _host(), "os_user": _os_user(),
+    }
+
+
+def _host() -> str | None:
+    try:
+        return socket.gethostname() or None
+    except OSError:
+        return None
+
+
+def _os_user() -> str | None:
+    """The operating-system user that asked (never a database credential)."""
+    try:
+        return getpass.getuser() or None
+    except (OSError, KeyError, ImportError):
+        return None
+
+
+def record_plan(journal: Journal, plan: RestartPlan, request: PlanRequest,
+                command: str = "api") -> RestartPlan:
+    """Record ``plan`` in the journal; sets ``plan.plan_id``, or ``plan.record_problem``
+    (logged as a WARNING) when the journal refused it (no INSERT privilege: the reader
+    role; a journal not upgraded to 0008_decisions). Returns the plan."""
+    import sqlalchemy as sa
+
+    from ..db import redact
+
+    try:
+        plan.plan_id = journal.record_plan(plan_row(plan, request, command))
+    except sa.exc.SQLAlchemyError as exc:
+        reason = redact(first_line(getattr(exc, "orig", None) or exc))
+        fix = ("upgrade the journal (`offset-journal db upgrade`)" if "does not exist" in reason
+               else "record plans as a role with INSERT on offset_journal.restart_plans "
+                    "(`offset-journal db grant --planner ROLE`)")
+        plan.record_problem = (
+            f"this plan was not recorded in the journal ({reason}): the audit will show "
+            f"the run started from it as unexplained; {fix}, or pass --no-record")
+        log.warning("restart plan for %s: %s", plan.query_name, plan.record_problem)
+    return plan
+

@@ -1,0 +1,266 @@
+"""The audit's pure walk (offset_journal.audit.core): no Spark, no database."""
+
+from __future__ import annotations
+
+import json
+from datetime import datetime, timedelta, timezone
+
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from offset_journal.audit import (
+    GAP,
+    OVERLAP,
+    PLANNED,
+    UNEXPLAINED,
+    UNEXPLAINED_START,
+    UNKNOWN_START,
+    AuditBatch,
+    AuditSource,
+    audit_batches,
+    fits,
+    format_json,
+    format_table,
+)
+from offset_journal.journal_rows import RecordedPlan
+from offset_journal.offsets import PartitionOffset
+
+T0 = datetime(2026, 1, 1, tzinfo=timezone.utc)
+
+
+class Journal:
+    """Batches as the listener would journal them, numbered in journal order."""
+
+    def __init__(self) -> None:
+        self.batches: list[AuditBatch] = []
+        self.next_batch: dict[str, int] = {}
+
+    def add(self, run: str, parts: dict[tuple[str, int], tuple[int | None, int]],
+            rows: int | None = None, query_id: str | None = None) -> AuditBatch:
+        pk = len(self.batches) + 1
+        batch_id = self.next_batch.get(run, 0)
+        self.next_batch[run] = batch_id + 1
+        partitions = tuple(PartitionOffset(t, p, s, e) for (t, p), (s, e) in sorted(parts.items()))
+        if rows is None:
+            rows = sum(e - s for s, e in parts.values() if s is not None)
+        when = T0 + timedelta(minutes=pk)
+        batch = AuditBatch(pk, run, query_id or f"q-{run}", batch_id, when, when,
+                           (AuditSource(0, rows, partitions),))
+        self.batches.append(batch)
+        return batch
+
+
+def plan(plan_id: int, offsets: dict[tuple[str, int], int], position: str = "after",
+         minute: float = 0, run_ids: tuple[str, ...] = ()) -> RecordedPlan:
+    return RecordedPlan(plan_id, "q", T0 + timedelta(minutes=minute), position, "stateless",
+                        "plan", True, tuple((0, t, p, o) for (t, p), o in offsets.items()),
+                        run_ids=run_ids)
+
+
+A0 = ("orders", 0)
+A1 = ("orders", 1)
+
+
+def test_runs_resuming_and_restarting_from_a_plan_are_contiguous() -> None:
+    j = Journal()
+    j.add("r1", {A0: (None, 5), A1: (None, 3)})  # the first run, from earliest
+    j.add("r1", {A0: (5, 9), A1: (3, 4)})
+    j.add("r2", {A0: (9, 12), A1: (4, 4)})  # the same checkpoint, resumed
+    p = plan(1, {A0: 12, A1: 4}, minute=3.5)
+    j.add("r3", {A0: (None, 15), A1: (None, 6)}, rows=5)  # a new checkpoint, from plan 1
+    j.add("r3", {A0: (15, 20), A1: (6, 6)})
+    report = audit_batches("q", j.batches, [p])
+    assert report.findings == [] and report.ok and report.exit_code == 0
+    assert [(r.run_id, r.how, r.plan_id, r.link) for r in report.runs] == [
+        ("r1", "origin", None, None), ("r2", "checkpoint", None, None),
+        ("r3", "plan", 1, "matched")]
+    assert report.batches == 5 and report.partitions == 2
+
+
+def test_a_restart_from_latest_is_a_gap_and_from_an_older_checkpoint_an_overlap() -> None:
+    j = Journal()
+    j.add("r1", {A0: (None, 10)})
+    j.add("r2", {A0: (None, 25)}, rows=0)  # new checkpoint at latest: nothing read, 10..24 lost
+    j.add("r3", {A0: (4, 30)}, query_id="q-r1")  # a copy of r1's checkpoint at offset 4
+    j.add("r3", {A0: (30, 31)})
+    report = audit_batches("q", j.batches)
+    gap, overlap = report.findings
+    assert (gap.kind, gap.status, gap.first, gap.end, gap.records) == (GAP, UNEXPLAINED, 10, 25,
+                                                                      15)
+    assert [b.label() for b in gap.earlier] == ["r1:0"] and gap.batches[0].label() == "r2:0"
+    assert "no recorded plan" in gap.reason
+    assert (overlap.kind, overlap.first, overlap.end, overlap.records) == (OVERLAP, 4, 25, 21)
+    assert [b.label() for b in overlap.earlier] == ["r1:0"]  # r2:0 read nothing
+    assert "resumed a checkpoint" in overlap.reason
+    assert report.exit_code == 3 and not report.ok
+
+
+def test_a_planned_rewind_is_planned_across_the_batches_that_reread() -> None:
+    j = Journal()
+    for end in (10, 20, 30, 40):
+        j.add("r1", {A0: (None if end == 10 else end - 10, end)})
+    p = plan(7, {A0: 15}, position="at", minute=10, run_ids=("r2",))
+    j.add("r2", {A0: (None, 22)}, rows=7)
+    j.add("r2", {A0: (22, 35)})
+    j.add("r2", {A0: (35, 45)})  # past where r1 had got: new records from 40
+    report = audit_batches("q", j.batches, [p])
+    (f,) = report.findings
+    assert (f.kind, f.status, f.first, f.end, f.records, f.plan_id) == (OVERLAP, PLANNED, 15,
+                                                                        40, 25, 7)
+    assert [b.label() for b in f.batches] == ["r2:0", "r2:1", "r2:2"] and f.batch_count == 3
+    assert report.ok and report.exit_code == 0
+    assert report.runs[-1].link == "recorded" and report.runs[-1].position == "at"
+
+
+def test_a_plan_after_the_last_batch_that_went_stale_is_not_an_excuse() -> None:
+    j = Journal()
+    j.add("r1", {A0: (None, 10)})
+    p = plan(1, {A0: 10}, minute=1.5)
+    j.add("r1", {A0: (10, 14)})  # the old job ran on after the plan was made
+    j.add("r2", {A0: (None, 16)}, rows=6)
+    (f,) = audit_batches("q", j.batches, [p]).findings
+    assert (f.kind, f.status, f.first, f.end, f.plan_id) == (OVERLAP, UNEXPLAINED, 10, 14, 1)
+    assert "out of date" in f.reason
+
+
+def test_a_plan_matches_only_a_run_that_read_what_it_said() -> None:
+    j = Journal()
+    j.add("r1", {A0: (None, 10), A1: (None, 10)})
+    p = plan(1, {A0: 10, A1: 10}, minute=1.5)  # asked for, never used
+    latest = j.add("r2", {A0: (None, 18), A1: (None, 12)}, rows=0)  # started at latest
+    assert not fits(p, latest)
+    report = audit_batches("q", j.batches, [p])
+    assert [(f.kind, f.topic, f.partition, f.first, f.end) for f in report.findings] == [
+        (GAP, "orders", 0, 10, 18), (GAP, "orders", 1, 10, 12)]
+    assert report.runs[-1].how == "no-plan"
+    used = j.add("r3", {A0: (None, 20), A1: (None, 13)}, rows=3)
+    assert fits(p, used) is False  # 18->20 and 12->13 are 3 records, but from 10 they are 13
+    # A plan made after the run's first batch was journaled cannot have started it.
+    late = plan(2, {A0: 18, A1: 12}, minute=99)
+    assert audit_batches("q", j.batches, [late]).runs[-1].how == "no-plan"
+
+
+def test_a_new_checkpoints_start_that_cannot_be_known_is_reported() -> None:
+    j = Journal()
+    j.add("r1", {A0: (None, 10), A1: (None, 10)})
+    j.add("r2", {A0: (None, 14), A1: (None, 15)}, rows=6)  # several partitions, records read
+    report = audit_batches("q", j.batches)
+    assert {(f.kind, f.status) for f in report.findings} == {(UNKNOWN_START, UNEXPLAINED)}
+    assert report.exit_code == 3
+
+
+def test_partitions_appearing_later() -> None:
+    j = Journal()
+    j.add("r1", {A0: (None, 10)})
+    j.add("r1", {A0: (10, 12), A1: (None, 3)})  # added while running: Spark reads its start
+    j.add("r2", {A0: (None, 12), A1: (None, 3), ("refunds", 0): (None, 9)}, rows=0)
+    report = audit_batches("q", j.batches)
+    (f,) = report.findings  # a topic first read at 9 by a run from no plan
+    assert (f.kind, f.topic, f.first, f.end, f.status) == (UNEXPLAINED_START, "refunds", 0, 9,
+                                                           UNEXPLAINED)
+    p = plan(1, {A0: 12, A1: 3, ("refunds", 0): -2}, minute=2.5)
+    assert audit_batches("q", j.batches, [p]).findings == []
+
+
+def test_concurrent_runs_show_as_one_growing_overlap() -> None:
+    j = Journal()
+    j.add("a", {A0: (None, 5)})
+    j.add("b", {A0: (None, 3)}, rows=3)  # a second driver, new checkpoint, from earliest
+    j.add("a", {A0: (5, 8)})
+    j.add("b", {A0: (3, 6)})
+    j.add("b", {A0: (6, 10)})
+    j.add("a", {A0: (8, 12)})
+    report = audit_batches("q", j.batches, concurrent=[("a", "b")])
+    assert [(f.kind, f.run_id, f.first, f.end, f.batch_count) for f in report.findings] == [
+        (OVERLAP, "b", 0, 8, 3), (OVERLAP, "a", 8, 10, 1)]
+    assert report.concurrent == [("a", "b")] and any("same time" in n for n in report.notes)
+
+
+def test_since_reports_only_what_began_after_it() -> None:
+    j = Journal()
+    j.add("r1", {A0: (None, 10)})
+    j.add("r2", {A0: (None, 20)}, rows=0)
+    j.add("r2", {A0: (20, 30)})
+    j.add("r3", {A0: (25, 31)}, query_id="q-r2")
+    everything = audit_batches("q", j.batches)
+    assert [f.kind for f in everything.findings] == [GAP, OVERLAP]
+    later = audit_batches("q", j.batches, since=j.batches[3].trigger_at)
+    assert [f.kind for f in later.findings] == [OVERLAP]
+    assert [r.run_id for r in later.runs] == ["r3"] and later.batches == 4
+
+
+def test_the_report_as_json_and_as_a_table() -> None:
+    j = Journal()
+    j.add("r1", {A0: (None, 10)})
+    j.add("r2", {A0: (None, 25)}, rows=0)
+    report = audit_batches("q", j.batches)
+    data = json.loads(format_json(report))
+    assert data["ok"] is False and data["exit_code"] == 3 and data["unexplained"] == 1
+    (f,) = data["findings"]
+    assert f == {"kind": "gap", "status": "unexplained", "topic": "orders", "partition": 0,
+                 "first_offset": 10, "end_offset": 25, "records": 15, "run_id": "r2",
+                 "batches": [{"pk": 2, "run_id": "r2", "batch_id": 0,
+                              "trigger_at": "2026-01-01T00:02:00Z"}],
+                 "batch_count": 1,
+                 "earlier": [{"pk": 1, "run_id": "r1", "batch_id": 0,
+                              "trigger_at": "2026-01-01T00:01:00Z"}],
+                 "plan_id": None, "reason": f["reason"]}
+    text = format_table(report)
+    assert "NOT OK: 1 unexplained finding" in text and "orders-0" in text and "10..24" in text
+
+
+# --------------------------------------------------------------------------- properties
+
+
+@st.composite
+def histories(draw: st.DrawFn) -> list[tuple[str, int, int]]:
+    """Batches of one partition, (run, start, end), every start reported: each batch
+    continues its run, or jumps anywhere when a new run starts."""
+    out: list[tuple[str, int, int]] = []
+    position, run = 0, 0
+    for _ in range(draw(st.integers(1, 25))):
+        if out and draw(st.booleans()) and draw(st.booleans()):
+            run += 1
+            position = draw(st.integers(0, position + 20))
+        end = position + draw(st.integers(0, 10))
+        out.append((f"r{run}", position, end))
+        position = end
+    return out
+
+
+@settings(max_examples=200, deadline=None)
+@given(histories())
+def test_the_frontier_moves_by_what_was_read_plus_gaps_minus_overlaps(
+        history: list[tuple[str, int, int]]) -> None:
+    j = Journal()
+    for run, start, end in history:
+        j.add(run, {A0: (start, end)}, query_id="one-checkpoint")
+    report = audit_batches("q", j.batches)
+    gaps = sum(f.records or 0 for f in report.findings if f.kind == GAP)
+    overlaps = sum(f.records or 0 for f in report.findings if f.kind == OVERLAP)
+    frontier = max(end for _r, _s, end in history)
+    read = sum(end - start for _r, start, end in history)
+    assert frontier - history[0][1] == gaps + read - overlaps
+    assert report.ok == (report.findings == [])
+    frontiers = [max([history[0][1]] + [e for _r, _s, e in history[:i]])
+                 for i in range(len(history))]
+    # Contiguous: each batch starts at the frontier, or reads nothing below it.
+    contiguous = all(s == f or s == e < f
+                     for f, (_r, s, e) in zip(frontiers, history, strict=True))
+    assert report.ok == contiguous
+    for f in report.findings:
+        assert f.first is not None and f.end is not None and f.first < f.end
+
+
+@settings(max_examples=100, deadline=None)
+@given(st.lists(st.integers(0, 6), min_size=1, max_size=20), st.integers(1, 3))
+def test_contiguous_batches_split_in_any_way_are_clean(sizes: list[int], parts: int) -> None:
+    j = Journal()
+    ends = [0] * parts
+    for i, size in enumerate(sizes):
+        run = f"r{i // 4}"  # a run every four batches, each resuming the checkpoint
+        j.add(run, {("t", p): (None if i == 0 else ends[p], ends[p] + size + p)
+                    for p in range(parts)})
+        ends = [e + size + p for p, e in enumerate(ends)]
+    report = audit_batches("q", j.batches)
+    assert report.findings == [] and report.exit_code == 0

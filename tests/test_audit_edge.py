@@ -1,0 +1,87 @@
+"""The audit's I/O edge and command on a real journal (Postgres), fed journaled
+progress events: the same answer whatever the page size, plans matched and linked,
+bad input as one line."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from offset_journal import Journal
+from offset_journal.audit import audit_batches, audit_query, iter_audit_batches
+from offset_journal.restart import plan_restart
+from tests import support
+from tests.payloads import kafka_source, progress
+from tests.support import Cli, journal_batches, one_error_line, ts
+
+cli = support.cli
+
+
+def _batch(batch_id: int, run: str, start: dict | None, end: dict, rows: int,
+           minute: float, query_id: str | None = None) -> str:
+    return progress(batch_id, name="orders", run_id=run, query_id=query_id or f"q-{run}",
+                    timestamp=ts(minute), rows=rows,
+                    sources=[kafka_source("orders", start, end, rows=rows)])
+
+
+@pytest.fixture
+def db(journal_url: str) -> str:
+    journal_batches(journal_url, [
+        _batch(0, "run-a", None, {"orders": {"0": 4, "1": 2}}, 6, 0),
+        _batch(1, "run-a", {"orders": {"0": 4, "1": 2}}, {"orders": {"0": 9, "1": 5}}, 8, 1),
+    ])
+    return journal_url
+
+
+def test_runs_from_a_recorded_plan_matched_or_linked_and_one_from_nowhere(db: str) -> None:
+    plan = plan_restart(db, "orders")
+    assert plan.plan_id is not None
+    # run-b: a new checkpoint, started from the plan (9 and 5): 3 + 1 records.
+    journal_batches(db, [
+        _batch(0, "run-b", None, {"orders": {"0": 12, "1": 6}}, 4, 2),
+        _batch(1, "run-b", {"orders": {"0": 12, "1": 6}}, {"orders": {"0": 14, "1": 6}}, 2, 3),
+    ])
+    with Journal(db) as j:
+        report = j.audit("orders")
+        assert report.ok and report.findings == []
+        assert [(r.run_id, r.how, r.link) for r in report.runs] == [
+            ("run-a", "origin", None), ("run-b", "plan", "matched")]
+        # run-c: a new checkpoint from no recorded plan, records read on both partitions:
+        # where it began cannot be known, so neither a gap nor an overlap is ruled out.
+        journal_batches(db, [_batch(0, "run-c", None, {"orders": {"0": 22, "1": 8}}, 4, 4)])
+        report = audit_query(j, "orders")
+        assert report.exit_code == 3
+        assert {(f.kind, f.partition) for f in report.findings} == {
+            ("unknown-start", 0), ("unknown-start", 1)}
+        # Once the job says it started from the plan, run-b is "recorded", and the
+        # answer does not depend on how many batches a page holds.
+        assert j.link_plan(plan.plan_id, "run-b")
+        linked = audit_query(j, "orders")
+        assert linked.runs[1].link == "recorded"
+        paged = audit_batches("orders", iter_audit_batches(j, "orders", page=1),
+                              j.recorded_plans("orders"))
+        assert paged.to_json() == linked.to_json()
+        assert [b.pk for b in iter_audit_batches(j, "orders", page=2)] == sorted(
+            b.pk for b in iter_audit_batches(j, "orders"))
+
+
+def test_the_audit_command(db: str, cli: Cli) -> None:
+    code, out, err = cli("--database-url", db, "audit", "orders")
+    assert code == 0 and err == "" and out.startswith("Audit of query 'orders'")
+    assert "OK: every partition contiguous" in out
+    code, out, _ = cli("--database-url", db, "audit", "orders", "--format", "json")
+    data = json.loads(out)
+    assert code == 0 and data["ok"] and data["batches"] == 2 and data["partitions"] == 2
+    journal_batches(db, [_batch(2, "run-a", {"orders": {"0": 11, "1": 5}},
+                                {"orders": {"0": 12, "1": 5}}, 1, 2)])
+    code, out, _ = cli("--database-url", db, "audit", "orders", "--format", "json")
+    (gap,) = json.loads(out)["findings"]
+    assert code == 3 and (gap["kind"], gap["first_offset"], gap["end_offset"]) == ("gap", 9, 11)
+
+    line = one_error_line(*cli("--database-url", db, "audit", "nosuch")[::2])
+    assert "no journaled batches for query 'nosuch'" in line
+    code, out, err = cli("--database-url", db, "audit", "orders", "--since", "yesterday-ish")
+    assert code == 2 and out == "" and one_error_line(code, err)
+    code, out, err = cli("--database-url", db, "audit", "orders", "--format", "xml")
+    assert code == 2 and one_error_line(code, err)

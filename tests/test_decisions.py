@@ -1,0 +1,169 @@
+"""Restarts journaled as decisions: every plan handed out is recorded (restart_plans),
+opting out leaves nothing, a role that may not record still gets its plan (with a
+warning), and a run is linked to the plan it started from (plan_runs)."""
+
+from __future__ import annotations
+
+import getpass
+import json
+import socket
+import uuid
+from typing import Any
+
+import pytest
+import sqlalchemy as sa
+
+from offset_journal import Journal
+from offset_journal.db import resolve_url
+from offset_journal.errors import JournalError
+from offset_journal.restart import plan_restart
+from offset_journal.roles import grant
+from tests import support
+from tests.support import count_rows, journal_batches, kafka_progress, ts
+
+cli = support.cli  # the fixture
+
+RUN = "run-a"
+
+
+@pytest.fixture
+def journaled(journal_url: str) -> str:
+    journal_batches(journal_url, [
+        kafka_progress(0, None, {"orders": {"0": 4, "1": 2}}, minute=0),
+        kafka_progress(1, {"orders": {"0": 4, "1": 2}}, {"orders": {"0": 9, "1": 5}}, minute=1),
+        kafka_progress(2, {"orders": {"0": 9, "1": 5}}, {"orders": {"0": 12, "1": 5}}, minute=2,
+                       event_time={"watermark": ts(0), "max": ts(1.5), "min": ts(1)}),
+    ])
+    return journal_url
+
+
+def test_plan_restart_records_the_plan_it_hands_out(journaled: str, tmp_path: Any) -> None:
+    plan = plan_restart(journaled, "orders", checkpoint=str(tmp_path / "ck-v2"))
+    assert plan.plan_id is not None and plan.record_problem is None
+    assert plan.to_dict()["plan_id"] == plan.plan_id
+    assert f"as plan {plan.plan_id}" in plan.explain()
+    with Journal(journaled) as j:
+        (rec,) = j.recorded_plans("orders")
+        assert rec.id == plan.plan_id and rec.position == "after" and not rec.deliberate
+        assert rec.kafka_offsets == ((0, "orders", 0, 12), (0, "orders", 1, 5))
+        assert json.loads(rec.options["0"]["startingOffsets"]) == {"orders": {"0": 12, "1": 5}}
+        assert (rec.anchor_run_id, rec.anchor_batch_id) == (RUN, 2)
+        assert rec.checkpoint == str(tmp_path / "ck-v2") and rec.command == "api" and rec.ok
+        assert rec.host == socket.gethostname() and rec.os_user == getpass.getuser()
+        now = j.engine.connect().execute(sa.select(sa.func.now())).scalar_one()
+        assert abs((now - rec.created_at).total_seconds()) < 60  # the database's clock
+        assert rec.run_ids == ()
+        # A job links the run it started; once.
+        assert j.link_plan(rec.id, "run-b") is True
+        assert j.link_plan(rec.id, "run-b") is False
+        assert j.recorded_plans("orders")[0].run_ids == ("run-b",)
+        with pytest.raises(JournalError, match="no recorded restart plan 999"):
+            j.link_plan(999, "run-c")
+    assert plan_restart(journaled, "orders", record=False).plan_id is None
+    assert count_rows(journaled, "restart_plans") == 1
+
+
+def test_each_command_records_its_position_unless_told_not_to(journaled: str, cli: Any) -> None:
+    url = ["--database-url", journaled]
+    assert cli(*url, "starting-offsets", "orders")[0] == 0
+    code, out, err = cli(*url, "starting-offsets", "orders", "--batch", f"{RUN}:1")
+    assert code == 0 and json.loads(out) == {"orders": {"0": 4, "1": 2}}
+    assert "not recorded" not in err
+    assert cli(*url, "plan", "orders", "--as-of", "2024-01-01T00:01:30Z")[0] == 0
+    assert cli(*url, "plan", "orders", "--state-aware", "--window", "1m")[0] == 0
+    # A plan refused outright (no such batch) hands nothing out: nothing recorded.
+    assert cli(*url, "plan", "orders", "--batch", f"{RUN}:77")[0] == 1
+    before = count_rows(journaled, "restart_plans")
+    assert cli(*url, "plan", "orders", "--no-record")[0] == 0
+    assert cli(*url, "starting-offsets", "orders", "--no-record")[0] == 0
+    assert count_rows(journaled, "restart_plans") == before == 4
+    with Journal(journaled) as j:
+        plans = j.recorded_plans("orders")
+    assert [(p.command, p.position) for p in plans] == [
+        ("starting-offsets", "after"), ("starting-offsets", "at"), ("plan", "as-of"),
+        ("plan", "rewind")]
+    assert all(p.ok for p in plans)
+    assert plans[1].kafka_offsets == ((0, "orders", 0, 4), (0, "orders", 1, 2))
+    assert plans[2].kafka_offsets == ((0, "orders", 0, 9), (0, "orders", 1, 5))
+
+
+def _role_url(admin_url: str, role: str) -> str:
+    return sa.engine.make_url(admin_url).set(username=role).render_as_string(False)
+
+
+def test_a_reader_gets_its_plan_unrecorded_and_a_planner_records_it(journaled: str,
+                                                                      cli: Any) -> None:
+    suffix = uuid.uuid4().hex[:8]
+    reader, planner = f"oj_read_{suffix}", f"oj_plan_{suffix}"
+    engine = sa.create_engine(resolve_url(journaled), poolclass=sa.pool.NullPool)
+    with engine.begin() as conn:
+        for role in (reader, planner):
+            conn.exec_driver_sql(f'CREATE ROLE "{role}" LOGIN')
+    engine.dispose()
+    grant(journaled, reader=reader, planner=planner)
+
+    code, out, err = cli("--database-url", _role_url(journaled, reader), "starting-offsets",
+                         "orders")
+    assert code == 0 and json.loads(out) == {"orders": {"0": 12, "1": 5}}
+    (line,) = [x for x in err.splitlines() if "recorded" in x]
+    assert line.startswith("offset-journal: warning: this plan was not recorded")
+    assert "permission denied" in line and "--planner" in line
+    assert count_rows(journaled, "restart_plans") == 0
+    # --no-record: no attempt, no warning.
+    assert "recorded" not in cli("--database-url", _role_url(journaled, reader),
+                                 "starting-offsets", "orders", "--no-record")[2]
+
+    code, out, err = cli("--database-url", _role_url(journaled, planner), "plan", "orders")
+    assert code == 0 and "recorded" not in err and "Recorded in the journal as plan" in out
+    with Journal(_role_url(journaled, planner)) as j:
+        (rec,) = j.recorded_plans("orders")
+        assert j.link_plan(rec.id, "run-x")
+        # The planner cannot rewrite what it recorded, nor write batches.
+        for statement in ("UPDATE offset_journal.restart_plans SET position = 'at'",
+                          "DELETE FROM offset_journal.restart_plans",
+                          "INSERT INTO offset_journal.query_runs (run_id, query_id, "
+                          "query_name, named) VALUES ('x', 'x', 'x', true)"):
+            with pytest.raises(sa.exc.ProgrammingError, match="permission denied"), \
+                    j.engine.begin() as conn:
+                conn.exec_driver_sql(statement)
+
+
+def test_the_recorded_position_of_each_kind_of_plan(journaled: str) -> None:
+    """after, at, as-of and rewind come from the request and the plan; from-time (a
+    request field of its own) is recorded as such whenever a request carries it."""
+    from dataclasses import replace
+    from datetime import datetime, timezone
+    from types import SimpleNamespace
+
+    from offset_journal.restart import PlanRequest
+    from offset_journal.restart.record import plan_row, recorded_position
+
+    plan = plan_restart(journaled, "orders", record=False)
+    request = PlanRequest("orders")
+    assert recorded_position(plan, request) == "after"
+    when = datetime(2024, 1, 1, 0, 1, tzinfo=timezone.utc)
+    assert recorded_position(plan, replace(request, as_of=when)) == "as-of"
+    from_time = SimpleNamespace(**{**vars(request), "from_time": when})
+    assert recorded_position(plan, from_time) == "from-time"  # type: ignore[arg-type]
+    assert recorded_position(replace(plan, position="from-time"), request) == "from-time"
+    assert recorded_position(replace(plan, mode="state-aware"), request) == "rewind"
+    row = plan_row(plan, replace(request, as_of=when), "starting-offsets")
+    assert row["request"] == {"as_of": "2024-01-01T00:01:00Z"}
+    assert row["command"] == "starting-offsets" and row["position"] == "as-of"
+    assert plan_row(plan, request, "something else")["command"] == "api"
+
+
+def test_a_journal_without_the_plan_tables_still_plans_and_audits(journaled: str,
+                                                                  cli: Any) -> None:
+    """Jobs and people on a journal not upgraded yet: the plan is handed out with one
+    warning line saying to upgrade, and the audit works without plans."""
+    engine = sa.create_engine(resolve_url(journaled), poolclass=sa.pool.NullPool)
+    with engine.begin() as conn:
+        conn.exec_driver_sql("DROP TABLE offset_journal.plan_runs, offset_journal.restart_plans")
+    engine.dispose()
+    code, out, err = cli("--database-url", journaled, "starting-offsets", "orders")
+    assert code == 0 and json.loads(out) == {"orders": {"0": 12, "1": 5}}
+    (line,) = [x for x in err.splitlines() if "recorded" in x]
+    assert "does not exist" in line and "offset-journal db upgrade" in line
+    code, out, err = cli("--database-url", journaled, "audit", "orders")
+    assert code == 0 and "OK" in out and err == ""

@@ -17,19 +17,23 @@ from typing import TYPE_CHECKING, Any, TypedDict
 from ..errors import CheckpointError, JournalError, RestartError
 from ..formatting import format_time
 from ..journal import FLAGGED_PROBLEMS, Batch, FlaggedProblem, Journal, SpoolLoss
-from ..kafka_admin import TopicState, topic_state
+from ..kafka_admin import TopicState, offsets_for_time, topic_state
 from ..overlap import span_of
 from ..values import parse_timeout
+from .from_time import chosen_offsets, epoch_millis
 from .kafka_offsets import kafka_topics
 from .model import (
     MODE_STATE_AWARE,
     MODE_STATELESS,
     POSITION_AFTER,
     POSITION_AT,
+    POSITION_FROM_TIME,
     CheckpointState,
     Mode,
+    PlanFacts,
     PlanInputs,
     Position,
+    RereadRun,
     RestartPlan,
     SinkState,
 )
@@ -61,6 +65,7 @@ class PlanOptions(TypedDict, total=False):
     bootstrap_servers: str | None
     kafka_config: Mapping[str, Any] | None
     kafka_timeout: float
+    from_time: datetime | None
 
 
 @dataclass(frozen=True)
@@ -75,6 +80,9 @@ class PlanRequest:
     ``checkpoint`` is refused when it already holds offsets; ``output_path`` is
     checked for a file sink log. ``bootstrap_servers`` (with ``kafka_config`` and
     ``kafka_timeout`` in seconds) checks the plan against the Kafka cluster.
+    ``from_time`` starts each partition at its first record timestamped at or after it
+    (looked up on the cluster, so it needs ``bootstrap_servers``); not with ``as_of``
+    or ``batch``, and not in the future.
     """
 
     query_name: str
@@ -89,18 +97,22 @@ class PlanRequest:
     bootstrap_servers: str | None = None
     kafka_config: Mapping[str, Any] | None = None
     kafka_timeout: float = 10
+    from_time: datetime | None = None
 
     @property
     def position(self) -> Position:
+        if self.from_time is not None:
+            return POSITION_FROM_TIME
         return POSITION_AT if self.batch is not None else POSITION_AFTER
 
     def checked(self) -> PlanRequest:
         """This request with defaults filled in; RestartError when it makes no sense."""
         mode = self.mode or MODE_STATELESS
         check_request(mode, POSITION_AFTER)  # an unknown mode first
-        if self.as_of is not None and self.batch is not None:
-            raise RestartError("give as_of or batch, not both")
+        if sum(x is not None for x in (self.as_of, self.batch, self.from_time)) > 1:
+            raise RestartError("give one of as_of, batch and from_time, not more")
         check_request(mode, self.position)
+        from_time = _checked_from_time(self.from_time, self.bootstrap_servers)
         as_of = self.as_of
         if as_of is not None and as_of.tzinfo is None:
             as_of = as_of.replace(tzinfo=timezone.utc)
@@ -110,7 +122,24 @@ class PlanRequest:
             timeout = parse_timeout(self.kafka_timeout)
         except ValueError as exc:  # a negative or NaN timeout would wait forever
             raise RestartError(str(exc)) from None
-        return replace(self, mode=mode, as_of=as_of, kafka_timeout=timeout)
+        return replace(self, mode=mode, as_of=as_of, kafka_timeout=timeout,
+                       from_time=from_time)
+
+
+def _checked_from_time(when: datetime | None, servers: str | None) -> datetime | None:
+    """A record time: UTC when naive; RestartError in the future or without a cluster."""
+    if when is None:
+        return None
+    if when.tzinfo is None:
+        when = when.replace(tzinfo=timezone.utc)
+    now = datetime.now(timezone.utc)
+    if when > now:
+        raise RestartError(f"the record time {format_time(when)} is in the future (now "
+                           f"{format_time(now)}): no record can be timestamped after it yet")
+    if not servers:
+        raise RestartError("a record-time plan (from_time, --from-time) looks the time up on "
+                           "the Kafka cluster: give bootstrap servers (--bootstrap-servers)")
+    return when
 
 
 @dataclass
@@ -158,7 +187,10 @@ def plan_from_journal(journal: Journal, request: PlanRequest,
         problems=_flagged_problems(journal, request.query_name, found.warnings),
     )
     losses = _spool_losses(journal, request.query_name)
-    plan = decide(replace(inputs, kafka_state=cluster_state(request, found)))
+    if request.from_time is not None:
+        plan = decide(replace(inputs, **time_facts(journal, request, found)))
+    else:
+        plan = decide(replace(inputs, kafka_state=cluster_state(request, found)))
     plan.plan_warnings += found.warnings
     plan.plan_warnings += [spool_loss_warning(loss) for loss in losses]
     for w in plan.warnings:
@@ -352,3 +384,57 @@ def cluster_state(request: PlanRequest, found: Gathered) -> TopicState | None:
         return None
     return topic_state(request.bootstrap_servers, topics, timeout=request.kafka_timeout,
                        config=request.kafka_config)
+
+
+def time_facts(journal: Journal, request: PlanRequest, found: Gathered) -> PlanFacts:
+    """A record-time plan's facts: the cluster's partitions, each one's first offset at
+    or after ``request.from_time`` and the journaled batches that reads again.
+    RestartError for a subscribed topic the cluster does not have."""
+    assert request.from_time is not None and request.bootstrap_servers
+    topics = sorted(set(kafka_topics([found.anchor], request.source))
+                    | set(request.subscribe or ()))
+    state, lookup = offsets_for_time(request.bootstrap_servers, topics,
+                                     epoch_millis(request.from_time),
+                                     timeout=request.kafka_timeout, config=request.kafka_config)
+    unknown = sorted(set(request.subscribe or ()) - set(state))
+    if unknown:
+        raise RestartError(f"unknown topic {', '.join(unknown)}: not on the Kafka cluster at "
+                           f"{request.bootstrap_servers}")
+    if request.subscribe:
+        lookup = {t: parts for t, parts in lookup.items() if t in request.subscribe}
+    reread = reread_runs(journal, request.query_name, chosen_offsets(lookup, state),
+                         request.source)
+    return {"kafka_state": state, "time_lookup": lookup, "reread": reread,
+            "from_time": request.from_time}
+
+
+def reread_runs(journal: Journal, query_name: str, start: Mapping[str, Mapping[int, int]],
+                source: int | None = None) -> list[RereadRun]:
+    """Per run, the journaled batches that read past ``start`` (topic -> partition ->
+    offset) in some partition: one SQL aggregate, whatever the history's length."""
+    import sqlalchemy as sa
+
+    from ..schema import batches, kafka_partitions
+
+    rows = [(t, p, o) for t in sorted(start) for p, o in sorted(start[t].items())]
+    if not rows:
+        return []
+    b, k = batches.c, kafka_partitions.c
+    chosen = sa.values(sa.column("topic", sa.Text), sa.column("partition", sa.Integer),
+                       sa.column("start", sa.BigInteger), name="chosen").data(rows)
+    first = sa.func.min(b.trigger_at)
+    stmt = (
+        sa.select(b.run_id, b.query_id, sa.func.min(b.batch_id), sa.func.max(b.batch_id),
+                  sa.func.count(sa.distinct(b.id)), first, sa.func.max(b.trigger_at))
+        .select_from(batches.join(kafka_partitions, k.batch_pk == b.id)
+                     .join(chosen, sa.and_(chosen.c.topic == k.topic,
+                                           chosen.c.partition == k.partition)))
+        .where(b.query_name == query_name, k.end_offset > chosen.c.start)
+        .group_by(b.run_id, b.query_id)
+        .order_by(first, sa.func.min(b.batch_id))
+    )
+    if source is not None:
+        stmt = stmt.where(k.source_index == source)
+    with journal.engine.connect() as conn:
+        return [RereadRun(r[0], r[1], int(r[2]), int(r[3]), int(r[4]), r[5], r[6])
+                for r in conn.execute(stmt)]

@@ -19,6 +19,7 @@ from ..errors import RestartError
 from ..formatting import format_time
 from ..journal import Batch, FlaggedProblem
 from ..overlap import concurrent_runs
+from .from_time import reread_note, time_source_plan
 from .kafka_offsets import kafka_source_plan
 from .model import (
     KIND_KAFKA,
@@ -26,6 +27,7 @@ from .model import (
     MODES,
     POSITION_AFTER,
     POSITION_AT,
+    POSITION_FROM_TIME,
     BatchRef,
     CheckpointState,
     Findings,
@@ -84,6 +86,8 @@ def decide(inp: PlanInputs) -> RestartPlan:
         checkpoint=inp.checkpoint.path if inp.checkpoint else None,
         output_path=inp.sink.path if inp.sink else None,
         kafka_checked=inp.kafka_state is not None,
+        from_time=inp.from_time if start.position == POSITION_FROM_TIME else None,
+        reread=list(inp.reread) if start.position == POSITION_FROM_TIME else [],
     )
 
 
@@ -95,10 +99,14 @@ def check_request(mode: str, position: str) -> None:
     to start AT a batch. The one check of a plan's request (library, CLI and jobs)."""
     if mode not in MODES:
         raise RestartError(f"unknown mode {mode!r}: use one of {', '.join(MODES)}")
-    if position not in (POSITION_AFTER, POSITION_AT):
+    if position not in (POSITION_AFTER, POSITION_AT, POSITION_FROM_TIME):
         raise RestartError(f"unknown position {position!r}")
     if mode == MODE_STATE_AWARE and position == POSITION_AT:
         raise RestartError("a state-aware plan starts after a batch: use as_of, not batch")
+    if mode == MODE_STATE_AWARE and position == POSITION_FROM_TIME:
+        raise RestartError("a state-aware plan starts after a batch: use as_of, not "
+                           "from_time (a record time does not say which windows were "
+                           "emitted)")
 
 
 def refuse_used_checkpoint(state: CheckpointState, query_id: str | None = None) -> None:
@@ -134,6 +142,16 @@ def where_to_start(inp: PlanInputs, flagged: Flagged) -> Start:
     anchor_ref = BatchRef.of(inp.anchor)
     if inp.mode == MODE_STATE_AWARE:
         start = state_aware_start(inp, when)
+    elif inp.position == POSITION_FROM_TIME:
+        start = Start(POSITION_FROM_TIME, None, None, Findings())
+        start.findings.notes += [
+            f"Starts at record time {format_time(inp.from_time)}: per partition, the first "
+            "offset whose record timestamp is at or after it (Kafka's offsetsForTimes, as "
+            "kafka-consumer-groups --reset-offsets --to-datetime); partitions without such "
+            "a record start at their log end. The journal's last batch "
+            f"({anchor_ref.label()}) gives the end offsets that counts what is read again.",
+            reread_note(inp.reread)]
+        return start
     elif inp.position == POSITION_AT:
         start = Start(POSITION_AT, [inp.anchor], inp.before, Findings(), start_ref=anchor_ref)
         start.findings.notes.append(
@@ -225,10 +243,16 @@ def source_plans(inp: PlanInputs, start: Start) -> tuple[list[SourcePlan], Findi
     for index in indexes:
         src = anchor.source(index)
         kind = source_kind(src)
-        if kind == KIND_KAFKA:
+        if kind == KIND_KAFKA and start.position == POSITION_FROM_TIME:
+            plans.append(time_source_plan(inp, src))
+        elif kind == KIND_KAFKA:
             plans.append(kafka_source_plan(inp, start, src))
         else:
             plans.append(other_source_plan(src, kind, *journaled_offset(inp, start, index)))
+            if start.position == POSITION_FROM_TIME:
+                plans[-1].warnings.append(
+                    "a record time applies to Kafka sources only: this source starts "
+                    "after the last journaled batch")
     return plans, found
 
 

@@ -236,7 +236,8 @@ def gather(journal: Journal, request: PlanRequest) -> Gathered:
                                f"{format_time(request.as_of)}")
         found = Gathered(at)
     else:
-        found = Gathered(last, warnings=check_last_batch(name, last, candidates))
+        found = Gathered(last, request.position,  # after it, or from a record time
+                         warnings=check_last_batch(name, last, candidates))
     if request.mode == MODE_STATE_AWARE:
         found.chain = state_chain(journal, found.anchor, request.window)
         found.before = batch_before(journal, name, found.chain[0])

@@ -28,6 +28,8 @@ from .model import (
     POSITION_AFTER,
     POSITION_AT,
     POSITION_FROM_TIME,
+    AsyncTail,
+    BatchRef,
     CheckpointState,
     Mode,
     PlanFacts,
@@ -185,6 +187,7 @@ def plan_from_journal(journal: Journal, request: PlanRequest,
                                                      started_until=found.anchor.trigger_at)],
         database_now=database_now(journal),
         problems=_flagged_problems(journal, request.query_name, found.warnings),
+        async_tail=async_tail(journal, found.anchor),
     )
     losses = _spool_losses(journal, request.query_name)
     if request.from_time is not None:
@@ -439,3 +442,36 @@ def reread_runs(journal: Journal, query_name: str, start: Mapping[str, Mapping[i
     with journal.engine.connect() as conn:
         return [RereadRun(r[0], r[1], int(r[2]), int(r[3]), int(r[4]), r[5], r[6])
                 for r in conn.execute(stmt)]
+
+
+def async_tail(journal: Journal, anchor: Batch) -> AsyncTail | None:
+    """The anchor's run's last batches when the listener saw Spark run it with async
+    progress tracking (query_runs.execution); None otherwise, or on a journal not
+    upgraded to 0008 (unknown)."""
+    import sqlalchemy as sa
+
+    from ..records import ASYNC_EXECUTION
+    from ..schema import batches, query_runs
+
+    r, b = query_runs.c, batches.c
+    try:
+        with journal.engine.connect() as conn:
+            row = conn.execute(sa.select(r.execution, r.async_interval_ms)
+                               .where(r.run_id == anchor.run_id)).first()
+            if row is None or row[0] != ASYNC_EXECUTION:
+                return None
+            interval = int(row[1] or 1000)  # Spark's default
+            last = conn.execute(
+                sa.select(b.trigger_at, b.batch_duration_ms).where(b.run_id == anchor.run_id)
+                .order_by(b.trigger_at.desc().nulls_last(), b.batch_id.desc()).limit(1)).first()
+            if last is None or last[0] is None:
+                return None
+            since = last[0] - timedelta(milliseconds=interval + int(last[1] or 0))
+            rows = conn.execute(
+                sa.select(b.run_id, b.batch_id, b.query_id, b.trigger_at)
+                .where(b.run_id == anchor.run_id, b.trigger_at >= since)
+                .order_by(b.batch_id)).all()
+    except sa.exc.ProgrammingError:  # no execution column yet
+        return None
+    return AsyncTail(anchor.run_id, interval,
+                     tuple(BatchRef(x[0], int(x[1]), x[2], x[3]) for x in rows))

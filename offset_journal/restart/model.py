@@ -129,6 +129,7 @@ class PlanFacts(TypedDict, total=False):
     from_time: datetime | None
     time_lookup: TimeLookup | None
     reread: Sequence[RereadRun]
+    async_tail: AsyncTail | None
 
 
 @dataclass(frozen=True)
@@ -151,7 +152,8 @@ class PlanInputs:
     on any other batch. ``from_time`` (position "from-time") starts each partition at
     ``time_lookup``'s offset (the first record at or after that time, from the
     cluster; None: no such record, so the log end); ``reread``: the journaled batches
-    that reads again.
+    that reads again. ``async_tail``: the anchor's run's last batches when Spark ran it
+    with async progress tracking (their end offsets may not be final).
     """
 
     query_name: str
@@ -173,6 +175,19 @@ class PlanInputs:
     from_time: datetime | None = None
     time_lookup: TimeLookup | None = None
     reread: Sequence[RereadRun] = ()
+    async_tail: AsyncTail | None = None
+
+
+@dataclass(frozen=True)
+class AsyncTail:
+    """A run Spark executed with async progress tracking: its offset log is written at
+    most every ``interval_ms``, so its last batches (``batches``: those triggered within
+    that interval, plus the last batch's duration, of its last journaled batch; oldest
+    first) may not be in its checkpoint."""
+
+    run_id: str
+    interval_ms: int
+    batches: tuple[BatchRef, ...]
 
 
 @dataclass(frozen=True)

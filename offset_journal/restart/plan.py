@@ -77,6 +77,7 @@ def decide(inp: PlanInputs) -> RestartPlan:
     found.merge(location_findings(inp))
     found.merge(future_trigger_findings(inp.anchor, inp.database_now))
     found.merge(concurrency_findings(inp))
+    found.merge(async_findings(inp, start))
     return RestartPlan(
         query_name=inp.query_name, mode=inp.mode, position=start.position,
         anchor=BatchRef.of(inp.anchor), start_batch=start.start_ref, sources=sources,
@@ -330,6 +331,32 @@ def concurrency_findings(inp: PlanInputs) -> Findings:
         f"{format_time(b.start)}..{format_time(b.end)}): two jobs under one name "
         "interleave their offsets, and the last batch may belong to either"
         for a, b in concurrent_runs(relevant)
+    ])
+
+
+def async_findings(inp: PlanInputs, start: Start) -> Findings:
+    """A warning when the plan starts after a batch whose end offsets may not be in the
+    old checkpoint yet (async progress tracking)."""
+    tail = inp.async_tail
+    if tail is None or start.position != POSITION_AFTER or not tail.batches:
+        return Findings()
+    ids = [b.batch_id for b in tail.batches if b.run_id == inp.anchor.run_id]
+    if inp.anchor.run_id != tail.run_id or inp.anchor.batch_id not in ids:
+        return Findings()
+    first, last = ids[0], ids[-1]
+    which = f"batch {first}" if first == last else f"batches {first}..{last}"
+    return Findings(warnings=[
+        f"run {tail.run_id} ran with async progress tracking (asyncProgressTrackingEnabled: "
+        f"Spark writes its offset and commit logs at most every {tail.interval_ms} ms): "
+        f"{which}, journaled in the last {tail.interval_ms} ms of the run, may not be in "
+        "its checkpoint, so their end offsets may not be final. This plan starts after "
+        f"batch {inp.anchor.batch_id}, which Spark reported done (its output is in the "
+        "sink) and which a NEW checkpoint takes as it is; but the OLD checkpoint may be "
+        "behind it and, restarted, would run those batches again, maybe with other offset "
+        "ranges: do not run both. To start from the last batch certainly durable instead, "
+        f"use --batch {tail.run_id}:{first} (its start offsets: {which} processed again), "
+        "or accept possible reprocessing downstream; `checkpoint compare DIR QUERY` shows "
+        "where the old checkpoint stands"
     ])
 
 

@@ -128,3 +128,23 @@ def test_a_request_in_the_future_or_without_servers_is_refused() -> None:
     naive = PlanRequest("q", from_time=T.replace(tzinfo=None),
                         bootstrap_servers="k:9092").checked()
     assert naive.from_time == T and naive.position == POSITION_FROM_TIME
+
+
+# --------------------------------------------------------------------------- async runs
+
+
+def test_a_plan_after_an_async_run_names_the_batches_that_may_not_be_final() -> None:
+    from offset_journal.restart import AsyncTail, BatchRef
+
+    anchor = _batch({"orders": {0: (40, 50)}})
+    tail = AsyncTail("run-1", 1000, tuple(BatchRef("run-1", i, "qid", T) for i in (5, 6, 7)))
+    plan = compute_plan("q", anchor, async_tail=tail)
+    text = " ".join(" ".join(plan.warnings).split())
+    assert "async progress tracking" in text and "every 1000 ms" in text
+    assert "batches 5..7" in text and "--batch run-1:5" in text
+    assert plan.ok  # a warning: the new checkpoint may take it as it is
+    # AT a batch (its start offsets) does not take the end offsets at stake
+    assert not compute_plan("q", anchor, async_tail=tail, position="at").warnings
+    # a run whose tail does not hold the anchor (an older batch, via --as-of)
+    older = AsyncTail("run-1", 1000, (BatchRef("run-1", 9, "qid", T),))
+    assert not compute_plan("q", anchor, async_tail=older).warnings

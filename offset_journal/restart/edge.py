@@ -111,8 +111,10 @@ class PlanRequest:
         """This request with defaults filled in; RestartError when it makes no sense."""
         mode = self.mode or MODE_STATELESS
         check_request(mode, POSITION_AFTER)  # an unknown mode first
-        if sum(x is not None for x in (self.as_of, self.batch, self.from_time)) > 1:
-            raise RestartError("give one of as_of, batch and from_time, not more")
+        if self.as_of is not None and self.batch is not None:
+            raise RestartError("give as_of or batch, not both")
+        if self.from_time is not None and (self.as_of is not None or self.batch is not None):
+            raise RestartError("give from_time (a record time) or as_of/batch, not both")
         check_request(mode, self.position)
         from_time = _checked_from_time(self.from_time, self.bootstrap_servers)
         as_of = self.as_of

@@ -152,3 +152,12 @@ def test_a_plan_after_an_async_run_names_the_batches_that_may_not_be_final() -> 
     # a run whose tail does not hold the anchor (an older batch, via --as-of)
     older = AsyncTail("run-1", 1000, (BatchRef("run-1", 9, "qid", T),))
     assert not asynchronous(compute_plan("q", anchor, async_tail=older))
+
+
+def test_a_recreated_topic_is_not_counted_as_read_again_silently() -> None:
+    anchor = _batch({"orders": {0: (10, 20)}})
+    plan = compute_plan("q", anchor, position=POSITION_FROM_TIME, from_time=T,
+                        kafka_state={"orders": {0: (0, 3)}}, time_lookup={"orders": {0: 0}})
+    assert json.loads(plan.starting_offsets()) == {"orders": {"0": 0}}
+    assert any("beyond the log end of orders-0" in w and "recreated" in w
+               for w in plan.warnings), plan.warnings

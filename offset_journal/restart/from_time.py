@@ -75,6 +75,14 @@ def from_time_offsets(journaled_end: KafkaOffsets, lookup: TimeLookup, state: To
                            f"{tp_list(new)}")
     if skipped:
         found.warnings.append(_skipped_warning(skipped, state, when))
+    beyond = [(t, p) for t, p in pairs if (t, p) not in new
+              and journaled_end[t][p] > state.get(t, {}).get(p, (0, 0))[1]]
+    if beyond:
+        found.warnings.append(
+            "the journal's end offsets lie beyond the log end of "
+            f"{tp_list(beyond)} (topic deleted and recreated, or another cluster?): the "
+            "journaled records there are not these records, and the counts of records "
+            "read again do not apply to them")
     return start, again, found
 
 

@@ -155,6 +155,9 @@ def time_source_plan(inp: PlanInputs, src: SourceOffsets) -> SourcePlan:
     _kept, gone = _drop_missing({t: journaled[t] for t in journaled if t in topics}, state)
     plan.add(gone)
     mine = {t: dict(lookup[t]) for t in sorted(topics) if t in lookup}
+    if strategy == "pattern":
+        plan.notes.append("the source subscribes by pattern: topics created since that match "
+                          "it are not named here; Spark refuses to start if one exists")
     if strategy == "assign":  # fixed partitions: only those the query was assigned
         mine = {t: {p: o for p, o in parts.items() if p in journaled.get(t, {})}
                 for t, parts in mine.items()}

@@ -171,10 +171,10 @@ class Journal:
                 "error_class": sa.func.coalesce(ex.error_class, t.error_class),
                 "host": sa.func.coalesce(t.host, ex.host),
                 "pid": sa.func.coalesce(t.pid, ex.pid),
-                **({"execution": sa.func.coalesce(ex.execution, t.execution)}
+                **({"execution": sa.func.coalesce(t.execution, ex.execution)}
                    if run.execution is not None else {}),
-                **({"async_interval_ms": sa.func.coalesce(ex.async_interval_ms,
-                                                          t.async_interval_ms)}
+                **({"async_interval_ms": sa.func.coalesce(t.async_interval_ms,
+                                                          ex.async_interval_ms)}
                    if run.async_interval_ms is not None else {}),
                 # A run first seen through a batch (start event lost) may have been
                 # recorded under its id; a later event with the real name wins.

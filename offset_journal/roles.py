@@ -49,7 +49,7 @@ _SET_BY_DATABASE = frozenset({"recorded_at", "id"})
 
 RUN_UPDATE_COLUMNS: tuple[str, ...] = (
     "started_at", "terminated_at", "exception", "error_class", "host", "pid",
-    "query_name", "named",
+    "query_name", "named", "execution", "async_interval_ms",
 )
 """The query_runs columns the writer's upsert (journal.Journal.record_run) sets: a run
 first seen through a batch gets its start, and every run its end; a trigger (migration

@@ -245,6 +245,7 @@ def _plan(args: argparse.Namespace, source: int | None) -> Any:
         MODE_STATELESS,
         POSITION_AFTER,
         POSITION_AT,
+        POSITION_FROM_TIME,
         check_request,
         plan_restart,
     )
@@ -253,9 +254,16 @@ def _plan(args: argparse.Namespace, source: int | None) -> Any:
         raise UsageError("--window applies to --state-aware plans only")
     mode = MODE_STATE_AWARE if args.state_aware else MODE_STATELESS
     try:  # the planner's own rule, as a usage error before anything is read
-        check_request(mode, POSITION_AT if args.batch is not None else POSITION_AFTER)
+        check_request(mode, POSITION_AT if args.batch is not None else
+                      POSITION_FROM_TIME if args.from_time is not None else POSITION_AFTER)
     except RestartError as exc:
-        raise UsageError(f"{exc} (--state-aware takes --as-of, not --batch)") from None
+        raise UsageError(f"{exc} (--state-aware takes --as-of, not --batch or --from-time)"
+                         ) from None
+    if args.from_time is not None and not args.bootstrap_servers:
+        raise UsageError("--from-time looks the time up on the Kafka cluster: give "
+                         "--bootstrap-servers")
+    if getattr(args, "offsets_format", None) == "by-timestamp" and args.from_time is None:
+        raise UsageError("--format by-timestamp needs --from-time")
     return plan_restart(
         _url(args), args.query, source=source, as_of=args.as_of, batch=args.batch,
         bootstrap_servers=args.bootstrap_servers, kafka_config=dict(args.kafka_config or []),
@@ -265,6 +273,7 @@ def _plan(args: argparse.Namespace, source: int | None) -> Any:
         subscribe=args.subscribe, allow_data_loss=args.allow_data_loss,
         recreated_topics=args.recreated_topics or (),
         record=not args.no_record, command=args.command,
+        from_time=args.from_time,
     )
 
 
@@ -306,6 +315,13 @@ def cmd_starting_offsets(args: argparse.Namespace) -> int:
         _err("error", error)
     if errors and not args.force:
         return EXIT_RUNTIME
+    if args.offsets_format == "by-timestamp":
+        options = source.by_timestamp_options()
+        _err("note", "pass it as startingOffsetsByTimestamp with "
+                     "startingOffsetsByTimestampStrategy=latest (partitions without a record "
+                     "at or after the time start at their end; Spark's default fails)")
+        _out(options.get("startingOffsetsByTimestamp", "{}"))
+        return EXIT_OK
     _out(source.starting_offsets())
     return EXIT_OK
 

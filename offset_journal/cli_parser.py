@@ -154,6 +154,10 @@ def _shared_options() -> tuple[argparse.ArgumentParser, ...]:
                            "(ISO 8601, naive = UTC; or --as-of=-2h)")
     when.add_argument("--batch", type=parse_batch, metavar="RUN:BATCH",
                       help="start AT this batch (its start offsets): reprocess it and after")
+    when.add_argument("--from-time", type=parse_time, metavar="TIME",
+                      help="record time: start each partition at its first record "
+                           "timestamped at or after TIME (as kafka-consumer-groups "
+                           "--to-datetime; needs --bootstrap-servers)")
     plan_opts.add_argument("--bootstrap-servers", metavar="HOSTS",
                            help="check against this Kafka cluster: new partitions, deleted "
                                 "topics, data loss")
@@ -298,6 +302,13 @@ def _add_plans(subs: Subparsers, parents: tuple[argparse.ArgumentParser, ...],
                           help="source index (default: the query's Kafka source)")
     starting.add_argument("--force", action="store_true",
                           help="print the offsets even when the plan has errors")
+    starting.add_argument("--format", dest="offsets_format",
+                          choices=("starting-offsets", "by-timestamp"),
+                          default="starting-offsets",
+                          help="by-timestamp (with --from-time): Spark's "
+                               "startingOffsetsByTimestamp JSON instead, for Spark to "
+                               "look the time up (with startingOffsetsByTimestampStrategy"
+                               "=latest)")
     starting.set_defaults(func=commands.cmd_starting_offsets)
 
     plan = subs.add_parser("plan", parents=[common, plan_opts, kafka_opts],

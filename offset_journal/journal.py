@@ -157,6 +157,11 @@ class Journal:
             "exception": run.exception, "error_class": run.error_class, "host": run.host,
             "pid": run.pid,
         }
+        # Only when known, so that a journal not upgraded to 0008 still takes other runs.
+        if run.execution is not None:
+            values["execution"] = run.execution
+        if run.async_interval_ms is not None:
+            values["async_interval_ms"] = run.async_interval_ms
         stmt = pg_insert(query_runs).values(values)
         ex = stmt.excluded
         t = query_runs.c
@@ -169,6 +174,11 @@ class Journal:
                 "error_class": sa.func.coalesce(ex.error_class, t.error_class),
                 "host": sa.func.coalesce(t.host, ex.host),
                 "pid": sa.func.coalesce(t.pid, ex.pid),
+                **({"execution": sa.func.coalesce(t.execution, ex.execution)}
+                   if run.execution is not None else {}),
+                **({"async_interval_ms": sa.func.coalesce(t.async_interval_ms,
+                                                          ex.async_interval_ms)}
+                   if run.async_interval_ms is not None else {}),
                 # A run first seen through a batch (start event lost) may have been
                 # recorded under its id; a later event with the real name wins.
                 "query_name": sa.case((ex.named, ex.query_name), else_=t.query_name),

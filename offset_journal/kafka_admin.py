@@ -154,6 +154,44 @@ def topic_state_with(consumer: Any, topics: Iterable[str], *, timeout: float = 1
     return state
 
 
+TimeLookup = dict[str, dict[int, int | None]]
+"""topic -> partition -> the first offset whose record timestamp is at or after a time
+(None: the partition holds no such record)."""
+
+
+def offsets_for_time(bootstrap_servers: str, topics: Iterable[str], when_ms: int, *,
+                     timeout: float = 10, config: Mapping[str, Any] | None = None,
+                     ) -> tuple[TopicState, TimeLookup]:
+    """Each existing topic's state (:func:`topic_state`) and, per partition, the first
+    offset whose record timestamp is at or after ``when_ms`` (Kafka's offsetsForTimes,
+    as ``kafka-consumer-groups --reset-offsets --to-datetime`` uses). Topics that do not
+    exist are left out of both."""
+    wanted = sorted(set(topics))
+    if not wanted:
+        return {}, {}
+    ck = _confluent()
+    consumer = _consumer(bootstrap_servers, config, None, timeout)
+    try:
+        state = topic_state_with(consumer, wanted, timeout=timeout, where=bootstrap_servers)
+        tps = [ck.TopicPartition(t, p, int(when_ms)) for t in sorted(state)
+               for p in sorted(state[t])]
+        if not tps:
+            return state, {}
+        try:
+            found = consumer.offsets_for_times(tps, timeout=timeout)
+        except ck.KafkaException as exc:
+            raise _raise("cannot look offsets up by time", exc, bootstrap_servers) from None
+    finally:
+        consumer.close()
+    lookup: TimeLookup = {}
+    for tp in found:
+        if tp.error is not None:
+            raise KafkaAdminError(f"cannot look up {tp.topic}-{tp.partition} by time at "
+                                  f"{bootstrap_servers}: {_message(ck.KafkaException(tp.error))}")
+        lookup.setdefault(tp.topic, {})[tp.partition] = int(tp.offset) if tp.offset >= 0 else None
+    return state, lookup
+
+
 def commit_group(bootstrap_servers: str, group: str, offsets: Mapping[str, Mapping[int, int]],
                  config: Mapping[str, Any] | None = None, timeout: float = 10) -> None:
     """Commit ``offsets`` (topic -> partition -> next offset to read) for ``group``.
@@ -235,9 +273,11 @@ __all__ = [
     "KafkaAdminError",
     "KafkaUnavailable",
     "PartitionState",
+    "TimeLookup",
     "TopicState",
     "commit_group",
     "committed_offsets",
+    "offsets_for_time",
     "topic_state",
     "topic_state_with",
 ]

@@ -22,7 +22,7 @@ from datetime import datetime, timezone
 from typing import Any
 
 from .db import redact, resolve_url
-from .records import PROGRESS, STARTED, TERMINATED
+from .records import ASYNC_EXECUTION, PROGRESS, STARTED, TERMINATED
 from .spool import Spool, default_spool_dir
 from .writer import Writer, WriterConfig, WriterStats
 
@@ -71,6 +71,7 @@ class OffsetJournalListener(_Base):
         self._init_runtime()
 
     def _init_runtime(self) -> None:
+        self._jstreams: Any = None  # the session's StreamingQueryManager (classic; attach())
         self._writer: Writer | None = None
         self._lock = threading.Lock()
         self._names: dict[str, str | None] = {}
@@ -250,9 +251,32 @@ class OffsetJournalListener(_Base):
                             "across checkpoints.", query_id)
             self._submit({"type": STARTED, "query_id": query_id, "run_id": run_id,
                           "name": name, "timestamp": event.timestamp,
-                          "host": socket.gethostname(), "pid": os.getpid()})
+                          "host": socket.gethostname(), "pid": os.getpid(),
+                          **self._execution_of(query_id)})
         except Exception:
             log.exception("offset-journal: onQueryStarted failed (the query is unaffected)")
+
+    def _execution_of(self, query_id: str) -> dict[str, Any]:
+        """How Spark executes the query: its StreamExecution class and, with async
+        progress tracking, the checkpoint interval (its progress events do not say).
+        Classic sessions attached with attach() only; {} when unknown."""
+        streams = self.__dict__.get("_jstreams")
+        if streams is None:
+            return {}
+        try:
+            wrapper = streams.get(query_id)  # registered before onQueryStarted runs
+            if wrapper is None:
+                return {}
+            execution = wrapper.streamingQuery()
+            name = str(execution.getClass().getSimpleName())
+            if name != ASYNC_EXECUTION:
+                return {"execution": name}
+            interval = int(execution.asyncProgressTrackingCheckpointingIntervalMs())
+            return {"execution": name, "async_interval_ms": interval}
+        except Exception as exc:  # a Spark without these names: unknown, not a failure
+            log.debug("offset-journal: cannot tell how query %s is executed: %s", query_id,
+                      type(exc).__name__)
+            return {}
 
     def onQueryProgress(self, event: Any) -> None:
         try:
@@ -366,6 +390,9 @@ def attach(spark: Any, database_url: str | None = None, **options: Any) -> Offse
     runs on the server (PySpark 3.5) the returned object is only the client's copy.
     """
     listener = OffsetJournalListener(database_url, **options)
+    if not _is_connect(spark):
+        # to ask each query how Spark executes it (async progress tracking)
+        listener._jstreams = spark._jsparkSession.streams()
     spark.streams.addListener(listener)
     if not _is_connect(spark):
         listener.start()

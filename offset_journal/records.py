@@ -59,6 +59,11 @@ def parse_timestamp(value: Any) -> datetime | None:
     return parsed if parsed.tzinfo else parsed.replace(tzinfo=timezone.utc)
 
 
+ASYNC_EXECUTION = "AsyncProgressTrackingMicroBatchExecution"
+"""Spark's StreamExecution with asyncProgressTrackingEnabled: offset and commit logs
+written asynchronously, at most once per asyncProgressTrackingCheckpointIntervalMs."""
+
+
 @dataclass(frozen=True)
 class RunRecord:
     """A query run: one start of a query (one checkpoint may have many runs)."""
@@ -73,6 +78,10 @@ class RunRecord:
     error_class: str | None = None
     host: str | None = None
     pid: int | None = None
+    execution: str | None = None
+    """Spark's StreamExecution class name (None: unknown)."""
+    async_interval_ms: int | None = None
+    """asyncProgressTrackingCheckpointIntervalMs, for an async progress tracking run."""
 
 
 @dataclass(frozen=True)
@@ -457,4 +466,6 @@ def run_from_event(event: dict[str, Any]) -> RunRecord:
         error_class=event.get("error_class"),
         host=event.get("host"),
         pid=_int(event.get("pid")),
+        execution=event.get("execution") if isinstance(event.get("execution"), str) else None,
+        async_interval_ms=_int(event.get("async_interval_ms")),
     )

@@ -28,6 +28,8 @@ query_runs = sa.Table(
     sa.Column("pid", sa.Integer),
     sa.Column("recorded_at", sa.DateTime(timezone=True), nullable=False,
               server_default=sa.func.now()),
+    sa.Column("execution", sa.Text),  # migration 0009_async_progress
+    sa.Column("async_interval_ms", sa.BigInteger),  # migration 0009_async_progress
     sa.Index("query_runs_name_idx", "query_name", "started_at"),
 )
 

@@ -454,3 +454,25 @@ def test_a_listener_given_the_reader_role_loses_nothing(granted: Secure, tmp_pat
     replay.close()
     with Journal(granted.admin_url) as j:
         assert [b.batch_id for b in j.history("orders", run_id=run)] == [0, 1, 2]
+
+
+def test_the_writer_completes_a_run_with_how_spark_executes_it(granted: Secure) -> None:
+    """A run first journaled without its start (a batch came first) gains the execution
+    recorded at its start (migration 0008): the writer role may fill those columns."""
+    from datetime import datetime, timezone
+
+    from offset_journal.records import ASYNC_EXECUTION, RunRecord
+
+    run_id = f"run-{uuid.uuid4().hex[:8]}"
+    with Journal(granted.writer_url) as j:
+        j.record_run(RunRecord("qid-x", run_id, "exec-q", True))
+        j.record_run(RunRecord("qid-x", run_id, "exec-q", True,
+                               started_at=datetime.now(timezone.utc),
+                               execution=ASYNC_EXECUTION, async_interval_ms=1500))
+    engine = sa.create_engine(resolve_url(granted.admin_url), poolclass=sa.pool.NullPool)
+    with engine.connect() as conn:
+        row = conn.execute(sa.text("SELECT execution, async_interval_ms FROM "
+                                   "offset_journal.query_runs WHERE run_id = :r"),
+                           {"r": run_id}).one()
+    engine.dispose()
+    assert tuple(row) == (ASYNC_EXECUTION, 1500)

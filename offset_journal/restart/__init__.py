@@ -20,6 +20,9 @@ Positions a plan can start from:
   batch is processed again ("reprocess from a certain point").
 * **rewind** (state-aware): the START offsets of the earliest batch that may hold a
   record of a window the old checkpoint's state had not emitted yet.
+* **from-time** (``from_time``): per partition, the first offset whose RECORD timestamp
+  is at or after a time (Kafka's offsetsForTimes; the log end when there is none), with
+  the journaled batches that reads again (``from_time.py``).
 
 The modules, one job each:
 
@@ -60,13 +63,17 @@ from .model import (
     MODES,
     POSITION_AFTER,
     POSITION_AT,
+    POSITION_FROM_TIME,
     POSITION_REWIND,
+    POSITIONS,
+    AsyncTail,
     BatchRef,
     CheckpointState,
     Findings,
     Mode,
     PlanInputs,
     Position,
+    RereadRun,
     RestartPlan,
     SinkState,
     SourceKind,
@@ -128,7 +135,10 @@ __all__ = [
     "MODE_STATE_AWARE",
     "POSITION_AFTER",
     "POSITION_AT",
+    "POSITION_FROM_TIME",
     "POSITION_REWIND",
+    "POSITIONS",
+    "AsyncTail",
     "BatchRef",
     "CheckpointState",
     "Findings",
@@ -139,6 +149,7 @@ __all__ = [
     "PlanOptions",
     "PlanRequest",
     "Position",
+    "RereadRun",
     "RestartError",
     "RestartPlan",
     "RunSpan",

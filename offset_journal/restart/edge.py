@@ -17,19 +17,25 @@ from typing import TYPE_CHECKING, Any, TypedDict
 from ..errors import CheckpointError, JournalError, RestartError
 from ..formatting import format_time
 from ..journal import FLAGGED_PROBLEMS, Batch, FlaggedProblem, Journal, SpoolLoss
-from ..kafka_admin import TopicState, topic_state
+from ..kafka_admin import TopicState, offsets_for_time, topic_state
 from ..overlap import span_of
 from ..values import parse_timeout
+from .from_time import chosen_offsets, epoch_millis
 from .kafka_offsets import kafka_topics
 from .model import (
     MODE_STATE_AWARE,
     MODE_STATELESS,
     POSITION_AFTER,
     POSITION_AT,
+    POSITION_FROM_TIME,
+    AsyncTail,
+    BatchRef,
     CheckpointState,
     Mode,
+    PlanFacts,
     PlanInputs,
     Position,
+    RereadRun,
     RestartPlan,
     SinkState,
 )
@@ -63,6 +69,7 @@ class PlanOptions(TypedDict, total=False):
     kafka_timeout: float
     allow_data_loss: bool
     recreated_topics: Sequence[str]
+    from_time: datetime | None
 
 
 @dataclass(frozen=True)
@@ -81,6 +88,9 @@ class PlanRequest:
     at their log start, with a warning, instead of refusing; ``recreated_topics`` names
     topics deleted and created again, read from earliest, with a warning, instead of
     from the old topic's offsets (see :class:`~.model.PlanInputs`).
+    ``from_time`` starts each partition at its first record timestamped at or after it
+    (looked up on the cluster, so it needs ``bootstrap_servers``); not with ``as_of``
+    or ``batch``, and not in the future.
     """
 
     query_name: str
@@ -97,9 +107,12 @@ class PlanRequest:
     kafka_timeout: float = 10
     allow_data_loss: bool = False
     recreated_topics: Sequence[str] = ()
+    from_time: datetime | None = None
 
     @property
     def position(self) -> Position:
+        if self.from_time is not None:
+            return POSITION_FROM_TIME
         return POSITION_AT if self.batch is not None else POSITION_AFTER
 
     def checked(self) -> PlanRequest:
@@ -108,7 +121,10 @@ class PlanRequest:
         check_request(mode, POSITION_AFTER)  # an unknown mode first
         if self.as_of is not None and self.batch is not None:
             raise RestartError("give as_of or batch, not both")
+        if self.from_time is not None and (self.as_of is not None or self.batch is not None):
+            raise RestartError("give from_time (a record time) or as_of/batch, not both")
         check_request(mode, self.position)
+        from_time = _checked_from_time(self.from_time, self.bootstrap_servers)
         as_of = self.as_of
         if as_of is not None and as_of.tzinfo is None:
             as_of = as_of.replace(tzinfo=timezone.utc)
@@ -123,7 +139,23 @@ class PlanRequest:
         if any(not isinstance(t, str) or not t.strip() for t in recreated):
             raise RestartError(f"bad recreated topic name in {list(recreated)!r}")
         return replace(self, mode=mode, as_of=as_of, kafka_timeout=timeout,
-                       recreated_topics=recreated)
+                       recreated_topics=recreated, from_time=from_time)
+
+
+def _checked_from_time(when: datetime | None, servers: str | None) -> datetime | None:
+    """A record time: UTC when naive; RestartError in the future or without a cluster."""
+    if when is None:
+        return None
+    if when.tzinfo is None:
+        when = when.replace(tzinfo=timezone.utc)
+    now = datetime.now(timezone.utc)
+    if when > now:
+        raise RestartError(f"the record time {format_time(when)} is in the future (now "
+                           f"{format_time(now)}): no record can be timestamped after it yet")
+    if not servers:
+        raise RestartError("a record-time plan (from_time, --from-time) looks the time up on "
+                           "the Kafka cluster: give bootstrap servers (--bootstrap-servers)")
+    return when
 
 
 @dataclass
@@ -184,9 +216,13 @@ def plan_from_journal(journal: Journal, request: PlanRequest,
                                                      started_until=found.anchor.trigger_at)],
         database_now=database_now(journal),
         problems=_flagged_problems(journal, request.query_name, found.warnings),
+        async_tail=async_tail(journal, found.anchor),
     )
     losses = _spool_losses(journal, request.query_name)
-    plan = decide(replace(inputs, kafka_state=cluster_state(request, found)))
+    if request.from_time is not None:
+        plan = decide(replace(inputs, **time_facts(journal, request, found)))
+    else:
+        plan = decide(replace(inputs, kafka_state=cluster_state(request, found)))
     plan.plan_warnings += found.warnings
     plan.plan_warnings += [spool_loss_warning(loss) for loss in losses]
     for w in plan.warnings:
@@ -232,7 +268,8 @@ def gather(journal: Journal, request: PlanRequest) -> Gathered:
                                f"{format_time(request.as_of)}")
         found = Gathered(at)
     else:
-        found = Gathered(last, warnings=check_last_batch(name, last, candidates))
+        found = Gathered(last, request.position,  # after it, or from a record time
+                         warnings=check_last_batch(name, last, candidates))
     if request.mode == MODE_STATE_AWARE:
         found.chain = state_chain(journal, found.anchor, request.window)
         found.before = batch_before(journal, name, found.chain[0])
@@ -380,3 +417,90 @@ def cluster_state(request: PlanRequest, found: Gathered) -> TopicState | None:
         return None
     return topic_state(request.bootstrap_servers, topics, timeout=request.kafka_timeout,
                        config=request.kafka_config)
+
+
+def time_facts(journal: Journal, request: PlanRequest, found: Gathered) -> PlanFacts:
+    """A record-time plan's facts: the cluster's partitions, each one's first offset at
+    or after ``request.from_time`` and the journaled batches that reads again.
+    RestartError for a subscribed topic the cluster does not have."""
+    assert request.from_time is not None and request.bootstrap_servers
+    topics = sorted(set(kafka_topics([found.anchor], request.source))
+                    | set(request.subscribe or ()))
+    state, lookup = offsets_for_time(request.bootstrap_servers, topics,
+                                     epoch_millis(request.from_time),
+                                     timeout=request.kafka_timeout, config=request.kafka_config)
+    unknown = sorted(set(request.subscribe or ()) - set(state))
+    if unknown:
+        raise RestartError(f"unknown topic {', '.join(unknown)}: not on the Kafka cluster at "
+                           f"{request.bootstrap_servers}")
+    if request.subscribe:
+        lookup = {t: parts for t, parts in lookup.items() if t in request.subscribe}
+    reread = reread_runs(journal, request.query_name, chosen_offsets(lookup, state),
+                         request.source)
+    return {"kafka_state": state, "time_lookup": lookup, "reread": reread,
+            "from_time": request.from_time}
+
+
+def reread_runs(journal: Journal, query_name: str, start: Mapping[str, Mapping[int, int]],
+                source: int | None = None) -> list[RereadRun]:
+    """Per run, the journaled batches that read past ``start`` (topic -> partition ->
+    offset) in some partition: one SQL aggregate, whatever the history's length."""
+    import sqlalchemy as sa
+
+    from ..schema import batches, kafka_partitions
+
+    rows = [(t, p, o) for t in sorted(start) for p, o in sorted(start[t].items())]
+    if not rows:
+        return []
+    b, k = batches.c, kafka_partitions.c
+    chosen = sa.values(sa.column("topic", sa.Text), sa.column("partition", sa.Integer),
+                       sa.column("start", sa.BigInteger), name="chosen").data(rows)
+    first = sa.func.min(b.trigger_at)
+    stmt = (
+        sa.select(b.run_id, b.query_id, sa.func.min(b.batch_id), sa.func.max(b.batch_id),
+                  sa.func.count(sa.distinct(b.id)), first, sa.func.max(b.trigger_at))
+        .select_from(batches.join(kafka_partitions, k.batch_pk == b.id)
+                     .join(chosen, sa.and_(chosen.c.topic == k.topic,
+                                           chosen.c.partition == k.partition)))
+        .where(b.query_name == query_name, k.end_offset > chosen.c.start)
+        .group_by(b.run_id, b.query_id)
+        .order_by(first, sa.func.min(b.batch_id))
+    )
+    if source is not None:
+        stmt = stmt.where(k.source_index == source)
+    with journal.engine.connect() as conn:
+        return [RereadRun(r[0], r[1], int(r[2]), int(r[3]), int(r[4]), r[5], r[6])
+                for r in conn.execute(stmt)]
+
+
+def async_tail(journal: Journal, anchor: Batch) -> AsyncTail | None:
+    """The anchor's run's last batches when the listener saw Spark run it with async
+    progress tracking (query_runs.execution); None otherwise, or on a journal not
+    upgraded to 0008 (unknown)."""
+    import sqlalchemy as sa
+
+    from ..records import ASYNC_EXECUTION
+    from ..schema import batches, query_runs
+
+    r, b = query_runs.c, batches.c
+    try:
+        with journal.engine.connect() as conn:
+            row = conn.execute(sa.select(r.execution, r.async_interval_ms)
+                               .where(r.run_id == anchor.run_id)).first()
+            if row is None or row[0] != ASYNC_EXECUTION:
+                return None
+            interval = int(row[1] or 1000)  # Spark's default
+            last = conn.execute(
+                sa.select(b.trigger_at, b.batch_duration_ms).where(b.run_id == anchor.run_id)
+                .order_by(b.trigger_at.desc().nulls_last(), b.batch_id.desc()).limit(1)).first()
+            if last is None or last[0] is None:
+                return None
+            since = last[0] - timedelta(milliseconds=interval + int(last[1] or 0))
+            rows = conn.execute(
+                sa.select(b.run_id, b.batch_id, b.query_id, b.trigger_at)
+                .where(b.run_id == anchor.run_id, b.trigger_at >= since)
+                .order_by(b.batch_id)).all()
+    except sa.exc.ProgrammingError:  # no execution column yet
+        return None
+    return AsyncTail(anchor.run_id, interval,
+                     tuple(BatchRef(x[0], int(x[1]), x[2], x[3]) for x in rows))

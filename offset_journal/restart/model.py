@@ -20,12 +20,12 @@ from ..overlap import RunSpan
 from .text import fill
 
 if TYPE_CHECKING:
-    from ..kafka_admin import TopicState
+    from ..kafka_admin import TimeLookup, TopicState
 
 Mode = Literal["stateless", "state-aware"]
 """stateless: start after (or at) a batch; state-aware: also re-read what the old
 checkpoint's state held of windows not emitted yet."""
-Position = Literal["after", "at", "rewind"]
+Position = Literal["after", "at", "rewind", "from-time"]
 """Where a plan starts: see the package docstring."""
 SourceKind = Literal["kafka", "delta", "file", "rate", "other"]
 
@@ -36,6 +36,9 @@ MODES: tuple[Mode, ...] = (MODE_STATELESS, MODE_STATE_AWARE)
 POSITION_AFTER: Position = "after"
 POSITION_AT: Position = "at"
 POSITION_REWIND: Position = "rewind"
+POSITION_FROM_TIME: Position = "from-time"
+POSITIONS: tuple[Position, ...] = (POSITION_AFTER, POSITION_AT, POSITION_REWIND,
+                                   POSITION_FROM_TIME)
 
 KIND_KAFKA: SourceKind = "kafka"
 KIND_DELTA: SourceKind = "delta"
@@ -125,6 +128,10 @@ class PlanFacts(TypedDict, total=False):
     problems: Sequence[FlaggedProblem]
     allow_data_loss: bool
     recreated_topics: Sequence[str]
+    from_time: datetime | None
+    time_lookup: TimeLookup | None
+    reread: Sequence[RereadRun]
+    async_tail: AsyncTail | None
 
 
 @dataclass(frozen=True)
@@ -149,6 +156,12 @@ class PlanInputs:
     being an error. ``recreated_topics``: topics the person says were deleted and
     created again: every partition they have now starts at -2 (earliest), with a
     warning, instead of the journal's offsets (which belong to the old topic).
+    ``from_time`` (position "from-time") starts each partition at ``time_lookup``'s
+    offset (the first record at or after that time, from the cluster; None: no such
+    record, so the log end);
+    ``reread``: the journaled batches that reads again. ``async_tail``: the anchor's
+    run's last batches when Spark ran it with async progress tracking (their end
+    offsets may not be final).
     """
 
     query_name: str
@@ -169,6 +182,50 @@ class PlanInputs:
     problems: Sequence[FlaggedProblem] = ()
     allow_data_loss: bool = False
     recreated_topics: Sequence[str] = ()
+    from_time: datetime | None = None
+    time_lookup: TimeLookup | None = None
+    reread: Sequence[RereadRun] = ()
+    async_tail: AsyncTail | None = None
+
+
+@dataclass(frozen=True)
+class AsyncTail:
+    """A run Spark executed with async progress tracking: its offset log is written at
+    most every ``interval_ms``, so its last batches (``batches``: those triggered within
+    that interval, plus the last batch's duration, of its last journaled batch; oldest
+    first) may not be in its checkpoint."""
+
+    run_id: str
+    interval_ms: int
+    batches: tuple[BatchRef, ...]
+
+
+@dataclass(frozen=True)
+class RereadRun:
+    """The journaled batches of one run that a record-time plan processes again: those
+    that read past the plan's start offset of some partition (from the journal, one
+    row per run, so that a long history stays one short list)."""
+
+    run_id: str
+    query_id: str
+    first_batch: int
+    last_batch: int
+    batches: int
+    first_trigger: datetime | None = None
+    last_trigger: datetime | None = None
+
+    def label(self) -> str:
+        ids = (f"batch {self.first_batch}" if self.first_batch == self.last_batch
+               else f"batches {self.first_batch}..{self.last_batch}")
+        when = (f", triggered {format_time(self.first_trigger)}.."
+                f"{format_time(self.last_trigger)}" if self.first_trigger else "")
+        return f"{ids} of run {self.run_id} ({self.batches} journaled{when})"
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"run_id": self.run_id, "query_id": self.query_id,
+                "first_batch": self.first_batch, "last_batch": self.last_batch,
+                "batches": self.batches, "first_trigger": format_time(self.first_trigger),
+                "last_trigger": format_time(self.last_trigger)}
 
 
 @dataclass(frozen=True)
@@ -230,6 +287,10 @@ class SourcePlan:
     notes: list[str] = field(default_factory=list)
     warnings: list[str] = field(default_factory=list)
     errors: list[str] = field(default_factory=list)
+    records_again: KafkaOffsets | None = None
+    """Record-time plans: per partition, journaled records read again (end - start, >= 0)."""
+    by_timestamp: dict[str, dict[str, int]] | None = None
+    """Record-time plans: Spark's ``startingOffsetsByTimestamp`` value (epoch millis)."""
 
     def add(self, found: Findings) -> None:
         """Append a step's findings to this source's."""
@@ -243,14 +304,34 @@ class SourcePlan:
             return format_kafka_offsets(self.offsets)
         return json.dumps(self.journaled, separators=(",", ":"), sort_keys=True, default=str)
 
+    def by_timestamp_options(self) -> dict[str, str]:
+        """Record-time plans, for Spark to resolve the time itself: the
+        ``startingOffsetsByTimestamp`` option (every partition named, as Spark requires)
+        with ``startingOffsetsByTimestampStrategy=latest`` (a partition without a record
+        at or after the time starts at its end, as in this plan; Spark's default,
+        "error", fails the query). Empty for other plans."""
+        if self.by_timestamp is None:
+            return {}
+        return {"startingOffsetsByTimestamp": json.dumps(self.by_timestamp,
+                                                         separators=(",", ":")),
+                "startingOffsetsByTimestampStrategy": "latest"}
+
     def to_dict(self) -> dict[str, Any]:
-        return {
+        out = {
             "index": self.index, "description": self.description, "kind": self.kind,
             "options": dict(self.options),
             "starting_offsets": json.loads(self.starting_offsets()),
             "journaled": self.journaled, "notes": list(self.notes),
             "warnings": list(self.warnings), "errors": list(self.errors),
         }
+        if self.records_again is not None:
+            out["records_again"] = {t: {str(p): n for p, n in sorted(parts.items())}
+                                    for t, parts in sorted(self.records_again.items())}
+            out["records_again_total"] = sum(n for parts in self.records_again.values()
+                                             for n in parts.values())
+        if self.by_timestamp is not None:
+            out["starting_offsets_by_timestamp"] = self.by_timestamp_options()
+        return out
 
 
 @dataclass
@@ -282,6 +363,8 @@ class RestartPlan:
     """The plan's id in the journal's ``restart_plans`` once recorded (None: not
     recorded; ``record_problem`` says why when recording failed)."""
     record_problem: str | None = None
+    from_time: datetime | None = None
+    reread: list[RereadRun] = field(default_factory=list)
 
     @property
     def warnings(self) -> list[str]:
@@ -325,6 +408,8 @@ class RestartPlan:
             "window_seconds": self.window.total_seconds() if self.window else None,
             "checkpoint": self.checkpoint, "output_path": self.output_path,
             "kafka_checked": self.kafka_checked, "plan_id": self.plan_id,
+            "from_time": format_time(self.from_time),
+            "reprocessed_batches": [r.to_dict() for r in self.reread],
             "sources": [s.to_dict() for s in self.sources],
             "notes": list(self.notes), "warnings": self.warnings, "errors": self.errors,
         }
@@ -341,6 +426,10 @@ class RestartPlan:
                     out.append(f"  option {key} = {value}")
             else:
                 out.append("  no readStream option to set")
+            if s.by_timestamp is not None:
+                out.append("  or, for Spark to look the time up itself (instead of "
+                           "startingOffsets):")
+                out += [f"  option {k} = {v}" for k, v in s.by_timestamp_options().items()]
             out += [fill(n, "  - ") for n in s.notes]
         if self.errors:
             out += ["", "ERRORS (do not start the job with this plan as it is):"]

@@ -19,6 +19,7 @@ from ..errors import RestartError
 from ..formatting import format_time
 from ..journal import Batch, FlaggedProblem
 from ..overlap import concurrent_runs
+from .from_time import reread_note, time_source_plan
 from .kafka_offsets import kafka_source_plan, kafka_topics
 from .model import (
     KIND_KAFKA,
@@ -26,6 +27,7 @@ from .model import (
     MODES,
     POSITION_AFTER,
     POSITION_AT,
+    POSITION_FROM_TIME,
     BatchRef,
     CheckpointState,
     Findings,
@@ -75,6 +77,7 @@ def decide(inp: PlanInputs) -> RestartPlan:
     found.merge(location_findings(inp))
     found.merge(future_trigger_findings(inp.anchor, inp.database_now))
     found.merge(concurrency_findings(inp))
+    found.merge(async_findings(inp, start))
     return RestartPlan(
         query_name=inp.query_name, mode=inp.mode, position=start.position,
         anchor=BatchRef.of(inp.anchor), start_batch=start.start_ref, sources=sources,
@@ -84,6 +87,8 @@ def decide(inp: PlanInputs) -> RestartPlan:
         checkpoint=inp.checkpoint.path if inp.checkpoint else None,
         output_path=inp.sink.path if inp.sink else None,
         kafka_checked=inp.kafka_state is not None,
+        from_time=inp.from_time if start.position == POSITION_FROM_TIME else None,
+        reread=list(inp.reread) if start.position == POSITION_FROM_TIME else [],
     )
 
 
@@ -95,10 +100,14 @@ def check_request(mode: str, position: str) -> None:
     to start AT a batch. The one check of a plan's request (library, CLI and jobs)."""
     if mode not in MODES:
         raise RestartError(f"unknown mode {mode!r}: use one of {', '.join(MODES)}")
-    if position not in (POSITION_AFTER, POSITION_AT):
+    if position not in (POSITION_AFTER, POSITION_AT, POSITION_FROM_TIME):
         raise RestartError(f"unknown position {position!r}")
     if mode == MODE_STATE_AWARE and position == POSITION_AT:
         raise RestartError("a state-aware plan starts after a batch: use as_of, not batch")
+    if mode == MODE_STATE_AWARE and position == POSITION_FROM_TIME:
+        raise RestartError("a state-aware plan starts after a batch: use as_of, not "
+                           "from_time (a record time does not say which windows were "
+                           "emitted)")
 
 
 def refuse_used_checkpoint(state: CheckpointState, query_id: str | None = None) -> None:
@@ -152,6 +161,16 @@ def where_to_start(inp: PlanInputs, flagged: Flagged) -> Start:
     anchor_ref = BatchRef.of(inp.anchor)
     if inp.mode == MODE_STATE_AWARE:
         start = state_aware_start(inp, when)
+    elif inp.position == POSITION_FROM_TIME:
+        start = Start(POSITION_FROM_TIME, None, None, Findings())
+        start.findings.notes += [
+            f"Starts at record time {format_time(inp.from_time)}: per partition, the first "
+            "offset whose record timestamp is at or after it (Kafka's offsetsForTimes, as "
+            "kafka-consumer-groups --reset-offsets --to-datetime); partitions without such "
+            "a record start at their log end. The journal's last batch "
+            f"({anchor_ref.label()}) gives the end offsets that counts what is read again.",
+            reread_note(inp.reread)]
+        return start
     elif inp.position == POSITION_AT:
         start = Start(POSITION_AT, [inp.anchor], inp.before, Findings(), start_ref=anchor_ref)
         start.findings.notes.append(
@@ -243,10 +262,16 @@ def source_plans(inp: PlanInputs, start: Start) -> tuple[list[SourcePlan], Findi
     for index in indexes:
         src = anchor.source(index)
         kind = source_kind(src)
-        if kind == KIND_KAFKA:
+        if kind == KIND_KAFKA and start.position == POSITION_FROM_TIME:
+            plans.append(time_source_plan(inp, src))
+        elif kind == KIND_KAFKA:
             plans.append(kafka_source_plan(inp, start, src))
         else:
             plans.append(other_source_plan(src, kind, *journaled_offset(inp, start, index)))
+            if start.position == POSITION_FROM_TIME:
+                plans[-1].warnings.append(
+                    "a record time applies to Kafka sources only: this source starts "
+                    "after the last journaled batch")
     return plans, found
 
 
@@ -324,6 +349,32 @@ def concurrency_findings(inp: PlanInputs) -> Findings:
         f"{format_time(b.start)}..{format_time(b.end)}): two jobs under one name "
         "interleave their offsets, and the last batch may belong to either"
         for a, b in concurrent_runs(relevant)
+    ])
+
+
+def async_findings(inp: PlanInputs, start: Start) -> Findings:
+    """A warning when the plan starts after a batch whose end offsets may not be in the
+    old checkpoint yet (async progress tracking)."""
+    tail = inp.async_tail
+    if tail is None or start.position != POSITION_AFTER or not tail.batches:
+        return Findings()
+    ids = [b.batch_id for b in tail.batches if b.run_id == inp.anchor.run_id]
+    if inp.anchor.run_id != tail.run_id or inp.anchor.batch_id not in ids:
+        return Findings()
+    first, last = ids[0], ids[-1]
+    which = f"batch {first}" if first == last else f"batches {first}..{last}"
+    return Findings(warnings=[
+        f"run {tail.run_id} ran with async progress tracking (asyncProgressTrackingEnabled: "
+        f"Spark writes its offset and commit logs at most every {tail.interval_ms} ms): "
+        f"{which}, journaled in the last {tail.interval_ms} ms of the run, may not be in "
+        "its checkpoint, so their end offsets may not be final. This plan starts after "
+        f"batch {inp.anchor.batch_id}, which Spark reported done (its output is in the "
+        "sink) and which a NEW checkpoint takes as it is; but the OLD checkpoint may be "
+        "behind it and, restarted, would run those batches again, maybe with other offset "
+        "ranges: do not run both. To start from the last batch certainly durable instead, "
+        f"use --batch {tail.run_id}:{first} (its start offsets: {which} processed again), "
+        "or accept possible reprocessing downstream; `checkpoint compare DIR QUERY` shows "
+        "where the old checkpoint stands"
     ])
 
 

@@ -92,6 +92,9 @@ def make_spark_session(app_name: str = "offset-journal-tests",
         jar_paths.append(delta_spark_jars_value())
         for key, value in DELTA_SPARK_CONF.items():
             builder = builder.config(key, value)
+        # Delta rebuilds a table's state in 50 partitions by default: 50 tasks per
+        # snapshot on two cores, for logs of a few commits.
+        builder = builder.config("spark.databricks.delta.snapshotPartitions", "2")
     return (
         builder.master(master)
         .appName(app_name)

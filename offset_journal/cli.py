@@ -497,8 +497,11 @@ def cmd_jars(args: argparse.Namespace) -> int:
     from . import jars
 
     if args.packages:
+        if args.set == "delta":
+            _out(jars.delta_coordinate(jars.spec_for("delta", args.jar_version)))
+            return EXIT_OK
         if args.set != "kafka-connector":
-            raise UsageError("--packages is for kafka-connector only")
+            raise UsageError("--packages is for kafka-connector and delta only")
         _out(jars.connector_coordinate(args.jar_version or jars.installed_spark_version()))
         return EXIT_OK
     paths = jars.jars(args.set, args.jar_version)

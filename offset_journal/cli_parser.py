@@ -366,12 +366,12 @@ def _add_tools(subs: Subparsers, parents: tuple[argparse.ArgumentParser, ...],
 
     jars = subs.add_parser(
         "jars", parents=[common],
-        help="fetch (once) and print the JVM jars: Spark's Kafka connector for spark.jars, "
-             "or the Kafka broker's class path")
-    jars.add_argument("set", choices=["kafka-connector", "kafka-broker"])
+        help="fetch (once) and print the JVM jars: Spark's Kafka connector or Delta Lake "
+             "for spark.jars, or the Kafka broker's class path")
+    jars.add_argument("set", choices=["kafka-connector", "kafka-broker", "delta"])
     jars.add_argument("--version", dest="jar_version", default=None,
-                      help="default: the installed PySpark's (connector) or the pinned "
-                           "Kafka release (broker)")
+                      help="default: the installed PySpark's (connector), the installed "
+                           "delta-spark's (delta) or the pinned Kafka release (broker)")
     jars.add_argument("--format", choices=["spark-jars", "classpath", "list"],
                       default="spark-jars",
                       help="comma-separated (spark.jars), a Java class path, or one per line")

@@ -12,6 +12,9 @@ outside the repository (``~/.cache/offset-journal/jars/<name>-<version>-<pom dig
 * ``kafka-broker``: ``kafka_2.13`` (a KRaft broker, ``kafka.Kafka``), Kafka's tools
   (``kafka-tools``: ConsumerGroupCommand and friends) and the log4j2 binding that Kafka's
   tarball adds and its POM lacks, for :mod:`offset_journal.local_kafka`.
+* ``delta``: Delta Lake (``io.delta:delta-spark_<spark binary>_2.13`` with
+  ``delta-storage`` and Delta Kernel), at the installed ``delta-spark`` Python package's
+  version, for ``spark.jars`` (Delta's own ``configure_spark_with_delta_pip`` uses Ivy).
 """
 
 from __future__ import annotations
@@ -34,14 +37,21 @@ from .errors import JarsError
 
 log = logging.getLogger(__name__)
 
-JarSet = Literal["kafka-connector", "kafka-broker"]
-JAR_SETS: tuple[JarSet, ...] = ("kafka-connector", "kafka-broker")
+JarSet = Literal["kafka-connector", "kafka-broker", "delta"]
+JAR_SETS: tuple[JarSet, ...] = ("kafka-connector", "kafka-broker", "delta")
 ENV_JARS_DIR = "OFFSET_JOURNAL_JARS_DIR"
 #: The broker's version: any Kafka 4.x broker serves Spark's connector's clients.
 KAFKA_VERSION = "4.1.1"
 CONNECTOR_ARTIFACT = "org.apache.spark:spark-sql-kafka-0-10_2.13"
+#: Delta Lake's release when the delta-spark Python package is not installed (4.4.0 is the
+#: newest on Maven Central for Spark 4.2; PyPI's 4.4.1 has no jar there).
+DELTA_VERSION = "4.4.0"
+#: The session settings Delta Lake needs besides its jars.
+DELTA_SPARK_CONF = {
+    "spark.sql.extensions": "io.delta.sql.DeltaSparkSessionExtension",
+    "spark.sql.catalog.spark_catalog": "org.apache.spark.sql.delta.catalog.DeltaCatalog",
+}
 _MAVEN_TIMEOUT_S = 600
-
 
 
 @dataclass(frozen=True)
@@ -52,14 +62,18 @@ class JarSpec:
     version: str
     pom: Path
     version_property: str
+    properties: tuple[tuple[str, str], ...] = ()
 
     @property
     def directory_name(self) -> str:
         """``<name>-<version>-<digest of the Maven project>``: a changed project (a
-        dependency added or pinned) is fetched into a directory of its own, and a set
-        other processes may be running from is never replaced under them."""
-        digest = hashlib.sha256(self.pom.read_bytes()).hexdigest()[:8]
-        return f"{self.name}-{self.version}-{digest}"
+        dependency added or pinned, another Spark binary version) is fetched into a
+        directory of its own, and a set other processes may be running from is never
+        replaced under them."""
+        hashed = hashlib.sha256(self.pom.read_bytes())
+        for key, value in self.properties:
+            hashed.update(f"\0{key}={value}".encode())
+        return f"{self.name}-{self.version}-{hashed.hexdigest()[:8]}"
 
 
 def connector_coordinate(spark_version: str) -> str:
@@ -74,6 +88,22 @@ def installed_spark_version() -> str:
     except ImportError as exc:
         raise JarsError("PySpark is not installed: pip install 'offset-journal[spark]'") from exc
     return str(pyspark.__version__)
+
+
+def installed_delta_version() -> str:
+    """The installed delta-spark Python package's version (its jars must match it), else
+    :data:`DELTA_VERSION`."""
+    from importlib.metadata import PackageNotFoundError, version
+
+    try:
+        return version("delta-spark")
+    except PackageNotFoundError:
+        return DELTA_VERSION
+
+
+def spark_binary_version() -> str:
+    """``4.2`` for PySpark 4.2.0: the Spark part of Delta's artifact name."""
+    return ".".join(installed_spark_version().split(".")[:2])
 
 
 def jvm_dir() -> Path:
@@ -103,6 +133,10 @@ def spec_for(name: JarSet, version: str | None = None) -> JarSpec:
     if name == "kafka-broker":
         return JarSpec(name, version or KAFKA_VERSION,
                        jvm_dir() / "kafka-broker" / "pom.xml", "kafka.version")
+    if name == "delta":
+        return JarSpec(name, version or installed_delta_version(),
+                       jvm_dir() / "delta" / "pom.xml", "delta.version",
+                       (("spark.binary.version", spark_binary_version()),))
     raise JarsError(f"unknown jar set {name!r}: use one of {', '.join(JAR_SETS)}")
 
 
@@ -117,12 +151,20 @@ def jars(name: JarSet, version: str | None = None) -> list[Path]:
     found = sorted(target.glob("*.jar"))
     if name == "kafka-connector":
         _check_connector(found, spec.version)
+    if name == "delta":
+        _check_delta(found, spec)
     return found
 
 
 def spark_jars_value(version: str | None = None) -> str:
     """The ``spark.jars`` value for Spark's Kafka connector (comma-separated paths)."""
     return ",".join(str(p) for p in jars("kafka-connector", version))
+
+
+def delta_spark_jars_value(version: str | None = None) -> str:
+    """The ``spark.jars`` value for Delta Lake (comma-separated paths); the session also
+    needs :data:`DELTA_SPARK_CONF`."""
+    return ",".join(str(p) for p in jars("delta", version))
 
 
 def classpath(name: JarSet, version: str | None = None) -> str:
@@ -155,7 +197,7 @@ def _fetch(spec: JarSpec, target: Path) -> None:
     staging = Path(tempfile.mkdtemp(prefix=f".{spec.directory_name}-", dir=target.parent))
     try:
         _run_maven(mvn, spec, staging)
-        if spec.name == "kafka-connector":
+        if spec.name in ("kafka-connector", "delta"):
             _drop_jars_spark_ships(staging)
         (staging / ".complete").write_text(f"{spec.name} {spec.version}\n")
         shutil.rmtree(target, ignore_errors=True)
@@ -168,6 +210,7 @@ def _fetch(spec: JarSpec, target: Path) -> None:
 def _run_maven(mvn: str, spec: JarSpec, out: Path) -> None:
     cmd = [mvn, "-B", "-q", "-f", str(spec.pom), "dependency:copy-dependencies",
            "-DincludeScope=runtime", f"-D{spec.version_property}={spec.version}",
+           *(f"-D{key}={value}" for key, value in spec.properties),
            f"-DoutputDirectory={out}"]
     log.info("fetching %s %s with Maven (once per version)", spec.name, spec.version)
     try:
@@ -198,7 +241,15 @@ def _advice(spec: JarSpec, reason: str) -> str:
         return (f"cannot fetch Spark's Kafka connector {connector_coordinate(spec.version)}: "
                 f"{reason}; or start Spark with --packages "
                 f"{connector_coordinate(spec.version)}")
+    if spec.name == "delta":
+        return f"cannot fetch Delta Lake {delta_coordinate(spec)}: {reason}"
     return f"cannot fetch the Kafka broker org.apache.kafka:kafka_2.13:{spec.version}: {reason}"
+
+
+def delta_coordinate(spec: JarSpec) -> str:
+    """``io.delta:delta-spark_4.2_2.13:4.4.0`` for a delta spec."""
+    binary = dict(spec.properties).get("spark.binary.version", "")
+    return f"io.delta:delta-spark_{binary}_2.13:{spec.version}"
 
 
 def _artifact(jar: str) -> str:
@@ -229,6 +280,15 @@ def _check_connector(found: list[Path], version: str) -> None:
     if not any(p.name == expected for p in found):
         raise JarsError(f"Spark's Kafka connector {expected} is missing from "
                         f"{cache_root()}: expected {connector_coordinate(version)}")
+
+
+def _check_delta(found: list[Path], spec: JarSpec) -> None:
+    """Delta's jar of exactly the spec's version and Spark binary version must be there."""
+    binary = dict(spec.properties).get("spark.binary.version", "")
+    expected = f"delta-spark_{binary}_2.13-{spec.version}.jar"
+    if not any(p.name == expected for p in found):
+        raise JarsError(f"Delta Lake's {expected} is missing from {cache_root()}: "
+                        f"expected {delta_coordinate(spec)}")
 
 
 def check_connector_matches(spark_version: str, jar_paths: list[str]) -> None:

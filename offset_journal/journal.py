@@ -426,6 +426,7 @@ class Journal:
                 watermark=r["watermark"], event_time_min=r["event_time_min"],
                 event_time_max=r["event_time_max"],
                 sources=tuple(sources.get(r["id"], ())), pk=r["id"],
+                sink_description=r["sink_description"],
             )
             for r in head
         ]

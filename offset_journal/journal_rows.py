@@ -124,6 +124,7 @@ class Batch:
     event_time_max: datetime | None
     sources: tuple[SourceOffsets, ...] = field(default_factory=tuple)
     pk: int = 0
+    sink_description: str | None = None
 
     def source(self, index: int) -> SourceOffsets:
         for s in self.sources:

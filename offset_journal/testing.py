@@ -11,12 +11,14 @@ Fixtures start what they need on the machine at hand (the starters themselves ar
   by OFFSET_JOURNAL_TEST_BOOTSTRAP_SERVERS, else a real single-node Kafka broker started
   from Maven Central's jars (:mod:`offset_journal.local_kafka`), once per test session.
 * ``spark`` (one local SparkSession per test session, with Spark's own Kafka connector
-  on ``spark.jars``) and ``journaled_spark``.
+  and Delta Lake on ``spark.jars``) and ``journaled_spark``; ``delta_spark`` is the same
+  session, failing the test with the reason when Delta Lake could not be set up.
 """
 
 from __future__ import annotations
 
 import itertools
+import logging
 import os
 import sys
 from collections.abc import Iterator
@@ -32,6 +34,9 @@ __all__ = ["KafkaCluster", "PostgresServer", "docker_available", "make_spark_ses
 
 ENV_ADMIN_URL = "OFFSET_JOURNAL_TEST_ADMIN_URL"
 ENV_BOOTSTRAP = "OFFSET_JOURNAL_TEST_BOOTSTRAP_SERVERS"
+
+log = logging.getLogger(__name__)
+_delta_unavailable: list[str] = []  # why the session has no Delta Lake, if it has none
 
 
 def start_postgres() -> PostgresServer:
@@ -69,20 +74,31 @@ def journal_url(empty_database_url: str) -> str:
 
 
 def make_spark_session(app_name: str = "offset-journal-tests",
-                       master: str = "local[2]") -> Any:
+                       master: str = "local[2]", delta: bool = False) -> Any:
     """A small SparkSession for tests (Python workers on this interpreter), reading Kafka
     with Spark's own connector: its jars go in through ``spark.jars``, which also ships
-    them to executors on a multi-process master such as ``local-cluster[2,1,1024]``."""
+    them to executors on a multi-process master such as ``local-cluster[2,1,1024]``.
+    ``delta``: Delta Lake's jars and session settings too (:data:`jars.DELTA_SPARK_CONF`);
+    raises JarsError when they cannot be had."""
     os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
     os.environ.setdefault("PYSPARK_DRIVER_PYTHON", sys.executable)
     from pyspark.sql import SparkSession
 
-    from .jars import spark_jars_value
+    from .jars import DELTA_SPARK_CONF, delta_spark_jars_value, spark_jars_value
 
+    jar_paths = [spark_jars_value()]
+    builder = SparkSession.builder
+    if delta:
+        jar_paths.append(delta_spark_jars_value())
+        for key, value in DELTA_SPARK_CONF.items():
+            builder = builder.config(key, value)
+        # Delta rebuilds a table's state in 50 partitions by default: 50 tasks per
+        # snapshot on two cores, for logs of a few commits.
+        builder = builder.config("spark.databricks.delta.snapshotPartitions", "2")
     return (
-        SparkSession.builder.master(master)
+        builder.master(master)
         .appName(app_name)
-        .config("spark.jars", spark_jars_value())
+        .config("spark.jars", ",".join(jar_paths))
         .config("spark.ui.enabled", "false")
         .config("spark.sql.shuffle.partitions", "2")
         .config("spark.default.parallelism", "2")
@@ -94,11 +110,27 @@ def make_spark_session(app_name: str = "offset-journal-tests",
 
 @pytest.fixture(scope="session")
 def spark() -> Iterator[Any]:
-    """One local SparkSession for the whole test session."""
-    session = make_spark_session()
+    """One local SparkSession for the whole test session, with Delta Lake when its jars
+    can be had (else without it: only the tests that need Delta fail, saying why)."""
+    from .errors import JarsError
+
+    try:
+        session = make_spark_session(delta=True)
+    except JarsError as exc:
+        log.warning("test SparkSession without Delta Lake: %s", exc)
+        _delta_unavailable.append(str(exc))
+        session = make_spark_session()
     session.sparkContext.setLogLevel("ERROR")
     yield session
     session.stop()
+
+
+@pytest.fixture
+def delta_spark(spark: Any) -> Any:
+    """The shared SparkSession, with Delta Lake (``format("delta")``) on it."""
+    if _delta_unavailable:
+        pytest.fail(f"Delta Lake is not available to the test session: {_delta_unavailable[0]}")
+    return spark
 
 
 @pytest.fixture

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import uuid
+from dataclasses import replace
 from datetime import datetime, timedelta, timezone
 from pathlib import Path
 from typing import Any
@@ -403,6 +404,46 @@ def test_delta_inside_initial_snapshot_sets_no_option() -> None:
     plan = compute_plan("orders", mk(1, other_src(DELTA, None, _delta(5, 7, starting=True))))
     assert plan.options() == {}
     assert any("initial snapshot" in w for w in plan.warnings)
+
+
+def test_delta_partly_processed_version_names_the_files_read_twice() -> None:
+    plan = compute_plan("orders", mk(1, other_src(DELTA, _delta(3, -1), _delta(5, 2))))
+    warning = flat(" ".join(plan.warnings))
+    assert "data files 0..2" in warning and "3 file(s)" in warning
+    assert "startingVersion = 6 instead would skip the rest of version 5" in warning
+
+
+def test_delta_offset_at_a_schema_change_index_read_nothing_of_that_version() -> None:
+    # sourceVersion 3 offsets stop at -20/-19 (a metadata change) before the version's
+    # data files: startingVersion = that version, nothing read twice.
+    end = {**_delta(7, -20), "sourceVersion": 3}
+    plan = compute_plan("orders", mk(1, other_src(DELTA, _delta(6, -1), end)))
+    assert plan.options() == {"startingVersion": "7"}
+    assert plan.warnings == []
+
+
+def test_delta_snapshot_not_started_starts_without_starting_version() -> None:
+    plan = compute_plan("orders", mk(1, other_src(DELTA, None, _delta(4, -1, starting=True))))
+    assert plan.options() == {}
+    assert plan.warnings == [] and plan.ok
+    assert any("without startingVersion" in n for n in plan.source(0).notes)
+
+
+def test_delta_inside_snapshot_says_what_each_choice_costs() -> None:
+    plan = compute_plan("orders", mk(1, other_src(DELTA, None, _delta(5, 7, starting=True))))
+    warning = flat(" ".join(plan.warnings))
+    assert "files 0..7 of it, 8 file(s)" in warning
+    assert "startingVersion = 6 would skip the rest of the snapshot" in warning
+
+
+def test_foreach_batch_sink_warns_about_delta_txn_app_id() -> None:
+    batch = mk(4, other_src(DELTA, _delta(3, -1), _delta(5, -1)))
+    plain = compute_plan("orders", batch)
+    assert not any("txnAppId" in w for w in plain.warnings)
+    fb = compute_plan("orders", replace(batch, sink_description="ForeachBatchSink"))
+    assert any("NEW txnAppId" in flat(w) for w in fb.warnings)
+    delta_sink = compute_plan("orders", replace(batch, sink_description="DeltaSink[/out]"))
+    assert not any("txnAppId" in w for w in delta_sink.warnings)
 
 
 def test_delta_at_batch_uses_start_offset() -> None:

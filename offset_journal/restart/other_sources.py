@@ -61,29 +61,79 @@ def other_source_plan(source: SourceOffsets, kind: SourceKind, offset: Any,
 
 
 def _delta(plan: SourcePlan, offset: Any, shown: str, what: str) -> None:
-    """startingVersion from a Delta offset (reservoirVersion, index, isStartingVersion)."""
+    """``startingVersion`` from a Delta offset (reservoirVersion, index, isStartingVersion).
+
+    Delta's source (DeltaSource.scala, DeltaSourceOffset.scala) reads a batch from its
+    start offset EXCLUSIVE to its end offset INCLUSIVE, ordered by (reservoirVersion,
+    index). ``index`` numbers the data files a commit adds (0, 1, ...); -1 (BASE_INDEX,
+    also -20/-19 around a schema change) is before the version's first file. A version
+    read to its end is never journaled as such: Delta moves the offset on to
+    (version + 1, -1). ``isStartingVersion`` (isInitialSnapshot) means the index points
+    into the table's initial snapshot at that version, which a query started without
+    ``startingVersion`` reads first. ``startingVersion=V`` (inclusive) starts at the
+    changes committed in version V, from its first file, without a snapshot.
+    """
     if not isinstance(offset, dict) or not isinstance(offset.get("reservoirVersion"), int):
         plan.errors.append(f"the journaled Delta offset has no reservoirVersion: {shown}")
         return
     version = offset["reservoirVersion"]
-    index_in = offset.get("index", -1)
+    index = offset.get("index", -1)
+    index = index if isinstance(index, int) else -1
+    table = offset.get("reservoirId")
+    if table:
+        plan.notes.append(
+            f"Delta table id {table}: the new query must read the same table (a table "
+            "deleted and created again at the same path has a new id and starts its "
+            "versions again; this plan does not apply to it)")
     if offset.get("isStartingVersion"):
-        plan.warnings.append(
-            f"the old query was still reading the table's initial snapshot (version "
-            f"{version}); no option resumes inside a snapshot: without startingVersion "
-            "the whole table is read again (duplicates); startingVersion="
-            f"{version + 1} would skip the rest of the snapshot"
-        )
-        plan.notes.append(f"journaled {what}: {shown}; no startingVersion set")
+        _delta_in_snapshot(plan, version, index, shown, what)
         return
     plan.options["startingVersion"] = str(version)
-    plan.notes.append(
-        f"journaled {what}: {shown}: startingVersion = reservoirVersion = {version}"
-    )
-    if isinstance(index_in, int) and index_in >= 0:
-        plan.warnings.append(
-            f"version {version} was only partly processed (files up to index "
-            f"{index_in}): it is read again in full, so some of its rows come twice"
-        )
-    else:
-        plan.notes.append(f"every version before {version} was processed in full")
+    if index < 0:
+        plan.notes.append(
+            f"journaled {what}: {shown}: every version before {version} was read in full "
+            f"and nothing of version {version}: startingVersion = {version} (inclusive) "
+            "reads each row once")
+        return
+    plan.notes.append(f"journaled {what}: {shown}: startingVersion = {version}")
+    plan.warnings.append(
+        f"version {version} was only partly processed (its data files 0..{index} in Delta's "
+        f"order, {index + 1} file(s)): startingVersion cannot start inside a version, so "
+        f"startingVersion = {version} reads those {index + 1} file(s) again and their rows "
+        f"come twice; startingVersion = {version + 1} instead would skip the rest of "
+        f"version {version} (rows lost)")
+
+
+def _delta_in_snapshot(plan: SourcePlan, version: int, index: int, shown: str,
+                       what: str) -> None:
+    """The old query was reading the initial snapshot (it started without
+    startingVersion): no option starts inside a snapshot."""
+    if index < 0:
+        plan.notes.append(
+            f"journaled {what}: {shown}: the old query had not read any of the table's "
+            f"initial snapshot (version {version}) yet: start the new query without "
+            "startingVersion, it reads the table's snapshot as it is then, and every "
+            "change after it, each row once")
+        return
+    plan.notes.append(f"journaled {what}: {shown}: no startingVersion set")
+    plan.warnings.append(
+        f"the old query was still reading the table's initial snapshot at version "
+        f"{version} (files 0..{index} of it, {index + 1} file(s), were read) and no option "
+        "starts inside a snapshot: without startingVersion the new query reads the whole "
+        "table again (the rows already read come twice); startingVersion = "
+        f"{version + 1} would skip the rest of the snapshot (rows lost)")
+
+
+def sink_findings(description: str | None) -> list[str]:
+    """Warnings about the old query's sink (its journaled description): a foreachBatch
+    sink may write Delta with idempotent writes keyed on the batch id. What the function
+    writes is not in the journal, so the plan says it for every foreachBatch sink."""
+    if not (description or "").startswith("ForeachBatchSink"):
+        return []
+    return [
+        "the query's sink is foreachBatch: if it writes Delta with idempotent writes "
+        "(options txnAppId and txnVersion = batch id), the new checkpoint needs a NEW "
+        "txnAppId: the new query numbers its batches from 0 again, and Delta silently "
+        "skips every write whose txnVersion is not above the last one the table recorded "
+        "for that txnAppId (the rows never reach the table)"
+    ]

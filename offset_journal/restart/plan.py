@@ -6,7 +6,8 @@ It is a short sequence of steps, each returning :class:`~.model.Findings`:
 2. decide where to start (after, at, or rewind for state-aware plans: state_aware.py);
 3. flag the batches the journal flagged when it wrote them;
 4. plan each source (Kafka: kafka_offsets.py, others: other_sources.py);
-5. check the output path, the new checkpoint, the clocks and concurrent runs.
+5. check the output path, the sink (foreachBatch: Delta txnAppId), the new checkpoint,
+   the clocks and concurrent runs.
 """
 
 from __future__ import annotations
@@ -37,7 +38,7 @@ from .model import (
     Start,
     source_kind,
 )
-from .other_sources import journaled_offset, other_source_plan
+from .other_sources import journaled_offset, other_source_plan, sink_findings
 from .state_aware import order_key, state_aware_start
 from .text import tp
 
@@ -75,6 +76,7 @@ def decide(inp: PlanInputs) -> RestartPlan:
     found.merge(source_findings)
     found.merge(unchecked_cluster(inp, sources))
     found.merge(location_findings(inp))
+    found.warnings += sink_findings(inp.anchor.sink_description)
     found.merge(future_trigger_findings(inp.anchor, inp.database_now))
     found.merge(concurrency_findings(inp))
     found.merge(async_findings(inp, start))

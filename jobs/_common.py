@@ -26,7 +26,7 @@ from offset_journal.errors import OffsetJournalError
 from offset_journal.formatting import first_line
 from offset_journal.journal import Journal
 from offset_journal.restart import MODE_STATE_AWARE, plan_restart
-from offset_journal.values import parse_batch_ref
+from offset_journal.values import parse_batch_ref, parse_time
 
 log = logging.getLogger("offset_journal.jobs")
 
@@ -51,6 +51,15 @@ def base_parser(description: str) -> argparse.ArgumentParser:
                         "(or when the journal has nothing for this query)")
     p.add_argument("--batch", default=None, metavar="RUN:BATCH",
                    help="with --from-journal: restart AT this journaled batch (reprocess it)")
+    p.add_argument("--from-time", default=None, metavar="TIME",
+                   help="with --from-journal: start each partition at its first record "
+                        "timestamped at or after TIME (record time; see the README)")
+    p.add_argument("--allow-data-loss", action="store_true",
+                   help="with --from-journal: partitions whose journaled offsets were deleted "
+                        "(retention) start at their log start, with a warning")
+    p.add_argument("--restart-recreated-topic", metavar="TOPIC", action="append", default=[],
+                   help="with --from-journal: TOPIC was deleted and created again; read it "
+                        "from earliest, with a warning (repeatable)")
     p.add_argument("--max-offsets-per-trigger", type=int, default=None)
     p.add_argument("--trigger", default="available-now",
                    help="'available-now' (process what is there, then stop) or an interval "
@@ -96,12 +105,7 @@ def decide_start(args: argparse.Namespace, *, state_aware: bool = False,
                        "there would have its first batches skipped")
     if not args.from_journal:
         return Start(args.starting_offsets, "new checkpoint, --from-journal not given")
-    batch = None
-    if args.batch:
-        try:
-            batch = parse_batch_ref(args.batch)
-        except ValueError:
-            raise JobError(f"bad --batch {args.batch!r}: use RUN_ID:BATCH_ID") from None
+    batch, from_time = _position(args)
     # The journal or Kafka being away, or a checkpoint that cannot be read, stop the
     # job with one line, not a traceback.
     try:
@@ -115,6 +119,8 @@ def decide_start(args: argparse.Namespace, *, state_aware: bool = False,
                 output_path=output_path, mode=MODE_STATE_AWARE if state_aware else None,
                 window=window, journal=journal,
                 subscribe=[t.strip() for t in args.topics.split(",") if t.strip()],
+                from_time=from_time, allow_data_loss=args.allow_data_loss,
+                recreated_topics=args.restart_recreated_topic,
             )
     except (OffsetJournalError, sa.exc.SQLAlchemyError) as exc:
         raise JobError(redact(first_line(exc))) from None
@@ -125,6 +131,23 @@ def decide_start(args: argparse.Namespace, *, state_aware: bool = False,
     log.info("restart plan:\n%s", plan.explain())
     return Start(plan.starting_offsets(0), "from the journal", plan.event_time_cutoff,
                  plan.plan_id)
+
+
+def _position(args: argparse.Namespace) -> tuple[tuple[str, int] | None, datetime | None]:
+    """The --batch and --from-time values, parsed; JobError (one line) when malformed."""
+    batch: tuple[str, int] | None = None
+    from_time: datetime | None = None
+    if args.batch:
+        try:
+            batch = parse_batch_ref(args.batch)
+        except ValueError:
+            raise JobError(f"bad --batch {args.batch!r}: use RUN_ID:BATCH_ID") from None
+    if args.from_time:
+        try:
+            from_time = parse_time(args.from_time)
+        except ValueError as exc:
+            raise JobError(f"bad --from-time {args.from_time!r}: {exc}") from None
+    return batch, from_time
 
 
 def link_start(args: argparse.Namespace, start: Start, query: Any) -> Any:

@@ -176,6 +176,8 @@ def test_retention_data_loss_is_refused_then_accepted_with_allow_data_loss(
     old = 1_600_000_000_000  # 2020: long past any retention.ms
     _produce(kafka_cluster, pruned, 20)
     kafka_cluster.produce(aged, 20, timestamp_ms=old)
+    # The job plans for itself from the journal, with the same choice (what the CLI
+    # printed above is what it starts from).
     _run(spark, listener, _job_args(kafka_cluster, f"{pruned},{aged}", "retained",
                                     journal_url, tmp_path / "out", tmp_path / "ck-v1"))
     journaled = {(p.topic, p.partition): p.end for p in
@@ -215,9 +217,11 @@ def test_retention_data_loss_is_refused_then_accepted_with_allow_data_loss(
     assert code == 0 and "DATA LOSS accepted" in err
     assert json.loads(out) == {pruned: {"0": 14, "1": 10}, aged: {"0": 20, "1": 20}}
 
+    # The job plans for itself from the journal, with the same choice (what the CLI
+    # printed above is what it starts from).
     _run(spark, listener, _job_args(kafka_cluster, f"{pruned},{aged}", "retained",
                                     journal_url, tmp_path / "out-v2", tmp_path / "ck-v2",
-                                    "--starting-offsets", out.strip()))
+                                    "--from-journal", "--allow-data-loss"))
     still_there = ([(pruned, 0, o) for o in range(14, 20)]
                    + [(pruned, 1, o) for o in range(10, 20)]
                    + [(aged, p, o) for p in (0, 1) for o in range(20, 25)])
@@ -331,7 +335,8 @@ def test_a_recreated_topic_is_never_skipped_silently(
     new_records += _produce(kafka_cluster, kafka_topic, 4, start=6)
     _run(spark, listener, _job_args(kafka_cluster, kafka_topic, "recreated", journal_url,
                                     tmp_path / "out-v2", tmp_path / "ck-v2",
-                                    "--starting-offsets", out.strip()))
+                                    "--from-journal", "--restart-recreated-topic",
+                                    kafka_topic))
     _exactly(_sink(spark, tmp_path / "out-v2"), new_records)
 
 

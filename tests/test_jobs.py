@@ -63,3 +63,14 @@ def test_window_lengths_read_as_spark_reads_them():
     assert windowed.parse_duration("2 hours") == timedelta(hours=2)
     with pytest.raises(windowed.JobError):
         windowed.parse_duration("a while")
+
+
+def test_malformed_or_future_from_time_is_a_job_error(journal_url, tmp_path):
+    common = load_job("_common")
+    with Journal(journal_url) as journal:
+        journal.record_batch(batch_from_progress(progress(
+            0, name="q", sources=[kafka_source("t", None, {"t": {"0": 5}})])))
+    with pytest.raises(common.JobError, match="bad --from-time"):
+        common.decide_start(_args(tmp_path, journal_url, "--from-time", "yesterday-ish"))
+    with pytest.raises(common.JobError, match="in the future"):
+        common.decide_start(_args(tmp_path, journal_url, "--from-time", "2999-01-01T00:00:00Z"))

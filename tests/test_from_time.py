@@ -130,6 +130,17 @@ def test_a_request_in_the_future_or_without_servers_is_refused() -> None:
     assert naive.from_time == T and naive.position == POSITION_FROM_TIME
 
 
+def test_a_record_time_before_the_epoch_or_data_loss_without_a_cluster_is_refused() -> None:
+    """-1 and -2 are Kafka's own markers (latest, earliest): a time just before 1970
+    would otherwise start every partition at its log end without a word."""
+    before = datetime(1969, 12, 31, 23, 59, 59, 999000, tzinfo=timezone.utc)
+    with pytest.raises(RestartError, match="before 1970"):
+        PlanRequest("q", from_time=before, bootstrap_servers="k:9092").checked()
+    with pytest.raises(RestartError, match="allow_data_loss.*bootstrap servers"):
+        PlanRequest("q", allow_data_loss=True).checked()
+    assert PlanRequest("q", allow_data_loss=True, bootstrap_servers="k:9092").checked()
+
+
 # --------------------------------------------------------------------------- async runs
 
 

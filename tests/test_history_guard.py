@@ -213,3 +213,28 @@ def test_db_grant_by_a_role_without_the_rights_fails_and_grants_nothing(
     assert cli_main(["--database-url", granted.admin_url, "db", "grant", "--reader",
                      "oj_fresh"]) == 0
     assert "granted journal reader privileges" in capsys.readouterr().out
+
+
+def test_the_writer_fills_a_runs_execution_once_but_cannot_clear_it(granted: Secure) -> None:
+    """Migration 0009's columns are under the same guard: clearing `execution` would hide
+    async progress tracking (and its not-yet-durable last batches) from the planner."""
+    run, _ = _old_batch(granted)
+    asynchronous = RunRecord(query_id="qid", run_id=run, query_name="guarded", named=True,
+                             execution="AsyncProgressTrackingMicroBatchExecution",
+                             async_interval_ms=60000)
+    with Journal(granted.writer_url) as j:
+        j.record_run(asynchronous)  # filling what the run lacked is allowed
+    engine = sa.create_engine(resolve_url(granted.writer_url), poolclass=sa.pool.NullPool)
+    with engine.connect() as conn:
+        row = conn.exec_driver_sql(
+            "SELECT execution, async_interval_ms FROM offset_journal.query_runs "
+            f"WHERE run_id = '{run}'").one()
+    engine.dispose()
+    assert tuple(row) == ("AsyncProgressTrackingMicroBatchExecution", 60000)
+    for statement in (
+        f"UPDATE offset_journal.query_runs SET execution = NULL WHERE run_id = '{run}'",
+        "UPDATE offset_journal.query_runs SET execution = 'MicroBatchExecution' "
+        f"WHERE run_id = '{run}'",
+        f"UPDATE offset_journal.query_runs SET async_interval_ms = 1 WHERE run_id = '{run}'",
+    ):
+        denied(granted.writer_url, statement)

@@ -138,6 +138,10 @@ class PlanRequest:
                      else tuple(self.recreated_topics))
         if any(not isinstance(t, str) or not t.strip() for t in recreated):
             raise RestartError(f"bad recreated topic name in {list(recreated)!r}")
+        if self.allow_data_loss and not self.bootstrap_servers:
+            raise RestartError("accepting data loss (allow_data_loss, --allow-data-loss) starts "
+                               "at the cluster's log starts: give bootstrap servers "
+                               "(--bootstrap-servers)")
         return replace(self, mode=mode, as_of=as_of, kafka_timeout=timeout,
                        recreated_topics=recreated, from_time=from_time)
 
@@ -148,6 +152,10 @@ def _checked_from_time(when: datetime | None, servers: str | None) -> datetime |
         return None
     if when.tzinfo is None:
         when = when.replace(tzinfo=timezone.utc)
+    if when < datetime(1970, 1, 1, tzinfo=timezone.utc):
+        # Kafka reads negative timestamps as its own markers (-1 latest, -2 earliest).
+        raise RestartError(f"the record time {format_time(when)} is before 1970: Kafka "
+                           "record timestamps start at the Unix epoch")
     now = datetime.now(timezone.utc)
     if when > now:
         raise RestartError(f"the record time {format_time(when)} is in the future (now "
@@ -489,7 +497,7 @@ def async_tail(journal: Journal, anchor: Batch) -> AsyncTail | None:
                                .where(r.run_id == anchor.run_id)).first()
             if row is None or row[0] != ASYNC_EXECUTION:
                 return None
-            interval = int(row[1] or 1000)  # Spark's default
+            interval = 1000 if row[1] is None else int(row[1])  # None: Spark's default
             last = conn.execute(
                 sa.select(b.trigger_at, b.batch_duration_ms).where(b.run_id == anchor.run_id)
                 .order_by(b.trigger_at.desc().nulls_last(), b.batch_id.desc()).limit(1)).first()

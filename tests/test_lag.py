@@ -82,7 +82,8 @@ def test_upgrade_fills_latest_in_from_the_sources_json(empty_database_url):
               RETURNING batch_pk)
         INSERT INTO offset_journal.kafka_partitions (batch_pk, source_index, topic, partition,
                                                      start_offset, end_offset)
-        SELECT batch_pk, 0, 't', p, 0, 20 FROM s, generate_series(0, 2) p""", t=datetime(2026, 11, 23, tzinfo=timezone.utc))
+        SELECT batch_pk, 0, 't', p, 0, 20 FROM s, generate_series(0, 2) p""",
+        t=datetime(2026, 11, 23, tzinfo=timezone.utc))
     command.upgrade(alembic_config(empty_database_url), "head")
     assert sql_rows(empty_database_url, "SELECT partition, latest_offset, lag FROM "
                     "offset_journal.partition_lag ORDER BY partition") == [

@@ -67,17 +67,20 @@
       el("line", {x1: M.l, x2: W - M.r, y1: sy(v), y2: sy(v), class: "grid"}, svg);
       text(svg, M.l - 6, sy(v) + 4, num(v), {"text-anchor": "end", class: "tick"});
     }
-    text(svg, 4, M.t + 10, unit, {class: "unit"});
+    text(svg, M.l + 4, M.t + 10, unit, {class: "unit"});
     return sy;
   }
 
-  // Lines with gaps where a value is missing: one path, "M" after each gap.
+  // Lines with gaps where a value is missing or buckets have no batch: one path, "M"
+  // after each gap.
   function line(svg, pts, sy, color, name) {
-    let d = "", pen = false;
+    let d = "", pen = false, last = -Infinity;
     for (const [ms, v] of pts) {
       if (v === null || v === undefined) { pen = false; continue; }
+      if (ms - last > 1.5 * data.bucketMs) pen = false;
       d += (pen ? "L" : "M") + sx(ms).toFixed(1) + "," + sy(v).toFixed(1);
       pen = true;
+      last = ms;
     }
     if (!d) return;
     const p = el("path", {d: d, fill: "none", stroke: color, "stroke-width": 1.6,

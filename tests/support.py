@@ -93,6 +93,10 @@ def journal_report_runs(url: str) -> None:
                     event_time=_event_time(m), rows=60 + m,
                     sources=[kafka_source("orders,refunds", start, end, latest)]))
                 payload["batchDuration"] = 1000 + 10 * m
+                payload["sources"][0]["metrics"] = {  # as Spark's connector reports them
+                    "maxOffsetsBehindLatest": str(max(behind, 2)),
+                    "minOffsetsBehindLatest": "0",
+                    "avgOffsetsBehindLatest": str((behind + 1 + 0 + 1 + 2) / 6)}
                 j.record_batch(batch_from_progress(payload))
                 batch, first = batch + 1, False
     finally:

@@ -16,7 +16,7 @@ from offset_journal import Journal
 from offset_journal.records import batch_from_progress
 from offset_journal.report import Finding, build_report, gather, render
 from tests import support
-from tests.payloads import kafka_source, progress
+from tests.payloads import kafka_source, progress, sql_rows
 from tests.support import Cli, count_rows, journal_report_runs, one_error_line
 
 CHROMIUM = os.environ.get("OFFSET_JOURNAL_CHROMIUM", "/usr/bin/chromium")
@@ -34,11 +34,12 @@ def journal(journal_url: str) -> str:
 
 def test_gather_aggregates_in_buckets_and_keeps_the_top_partitions(journal: str) -> None:
     with Journal(journal) as j:
-        data = gather(j, "orders", buckets=20, top=2)
+        data = gather(j, "orders", buckets=200, top=2)  # about one batch per bucket
     assert data.total_batches == 9 + 17 + 17 and data.total_runs == 3 and data.partitions == 6
     assert sum(b.batches for b in data.batch_buckets) == data.total_batches
     assert max(b.max_duration_ms or 0 for b in data.batch_buckets) == 1000 + 10 * 49
-    assert len(data.batch_buckets) <= 20
+    assert len(data.batch_buckets) == data.total_batches  # 43 batches, 200 buckets
+    assert max(b.max_behind or 0 for b in data.batch_buckets) == 700
     assert sum(b.input_rows for b in data.batch_buckets) == sum(
         60 + m for m in [*range(1, 10), *range(13, 30), *range(33, 50)])
     # the furthest behind first: orders-2 (lag up to 17 * 40 = 680, then 700), then p=2 of
@@ -57,6 +58,29 @@ def test_gather_aggregates_in_buckets_and_keeps_the_top_partitions(journal: str)
     assert [f.kind for f in data.findings] == ["flagged"]
     assert "a1:4" in data.findings[0].batches and "gap" in data.findings[0].message
     assert max(b.max_freshness_s or 0 for b in data.batch_buckets) == 30.0
+
+
+def test_partition_rows_are_read_at_each_buckets_last_batch(journal: str) -> None:
+    """Few buckets: each holds several batches; per partition the lag drawn is the one at
+    the bucket's last batch, the batch figures count every batch."""
+    with Journal(journal) as j:
+        data = gather(j, "orders", buckets=4, top=1)
+    lag = {(r[0], r[1]): r[2] for r in sql_rows(
+        journal, "SELECT run_id, batch_id, lag FROM offset_journal.partition_lag "
+        "WHERE topic = 'orders' AND partition = 2")}
+    batches = sql_rows(journal, "SELECT run_id, batch_id, trigger_at FROM "
+                       "offset_journal.batches ORDER BY trigger_at")
+    lo, width = batches[0][2], data.bucket_seconds
+    last: dict[int, tuple[str, int]] = {}
+    for run, batch, when in batches:
+        last[min(3, int((when - lo).total_seconds() // width))] = (run, batch)
+    [series] = data.top_partitions
+    assert (series.topic, series.partition) == ("orders", 2)
+    assert [(b, lag_) for b, lag_, _, _ in series.points] == [
+        (b, lag[last[b]]) for b in sorted(last)]
+    assert sum(b.batches for b in data.batch_buckets) == 43
+    assert data.top_partitions[0].max_lag < 700 < max(b.max_behind or 0
+                                                      for b in data.batch_buckets) + 1
 
 
 def test_the_page_is_self_contained_and_hostile_names_stay_text(journal_url: str) -> None:

@@ -69,12 +69,13 @@ class BatchBucket:
     avg_duration_ms: float | None
     max_duration_ms: int | None
     max_freshness_s: float | None
+    max_behind: float | None = None  # Spark's maxOffsetsBehindLatest, highest of the bucket
 
 
 @dataclass(frozen=True)
 class PartitionSeries:
-    """One of the top partitions by lag: per bucket (index into the buckets), the highest
-    lag and the highest end and latest offsets its batches in that bucket had."""
+    """One of the top partitions by lag: per bucket (index into the buckets), its lag and
+    its end and latest offsets at the bucket's last batch."""
 
     topic: str
     partition: int
@@ -84,7 +85,8 @@ class PartitionSeries:
 
 @dataclass(frozen=True)
 class OthersBand:
-    """The partitions not drawn one by one: per bucket, their lowest and highest lag."""
+    """The partitions not drawn one by one: per bucket (its last batch), their lowest and
+    highest lag."""
 
     partitions: int
     points: tuple[tuple[int, int | None, int | None], ...]  # bucket, min lag, max lag

@@ -45,7 +45,7 @@ def payload(data: ReportData) -> dict[str, Any]:
         "query": data.query_name, "lo": lo, "hi": _ms(data.last_trigger) or lo,
         "bucketMs": data.bucket_seconds * 1000, "n": data.buckets,
         "batches": [[b.bucket, b.batches, b.input_rows, b.avg_duration_ms, b.max_duration_ms,
-                     b.max_freshness_s] for b in data.batch_buckets],
+                     b.max_freshness_s, b.max_behind] for b in data.batch_buckets],
         "top": [{"topic": p.topic, "partition": p.partition, "maxLag": p.max_lag,
                  "points": [list(q) for q in p.points]} for p in data.top_partitions],
         "others": None if data.others is None else {
@@ -131,7 +131,9 @@ def render(data: ReportData) -> str:
     lag_note = (f"The {len(data.top_partitions)} partitions furthest behind, one line each"
                 + (f"; the other {data.others.partitions:,} as a band from their lowest to "
                    "highest lag" if data.others else "")
-                + f". Per time bucket of {data.bucket_seconds:,.1f} s: the highest value.")
+                + f", at the last batch of each time bucket of {data.bucket_seconds:,.1f} s. "
+                "The dashed line: the highest lag of any partition in any batch of the "
+                "bucket, as Spark reported it (maxOffsetsBehindLatest), where it did.")
     return f"""<!DOCTYPE html>
 <html lang="en"><head><meta charset="utf-8">
 <meta http-equiv="Content-Security-Policy" content="{_CSP}">

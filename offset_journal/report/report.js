@@ -151,6 +151,8 @@
     for (const s of series) for (const [, v] of s.pts) if (v !== null) max = Math.max(max, v);
     const band = data.others ? data.others.points : [];
     for (const [, , hi] of band) if (hi !== null) max = Math.max(max, hi);
+    const peak = data.batches.map(q => [bucketTime(q[0]), q[6]]);
+    for (const [, v] of peak) if (v !== null) max = Math.max(max, v);
     const height = 260, svg = frame("lag", height, "lag per partition");
     const sy = yScale(svg, height, max, "records behind");
     const ok = band.filter(q => q[1] !== null && q[2] !== null);
@@ -163,7 +165,13 @@
       title(b, "the other " + data.others.partitions + " partitions: lowest to highest lag");
     }
     for (const s of series) line(svg, s.pts, sy, s.color, s.name);
+    const hasPeak = peak.some(q => q[1] !== null);
+    if (hasPeak) {
+      line(svg, peak, sy, "#000", "highest lag of any partition (Spark)");
+      svg.lastChild.setAttribute("stroke-dasharray", "4 3");
+    }
     const items = series.map(s => [s.color, s.name]);
+    if (hasPeak) items.push(["#000", "peak, any partition (Spark's maxOffsetsBehindLatest)"]);
     if (data.others) items.push(["#c7c7c7", "other " + data.others.partitions + " partitions"]);
     legend("lag", items);
   }

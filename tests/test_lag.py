@@ -8,7 +8,12 @@ from datetime import datetime, timezone
 from offset_journal import Journal
 from offset_journal.journal_checks import partition_latests
 from offset_journal.records import batch_from_progress
+from tests import support
 from tests.payloads import kafka_source, progress, sql_rows
+from tests.support import Secure, denied
+
+secure = support.secure  # the least-privilege roles, shared with test_security
+granted = support.granted
 
 
 def _execute(url: str, statement: str, **params: object) -> None:
@@ -92,3 +97,19 @@ def test_upgrade_fills_latest_in_from_the_sources_json(empty_database_url):
     assert sql_rows(empty_database_url, "SELECT count(*) FROM information_schema.columns "
                     "WHERE table_name = 'kafka_partitions' AND column_name = 'latest_offset'"
                     ) == [(0,)]
+
+
+def test_the_writer_role_writes_latest_and_the_reader_reads_the_views(granted: Secure) -> None:
+    """The writer's INSERT grant and the history guard (migration 0004) cover the new
+    column; the reader's SELECT covers the views; neither can rewrite a latest offset."""
+    with Journal(granted.writer_url) as j:
+        assert j.record_batch(batch_from_progress(_batch(
+            0, None, {"lagq": {"0": 10}}, {"lagq": {"0": 25}}, name="lag_roles_q")))
+    rows = sql_rows(granted.reader_url, "SELECT latest_offset, lag FROM "
+                    "offset_journal.partition_lag WHERE query_name = 'lag_roles_q'")
+    assert rows == [(25, 15)]
+    assert sql_rows(granted.reader_url, "SELECT count(*) FROM offset_journal.batch_freshness "
+                    "WHERE query_name = 'lag_roles_q'") == [(1,)]
+    for url in (granted.writer_url, granted.reader_url):
+        assert "permission denied" in denied(
+            url, "UPDATE offset_journal.kafka_partitions SET latest_offset = 0")

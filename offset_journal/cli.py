@@ -185,6 +185,16 @@ def cmd_history(args: argparse.Namespace) -> int:
     return EXIT_OK
 
 
+def cmd_report(args: argparse.Namespace) -> int:
+    from .report import write_report
+
+    with _journal(args) as journal:
+        path = write_report(journal, args.query, args.output, since=args.since,
+                            buckets=args.buckets, top=args.top)
+    _out(str(path))
+    return EXIT_OK
+
+
 def _history_row(b: Any) -> dict[str, Any]:
     return {"run_id": b.run_id, "query_id": b.query_id, "batch_id": b.batch_id,
             "trigger_at": _iso(b.trigger_at) or None, "num_input_rows": b.num_input_rows,

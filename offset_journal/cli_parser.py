@@ -95,6 +95,17 @@ def _positive(text: str) -> int:
     return value
 
 
+def _bounded(low: int, high: int) -> Callable[[str], int]:
+    def convert(text: str) -> int:
+        value = _non_negative(text)
+        if not low <= value <= high:
+            raise argparse.ArgumentTypeError(f"must be between {low} and {high}: {text!r}")
+        return value
+
+    convert.__name__ = "number"
+    return convert
+
+
 # --------------------------------------------------------------------------- parser
 
 
@@ -271,6 +282,23 @@ def _add_journal_views(subs: Subparsers, common: argparse.ArgumentParser,
                             "UTC; or --since=-1d); earlier batches are still read")
     audit.add_argument("--format", choices=("table", "json"), default="table")
     audit.set_defaults(func=commands.cmd_audit)
+
+    report = subs.add_parser(
+        "report", parents=[common], help="write a query's journal as one HTML report",
+        description="Write one self-contained HTML file (no network needed to view it): "
+                    "runs and restarts on a timeline, lag and offsets per partition, batch "
+                    "durations, input rows and freshness, and the findings to look at.")
+    report.add_argument("query", type=_name("the query name"), help="query name")
+    report.add_argument("-o", "--output", required=True, metavar="FILE",
+                        help="the HTML file to write (replaced)")
+    report.add_argument("--since", type=parse_time, metavar="TIME",
+                        help="only batches triggered at or after TIME (ISO 8601 or -7d)")
+    report.add_argument("--buckets", type=_bounded(10, 2000), default=240, metavar="N",
+                        help="time buckets per chart (default 240)")
+    report.add_argument("--top", type=_bounded(1, 50), default=8, metavar="N",
+                        help="partitions drawn one by one, the furthest behind (default 8); "
+                             "the others as one band")
+    report.set_defaults(func=commands.cmd_report)
 
     prune = subs.add_parser(
         "prune", parents=[common],

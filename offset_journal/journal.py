@@ -22,7 +22,13 @@ from sqlalchemy.dialects.postgresql import insert as pg_insert
 from .db import make_engine, redact
 from .errors import JournalError
 from .formatting import first_line
-from .journal_checks import continuity_problem, dumps, duplicate_problem, stored_offsets
+from .journal_checks import (
+    continuity_problem,
+    dumps,
+    duplicate_problem,
+    partition_latests,
+    stored_offsets,
+)
 from .journal_rows import (
     FLAGGED_PROBLEMS,
     HISTORY_PAGE,
@@ -95,6 +101,13 @@ def _source_row(source: SourceRecord) -> dict[str, Any]:
         "num_input_rows": source.num_input_rows, "problem": source.problem,
         "metrics": source.metrics,
     }
+
+
+_PARTITION_COLUMNS = ("batch_pk", "source_index", "topic", "partition", "start_offset",
+                      "end_offset", "latest_offset")
+"""The kafka_partitions columns the journal writes, in the order of its row tuples."""
+_COPY_PARTITIONS = (f"COPY {SCHEMA}.kafka_partitions (batch_pk, source_index, topic, partition, "
+                    "start_offset, end_offset, latest_offset) FROM STDIN")
 
 
 @dataclass(frozen=True)
@@ -217,9 +230,9 @@ class Journal:
             log.warning("offset-journal: batch %s of run %s (query %s), source %s: %s",
                         rec.batch_id, rec.run_id, rec.query_name, index, problem)
         rows = [
-            (pk, s.index, p.topic, p.partition, p.start, p.end)
+            (pk, s.index, p.topic, p.partition, p.start, p.end, latest)
             for s in rec.sources
-            for p in s.partitions
+            for p, latest in zip(s.partitions, partition_latests(s), strict=True)
         ]
         if rows:
             self._copy_partitions(conn, rows)
@@ -286,15 +299,12 @@ class Journal:
     def _copy_partitions(conn: sa.Connection, rows: list[tuple[Any, ...]]) -> None:
         driver = conn.connection.driver_connection
         if driver is not None and hasattr(driver, "cursor") and conn.dialect.driver == "psycopg":
-            with driver.cursor() as cur, cur.copy(
-                f"COPY {SCHEMA}.kafka_partitions "
-                "(batch_pk, source_index, topic, partition, start_offset, end_offset) FROM STDIN"
-            ) as copy:
+            with driver.cursor() as cur, cur.copy(_COPY_PARTITIONS) as copy:
                 for row in rows:
                     copy.write_row(row)
             return
-        cols = ("batch_pk", "source_index", "topic", "partition", "start_offset", "end_offset")
-        conn.execute(kafka_partitions.insert(), [dict(zip(cols, r, strict=True)) for r in rows])
+        conn.execute(kafka_partitions.insert(),
+                     [dict(zip(_PARTITION_COLUMNS, r, strict=True)) for r in rows])
 
     def record_rejected(self, reason: str, payload: str, conn: sa.Connection | None = None) -> None:
         """Keep an event that cannot be journaled, verbatim, for a person to look at."""

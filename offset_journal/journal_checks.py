@@ -6,7 +6,7 @@ from __future__ import annotations
 import json
 from typing import Any
 
-from .offsets import offsets_json
+from .offsets import as_kafka_offsets, offsets_json
 from .records import BatchRecord, SourceRecord
 
 
@@ -28,6 +28,22 @@ def stored_offsets(source: SourceRecord) -> tuple[Any, Any]:
     if end is not None and end == offsets_json(source.partitions, use="end"):
         end = None
     return start, end
+
+
+def partition_latests(source: SourceRecord) -> list[int | None]:
+    """The latest offset Spark saw (``latestOffset``) for each of ``source.partitions``, in
+    their order; None where it gave none (no latest, or not in Kafka's shape). When the
+    query keeps up, latest is the end: no lookup then."""
+    parts = source.partitions
+    latest = source.latest_offset
+    if not parts or latest is None:
+        return [None] * len(parts)
+    if latest == source.end_offset:
+        return [p.end for p in parts]
+    shaped = as_kafka_offsets(latest)
+    if shaped is None:
+        return [None] * len(parts)
+    return [shaped.get(p.topic, {}).get(p.partition) for p in parts]
 
 
 def continuity_problem(source: SourceRecord, prev_batch_id: int,

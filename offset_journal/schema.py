@@ -92,6 +92,9 @@ kafka_partitions = sa.Table(
     sa.Column("partition", sa.Integer, primary_key=True),
     sa.Column("start_offset", sa.BigInteger),
     sa.Column("end_offset", sa.BigInteger),
+    # The newest offset Spark saw when it planned the batch (migration 0010_partition_latest;
+    # lag = latest - end, the partition_lag view).
+    sa.Column("latest_offset", sa.BigInteger),
     # No foreign key to batch_sources: statement-level triggers (migration 0002) check
     # that every row has its source and delete rows with their source, once per
     # statement instead of one lookup per row.

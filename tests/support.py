@@ -19,7 +19,7 @@ from psycopg import sql as psql
 from offset_journal.cli import main as cli_main
 from offset_journal.db import ENV_URL, resolve_url, upgrade
 from offset_journal.journal import Journal
-from offset_journal.records import batch_from_progress
+from offset_journal.records import RunRecord, batch_from_progress
 from offset_journal.testing import KafkaCluster
 from tests.payloads import kafka_source, progress, sql_rows
 
@@ -52,6 +52,55 @@ def kafka_progress(batch_id: int, start: dict | None, end: dict, *, minute: floa
     return progress(batch_id, sources=[kafka_source(topics, start, end)], name=name,
                     query_id=query_id, run_id=run_id, timestamp=ts(minute),
                     event_time=event_time)
+
+
+def _offsets(base: int, step: int) -> dict:
+    return {t: {str(p): base + step * (i * 3 + p + 1) for p in range(3)}
+            for i, t in enumerate(("orders", "refunds"))}
+
+
+def _event_time(minute: float) -> dict:
+    return {"max": ts(minute - 0.5), "min": ts(minute - 2), "avg": ts(minute - 1),
+            "watermark": ts(minute - 5)}
+
+
+def journal_report_runs(url: str) -> None:
+    """Query 'orders' for the report and dashboard tests, 2024-01-01 00:00 to 00:50 UTC.
+    Two checkpoints: qid-a (runs a1, a2 with a gap inside a1) and qid-b (run b1, failed);
+    lag grows on partition orders-2 in run a2 and drains in b1."""
+    j = Journal(url)
+    try:
+        for run, qid, start, end, exc in (("a1", "qid-a", 0, 10, None),
+                                          ("a2", "qid-a", 12, 30, None),
+                                          ("b1", "qid-b", 32, 50, "boom")):
+            j.record_run(RunRecord(qid, run, "orders", True, started_at=at(start),
+                                   terminated_at=at(end), exception=exc))
+        pos, batch = 0, 0
+        for run, qid, minutes in (("a1", "qid-a", range(1, 10)), ("a2", "qid-a", range(13, 30)),
+                                  ("b1", "qid-b", range(33, 50))):
+            first = True
+            for m in minutes:
+                start = None if first else _offsets(pos, 1)
+                if run == "a1" and m == 5:
+                    start = _offsets(pos + 3, 1)  # a gap: flagged when written
+                pos += 10
+                end = _offsets(pos, 1)
+                behind = {"a1": 0, "a2": (m - 12) * 40, "b1": max(0, 700 - (m - 33) * 60)}[run]
+                latest = {t: {p: v + (behind if (t, p) == ("orders", "2") else int(p))
+                              for p, v in ps.items()} for t, ps in end.items()}
+                payload = json.loads(progress(
+                    batch, name="orders", run_id=run, query_id=qid, timestamp=ts(m),
+                    event_time=_event_time(m), rows=60 + m,
+                    sources=[kafka_source("orders,refunds", start, end, latest)]))
+                payload["batchDuration"] = 1000 + 10 * m
+                payload["sources"][0]["metrics"] = {  # as Spark's connector reports them
+                    "maxOffsetsBehindLatest": str(max(behind, 2)),
+                    "minOffsetsBehindLatest": "0",
+                    "avgOffsetsBehindLatest": str((behind + 1 + 0 + 1 + 2) / 6)}
+                j.record_batch(batch_from_progress(payload))
+                batch, first = batch + 1, False
+    finally:
+        j.close()
 
 
 # --------------------------------------------------------------------------- checkpoints

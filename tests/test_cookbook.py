@@ -61,7 +61,8 @@ def test_readme_has_the_cookbook():
     assert set(cookbook()) == {
         "last offsets per partition", "throughput per batch", "how far a restart would rewind",
         "the runs of a query", "batches slower than N milliseconds", "history of one partition",
-        "offsets of the last batch as JSON"}
+        "offsets of the last batch as JSON", "current lag per partition", "lag over time",
+        "the slowest partitions", "batches whose lag grew", "freshness of the last batches"}
 
 
 def test_cookbook_queries_answer_what_the_journal_api_says(journal):
@@ -111,3 +112,54 @@ def test_cookbook_queries_answer_what_the_journal_api_says(journal):
                 for p in b.sources[0].partitions if p.partition == 0]
     got = [(r["run_id"], r["batch_id"], r["start_offset"], r["end_offset"]) for r in rows]
     assert got == expected
+
+    _lag_queries_answer_from_what_spark_reported(url, history)
+
+
+def _lag_queries_answer_from_what_spark_reported(url: str, history: list) -> None:
+    """The lag queries against lag computed here from each source's latestOffset JSON as
+    Spark reported it (batch_sources.latest_offset) and the batches' end offsets."""
+    sql = cookbook()
+    latest_json = {(r["run_id"], r["batch_id"]): r["latest_offset"] for r in _run(url, """
+        SELECT b.run_id, b.batch_id, s.latest_offset FROM offset_journal.batches b
+        JOIN offset_journal.batch_sources s ON s.batch_pk = b.id""")}
+    lags = {}  # (run, batch) -> {(topic, partition): lag}, in trigger order
+    for b in sorted(history, key=lambda b: (b.trigger_at, b.batch_id)):
+        latest = latest_json[(b.run_id, b.batch_id)]
+        lags[(b.run_id, b.batch_id)] = {
+            (p.topic, p.partition): latest[p.topic][str(p.partition)] - p.end
+            for p in b.sources[0].partitions}
+    assert any(v > 0 for lag in lags.values() for v in lag.values()), "no lag: proves nothing"
+
+    rows = _run(url, sql["current lag per partition"])
+    last = history[-1]
+    assert {(r["topic"], r["partition"]): r["lag"] for r in rows} == lags[
+        (last.run_id, last.batch_id)]
+
+    totals = [(key, sum(lag.values())) for key, lag in lags.items()]
+    rows = _run(url, sql["lag over time"])
+    assert sum(r["batches"] for r in rows) == len(totals)
+    assert max(r["max_lag"] for r in rows) == max(t for _, t in totals)
+
+    rows = _run(url, sql["batches whose lag grew"])
+    grew = [(key, prev, t) for (_, prev), (key, t) in zip(totals, totals[1:], strict=False)
+            if t > prev]
+    assert [((r["run_id"], r["batch_id"]), r["previous_lag"], r["total_lag"]) for r in rows
+            ] == grew
+    assert grew, "the second run starts behind the first one's end: its lag grew"
+
+    rows = _run(url, sql["the slowest partitions"])
+    worst = {}
+    for lag in lags.values():
+        for part, v in lag.items():
+            worst[part] = max(worst.get(part, v), v)
+    assert len(worst) <= 10  # every partition is listed, the furthest behind first
+    assert {(r["topic"], r["partition"]): r["max_lag"] for r in rows} == worst
+    assert [r["max_lag"] for r in rows] == sorted(worst.values(), reverse=True)
+
+    rows = _run(url, sql["freshness of the last batches"])
+    newest = sorted(history, key=lambda b: (b.trigger_at, b.batch_id), reverse=True)[:20]
+    assert [(r["run_id"], r["batch_id"], r["event_time_max"]) for r in rows] == [
+        (b.run_id, b.batch_id, b.event_time_max) for b in newest]
+    assert all(r["freshness"] == (None if r["event_time_max"] is None
+                                  else r["trigger_at"] - r["event_time_max"]) for r in rows)

@@ -159,7 +159,8 @@ def test_partition_rows_need_their_source_row(journal_url):
         with psycopg.connect(dsn) as raw:
             try:
                 with raw.cursor() as cur, cur.copy(
-                        "COPY offset_journal.kafka_partitions FROM STDIN") as copy:
+                        "COPY offset_journal.kafka_partitions (batch_pk, source_index, topic, "
+                        "partition, start_offset, end_offset) FROM STDIN") as copy:
                     copy.write_row((pk0, 0, "t", 9, 1, 2))
                     copy.write_row((123456789, 0, "t", 0, 1, 2))
                 raise AssertionError("COPY of an orphan row accepted")

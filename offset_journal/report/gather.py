@@ -1,0 +1,237 @@
+"""The report's data, read from a journal: aggregated in SQL, so that its size follows
+the number of time buckets and of partitions drawn, not the history's length.
+
+Batches are put into ``buckets`` equal time buckets between the first and the last
+trigger time (after ``since``); per bucket the SQL returns a few numbers. Lag is drawn
+for the ``top`` partitions furthest behind, one line each, and the other partitions as
+one band (their lowest and highest lag per bucket).
+
+Batch figures (rows, durations, freshness, and Spark's own ``maxOffsetsBehindLatest``:
+the highest lag of any partition) count every batch. Lag and offsets per partition are
+read at each bucket's last batch: lag is a level, what it was at that time; reading every
+batch's partition rows would read 10^8 rows for 10^5 batches of 1,000 partitions. So the
+partition rows read follow the number of buckets, not the history's length.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from datetime import datetime, timezone
+from typing import TYPE_CHECKING, Any
+
+import sqlalchemy as sa
+
+from ..errors import OffsetJournalError
+from .model import (
+    BatchBucket,
+    Finding,
+    OthersBand,
+    PartitionSeries,
+    ReportData,
+    RestartMarker,
+    RunSpan,
+)
+
+if TYPE_CHECKING:
+    from ..journal import Journal
+
+DEFAULT_BUCKETS = 240
+DEFAULT_TOP = 8
+MAX_RUNS = 500
+MAX_FLAGGED = 200
+
+
+class NothingToReport(OffsetJournalError):
+    """The journal holds no batch of the query (in the time asked for)."""
+
+
+class ReportError(OffsetJournalError):
+    """The report could not be written."""
+
+
+_BOUNDS = sa.text("""
+SELECT min(trigger_at), max(trigger_at), count(*)
+FROM offset_journal.batches
+WHERE query_name = :q AND trigger_at >= CAST(:since AS timestamptz)
+""")
+
+# Each batch in its time bucket (0 .. :n - 1 over [lo, hi]), in both statements below.
+_BATCH_BUCKETS = sa.text("""
+WITH bb AS (
+  SELECT b.id, b.batch_id, b.trigger_at, b.num_input_rows, b.batch_duration_ms,
+         b.event_time_max,
+         LEAST(CAST(:n AS integer) - 1,
+                    floor(extract(epoch FROM b.trigger_at - CAST(:lo AS timestamptz))
+                          / CAST(:width AS double precision)))::integer AS bucket
+  FROM offset_journal.batches b
+  WHERE b.query_name = :q AND b.trigger_at BETWEEN CAST(:lo AS timestamptz)
+                                              AND CAST(:hi AS timestamptz))
+SELECT bucket, count(*), COALESCE(sum(num_input_rows), 0), avg(batch_duration_ms),
+       max(batch_duration_ms),
+       max(extract(epoch FROM trigger_at - event_time_max))::double precision,
+       max((SELECT max(CAST(s.metrics ->> 'maxOffsetsBehindLatest' AS double precision))
+            FROM offset_journal.batch_sources s
+            WHERE s.batch_pk = bb.id
+              AND s.metrics ->> 'maxOffsetsBehindLatest' ~ '^[0-9]+([.][0-9]+)?$'))
+FROM bb GROUP BY bucket ORDER BY bucket
+""")
+
+_LAG = sa.text("""
+WITH bb AS (
+  SELECT b.id, b.batch_id, b.trigger_at, b.num_input_rows, b.batch_duration_ms,
+         b.event_time_max,
+         LEAST(CAST(:n AS integer) - 1,
+                    floor(extract(epoch FROM b.trigger_at - CAST(:lo AS timestamptz))
+                          / CAST(:width AS double precision)))::integer AS bucket
+  FROM offset_journal.batches b
+  WHERE b.query_name = :q AND b.trigger_at BETWEEN CAST(:lo AS timestamptz)
+                                              AND CAST(:hi AS timestamptz)),
+pick AS (SELECT DISTINCT ON (bucket) bucket, id FROM bb
+         ORDER BY bucket, trigger_at DESC, batch_id DESC),
+cell AS MATERIALIZED (
+  SELECT pick.bucket, k.topic, k.partition, max(k.latest_offset - k.end_offset) AS lag,
+         max(k.end_offset) AS end_offset, max(k.latest_offset) AS latest_offset
+  FROM offset_journal.kafka_partitions k JOIN pick ON pick.id = k.batch_pk
+  GROUP BY pick.bucket, k.topic, k.partition),
+per_part AS (SELECT topic, partition, max(lag) AS max_lag FROM cell GROUP BY topic, partition),
+top AS (SELECT topic, partition, max_lag FROM per_part
+        ORDER BY max_lag DESC NULLS LAST, topic, partition LIMIT :top)
+SELECT 'top' AS part, c.bucket, c.topic, c.partition, c.lag, c.lag, c.end_offset,
+       c.latest_offset, t.max_lag
+FROM cell c JOIN top t USING (topic, partition)
+UNION ALL
+SELECT 'others', c.bucket, NULL, NULL, min(c.lag), max(c.lag), NULL, NULL, NULL
+FROM cell c LEFT JOIN top t USING (topic, partition)
+WHERE t.topic IS NULL GROUP BY c.bucket
+UNION ALL
+SELECT 'count', NULL, NULL, NULL, NULL, NULL, NULL, NULL, count(*) FROM per_part
+""")
+
+_RUNS = sa.text("""
+SELECT r.run_id, r.query_id, COALESCE(r.started_at, min(b.trigger_at)) AS start,
+       COALESCE(r.terminated_at, max(b.trigger_at)) AS end, r.terminated_at IS NOT NULL,
+       r.exception IS NOT NULL, r.host, count(b.id), min(b.batch_id), max(b.batch_id)
+FROM offset_journal.query_runs r
+LEFT JOIN offset_journal.batches b ON b.run_id = r.run_id
+WHERE r.query_name = :q
+GROUP BY r.run_id
+HAVING COALESCE(r.terminated_at, max(b.trigger_at), r.started_at, 'infinity')
+       >= CAST(:since AS timestamptz)
+ORDER BY 3 DESC NULLS LAST, r.run_id
+LIMIT :limit
+""")
+
+_RUN_COUNT = sa.text("SELECT count(*) FROM offset_journal.query_runs WHERE query_name = :q")
+
+_CURRENT = sa.text("""
+WITH last AS (SELECT id, trigger_at - event_time_max AS fresh
+              FROM offset_journal.batches WHERE query_name = :q
+              ORDER BY trigger_at DESC NULLS LAST, batch_id DESC LIMIT 1)
+SELECT (SELECT sum(k.latest_offset - k.end_offset) FROM offset_journal.kafka_partitions k
+        WHERE k.batch_pk = last.id),
+       extract(epoch FROM last.fresh)::double precision
+FROM last
+""")
+
+_EPOCH = datetime(1970, 1, 1, tzinfo=timezone.utc)
+
+
+def gather(journal: Journal, query_name: str, *, since: datetime | None = None,
+           buckets: int = DEFAULT_BUCKETS, top: int = DEFAULT_TOP,
+           findings: Sequence[Finding] | None = None,
+           restarts: Callable[[Sequence[RunSpan]], list[RestartMarker]] | None = None,
+           ) -> ReportData:
+    """Read what a report of ``query_name`` shows. ``findings``: what to highlight
+    (default: :func:`journal_findings`); ``restarts``: the timeline's restart markers
+    from the runs (default: :func:`restart_markers`)."""
+    with journal.engine.connect() as conn:
+        lo, hi, total = conn.execute(_BOUNDS, {"q": query_name, "since": since or _EPOCH}).one()
+        if not total:
+            when = f" since {since.isoformat()}" if since else ""
+            raise NothingToReport(f"no journaled batches for query {query_name!r}{when}")
+        span = (hi - lo).total_seconds()
+        width = max(span / buckets, 1e-3)
+        params = {"q": query_name, "lo": lo, "hi": hi, "n": buckets, "width": width}
+        batch_rows = conn.execute(_BATCH_BUCKETS, params).all()
+        lag_rows = conn.execute(_LAG, {**params, "top": top}).all()
+        runs = [RunSpan(*r) for r in conn.execute(
+            _RUNS, {"q": query_name, "since": since or _EPOCH, "limit": MAX_RUNS}).all()]
+        total_runs = conn.execute(_RUN_COUNT, {"q": query_name}).scalar_one()
+        current_lag, freshness = conn.execute(_CURRENT, {"q": query_name}).one()
+    series, others, partitions = _lag_series(lag_rows)
+    runs.reverse()  # oldest first
+    return ReportData(
+        query_name=query_name, generated_at=datetime.now(timezone.utc), first_trigger=lo,
+        last_trigger=hi, bucket_seconds=width, buckets=buckets, total_batches=total,
+        total_runs=total_runs, partitions=partitions, runs=tuple(runs),
+        runs_shown_limit=MAX_RUNS, restarts=tuple((restarts or restart_markers)(runs)),
+        batch_buckets=tuple(BatchBucket(r[0], r[1], int(r[2]),
+                                        float(r[3]) if r[3] is not None else None, r[4], r[5],
+                                        r[6]) for r in batch_rows),
+        top_partitions=series, others=others,
+        current_lag=int(current_lag) if current_lag is not None else None,
+        current_freshness_s=freshness,
+        findings=tuple(journal_findings(journal, query_name) if findings is None else findings),
+        since=since,
+    )
+
+
+def _lag_series(rows: Sequence[Any]) -> tuple[tuple[PartitionSeries, ...], OthersBand | None,
+                                               int]:
+    tops: dict[tuple[str, int], list[Any]] = {}
+    max_lag: dict[tuple[str, int], int | None] = {}
+    band: list[tuple[int, int | None, int | None]] = []
+    partitions = 0
+    for part, bucket, topic, partition, lo, hi, end, latest, extra in rows:
+        if part == "top":
+            tops.setdefault((topic, partition), []).append((bucket, lo, end, latest))
+            max_lag[(topic, partition)] = extra
+        elif part == "others":
+            band.append((bucket, lo, hi))
+        else:
+            partitions = int(extra)
+    order = sorted(tops, key=lambda k: (max_lag[k] is None, -(max_lag[k] or 0), k))
+    series = tuple(PartitionSeries(t, p, max_lag[(t, p)], tuple(sorted(tops[(t, p)])))
+                   for t, p in order)
+    others = (OthersBand(partitions - len(series), tuple(sorted(band)))
+              if partitions > len(series) else None)
+    return series, others, partitions
+
+
+def restart_markers(runs: Sequence[RunSpan]) -> list[RestartMarker]:
+    """The timeline's restart markers. Today each run's start, named by its checkpoint
+    (query id) and whether it continued on the same checkpoint or a new one; where the
+    journal records restart plans, this is the place to add the plan each run started
+    from."""
+    out: list[RestartMarker] = []
+    seen: set[str] = set()
+    for run in runs:
+        if run.start is None:
+            continue
+        new = run.query_id not in seen
+        label = ("first start" if not seen else
+                 "new checkpoint" if new else "restart on the same checkpoint")
+        seen.add(run.query_id)
+        out.append(RestartMarker(at=run.start, run_id=run.run_id, query_id=run.query_id,
+                                 label=label))
+    return out
+
+
+def journal_findings(journal: Journal, query_name: str) -> list[Finding]:
+    """What the journal itself knows is wrong: problems flagged when batches were
+    written (gaps and backwards offsets within a run, malformed payloads) and batch
+    events a full listener spool dropped. A continuity audit adds its findings here."""
+    out = [Finding(kind="flagged", message=f"source {p.source_index}: {p.problem}",
+                   runs=(p.run_id,), batches=(f"{p.run_id}:{p.batch_id}",), at=p.trigger_at)
+           for p in journal.flagged_problems(query_name, limit=MAX_FLAGGED)]
+    for loss in journal.spool_losses(query_name):
+        records = sum(hi - lo for _, _, _, lo, hi in loss.partitions
+                      if lo is not None and hi is not None)
+        batches = (f"batches {loss.batch_id_min}..{loss.batch_id_max}"
+                   if loss.batch_id_min is not None else "batches")
+        out.append(Finding(
+            kind="spool-loss", records=records or None, runs=loss.run_ids,
+            at=loss.first_trigger_at or loss.recorded_at,
+            message=f"{loss.events} batch events dropped by a full listener spool on "
+                    f"{loss.host or 'an unknown host'}: {batches} are not in the journal"))
+    return out

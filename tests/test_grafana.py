@@ -1,0 +1,157 @@
+"""The Grafana dashboard (docs/grafana/): every panel's SQL, with Grafana's macros and the
+query variable expanded as Grafana does, run against a real journal; the provisioning and
+docker-compose files parse and point at each other. (Grafana itself is not run here.)"""
+
+from __future__ import annotations
+
+import json
+import re
+from datetime import datetime, timezone
+from pathlib import Path
+from typing import Any
+
+import pytest
+import yaml
+
+from tests.support import journal_report_runs
+
+ROOT = Path(__file__).resolve().parents[1]
+DASHBOARD = ROOT / "docs" / "grafana" / "offset-journal.json"
+PROVISIONING = ROOT / "docs" / "grafana" / "provisioning"
+FROM = datetime(2024, 1, 1, tzinfo=timezone.utc)
+TO = datetime(2024, 1, 1, 1, tzinfo=timezone.utc)
+INTERVAL_S = 60
+
+# Per panel: the columns its SQL must return (a time series: "time" first).
+EXPECTED = {
+    "Total lag now": ["lag"],
+    "Last batch age": ["age_seconds"],
+    "Freshness now": ["freshness_seconds"],
+    "Runs in range": ["runs"],
+    "Lag per partition (10 furthest behind)": ["time", "metric", "lag"],
+    "Total lag": ["time", "max_lag", "avg_lag"],
+    "Freshness": ["time", "max_freshness", "avg_freshness"],
+    "Batch rate and input rows": ["time", "batches_per_minute", "input_rows_per_second"],
+    "Batch duration": ["time", "avg_duration_ms", "max_duration_ms"],
+    "Current lag per partition": ["topic", "partition", "end_offset", "latest_offset", "lag",
+                                  "trigger_at"],
+    "Runs": ["run_id", "checkpoint_query_id", "started_at", "terminated_at", "failed", "host",
+             "batches", "first_batch", "last_batch"],
+}
+
+
+def _literal(value: str) -> str:
+    return "'" + value.replace("'", "''") + "'"
+
+
+def _call_args(sql: str, start: int) -> tuple[str, int]:
+    """The text between the parenthesis at ``start`` and its match, and the index after."""
+    depth = 0
+    for i in range(start, len(sql)):
+        depth += {"(": 1, ")": -1}.get(sql[i], 0)
+        if depth == 0:
+            return sql[start + 1:i], i + 1
+    raise AssertionError(f"unbalanced macro call in {sql[start:start + 80]!r}")
+
+
+def expand(sql: str, variables: dict[str, str]) -> str:
+    """Grafana's Postgres macros and template variables, as Grafana expands them."""
+    for name, value in variables.items():
+        sql = sql.replace("${" + name + ":sqlstring}", _literal(value))
+    frm, to = _literal(FROM.isoformat()), _literal(TO.isoformat())
+    sql = sql.replace("$__timeFrom()", frm).replace("$__timeTo()", to)
+    sql = sql.replace("$__interval_ms", str(INTERVAL_S * 1000))
+    for macro in ("$__timeFilter", "$__timeGroupAlias"):
+        while (at := sql.find(macro + "(")) >= 0:
+            args, end = _call_args(sql, at + len(macro))
+            if macro == "$__timeFilter":
+                repl = f"{args} BETWEEN {frm} AND {to}"
+            else:
+                column = args.rsplit(",", 1)[0].strip()
+                repl = (f"to_timestamp(floor(extract(epoch FROM {column}) / {INTERVAL_S}) "
+                        f"* {INTERVAL_S}) AS \"time\"")
+            sql = sql[:at] + repl + sql[end:]
+    assert "$" not in sql, f"a macro or variable the test does not know: {sql}"
+    return sql
+
+
+def _dashboard() -> dict[str, Any]:
+    return json.loads(DASHBOARD.read_text(encoding="utf-8"))
+
+
+def _run(url: str, sql: str) -> tuple[list[str], list[tuple[Any, ...]]]:
+    import sqlalchemy as sa
+
+    from offset_journal.db import resolve_url
+
+    engine = sa.create_engine(resolve_url(url), poolclass=sa.pool.NullPool)
+    try:
+        with engine.connect() as conn:
+            result = conn.exec_driver_sql(sql)
+            return list(result.keys()), [tuple(r) for r in result]
+    finally:
+        engine.dispose()
+
+
+def test_expand_knows_grafanas_macros() -> None:
+    got = expand("SELECT $__timeGroupAlias(b.t, $__interval), $__interval_ms FROM x "
+                 "WHERE n = ${query:sqlstring} AND $__timeFilter(COALESCE(max(t), s)) "
+                 "AND s <= $__timeTo()", {"query": "o'rders"})
+    assert "floor(extract(epoch FROM b.t) / 60) * 60) AS \"time\", 60000" in got
+    assert "n = 'o''rders'" in got and "COALESCE(max(t), s) BETWEEN '2024-01-01" in got
+    with pytest.raises(AssertionError):
+        expand("SELECT $__unixEpochFilter(t)", {})
+
+
+def test_every_panel_answers_from_a_real_journal(journal_url: str) -> None:
+    journal_report_runs(journal_url)
+    dash = _dashboard()
+    [variable] = dash["templating"]["list"]
+    _, names = _run(journal_url, variable["query"])
+    assert names == [("orders",)]
+    titles = set()
+    for panel in dash["panels"]:
+        titles.add(panel["title"])
+        assert panel["datasource"]["uid"] == "offset-journal"
+        for target in panel["targets"]:
+            columns, rows = _run(journal_url, expand(target["rawSql"], {"query": "orders"}))
+            assert columns == EXPECTED[panel["title"]], panel["title"]
+            assert rows, f"{panel['title']}: no rows"
+            if target["format"] == "time_series":
+                assert columns[0] == "time" and all(r[0] is not None for r in rows)
+                assert any(v is not None for r in rows for v in r[1:]), panel["title"]
+    assert titles == set(EXPECTED)
+    # what the panels show, checked against the journal written
+    _, rows = _run(journal_url, expand(_sql(dash, "Lag per partition (10 furthest behind)"),
+                                       {"query": "orders"}))
+    assert max(r[2] for r in rows if r[1] == "orders-2") == 700
+    assert {r[1] for r in rows} == {f"{t}-{p}" for t in ("orders", "refunds") for p in range(3)}
+    _, [(runs,)] = _run(journal_url, expand(_sql(dash, "Runs in range"), {"query": "orders"}))
+    assert runs == 3
+
+
+def _sql(dash: dict[str, Any], title: str) -> str:
+    [panel] = [p for p in dash["panels"] if p["title"] == title]
+    return str(panel["targets"][0]["rawSql"])
+
+
+def test_compose_provisions_grafana_with_the_dashboard() -> None:
+    compose = yaml.safe_load((ROOT / "docker-compose.yml").read_text(encoding="utf-8"))
+    grafana = compose["services"]["grafana"]
+    mounts = {m.split(":")[1]: m.split(":")[0] for m in grafana["volumes"]}
+    assert (ROOT / mounts["/etc/grafana/provisioning"]).resolve() == PROVISIONING.resolve()
+    dashboards_at = "/var/lib/grafana/dashboards/offset-journal.json"
+    assert (ROOT / mounts[dashboards_at]).resolve() == DASHBOARD.resolve()
+    assert set(compose["services"]) >= {"postgres", "kafka", "grafana"}
+    env = grafana["environment"]
+    [source] = yaml.safe_load((PROVISIONING / "datasources" / "offset-journal.yml")
+                              .read_text(encoding="utf-8"))["datasources"]
+    assert source["uid"] == "offset-journal" and "postgresql" in source["type"]
+    # the data source's settings come from the service's environment
+    used = set(re.findall(r"\$\{(\w+)\}", json.dumps(source)))
+    assert used and used <= set(env)
+    pg = compose["services"]["postgres"]["environment"]
+    assert env["OFFSET_JOURNAL_PG_DATABASE"] == pg["POSTGRES_DB"]
+    [provider] = yaml.safe_load((PROVISIONING / "dashboards" / "offset-journal.yml")
+                                .read_text(encoding="utf-8"))["providers"]
+    assert dashboards_at.startswith(provider["options"]["path"] + "/")

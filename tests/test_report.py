@@ -1,0 +1,164 @@
+"""`offset-journal report`: one self-contained HTML file from a real journal, gathered in
+SQL, drawn by its own script in a real (headless) Chromium with no console message."""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import shutil
+import subprocess
+from pathlib import Path
+
+import pytest
+
+from offset_journal import Journal
+from offset_journal.records import batch_from_progress
+from offset_journal.report import Finding, build_report, gather, render
+from tests import support
+from tests.payloads import kafka_source, progress, sql_rows
+from tests.support import Cli, count_rows, journal_report_runs, one_error_line
+
+CHROMIUM = os.environ.get("OFFSET_JOURNAL_CHROMIUM", "/usr/bin/chromium")
+ARTIFACTS = Path(__file__).resolve().parents[1] / "test-artifacts"
+PARTS = 6  # partitions 0..2 of 'orders', 0..2 of 'refunds'
+
+cli = support.cli
+
+
+@pytest.fixture
+def journal(journal_url: str) -> str:
+    journal_report_runs(journal_url)
+    return journal_url
+
+
+def test_gather_aggregates_in_buckets_and_keeps_the_top_partitions(journal: str) -> None:
+    with Journal(journal) as j:
+        data = gather(j, "orders", buckets=200, top=2)  # about one batch per bucket
+    assert data.total_batches == 9 + 17 + 17 and data.total_runs == 3 and data.partitions == 6
+    assert sum(b.batches for b in data.batch_buckets) == data.total_batches
+    assert max(b.max_duration_ms or 0 for b in data.batch_buckets) == 1000 + 10 * 49
+    assert len(data.batch_buckets) == data.total_batches  # 43 batches, 200 buckets
+    assert max(b.max_behind or 0 for b in data.batch_buckets) == 700
+    assert sum(b.input_rows for b in data.batch_buckets) == sum(
+        60 + m for m in [*range(1, 10), *range(13, 30), *range(33, 50)])
+    # the furthest behind first: orders-2 (lag up to 17 * 40 = 680, then 700), then p=2 of
+    # refunds (lag 2 in every batch)
+    assert [(p.topic, p.partition, p.max_lag) for p in data.top_partitions] == [
+        ("orders", 2, 700), ("refunds", 2, 2)]
+    assert data.others is not None and data.others.partitions == 4
+    assert {(lo, hi) for _, lo, hi in data.others.points} == {(0, 1)}
+    assert data.current_lag == 0 + 1 + 0 + 0 + 1 + 2  # orders-2 caught up in b1
+    assert data.current_freshness_s == 30.0
+    assert [(r.run_id, r.failed, r.batches) for r in data.runs] == [
+        ("a1", False, 9), ("a2", False, 17), ("b1", True, 17)]
+    assert [(m.run_id, m.label) for m in data.restarts] == [
+        ("a1", "first start"), ("a2", "restart on the same checkpoint"),
+        ("b1", "new checkpoint")]
+    assert [f.kind for f in data.findings] == ["flagged"]
+    assert "a1:4" in data.findings[0].batches and "gap" in data.findings[0].message
+    assert max(b.max_freshness_s or 0 for b in data.batch_buckets) == 30.0
+
+
+def test_partition_rows_are_read_at_each_buckets_last_batch(journal: str) -> None:
+    """Few buckets: each holds several batches; per partition the lag drawn is the one at
+    the bucket's last batch, the batch figures count every batch."""
+    with Journal(journal) as j:
+        data = gather(j, "orders", buckets=4, top=1)
+    lag = {(r[0], r[1]): r[2] for r in sql_rows(
+        journal, "SELECT run_id, batch_id, lag FROM offset_journal.partition_lag "
+        "WHERE topic = 'orders' AND partition = 2")}
+    batches = sql_rows(journal, "SELECT run_id, batch_id, trigger_at FROM "
+                       "offset_journal.batches ORDER BY trigger_at")
+    lo, width = batches[0][2], data.bucket_seconds
+    last: dict[int, tuple[str, int]] = {}
+    for run, batch, when in batches:
+        last[min(3, int((when - lo).total_seconds() // width))] = (run, batch)
+    [series] = data.top_partitions
+    assert (series.topic, series.partition) == ("orders", 2)
+    assert [(b, lag_) for b, lag_, _, _ in series.points] == [
+        (b, lag[last[b]]) for b in sorted(last)]
+    assert sum(b.batches for b in data.batch_buckets) == 43
+    assert data.top_partitions[0].max_lag < 700 < max(b.max_behind or 0
+                                                      for b in data.batch_buckets) + 1
+
+
+def test_the_page_is_self_contained_and_hostile_names_stay_text(journal_url: str) -> None:
+    name = "</script><script>alert(1)</script>"
+    with Journal(journal_url) as j:
+        j.record_batch(batch_from_progress(progress(
+            0, name=name, sources=[kafka_source(name, None, {name: {"0": 5}},
+                                                {name: {"0": 9}})])))
+        data = gather(j, name, findings=[Finding(kind="gap", message=f"<b>{name}</b>",
+                                                 topic=name, partition=0, offset_from=5,
+                                                 offset_to=9, records=4)])
+    page = render(data)
+    assert "alert(1)</script>" not in page and "<b></script>" not in page
+    assert "&lt;b&gt;&lt;/script&gt;" in page  # the finding's message, as text
+    assert "&lt;/script&gt;&lt;script&gt;alert(1)" in page  # in the title and the table
+    script = re.search(r'<script type="application/json" id="report-data">(.*?)</script>',
+                       page, re.S)
+    assert script and json.loads(script.group(1))["query"] == name
+    # nothing is fetched: no URL to load, and a policy that forbids any
+    assert not re.search(r"""(src|href)\s*=\s*["']?(https?:)?//""", page)
+    assert "default-src 'none'" in page
+
+
+def test_cli_writes_the_report_and_refuses_bad_input(cli: Cli, journal: str,
+                                                     tmp_path: Path) -> None:
+    out = tmp_path / "report.html"
+    code, stdout, err = cli("--database-url", journal, "report", "orders", "-o", str(out))
+    assert code == 0, err
+    assert stdout.strip() == str(out) and out.read_text().startswith("<!DOCTYPE html>")
+    before = (count_rows(journal, "batches"), count_rows(journal, "kafka_partitions"))
+    for argv, status in ((["report", "nope", "-o", str(tmp_path / "x.html")], 1),
+                         (["report", "orders", "-o", str(tmp_path / "no" / "x.html")], 1),
+                         (["report", "orders", "-o", str(out), "--top", "0"], 2),
+                         (["report", "orders", "-o", str(out), "--since", "someday"], 2),
+                         (["report", "orders", "-o", str(out), "--since", "2099-01-01"], 1)):
+        code, stdout, err = cli("--database-url", journal, *argv)
+        line = one_error_line(code, err)
+        assert code == status, (argv, err)
+        assert "Traceback" not in err and line.startswith("offset-journal: error: ")
+    code, _, err = cli("--database-url", journal, "report", "nope", "-o", str(out))
+    assert "no journaled batches for query 'nope'" in one_error_line(code, err)
+    assert not (tmp_path / "x.html").exists()
+    assert (count_rows(journal, "batches"), count_rows(journal, "kafka_partitions")) == before
+
+
+def _chromium(*args: str, user_data: Path) -> subprocess.CompletedProcess[str]:
+    if not (Path(CHROMIUM).exists() or shutil.which(CHROMIUM)):
+        pytest.fail(f"{CHROMIUM} not found: the report's rendering test needs Debian's "
+                    "`chromium` package (apt-get install -y chromium; .ci/run installs it)")
+    flags = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
+             "--disable-background-networking", "--disable-component-update", "--disable-sync",
+             f"--user-data-dir={user_data}", "--enable-logging=stderr", "--v=0",
+             "--window-size=1100,2600", "--virtual-time-budget=5000"]
+    return subprocess.run([CHROMIUM, *flags, *args], capture_output=True, text=True,
+                          timeout=120, check=False)
+
+
+def test_chromium_renders_the_report_with_no_console_message(journal: str,
+                                                             tmp_path: Path) -> None:
+    page = tmp_path / "report.html"
+    with Journal(journal) as j:
+        page.write_text(build_report(j, "orders", top=3), encoding="utf-8")
+    url = page.as_uri()
+    dom = _chromium("--dump-dom", url, user_data=tmp_path / "chromium")
+    assert dom.returncode == 0, dom.stderr[-2000:]
+    console = [line for line in dom.stderr.splitlines() if ":CONSOLE" in line]
+    assert console == []  # no error, no CSP refusal, no log at all
+    html = dom.stdout
+    assert 'data-rendered="yes"' in html  # the script ran to its end
+    for chart in ("timeline", "lag", "offsets-chart", "rows", "durations", "freshness"):
+        assert f'data-chart="{chart}"' in html, chart
+    assert html.count('class="run') == 3 and html.count('class="restart"') == 3
+    assert len(re.findall(r'class="finding-mark defect"', html)) == 1
+    assert html.count('class="series"') >= 3 + 2 + 2 + 1  # lag lines, offsets, durations...
+    assert 'class="band"' in html  # the 3 other partitions
+    ARTIFACTS.mkdir(exist_ok=True)
+    (ARTIFACTS / "report.html").write_text(page.read_text(encoding="utf-8"), encoding="utf-8")
+    shot = ARTIFACTS / "report.png"
+    done = _chromium(f"--screenshot={shot}", url, user_data=tmp_path / "chromium")
+    assert done.returncode == 0 and shot.stat().st_size > 10_000, done.stderr[-2000:]
+    print(f"\nreport screenshot: {shot}")

@@ -190,7 +190,7 @@ def cmd_report(args: argparse.Namespace) -> int:
 
     with _journal(args) as journal:
         path = write_report(journal, args.query, args.output, since=args.since,
-                            buckets=args.buckets, top=args.top)
+                            buckets=args.buckets, top=args.top, audit=not args.no_audit)
     _out(str(path))
     return EXIT_OK
 

@@ -298,6 +298,9 @@ def _add_journal_views(subs: Subparsers, common: argparse.ArgumentParser,
     report.add_argument("--top", type=_bounded(1, 50), default=8, metavar="N",
                         help="partitions drawn one by one, the furthest behind (default 8); "
                              "the others as one band")
+    report.add_argument("--no-audit", action="store_true",
+                        help="skip the continuity audit (its gaps and overlaps, and the "
+                             "plan each restart came from); it reads every partition row")
     report.set_defaults(func=commands.cmd_report)
 
     prune = subs.add_parser(

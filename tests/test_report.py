@@ -14,7 +14,7 @@ import pytest
 
 from offset_journal import Journal
 from offset_journal.records import batch_from_progress
-from offset_journal.report import Finding, build_report, gather, render
+from offset_journal.report import Finding, ReportData, build_report, gather, render
 from tests import support
 from tests.payloads import kafka_source, progress, sql_rows
 from tests.support import Cli, count_rows, journal_report_runs, one_error_line
@@ -143,6 +143,7 @@ def test_chromium_renders_the_report_with_no_console_message(journal: str,
     page = tmp_path / "report.html"
     with Journal(journal) as j:
         page.write_text(build_report(j, "orders", top=3), encoding="utf-8")
+        audited = j.audit("orders")
     url = page.as_uri()
     dom = _chromium("--dump-dom", url, user_data=tmp_path / "chromium")
     assert dom.returncode == 0, dom.stderr[-2000:]
@@ -153,7 +154,10 @@ def test_chromium_renders_the_report_with_no_console_message(journal: str,
     for chart in ("timeline", "lag", "offsets-chart", "rows", "durations", "freshness"):
         assert f'data-chart="{chart}"' in html, chart
     assert html.count('class="run') == 3 and html.count('class="restart"') == 3
-    assert len(re.findall(r'class="finding-mark defect"', html)) == 1
+    # the journal's own flag, and each of the audit's unexplained findings
+    assert audited.unexplained and not audited.planned
+    marks = len(re.findall(r'class="finding-mark defect"', html))
+    assert marks == 1 + len(audited.unexplained)
     assert html.count('class="series"') >= 3 + 2 + 2 + 1  # lag lines, offsets, durations...
     assert 'class="band"' in html  # the 3 other partitions
     ARTIFACTS.mkdir(exist_ok=True)
@@ -162,3 +166,53 @@ def test_chromium_renders_the_report_with_no_console_message(journal: str,
     done = _chromium(f"--screenshot={shot}", url, user_data=tmp_path / "chromium")
     assert done.returncode == 0 and shot.stat().st_size > 10_000, done.stderr[-2000:]
     print(f"\nreport screenshot: {shot}")
+
+
+def test_the_audit_is_in_the_report_with_the_journals_own_findings(journal: str) -> None:
+    """The report runs the continuity audit: the gap inside run a1 is highlighted as an
+    unexplained audit finding (beside the journal's own flag of it), the new checkpoint
+    whose start no plan explains is too, and --no-audit leaves only the journal's flags."""
+    with Journal(journal) as j:
+        audited = gather_audited(j)
+        plain = gather(j, "orders")
+        report = j.audit("orders")
+    kinds = [f.kind for f in audited.findings]
+    assert [f.kind for f in plain.findings] == ["flagged"]
+    assert kinds.count("flagged") == 1 and len(kinds) == 1 + len(report.findings)
+    gaps = [f for f in audited.findings if f.kind == "audit gap"]
+    assert gaps and all(f.defect and f.records == 3 and "a1" in f.runs for f in gaps)
+    assert all(f.message.startswith("unexplained") for f in gaps)
+    assert {f.topic for f in gaps} == {t.topic for t in report.findings if t.kind == "gap"}
+
+
+def gather_audited(j: Journal) -> ReportData:
+    from offset_journal.audit import audit_query
+    from offset_journal.report.audited import audit_findings, plan_markers
+    from offset_journal.report.gather import journal_findings
+
+    found = audit_query(j, "orders")
+    return gather(j, "orders", findings=journal_findings(j, "orders") + audit_findings(found),
+                  restarts=plan_markers(found))
+
+
+def test_restart_markers_name_the_plan_each_run_started_from() -> None:
+    """Pure: the audit's run starts (recorded or matched plans) become the timeline's
+    restart markers; a run from no plan keeps its plain marker."""
+    from datetime import datetime, timezone
+
+    from offset_journal.audit.model import AuditReport, BatchRef, RunStart
+    from offset_journal.report.audited import plan_markers
+    from offset_journal.report.model import RunSpan
+
+    t0 = datetime(2024, 1, 1, tzinfo=timezone.utc)
+    spans = [RunSpan(r, q, t0, t0, True, False, "h", 1, 0, 0)
+             for r, q in (("r1", "q1"), ("r2", "q2"), ("r3", "q3"))]
+    ref = BatchRef(1, "r2", 0, t0)
+    audit = AuditReport("orders", None, 3, 1, findings=[], runs=[
+        RunStart("r2", "q2", ref, "plan", plan_id=7, link="recorded", position="as-of"),
+        RunStart("r3", "q3", ref, "no-plan")])
+    marks = plan_markers(audit)(spans)
+    assert [(m.run_id, m.label, m.plan) for m in marks] == [
+        ("r1", "first start", None),
+        ("r2", "new checkpoint", "plan 7: as-of, recorded"),
+        ("r3", "new checkpoint", None)]

@@ -11,6 +11,8 @@ from datetime import datetime
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from ..audit import audit_query
+from .audited import audit_findings, plan_markers
 from .gather import (
     DEFAULT_BUCKETS,
     DEFAULT_TOP,
@@ -34,8 +36,14 @@ __all__ = ["DEFAULT_BUCKETS", "DEFAULT_TOP", "Finding", "NothingToReport", "Repo
 
 
 def build_report(journal: Journal, query_name: str, *, since: datetime | None = None,
-                 **options: Any) -> str:
-    """The report of ``query_name`` as HTML (``options``: see :func:`gather`)."""
+                 audit: bool = True, **options: Any) -> str:
+    """The report of ``query_name`` as HTML (``options``: see :func:`gather`). With
+    ``audit``, the continuity audit runs first: its gaps and overlaps are highlighted
+    beside what the journal flagged, and each restart is marked with its recorded plan."""
+    if audit and "findings" not in options:
+        found = audit_query(journal, query_name, since)
+        options["findings"] = journal_findings(journal, query_name) + audit_findings(found)
+        options.setdefault("restarts", plan_markers(found))
     return render(gather(journal, query_name, since=since, **options))
 
 

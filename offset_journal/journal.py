@@ -735,7 +735,8 @@ class Journal:
                                 for i, t, n, o in m["kafka_offsets"]),
             options=dict(m["options"]), checkpoint=m["checkpoint"], host=m["host"],
             os_user=m["os_user"], anchor_run_id=m["anchor_run_id"],
-            anchor_batch_id=m["anchor_batch_id"], run_ids=tuple(runs.get(m["id"], ())))
+            anchor_batch_id=m["anchor_batch_id"], run_ids=tuple(runs.get(m["id"], ())),
+            request=dict(m["request"] or {}))
             for m in rows]
 
     def audit(self, query_name: str, *, since: datetime | None = None) -> Any:

@@ -141,7 +141,9 @@ class RecordedPlan:
     ``position``: after, at, as-of, rewind or from-time. ``kafka_offsets``: the Kafka
     start offsets handed out, (source index, topic, partition, offset; -2 = earliest).
     ``run_ids``: the runs a job said started from this plan (``plan_runs``).
-    ``created_at`` is the database's clock.
+    ``created_at`` is the database's clock. ``request``: what was asked (the
+    ``request`` column: as_of, batch, from_time, allow_data_loss, recreated_topics, ...)
+    and the plan's warnings (``warnings``).
     """
 
     id: int
@@ -159,8 +161,26 @@ class RecordedPlan:
     anchor_run_id: str | None = None
     anchor_batch_id: int | None = None
     run_ids: tuple[str, ...] = ()
+    request: dict[str, Any] = field(default_factory=dict)
 
     @property
     def deliberate(self) -> bool:
         """A plan meant to read again (or skip) on purpose: every position but "after"."""
         return self.position != "after"
+
+    @property
+    def allow_data_loss(self) -> bool:
+        """The plan started partitions whose planned offsets were deleted at their log
+        start (--allow-data-loss): the records in between were lost on purpose."""
+        return bool(self.request.get("allow_data_loss"))
+
+    @property
+    def recreated_topics(self) -> tuple[str, ...]:
+        """Topics the plan read from their start as deleted and created again
+        (--restart-recreated-topic)."""
+        return tuple(str(t) for t in self.request.get("recreated_topics") or ())
+
+    @property
+    def warnings(self) -> tuple[str, ...]:
+        """The warnings the plan was handed out with."""
+        return tuple(str(w) for w in self.request.get("warnings") or ())

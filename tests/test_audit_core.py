@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 from datetime import datetime, timedelta, timezone
+from typing import Any
 
 from hypothesis import given, settings
 from hypothesis import strategies as st
@@ -51,10 +52,11 @@ class Journal:
 
 
 def plan(plan_id: int, offsets: dict[tuple[str, int], int], position: str = "after",
-         minute: float = 0, run_ids: tuple[str, ...] = ()) -> RecordedPlan:
+         minute: float = 0, run_ids: tuple[str, ...] = (),
+         request: dict[str, Any] | None = None) -> RecordedPlan:
     return RecordedPlan(plan_id, "q", T0 + timedelta(minutes=minute), position, "stateless",
                         "plan", True, tuple((0, t, p, o) for (t, p), o in offsets.items()),
-                        run_ids=run_ids)
+                        run_ids=run_ids, request=request or {})
 
 
 A0 = ("orders", 0)
@@ -138,6 +140,72 @@ def test_a_plan_matches_only_a_run_that_read_what_it_said() -> None:
     # A plan made after the run's first batch was journaled cannot have started it.
     late = plan(2, {A0: 18, A1: 12}, minute=99)
     assert audit_batches("q", j.batches, [late]).runs[-1].how == "no-plan"
+
+
+def test_a_recreated_topic_read_from_its_start_by_a_plan_is_a_new_log() -> None:
+    """--restart-recreated-topic: the plan starts the new topic at earliest (-2), far
+    below where the old topic's offsets had got; the new run's batches continue the new
+    log, not an overlap with the old one."""
+    j = Journal()
+    j.add("r1", {A0: (None, 100), A1: (None, 80)})
+    j.add("r1", {A0: (100, 120), A1: (80, 90)})
+    p = plan(1, {A0: -2, A1: -2}, minute=2.5, request={"recreated_topics": ["orders"]})
+    j.add("r2", {A0: (None, 5), A1: (None, 3)}, rows=8)
+    j.add("r2", {A0: (5, 9), A1: (3, 4)})
+    j.add("r2", {A0: (9, 12), A1: (4, 4)})
+    report = audit_batches("q", j.batches, [p])
+    assert report.findings == [] and report.exit_code == 0
+    assert report.runs[-1].plan_id == 1
+    restarted = [n for n in report.notes if "new log" in n]
+    assert len(restarted) == 2 and all("recreated" in n and "plan 1" in n for n in restarted)
+    assert "orders-0" in restarted[0] and "r2:0" in restarted[0]
+    # The new log is audited like any other: a later run skipping ahead is a gap.
+    j.add("r3", {A0: (20, 25), A1: (4, 4)}, query_id="q-r2")
+    (gap,) = audit_batches("q", j.batches, [p]).findings
+    assert (gap.kind, gap.status, gap.first, gap.end) == (GAP, UNEXPLAINED, 12, 20)
+
+
+def test_a_plan_that_accepted_data_loss_shows_its_gap_as_planned() -> None:
+    """--allow-data-loss: the plan starts a partition at its log start, above where the
+    journal had got (retention deleted the rest); a recorded decision, not a defect."""
+    j = Journal()
+    j.add("r1", {A0: (None, 10), A1: (None, 10)})
+    j.add("r1", {A0: (10, 14), A1: (10, 12)})
+    p = plan(1, {A0: 30, A1: 12}, minute=2.5, request={"allow_data_loss": True})
+    j.add("r2", {A0: (None, 35), A1: (None, 12)}, rows=5)
+    report = audit_batches("q", j.batches, [p])
+    (gap,) = report.findings
+    assert (gap.kind, gap.status, gap.first, gap.end, gap.plan_id) == (GAP, PLANNED, 14, 30, 1)
+    assert "data loss accepted by plan 1 (--allow-data-loss)" in gap.reason
+    assert "out of date" not in gap.reason
+    assert report.ok and report.exit_code == 0 and report.planned == [gap]
+    text = " ".join(format_table(report).split())
+    assert "PLANNED gap orders-0 14..29 16" in text and "3 batches" in text
+    assert "data loss accepted by plan 1 (--allow-data-loss)" in text
+    assert json.loads(format_json(report))["findings"][0]["reason"] == gap.reason
+    # Without the plan's acceptance, the same gap is a defect.
+    plain = plan(1, {A0: 30, A1: 12}, minute=2.5)
+    (unplanned,) = audit_batches("q", j.batches, [plain]).findings
+    assert unplanned.status == UNEXPLAINED and audit_batches(
+        "q", j.batches, [plain]).exit_code == 3
+
+
+def test_a_data_loss_plan_does_not_excuse_what_it_did_not_hand_out() -> None:
+    j = Journal()
+    j.add("r1", {A0: (None, 10)})
+    p = plan(1, {A0: 20}, minute=1.5, request={"allow_data_loss": True})
+    j.add("r2", {A0: (None, 25)}, rows=0)  # started at 25 (read nothing), not at 20
+    report = audit_batches("q", j.batches, [p])
+    (gap,) = report.findings
+    assert (gap.kind, gap.status, gap.first, gap.end) == (GAP, UNEXPLAINED, 10, 25)
+    assert report.runs[-1].how == "no-plan"
+    j2 = Journal()  # a stale plan with data loss accepted: its overlap is still no excuse
+    j2.add("r1", {A0: (None, 10)})
+    j2.add("r1", {A0: (10, 14)})
+    p2 = plan(1, {A0: 10}, minute=1.5, request={"allow_data_loss": True}, run_ids=("r2",))
+    j2.add("r2", {A0: (None, 16)}, rows=6)
+    (over,) = audit_batches("q", j2.batches, [p2]).findings
+    assert (over.kind, over.status) == (OVERLAP, UNEXPLAINED) and "out of date" in over.reason
 
 
 def test_a_new_checkpoints_start_that_cannot_be_known_is_reported() -> None:

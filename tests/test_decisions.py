@@ -133,7 +133,6 @@ def test_the_recorded_position_of_each_kind_of_plan(journaled: str) -> None:
     request field of its own) is recorded as such whenever a request carries it."""
     from dataclasses import replace
     from datetime import datetime, timezone
-    from types import SimpleNamespace
 
     from offset_journal.restart import PlanRequest
     from offset_journal.restart.record import plan_row, recorded_position
@@ -143,14 +142,50 @@ def test_the_recorded_position_of_each_kind_of_plan(journaled: str) -> None:
     assert recorded_position(plan, request) == "after"
     when = datetime(2024, 1, 1, 0, 1, tzinfo=timezone.utc)
     assert recorded_position(plan, replace(request, as_of=when)) == "as-of"
-    from_time = SimpleNamespace(**{**vars(request), "from_time": when})
-    assert recorded_position(plan, from_time) == "from-time"  # type: ignore[arg-type]
+    from_time = replace(request, from_time=when, bootstrap_servers="broker:9092")
+    assert recorded_position(plan, from_time) == "from-time"
+    assert plan.warnings and "not checked against a Kafka cluster" in plan.warnings[0]
+    assert plan_row(plan, from_time, "plan")["request"] == {
+        "from_time": "2024-01-01T00:01:00Z", "bootstrap_servers_given": True,
+        "warnings": plan.warnings}
     assert recorded_position(replace(plan, position="from-time"), request) == "from-time"
     assert recorded_position(replace(plan, mode="state-aware"), request) == "rewind"
     row = plan_row(plan, replace(request, as_of=when), "starting-offsets")
-    assert row["request"] == {"as_of": "2024-01-01T00:01:00Z"}
+    assert row["request"] == {"as_of": "2024-01-01T00:01:00Z", "warnings": plan.warnings}
     assert row["command"] == "starting-offsets" and row["position"] == "as-of"
     assert plan_row(plan, request, "something else")["command"] == "api"
+
+
+def test_a_plan_accepting_data_loss_or_a_recreated_topic_is_recorded_as_such(
+        journaled: str) -> None:
+    """What a person accepted when the plan was handed out (--allow-data-loss,
+    --restart-recreated-topic) and the plan's warnings are in the recorded request, and
+    come back with the recorded plan: the audit needs them to explain the gap or the
+    new log such a plan makes."""
+    from dataclasses import replace
+
+    from offset_journal.restart import PlanRequest
+    from offset_journal.restart.record import plan_row
+
+    plan = plan_restart(journaled, "orders", record=False)
+    plan.plan_warnings[:] = ["DATA LOSS accepted (--allow-data-loss): orders-0 ..."]
+    request = replace(PlanRequest("orders"), allow_data_loss=True,
+                      recreated_topics=("orders", "orders"), bootstrap_servers="b:9092")
+    row = plan_row(plan, request, "plan")
+    assert row["position"] == "after"
+    assert row["request"] == {
+        "allow_data_loss": True, "recreated_topics": ["orders"],
+        "bootstrap_servers_given": True,
+        "warnings": ["DATA LOSS accepted (--allow-data-loss): orders-0 ..."]}
+    with Journal(journaled) as j:
+        plan_id = j.record_plan(row)
+        (rec,) = j.recorded_plans("orders")
+    assert rec.id == plan_id and rec.request == row["request"]
+    assert rec.allow_data_loss and rec.recreated_topics == ("orders",)
+    assert rec.warnings == ("DATA LOSS accepted (--allow-data-loss): orders-0 ...",)
+    # An ordinary plan records neither.
+    plain = plan_row(plan, PlanRequest("orders"), "plan")["request"]
+    assert "allow_data_loss" not in plain and "recreated_topics" not in plain
 
 
 def test_a_journal_without_the_plan_tables_still_plans_and_audits(journaled: str,

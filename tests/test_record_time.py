@@ -17,6 +17,7 @@ from typing import Any
 
 import pytest
 
+from offset_journal import Journal
 from offset_journal.formatting import format_time
 from tests import support
 from tests.jobs_support import load_job
@@ -107,6 +108,14 @@ def test_from_time_replays_exactly_the_second_wave_in_both_forms(
     assert code == 0, err
     offsets = json.loads(out)
     assert offsets == {kafka_topic: {"0": 10, "1": 10, "2": 10}}
+    # Recorded as a decision: from-time, with exactly the offsets handed out.
+    with Journal(journal_url) as j:
+        recorded = j.recorded_plans("replay-me")[-1]
+    assert (recorded.command, recorded.position, recorded.ok) == ("starting-offsets",
+                                                                  "from-time", True)
+    assert {(t, p): o for _i, t, p, o in recorded.kafka_offsets} == {
+        (kafka_topic, int(p)): o for p, o in offsets[kafka_topic].items()}
+    assert recorded.request["from_time"] == when
     got = _new_job(spark, kafka_cluster, kafka_topic, {"startingOffsets": out.strip()},
                    tmp_path, "from-offsets")
     assert len(got) == len(set(got)) and sorted(got) == sorted(second)

@@ -21,9 +21,18 @@ is an **unknown start** otherwise.
 
 **Planned or not.** A gap or overlap at the start of a run made from a recorded plan
 that reprocesses on purpose (at, as-of, rewind, from-time), starting exactly where the
-plan said, is *planned*; everything else is *unexplained*. A plan at "after" that no
-longer matched the journal (another run journaled batches since it was made) is not
-an excuse. A partition's first appearance is not a gap when it starts at 0, at the
+plan said, is *planned*; so is a gap at the start of a run from a plan that accepted
+data loss (--allow-data-loss: it started partitions whose offsets retention had
+deleted at their log start), starting exactly where the plan said. Everything else is
+*unexplained*. A plan at "after" that no longer matched the journal (another run
+journaled batches since it was made) is not an excuse.
+
+**A new log.** A run that starts a partition already processed at its log start
+because its plan said so (-2, earliest: a topic deleted and created again,
+--restart-recreated-topic) begins the partition afresh: the audit walks it from that
+batch on and says so in a note, not as an overlap with the old topic's offsets.
+
+A partition's first appearance is not a gap when it starts at 0, at the
 log start by a plan (-2, earliest) or by Spark's own rule (a partition added under a
 running query is read from its log start), and in the first run audited (the journal
 begins there); otherwise it is an **unexplained start** (only the broker knows a log
@@ -58,6 +67,7 @@ from .model import (
     AuditSource,
     BatchRef,
     Finding,
+    FindingKind,
     LinkKind,
     RunStart,
     StartKind,
@@ -145,6 +155,15 @@ class _Run:
     first_pk: int
 
 
+@dataclass(frozen=True)
+class _At:
+    """Where the walk is: one partition of a run's batch."""
+
+    run: _Run
+    ref: BatchRef
+    key: TP
+
+
 @dataclass
 class _Open:
     """An overlap still growing: the run's next batch continues it at ``next``."""
@@ -162,6 +181,7 @@ class _Walk:
         self.parts: dict[TP, _Partition] = {}
         self.open: dict[tuple[TP, str], _Open] = {}
         self.findings: list[Finding] = []
+        self.notes: list[tuple[BatchRef, str]] = []
         self.origin: str | None = None
         self.count = 0
 
@@ -222,30 +242,33 @@ class _Walk:
                 if p.end is None:
                     continue
                 start, how = self.start_of(run, first, source, p)
-                self.partition(run, ref, (p.topic, p.partition), start, p.end, how, source)
+                self.partition(_At(run, ref, (p.topic, p.partition)), start, p.end, how,
+                               source)
 
-    def partition(self, run: _Run, ref: BatchRef, key: TP, start: int | None, end: int,
-                  how: StartHow, source: AuditSource) -> None:
-        state = self.parts.get(key)
-        if state is None:
-            self.first_appearance(run, ref, key, start, end, how)
-            self.parts[key] = _Partition(end, ref)
-            self.parts[key].recent.append((start if start is not None else end, end, ref))
+    def partition(self, at: _At, start: int | None, end: int, how: StartHow,
+                  source: AuditSource) -> None:
+        state = self.parts.get(at.key)
+        if state is None or how == "plan-earliest":
+            if state is None:
+                self.first_appearance(at, start, end, how)
+            else:
+                self.new_log(at, state)
+            self.parts[at.key] = _Partition(end, at.ref)
+            self.parts[at.key].recent.append((start if start is not None else end, end, at.ref))
             return
         if start is None:
-            if how != "plan-earliest":  # a plan's "earliest" re-reads on purpose
-                self.unknown(run, ref, key, state, end, how, source)
-        elif not self.continued(run, ref, key, start, end, state):
+            self.unknown(at, state, end, how, source)
+        elif not self.continued(at, start, end, state):
             if start > state.frontier:
-                self.gap(run, ref, key, start, state, how)
+                self.gap(at, start, state, how)
             elif start < min(end, state.frontier):  # an empty batch re-read nothing
-                self.overlap(run, ref, key, start, end, state, how)
+                self.overlap(at, start, end, state, how)
         if end >= state.frontier:
-            state.frontier, state.at = end, ref
-        state.recent.append((start if start is not None else end, end, ref))
+            state.frontier, state.at = end, at.ref
+        state.recent.append((start if start is not None else end, end, at.ref))
 
-    def first_appearance(self, run: _Run, ref: BatchRef, key: TP, start: int | None,
-                         end: int, how: StartHow) -> None:
+    def first_appearance(self, at: _At, start: int | None, end: int, how: StartHow) -> None:
+        run, key, ref = at.run, at.key, at.ref
         if how in ("plan-earliest", "earliest") or run.start.run_id == self.origin:
             return
         if start is None:
@@ -264,69 +287,96 @@ class _Walk:
                                       ": unless retention had deleted offsets 0.."
                                       f"{start - 1}, they were never processed")))
 
-    def continued(self, run: _Run, ref: BatchRef, key: TP, start: int, end: int,
-                  state: _Partition) -> bool:
+    def new_log(self, at: _At, state: _Partition) -> None:
+        """A run began a partition already processed at its log start, as its plan said
+        (-2, earliest: a topic deleted and created again, --restart-recreated-topic).
+        Its offsets begin again there: the partition is audited afresh from this
+        batch, and the restart is a note (planned), not an overlap with the old log."""
+        for growing in [k for k in self.open if k[0] == at.key]:
+            del self.open[growing]
+        plan = at.run.plan
+        plan_id = plan.id if plan is not None else at.run.start.plan_id
+        if plan is not None and at.key[0] in plan.recreated_topics:
+            why = (f"topic {at.key[0]} was deleted and created again, read from its start "
+                   f"as plan {plan_id} said (--restart-recreated-topic)")
+        else:
+            why = f"plan {plan_id} started it at its log start (earliest)"
+        self.notes.append((at.ref, (
+            f"{tp_label(*at.key)} starts a new log in run {at.run.start.run_id} "
+            f"({at.ref.label()}): {why}; the old log had been processed up to "
+            f"{state.frontier} ({state.at.label()}), and the partition is audited afresh "
+            "from here")))
+
+    def continued(self, at: _At, start: int, end: int, state: _Partition) -> bool:
         """A run still re-reading: its open overlap grows. True when handled."""
-        growing = self.open.get((key, run.start.run_id))
+        mine = (at.key, at.run.start.run_id)
+        growing = self.open.get(mine)
         if growing is None or growing.next != start:
-            self.open.pop((key, run.start.run_id), None)
+            self.open.pop(mine, None)
             return False
         if start >= state.frontier:
-            del self.open[(key, run.start.run_id)]
+            del self.open[mine]
             return start == state.frontier
         growing.finding.end = min(end, state.frontier)
-        growing.finding.add_batch(ref)
+        growing.finding.add_batch(at.ref)
         growing.next = end
         if end >= state.frontier:
-            del self.open[(key, run.start.run_id)]
+            del self.open[mine]
         return True
 
-    def gap(self, run: _Run, ref: BatchRef, key: TP, start: int, state: _Partition,
-            how: StartHow) -> None:
-        status, why = self.verdict(run, key, start, how)
+    def gap(self, at: _At, start: int, state: _Partition, how: StartHow) -> None:
+        status, why = self.verdict(at, start, how, GAP)
+        key, ref = at.key, at.ref
         self.add(Finding(GAP, status, key[0], key[1], state.frontier, start,
-                         run.start.run_id, [ref], [state.at], run.start.plan_id,
+                         at.run.start.run_id, [ref], [state.at], at.run.start.plan_id,
                          f"offsets {state.frontier}..{start - 1} of {tp_label(*key)} were "
                          f"never processed: {state.at.label()} ended at {state.frontier}, "
                          f"{ref.label()} started at {start}; {why}"))
 
-    def overlap(self, run: _Run, ref: BatchRef, key: TP, start: int, end: int,
-                state: _Partition, how: StartHow) -> None:
-        status, why = self.verdict(run, key, start, how)
+    def overlap(self, at: _At, start: int, end: int, state: _Partition,
+                how: StartHow) -> None:
+        status, why = self.verdict(at, start, how, OVERLAP)
+        key, ref = at.key, at.ref
         upto = min(end, state.frontier)
         earlier = [r for s, e, r in state.recent if s < upto and e > start][-MAX_REFS:]
-        finding = Finding(OVERLAP, status, key[0], key[1], start, upto, run.start.run_id,
-                          [ref], earlier, run.start.plan_id,
+        finding = Finding(OVERLAP, status, key[0], key[1], start, upto, at.run.start.run_id,
+                          [ref], earlier, at.run.start.plan_id,
                           f"offsets {start}..{upto - 1} of {tp_label(*key)} were processed "
                           f"again from {ref.label()} (already processed up to "
                           f"{state.frontier} by {state.at.label()}); {why}")
         self.add(finding)
         if end < state.frontier:
-            self.open[(key, run.start.run_id)] = _Open(finding, end)
+            self.open[(key, at.run.start.run_id)] = _Open(finding, end)
 
-    def unknown(self, run: _Run, ref: BatchRef, key: TP, state: _Partition, end: int,
-                how: StartHow, source: AuditSource) -> None:
+    def unknown(self, at: _At, state: _Partition, end: int, how: StartHow,
+                source: AuditSource) -> None:
         rows = source.num_input_rows
         cause = ("a new checkpoint and no recorded plan" if how == "unknown"
                  else "a partition new to the run")
         self.add(Finding(
-            UNKNOWN_START, UNEXPLAINED, key[0], key[1], None, end, run.start.run_id, [ref],
-            [state.at], run.start.plan_id,
-            f"{ref.label()} read {tp_label(*key)} up to {end} from a start Spark did not "
-            f"report ({cause}; {rows if rows is not None else 'an unknown number of'} "
+            UNKNOWN_START, UNEXPLAINED, at.key[0], at.key[1], None, end, at.run.start.run_id,
+            [at.ref], [state.at], at.run.start.plan_id,
+            f"{at.ref.label()} read {tp_label(*at.key)} up to {end} from a start Spark did "
+            f"not report ({cause}; {rows if rows is not None else 'an unknown number of'} "
             "records over "
             f"{len(source.partitions)} partitions); it had been processed up to "
             f"{state.frontier}: a gap or an overlap cannot be ruled out"))
 
-    def verdict(self, run: _Run, key: TP, start: int, how: StartHow,
+    def verdict(self, at: _At, start: int, how: StartHow, kind: FindingKind,
                 ) -> tuple[Literal["planned", "unexplained"], str]:
-        start_info = run.start
-        if how == "plan" and run.plan is not None:
-            if run.plan.deliberate and run.offsets.get(key) == start:
+        start_info, plan = at.run.start, at.run.plan
+        if how == "plan" and plan is not None:
+            as_planned = at.run.offsets.get(at.key) == start
+            if as_planned and kind == GAP and plan.allow_data_loss:
+                return PLANNED, (f"data loss accepted by plan {plan.id} (--allow-data-loss): "
+                                 f"run {start_info.run_id} started at the log start, the "
+                                 "records before it were deleted (retention or "
+                                 "DeleteRecords) before being read")
+            if as_planned and plan.deliberate:
                 return PLANNED, (f"planned: run {start_info.run_id} started from plan "
-                                 f"{run.plan.id} ({run.plan.position})")
-            return UNEXPLAINED, (f"run {start_info.run_id} started from plan {run.plan.id} "
-                                 f"({run.plan.position}), made before other batches were "
+                                 f"{plan.id} ({plan.position})")
+            return UNEXPLAINED, (f"run {start_info.run_id} started from plan {plan.id} "
+                                 f"({plan.position}), made before other batches were "
                                  "journaled: the plan was out of date")
         if start_info.how == "checkpoint":
             return UNEXPLAINED, (f"run {start_info.run_id} resumed a checkpoint (query id "
@@ -362,6 +412,7 @@ def audit_batches(query_name: str, batches: Iterable[AuditBatch],
                          [f for f in walk.findings if kept(f.batches[0])],
                          concurrent=list(concurrent))
     report.notes += _notes(runs, concurrent)
+    report.notes += [note for ref, note in walk.notes if kept(ref)]
     return report
 
 

@@ -16,12 +16,14 @@ def _range(f: Finding) -> str:
 
 
 def format_table(report: AuditReport) -> str:
-    """The verdict first, then the findings (unexplained first), the runs and notes."""
+    """The verdict first, then the findings (unexplained first) and why, the runs and
+    notes."""
     verdict = ("OK: every partition contiguous, or discontinuous only where a recorded "
                "plan said so" if report.ok else
                f"NOT OK: {count(len(report.unexplained), 'unexplained finding')}")
     since = f" since {format_time(report.since)}" if report.since else ""
-    out = [f"Audit of query {report.query_name!r}{since}: {count(report.batches, 'batch')}, "
+    batches = f"{report.batches} batch{'' if report.batches == 1 else 'es'}"
+    out = [f"Audit of query {report.query_name!r}{since}: {batches}, "
            f"{count(report.partitions, 'partition')} ({len(report.planned)} planned)",
            verdict]
     findings = sorted(report.findings, key=lambda f: f.status != "unexplained")
@@ -35,7 +37,9 @@ def format_table(report: AuditReport) -> str:
                 for f in findings]
         out += ["", table(["STATUS", "KIND", "PARTITION", "OFFSETS", "RECORDS", "RUN",
                            "BATCHES", "EARLIER", "PLAN"], rows)]
-        out += [""] + [fill(f.reason, "  - ") for f in findings if f.status == "unexplained"][:20]
+        # Why, unexplained first: a planned finding (a rewind, data loss a plan
+        # accepted) says which decision made it.
+        out += [""] + [fill(f"{f.status}: {f.reason}", "  - ") for f in findings][:20]
     if report.runs:
         rows = [[r.run_id, r.query_id, r.first_batch.label(),
                  format_time(r.first_batch.trigger_at) or "", r.how,

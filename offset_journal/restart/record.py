@@ -38,7 +38,7 @@ def recorded_position(plan: RestartPlan, request: PlanRequest) -> str:
         return "rewind"
     if plan.position == POSITION_AT:
         return "at"
-    if plan.position == "from-time" or getattr(request, "from_time", None) is not None:
+    if plan.position == "from-time" or request.from_time is not None:
         return "from-time"
     if request.as_of is not None:
         return "as-of"
@@ -47,18 +47,23 @@ def recorded_position(plan: RestartPlan, request: PlanRequest) -> str:
 
 def plan_row(plan: RestartPlan, request: PlanRequest, command: str) -> dict[str, Any]:
     """The ``restart_plans`` row of a plan handed out (every column but the id and
-    created_at, which the database sets)."""
+    created_at, which the database sets). ``request`` holds what was asked, what the
+    person accepted (allow_data_loss, recreated_topics: the audit explains the gap or
+    new log such a plan makes by them) and the warnings the plan was handed out with."""
     offsets: list[list[Any]] = []
     for source in plan.sources:
         for topic, parts in sorted((source.offsets or {}).items()):
             offsets += [[source.index, topic, int(p), int(o)] for p, o in sorted(parts.items())]
     asked = {"as_of": format_time(request.as_of),
              "batch": list(request.batch) if request.batch else None,
-             "from_time": format_time(getattr(request, "from_time", None)),
+             "from_time": format_time(request.from_time),
              "window_seconds": request.window.total_seconds() if request.window else None,
              "source": request.source,
              "subscribe": list(request.subscribe) if request.subscribe else None,
-             "bootstrap_servers_given": bool(request.bootstrap_servers)}
+             "bootstrap_servers_given": bool(request.bootstrap_servers),
+             "allow_data_loss": request.allow_data_loss,
+             "recreated_topics": sorted(set(request.recreated_topics)) or None,
+             "warnings": list(plan.warnings) or None}
     return {
         "query_name": plan.query_name, "position": recorded_position(plan, request),
         "mode": plan.mode, "command": command if command in COMMANDS else "api",

@@ -159,6 +159,11 @@ def test_chromium_renders_the_report_with_no_console_message(journal: str,
     marks = len(re.findall(r'class="finding-mark defect"', html))
     assert marks == 1 + len(audited.unexplained)
     assert html.count('class="series"') >= 3 + 2 + 2 + 1  # lag lines, offsets, durations...
+    # drawn as lines, not as points only: each run's batches are joined (one batch a
+    # minute, buckets of 12 s), and the lines break only between runs
+    paths = re.findall(r'<path d="([^"]*)"[^>]*class="series"', html)
+    assert paths and all(d.count("L") >= 10 for d in paths), paths[:1]
+    assert all(d.count("M") <= 3 for d in paths)  # three runs: at most three pieces
     assert 'class="band"' in html  # the 3 other partitions
     ARTIFACTS.mkdir(exist_ok=True)
     (ARTIFACTS / "report.html").write_text(page.read_text(encoding="utf-8"), encoding="utf-8")

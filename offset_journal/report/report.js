@@ -71,13 +71,22 @@
     return sy;
   }
 
-  // Lines with gaps where a value is missing or buckets have no batch: one path, "M"
-  // after each gap.
+  // The usual time between a line's points: batches may come less often than buckets.
+  function spacing(pts) {
+    const gaps = [];
+    for (let i = 1; i < pts.length; i++) gaps.push(pts[i][0] - pts[i - 1][0]);
+    gaps.sort((a, b) => a - b);
+    return gaps.length ? gaps[Math.floor(gaps.length / 2)] : 0;
+  }
+
+  // Lines with gaps where a value is missing or the query ran no batch for much longer
+  // than usual (between runs): one path, "M" after each gap.
   function line(svg, pts, sy, color, name) {
     let d = "", pen = false, last = -Infinity;
+    const broken = 3 * Math.max(data.bucketMs, spacing(pts));
     for (const [ms, v] of pts) {
       if (v === null || v === undefined) { pen = false; continue; }
-      if (ms - last > 1.5 * data.bucketMs) pen = false;
+      if (ms - last > broken) pen = false;
       d += (pen ? "L" : "M") + sx(ms).toFixed(1) + "," + sy(v).toFixed(1);
       pen = true;
       last = ms;

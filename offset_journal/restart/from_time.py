@@ -17,7 +17,13 @@ from typing import TYPE_CHECKING
 from ..formatting import format_time
 from ..journal import SourceOffsets
 from ..offsets import KafkaOffsets, format_kafka_offsets
-from .kafka_offsets import _drop_missing, end_offsets_of, kafka_strategy
+from .kafka_offsets import (
+    PATTERN_NOTE,
+    _drop_missing,
+    end_offsets_of,
+    kafka_strategy,
+    unsubscribed_note,
+)
 from .model import KIND_KAFKA, Findings, PlanInputs, RereadRun, SourcePlan
 from .text import count, tp, tp_list
 
@@ -148,16 +154,14 @@ def time_source_plan(inp: PlanInputs, src: SourceOffsets) -> SourcePlan:
     topics = set(journaled) | (set(items) if strategy == "subscribe" else set())
     if inp.subscribe:
         topics = set(inp.subscribe)
-        dropped = sorted(set(journaled) - topics)
-        if dropped:
-            plan.notes.append("journaled but not subscribed by the new job, left out: "
-                              + ", ".join(dropped))
+        note = unsubscribed_note(journaled, topics)
+        if note:
+            plan.notes.append(note)
     _kept, gone = _drop_missing({t: journaled[t] for t in journaled if t in topics}, state)
     plan.add(gone)
     mine = {t: dict(lookup[t]) for t in sorted(topics) if t in lookup}
     if strategy == "pattern":
-        plan.notes.append("the source subscribes by pattern: topics created since that match "
-                          "it are not named here; Spark refuses to start if one exists")
+        plan.notes.append(PATTERN_NOTE)
     if strategy == "assign":  # fixed partitions: only those the query was assigned
         mine = {t: {p: o for p, o in parts.items() if p in journaled.get(t, {})}
                 for t, parts in mine.items()}

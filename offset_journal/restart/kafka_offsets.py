@@ -4,7 +4,7 @@ partitions and logs the cluster has now (:func:`check_against_cluster`)."""
 from __future__ import annotations
 
 import re
-from collections.abc import Iterable, Sequence
+from collections.abc import Collection, Iterable, Sequence
 from typing import TYPE_CHECKING, Literal
 
 from ..journal import Batch, SourceOffsets
@@ -275,10 +275,7 @@ def _add_new_partitions(out: KafkaOffsets, offsets: KafkaOffsets, state: TopicSt
             f"-1 instead to skip what they already hold: {', '.join(new_topics)}"
         )
     if strategy == "pattern":
-        found.notes.append(
-            "the source subscribes by pattern: topics created since that match it are "
-            "not checked here; Spark refuses to start if one exists and is not named"
-        )
+        found.notes.append(PATTERN_NOTE)
     return found
 
 
@@ -440,14 +437,24 @@ def missing_subscribed(subscribe: Sequence[str], state: TopicState) -> list[str]
             "(UnknownTopicOrPartitionException); create it or subscribe without it"]
 
 
+PATTERN_NOTE = ("the source subscribes by pattern: topics created since that match it are "
+                "not named here; Spark refuses to start if one exists and is not named")
+
+
+def unsubscribed_note(journaled: Iterable[str], subscribed: Collection[str]) -> str | None:
+    """The note for journaled topics the new job no longer subscribes to (left out)."""
+    dropped = sorted(t for t in journaled if t not in subscribed)
+    return ("journaled but not subscribed by the new job, left out: " + ", ".join(dropped)
+            if dropped else None)
+
+
 def _narrow_to_subscription(plan: SourcePlan, offsets: KafkaOffsets, items: list[str],
                             blind: bool) -> KafkaOffsets:
     """The new job's subscription decides which partitions Spark assigns, and Spark
     wants exactly those named: topics it no longer reads must go."""
-    dropped = sorted(t for t in offsets if t not in items)
-    if dropped:
-        plan.notes.append("journaled but not subscribed by the new job, left out: "
-                          + ", ".join(dropped))
+    note = unsubscribed_note(offsets, items)
+    if note:
+        plan.notes.append(note)
         offsets = {t: p for t, p in offsets.items() if t in items}
     unknown = [t for t in items if t not in offsets]
     if unknown and blind:

@@ -53,8 +53,10 @@ def main(args: argparse.Namespace) -> None:
     import sqlalchemy as sa
 
     from offset_journal import Journal
+    from offset_journal.audit import audit_query
     from offset_journal.db import resolve_url
-    from offset_journal.report import gather, render
+    from offset_journal.report import gather, journal_findings, render
+    from offset_journal.report.audited import audit_findings, plan_markers
 
     header("Report generation on a large journal", args)
     with postgres(args.admin_url) as server:
@@ -71,11 +73,15 @@ def main(args: argparse.Namespace) -> None:
         fill = time.perf_counter() - t0
         print(f"filled {args.batches:,} batches x {args.partitions:,} partitions in "
               f"{fill:.1f} s", file=sys.stderr, flush=True)
-        gather_t, render_t, sizes = [], [], []
+        gather_t, render_t, audit_t, sizes = [], [], [], []
         with Journal(url) as journal:
             for _ in range(args.reps):
                 t0 = time.perf_counter()
-                data = gather(journal, "big")
+                found = audit_query(journal, "big")  # what `report` runs unless --no-audit
+                audit_t.append(time.perf_counter() - t0)
+                t0 = time.perf_counter()
+                data = gather(journal, "big", restarts=plan_markers(found),
+                              findings=journal_findings(journal, "big") + audit_findings(found))
                 gather_t.append(time.perf_counter() - t0)
                 t0 = time.perf_counter()
                 page = render(data)
@@ -86,11 +92,14 @@ def main(args: argparse.Namespace) -> None:
                 f.write(page)
     print(f"\n{args.reps} reps; journal filled in {fill:.1f} s.\n")
     print(table(["partitions", "batches", "partition rows", "gather s (median)",
-                 "render s (median)", "file KB", "target met (< 1 MB, < 60 s)"],
+                 "render s (median)", "audit s (median)", "file KB",
+                 "target met (< 1 MB, < 60 s)"],
                 [[f"{args.partitions:,}", f"{args.batches:,}",
                   f"{args.partitions * args.batches:,}", f"{quantile(gather_t, .5):.2f}",
-                  f"{quantile(render_t, .5):.3f}", f"{max(sizes) / 1024:.0f}",
-                  "yes" if max(sizes) < 2**20 and quantile(gather_t, .5) < 60 else "**no**"]]))
+                  f"{quantile(render_t, .5):.3f}", f"{quantile(audit_t, .5):.2f}",
+                  f"{max(sizes) / 1024:.0f}",
+                  "yes" if max(sizes) < 2**20
+                  and quantile(gather_t, .5) + quantile(audit_t, .5) < 60 else "**no**"]]))
 
 
 if __name__ == "__main__":

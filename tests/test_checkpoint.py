@@ -10,7 +10,6 @@ from __future__ import annotations
 import json
 import logging
 import os
-import shutil
 import string
 import sys
 import tempfile
@@ -488,25 +487,11 @@ def test_kafka_sources_found_among_others(sources: list[Any]) -> None:
 
 
 @pytest.fixture(scope="module")
-def spark_session() -> Iterator[Any]:
-    """One local SparkSession for this module (reused, not stopped, if one is running)."""
-    pytest.importorskip("pyspark")
-    if shutil.which("java") is None and not os.environ.get("JAVA_HOME"):
-        pytest.skip("no Java runtime for Spark")
-    os.environ["PYSPARK_PYTHON"] = sys.executable
-    from pyspark.sql import SparkSession
-
-    existing = SparkSession.getActiveSession()
-    session = (
-        SparkSession.builder.master("local[2]")
-        .config("spark.ui.enabled", "false")
-        .config("spark.sql.shuffle.partitions", "2")
-        .getOrCreate()
-    )
-    session.sparkContext.setLogLevel("ERROR")
-    yield session
-    if existing is None:
-        session.stop()
+def spark_session(spark: Any) -> Iterator[Any]:
+    """The test session's one SparkSession (testing.py): a second one of this module's,
+    started first and stopped, left the JVM without Spark's Kafka connector for the
+    modules after it."""
+    yield spark
 
 
 def progress_of(query: Any) -> list[dict[str, Any]]:

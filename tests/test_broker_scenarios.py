@@ -452,15 +452,3 @@ def _journal_matches_checkpoint(url: str, name: str, checkpoint: Path) -> None:
         if b.batch_id > 0 and previous is not None:
             assert kafka_offsets(previous[0]) == starts, b.batch_id
 
-
-def _read(query: Any) -> int:
-    return sum(p["numInputRows"] for p in query.recentProgress)
-
-
-def _wait(done: Any, query: Any, what: str, timeout: float = 120) -> None:
-    deadline = time.monotonic() + timeout
-    while not done():
-        assert query.exception() is None, query.exception()
-        assert time.monotonic() < deadline, f"timed out: {what}"
-        time.sleep(0.2)
-

@@ -131,6 +131,54 @@ def test_partitions_added_while_no_job_runs_start_at_earliest(
     _exactly(_sink(spark, tmp_path / "out"), produced)
 
 
+def test_a_new_partition_that_lost_records_before_any_job_read_it_is_data_loss(
+        journaled_spark, journal_url, kafka_cluster, kafka_topic, tmp_path, capsys):
+    """Issue 20 items 1 and 2. While no job runs, a partition is added, records are written
+    to it, and DeleteRecords (as retention would) removes its first 15 before any job read
+    them: it began at offset 0, so that is DATA LOSS, as for a journaled partition (here
+    partition 0 too). --restart-recreated-topic on this topic, which was not recreated, is
+    refused instead of restarting it at earliest; with --allow-data-loss the new job reads
+    exactly what is still in the logs, once each."""
+    spark, listener = journaled_spark
+    kafka_cluster.create_topic(kafka_topic, 2)
+    _produce(kafka_cluster, kafka_topic, 20)
+    _run(spark, listener, _job_args(kafka_cluster, kafka_topic, "grows-lossy", journal_url,
+                                    tmp_path / "out", tmp_path / "ck-v1"))
+    kafka_cluster.add_partitions(kafka_topic, 3)
+    produced = _produce(kafka_cluster, kafka_topic, 60, start=20)
+    assert {p for _t, p, _o in produced} == {0, 1, 2}
+    kafka_cluster.delete_records(kafka_topic, {0: 12, 2: 15})
+    assert kafka_cluster.watermarks(kafka_topic)[2] == (15, 20)
+
+    servers = ("--bootstrap-servers", kafka_cluster.bootstrap_servers)
+    code, out, _ = _cli(capsys, "--database-url", journal_url, "plan", "grows-lossy", *servers)
+    assert code != 0
+    loss = _flat(out).split("DATA LOSS", 1)[1]
+    assert loss.startswith(": 17 records in 2 partitions were deleted")
+    assert f"{kafka_topic}-2 starts at 0 but its log starts at 15: records 0..14" in loss
+    assert f"{kafka_topic}-0 starts at 10 but its log starts at 12: records 10..11" in loss
+    code, out, err = _cli(capsys, "--database-url", journal_url, "starting-offsets",
+                          "grows-lossy", *servers)
+    assert code != 0 and out == "" and "DATA LOSS" in _one_error_line(err)
+
+    code, out, _ = _cli(capsys, "--database-url", journal_url, "plan", "grows-lossy", *servers,
+                        "--restart-recreated-topic", kafka_topic)
+    said = _flat(out)
+    assert code != 0 and "named as recreated" in said and "no journaled offset lies" in said
+    assert "read again" not in said and "DATA LOSS" in said
+
+    code, out, err = _cli(capsys, "--database-url", journal_url, "starting-offsets",
+                          "grows-lossy", *servers, "--allow-data-loss")
+    assert code == 0 and "DATA LOSS accepted" in err
+    assert json.loads(out) == {kafka_topic: {"0": 12, "1": 10, "2": 15}}
+    _run(spark, listener, _job_args(kafka_cluster, kafka_topic, "grows-lossy", journal_url,
+                                    tmp_path / "out-v2", tmp_path / "ck-v2",
+                                    "--from-journal", "--allow-data-loss"))
+    still_there = [r for r in produced
+                   if not (r[1] == 0 and r[2] < 12) and not (r[1] == 2 and r[2] < 15)]
+    _exactly(_sink(spark, tmp_path / "out-v2"), still_there)
+
+
 def test_records_deleted_before_they_were_read_are_reported_as_data_loss(
         journaled_spark, journal_url, kafka_cluster, kafka_topic, tmp_path, capsys):
     """While the job was down, DeleteRecords (as retention would) removed records the

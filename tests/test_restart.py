@@ -274,11 +274,70 @@ def test_restart_recreated_topic_starts_every_partition_at_earliest_with_a_warni
     assert "nothing shows" not in warning
 
 
-def test_restart_recreated_topic_without_sign_of_recreation_warns_of_rereads() -> None:
+def test_restart_recreated_topic_without_sign_of_recreation_is_refused() -> None:
+    # Issue 20 item 2: the flag on a topic that was not recreated (its log still holds
+    # the journaled offsets) used to pass with a warning that records "are read again".
     offsets, found = check_against_cluster({"orders": {0: 2}}, {"orders": {0: (0, 3)}},
                                            recreated=["orders"])
-    assert offsets == {"orders": {0: EARLIEST}} and found.errors == []
-    assert any("nothing shows that it was recreated" in w for w in found.warnings)
+    assert offsets == {"orders": {0: 2}}
+    (error,) = found.errors
+    assert "named as recreated (--restart-recreated-topic), but no journaled offset lies " \
+           "beyond its log end (orders-0 journaled 2, log 0..3)" in error
+    assert "Plan without --restart-recreated-topic orders" in error
+    assert not any("read again" in w for w in found.warnings)
+
+
+def test_restart_recreated_topic_that_lost_records_to_retention_is_data_loss() -> None:
+    # Issue 20 item 2: not recreated, and retention deleted records 2..9 before any
+    # job read them: the refusal of the flag, and DATA LOSS from the journaled offset.
+    offsets, found = check_against_cluster({"orders": {0: 2}}, {"orders": {0: (10, 30)}},
+                                           recreated=["orders"])
+    assert any("named as recreated" in e for e in found.errors)
+    (loss,) = [e for e in found.errors if e.startswith("DATA LOSS")]
+    assert "orders-0 starts at 2 but its log starts at 10: records 2..9" in loss
+    assert offsets == {"orders": {0: 2}}
+
+
+def test_recreated_topic_whose_new_log_lost_its_start_is_data_loss() -> None:
+    # A topic really recreated (journaled 20 beyond the log end 12), whose first 5
+    # records were deleted by retention before any job read them.
+    offsets, found = check_against_cluster({"orders": {0: 20}}, {"orders": {0: (5, 12)}},
+                                           recreated=["orders"])
+    (loss,) = found.errors
+    assert loss.startswith("DATA LOSS: 5 records in 1 partition were deleted")
+    assert "(a partition the journal never read begins at 0, log start 5, 5 records lost)" \
+        in loss
+    offsets, found = check_against_cluster({"orders": {0: 20}}, {"orders": {0: (5, 12)}},
+                                           recreated=["orders"], allow_data_loss=True)
+    assert found.errors == [] and offsets == {"orders": {0: 5}}
+
+
+def test_new_partition_below_its_log_start_is_data_loss() -> None:
+    # Issue 20 item 1: partitions added while the job was down, and retention deleted the
+    # first 15 records of one before any job read it: it began at 0, so DATA LOSS.
+    state = {"orders": {0: (0, 10), 1: (0, 40), 2: (15, 30)}}
+    offsets, found = check_against_cluster({"orders": {0: 10}}, state, strategy="subscribe",
+                                           subscribed=["orders"])
+    assert offsets == {"orders": {0: 10, 1: EARLIEST, 2: EARLIEST}}  # refused: not moved
+    (loss,) = found.errors
+    assert loss.startswith("DATA LOSS: 15 records in 1 partition were deleted")
+    assert "orders-2 starts at 0 but its log starts at 15: records 0..14" in loss
+    assert "orders-1" not in loss and "--allow-data-loss" in loss
+    offsets, found = check_against_cluster({"orders": {0: 10}}, state, strategy="subscribe",
+                                           subscribed=["orders"], allow_data_loss=True)
+    assert found.errors == [] and offsets == {"orders": {0: 10, 1: EARLIEST, 2: 15}}
+    (accepted,) = [w for w in found.warnings if w.startswith("DATA LOSS accepted")]
+    assert "orders-2 starts at its log start 15, not at 0, where a partition the journal " \
+           "never read begins: records 0..14 (15 records) are lost" in accepted
+
+
+def test_topic_new_to_the_subscription_is_not_data_loss() -> None:
+    # A topic the old job never subscribed to: what retention deleted from it was never
+    # this job's to read, so no DATA LOSS (it still starts at earliest).
+    offsets, found = check_against_cluster({"orders": {0: 10}},
+                                           {"orders": {0: (0, 10)}, "fresh": {0: (7, 9)}},
+                                           strategy="subscribe", subscribed=["orders", "fresh"])
+    assert found.errors == [] and offsets["fresh"] == {0: EARLIEST}
 
 
 def test_restart_recreated_topic_that_is_gone_is_an_error() -> None:

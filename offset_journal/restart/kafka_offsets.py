@@ -199,13 +199,18 @@ def check_against_cluster(offsets: KafkaOffsets, state: TopicState, *,
     deleted before being read: DATA LOSS, an error, or with ``allow_data_loss`` a
     warning and a start at the log start. A start above the log end (a topic deleted
     and recreated, another cluster, a forged batch) is an error, unless the topic is in
-    ``recreated``: then all its partitions start at -2 (earliest), with a warning.
+    ``recreated``: then all its partitions start at -2 (earliest), with a warning. A
+    partition added since, and a recreated topic's partitions, began at offset 0: a log
+    start above 0 there is DATA LOSS too (Spark says the same of a partition it finds
+    while running), since no job read what retention deleted from them.
     """
     out, found = _drop_missing(offsets, state, recreated)
-    found.merge(_add_new_partitions(out, offsets, state, strategy, subscribed))
-    found.merge(_restart_recreated(out, offsets, state, recreated))
+    added, more = _add_new_partitions(out, offsets, state, strategy, subscribed)
+    found.merge(more)
+    restarted, more = _restart_recreated(out, offsets, state, recreated)
+    found.merge(more)
     found.merge(_beyond_the_log_end(out, state))
-    found.merge(_below_the_log_start(out, state, allow_data_loss))
+    found.merge(_below_the_log_start(out, state, allow_data_loss, from_zero=added + restarted))
     return out, found
 
 
@@ -247,12 +252,15 @@ def gone_topic_warning(topic: str, parts: dict[int, int]) -> str:
 
 
 def _add_new_partitions(out: KafkaOffsets, offsets: KafkaOffsets, state: TopicState,
-                        strategy: Strategy, subscribed: Sequence[str]) -> Findings:
-    """Add (in place) at -2 the partitions Spark will be assigned that the journal lacks."""
+                        strategy: Strategy, subscribed: Sequence[str],
+                        ) -> tuple[list[tuple[str, int]], Findings]:
+    """Add (in place) at -2 the partitions Spark will be assigned that the journal lacks;
+    returns the partitions added to journaled topics (the job would have read them from
+    offset 0) and what to say."""
     found = Findings()
     if strategy == "assign":
         found.notes.append("the source assigns fixed partitions: none are added")
-        return found
+        return [], found
     candidates = set(offsets) | (set(subscribed) if strategy == "subscribe" else set())
     added: list[tuple[str, int]] = []
     new_topics: list[str] = []
@@ -276,14 +284,21 @@ def _add_new_partitions(out: KafkaOffsets, offsets: KafkaOffsets, state: TopicSt
         )
     if strategy == "pattern":
         found.notes.append(PATTERN_NOTE)
-    return found
+    return added, found
 
 
 def _restart_recreated(out: KafkaOffsets, offsets: KafkaOffsets, state: TopicState,
-                       recreated: Sequence[str]) -> Findings:
+                       recreated: Sequence[str]) -> tuple[list[tuple[str, int]], Findings]:
     """Start every partition of the topics named as recreated at -2 (earliest), in place:
-    the journal's offsets belong to the topic before it was deleted."""
+    the journal's offsets belong to the topic before it was deleted. Returns the
+    partitions so restarted (a new topic began at offset 0) and what to say.
+
+    A journaled topic is taken as recreated only when its offsets now lie below the
+    journal's somewhere (a journaled offset beyond a log end): otherwise it is the same
+    log, the flag is refused, and the plan's other checks (DATA LOSS at the log start)
+    apply to it as to any topic."""
     found = Findings()
+    restarted: list[tuple[str, int]] = []
     for topic in sorted(set(recreated)):
         if topic not in state:
             found.errors.append(
@@ -296,8 +311,11 @@ def _restart_recreated(out: KafkaOffsets, offsets: KafkaOffsets, state: TopicSta
             continue  # not read by this source (or not by the new job)
         parts = state[topic]
         old = offsets.get(topic, {})
-        beyond = [p for p, o in old.items() if p in parts and o > parts[p][1]]
+        if old and not any(p in parts and o > parts[p][1] for p, o in old.items()):
+            found.errors.append(_not_recreated(topic, old, parts))
+            continue
         out[topic] = {p: EARLIEST for p in sorted(parts)}
+        restarted += [(topic, p) for p in sorted(parts)]
         held = sum(high - low for low, high in parts.values())
         text = (
             f"topic {topic} starts at -2 (earliest) in all {count(len(parts), 'partition')}, "
@@ -308,12 +326,22 @@ def _restart_recreated(out: KafkaOffsets, offsets: KafkaOffsets, state: TopicSta
             text += ("; the journal's offsets ("
                      + ", ".join(f"{tp(topic, p)}: {o}" for p, o in sorted(old.items())[:8])
                      + ") belong to the topic as it was before it was deleted")
-        if old and not beyond:
-            text += ("; but no journaled offset lies beyond its log end, so nothing shows "
-                     "that it was recreated: if it was not, records up to the journaled "
-                     "offsets are read again")
         found.warnings.append(text)
-    return found
+    return restarted, found
+
+
+def _not_recreated(topic: str, old: dict[int, int], parts: dict[int, tuple[int, int]]) -> str:
+    """The error for --restart-recreated-topic on a topic whose log still holds the
+    journal's offsets: restarting it at earliest would read records again or hide a loss."""
+    shown = "; ".join(f"{tp(topic, p)} journaled {o}, log {parts[p][0]}..{parts[p][1]}"
+                      for p, o in sorted(old.items())[:8] if p in parts)
+    return (
+        f"topic {topic} was named as recreated (--restart-recreated-topic), but no "
+        f"journaled offset lies beyond its log end ({shown}): nothing shows it was "
+        "deleted and created again, so its journaled offsets still apply. Plan without "
+        f"--restart-recreated-topic {topic}; if it was recreated and has grown past the "
+        "journaled offsets since, start it from explicit offsets (starting-offsets --force)"
+    )
 
 
 def _beyond_the_log_end(out: KafkaOffsets, state: TopicState) -> Findings:
@@ -344,14 +372,21 @@ def _beyond_the_log_end(out: KafkaOffsets, state: TopicState) -> Findings:
     return found
 
 
-def _below_the_log_start(out: KafkaOffsets, state: TopicState,
-                         allow_data_loss: bool) -> Findings:
+def _below_the_log_start(out: KafkaOffsets, state: TopicState, allow_data_loss: bool,
+                         from_zero: Sequence[tuple[str, int]] = ()) -> Findings:
     """DATA LOSS: starts below a log's start (retention or DeleteRecords removed records
     the journal says were not read yet). An error; with ``allow_data_loss`` a warning,
-    and those partitions start at their log start (in place)."""
+    and those partitions start at their log start (in place).
+
+    ``from_zero``: partitions planned at -2 that began at offset 0 for this job (added
+    since the journaled batch, or a recreated topic's): what lies below their log start
+    was deleted before any job read it, so they count as planned at 0."""
+    fresh = set(from_zero)
     lost: list[tuple[str, int, int, int]] = []
     for topic in sorted(out):
         for part, offset in sorted(out[topic].items()):
+            if offset == EARLIEST and (topic, part) in fresh:
+                offset = 0
             if offset >= 0 and part in state.get(topic, {}) and offset < state[topic][part][0]:
                 lost.append((topic, part, offset, state[topic][part][0]))
     if not lost:
@@ -364,20 +399,31 @@ def _below_the_log_start(out: KafkaOffsets, state: TopicState,
             out[topic][part] = low
         return Findings(warnings=[
             f"DATA LOSS accepted (--allow-data-loss): {head}: "
-            + "; ".join(f"{tp(t, p)} starts at its log start {low}, not at the journaled "
-                        f"{o}: records {o}..{low - 1} ({count(low - o, 'record')}) are lost"
+            + "; ".join(f"{tp(t, p)} starts at its log start {low}, not at "
+                        f"{_planned(t, p, o, fresh, 'the journaled')}: records {o}..{low - 1} "
+                        f"({count(low - o, 'record')}) are lost"
                         for t, p, o, low in lost)
         ])
     return Findings(errors=[
         f"DATA LOSS: {head}: "
         + "; ".join(f"{tp(t, p)} starts at {o} but its log starts at {low}: records "
-                    f"{o}..{low - 1} were deleted before being read (journaled offset {o}, "
-                    f"log start {low}, {count(low - o, 'record')} lost)"
+                    f"{o}..{low - 1} were deleted before being read "
+                    f"({_planned(t, p, o, fresh, 'journaled offset')}, log start {low}, "
+                    f"{count(low - o, 'record')} lost)"
                     for t, p, o, low in lost)
         + " (Spark fails with failOnDataLoss=true, or skips them silently with false). "
         "To start those partitions at their log start and accept the loss: "
         "--allow-data-loss"
     ])
+
+
+def _planned(topic: str, part: int, offset: int, fresh: set[tuple[str, int]],
+             journaled: str) -> str:
+    """Where a lost range's planned start came from, for the DATA LOSS message."""
+    if (topic, part) in fresh:
+        return ("a partition the journal never read begins at 0" if journaled.endswith("offset")
+                else "0, where a partition the journal never read begins")
+    return f"{journaled} {offset}"
 
 
 # --------------------------------------------------------------------------- one source

@@ -717,7 +717,7 @@ class Journal:
         job linked to it (None: not linked)."""
         p, r = restart_plans.c, plan_runs.c
         stmt = sa.select(restart_plans).where(p.query_name == query_name).order_by(p.id)
-        links = (sa.select(r.plan_id, r.run_id)
+        links = (sa.select(r.plan_id, r.run_id, r.recorded_at)
                  .select_from(plan_runs.join(restart_plans, r.plan_id == p.id))
                  .where(p.query_name == query_name).order_by(r.recorded_at, r.run_id))
 
@@ -725,9 +725,9 @@ class Journal:
             return conn.execute(stmt).mappings().all(), conn.execute(links).all()
 
         rows, linked = self._read(read)
-        runs: dict[int, list[str]] = {}
-        for plan_id, run_id in linked:
-            runs.setdefault(plan_id, []).append(run_id)
+        runs: dict[int, dict[str, datetime]] = {}
+        for plan_id, run_id, linked_at in linked:
+            runs.setdefault(plan_id, {})[run_id] = linked_at
         return [RecordedPlan(
             id=m["id"], query_name=m["query_name"], created_at=m["created_at"],
             position=m["position"], mode=m["mode"], command=m["command"], ok=m["ok"],
@@ -735,8 +735,8 @@ class Journal:
                                 for i, t, n, o in m["kafka_offsets"]),
             options=dict(m["options"]), checkpoint=m["checkpoint"], host=m["host"],
             os_user=m["os_user"], anchor_run_id=m["anchor_run_id"],
-            anchor_batch_id=m["anchor_batch_id"], run_ids=tuple(runs.get(m["id"], ())),
-            request=dict(m["request"] or {}))
+            anchor_batch_id=m["anchor_batch_id"], run_ids=tuple(runs.get(m["id"], {})),
+            request=dict(m["request"] or {}), linked_at=runs.get(m["id"], {}))
             for m in rows]
 
     def audit(self, query_name: str, *, since: datetime | None = None) -> Any:

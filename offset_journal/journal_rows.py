@@ -140,8 +140,9 @@ class RecordedPlan:
 
     ``position``: after, at, as-of, rewind or from-time. ``kafka_offsets``: the Kafka
     start offsets handed out, (source index, topic, partition, offset; -2 = earliest).
-    ``run_ids``: the runs a job said started from this plan (``plan_runs``).
-    ``created_at`` is the database's clock. ``request``: what was asked (the
+    ``run_ids``: the runs a job said started from this plan (``plan_runs``), and
+    ``linked_at`` when the database recorded each link. ``created_at`` and ``linked_at``
+    are the database's clock (no role may set them). ``request``: what was asked (the
     ``request`` column: as_of, batch, from_time, allow_data_loss, recreated_topics, ...)
     and the plan's warnings (``warnings``).
     """
@@ -162,6 +163,7 @@ class RecordedPlan:
     anchor_batch_id: int | None = None
     run_ids: tuple[str, ...] = ()
     request: dict[str, Any] = field(default_factory=dict)
+    linked_at: dict[str, datetime] = field(default_factory=dict)
 
     @property
     def deliberate(self) -> bool:

@@ -101,7 +101,8 @@ def test_a_planned_rewind_is_planned_across_the_batches_that_reread() -> None:
     j = Journal()
     for end in (10, 20, 30, 40):
         j.add("r1", {A0: (None if end == 10 else end - 10, end)})
-    p = plan(7, {A0: 15}, position="at", minute=10, run_ids=("r2",))
+    # recorded before r2's first batch (minute 5), as a real plan is
+    p = plan(7, {A0: 15}, position="at", minute=4.5, run_ids=("r2",))
     j.add("r2", {A0: (None, 22)}, rows=7)
     j.add("r2", {A0: (22, 35)})
     j.add("r2", {A0: (35, 45)})  # past where r1 had got: new records from 40
@@ -332,3 +333,66 @@ def test_contiguous_batches_split_in_any_way_are_clean(sizes: list[int], parts: 
         ends = [e + size + p for p, e in enumerate(ends)]
     report = audit_batches("q", j.batches)
     assert report.findings == [] and report.exit_code == 0
+
+
+def _linked(plan_id: int, offsets: dict[tuple[str, int], int], run: str, *, minute: float,
+            linked_minute: float, position: str = "after") -> RecordedPlan:
+    """A plan recorded at ``minute``, linked to ``run`` at ``linked_minute`` (the
+    database's clock)."""
+    p = plan(plan_id, offsets, position=position, minute=minute, run_ids=(run,))
+    return RecordedPlan(p.id, p.query_name, p.created_at, p.position, p.mode, p.command,
+                        p.ok, p.kafka_offsets, run_ids=(run,),
+                        linked_at={run: T0 + timedelta(minutes=linked_minute)})
+
+
+def test_a_linked_plan_the_first_batch_contradicts_is_not_taken() -> None:
+    # Issue 20 item 3: run r2 is linked to a plan at 50, but its first batch read 10
+    # records ending at 100 (90..99): the link is not taken, and 50..89 is a gap.
+    j = Journal()
+    j.add("r1", {A0: (None, 50)})
+    j.add("r2", {A0: (None, 100)}, rows=10)  # journaled at minute 2
+    linked = _linked(1, {A0: 50}, "r2", minute=1.5, linked_minute=1.8)
+    report = audit_batches("q", j.batches, [linked])
+    (gap,) = report.findings
+    assert (gap.kind, gap.status, gap.first, gap.end) == (GAP, UNEXPLAINED, 50, 90)
+    assert report.exit_code == 3 and report.runs[1].how == "no-plan"
+    assert any("linked to plan 1" in n and "did not start at the plan's offsets" in n
+               for n in report.notes)
+    # The same link, where the run did start at 50, holds.
+    j = Journal()
+    j.add("r1", {A0: (None, 50)})
+    j.add("r2", {A0: (None, 100)}, rows=50)
+    report = audit_batches("q", j.batches, [linked])
+    assert report.ok and report.runs[1].link == "recorded"
+
+
+def test_a_plan_recorded_after_the_run_began_explains_nothing() -> None:
+    # Issue 20 item 5: a writer inserts a plan that fits the gap, and links it, after the
+    # run's batches were journaled: the gap 20..39 stays unexplained (exit 3).
+    j = Journal()
+    j.add("r1", {A0: (None, 20)})
+    j.add("r2", {A0: (None, 50)}, rows=10)  # read 40..49: 20..39 never read
+    j.add("r2", {A0: (50, 60)})
+    forged = _linked(7, {A0: 40}, "r2", minute=30, linked_minute=30, position="at")
+    report = audit_batches("q", j.batches, [forged])
+    (gap,) = report.findings
+    assert (gap.kind, gap.status, gap.first, gap.end) == (GAP, UNEXPLAINED, 20, 40)
+    assert report.exit_code == 3
+    assert any("plan 7" in n and "recorded at 2026-01-01 00:30:00, after the run's first "
+               "batch was journaled (2026-01-01 00:02:00)" in n for n in report.notes)
+    # Unlinked, a plan recorded after the run began is not matched either.
+    unlinked = plan(7, {A0: 40}, position="at", minute=30)
+    assert audit_batches("q", j.batches, [unlinked]).exit_code == 3
+
+
+def test_a_link_recorded_after_the_first_batch_is_said_and_only_a_match_explains() -> None:
+    # A plan recorded before the run, linked late: the link is not taken, but the plan
+    # still matches on time and offsets (a job that linked slowly), so the run is clean.
+    j = Journal()
+    j.add("r1", {A0: (None, 20)})
+    j.add("r2", {A0: (None, 30)}, rows=10)
+    late = _linked(3, {A0: 20}, "r2", minute=1.5, linked_minute=9)
+    report = audit_batches("q", j.batches, [late])
+    assert report.ok and report.runs[1].link == "matched" and report.runs[1].plan_id == 3
+    assert any("the link was recorded at 2026-01-01 00:09:00, after the run's first batch"
+               in n for n in report.notes)

@@ -16,6 +16,8 @@ from tests.payloads import kafka_source, progress
 from tests.support import Cli, journal_batches, one_error_line, ts
 
 cli = support.cli
+secure = support.secure
+granted = support.granted
 
 
 def _batch(batch_id: int, run: str, start: dict | None, end: dict, rows: int,
@@ -54,11 +56,14 @@ def test_runs_from_a_recorded_plan_matched_or_linked_and_one_from_nowhere(db: st
         assert report.exit_code == 3
         assert {(f.kind, f.partition) for f in report.findings} == {
             ("unknown-start", 0), ("unknown-start", 1)}
-        # Once the job says it started from the plan, run-b is "recorded", and the
-        # answer does not depend on how many batches a page holds.
+        # A link recorded after run-b's first batch was journaled is not taken (a
+        # writer's credentials can add one at any time): run-b stays matched on time and
+        # offsets, and a note says so. The answer does not depend on the page size.
         assert j.link_plan(plan.plan_id, "run-b")
         linked = audit_query(j, "orders")
-        assert linked.runs[1].link == "recorded"
+        assert linked.runs[1].link == "matched"
+        assert any("run run-b is linked to plan" in n and "the link was recorded at" in n
+                   for n in linked.notes)
         paged = audit_batches("orders", iter_audit_batches(j, "orders", page=1),
                               j.recorded_plans("orders"))
         assert paged.to_json() == linked.to_json()
@@ -85,3 +90,47 @@ def test_the_audit_command(db: str, cli: Cli) -> None:
     assert code == 2 and out == "" and one_error_line(code, err)
     code, out, err = cli("--database-url", db, "audit", "orders", "--format", "xml")
     assert code == 2 and one_error_line(code, err)
+
+
+def test_a_job_that_links_its_plan_before_its_first_batch_is_recorded(db: str) -> None:
+    plan = plan_restart(db, "orders")
+    assert plan.plan_id is not None
+    with Journal(db) as j:
+        assert j.link_plan(plan.plan_id, "run-b")  # right after start(), as jobs/ do
+        journal_batches(db, [_batch(0, "run-b", None, {"orders": {"0": 12, "1": 6}}, 4, 2)])
+        report = audit_query(j, "orders")
+        assert report.ok and report.runs[1].link == "recorded"
+
+
+def test_a_plan_and_link_forged_after_the_fact_by_the_writer_role_explain_nothing(
+        granted: support.Secure) -> None:
+    """Issue 20 item 5, on Postgres with the writer role's own credentials: an
+    unexplained 20-record gap, then the writer inserts a plan that fits it and links it
+    to the run. The database's clock says both came after the run began: still exit 3."""
+    url = granted.writer_url
+    journal_batches(url, [
+        _batch(0, "run-a", None, {"orders": {"0": 20}}, 20, 0),
+        _batch(0, "run-b", None, {"orders": {"0": 50}}, 10, 1),  # read 40..49
+    ])
+    with Journal(url) as j:
+        before = audit_query(j, "orders")
+        assert before.exit_code == 3
+        (gap,) = before.findings
+        assert (gap.kind, gap.first, gap.end) == ("gap", 20, 40)
+        with j.engine.begin() as conn:
+            forged = conn.exec_driver_sql(
+                "INSERT INTO offset_journal.restart_plans (query_name, position, mode, "
+                "command, ok, request, options, kafka_offsets) VALUES ('orders', 'at', "
+                "'stateless', 'plan', true, '{}', '{}', '[[0, \"orders\", 0, 40]]') "
+                "RETURNING id").scalar_one()
+        assert j.link_plan(forged, "run-b")
+        after = audit_query(j, "orders")
+        assert after.exit_code == 3 and [(f.kind, f.first, f.end) for f in after.findings] \
+            == [("gap", 20, 40)]
+        assert any(f"linked to plan {forged}" in n and "after the run's first batch" in n
+                   for n in after.notes)
+        # Nor can the writer date the plan back: the database sets created_at.
+    assert "permission denied" in support.denied(
+        url, "INSERT INTO offset_journal.restart_plans (query_name, created_at, position, "
+        "mode, command, ok, request, options, kafka_offsets) VALUES ('orders', "
+        "'2000-01-01', 'at', 'stateless', 'plan', true, '{}', '{}', '[]')")

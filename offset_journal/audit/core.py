@@ -15,9 +15,11 @@ its batches and the earlier batches that had read the range.
 **Where a run began.** A run that resumes a checkpoint has its start offsets from
 Spark. A run on a NEW checkpoint has none (Spark reports a null start for its first
 batch): it began where the plan it started from said, when the run is tied to a
-recorded plan (:func:`match_plan`); without one, the start is inferred only where it
-is certain (no records read: start = end; one partition: start = end - records) and
-is an **unknown start** otherwise.
+recorded plan (a link that holds, :func:`link_problem`, or :func:`match_plan`: both
+need the plan recorded, by the database's clock, before the run's first batch was
+journaled, and that batch to fit the plan's offsets); without one, the start is
+inferred only where it is certain (no records read: start = end; one partition:
+start = end - records) and is an **unknown start** otherwise.
 
 **Planned or not.** A gap or overlap at the start of a run made from a recorded plan
 that reprocesses on purpose (at, as-of, rewind, from-time), starting exactly where the
@@ -123,16 +125,42 @@ def fits(plan: RecordedPlan, batch: AuditBatch) -> bool:
 
 def match_plan(batch: AuditBatch, plans: Sequence[RecordedPlan],
                taken: set[int]) -> RecordedPlan | None:
-    """The plan a new checkpoint's run began from, when no job linked one: the most
-    recent plan recorded before its first batch was journaled, not taken by another
-    run, that :func:`fits` the batch."""
+    """The plan a new checkpoint's run began from, when no link to it holds: the most
+    recent plan recorded before its first batch was journaled, not taken or linked by
+    another run, that :func:`fits` the batch."""
     for plan in sorted(plans, key=lambda p: p.id, reverse=True):
-        if plan.id in taken or plan.run_ids:
+        if plan.id in taken or (plan.run_ids and batch.run_id not in plan.run_ids):
             continue
-        if batch.recorded_at is not None and plan.created_at > batch.recorded_at:
+        if _later(plan.created_at, batch) or not fits(plan, batch):
             continue
-        if fits(plan, batch):
-            return plan
+        return plan
+    return None
+
+
+def _later(when: datetime | None, batch: AuditBatch) -> bool:
+    """Recorded (the database's clock) after ``batch`` was journaled."""
+    return when is not None and batch.recorded_at is not None and when > batch.recorded_at
+
+
+def link_problem(plan: RecordedPlan, batch: AuditBatch) -> str | None:
+    """Why the recorded link of ``batch``'s run to ``plan`` cannot be taken as where the
+    run began (None: it can). A link is the job's word, and a writer's credentials can
+    insert plans and links at any time; only the database's clock and the offsets the
+    run really read cannot be made up afterwards. So the plan must have been recorded
+    before the run's first batch was journaled, the link too, and the first batch must
+    have started at the plan's offsets (as :func:`fits` decides for a matched plan)."""
+    run = f"run {batch.run_id} is linked to plan {plan.id}"
+    if _later(plan.created_at, batch):
+        return (f"{run}, but the plan was recorded at {plan.created_at:%Y-%m-%d %H:%M:%S}, "
+                "after the run's first batch was journaled "
+                f"({batch.recorded_at:%Y-%m-%d %H:%M:%S}): it cannot be where the run began")
+    linked_at = plan.linked_at.get(batch.run_id)
+    if _later(linked_at, batch):
+        return (f"{run}, but the link was recorded at {linked_at:%Y-%m-%d %H:%M:%S}, after "
+                f"the run's first batch was journaled ({batch.recorded_at:%Y-%m-%d %H:%M:%S})")
+    if not fits(plan, batch):
+        return (f"{run}, but its first batch (batch {batch.batch_id}) did not start at the "
+                "plan's offsets: its end offsets and record count contradict them")
     return None
 
 
@@ -198,11 +226,7 @@ class _Walk:
         if not is_new_checkpoint(batch):
             how = "checkpoint"
         else:
-            plan = self.linked.get(batch.run_id)
-            link = "recorded" if plan is not None else None
-            if plan is None:
-                plan = match_plan(batch, self.plans, self.taken)
-                link = "matched" if plan is not None else None
+            plan, link = self.plan_of(batch, ref)
             how = "plan" if plan is not None else ("origin" if not self.runs else "no-plan")
         if plan is not None:
             self.taken.add(plan.id)
@@ -213,6 +237,20 @@ class _Walk:
         run = _Run(start, plan, plan_offsets(plan) if plan else {}, batch.pk)
         self.runs[batch.run_id] = run
         return run, True
+
+    def plan_of(self, batch: AuditBatch, ref: BatchRef,
+                ) -> tuple[RecordedPlan | None, LinkKind | None]:
+        """The plan a new checkpoint's run began from: its recorded link when that holds
+        (:func:`link_problem`), else a plan matched on time and offsets; a link that does
+        not hold is said in a note, and only the match can explain the run then."""
+        linked = self.linked.get(batch.run_id)
+        if linked is not None:
+            problem = link_problem(linked, batch)
+            if problem is None:
+                return linked, "recorded"
+            self.notes.append((ref, problem + "; the link is not taken"))
+        plan = match_plan(batch, self.plans, self.taken)
+        return plan, ("matched" if plan is not None else None)
 
     # ---- partitions
 

@@ -28,6 +28,7 @@ from .journal_checks import (
     duplicate_problem,
     partition_latests,
     stored_offsets,
+    successor_problem,
 )
 from .journal_rows import (
     FLAGGED_PROBLEMS,
@@ -241,26 +242,34 @@ class Journal:
 
     # The end offsets of the last batch this Journal wrote, per run (at most
     # _REMEMBERED_RUNS runs): the next batch of the run is checked against them without
-    # reading anything. A run's first batch in this process reads them once instead:
-    # one lookup in batches_run_batch_key and the primary key of kafka_partitions.
+    # reading anything. Only the journal itself says which batch comes right before
+    # another (a second writer, a listener attached twice, or a spool replayed by another
+    # driver may have journaled batches in between), so memory serves only for the
+    # immediate predecessor (batch id - 1); anything else is one lookup in
+    # batches_run_batch_key and the primary key of kafka_partitions.
     def _previous_ends(self, conn: sa.Connection, rec: BatchRecord) -> _Ends | None:
         with self._ends_lock:
             known = self._ends.get(rec.run_id)
-        if known is not None and known.batch_id < rec.batch_id:
+        if known is not None and known.batch_id == rec.batch_id - 1:
             return known
+        return self._neighbour(conn, rec, rec.batch_id - 1, kafka_partitions.c.end_offset)
+
+    @staticmethod
+    def _neighbour(conn: sa.Connection, rec: BatchRecord, batch_id: int,
+                   column: sa.ColumnElement[Any]) -> _Ends | None:
+        """One offset column of the run's batch ``batch_id``, if journaled."""
         b, k = batches.c, kafka_partitions.c
-        prev = (sa.select(b.id).where(b.run_id == rec.run_id, b.batch_id < rec.batch_id)
-                .order_by(b.batch_id.desc()).limit(1).scalar_subquery())
         found = conn.execute(
-            sa.select(b.batch_id, k.source_index, k.topic, k.partition, k.end_offset)
+            sa.select(k.source_index, k.topic, k.partition, column)
             .select_from(batches.join(kafka_partitions, k.batch_pk == b.id))
-            .where(b.id == prev, k.end_offset.is_not(None))).all()
+            .where(b.run_id == rec.run_id, b.batch_id == batch_id,
+                   column.is_not(None))).all()
         if not found:
             return None
-        ends: dict[int, dict[tuple[str, int], int]] = {}
-        for _, index, topic, partition, end in found:
-            ends.setdefault(index, {})[(topic, partition)] = end
-        return _Ends(found[0][0], ends)
+        offsets: dict[int, dict[tuple[str, int], int]] = {}
+        for index, topic, partition, offset in found:
+            offsets.setdefault(index, {})[(topic, partition)] = offset
+        return _Ends(batch_id, offsets)
 
     def _remember_ends(self, rec: BatchRecord) -> None:
         ends = {s.index: {(p.topic, p.partition): p.end for p in s.partitions
@@ -277,22 +286,29 @@ class Journal:
         """Set the problem of each source row (of ``rows``) whose Kafka start offsets do
         not continue from the run's previous batch (a gap, or backwards); returns the
         (source index, problem) pairs set."""
-        kafka = [s for s in rec.sources
-                 if s.kind == "kafka" and any(p.start is not None for p in s.partitions)]
+        kafka = [s for s in rec.sources if s.kind == "kafka" and s.partitions]
         if not kafka:
             return []
-        prev = self._previous_ends(conn, rec)
-        if prev is None:
-            return []
+        prev = None
+        if any(p.start is not None for s in kafka for p in s.partitions):
+            prev = self._previous_ends(conn, rec)
+        # A batch journaled after the run's next one (replayed late from a spool): the
+        # pair (this, next) is checked now, as it was not when the next one came.
+        following = self._neighbour(conn, rec, rec.batch_id + 1, kafka_partitions.c.start_offset)
         by_index = {row["source_index"]: row for row in rows}
         flagged = []
         for source in kafka:
-            problem = continuity_problem(source, prev.batch_id, prev.ends.get(source.index, {}))
-            if problem is None:
-                continue
-            row = by_index[source.index]
-            row["problem"] = "; ".join(x for x in (row["problem"], problem) if x)
-            flagged.append((source.index, problem))
+            problems = []
+            if prev is not None:
+                problems.append(continuity_problem(source, prev.batch_id,
+                                                   prev.ends.get(source.index, {})))
+            if following is not None:
+                problems.append(successor_problem(source, following.batch_id,
+                                                  following.ends.get(source.index, {})))
+            for problem in (x for x in problems if x):
+                row = by_index[source.index]
+                row["problem"] = "; ".join(x for x in (row["problem"], problem) if x)
+                flagged.append((source.index, problem))
         return flagged
 
     @staticmethod

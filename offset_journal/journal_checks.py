@@ -47,27 +47,46 @@ def partition_latests(source: SourceRecord) -> list[int | None]:
 
 
 def continuity_problem(source: SourceRecord, prev_batch_id: int,
-                        prev: dict[tuple[str, int], int]) -> str | None:
+                       prev: dict[tuple[str, int], int]) -> str | None:
     """What is wrong between the previous batch's end offsets and this source's start
     offsets, partition by partition (partitions in only one of them are not compared:
     they appeared or went away)."""
-    gaps: list[tuple[str, int, int, int]] = []  # topic, partition, previous end, start
+    pairs = [(p.topic, p.partition, prev.get((p.topic, p.partition)), p.start)
+             for p in source.partitions]
+    return _discontinuity(pairs, f"after batch {prev_batch_id}", "ended at {end} there and "
+                          "starts at {start} here")
+
+
+def successor_problem(source: SourceRecord, next_batch_id: int,
+                      following: dict[tuple[str, int], int]) -> str | None:
+    """What is wrong between this source's end offsets and the start offsets of the
+    run's next batch, journaled before this one (a batch replayed late from a spool)."""
+    pairs = [(p.topic, p.partition, p.end, following.get((p.topic, p.partition)))
+             for p in source.partitions]
+    return _discontinuity(pairs, f"before batch {next_batch_id}", "ends at {end} here and "
+                          f"starts at {{start}} in batch {next_batch_id}")
+
+
+def _discontinuity(pairs: list[tuple[str, int, int | None, int | None]], where: str,
+                   shape: str) -> str | None:
+    """The gap and backwards phrases for (topic, partition, end before, start after)."""
+    gaps: list[tuple[str, int, int, int]] = []
     back: list[tuple[str, int, int, int]] = []
-    for p in source.partitions:
-        end = prev.get((p.topic, p.partition))
-        if p.start is None or end is None or p.start == end:
+    for topic, part, end, start in pairs:
+        if start is None or end is None or start == end:
             continue
-        (gaps if p.start > end else back).append((p.topic, p.partition, end, p.start))
+        (gaps if start > end else back).append((topic, part, end, start))
     out = []
     if gaps:
-        out.append(f"gap after batch {prev_batch_id}: " + ", ".join(
-            f"{t}-{n} ended at {end} there and starts at {start} here, "
-            f"records {end}..{start - 1} never read" for t, n, end, start in gaps[:5])
+        out.append(f"gap {where}: " + ", ".join(
+            f"{t}-{n} " + shape.format(end=end, start=start)
+            + f", records {end}..{start - 1} never read" for t, n, end, start in gaps[:5])
             + (f" and {len(gaps) - 5} more" if len(gaps) > 5 else ""))
     if back:
-        out.append(f"offsets went backwards from batch {prev_batch_id}: " + ", ".join(
-            f"{t}-{n} ended at {end} there and starts at {start} here, "
-            f"records {start}..{end - 1} read twice" for t, n, end, start in back[:5])
+        verb = "from" if where.startswith("after") else "to"
+        out.append(f"offsets went backwards {verb} {where.split(' ', 1)[1]}: " + ", ".join(
+            f"{t}-{n} " + shape.format(end=end, start=start)
+            + f", records {start}..{end - 1} read twice" for t, n, end, start in back[:5])
             + (f" and {len(back) - 5} more" if len(back) > 5 else ""))
     return "; ".join(out) or None
 

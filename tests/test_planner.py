@@ -414,6 +414,51 @@ def test_continuity_is_checked_across_writers(journal_url: str) -> None:
     assert list(problems) == [("run-a", 1)] and "10..11 never read" in problems[("run-a", 1)]
 
 
+def _ends_chain(n: int) -> list[str]:
+    """Batches 0..n-1 of run-a, each reading 10 records of orders-0 on from the last."""
+    return [kafka_progress(i, None if i == 0 else {"orders": {"0": 10 * i}},
+                           {"orders": {"0": 10 * (i + 1)}}, minute=i) for i in range(n)]
+
+
+def test_batches_another_writer_journaled_in_between_are_no_gap(
+        journal_url: str, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Issue 20 item 7: driver A journals batch 0, driver B replays A's spooled batches
+    1..5 (a shared spool), then A journals batch 6. A's own memory says its last batch
+    was 0; the journal says 5: no "records 10..59 never read", and the plan starts."""
+    chain = _ends_chain(7)
+    a = Journal(journal_url)
+    try:
+        assert a.record_batch(batch_from_progress(chain[0]))
+        journal_batches(journal_url, chain[1:6])  # driver B
+        assert a.record_batch(batch_from_progress(chain[6]))
+    finally:
+        a.close()
+    assert problems_of(journal_url) == {}
+    assert plan_restart(journal_url, "orders").ok
+
+
+def test_a_batch_journaled_after_its_successor_is_checked_against_it(journal_url: str) -> None:
+    """Out of order (a spool replayed after the run's next batch was journaled): no false
+    gap for the early one, and a real discontinuity with the successor is still flagged,
+    on the late batch."""
+    chain = _ends_chain(4)
+    journal_batches(journal_url, [chain[0], chain[2], chain[1], chain[3]])
+    assert problems_of(journal_url) == {}
+
+    def run_b(batch_id: int, start: int | None, end: int) -> str:
+        return kafka_progress(batch_id, None if start is None else {"orders": {"0": start}},
+                              {"orders": {"0": end}}, minute=batch_id, run_id="run-b",
+                              query_id="qid-b")
+
+    journal_batches(journal_url, [run_b(0, None, 10), run_b(2, 20, 30)])
+    assert problems_of(journal_url) == {}  # batch 1 is not journaled yet: nothing to say
+    journal_batches(journal_url, [run_b(1, 10, 15)])  # late; 15..19 were never read
+    problems = problems_of(journal_url)
+    assert list(problems) == [("run-b", 1)]
+    assert ("gap before batch 2: orders-0 ends at 15 here and starts at 20 in batch 2, "
+            "records 15..19 never read") == problems[("run-b", 1)]
+
+
 def test_reading_a_flagged_batch_again_is_a_warning(journal_url: str) -> None:
     gap_and_backwards(journal_url)
     at = plan_restart(journal_url, "orders", batch=("run-a", 3))

@@ -253,30 +253,59 @@ class Spool:
         os.fsync(f.fileno())
 
     def _append_full(self, events: list[dict[str, Any]]) -> int:
-        own: list[dict[str, Any]] = []
-        own_size = 0
-        if self._path is not None and self._file is not None:
-            self._file.flush()
-            with open(self._path, encoding="utf-8") as f:
-                own = self._read(f, self._path)
-            own_size = self._path.stat().st_size
-        assert self.max_bytes is not None
-        budget = int((self.max_bytes - (self.size() - own_size)) * ROOM_FACTOR)
-        kept, dropped = make_room(own + events, budget)
-        dropped_ids = {id(e) for e in dropped}
-        self._record_losses(summarize_losses(dropped))
-        old_file, old_path = self._file, self._path
-        self._file = self._path = None
-        self._write("".join(_line(e) for e in kept))  # a new file, then the old one goes
-        if old_path is not None:
-            old_path.unlink(missing_ok=True)
-        if old_file is not None:
-            old_file.close()
+        """Make room for ``events`` in every spool file this process may rewrite: its
+        own, the ones it rotated out (each replay attempt in an outage starts a new
+        file) and those no live process holds. Their events and the new ones, oldest
+        first, are cut to the budget by :func:`make_room` and written to one new file;
+        files another live driver holds count against the cap but are not touched."""
+        taken = self._take_files()
+        own = self._file  # holds the lock on its file until the new one is written
+        try:
+            old: list[dict[str, Any]] = []
+            for path, f in taken:
+                old += self._read(f, path)
+            mine = sum(path.stat().st_size for path, _ in taken)
+            assert self.max_bytes is not None
+            budget = int((self.max_bytes - (self.size() - mine)) * ROOM_FACTOR)
+            kept, dropped = make_room(old + events, budget)
+            dropped_ids = {id(e) for e in dropped}
+            self._record_losses(summarize_losses(dropped))
+            self._file = self._path = None
+            self._write("".join(_line(e) for e in kept))  # a new file, then the old go
+            for path, _ in taken:
+                path.unlink(missing_ok=True)
+        finally:
+            for _, f in taken:
+                f.close()
+            if own is not None and own is not self._file:
+                own.close()
         self.dropped += len(dropped)
         log.warning("offset-journal spool %s is full (%d bytes): dropped the %d oldest batch "
-                  "event(s), kept each query's newest; recorded in %s", self.directory,
-                  self.max_bytes, len(dropped), LOSSES_FILE)
+                    "event(s), kept each query's newest; recorded in %s", self.directory,
+                    self.max_bytes, len(dropped), LOSSES_FILE)
         return sum(1 for e in events if id(e) not in dropped_ids)
+
+    def _take_files(self) -> list[tuple[Path, IO[str]]]:
+        """The spool files this process may rewrite, oldest first, each open and locked
+        (its own current file through its own handle's lock)."""
+        if self._file is not None:
+            self._file.flush()
+        taken: list[tuple[Path, IO[str]]] = []
+        for path in self.files():
+            if path == self._replaying:
+                continue  # being replayed right now: counts as another's
+            try:
+                f = open(path, encoding="utf-8")  # noqa: SIM115 - closed by the caller
+            except FileNotFoundError:
+                continue
+            if path != self._path:
+                try:
+                    fcntl.flock(f.fileno(), fcntl.LOCK_EX | fcntl.LOCK_NB)
+                except BlockingIOError:
+                    f.close()
+                    continue  # another live writer owns it
+            taken.append((path, f))
+        return taken
 
     # -------------------------------------------------------------- losses
 

@@ -50,8 +50,9 @@ def test_a_3000_character_query_name_does_not_block_the_queries_behind_it(
     w.start()
     for ev in _events("run-long", _long_name(), 3) + _events("run-ok", "orders", 3):
         w.submit(ev)
-    assert w.flush(timeout=30) is True
-    w.close()
+    # Issue 20 item 12: refused events are not in the journal, so flush says False.
+    assert w.flush(timeout=30) is False
+    assert w.close() is False
     assert _batches(journal_url, "run-ok") == [0, 1, 2]
     assert _batches(journal_url, "run-long") == []
     reasons = _rejected(journal_url)
@@ -82,7 +83,7 @@ def test_a_poison_line_in_the_spool_does_not_stop_its_replay(
     left.close()
     w = Writer(WriterConfig(journal_url, str(spool_dir), retry_initial=0.05))
     w.start()
-    assert w.flush(timeout=30) is True
+    assert w.flush(timeout=30) is False  # 5 refused: not in the journal
     w.close()
     assert _batches(journal_url, "run-a") == [0, 1, 2]
     assert _batches(journal_url, "run-b") == [0, 1]
@@ -100,7 +101,7 @@ def test_a_database_refusal_is_rejected_and_the_rest_flows(journal_url: str,
     w.start()
     for ev in _events("run-p", "poison", 2) + _events("run-a", "orders", 2):
         w.submit(ev)
-    assert w.flush(timeout=30) is True
+    assert w.flush(timeout=30) is False  # 2 refused: not in the journal
     w.close()
     assert _batches(journal_url, "run-a") == [0, 1]
     assert w.stats().rejected == 2 and w.stats().journaled == 2
@@ -291,7 +292,8 @@ def test_rejected_events_are_listed_and_replayed_once_the_cause_is_fixed(
     w.start()
     for ev in _events("run-p", "poison", 2) + _events("run-a", "orders", 1):
         w.submit(ev)
-    assert w.flush(timeout=30)
+    assert w.flush(timeout=30) is False  # two refused: not in the journal
+    assert w.stats().rejected == 2 and not list((tmp_path / "spool").glob("spool-*.jsonl"))
     w.close()
     # What an earlier release kept: the progress JSON itself, refused for a missed grant.
     engine = sa.create_engine(resolve_url(journal_url), poolclass=sa.pool.NullPool)
@@ -381,3 +383,35 @@ def test_a_full_spool_keeps_the_newest_offsets_and_the_plan_reports_the_gap(
     (warning,) = [w for w in plan.warnings if "full listener spool" in w]
     assert f"batch ids {missing[0]}..{missing[-1]}" in warning and "run-f" in warning
     assert not [w for w in plan_restart(journal_url, "payments").warnings if "spool" in w]
+
+
+def test_the_spool_cap_holds_while_the_writer_retries_and_the_oldest_go_first(
+        tmp_path: Path) -> None:
+    """Issue 20 item 9: with the database down, each retry (a replay attempt) closes the
+    spool file so that it can be replayed, and the next event starts a new file. The cap
+    and the order must hold across all of them: at most spool_max_bytes on disk, the
+    oldest batch events dropped, the newest kept, every drop recorded."""
+    from offset_journal.spool import Spool
+
+    def down(_events: list[dict]) -> None:
+        raise ConnectionError("the database is down")
+
+    cap = 8_000
+    spool = Spool(tmp_path / "spool", max_bytes=cap)
+    events = _events("run-r", "orders", 60)
+    for ev in events:
+        spool.append([ev])
+        try:  # what the writer's retry does between two events
+            spool.replay(down)
+        except ConnectionError:
+            pass
+        assert spool.size() <= cap, f"{spool.size()} bytes in {len(spool.files())} files"
+    spool.close()
+    kept = [json.loads(ev["json"])["batchId"] for path in spool.files()
+            for ev in map(json.loads, path.read_text().splitlines()) if ev["type"] == PROGRESS]
+    assert kept and kept[-1] == 59 and kept == sorted(kept)
+    assert kept == list(range(kept[0], 60)), "only the oldest were dropped"
+    assert spool.dropped == 60 - len(kept)
+    (loss,) = json.loads((tmp_path / "spool" / "losses.json").read_text())["losses"].values()
+    assert loss["events"] == spool.dropped
+    assert (loss["batch_id_min"], loss["batch_id_max"]) == (0, kept[0] - 1)

@@ -245,7 +245,8 @@ class Writer:
     def flush(self, timeout: float | None = None, *, to_database: bool = True) -> bool:
         """Wait until every submitted event is in the journal. False when the timeout
         ran out first (what is not in the journal yet is then safe in the spool), and
-        False when any event was lost (see :meth:`stats`).
+        False once any event was lost or went to ``rejected_events`` (not in the
+        journal either; see :meth:`stats`).
 
         With ``to_database=False`` it waits only until every event is durable, in the
         journal or in the spool: what a query's termination and interpreter exit need,
@@ -261,12 +262,13 @@ class Writer:
             with self._cond:
                 remaining = None if deadline is None else deadline - time.monotonic()
                 if self._pending == 0 and not self.spool.pending():
-                    return not self._lost
+                    return not self._lost and not self.rejected
                 if remaining is not None and remaining <= 0:
                     return False
                 self._cond.wait(0.05 if remaining is None else min(remaining, 0.05))
             if not self.alive:
-                return self._pending == 0 and not self.spool.pending() and not self.lost
+                return (self._pending == 0 and not self.spool.pending() and not self.lost
+                        and not self.rejected)
 
     def _wait_handed_over(self, timeout: float | None) -> bool:
         with self._cond:

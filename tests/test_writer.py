@@ -111,7 +111,8 @@ def test_a_bad_event_is_kept_aside_and_the_rest_journaled(journal_url, tmp_path)
            {"type": PROGRESS, "json": progress(7, run_id=RUN, query_id="q", name="w\x00nul")}]
     for ev in good[:2] + bad + good[2:]:
         w.submit(ev)
-    assert w.flush(timeout=30)
+    assert w.flush(timeout=30) is False  # two are in rejected_events, not the journal
+    assert w.stats().rejected == 2 and w.stats().journaled == 3
     w.close()
     assert _count(journal_url) == 3
     assert _count(journal_url, "select count(*) from offset_journal.rejected_events") == 2

@@ -1,7 +1,40 @@
 import os
+import shutil
 import sys
+
+import pytest
 
 os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
 os.environ.setdefault("PYSPARK_DRIVER_PYTHON", sys.executable)
 
 pytest_plugins = ["offset_journal.testing"]
+
+# The real parts a test may need; a test whose fixtures reach none of them (and is not
+# marked spark or slow) is in the quick tier: the pure core, in seconds.
+REAL_PARTS = frozenset({"spark", "delta_spark", "kafka_cluster", "journal_server", "secure"})
+CHROMIUM = os.environ.get("OFFSET_JOURNAL_CHROMIUM", "/usr/bin/chromium")
+
+
+def pytest_addoption(parser: pytest.Parser) -> None:
+    parser.addoption("--quick", action="store_true",
+                     help="run only the quick tier: tests that need no Spark, Kafka broker, "
+                          "Postgres or browser (the planner's and the audit's pure core)")
+
+
+def needs_real_parts(item: pytest.Item) -> bool:
+    names = set(getattr(item, "fixturenames", ()))
+    marked = any(item.get_closest_marker(m) for m in ("spark", "slow", "chromium", "services"))
+    return marked or bool(names & REAL_PARTS)
+
+
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    if config.getoption("--quick"):
+        slow = [i for i in items if needs_real_parts(i)]
+        items[:] = [i for i in items if not needs_real_parts(i)]
+        config.hook.pytest_deselected(items=slow)
+        return
+    if any(i.get_closest_marker("chromium") for i in items) and not (
+            os.access(CHROMIUM, os.X_OK) or shutil.which("chromium")):
+        pytest.exit(f"the HTML report's test needs Debian's chromium ({CHROMIUM} not found): "
+                    "apt-get install -y chromium, or run with --quick / -m 'not chromium'",
+                    returncode=4)

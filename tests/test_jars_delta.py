@@ -12,6 +12,9 @@ import pytest
 from offset_journal.cli import main
 from offset_journal.jars import _artifact, _spark_jars_dir, spark_binary_version
 
+# Starts a broker, a Postgres or Maven of its own: not in the quick tier.
+pytestmark = pytest.mark.services
+
 DELTA = version("delta-spark")
 
 

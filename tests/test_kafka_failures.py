@@ -25,6 +25,9 @@ from offset_journal.jars import (
 from offset_journal.local_kafka import BrokerStartError, start_local_kafka
 from tests.jobs_support import JOBS, load_job
 
+# Starts a broker, a Postgres or Maven of its own: not in the quick tier.
+pytestmark = pytest.mark.services
+
 SPARK = installed_spark_version()
 EXPECTED = f"org.apache.spark:spark-sql-kafka-0-10_2.13:{SPARK}"
 

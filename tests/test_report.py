@@ -138,6 +138,7 @@ def _chromium(*args: str, user_data: Path) -> subprocess.CompletedProcess[str]:
                           timeout=120, check=False)
 
 
+@pytest.mark.chromium
 def test_chromium_renders_the_report_with_no_console_message(journal: str,
                                                              tmp_path: Path) -> None:
     page = tmp_path / "report.html"

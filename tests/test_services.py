@@ -10,10 +10,14 @@ import sys
 import textwrap
 from pathlib import Path
 
+import pytest
 import sqlalchemy as sa
 
 from offset_journal.db import resolve_url
 from offset_journal.services import start_kafka, start_postgres
+
+# Starts a broker, a Postgres or Maven of its own: not in the quick tier.
+pytestmark = pytest.mark.services
 
 ROOT = Path(__file__).resolve().parents[1]
 EXE = Path(sys.executable).with_name("offset-journal")

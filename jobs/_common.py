@@ -126,6 +126,8 @@ def decide_start(args: argparse.Namespace, *, state_aware: bool = False,
         raise JobError(redact(first_line(exc))) from None
     for w in plan.warnings:
         log.warning("restart plan: %s", w)
+    if plan.record_problem:
+        log.warning("restart plan: %s", plan.record_problem)
     if not plan.ok:
         raise JobError("restart plan has errors: " + "; ".join(plan.errors))
     log.info("restart plan:\n%s", plan.explain())

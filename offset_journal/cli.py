@@ -30,7 +30,7 @@ from .cli_parser import parse_duration as parse_duration
 from .cli_parser import parse_time as parse_time
 from .db import redact
 from .errors import ConfigError, OffsetJournalError, RestartError
-from .formatting import format_time, from_epoch_ms, one_line, table
+from .formatting import cell, format_time, from_epoch_ms, one_line, table
 
 log = logging.getLogger(__name__)
 
@@ -47,7 +47,8 @@ def _out(text: str = "") -> None:
 
 
 def _err(kind: str, text: str) -> None:
-    print(f"{PROG}: {kind}: {redact(text)}", file=sys.stderr)
+    # One line whatever the text holds: a value with a line break must not split it.
+    print(f"{PROG}: {kind}: {cell(redact(text))}", file=sys.stderr)
 
 
 def _iso(value: datetime | None) -> str:

@@ -124,9 +124,25 @@ def cache_root() -> Path:
     return Path(xdg) / "offset-journal" / "jars"
 
 
+_VERSION = re.compile(r"[0-9A-Za-z][0-9A-Za-z_+-]*(\.[0-9A-Za-z_+-]+)*")
+"""A Maven version as a cache directory may be named after it: no path separators,
+no "..", nothing Maven would read as a property or a range."""
+
+
+def checked_version(version: str) -> str:
+    """``version`` when it is a plain Maven version, else a :class:`JarsError`: it names
+    a directory under the cache and is passed to Maven."""
+    if not _VERSION.fullmatch(version):
+        raise JarsError(f"not a version: {version!r} (expected digits, letters and single "
+                        "dots, such as 4.2.0)")
+    return version
+
+
 def spec_for(name: JarSet, version: str | None = None) -> JarSpec:
     """The jar set ``name`` at ``version`` (default: the installed PySpark's, or the
     broker's pinned Kafka version)."""
+    if version is not None:
+        checked_version(version)
     if name == "kafka-connector":
         return JarSpec(name, version or installed_spark_version(),
                        jvm_dir() / "kafka-connector" / "pom.xml", "spark.version")

@@ -494,3 +494,26 @@ def test_the_command_does_not_import_pyspark():
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
                          timeout=120)
     assert out.returncode == 0, out.stderr
+
+
+@pytest.mark.parametrize("version", ["..", "../../escape", "4.2.0/../..", "4.2.0 x", "${x}",
+                                     "[4.0,)", ".4", "4..2", "a\nb"])
+def test_a_jar_version_that_is_not_a_version_is_one_line_and_writes_nothing(
+        version: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+        capsys: pytest.CaptureFixture[str]) -> None:
+    """Issue 20 item 11: the version names a directory under the cache and goes to Maven."""
+    cache = tmp_path / "cache" / "jars"
+    monkeypatch.setenv("OFFSET_JOURNAL_JARS_DIR", str(cache))
+    code = main(["jars", "kafka-connector", "--version", version])
+    r = Result(code, *capsys.readouterr())
+    assert r.code == 2 and r.out == ""
+    assert r.error_line.startswith("offset-journal: error: not a version: ")
+    assert list(tmp_path.rglob("*")) == [], "nothing is written anywhere"
+
+
+def test_a_line_break_in_a_value_never_splits_the_error_line(
+        capsys: pytest.CaptureFixture[str]) -> None:
+    """Issue 20 item 11: the one error line holds whatever a value holds, escaped."""
+    code = main(["history", "q", "--since", "2024x\nforged: line"])
+    r = Result(code, *capsys.readouterr())
+    assert r.code == 2 and "2024x\\nforged: line" in r.error_line

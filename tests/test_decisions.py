@@ -7,6 +7,8 @@ from __future__ import annotations
 import getpass
 import json
 import socket
+import subprocess
+import sys
 import uuid
 from typing import Any
 
@@ -112,6 +114,15 @@ def test_a_reader_gets_its_plan_unrecorded_and_a_planner_records_it(journaled: s
     # --no-record: no attempt, no warning.
     assert "recorded" not in cli("--database-url", _role_url(journaled, reader),
                                  "starting-offsets", "orders", "--no-record")[2]
+    # Issue 20 item 11: as a person runs it (the console, logging set up by the command),
+    # the warning is said once, not also as a logged WARNING.
+    for command in ("plan", "starting-offsets"):
+        done = subprocess.run([sys.executable, "-m", "offset_journal.cli", "--database-url",
+                               _role_url(journaled, reader), command, "orders"],
+                              capture_output=True, text=True, timeout=120, check=False)
+        assert done.returncode == 0, done.stderr
+        said = [x for x in done.stderr.splitlines() if "not recorded" in x]
+        assert len(said) == 1 and said[0].startswith("offset-journal: warning: "), said
 
     code, out, err = cli("--database-url", _role_url(journaled, planner), "plan", "orders")
     assert code == 0 and "recorded" not in err and "Recorded in the journal as plan" in out

@@ -94,7 +94,7 @@ def _os_user() -> str | None:
 def record_plan(journal: Journal, plan: RestartPlan, request: PlanRequest,
                 command: str = "api") -> RestartPlan:
     """Record ``plan`` in the journal; sets ``plan.plan_id``, or ``plan.record_problem``
-    (logged as a WARNING) when the journal refused it (no INSERT privilege: the reader
+    (for the caller to show) when the journal refused it (no INSERT privilege: the reader
     role; a journal not upgraded to 0008_decisions). Returns the plan."""
     import sqlalchemy as sa
 
@@ -110,6 +110,8 @@ def record_plan(journal: Journal, plan: RestartPlan, request: PlanRequest,
         plan.record_problem = (
             f"this plan was not recorded in the journal ({reason}): the audit will show "
             f"the run started from it as unexplained; {fix}, or pass --no-record")
-        log.warning("restart plan for %s: %s", plan.query_name, plan.record_problem)
+        # Said once, by whoever shows the plan (the command's warning line, a job's log):
+        # a WARNING here too printed it twice on the command line.
+        log.info("restart plan for %s: %s", plan.query_name, plan.record_problem)
     return plan
 

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import os
 import re
+from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any
 
@@ -94,7 +95,33 @@ def make_engine(url: str | None = None, *, connect_timeout: int = 5,
         if statement_timeout_ms:
             connect_args["options"] = f"-c statement_timeout={int(statement_timeout_ms)}"
     kwargs.setdefault("pool_pre_ping", True)
-    return sa.create_engine(resolved, connect_args=connect_args, **kwargs)
+    engine = sa.create_engine(resolved, connect_args=connect_args, **kwargs)
+    if engine.dialect.driver == "psycopg":
+        sa.event.listen(engine, "connect", _read_infinite_times)
+    return engine
+
+
+UNREADABLE_TIME = datetime.min.replace(tzinfo=timezone.utc)
+"""What a journaled time of -infinity reads as (+infinity: :data:`datetime.max`). No role
+can write one since migration 0011, but a row from before it must not make every
+command of its query fail: it reads as the earliest (latest) time there is, which the
+plan and the history show for what it is."""
+
+
+def _read_infinite_times(dbapi_connection: Any, _record: Any) -> None:
+    """Load ±infinity timestamps as the extreme datetimes instead of raising."""
+    from psycopg.types.datetime import TimestamptzLoader
+
+    class Loader(TimestamptzLoader):
+        def load(self, data: Any) -> datetime:
+            raw = bytes(data)
+            if raw == b"-infinity":
+                return UNREADABLE_TIME
+            if raw == b"infinity":
+                return datetime.max.replace(tzinfo=timezone.utc)
+            return super().load(data)
+
+    dbapi_connection.adapters.register_loader("timestamptz", Loader)
 
 
 def migrations_dir() -> Path:

@@ -744,16 +744,16 @@ class Journal:
         runs: dict[int, dict[str, datetime]] = {}
         for plan_id, run_id, linked_at in linked:
             runs.setdefault(plan_id, {})[run_id] = linked_at
-        return [RecordedPlan(
-            id=m["id"], query_name=m["query_name"], created_at=m["created_at"],
-            position=m["position"], mode=m["mode"], command=m["command"], ok=m["ok"],
-            kafka_offsets=tuple((int(i), str(t), int(n), int(o))
-                                for i, t, n, o in m["kafka_offsets"]),
-            options=dict(m["options"]), checkpoint=m["checkpoint"], host=m["host"],
-            os_user=m["os_user"], anchor_run_id=m["anchor_run_id"],
-            anchor_batch_id=m["anchor_batch_id"], run_ids=tuple(runs.get(m["id"], {})),
-            request=dict(m["request"] or {}), linked_at=runs.get(m["id"], {}))
-            for m in rows]
+        plans = []
+        for m in rows:
+            try:
+                plans.append(_recorded_plan(m, runs.get(m["id"], {})))
+            except (TypeError, ValueError) as exc:
+                # A row no plan command wrote (a writer's credentials can insert one):
+                # it explains nothing, and must not stop the audit or the report.
+                log.warning("restart plan %s of query %s is unreadable and skipped: %s",
+                            m["id"], query_name, exc)
+        return plans
 
     def audit(self, query_name: str, *, since: datetime | None = None) -> Any:
         """The continuity audit of a query (:func:`offset_journal.audit.audit_query`):
@@ -787,6 +787,20 @@ class Journal:
             .order_by(b.trigger_at, b.batch_id)
         )
         return [tuple(r) for r in self._read(lambda c: c.execute(stmt).all())]
+
+
+def _recorded_plan(m: Any, links: dict[str, datetime]) -> RecordedPlan:
+    """A ``restart_plans`` row as a :class:`RecordedPlan`; TypeError or ValueError when
+    its JSON is not what the plan commands write."""
+    return RecordedPlan(
+        id=m["id"], query_name=m["query_name"], created_at=m["created_at"],
+        position=m["position"], mode=m["mode"], command=m["command"], ok=m["ok"],
+        kafka_offsets=tuple((int(i), str(t), int(n), int(o))
+                            for i, t, n, o in m["kafka_offsets"]),
+        options=dict(m["options"]), checkpoint=m["checkpoint"], host=m["host"],
+        os_user=m["os_user"], anchor_run_id=m["anchor_run_id"],
+        anchor_batch_id=m["anchor_batch_id"], run_ids=tuple(links),
+        request=dict(m["request"] or {}), linked_at=links)
 
 
 def _check_duplicate(journal: Journal, conn: sa.Connection, rec: BatchRecord) -> None:

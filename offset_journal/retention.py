@@ -25,8 +25,11 @@ def prune(journal: Journal, before: datetime, *, query_name: str | None = None,
 
     Each query name's newest batch is kept whatever its age: it holds the offsets a
     new checkpoint starts from. Batches without a trigger time and run rows are kept.
-    Point-in-time and state-aware restarts need the history they rewind into: pick
-    ``before`` older than the longest rewind you may want.
+    Only a whole prefix of each run goes, in the journal's order (the audit's): a batch
+    is kept when any batch of its run journaled before it is kept, so a driver whose
+    clock was slow never has batches cut from the middle of its run (the audit would
+    read the hole as a gap). Point-in-time and state-aware restarts need the history
+    they rewind into: pick ``before`` older than the longest rewind you may want.
     """
     b, k = batches.c, kafka_partitions.c
 
@@ -46,39 +49,41 @@ def prune(journal: Journal, before: datetime, *, query_name: str | None = None,
     kept = journal._read(newest)
     keep = [pk for _, pk, _ in kept]
     kept_newest = sum(1 for _, _, at in kept if at is not None and at < before)
-    where = _prune_where(before, query_name, keep)
+    doomed = _prefixes(before, query_name, keep)
     if dry_run:
         def count(conn: sa.Connection) -> PruneResult:
-            doomed = sa.select(b.id).where(where).scalar_subquery()
-            n = conn.execute(sa.select(sa.func.count()).where(where)
-                             .select_from(batches)).scalar_one()
+            ids = sa.select(doomed.c.id).scalar_subquery()
+            n = conn.execute(sa.select(sa.func.count()).select_from(doomed)).scalar_one()
             rows = conn.execute(sa.select(sa.func.count()).select_from(kafka_partitions)
-                                .where(k.batch_pk.in_(doomed))).scalar_one()
+                                .where(k.batch_pk.in_(ids))).scalar_one()
             return PruneResult(n, rows, kept_newest)
         result: PruneResult = journal._read(count)
         return result
+    everything: list[int] = journal._read(
+        lambda conn: list(conn.execute(sa.select(doomed.c.id).order_by(doomed.c.id)).scalars()))
     deleted = rows = 0
-    while True:
+    for start in range(0, len(everything), chunk):
+        ids = everything[start:start + chunk]
         with journal._connect() as conn, conn.begin():
-            ids = conn.execute(sa.select(b.id).where(where).order_by(b.id).limit(chunk)
-                               .with_for_update(skip_locked=True)).scalars().all()
-            if not ids:
-                break
             rows += conn.execute(sa.select(sa.func.count()).select_from(kafka_partitions)
                                  .where(k.batch_pk.in_(ids))).scalar_one()
             # batch_sources go by their foreign key's cascade, partition rows with
             # them (migration 0002's trigger).
-            conn.execute(sa.delete(batches).where(b.id.in_(ids)))
-        deleted += len(ids)
+            deleted += conn.execute(sa.delete(batches).where(b.id.in_(ids))).rowcount
         log.info("offset-journal: pruned %d batches so far", deleted)
     return PruneResult(deleted, rows, kept_newest)
 
 
-def _prune_where(before: datetime, query_name: str | None, keep: Sequence[int]) -> Any:
+def _prefixes(before: datetime, query_name: str | None, keep: Sequence[int]) -> Any:
+    """The batches to delete: per run, those journaled before its first batch that
+    stays (triggered at or after ``before``, without a trigger time, or kept as its
+    query's newest), found in one pass over the batches in journal order."""
     b = batches.c
-    where = [b.trigger_at < before]
+    stays = sa.or_(b.trigger_at >= before, b.trigger_at.is_(None),
+                   *([b.id.in_(keep)] if keep else []))
+    stays_before = sa.func.count().filter(stays).over(partition_by=b.run_id, order_by=b.id)
+    flags = sa.select(b.id, stays_before.label("stays_before"))
     if query_name is not None:
-        where.append(b.query_name == query_name)
-    if keep:
-        where.append(b.id.not_in(keep))
-    return sa.and_(*where)
+        flags = flags.where(b.query_name == query_name)
+    ranked = flags.subquery("ranked")
+    return sa.select(ranked.c.id).where(ranked.c.stays_before == 0).subquery("doomed")

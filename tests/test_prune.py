@@ -132,3 +132,25 @@ def test_prune_without_a_schema_is_one_line(capsys, empty_database_url, monkeypa
     err = capsys.readouterr().err
     lines = err.strip().splitlines()
     assert code == 1 and len(lines) == 1 and "db upgrade" in lines[0], err
+
+
+def test_prune_takes_whole_prefixes_of_a_run_in_journal_order(journal_url):
+    """Issue 20 item 10: the driver's clock stepped back 2 h in the middle of its run
+    (batches 5-7). Pruning by trigger time alone deleted them from the middle of the run,
+    and the audit then read the hole as 30 records never read (exit 3). Only the run's
+    prefix before its first kept batch goes."""
+    def at(i: int) -> str:
+        return _ts(100 + i - (7200 if 5 <= i <= 7 else 0))
+
+    with Journal(journal_url) as j:
+        for i in range(10):
+            j.record_batch(batch_from_progress(progress(
+                i, run_id="run-slow", query_id="q-slow", name="slow", timestamp=at(i),
+                sources=[kafka_source("s", {"s": {"0": i * 10}} if i else None,
+                                      {"s": {"0": i * 10 + 10}})])))
+        preview = j.prune(T0 + timedelta(seconds=102), dry_run=True)
+        result = j.prune(T0 + timedelta(seconds=102), chunk=1)
+        assert result == preview and result.batches == 2
+        assert _left(journal_url) == {"slow": list(range(2, 10))}
+        report = j.audit("slow")
+        assert report.exit_code == 0, [f.to_json() for f in report.findings]

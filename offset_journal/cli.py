@@ -283,6 +283,7 @@ def _plan(args: argparse.Namespace, source: int | None) -> Any:
         mode=mode, window=args.window,
         subscribe=args.subscribe, allow_data_loss=args.allow_data_loss,
         recreated_topics=args.recreated_topics or (),
+        recreated_tables=args.recreated_tables or (),
         record=not args.no_record, command=args.command,
         from_time=args.from_time,
     )

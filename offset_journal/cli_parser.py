@@ -203,6 +203,12 @@ def _add_cluster_choices(plan_opts: argparse.ArgumentParser) -> None:
                            help="TOPIC was deleted and created again: read it from earliest, "
                                 "with a warning, instead of refusing the journal's offsets "
                                 "beyond its log end (repeatable)")
+    plan_opts.add_argument("--restart-recreated-table", metavar="PATH", action="append",
+                           type=_name("the recreated table's path"), dest="recreated_tables",
+                           help="the Delta table at PATH (as the source reads it) was deleted "
+                                "and created again: read it from its start, with a warning, "
+                                "instead of refusing a plan whose table id changed "
+                                "(repeatable)")
 
 
 def _add_db(subs: Subparsers, common: argparse.ArgumentParser, commands: Any) -> None:

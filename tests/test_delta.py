@@ -206,3 +206,47 @@ def test_foreach_batch_delta_idempotent_writes_need_a_new_txn_app_id(
     _run_foreach(listener, _reader(spark, source, **options), name, tmp_path / "ck-v3",
                  _txn_writer(target, "orders-app-ck-v3"))
     assert target_ids() == list(range(30))
+
+
+def test_a_delta_table_recreated_at_the_same_path_is_refused_then_read_from_its_start(
+        journaled_spark, delta_spark, journal_url, tmp_path, capsys, monkeypatch):
+    """Issue 20 item 4: the table was deleted and created again at the same path with 50
+    rows (versions 0..4). startingVersion=3 from the old table would skip 30 of them: the
+    plan refuses, naming both table ids; with --restart-recreated-table the new query
+    reads the new table from its start, every row once."""
+    import shutil
+
+    from offset_journal.restart.delta_log import delta_table_id
+
+    spark, listener = journaled_spark
+    table = tmp_path / "events"
+    for v in range(3):
+        _append(spark, table, range(10 * v, 10 * v + 10))
+    old_id = delta_table_id(str(table))
+    name = _name("delta_recreated")
+    assert sorted(_drain(listener, _reader(spark, table), name, tmp_path / "ck-v1")) == \
+        list(range(30))
+    shutil.rmtree(table)
+    for v in range(5):  # the new table: versions 0..4, ids 100..149
+        _append(spark, table, range(100 + 10 * v, 110 + 10 * v))
+    new_id = delta_table_id(str(table))
+    assert new_id is not None and new_id != old_id
+
+    monkeypatch.setenv(ENV_URL, journal_url)
+    assert main(["plan", name, "--checkpoint", str(tmp_path / "ck-v2")]) == 1
+    said = " ".join(capsys.readouterr().out.split())
+    assert f"holds table {new_id} now, not the journaled {old_id}" in said
+    assert "--restart-recreated-table" in said
+
+    (description,) = {r[2] for r in _journaled_delta_offsets(journal_url, name)}
+    path = description[len("DeltaSource["):-1]
+    code = main(["plan", name, "--checkpoint", str(tmp_path / "ck-v2"), "--format", "json",
+                 "--restart-recreated-table", path])
+    out, err = capsys.readouterr()
+    assert code == 0, out + err
+    plan = json.loads(out)
+    assert plan["sources"][0]["options"] == {}
+    assert any("reads it from its start" in w for w in plan["warnings"])
+    new = _drain(listener, _reader(spark, table, **plan["sources"][0]["options"]),
+                 name, tmp_path / "ck-v2")
+    assert sorted(new) == list(range(100, 150)) and len(new) == 50

@@ -1037,3 +1037,33 @@ def test_missing_database_url_is_a_config_error(monkeypatch: pytest.MonkeyPatch)
     monkeypatch.delenv(ENV_URL, raising=False)
     with pytest.raises(ConfigError):
         plan_restart(None, "orders")
+
+
+def test_a_delta_plan_is_held_against_the_table_id_at_its_path() -> None:
+    from offset_journal.restart.model import KIND_DELTA, SourcePlan
+    from offset_journal.restart.other_sources import check_delta_table, delta_path
+
+    def plan() -> SourcePlan:
+        return SourcePlan(0, "DeltaSource[file:/t]", KIND_DELTA, {"startingVersion": "3"},
+                          None, {"reservoirId": "old", "reservoirVersion": 3, "index": -1})
+
+    assert delta_path("DeltaSource[file:/t]") == "file:/t" and delta_path("Kafka") is None
+    same = plan()
+    check_delta_table(same, "file:/t", "old", recreated=False)
+    assert same.errors == [] and same.options == {"startingVersion": "3"}
+    changed = plan()
+    check_delta_table(changed, "file:/t", "new", recreated=False)
+    (error,) = changed.errors
+    assert "holds table new now, not the journaled old" in error
+    gone = plan()
+    check_delta_table(gone, "file:/t", None, recreated=False)
+    assert "holds no Delta table now" in gone.errors[0]
+    told = plan()
+    check_delta_table(told, "file:/t", "new", recreated=True)
+    assert told.errors == [] and told.options == {} and "from its start" in told.warnings[0]
+    wrong = plan()
+    check_delta_table(wrong, "file:/t", "old", recreated=True)
+    assert "still table old" in wrong.errors[0]
+    unreadable = plan()
+    check_delta_table(unreadable, "s3://b/t", OSError("only local tables"), recreated=False)
+    assert unreadable.errors == [] and "could not be read" in unreadable.warnings[0]

@@ -20,9 +20,11 @@ from ..journal import FLAGGED_PROBLEMS, Batch, FlaggedProblem, Journal, SpoolLos
 from ..kafka_admin import TopicState, offsets_for_time, topic_state
 from ..overlap import span_of
 from ..values import parse_timeout
+from .delta_log import delta_table_id, same_path
 from .from_time import chosen_offsets, epoch_millis
 from .kafka_offsets import kafka_topics
 from .model import (
+    KIND_DELTA,
     MODE_STATE_AWARE,
     MODE_STATELESS,
     POSITION_AFTER,
@@ -39,6 +41,7 @@ from .model import (
     RestartPlan,
     SinkState,
 )
+from .other_sources import check_delta_table, delta_path
 from .plan import check_last_batch, check_request, decide, refuse_used_checkpoint
 from .state_aware import order_key
 from .text import count, tp
@@ -69,6 +72,7 @@ class PlanOptions(TypedDict, total=False):
     kafka_timeout: float
     allow_data_loss: bool
     recreated_topics: Sequence[str]
+    recreated_tables: Sequence[str]
     from_time: datetime | None
 
 
@@ -87,7 +91,8 @@ class PlanRequest:
     ``allow_data_loss`` starts partitions whose planned offsets were deleted (retention)
     at their log start, with a warning, instead of refusing; ``recreated_topics`` names
     topics deleted and created again, read from earliest, with a warning, instead of
-    from the old topic's offsets (see :class:`~.model.PlanInputs`).
+    from the old topic's offsets (see :class:`~.model.PlanInputs`); ``recreated_tables``
+    names Delta table paths deleted and created again, read from their start.
     ``from_time`` starts each partition at its first record timestamped at or after it
     (looked up on the cluster, so it needs ``bootstrap_servers``); not with ``as_of``
     or ``batch``, and not in the future.
@@ -107,6 +112,7 @@ class PlanRequest:
     kafka_timeout: float = 10
     allow_data_loss: bool = False
     recreated_topics: Sequence[str] = ()
+    recreated_tables: Sequence[str] = ()
     from_time: datetime | None = None
 
     @property
@@ -138,12 +144,17 @@ class PlanRequest:
                      else tuple(self.recreated_topics))
         if any(not isinstance(t, str) or not t.strip() for t in recreated):
             raise RestartError(f"bad recreated topic name in {list(recreated)!r}")
+        tables = ((self.recreated_tables,) if isinstance(self.recreated_tables, str)
+                  else tuple(self.recreated_tables))
+        if any(not isinstance(t, str) or not t.strip() for t in tables):
+            raise RestartError(f"bad recreated table path in {list(tables)!r}")
         if self.allow_data_loss and not self.bootstrap_servers:
             raise RestartError("accepting data loss (allow_data_loss, --allow-data-loss) starts "
                                "at the cluster's log starts: give bootstrap servers "
                                "(--bootstrap-servers)")
         return replace(self, mode=mode, as_of=as_of, kafka_timeout=timeout,
-                       recreated_topics=recreated, from_time=from_time)
+                       recreated_topics=recreated, recreated_tables=tables,
+                       from_time=from_time)
 
 
 def _checked_from_time(when: datetime | None, servers: str | None) -> datetime | None:
@@ -175,6 +186,26 @@ class Gathered:
     before: Batch | None = None
     chain: list[Batch] = field(default_factory=list)
     warnings: list[str] = field(default_factory=list)
+
+
+def check_delta_tables(plan: RestartPlan, recreated: Sequence[str]) -> list[str]:
+    """Hold each Delta source's plan against the table at its path now (its table id,
+    from the transaction log); returns errors for recreated paths no source reads."""
+    asked = {same_path(p): p for p in recreated}
+    seen: set[str] = set()
+    for source in plan.sources:
+        path = delta_path(source.description) if source.kind == KIND_DELTA else None
+        if path is None:
+            continue
+        seen.add(same_path(path))
+        now: str | None | Exception
+        try:
+            now = delta_table_id(path)
+        except (OSError, ValueError) as exc:
+            now = exc
+        check_delta_table(source, path, now, same_path(path) in asked)
+    return [f"--restart-recreated-table {p}: no journaled Delta source reads it"
+            for key, p in asked.items() if key not in seen]
 
 
 # --------------------------------------------------------------------------- entry points
@@ -233,6 +264,7 @@ def plan_from_journal(journal: Journal, request: PlanRequest,
         plan = decide(replace(inputs, kafka_state=cluster_state(request, found)))
     plan.plan_warnings += found.warnings
     plan.plan_warnings += [spool_loss_warning(loss) for loss in losses]
+    plan.plan_errors += check_delta_tables(plan, request.recreated_tables)
     for w in plan.warnings:
         log.info("restart plan for %s: %s", request.query_name, w)
     return plan

@@ -124,6 +124,53 @@ def _delta_in_snapshot(plan: SourcePlan, version: int, index: int, shown: str,
         f"{version + 1} would skip the rest of the snapshot (rows lost)")
 
 
+def delta_path(description: str | None) -> str | None:
+    """The table path of a Delta source, from Spark's ``DeltaSource[file:/path]``."""
+    text = description or ""
+    if not text.startswith("DeltaSource[") or not text.endswith("]"):
+        return None
+    return text[len("DeltaSource["):-1] or None
+
+
+def check_delta_table(plan: SourcePlan, path: str, now: str | None | Exception,
+                      recreated: bool) -> None:
+    """Hold a Delta source's plan against the table at ``path`` now (``now``: its table
+    id, None when no table is there, or the error reading it), in place.
+
+    The journaled offset names the table it belongs to (``reservoirId``). A table
+    deleted and created again at the same path has a new id and numbers its versions
+    from 0 again, so ``startingVersion`` from the old table would skip the new one's
+    first versions: refused, unless the person says the table was recreated
+    (``recreated``), when the new query reads it from its start (no startingVersion).
+    """
+    journaled = plan.journaled.get("reservoirId") if isinstance(plan.journaled, dict) else None
+    if isinstance(now, Exception):
+        plan.warnings.append(f"the Delta table at {path} could not be read to check its "
+                             f"table id ({now}): make sure it is still table {journaled}")
+        return
+    if journaled is None or now == journaled:
+        if recreated:
+            plan.errors.append(
+                f"the Delta table at {path} was named as recreated "
+                f"(--restart-recreated-table) but it is still table {journaled}: plan "
+                "without --restart-recreated-table")
+        return
+    if recreated and now is not None:
+        plan.options.pop("startingVersion", None)
+        plan.warnings.append(
+            f"the Delta table at {path} is table {now} now, not the journaled {journaled}: "
+            "as asked (--restart-recreated-table), the new query reads it from its start "
+            "(no startingVersion): every row it holds, once")
+        return
+    there = (f"holds table {now} now, not the journaled {journaled} (deleted and created "
+             "again: its versions start from 0 again, and startingVersion from the old "
+             "table would skip the new one's first versions)" if now is not None
+             else f"holds no Delta table now (journaled table {journaled})")
+    plan.errors.append(
+        f"the Delta table at {path} {there}. Not handed out. If the table was recreated, "
+        f"read the new one from its start: --restart-recreated-table {path}")
+
+
 def sink_findings(description: str | None) -> list[str]:
     """Warnings about the old query's sink (its journaled description): a foreachBatch
     sink may write Delta with idempotent writes keyed on the batch id. What the function

@@ -63,6 +63,7 @@ def plan_row(plan: RestartPlan, request: PlanRequest, command: str) -> dict[str,
              "bootstrap_servers_given": bool(request.bootstrap_servers),
              "allow_data_loss": request.allow_data_loss,
              "recreated_topics": sorted(set(request.recreated_topics)) or None,
+             "recreated_tables": sorted(set(request.recreated_tables)) or None,
              "warnings": list(plan.warnings) or None}
     return {
         "query_name": plan.query_name, "position": recorded_position(plan, request),

@@ -155,10 +155,13 @@ def test_chromium_renders_the_report_with_no_console_message(journal: str,
     for chart in ("timeline", "lag", "offsets-chart", "rows", "durations", "freshness"):
         assert f'data-chart="{chart}"' in html, chart
     assert html.count('class="run') == 3 and html.count('class="restart"') == 3
-    # the journal's own flag, and each of the audit's unexplained findings
+    # the journal's own flag, and the audit's unexplained findings, one mark per group
+    # (kind, runs, plan) with its partitions folded in the table
     assert audited.unexplained and not audited.planned
+    groups = {(f.kind, f.run_id, f.plan_id) for f in audited.unexplained}
     marks = len(re.findall(r'class="finding-mark defect"', html))
-    assert marks == 1 + len(audited.unexplained)
+    assert marks == 1 + len(groups) < 1 + len(audited.unexplained)
+    assert html.count('<details class="partitions">') >= 1
     assert html.count('class="series"') >= 3 + 2 + 2 + 1  # lag lines, offsets, durations...
     # drawn as lines, not as points only: each run's batches are joined (one batch a
     # minute, buckets of 12 s), and the lines break only between runs
@@ -184,11 +187,15 @@ def test_the_audit_is_in_the_report_with_the_journals_own_findings(journal: str)
         report = j.audit("orders")
     kinds = [f.kind for f in audited.findings]
     assert [f.kind for f in plain.findings] == ["flagged"]
-    assert kinds.count("flagged") == 1 and len(kinds) == 1 + len(report.findings)
-    gaps = [f for f in audited.findings if f.kind == "audit gap"]
-    assert gaps and all(f.defect and f.records == 3 and "a1" in f.runs for f in gaps)
-    assert all(f.message.startswith("unexplained") for f in gaps)
-    assert {f.topic for f in gaps} == {t.topic for t in report.findings if t.kind == "gap"}
+    # One row per (kind, status, runs, plan): the audit's 18 partition findings are 3.
+    groups = {(f.kind, f.status, f.run_id, f.plan_id) for f in report.findings}
+    assert kinds.count("flagged") == 1 and len(kinds) == 1 + len(groups) < len(report.findings)
+    audit_gaps = [t for t in report.findings if t.kind == "gap"]
+    (gap,) = [f for f in audited.findings if f.kind == "audit gap"]
+    assert gap.defect and "a1" in gap.runs and gap.message.startswith("unexplained")
+    assert gap.records == sum(t.records or 0 for t in audit_gaps)
+    assert gap.partition_count == len(audit_gaps) == len(gap.partitions)
+    assert {line.split("-")[0] for line in gap.partitions} == {t.topic for t in audit_gaps}
 
 
 def gather_audited(j: Journal) -> ReportData:
@@ -222,3 +229,32 @@ def test_restart_markers_name_the_plan_each_run_started_from() -> None:
         ("r1", "first start", None),
         ("r2", "new checkpoint", "plan 7: as-of, recorded"),
         ("r3", "new checkpoint", None)]
+
+
+def test_one_restart_across_a_thousand_partitions_is_one_folded_row() -> None:
+    """Issue 20 item 14: pure, from the audit's findings to the page: 1,000 partition
+    findings of one restart are one row, their partitions folded in a <details>."""
+    from datetime import datetime, timezone
+
+    from offset_journal.audit.model import AuditReport, BatchRef
+    from offset_journal.audit.model import Finding as AuditFinding
+    from offset_journal.report.audited import MAX_GROUP_LINES, audit_findings
+    from offset_journal.report.render import _findings
+
+    t0 = datetime(2024, 1, 1, tzinfo=timezone.utc)
+    ref = BatchRef(9, "r2", 0, t0)
+    gaps = [AuditFinding("gap", "unexplained", "orders", p, 10, 15, "r2", [ref],
+                         reason=f"orders-{p}: records 10..14 never processed")
+            for p in range(1000)]
+    other = AuditFinding("overlap", "planned", "orders", 0, 0, 5, "r3", [ref], plan_id=4,
+                         reason="read again as plan 4 said")
+    audit = AuditReport("orders", None, 3, 1000, runs=[], findings=[*gaps, other])
+    rows = audit_findings(audit)
+    assert [(f.kind, f.defect, f.records, f.partition_count) for f in rows] == [
+        ("audit gap", True, 5000, 1000), ("audit overlap", False, 5, 0)]
+    assert len(rows[0].partitions) == MAX_GROUP_LINES + 1
+    assert rows[0].partitions[-1] == f"and {1000 - MAX_GROUP_LINES} more partitions"
+    html = _findings(tuple(rows))
+    assert html.count("<tr class=") == 2
+    assert "<details class=\"partitions\"><summary>orders: 1,000 partitions</summary>" in html
+    assert "<li>orders-999" not in html and "<li>orders-0 [10, 15): 5 records</li>" in html

@@ -20,30 +20,60 @@ if TYPE_CHECKING:
     from ..audit.model import Finding as AuditFinding
 
 MAX_AUDIT_FINDINGS = 200
-"""The report highlights at most this many (unexplained first); the audit command lists
-them all."""
+"""The report highlights at most this many groups (unexplained first); the audit command
+lists every finding."""
+MAX_GROUP_LINES = 500
+"""Partition lines kept in one group (the rest are counted), so the page stays small."""
 
 
 def audit_findings(report: AuditReport) -> list[Finding]:
-    """The audit's findings, unexplained ones first, then planned ones (shown, not
-    defects); at most :data:`MAX_AUDIT_FINDINGS`."""
-    ordered = report.unexplained + report.planned
-    return [_finding(f) for f in ordered[:MAX_AUDIT_FINDINGS]]
+    """The audit's findings grouped by what happened to whom (kind, status, the runs and
+    the plan): one restart's gap across 1,000 partitions is one row with its partitions
+    folded inside. Unexplained groups first, then planned ones (shown, not defects); at
+    most :data:`MAX_AUDIT_FINDINGS`."""
+    groups: dict[tuple[object, ...], list[AuditFinding]] = {}
+    for f in report.unexplained + report.planned:
+        groups.setdefault(_group_key(f), []).append(f)
+    return [_finding(g) for g in list(groups.values())[:MAX_AUDIT_FINDINGS]]
 
 
-def _finding(f: AuditFinding) -> Finding:
-    earlier_runs = tuple(dict.fromkeys(b.run_id for b in f.earlier if b.run_id != f.run_id))
+def _earlier_runs(f: AuditFinding) -> tuple[str, ...]:
+    return tuple(dict.fromkeys(b.run_id for b in f.earlier if b.run_id != f.run_id))
+
+
+def _group_key(f: AuditFinding) -> tuple[object, ...]:
+    return (f.kind, f.status, f.run_id, _earlier_runs(f), f.plan_id)
+
+
+def _finding(group: list[AuditFinding]) -> Finding:
+    f = group[0]
     plan = f" (plan {f.plan_id})" if f.plan_id is not None else ""
     first = f.batches[0] if f.batches else None
+    counts = [g.records for g in group]
+    records = None if any(c is None for c in counts) else sum(c for c in counts if c)
+    batches = tuple(dict.fromkeys(b.label() for g in group for b in [*g.batches, *g.earlier]))
+    common = dict(kind=f"audit {f.kind}", records=records, runs=(f.run_id, *_earlier_runs(f)),
+                  batches=batches[:20], at=first.trigger_at if first else None,
+                  defect=f.status != PLANNED)
+    if len(group) == 1:
+        return Finding(message=f"{f.status}{plan}: {f.reason}", topic=f.topic,
+                       partition=f.partition, offset_from=f.first, offset_to=f.end,
+                       **common)  # type: ignore[arg-type]
+    topics = sorted({g.topic for g in group})
+    lines = tuple(f"{g.topic}-{g.partition} [{_at(g.first)}, {_at(g.end)}): "
+                  f"{_at(g.records)} records" for g in group[:MAX_GROUP_LINES])
+    if len(group) > MAX_GROUP_LINES:
+        lines += (f"and {len(group) - MAX_GROUP_LINES:,} more partitions",)
     return Finding(
-        kind=f"audit {f.kind}",
-        message=f"{f.status}{plan}: {f.reason}",
-        topic=f.topic, partition=f.partition, offset_from=f.first, offset_to=f.end,
-        records=f.records, runs=(f.run_id, *earlier_runs),
-        batches=tuple(b.label() for b in [*f.batches, *f.earlier]),
-        at=first.trigger_at if first else None,
-        defect=f.status != PLANNED,
-    )
+        message=(f"{f.status}{plan}: {f.kind} in {len(group):,} partitions of "
+                 f"{', '.join(topics)}; the first: {f.reason}"),
+        topic=topics[0] if len(topics) == 1 else None, partitions=lines,
+        partition_count=len(group),
+        **common)  # type: ignore[arg-type]
+
+
+def _at(value: int | None) -> str:
+    return "?" if value is None else f"{value:,}"
 
 
 def plan_markers(report: AuditReport) -> Callable[[Sequence[RunSpan]], list[RestartMarker]]:

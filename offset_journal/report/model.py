@@ -29,6 +29,11 @@ class Finding:
     batches: tuple[str, ...] = ()  # "RUN:BATCH"
     at: datetime | None = None
     defect: bool = True  # False for what is expected (a planned rewind)
+    partition_count: int = 0
+    partitions: tuple[str, ...] = ()
+    """One line per partition (``partition_count`` in all) when the finding groups several
+    (an audit finding of one restart across every partition): shown folded, so 1,000
+    partitions are one row."""
 
 
 @dataclass(frozen=True)

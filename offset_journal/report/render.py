@@ -93,6 +93,16 @@ def _where(f: Finding) -> str:
     return where
 
 
+def _where_cell(f: Finding) -> str:
+    """Where a finding is: one partition, or a group's partitions folded (<details>,
+    no script needed) so that one restart across 1,000 partitions is one row."""
+    if not f.partitions:
+        return escape(_where(f))
+    lines = "".join(f"<li>{escape(line)}</li>" for line in f.partitions)
+    return (f'<details class="partitions"><summary>{escape(f.topic or "several topics")}: '
+            f"{f.partition_count:,} partitions</summary><ul>{lines}</ul></details>")
+
+
 def _findings(findings: tuple[Finding, ...]) -> str:
     if not findings:
         return ('<p class="clean">No findings: nothing flagged when batches were journaled, '
@@ -100,7 +110,7 @@ def _findings(findings: tuple[Finding, ...]) -> str:
     shown = sorted(findings, key=lambda f: (not f.defect, f.at is None, f.at or 0))
     rows = "".join(
         f'<tr class="{"defect" if f.defect else "ok"}"><td class="kind">{escape(f.kind)}</td>'
-        f"<td>{escape(_iso(f.at))}</td><td>{escape(_where(f))}</td>"
+        f"<td>{escape(_iso(f.at))}</td><td>{_where_cell(f)}</td>"
         f"<td>{escape(_num(f.records))}</td>"
         f"<td>{escape(', '.join(f.batches or f.runs))}</td><td>{escape(f.message)}</td></tr>"
         for f in shown[:MAX_FINDING_ROWS])

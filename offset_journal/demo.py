@@ -36,12 +36,22 @@ INSTALL_HINT = "pip install 'offset-journal[demo]'"
 
 HISTORY_SQL = """
 SELECT r.query_id, b.batch_id, to_char(b.trigger_at, 'HH24:MI:SS.MS') AS trigger_at,
-       b.num_input_rows AS rows, k.partition, k.start_offset, k.end_offset
+       b.num_input_rows AS rows, k.partition,
+       -- A new checkpoint's first batch has no start from Spark: the plan it started from
+       -- (plan_runs, restart_plans) says where it began.
+       coalesce(k.start_offset::text, (
+           SELECT o ->> 3 || ' (plan ' || pr.plan_id || ')'
+           FROM offset_journal.plan_runs pr
+           JOIN offset_journal.restart_plans p ON p.id = pr.plan_id,
+                jsonb_array_elements(p.kafka_offsets) AS o
+           WHERE pr.run_id = b.run_id AND (o ->> 0)::int = k.source_index
+             AND o ->> 1 = k.topic AND (o ->> 2)::int = k.partition)) AS start_offset,
+       k.end_offset
 FROM offset_journal.batches b
 JOIN offset_journal.query_runs r USING (run_id)
 JOIN offset_journal.kafka_partitions k ON k.batch_pk = b.id
 WHERE b.query_name = :q AND k.partition = 0
-ORDER BY b.trigger_at, b.batch_id
+ORDER BY b.id
 """
 
 
@@ -161,6 +171,23 @@ def _show_history(url: str, name: str) -> None:
           f"{len({r.query_id for r in runs})} checkpoints.")
 
 
+def _audit_and_report(url: str, name: str, work: Path) -> bool:
+    """What a user does next: the continuity audit (nothing skipped, nothing read twice,
+    across both checkpoints) and the HTML report; True when the audit is clean."""
+    from offset_journal.audit import format_table
+    from offset_journal.report import build_report
+
+    print(f"\n$ offset-journal audit {name}")
+    with Journal(url) as j:
+        audited = j.audit(name)
+        print(format_table(audited))
+        page = work / "report.html"
+        page.write_text(build_report(j, name), encoding="utf-8")
+    print(f"\n$ offset-journal report {name} -o {page}")
+    print(f"wrote {page} ({page.stat().st_size:,} bytes): open it in a browser")
+    return bool(audited.ok)
+
+
 def parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(prog="offset-journal demo", description=__doc__.splitlines()[0])
     p.add_argument("--database-url", help="journal database (default: an embedded Postgres)")
@@ -238,7 +265,8 @@ def main(argv: list[str] | None = None) -> int:
         ok = _prove(spark, work / "lake", produced)
         _show_history(url, name)
         listener.close()
-        return 0 if ok else 1
+        clean = _audit_and_report(url, name, work)
+        return 0 if ok and clean else 1
     finally:
         for stop in reversed(stops):
             try:

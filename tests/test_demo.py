@@ -26,3 +26,11 @@ def test_demo_proves_every_record_exactly_once(tmp_path):
     assert "RESULT: every record exactly once" in lines
     assert "2 runs journaled under 'demo-orders-to-lake', on 2 checkpoints." in lines
     assert "startingOffsets" in lines  # the restart plan was shown
+    # Issue 20 item 15: what a user does next, shown: the audit (clean) and the report.
+    assert "$ offset-journal audit demo-orders-to-lake" in lines
+    assert "OK: every partition contiguous" in lines
+    assert f"wrote {tmp_path / 'report.html'}" in lines
+    assert "<html" in (tmp_path / "report.html").read_text(encoding="utf-8")[:200].lower()
+    # The new run's first batch shows where its plan started it, not a blank start.
+    history = lines.split("Offset history of partition 0 in SQL", 1)[1].split("runs journaled")[0]
+    assert " (plan " in history, history

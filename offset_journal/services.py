@@ -270,8 +270,9 @@ def start_kafka(bootstrap_servers: str | None = None, *,
 # --------------------------------------------------------------------------- containers
 # Containers run on the host network (the engine has no bridge: scripts/docker-engine.sh)
 # and listen on 127.0.0.1 ports chosen here; nothing is published. The images are the
-# ones scripts/build-images.sh builds from Debian packages and Maven Central, unless
-# OFFSET_JOURNAL_IMAGES=official (Docker Hub's) or an image is named outright.
+# ones scripts/build-images.sh builds from Debian packages and Maven Central when they
+# are there, else Docker Hub's; OFFSET_JOURNAL_IMAGES=local or =official forces one, and
+# OFFSET_JOURNAL_POSTGRES_IMAGE / OFFSET_JOURNAL_KAFKA_IMAGE name an image outright.
 
 OFFICIAL_IMAGES = {"postgres": "postgres:16", "kafka": "apache/kafka:3.8.0"}
 LOCAL_IMAGES = {"postgres": "offset-journal/postgres:local", "kafka": "offset-journal/kafka:local"}
@@ -282,19 +283,29 @@ def _image(service: str) -> str:
     named = os.environ.get(f"OFFSET_JOURNAL_{service.upper()}_IMAGE")
     if named:
         return named
-    official = os.environ.get("OFFSET_JOURNAL_IMAGES", "local") == "official"
-    return (OFFICIAL_IMAGES if official else LOCAL_IMAGES)[service]
+    which = os.environ.get("OFFSET_JOURNAL_IMAGES", "")
+    if which == "official" or (which != "local" and not _have_image(LOCAL_IMAGES[service])):
+        return OFFICIAL_IMAGES[service]
+    return LOCAL_IMAGES[service]
+
+
+def _have_image(image: str) -> bool:
+    try:
+        return subprocess.run(["docker", "image", "inspect", image], capture_output=True,
+                              timeout=30).returncode == 0
+    except (OSError, subprocess.TimeoutExpired):
+        return False
 
 
 def postgres_image() -> str:
-    """OFFSET_JOURNAL_POSTGRES_IMAGE, else Docker Hub's ``postgres:16`` when
-    OFFSET_JOURNAL_IMAGES=official, else the image built here."""
+    """OFFSET_JOURNAL_POSTGRES_IMAGE, else the image built here (OFFSET_JOURNAL_IMAGES
+    unset and the image present, or =local), else Docker Hub's ``postgres:16``."""
     return _image("postgres")
 
 
 def kafka_image() -> str:
-    """OFFSET_JOURNAL_KAFKA_IMAGE, else ``apache/kafka:3.8.0`` when
-    OFFSET_JOURNAL_IMAGES=official, else the image built here."""
+    """OFFSET_JOURNAL_KAFKA_IMAGE, else the image built here (as for
+    :func:`postgres_image`), else Docker Hub's ``apache/kafka:3.8.0``."""
     return _image("kafka")
 
 
@@ -379,8 +390,9 @@ def wait_for_kafka(cluster: KafkaCluster, timeout: float = _CONTAINER_START_TIME
         if _answers(admin):
             return
         if cluster.container is not None:
-            cluster.container.reload()
-            if cluster.container.status() == "exited":
+            wrapped = cluster.container.get_wrapped_container()
+            wrapped.reload()
+            if wrapped.status == "exited":
                 break
         time.sleep(0.25)
     tail = ""

@@ -15,7 +15,8 @@ Fixtures start what they need on the machine at hand (the starters themselves ar
 Container mode: ``pytest --services=docker`` (or OFFSET_JOURNAL_TEST_SERVICES=docker).
 It needs a Docker engine (scripts/docker-engine.sh) and the images
 (scripts/build-images.sh, or OFFSET_JOURNAL_IMAGES=official), and runs only the tests
-marked ``containers``: the end-to-end subset. The default mode is "embedded"; a Docker
+marked ``containers`` (the end-to-end subset) and ``docker_only`` (docker compose).
+The default mode is "embedded"; a Docker
 engine that happens to answer does not change it.
 * ``spark`` (one local SparkSession per test session, with Spark's own Kafka connector
   and Delta Lake on ``spark.jars``) and ``journaled_spark``; ``delta_spark`` is the same
@@ -43,6 +44,7 @@ ENV_ADMIN_URL = "OFFSET_JOURNAL_TEST_ADMIN_URL"
 ENV_BOOTSTRAP = "OFFSET_JOURNAL_TEST_BOOTSTRAP_SERVERS"
 ENV_SERVICES = "OFFSET_JOURNAL_TEST_SERVICES"
 CONTAINERS_MARKER = "containers"
+DOCKER_ONLY_MARKER = "docker_only"
 
 log = logging.getLogger(__name__)
 _delta_unavailable: list[str] = []  # why the session has no Delta Lake, if it has none
@@ -62,14 +64,22 @@ def pytest_addoption(parser: Any) -> None:
 def pytest_configure(config: Any) -> None:
     config.addinivalue_line("markers", f"{CONTAINERS_MARKER}: end-to-end tests that the "
                             "container mode (--services=docker) runs")
+    config.addinivalue_line("markers", f"{DOCKER_ONLY_MARKER}: tests of the container "
+                            "set-up itself (docker compose), run in container mode only")
     _mode[:] = [config.getoption("--services") or os.environ.get(ENV_SERVICES) or "embedded"]
 
 
 def pytest_collection_modifyitems(config: Any, items: list[Any]) -> None:
-    if services_mode() != "docker":
-        return
-    kept = [i for i in items if i.get_closest_marker(CONTAINERS_MARKER)]
-    dropped = [i for i in items if not i.get_closest_marker(CONTAINERS_MARKER)]
+    """Container mode runs the ``containers`` and ``docker_only`` tests; the embedded
+    mode all but the ``docker_only`` ones (they need a Docker engine)."""
+    def wanted(item: Any) -> bool:
+        if services_mode() == "docker":
+            return any(item.get_closest_marker(m) for m in (CONTAINERS_MARKER,
+                                                             DOCKER_ONLY_MARKER))
+        return item.get_closest_marker(DOCKER_ONLY_MARKER) is None
+
+    kept = [i for i in items if wanted(i)]
+    dropped = [i for i in items if not wanted(i)]
     if dropped:
         config.hook.pytest_deselected(items=dropped)
         items[:] = kept

@@ -11,7 +11,7 @@ if [ ! -s "$PGDATA/PG_VERSION" ]; then
     printf '%s\n' "$POSTGRES_PASSWORD" > /tmp/pwfile
     chown postgres /tmp/pwfile
     su postgres -c "initdb -D '$PGDATA' -U '$POSTGRES_USER' --pwfile=/tmp/pwfile \
-        --auth-host=scram-sha-256 --auth-local=trust" >/dev/null
+        --auth-host=scram-sha-256 --auth-local=trust --encoding=UTF8 --locale=C.UTF-8" >/dev/null
     rm -f /tmp/pwfile
     if [ "$POSTGRES_DB" != postgres ]; then
         su postgres -c "postgres --single -D '$PGDATA' postgres" >/dev/null <<SQL

@@ -19,12 +19,16 @@ if [ "${1:-start}" = stop ]; then
     exit 0
 fi
 
+# docker.io (the engine and its CLI) and docker-compose (1.29, for docker-compose.yml)
+missing=()
+command -v dockerd >/dev/null 2>&1 || missing+=(docker.io)
+command -v docker-compose >/dev/null 2>&1 || missing+=(docker-compose)
+if [ ${#missing[@]} -gt 0 ]; then
+    apt-get update -q && DEBIAN_FRONTEND=noninteractive apt-get install -y -q "${missing[@]}"
+fi
 if docker info >/dev/null 2>&1; then
     echo "docker engine: already answering"
     exit 0
-fi
-if ! command -v dockerd >/dev/null 2>&1; then
-    apt-get update -q && DEBIAN_FRONTEND=noninteractive apt-get install -y -q docker.io
 fi
 nohup dockerd --bridge=none --iptables=false --ip6tables=false --ip-forward=false \
     --data-root "$STATE/data" --exec-root "$STATE/exec" --pidfile "$PIDFILE" \

@@ -80,10 +80,16 @@ def test_compose_up_a_job_upgraded_from_the_journal_is_exactly_once_and_down(
     upgrade(libpq)
     kafka = KafkaCluster(f"127.0.0.1:{env['KAFKA_PORT']}", "external")
     wait_for_kafka(kafka)
+    # compose's broker creates topics on first use, with 4 partitions (num.partitions)
+    deadline = time.monotonic() + 30
+    while kafka.partitions("orders") != 4:
+        assert time.monotonic() < deadline, "topic orders not auto-created with 4 partitions"
+        time.sleep(0.2)
     produced: list[Any] = kafka.produce("orders", 120)
     common = ["--bootstrap-servers", kafka.bootstrap_servers, "--topics", "orders",
               "--query-name", "orders-to-sink", "--database-url", libpq, "--sink", "postgres",
-              "--max-offsets-per-trigger", "40", "--trigger", "available-now"]
+              "--sink-table", "records", "--max-offsets-per-trigger", "40",
+              "--trigger", "available-now"]
     _run_job([*common, "--checkpoint", str(tmp_path / "ck-v1")])
     produced += kafka.produce("orders", 80, start=120)
     # the upgrade: a new checkpoint, started where the journal says v1 ended

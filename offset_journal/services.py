@@ -114,7 +114,7 @@ def start_postgres(admin_url: str | None = None, *, docker: bool | None = None,
         if owned:
             shutil.rmtree(data, ignore_errors=True)
 
-    return PostgresServer(server.get_uri(), "pgserver", stop)
+    return PostgresServer(server.get_uri(), "pgserver", _stop=stop)
 
 
 @dataclass
@@ -339,7 +339,7 @@ def _postgres_container() -> PostgresServer:
     container.with_env("PGPORT", str(port)).with_kwargs(network_mode="host")
     container.start()
     url = f"postgresql+psycopg://journal:journal@127.0.0.1:{port}/journal"
-    return PostgresServer(url, "testcontainers", container, container.stop)
+    return PostgresServer(url, "testcontainers", container=container, _stop=container.stop)
 
 
 def _kafka_container() -> KafkaCluster:

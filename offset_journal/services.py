@@ -46,6 +46,7 @@ class PostgresServer:
 
     admin_url: str
     kind: str
+    container: Any = None  # the testcontainers container, when this is one
     _stop: Callable[[], None] | None = None
     _counter: Any = field(default_factory=lambda: itertools.count(1))
 
@@ -93,19 +94,15 @@ def start_postgres(admin_url: str | None = None, *, docker: bool | None = None,
     """A Postgres to create databases in; the first that applies:
 
     * ``admin_url``: that server (``kind`` "external"; ``stop()`` leaves it running);
-    * ``docker`` true, or None and a Docker engine answers: a ``postgres:16-alpine``
-      container from testcontainers ("testcontainers");
+    * ``docker`` true, or None and a Docker engine answers: a Postgres container from
+      testcontainers ("testcontainers"), image :func:`postgres_image`, host network;
     * an embedded Postgres from pgserver ("pgserver") with its data in ``datadir``,
       by default a temporary directory removed by ``stop()``.
     """
     if admin_url:
         return PostgresServer(admin_url, "external")
     if _use_docker(docker):
-        from testcontainers.postgres import PostgresContainer
-
-        container = PostgresContainer("postgres:16-alpine", driver="psycopg")
-        container.start()
-        return PostgresServer(container.get_connection_url(), "testcontainers", container.stop)
+        return _postgres_container()
     import pgserver
 
     owned = datadir is None
@@ -117,7 +114,7 @@ def start_postgres(admin_url: str | None = None, *, docker: bool | None = None,
         if owned:
             shutil.rmtree(data, ignore_errors=True)
 
-    return PostgresServer(server.get_uri(), "pgserver", stop)
+    return PostgresServer(server.get_uri(), "pgserver", _stop=stop)
 
 
 @dataclass
@@ -127,6 +124,7 @@ class KafkaCluster:
     bootstrap_servers: str
     kind: str  # "testcontainers", "external" or "local"
     broker: Any = None  # the LocalKafka, when this session started the broker
+    container: Any = None  # the testcontainers container, when this is one
     _stop: Callable[[], None] | None = None
     _admin: Any = field(default=None, repr=False)
 
@@ -255,20 +253,151 @@ def start_kafka(bootstrap_servers: str | None = None, *,
 
     * ``bootstrap_servers``: that cluster (``kind`` "external"; left running);
     * ``docker`` true, or None and a Docker engine answers: Kafka (KRaft) in a container
-      from testcontainers ("testcontainers");
+      from testcontainers ("testcontainers"), image :func:`kafka_image`, host network;
     * a real single-node KRaft broker from Maven Central's jars ("local"), see
       :func:`offset_journal.local_kafka.start_local_kafka`.
     """
     if bootstrap_servers:
         return KafkaCluster(bootstrap_servers, "external")
     if _use_docker(docker):
-        from testcontainers.kafka import KafkaContainer
-
-        container = KafkaContainer().with_kraft()
-        container.start()
-        return KafkaCluster(container.get_bootstrap_server(), "testcontainers",
-                            _stop=container.stop)
+        return _kafka_container()
     from .local_kafka import start_local_kafka
 
     broker = start_local_kafka()
     return KafkaCluster(broker.bootstrap_servers, "local", broker=broker, _stop=broker.stop)
+
+
+# --------------------------------------------------------------------------- containers
+# Containers run on the host network (the engine has no bridge: scripts/docker-engine.sh)
+# and listen on 127.0.0.1 ports chosen here; nothing is published. The images are the
+# ones scripts/build-images.sh builds from Debian packages and Maven Central when they
+# are there, else Docker Hub's; OFFSET_JOURNAL_IMAGES=local or =official forces one, and
+# OFFSET_JOURNAL_POSTGRES_IMAGE / OFFSET_JOURNAL_KAFKA_IMAGE name an image outright.
+
+OFFICIAL_IMAGES = {"postgres": "postgres:16", "kafka": "apache/kafka:3.8.0"}
+LOCAL_IMAGES = {"postgres": "offset-journal/postgres:local", "kafka": "offset-journal/kafka:local"}
+_CONTAINER_START_TIMEOUT_S = 120.0
+
+
+def _image(service: str) -> str:
+    named = os.environ.get(f"OFFSET_JOURNAL_{service.upper()}_IMAGE")
+    if named:
+        return named
+    which = os.environ.get("OFFSET_JOURNAL_IMAGES", "")
+    if which == "official" or (which != "local" and not _have_image(LOCAL_IMAGES[service])):
+        return OFFICIAL_IMAGES[service]
+    return LOCAL_IMAGES[service]
+
+
+def _have_image(image: str) -> bool:
+    try:
+        return subprocess.run(["docker", "image", "inspect", image], capture_output=True,
+                              timeout=30).returncode == 0
+    except (OSError, subprocess.TimeoutExpired):
+        return False
+
+
+def postgres_image() -> str:
+    """OFFSET_JOURNAL_POSTGRES_IMAGE, else the image built here (OFFSET_JOURNAL_IMAGES
+    unset and the image present, or =local), else Docker Hub's ``postgres:16``."""
+    return _image("postgres")
+
+
+def kafka_image() -> str:
+    """OFFSET_JOURNAL_KAFKA_IMAGE, else the image built here (as for
+    :func:`postgres_image`), else Docker Hub's ``apache/kafka:3.8.0``."""
+    return _image("kafka")
+
+
+def free_port() -> int:
+    """A TCP port free on 127.0.0.1 now (the kernel's choice)."""
+    import socket
+
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return int(sock.getsockname()[1])
+
+
+def _no_reaper() -> None:
+    """testcontainers' reaper (Ryuk) is an image from Docker Hub and needs a bridge;
+    containers here are stopped by the ``stop()`` of what started them."""
+    from testcontainers.core.config import testcontainers_config
+
+    testcontainers_config.ryuk_disabled = True
+
+
+def _postgres_container() -> PostgresServer:
+    """testcontainers' PostgresContainer (its own readiness check: psql in the container,
+    which reads PGPORT), on the host network and a free port."""
+    _no_reaper()
+    from testcontainers.postgres import PostgresContainer
+
+    port = free_port()
+    container = PostgresContainer(postgres_image(), username="journal", password="journal",
+                                  dbname="journal", driver="psycopg")
+    container.ports = {}  # host network: nothing to publish
+    container.with_env("PGPORT", str(port)).with_kwargs(network_mode="host")
+    container.start()
+    url = f"postgresql+psycopg://journal:journal@127.0.0.1:{port}/journal"
+    return PostgresServer(url, "testcontainers", container=container, _stop=container.stop)
+
+
+def _kafka_container() -> KafkaCluster:
+    """A plain DockerContainer running the Kafka image on the host network, ready when
+    the admin API lists the broker (:mod:`offset_journal.local_kafka`'s check). The
+    environment speaks both to the image built here and to apache/kafka's."""
+    _no_reaper()
+    from testcontainers.core.container import DockerContainer
+
+    from .local_kafka import cluster_id
+
+    port, controller = free_port(), free_port()
+    voters = f"1@127.0.0.1:{controller}"
+    container = DockerContainer(kafka_image()).with_kwargs(network_mode="host").with_envs(
+        KAFKA_PORT=str(port), KAFKA_CONTROLLER_PORT=str(controller), KAFKA_CLUSTER_ID=cluster_id(),
+        CLUSTER_ID=cluster_id(), KAFKA_NODE_ID="1", KAFKA_PROCESS_ROLES="broker,controller",
+        KAFKA_LISTENERS=f"PLAINTEXT://127.0.0.1:{port},CONTROLLER://127.0.0.1:{controller}",
+        KAFKA_ADVERTISED_LISTENERS=f"PLAINTEXT://127.0.0.1:{port}",
+        KAFKA_CONTROLLER_LISTENER_NAMES="CONTROLLER", KAFKA_CONTROLLER_QUORUM_VOTERS=voters,
+        KAFKA_LISTENER_SECURITY_PROTOCOL_MAP="CONTROLLER:PLAINTEXT,PLAINTEXT:PLAINTEXT",
+        KAFKA_OFFSETS_TOPIC_REPLICATION_FACTOR="1", KAFKA_AUTO_CREATE_TOPICS_ENABLE="false",
+        KAFKA_TRANSACTION_STATE_LOG_REPLICATION_FACTOR="1", KAFKA_LOG_RETENTION_MS="-1",
+        KAFKA_TRANSACTION_STATE_LOG_MIN_ISR="1", KAFKA_GROUP_INITIAL_REBALANCE_DELAY_MS="0")
+    container.start()
+    cluster = KafkaCluster(f"127.0.0.1:{port}", "testcontainers", container=container,
+                           _stop=container.stop)
+    try:
+        wait_for_kafka(cluster)
+    except BaseException:
+        container.stop()
+        raise
+    return cluster
+
+
+def wait_for_kafka(cluster: KafkaCluster, timeout: float = _CONTAINER_START_TIMEOUT_S) -> None:
+    """Until the admin API lists a broker and a controller, or the container has exited,
+    or time is up (BrokerStartError with the container's last log lines)."""
+    from confluent_kafka.admin import AdminClient
+
+    from .errors import BrokerStartError
+    from .local_kafka import _answers, _Quiet
+
+    conf: dict[str, Any] = {"bootstrap.servers": cluster.bootstrap_servers, "log_level": 0,
+                            "logger": _Quiet()}
+    admin = AdminClient(conf)
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if _answers(admin):
+            return
+        if cluster.container is not None:
+            wrapped = cluster.container.get_wrapped_container()
+            wrapped.reload()
+            if wrapped.status == "exited":
+                break
+        time.sleep(0.25)
+    tail = ""
+    if cluster.container is not None:
+        out, err = cluster.container.get_logs()
+        tail = "\n".join((out + err).decode(errors="replace").splitlines()[-25:])
+    raise BrokerStartError(f"Kafka in its container was not ready within {timeout:.0f} s; "
+                           f"its last lines:\n{tail}")

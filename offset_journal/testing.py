@@ -4,12 +4,20 @@ Enable it with ``pytest_plugins = ["offset_journal.testing"]`` in a conftest.py.
 Fixtures start what they need on the machine at hand (the starters themselves are in
 :mod:`offset_journal.services`, which the demo uses too):
 
-* ``journal_url``: a database of its own per test, journal schema migrated in, on a
-  Postgres from testcontainers where a Docker engine answers, else the server named by
-  OFFSET_JOURNAL_TEST_ADMIN_URL, else a throwaway embedded Postgres (pgserver).
-* ``kafka_cluster``: testcontainers' Kafka where Docker answers, else the server named
-  by OFFSET_JOURNAL_TEST_BOOTSTRAP_SERVERS, else a real single-node Kafka broker started
-  from Maven Central's jars (:mod:`offset_journal.local_kafka`), once per test session.
+* ``journal_url``: a database of its own per test, journal schema migrated in, on the
+  server named by OFFSET_JOURNAL_TEST_ADMIN_URL, else a throwaway embedded Postgres
+  (pgserver); in container mode, a Postgres container from testcontainers.
+* ``kafka_cluster``: the server named by OFFSET_JOURNAL_TEST_BOOTSTRAP_SERVERS, else a
+  real single-node Kafka broker started from Maven Central's jars
+  (:mod:`offset_journal.local_kafka`), once per test session; in container mode, Kafka in
+  a container started through testcontainers.
+
+Container mode: ``pytest --services=docker`` (or OFFSET_JOURNAL_TEST_SERVICES=docker).
+It needs a Docker engine (scripts/docker-engine.sh) and the images
+(scripts/build-images.sh, or OFFSET_JOURNAL_IMAGES=official), and runs only the tests
+marked ``containers`` (the end-to-end subset) and ``docker_only`` (docker compose).
+The default mode is "embedded"; a Docker
+engine that happens to answer does not change it.
 * ``spark`` (one local SparkSession per test session, with Spark's own Kafka connector
   and Delta Lake on ``spark.jars``) and ``journaled_spark``; ``delta_spark`` is the same
   session, failing the test with the reason when Delta Lake could not be set up.
@@ -34,14 +42,57 @@ __all__ = ["KafkaCluster", "PostgresServer", "docker_available", "make_spark_ses
 
 ENV_ADMIN_URL = "OFFSET_JOURNAL_TEST_ADMIN_URL"
 ENV_BOOTSTRAP = "OFFSET_JOURNAL_TEST_BOOTSTRAP_SERVERS"
+ENV_SERVICES = "OFFSET_JOURNAL_TEST_SERVICES"
+CONTAINERS_MARKER = "containers"
+DOCKER_ONLY_MARKER = "docker_only"
 
 log = logging.getLogger(__name__)
 _delta_unavailable: list[str] = []  # why the session has no Delta Lake, if it has none
 
 
+_mode: list[str] = []  # the session's services mode, once configured
+
+
+def pytest_addoption(parser: Any) -> None:
+    parser.addoption("--services", choices=("embedded", "docker"), default=None,
+                     help="where the fixtures start Postgres and Kafka: embedded (pgserver, "
+                          "a local broker; the default) or docker (containers through "
+                          f"testcontainers; runs the tests marked {CONTAINERS_MARKER!r} only). "
+                          f"Default: ${ENV_SERVICES}, else embedded.")
+
+
+def pytest_configure(config: Any) -> None:
+    config.addinivalue_line("markers", f"{CONTAINERS_MARKER}: end-to-end tests that the "
+                            "container mode (--services=docker) runs")
+    config.addinivalue_line("markers", f"{DOCKER_ONLY_MARKER}: tests of the container "
+                            "set-up itself (docker compose), run in container mode only")
+    _mode[:] = [config.getoption("--services") or os.environ.get(ENV_SERVICES) or "embedded"]
+
+
+def pytest_collection_modifyitems(config: Any, items: list[Any]) -> None:
+    """Container mode runs the ``containers`` and ``docker_only`` tests; the embedded
+    mode all but the ``docker_only`` ones (they need a Docker engine)."""
+    def wanted(item: Any) -> bool:
+        if services_mode() == "docker":
+            return any(item.get_closest_marker(m) for m in (CONTAINERS_MARKER,
+                                                             DOCKER_ONLY_MARKER))
+        return item.get_closest_marker(DOCKER_ONLY_MARKER) is None
+
+    kept = [i for i in items if wanted(i)]
+    dropped = [i for i in items if not wanted(i)]
+    if dropped:
+        config.hook.pytest_deselected(items=dropped)
+        items[:] = kept
+
+
+def services_mode() -> str:
+    """"docker" or "embedded": where this session's fixtures start their services."""
+    return _mode[0] if _mode else os.environ.get(ENV_SERVICES) or "embedded"
+
+
 def start_postgres() -> PostgresServer:
     """Start (or find) a Postgres for tests; see the module docstring for the order."""
-    if docker_available():
+    if services_mode() == "docker":
         return services.start_postgres(docker=True)
     return services.start_postgres(os.environ.get(ENV_ADMIN_URL), docker=False)
 
@@ -151,7 +202,7 @@ def journaled_spark(spark: Any, journal_url: str, tmp_path: Any) -> Iterator[tup
 
 def start_kafka() -> KafkaCluster:
     """Start (or find) a Kafka for tests; see the module docstring for the order."""
-    if docker_available():
+    if services_mode() == "docker":
         return services.start_kafka(docker=True)
     return services.start_kafka(os.environ.get(ENV_BOOTSTRAP), docker=False)
 

@@ -213,6 +213,60 @@ class OwnPostgres:
             shutil.rmtree(self.datadir, ignore_errors=True)
 
 
+class ContainerPostgres(OwnPostgres):
+    """A Postgres container (testcontainers, the container mode) that a test may stop
+    and start again: ``docker stop``/``docker start`` of the same container, so its data
+    and its port stay (the container is on the host network)."""
+
+    container: Any = None
+
+    @classmethod
+    def create(cls) -> OwnPostgres:
+        from offset_journal.services import start_postgres
+
+        server = start_postgres(docker=True)
+        pg = cls(Path(tempfile.mkdtemp(prefix="oj-own-pg-")), server)
+        pg.container = server.container
+        return pg
+
+    @property
+    def admin_url(self) -> str:
+        return str(self.server.admin_url)
+
+    def stop(self) -> None:
+        """``docker stop``: SIGTERM (a fast shutdown), connections cut, new ones refused."""
+        self.container.get_wrapped_container().stop(timeout=30)
+
+    def start(self) -> None:
+        """``docker start``, then wait (bounded) until it accepts a connection."""
+        import time
+
+        self.container.get_wrapped_container().start()
+        deadline = time.monotonic() + 60
+        while True:
+            try:
+                self.admin_engine().connect().close()
+                return
+            except sa.exc.OperationalError:
+                if time.monotonic() > deadline:
+                    raise
+                time.sleep(0.2)
+
+    def cleanup(self) -> None:
+        try:
+            self.server.stop()
+        finally:
+            shutil.rmtree(self.datadir, ignore_errors=True)
+
+
+def own_postgres_for_mode() -> OwnPostgres:
+    """A Postgres of a test's own, to stop and start: a container in container mode,
+    else an embedded one."""
+    from offset_journal.testing import services_mode
+
+    return ContainerPostgres.create() if services_mode() == "docker" else OwnPostgres.create()
+
+
 # --------------------------------------------------------------------------- the command
 
 

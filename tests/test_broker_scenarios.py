@@ -73,6 +73,7 @@ def _produce(kafka: Any, topic: str, n: int, start: int = 0) -> list[tuple[str, 
     return [(topic, p, o) for p, o, _k, _v in kafka.produce(topic, n, start=start)]
 
 
+@pytest.mark.containers
 def test_partitions_added_while_the_job_runs_are_read_from_earliest_and_journaled(
         journaled_spark, journal_url, kafka_cluster, kafka_topic, tmp_path, capsys):
     """Spark's connector notices partitions added under a running subscription and reads
@@ -179,6 +180,7 @@ def test_a_new_partition_that_lost_records_before_any_job_read_it_is_data_loss(
     _exactly(_sink(spark, tmp_path / "out-v2"), still_there)
 
 
+@pytest.mark.containers
 def test_records_deleted_before_they_were_read_are_reported_as_data_loss(
         journaled_spark, journal_url, kafka_cluster, kafka_topic, tmp_path, capsys):
     """While the job was down, DeleteRecords (as retention would) removed records the
@@ -336,6 +338,7 @@ def test_a_deleted_topic_is_left_out_with_a_warning_and_the_rest_is_exactly_once
     _exactly(got, produced)
 
 
+@pytest.mark.containers
 def test_a_recreated_topic_is_never_skipped_silently(
         journaled_spark, journal_url, kafka_cluster, kafka_topic, tmp_path, capsys):
     """Deleted and created again under the same name, the topic's offsets start at 0

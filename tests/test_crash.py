@@ -20,7 +20,7 @@ from offset_journal.checkpoint import read_checkpoint
 from offset_journal.db import resolve_url
 from tests.jobs_support import JOBS, load_job, read_parquet_outputs, start_driver
 
-pytestmark = [pytest.mark.spark, pytest.mark.slow]
+pytestmark = [pytest.mark.spark, pytest.mark.slow, pytest.mark.containers]
 
 
 def _journaled_batches(url: str) -> int:

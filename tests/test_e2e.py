@@ -8,7 +8,7 @@ import pytest
 from offset_journal import Journal
 from tests.jobs_support import load_job, read_parquet_outputs
 
-pytestmark = [pytest.mark.spark, pytest.mark.slow]
+pytestmark = [pytest.mark.spark, pytest.mark.slow, pytest.mark.containers]
 
 
 def _run(spark, listener, module, argv):

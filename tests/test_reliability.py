@@ -32,7 +32,7 @@ from offset_journal.cli import main as cli_main
 from offset_journal.records import STARTED, TERMINATED, batch_from_progress, run_from_event
 from offset_journal.restart import plan_restart
 from tests.payloads import kafka_source, progress, sql_rows
-from tests.support import OwnPostgres
+from tests.support import OwnPostgres, own_postgres_for_mode
 
 pytestmark = pytest.mark.spark
 
@@ -42,7 +42,7 @@ pytestmark = pytest.mark.spark
 
 @pytest.fixture(scope="module")
 def own_postgres() -> Iterator[OwnPostgres]:
-    pg = OwnPostgres.create()
+    pg = own_postgres_for_mode()
     try:
         yield pg
     finally:
@@ -136,6 +136,7 @@ def _spooled_batches(spool: Path) -> set[int]:
 # --------------------------------------------------------------------------- outage
 
 
+@pytest.mark.containers
 def test_database_outage_never_slows_or_fails_the_query_and_loses_nothing(
         spark: Any, own_postgres: OwnPostgres, tmp_path: Path) -> None:
     url = own_postgres.create_journal("outage")
@@ -207,6 +208,7 @@ def _gaps(ps: list[Any]) -> list[float]:
     return [b - a for a, b in zip(ts, ts[1:], strict=False)]
 
 
+@pytest.mark.containers
 def test_spool_left_by_a_driver_that_ended_during_an_outage_is_replayed_exactly_once(
         spark: Any, own_postgres: OwnPostgres, tmp_path: Path) -> None:
     url = own_postgres.create_journal("restart")

@@ -9,6 +9,7 @@ from datetime import datetime, timezone
 from typing import Any, Literal
 
 from .db import redact
+from .errors import OffsetJournalError
 
 TimeSpec = Literal["auto", "milliseconds"]
 
@@ -38,9 +39,18 @@ def first_line(exc: BaseException) -> str:
     return text.splitlines()[0] if text else type(exc).__name__
 
 
+def escape_line(text: str) -> str:
+    """``text`` on one line: line breaks and other control characters escaped (``\\n``),
+    so a value inside a message (a URL, a path, a name) cannot split it in two."""
+    return cell(text)
+
+
 def one_line(exc: BaseException) -> str:
     """An error as one line fit to show: its first line, credentials redacted, a
-    database driver's error said to be one."""
+    database driver's error said to be one. Our own errors are one line by design: a
+    line break in a value they quote is escaped, not taken for the end of the message."""
+    if getattr(exc, "orig", None) is None and isinstance(exc, OffsetJournalError):
+        return escape_line(redact(str(exc).strip()) or type(exc).__name__)
     first = first_line(exc)
     if getattr(exc, "orig", None) is not None:
         first = f"database error: {first}"

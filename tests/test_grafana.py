@@ -9,11 +9,13 @@ import re
 from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any
+from urllib.parse import quote
 
 import pytest
 import yaml
 
-from tests.support import journal_report_runs
+from tests.payloads import progress
+from tests.support import journal_batches, journal_report_runs, ts
 
 ROOT = Path(__file__).resolve().parents[1]
 DASHBOARD = ROOT / "docs" / "grafana" / "offset-journal.json"
@@ -56,8 +58,6 @@ def _call_args(sql: str, start: int) -> tuple[str, int]:
 
 def expand(sql: str, variables: dict[str, str]) -> str:
     """Grafana's Postgres macros and template variables, as Grafana expands them."""
-    for name, value in variables.items():
-        sql = sql.replace("${" + name + ":sqlstring}", _literal(value))
     frm, to = _literal(FROM.isoformat()), _literal(TO.isoformat())
     sql = sql.replace("$__timeFrom()", frm).replace("$__timeTo()", to)
     sql = sql.replace("$__interval_ms", str(INTERVAL_S * 1000))
@@ -71,7 +71,14 @@ def expand(sql: str, variables: dict[str, str]) -> str:
                 repl = (f"to_timestamp(floor(extract(epoch FROM {column}) / {INTERVAL_S}) "
                         f"* {INTERVAL_S}) AS \"time\"")
             sql = sql[:at] + repl + sql[end:]
-    assert "$" not in sql, f"a macro or variable the test does not know: {sql}"
+    known = "|".join(re.escape(n) for n in variables)
+    rest = re.sub(r"\$\{(?:" + known + r"):(?:sqlstring|percentencode)\}", "", sql) \
+        if variables else sql
+    assert "$" not in rest, f"a macro or variable the test does not know: {sql}"
+    for name, value in variables.items():
+        sql = sql.replace("${" + name + ":sqlstring}", _literal(value))
+        # Grafana's percentencode: encodeURIComponent, and !'()* encoded too (RFC 3986)
+        sql = sql.replace("${" + name + ":percentencode}", quote(value, safe=""))
     return sql
 
 
@@ -79,18 +86,21 @@ def _dashboard() -> dict[str, Any]:
     return json.loads(DASHBOARD.read_text(encoding="utf-8"))
 
 
-def _run(url: str, sql: str) -> tuple[list[str], list[tuple[Any, ...]]]:
+def _run(url: str, sql: str, *, conforming: bool = True) -> tuple[list[str],
+                                                                  list[tuple[Any, ...]]]:
+    """Run ``sql`` as Grafana sends it: one text, no parameters (so psycopg does not read
+    a '%' in it as a placeholder)."""
+    import psycopg
     import sqlalchemy as sa
 
     from offset_journal.db import resolve_url
 
-    engine = sa.create_engine(resolve_url(url), poolclass=sa.pool.NullPool)
-    try:
-        with engine.connect() as conn:
-            result = conn.exec_driver_sql(sql)
-            return list(result.keys()), [tuple(r) for r in result]
-    finally:
-        engine.dispose()
+    dsn = sa.engine.make_url(resolve_url(url)).set(drivername="postgresql")
+    with psycopg.connect(dsn.render_as_string(hide_password=False)) as conn:
+        if not conforming:  # a server configured the old way: '\\'' is an escaped quote
+            conn.execute("SET standard_conforming_strings = off")
+        cur = conn.execute(sql)
+        return [d.name for d in cur.description or ()], [tuple(r) for r in cur.fetchall()]
 
 
 def test_expand_knows_grafanas_macros() -> None:
@@ -128,6 +138,37 @@ def test_every_panel_answers_from_a_real_journal(journal_url: str) -> None:
     assert {r[1] for r in rows} == {f"{t}-{p}" for t in ("orders", "refunds") for p in range(3)}
     _, [(runs,)] = _run(journal_url, expand(_sql(dash, "Runs in range"), {"query": "orders"}))
     assert runs == 3
+
+
+HOSTILE = ["\\' OR true --", "\\'; DROP TABLE offset_journal.batches; --",
+           "o'rders\\", "orders\n' OR ''='", "$$ OR true --", "%27 OR true --"]
+
+
+def test_a_query_name_cannot_change_a_panels_sql(journal_url: str) -> None:
+    """Grafana's ${var:sqlstring} doubles quotes but leaves backslashes: on a server with
+    standard_conforming_strings=off a name like \\' OR true -- ends the string and the
+    rest runs as SQL (the stat panels then show every query's data). Each panel, for
+    each hostile name, must answer exactly as for a name the journal does not hold."""
+    journal_report_runs(journal_url)
+    hostile_journaled = "ord\\'ers$$ --"
+    journal_batches(journal_url, [progress(0, name=hostile_journaled, run_id="h1",
+                                           timestamp=ts(5))])
+    for panel in _dashboard()["panels"]:
+        for target in panel["targets"]:
+            sql = target["rawSql"]
+            for conforming in (True, False):
+                absent = _run(journal_url, expand(sql, {"query": "no such query"}),
+                              conforming=conforming)
+                for name in HOSTILE:
+                    got = _run(journal_url, expand(sql, {"query": name}),
+                               conforming=conforming)
+                    assert got == absent, (panel["title"], name, conforming)
+                if panel["title"] == "Last batch age":  # a journaled name is found
+                    for name in ("orders", hostile_journaled):
+                        _, [(age,)] = _run(journal_url, expand(sql, {"query": name}),
+                                           conforming=conforming)
+                        assert age is not None, (name, conforming)
+    assert _run(journal_url, "SELECT count(*) FROM offset_journal.batches")[1][0][0] > 1
 
 
 def _sql(dash: dict[str, Any], title: str) -> str:

@@ -10,6 +10,7 @@ may appear.
 from __future__ import annotations
 
 import argparse
+import contextlib
 import csv
 import itertools
 import json
@@ -17,7 +18,9 @@ import logging
 import os
 import re
 import shlex
+import signal
 import sys
+import threading
 import traceback
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from datetime import datetime, timezone
@@ -31,6 +34,7 @@ from .cli_parser import parse_time as parse_time
 from .db import redact
 from .errors import ConfigError, OffsetJournalError, RestartError
 from .formatting import cell, format_time, from_epoch_ms, one_line, table
+from .values import parse_timeout
 
 log = logging.getLogger(__name__)
 
@@ -546,6 +550,81 @@ def build_parser() -> argparse.ArgumentParser:
     return cli_parser.build_parser(sys.modules[__name__])
 
 
+# --------------------------------------------------------------------------- deadline
+
+ENV_TIMEOUT = "OFFSET_JOURNAL_TIMEOUT"
+DEFAULT_TIMEOUT = 120.0
+"""Seconds a command may take before it gives up (--timeout, $OFFSET_JOURNAL_TIMEOUT)."""
+_UNBOUNDED = frozenset({"jars", "demo"})
+"""Commands that run as long as they need unless a deadline is asked for: a first
+Maven download, the demo's streaming jobs."""
+_GRACE = 5.0
+"""Seconds past the deadline after which the process ends even if unwinding hangs."""
+
+
+class _DeadlineExceeded(BaseException):
+    """Raised in the main thread when the deadline passes. A BaseException, like
+    KeyboardInterrupt: neither SQLAlchemy nor psycopg then tries a rollback or a cancel
+    over the connection that does not answer."""
+
+
+def _deadline(args: argparse.Namespace) -> float | None:
+    """The command's deadline in seconds: --timeout, else $OFFSET_JOURNAL_TIMEOUT, else
+    the default (none for jars and demo)."""
+    if getattr(args, "timeout", None) is not None:
+        return float(args.timeout)
+    env = os.environ.get(ENV_TIMEOUT, "").strip()
+    if env:
+        try:
+            return parse_timeout(env)
+        except ValueError as exc:
+            raise ConfigError(f"{ENV_TIMEOUT}: {exc}") from None
+    return None if getattr(args, "command", None) in _UNBOUNDED else DEFAULT_TIMEOUT
+
+
+def _timed_out_line(seconds: float) -> str:
+    return (f"no answer within {seconds:g} s: the database (or Kafka cluster) stopped "
+            f"answering (raise the limit with --timeout SECONDS or {ENV_TIMEOUT})")
+
+
+def _exit_now(seconds: float) -> None:  # pragma: no cover - the last resort
+    _err("error", _timed_out_line(seconds))
+    sys.stderr.flush()
+    os._exit(EXIT_RUNTIME)
+
+
+@contextlib.contextmanager
+def _watchdog(seconds: float | None, *, hard_exit: bool) -> Iterator[None]:
+    """Bound the command's time on the client: SIGALRM raises _DeadlineExceeded in the
+    main thread (a blocking wait on a socket is interrupted by it); with ``hard_exit``
+    (the console script, not an in-process call) the process also ends _GRACE seconds
+    later if unwinding hangs too. A host that already uses SIGALRM keeps it: then
+    nothing is set."""
+    usable = (seconds is not None and threading.current_thread() is threading.main_thread()
+              and signal.getsignal(signal.SIGALRM) in (signal.SIG_DFL, None)
+              and signal.getitimer(signal.ITIMER_REAL) == (0.0, 0.0))
+    if not usable:
+        yield
+        return
+    assert seconds is not None
+
+    def fire(signum: int, frame: Any) -> None:
+        raise _DeadlineExceeded(seconds)
+
+    signal.signal(signal.SIGALRM, fire)
+    signal.setitimer(signal.ITIMER_REAL, seconds)
+    last_resort = threading.Timer(seconds + _GRACE, _exit_now, args=(seconds,))
+    last_resort.daemon = True
+    if hard_exit:
+        last_resort.start()
+    try:
+        yield
+    finally:
+        signal.setitimer(signal.ITIMER_REAL, 0)
+        signal.signal(signal.SIGALRM, signal.SIG_DFL)
+        last_resort.cancel()
+
+
 # --------------------------------------------------------------------------- main
 
 
@@ -575,8 +654,11 @@ def _command_index(argv: Sequence[str]) -> int | None:
         if token == "--database-url":
             i += 2
             continue
-        if token.startswith("--database-url=") or token == "--verbose" or re.fullmatch(
-                r"-v+", token):
+        if token == "--timeout":
+            i += 2
+            continue
+        if token.startswith(("--database-url=", "--timeout=")) or token == "--verbose" \
+                or re.fullmatch(r"-v+", token):
             i += 1
             continue
         return None if token.startswith("-") else i
@@ -586,6 +668,7 @@ def _command_index(argv: Sequence[str]) -> int | None:
 def main(argv: Sequence[str] | None = None) -> int:
     """Run the command line; returns the exit status (tests call this in-process)."""
     parser = build_parser()
+    console = argv is None
     argv = list(sys.argv[1:] if argv is None else argv)
     demo_args: list[str] | None = None
     index = _command_index(argv)
@@ -602,8 +685,14 @@ def main(argv: Sequence[str] | None = None) -> int:
         return int(exc.code or 0) if not isinstance(exc.code, str) else EXIT_USAGE
     _setup_logging(args.verbose)
     func: Callable[[argparse.Namespace], int] = args.func
+    seconds: float | None = None
     try:
-        return func(args)
+        seconds = _deadline(args)
+        with _watchdog(seconds, hard_exit=console):
+            return func(args)
+    except _DeadlineExceeded:
+        _err("error", _timed_out_line(seconds or 0.0))
+        return EXIT_RUNTIME
     except UsageError as exc:
         _err("error", str(exc))
         return EXIT_USAGE

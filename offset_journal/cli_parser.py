@@ -121,6 +121,11 @@ def build_parser(commands: Any) -> argparse.ArgumentParser:
                         help="journal database URL (default: $OFFSET_JOURNAL_DATABASE_URL)")
     parser.add_argument("-v", "--verbose", action="count", default=0,
                         help="log more (-v: info, -vv: debug and tracebacks)")
+    parser.add_argument("--timeout", type=_timeout, default=None, metavar="SECONDS",
+                        help="give up, in one line, when the command has not finished in "
+                             "this many seconds: a database or cluster that accepts and "
+                             "never answers (default: $OFFSET_JOURNAL_TIMEOUT, else 120; "
+                             "jars and demo: none)")
     from . import __version__
 
     parser.add_argument("--version", action="version", version=f"{PROG} {__version__}")
@@ -148,6 +153,8 @@ def _shared_options() -> tuple[argparse.ArgumentParser, ...]:
     common = _Parser(add_help=False)
     common.add_argument("--database-url", default=argparse.SUPPRESS, help=argparse.SUPPRESS)
     common.add_argument("-v", "--verbose", action="count", default=argparse.SUPPRESS,
+                        help=argparse.SUPPRESS)
+    common.add_argument("--timeout", type=_timeout, default=argparse.SUPPRESS,
                         help=argparse.SUPPRESS)
 
     kafka_opts = _Parser(add_help=False)

@@ -1,0 +1,194 @@
+"""Issue 20, item 8: a database that accepts the connection and then never answers (a
+black-holed network, a stuck pooler) held `audit` and `report` until something outside
+killed them. Every command has a client-side deadline (--timeout, $OFFSET_JOURNAL_TIMEOUT,
+else 120 s) and says so in one line, exit 1.
+
+The hung database here is real Postgres behind a proxy that forwards the connection's
+start (TLS refusal, authentication, the first ReadyForQuery) and then nothing more, in
+either direction; or a TCP endpoint that accepts and never says a word."""
+
+from __future__ import annotations
+
+import os
+import socket
+import subprocess
+import sys
+import threading
+import time
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+import sqlalchemy as sa
+
+from offset_journal.cli import ENV_TIMEOUT
+from offset_journal.db import ENV_URL
+from tests import support
+from tests.support import Cli, journal_report_runs, one_error_line
+
+cli = support.cli
+
+SCRIPT = Path(sys.executable).parent / "offset-journal"
+READY_FOR_QUERY = b"Z\x00\x00\x00\x05"
+
+
+class HangAfterConnect:
+    """A TCP proxy to the test database's Unix socket: each connection is forwarded until
+    the server has said ReadyForQuery once (the client is connected and authenticated),
+    then nothing more is forwarded either way; the sockets stay open."""
+
+    def __init__(self, upstream: str) -> None:
+        self.upstream = upstream
+        self.server = socket.socket()
+        self.server.bind(("127.0.0.1", 0))
+        self.server.listen(64)
+        self.port = self.server.getsockname()[1]
+        self.hung = threading.Event()  # set when a connection has been frozen
+        self._socks: list[socket.socket] = []
+        threading.Thread(target=self._accept, daemon=True).start()
+
+    def _accept(self) -> None:
+        while True:
+            try:
+                client, _ = self.server.accept()
+            except OSError:
+                return
+            up = socket.socket(socket.AF_UNIX)
+            up.connect(self.upstream)
+            self._socks += [client, up]
+            frozen = threading.Event()
+            threading.Thread(target=self._pump, args=(client, up, frozen, False),
+                             daemon=True).start()
+            threading.Thread(target=self._pump, args=(up, client, frozen, True),
+                             daemon=True).start()
+
+    def _pump(self, src: socket.socket, dst: socket.socket, frozen: threading.Event,
+              from_server: bool) -> None:
+        try:
+            while (data := src.recv(65536)) and not frozen.is_set():
+                dst.sendall(data)
+                if from_server and READY_FOR_QUERY in data:
+                    frozen.set()
+                    self.hung.set()
+        except OSError:
+            pass
+
+    def close(self) -> None:
+        self.server.close()
+        for s in self._socks:
+            s.close()
+
+
+@pytest.fixture
+def hung_url(journal_url: str) -> Iterator[tuple[HangAfterConnect, str]]:
+    journal_report_runs(journal_url)
+    u = sa.engine.make_url(journal_url)
+    host = u.query.get("host") or u.host
+    assert isinstance(host, str) and host.startswith("/"), "expects a Unix-socket server"
+    proxy = HangAfterConnect(os.path.join(host, f".s.PGSQL.{u.port or 5432}"))
+    try:
+        yield proxy, u.set(host="127.0.0.1", port=proxy.port, query={}).render_as_string(
+            hide_password=False)
+    finally:
+        proxy.close()
+
+
+def _run(argv: list[str], **env: str) -> tuple[subprocess.CompletedProcess[str], float]:
+    """The console script, bounded: a command that ignores its deadline fails the test
+    (TimeoutExpired) rather than hanging it."""
+    full_env = {k: v for k, v in os.environ.items() if k not in (ENV_URL, ENV_TIMEOUT)}
+    full_env.update(env)
+    t0 = time.monotonic()
+    done = subprocess.run([str(SCRIPT), *argv], capture_output=True, text=True, timeout=45,
+                          env=full_env)
+    return done, time.monotonic() - t0
+
+
+COMMANDS = [
+    ["runs"],
+    ["history", "orders"],
+    ["audit", "orders"],
+    ["report", "orders", "--output", "{tmp}/r.html"],
+    ["plan", "orders", "--no-record"],
+    ["plan", "orders"],
+    ["starting-offsets", "orders"],
+    ["prune", "--before", "2024-01-01T00:20:00Z", "--dry-run"],
+    ["rejected", "list"],
+    ["db", "current"],
+    ["db", "upgrade"],
+    ["commit-group", "orders", "--group", "g", "--bootstrap-servers", "127.0.0.1:1",
+     "--dry-run"],
+]
+
+
+@pytest.mark.parametrize("argv", COMMANDS, ids=lambda a: " ".join(a[:2]))
+def test_every_command_gives_up_on_a_hung_database_in_one_line(
+        hung_url: tuple[HangAfterConnect, str], tmp_path: Path, argv: list[str]) -> None:
+    proxy, url = hung_url
+    args = [a.replace("{tmp}", str(tmp_path)) for a in argv]
+    done, took = _run(["--database-url", url, "--timeout", "2", *args])
+    assert proxy.hung.is_set()  # it did connect, and then the database stopped answering
+    line = one_error_line(done.returncode, done.stderr)
+    assert done.returncode == 1 and "no answer within 2 s" in line and "--timeout" in line
+    assert took < 2 + 10  # the deadline, the last resort's grace, and the start-up
+    assert "password" not in done.stderr.lower()
+
+
+def test_the_deadline_comes_from_the_environment_after_the_option(
+        hung_url: tuple[HangAfterConnect, str]) -> None:
+    _, url = hung_url
+    done, took = _run(["--database-url", url, "audit", "orders"], **{ENV_TIMEOUT: "1.5"})
+    assert "no answer within 1.5 s" in one_error_line(done.returncode, done.stderr)
+    assert took < 1.5 + 10
+    # the option after the subcommand wins over the environment
+    done, _ = _run(["audit", "orders", "--database-url", url, "--timeout", "1"],
+                   **{ENV_TIMEOUT: "30"})
+    assert "no answer within 1 s" in one_error_line(done.returncode, done.stderr)
+
+
+def test_an_endpoint_that_accepts_and_never_answers(tmp_path: Path) -> None:
+    server = socket.socket()
+    server.bind(("127.0.0.1", 0))
+    server.listen(8)
+    accepted: list[socket.socket] = []
+
+    def accept() -> None:
+        while True:
+            try:
+                accepted.append(server.accept()[0])
+            except OSError:
+                return
+
+    threading.Thread(target=accept, daemon=True).start()
+    try:
+        url = f"postgresql://u:secret@127.0.0.1:{server.getsockname()[1]}/d?connect_timeout=60"
+        done, took = _run(["--database-url", url, "--timeout", "2", "report", "orders",
+                           "--output", str(tmp_path / "r.html")])
+        assert accepted  # the connection was open: only the deadline ended the wait
+        assert "no answer within 2 s" in one_error_line(done.returncode, done.stderr)
+        assert took < 2 + 10 and "secret" not in done.stderr
+        assert not (tmp_path / "r.html").exists()
+    finally:
+        server.close()
+        for s in accepted:
+            s.close()
+
+
+def test_a_bad_deadline_is_one_line(cli: Cli, monkeypatch: pytest.MonkeyPatch) -> None:
+    for argv in (["--timeout", "0", "runs"], ["runs", "--timeout", "nan"],
+                 ["--timeout", "-1", "audit", "q"]):
+        code, out, err = cli(*argv)
+        assert code == 2 and out == "" and "timeout" in one_error_line(code, err)
+    monkeypatch.setenv(ENV_TIMEOUT, "soon")
+    code, _, err = cli("--database-url", "postgresql://u@127.0.0.1:1/d", "runs")
+    assert code == 2 and ENV_TIMEOUT in one_error_line(code, err)
+
+
+def test_a_command_that_answers_in_time_is_untouched(cli: Cli, journal_url: str) -> None:
+    journal_report_runs(journal_url)
+    code, out, err = cli("--database-url", journal_url, "--timeout", "30", "runs")
+    assert code == 0 and "orders" in out and err == ""
+    import signal
+
+    assert signal.getsignal(signal.SIGALRM) == signal.SIG_DFL  # the alarm is put back
+    assert signal.getitimer(signal.ITIMER_REAL) == (0.0, 0.0)

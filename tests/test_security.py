@@ -370,10 +370,14 @@ def test_the_listener_runs_as_the_writer_role_and_the_roles_can_do_nothing_else(
             assert time.monotonic() < deadline and query.exception() is None
             time.sleep(0.1)
         query.stop()
-        # Started, progress, a rejected event and the termination (an UPDATE): all
-        # written as the writer role.
-        listener.onQueryProgress(SimpleNamespace(progress=SimpleNamespace(json="{garbage")))
+        # Started, progress and the termination (an UPDATE), then a rejected event: all
+        # written as the writer role. A rejected event is not in the journal, so flush()
+        # says False from then on, and stats() tells it from a lost one.
         assert listener.wait_terminated(query.runId, timeout=30)
+        listener.onQueryProgress(SimpleNamespace(progress=SimpleNamespace(json="{garbage")))
+        assert not listener.flush(30)
+        stats = listener.stats()
+        assert (stats.rejected, stats.lost) == (1, 0)
         done = [p.batchId for p in query.recentProgress]
     finally:
         if query is not None and query.isActive:

@@ -21,7 +21,7 @@ from typing import Any
 import sqlalchemy as sa
 from alembic import context
 
-from offset_journal.db import ConfigError, resolve_url
+from offset_journal.db import ConfigError, make_engine, resolve_url
 from offset_journal.schema import SCHEMA
 
 config = context.config
@@ -68,7 +68,7 @@ def run_migrations_online() -> None:
         url = resolve_url(_given_url())
     except ConfigError as exc:
         raise SystemExit(f"{exc} (or pass -x database_url=...)") from None
-    engine = sa.create_engine(url, poolclass=sa.pool.NullPool)
+    engine = make_engine(url, poolclass=sa.pool.NullPool)  # the same engine, pooler-safe
     try:
         with engine.connect() as conn:
             _run_on(conn)

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import os
 import re
+from collections.abc import Callable
 from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any
@@ -83,6 +84,13 @@ def make_engine(url: str | None = None, *, connect_timeout: int = 5,
     rather than after the kernel's TCP timeout. (A peer that acknowledges and never
     answers, like a stuck pooler, is only caught by a client-side deadline: the
     listener's writer cuts such a connection, see writer.Writer._deadline.)
+
+    Everything here also holds behind a transaction pooler (PgBouncer's
+    ``pool_mode = transaction``), where consecutive transactions of one client run on
+    different server connections: no startup ``options`` (PgBouncer refuses them), the
+    statement timeout set by ``SET LOCAL`` at the start of each transaction, and no
+    server-side prepared statements (``prepare_threshold=None``: a pooler does not keep
+    them, and psycopg would otherwise prepare any statement run five times).
     """
     resolved = resolve_url(url)
     connect_args: dict[str, object] = {}
@@ -92,13 +100,29 @@ def make_engine(url: str | None = None, *, connect_timeout: int = 5,
                             keepalives_count=3,
                             # data sent and not acknowledged for 30 s: the peer is gone
                             tcp_user_timeout=30_000)
-        if statement_timeout_ms:
-            connect_args["options"] = f"-c statement_timeout={int(statement_timeout_ms)}"
     kwargs.setdefault("pool_pre_ping", True)
     engine = sa.create_engine(resolved, connect_args=connect_args, **kwargs)
     if engine.dialect.driver == "psycopg":
         sa.event.listen(engine, "connect", _read_infinite_times)
+        sa.event.listen(engine, "connect", _no_prepared_statements)
+    if statement_timeout_ms and engine.dialect.name == "postgresql":
+        sa.event.listen(engine, "begin", _statement_timeout(int(statement_timeout_ms)))
     return engine
+
+
+def _no_prepared_statements(dbapi_connection: Any, _record: Any) -> None:
+    """Never prepare on the server: a transaction pooler hands the next transaction to
+    another server connection, where the prepared statement does not exist."""
+    dbapi_connection.prepare_threshold = None
+
+
+def _statement_timeout(ms: int) -> Callable[[sa.Connection], None]:
+    """A ``begin`` hook that bounds every statement of the transaction to ``ms``: set
+    per transaction, so that it holds on whichever server connection a pooler picks."""
+    def begin(conn: sa.Connection) -> None:
+        conn.exec_driver_sql(f"SET LOCAL statement_timeout = {ms}")
+
+    return begin
 
 
 UNREADABLE_TIME = datetime.min.replace(tzinfo=timezone.utc)

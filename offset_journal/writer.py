@@ -91,6 +91,16 @@ _MISCONFIGURED_STATES = {
     "42883": "the journal schema is older than this release (run `offset-journal db upgrade`)",
 }
 _MISCONFIGURED_CLASSES = ("28",)  # invalid authorization
+# A transaction pooler between the writer and Postgres that the connection does not
+# suit: nothing about the events either. offset-journal sends no startup options and
+# prepares nothing on the server, so these come from settings added to the URL.
+_POOLER_HINT = ("a transaction pooler (PgBouncer) does not keep server-side prepared "
+                "statements: do not set prepare_threshold on the journal's connections")
+_MISCONFIGURED_STATES.update({"26000": _POOLER_HINT, "42P05": _POOLER_HINT})
+_POOLER_STARTUP = "unsupported startup parameter"
+_POOLER_STARTUP_HINT = ("the pooler (PgBouncer) refuses a startup parameter: remove "
+                        "'options' from the database URL, or list it in PgBouncer's "
+                        "ignore_startup_parameters")
 
 
 def sqlstate(exc: BaseException) -> str | None:
@@ -104,6 +114,8 @@ def classify_error(exc: BaseException) -> Fault:
     """Decide what an error while writing means: only connection failures are outages,
     a missing grant or schema is a misconfiguration, and anything else the database (or
     its driver) refuses is about the event itself."""
+    if _POOLER_STARTUP in str(exc):
+        return Fault.MISCONFIGURED
     if isinstance(exc, sa.exc.DBAPIError) and exc.connection_invalidated:
         return Fault.OUTAGE
     state = sqlstate(exc)
@@ -125,6 +137,8 @@ def classify_error(exc: BaseException) -> Fault:
 
 def fault_hint(exc: BaseException) -> str:
     """What a person should do about a MISCONFIGURED error."""
+    if _POOLER_STARTUP in str(exc):
+        return _POOLER_STARTUP_HINT
     state = sqlstate(exc) or ""
     if state.startswith("28"):
         return "the database refuses the journal role's login (check the URL's role/password)"

@@ -127,6 +127,7 @@ def _wrapped(orig: BaseException, cls: type = sa.exc.DBAPIError) -> BaseExceptio
     ("57P03", "outage"), ("57014", "outage"), ("53300", "outage"), ("3D000", "outage"),
     ("40001", "outage"), ("25006", "outage"),
     ("42501", "misconfigured"), ("42P01", "misconfigured"), ("28P01", "misconfigured"),
+    ("26000", "misconfigured"), ("42P05", "misconfigured"),  # a pooler lost a prepared one
     ("54000", "refused"), ("22003", "refused"), ("22P02", "refused"), ("23514", "refused"),
     ("23505", "refused"), ("XX000", "refused"),
 ])

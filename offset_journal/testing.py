@@ -18,6 +18,9 @@ It needs a Docker engine (scripts/docker-engine.sh) and the images
 marked ``containers`` (the end-to-end subset) and ``docker_only`` (docker compose).
 The default mode is "embedded"; a Docker
 engine that happens to answer does not change it.
+* ``journal_pooler``: Debian's PgBouncer (transaction mode) in front of that Postgres,
+  once per session; ``journal_pooler.url_for(journal_url)`` reaches a test's database
+  through it.
 * ``spark`` (one local SparkSession per test session, with Spark's own Kafka connector
   and Delta Lake on ``spark.jars``) and ``journaled_spark``; ``delta_spark`` is the same
   session, failing the test with the reason when Delta Lake could not be set up.
@@ -105,6 +108,20 @@ def journal_server() -> Iterator[PostgresServer]:
         yield server
     finally:
         server.stop()
+
+
+@pytest.fixture(scope="session")
+def journal_pooler(journal_server: PostgresServer) -> Iterator[Any]:
+    """Debian's PgBouncer in transaction mode (pool of 3, its defaults otherwise) in
+    front of the session's Postgres; ``journal_pooler.url_for(journal_url)`` goes
+    through it. Started once per session, beside the Postgres."""
+    from .local_pgbouncer import start_pgbouncer
+
+    bouncer = start_pgbouncer(journal_server.admin_url, pool_size=3)
+    try:
+        yield bouncer
+    finally:
+        bouncer.stop()
 
 
 @pytest.fixture

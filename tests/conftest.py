@@ -13,6 +13,13 @@ pytest_plugins = ["offset_journal.testing"]
 # marked spark or slow) is in the quick tier: the pure core, in seconds.
 REAL_PARTS = frozenset({"spark", "delta_spark", "kafka_cluster", "journal_server", "secure"})
 CHROMIUM = os.environ.get("OFFSET_JOURNAL_CHROMIUM", "/usr/bin/chromium")
+PGBOUNCER = os.environ.get("OFFSET_JOURNAL_PGBOUNCER", "/usr/sbin/pgbouncer")
+# Debian packages some tests need (marker: binary, what it is for); the README's
+# prerequisites name them, and a run that collects such a test stops up front without.
+PACKAGES = {
+    "chromium": (CHROMIUM, "the HTML report's test needs Debian's chromium"),
+    "pgbouncer": (PGBOUNCER, "the pooler tests need Debian's pgbouncer"),
+}
 
 
 def pytest_addoption(parser: pytest.Parser) -> None:
@@ -23,7 +30,8 @@ def pytest_addoption(parser: pytest.Parser) -> None:
 
 def needs_real_parts(item: pytest.Item) -> bool:
     names = set(getattr(item, "fixturenames", ()))
-    marked = any(item.get_closest_marker(m) for m in ("spark", "slow", "chromium", "services"))
+    marked = any(item.get_closest_marker(m)
+                 for m in ("spark", "slow", "chromium", "pgbouncer", "services"))
     return marked or bool(names & REAL_PARTS)
 
 
@@ -33,8 +41,8 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
         items[:] = [i for i in items if not needs_real_parts(i)]
         config.hook.pytest_deselected(items=slow)
         return
-    if any(i.get_closest_marker("chromium") for i in items) and not (
-            os.access(CHROMIUM, os.X_OK) or shutil.which("chromium")):
-        pytest.exit(f"the HTML report's test needs Debian's chromium ({CHROMIUM} not found): "
-                    "apt-get install -y chromium, or run with --quick / -m 'not chromium'",
-                    returncode=4)
+    for marker, (binary, why) in PACKAGES.items():
+        if any(i.get_closest_marker(marker) for i in items) and not (
+                os.access(binary, os.X_OK) or shutil.which(marker)):
+            pytest.exit(f"{why} ({binary} not found): apt-get install -y {marker}, "
+                        f"or run with --quick / -m 'not {marker}'", returncode=4)

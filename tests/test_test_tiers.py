@@ -1,6 +1,6 @@
 """The suite's own tiers (tests/conftest.py): `--quick` keeps the pure core only, and a
-full run on a machine without Debian's chromium stops up front with one line instead of
-failing the report's test after twenty minutes."""
+full run on a machine without Debian's chromium or pgbouncer stops up front with one
+line instead of failing their tests after twenty minutes."""
 
 from __future__ import annotations
 
@@ -8,6 +8,8 @@ import os
 import subprocess
 import sys
 from pathlib import Path
+
+import pytest
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -31,11 +33,14 @@ def test_the_quick_tier_is_the_pure_core() -> None:
     assert "deselected" in done.stdout
 
 
-def test_a_full_run_without_chromium_stops_up_front_in_one_line(tmp_path: Path) -> None:
-    env = {**os.environ, "OFFSET_JOURNAL_CHROMIUM": str(tmp_path / "no-chromium"),
+@pytest.mark.parametrize(("package", "test"), [("chromium", "tests/test_report.py"),
+                                                ("pgbouncer", "tests/test_pgbouncer.py")])
+def test_a_full_run_without_a_debian_package_stops_up_front_in_one_line(
+        tmp_path: Path, package: str, test: str) -> None:
+    env = {**os.environ, f"OFFSET_JOURNAL_{package.upper()}": str(tmp_path / "absent"),
            "PATH": str(Path(sys.executable).parent)}
-    done = _pytest("tests/test_report.py", "-q", "-k", "chromium", env=env)
+    done = _pytest(test, "-q", "-k", "chromium" if package == "chromium" else "", env=env)
     assert done.returncode == 4, done.stdout + done.stderr
-    said = [line for line in (done.stdout + done.stderr).splitlines() if "chromium" in line]
-    assert len(said) == 1 and "apt-get install -y chromium" in said[0], said
+    said = [line for line in (done.stdout + done.stderr).splitlines() if package in line]
+    assert len(said) == 1 and f"apt-get install -y {package}" in said[0], said
     assert "passed" not in done.stdout and "Traceback" not in done.stdout + done.stderr

@@ -147,10 +147,7 @@ class OffsetJournalListener(_Base):
             self._closed = True
         if writer is None:
             return self._late.lost == 0 and not self._late_pending()
-        try:
-            atexit.unregister(self._at_exit)
-        except Exception:  # pragma: no cover
-            pass
+        atexit.unregister(self._at_exit)
         ok = writer.close(timeout)
         with self._lock:
             self._late = self._late + writer.stats()

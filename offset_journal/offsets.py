@@ -255,17 +255,6 @@ def pair_partitions(s: KafkaOffsets, e: KafkaOffsets) -> list[PartitionOffset]:
     return rows
 
 
-def rows_to_offsets(rows: Iterable[PartitionOffset], *, use: Side = "end") -> KafkaOffsets:
-    """Collect partition rows back into topic -> partition -> offset (start or end)."""
-    out: KafkaOffsets = {}
-    for row in rows:
-        value = row.end if use == "end" else row.start
-        if value is None:
-            continue
-        out.setdefault(row.topic, {})[row.partition] = value
-    return out
-
-
 def offsets_json(rows: Iterable[PartitionOffset], *, use: Side = "end"
                  ) -> dict[str, dict[str, int]] | None:
     """Kafka offsets JSON (as Spark reports it) rebuilt from partition rows; None when no

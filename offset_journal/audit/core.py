@@ -48,7 +48,7 @@ placed where it was journaled; a query reading one topic-partition in two source
 from __future__ import annotations
 
 from collections import deque
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Literal
@@ -463,7 +463,3 @@ def _notes(runs: Sequence[RunStart], concurrent: Sequence[tuple[str, str]]) -> l
               "name" for a, b in concurrent]
     return notes
 
-
-def runs_by_id(report: AuditReport) -> Mapping[str, RunStart]:
-    """The report's runs by run id."""
-    return {r.run_id: r for r in report.runs}

@@ -18,7 +18,7 @@ from typing import TYPE_CHECKING
 
 from ..errors import RestartError
 from ..formatting import format_time
-from ..journal import Batch, FlaggedProblem
+from ..journal_rows import Batch, FlaggedProblem
 from ..overlap import concurrent_runs
 from .from_time import reread_note, time_source_plan
 from .kafka_offsets import kafka_source_plan, kafka_topics
@@ -333,13 +333,6 @@ def future_trigger_findings(anchor: Batch, database_now: datetime | None) -> Fin
     ])
 
 
-def future_trigger_problems(anchor: Batch, database_now: datetime | None,
-                            ) -> tuple[list[str], list[str]]:
-    """(warnings, errors) of :func:`future_trigger_findings`."""
-    found = future_trigger_findings(anchor, database_now)
-    return found.warnings, found.errors
-
-
 def concurrency_findings(inp: PlanInputs) -> Findings:
     """A warning per pair of runs (started by the anchor's time) that overlapped."""
     cutoff_time = inp.anchor.trigger_at
@@ -433,4 +426,4 @@ def check_last_batch(query_name: str, anchor: Batch, others: Sequence[Batch]) ->
 
 
 __all__ = ["check_last_batch", "check_request", "compute_plan", "concurrent_runs", "decide",
-           "future_trigger_problems", "order_key", "refuse_used_checkpoint"]
+           "order_key", "refuse_used_checkpoint"]

@@ -15,21 +15,27 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
-from .db import redact
 from .errors import ConfigError, JournalError, OffsetJournalError, RestartError
-from .journal import Batch, Journal, Run, SourceOffsets
+from .journal_rows import Batch, Run, SourceOffsets
+from .redaction import redact
 
 if TYPE_CHECKING:
+    from .journal import Journal
     from .listener import OffsetJournalListener, attach
 
 
 def __getattr__(name: str) -> Any:
     # The listener imports PySpark (0.26 s): only code that attaches it pays for that,
     # not the command (``offset-journal starting-offsets``) or the journal's readers.
+    # The Journal loads SQLAlchemy: the pure core (plans, audits, records) loads without.
     if name in ("OffsetJournalListener", "attach"):
         from . import listener
 
         return getattr(listener, name)
+    if name == "Journal":
+        from .journal import Journal
+
+        return Journal
     raise AttributeError(f"module 'offset_journal' has no attribute {name!r}")
 
 __all__ = [

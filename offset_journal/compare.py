@@ -7,7 +7,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
 from .errors import RestartError
-from .journal import Batch
+from .journal_rows import Batch
 from .offsets import KafkaOffsets
 from .restart.kafka_offsets import end_offsets_of
 from .restart.model import KIND_KAFKA, BatchRef, source_kind

@@ -8,7 +8,6 @@ prints :func:`redact` of it, so passwords never reach logs or error messages.
 from __future__ import annotations
 
 import os
-import re
 from collections.abc import Callable
 from datetime import datetime, timezone
 from pathlib import Path
@@ -17,9 +16,9 @@ from typing import Any
 import sqlalchemy as sa
 
 from .errors import ConfigError
+from .redaction import redact
 
 ENV_URL = "OFFSET_JOURNAL_DATABASE_URL"
-
 
 
 def resolve_url(url: str | None = None) -> str:
@@ -47,31 +46,6 @@ def resolve_url(url: str | None = None) -> str:
         raise ConfigError(f"malformed database URL: an '@' in the password must be written "
                           f"%40: {redact(url)}")
     return url
-
-
-# The password runs to the last '@' of the URL (an unencoded '@' in it must not leave
-# its tail showing), and may hold spaces and any other character but a line break. In
-# order of preference it ends at: the last '@' of the line that a host and a path, a
-# query or a port follow (over-redacting a second URL on the line rather than leaving
-# part of a password); the last '@' of its run of non-blanks; an '@' followed by a
-# host at the end of the text or a blank (for a password with blanks and no '/').
-# Keyword forms may come first, be quoted, or be sslpassword.
-_PASSWORD_IN_URL = re.compile(
-    r"(://[^:/@\s]*:)"
-    r"(?:[^\n]*(?=@[^\s/?#@]*(?::\d+(?:[/?\s]|$)|[/?]))"
-    r"|\S*(?=@)"
-    r"|[^\n/]*(?=@[^\s/?#@:]+(?::\d+)?(?:\s|$)))"
-)
-_PASSWORD_IN_QUERY = re.compile(
-    r"(?i)((?:^|[^\w-])(?:pg)?(?:ssl)?(?:password|passwd|pwd)\s*=\s*)"
-    r"('(?:[^'\\]|\\.)*'?|\"(?:[^\"\\]|\\.)*\"?|[^&;\s)\]},]*)"
-)
-
-
-def redact(text: object) -> str:
-    """Replace passwords in any text holding database URLs (or connection strings) by ***."""
-    out = _PASSWORD_IN_URL.sub(r"\1***", str(text))
-    return _PASSWORD_IN_QUERY.sub(r"\1***", out)
 
 
 def make_engine(url: str | None = None, *, connect_timeout: int = 5,

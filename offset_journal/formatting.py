@@ -8,8 +8,8 @@ from collections.abc import Sequence
 from datetime import datetime, timezone
 from typing import Any, Literal
 
-from .db import redact
 from .errors import OffsetJournalError
+from .redaction import redact
 
 TimeSpec = Literal["auto", "milliseconds"]
 

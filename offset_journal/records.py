@@ -14,7 +14,6 @@ from dataclasses import dataclass, field
 from datetime import datetime, timezone
 from typing import Any
 
-from .db import redact
 from .errors import ProgressFormatError
 from .offsets import (
     KAFKA_SHAPE_ERROR,
@@ -28,6 +27,7 @@ from .offsets import (
     plain_kafka,
     plain_kafka_rows,
 )
+from .redaction import redact
 
 _orjson: Any = None
 try:  # the standard library's json does the same, slower (and decides what orjson refuses)

@@ -10,8 +10,9 @@ checkpoints? (``offset-journal audit QUERY``, ``Journal.audit``.)
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING, Any
+
 from .core import audit_batches, fits, match_plan
-from .edge import audit_query, iter_audit_batches
 from .model import (
     EXIT_CLEAN,
     EXIT_FINDINGS,
@@ -32,6 +33,20 @@ from .model import (
     Status,
 )
 from .report import format_json, format_table
+
+if TYPE_CHECKING:
+    from .edge import audit_query, iter_audit_batches
+
+
+def __getattr__(name: str) -> Any:
+    # The edge reads the journal (SQLAlchemy): loaded on first use, so that the pure
+    # walk and its model load without the database driver.
+    if name in ("audit_query", "iter_audit_batches"):
+        from . import edge
+
+        return getattr(edge, name)
+    raise AttributeError(f"module 'offset_journal.audit' has no attribute {name!r}")
+
 
 __all__ = [
     "EXIT_CLEAN",

@@ -15,7 +15,7 @@ from datetime import datetime
 from typing import TYPE_CHECKING
 
 from ..formatting import format_time
-from ..journal import SourceOffsets
+from ..journal_rows import SourceOffsets
 from ..offsets import KafkaOffsets, format_kafka_offsets
 from .kafka_offsets import (
     PATTERN_NOTE,

@@ -7,7 +7,7 @@ import re
 from collections.abc import Collection, Iterable, Sequence
 from typing import TYPE_CHECKING, Literal
 
-from ..journal import Batch, SourceOffsets
+from ..journal_rows import Batch, SourceOffsets
 from ..offsets import EARLIEST, KafkaOffsets, PartitionOffset, format_kafka_offsets
 from .model import KIND_KAFKA, BatchRef, Findings, PlanInputs, SourcePlan, Start, source_kind
 from .text import count, tp, tp_list

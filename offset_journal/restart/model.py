@@ -14,7 +14,7 @@ from typing import TYPE_CHECKING, Any, Literal, TypedDict
 
 from ..errors import RestartError
 from ..formatting import format_time
-from ..journal import Batch, FlaggedProblem, SourceOffsets
+from ..journal_rows import Batch, FlaggedProblem, SourceOffsets
 from ..offsets import KafkaOffsets, format_kafka_offsets, looks_like_kafka
 from ..overlap import RunSpan
 from .text import fill

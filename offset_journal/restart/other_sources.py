@@ -9,7 +9,7 @@ from __future__ import annotations
 import json
 from typing import Any
 
-from ..journal import SourceOffsets
+from ..journal_rows import SourceOffsets
 from .model import KIND_DELTA, KIND_FILE, KIND_RATE, PlanInputs, SourceKind, SourcePlan, Start
 
 

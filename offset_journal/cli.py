@@ -255,15 +255,9 @@ def _history_cells(b: Any, n_sources: int) -> list[Any]:
 
 
 def _plan(args: argparse.Namespace, source: int | None) -> Any:
-    from .restart import (
-        MODE_STATE_AWARE,
-        MODE_STATELESS,
-        POSITION_AFTER,
-        POSITION_AT,
-        POSITION_FROM_TIME,
-        check_request,
-        plan_restart,
-    )
+    from .restart import MODE_STATE_AWARE, MODE_STATELESS, plan_restart
+    from .restart.model import POSITION_AFTER, POSITION_AT, POSITION_FROM_TIME
+    from .restart.plan import check_request
 
     if args.window is not None and not args.state_aware:
         raise UsageError("--window applies to --state-aware plans only")
@@ -297,7 +291,7 @@ def _kafka_source(plan: Any, index: int | None) -> Any:
     """The source ``starting-offsets`` prints: the one asked for, else the only Kafka
     source of the query (the Kafka side of a union). startingOffsets is a Kafka option:
     any other source is one line and exit 1, never a value on stdout."""
-    from .restart import KIND_KAFKA
+    from .restart.model import KIND_KAFKA
 
     if index is not None:
         source = plan.source(index)
@@ -406,7 +400,7 @@ def cmd_checkpoint_inspect(args: argparse.Namespace) -> int:
 
 
 def cmd_checkpoint_import(args: argparse.Namespace) -> int:
-    from .restart import import_checkpoint
+    from .checkpoint_import import import_checkpoint
 
     result = import_checkpoint(_url(args), args.dir, args.query_name)
     _out(f"imported {result.imported} batches of {result.path} into query "
@@ -419,7 +413,8 @@ def cmd_checkpoint_import(args: argparse.Namespace) -> int:
 
 def cmd_checkpoint_compare(args: argparse.Namespace) -> int:
     from .checkpoint import kafka_end_offsets, read_checkpoint
-    from .restart import BatchRef, compare_offsets, comparison_verdict, journal_kafka_offsets
+    from .compare import compare_offsets, comparison_verdict, journal_kafka_offsets
+    from .restart import BatchRef
 
     ckpt = read_checkpoint(args.dir)
     last = ckpt.last_committed
@@ -491,8 +486,9 @@ def cmd_rejected_replay(args: argparse.Namespace) -> int:
 
 
 def cmd_commit_group(args: argparse.Namespace) -> int:
+    from .compare import group_offsets
     from .kafka_admin import commit_group
-    from .restart import BatchRef, group_offsets
+    from .restart import BatchRef
 
     with _journal(args) as journal:
         batch = journal.last_batch(args.query)

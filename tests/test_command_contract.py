@@ -10,9 +10,10 @@ from pathlib import Path
 import pytest
 
 from offset_journal import ConfigError, OffsetJournalListener, attach
+from offset_journal.checkpoint_import import import_checkpoint
 from offset_journal.db import resolve_url
 from offset_journal.kafka_admin import KafkaAdminError, commit_group
-from offset_journal.restart import RestartError, import_checkpoint
+from offset_journal.restart import RestartError
 from offset_journal.values import parse_duration, parse_time, parse_timeout
 from tests import support
 from tests.payloads import kafka_source, progress

@@ -12,17 +12,14 @@ from typing import Any
 
 import pytest
 
+from offset_journal.checkpoint_import import import_checkpoint
 from offset_journal.cli import main
 from offset_journal.db import ENV_URL
 from offset_journal.journal import Batch, Journal, SourceOffsets
 from offset_journal.offsets import PartitionOffset
 from offset_journal.records import batch_from_progress
-from offset_journal.restart import (
-    RestartError,
-    check_last_batch,
-    import_checkpoint,
-    plan_restart,
-)
+from offset_journal.restart import RestartError, plan_restart
+from offset_journal.restart.plan import check_last_batch
 from tests.payloads import sql_rows
 from tests.support import journal_batches, kafka_progress, write_checkpoint
 

@@ -30,6 +30,7 @@ from hypothesis import strategies as st
 from offset_journal import Journal
 from offset_journal.journal import Batch, SourceOffsets
 from offset_journal.offsets import EARLIEST, PartitionOffset, kafka_offsets
+from offset_journal.overlap import RunSpan, concurrent_runs
 from offset_journal.records import (
     STARTED,
     TERMINATED,
@@ -38,7 +39,7 @@ from offset_journal.records import (
     batch_from_progress,
     run_from_event,
 )
-from offset_journal.restart import RunSpan, compute_plan, concurrent_runs
+from offset_journal.restart import compute_plan
 from tests.payloads import kafka_source, progress
 
 LONG = 2**63

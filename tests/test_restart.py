@@ -13,27 +13,19 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from offset_journal.journal import Batch, Journal, SourceOffsets
-from offset_journal.offsets import EARLIEST, PartitionOffset
-from offset_journal.restart import (
-    MODE_STATE_AWARE,
-    CheckpointState,
+from offset_journal.checkpoint_import import checkpoint_run_id, import_checkpoint
+from offset_journal.compare import (
     OffsetComparison,
-    RestartError,
-    RunSpan,
-    SinkState,
-    check_against_cluster,
-    checkpoint_run_id,
     compare_offsets,
     comparison_verdict,
-    compute_plan,
-    concurrent_runs,
     group_offsets,
-    import_checkpoint,
-    kafka_strategy,
-    plan_restart,
-    source_kind,
 )
+from offset_journal.journal import Batch, Journal, SourceOffsets
+from offset_journal.offsets import EARLIEST, PartitionOffset
+from offset_journal.overlap import RunSpan, concurrent_runs
+from offset_journal.restart import MODE_STATE_AWARE, RestartError, compute_plan, plan_restart
+from offset_journal.restart.kafka_offsets import check_against_cluster, kafka_strategy
+from offset_journal.restart.model import CheckpointState, SinkState, source_kind
 from offset_journal.testing import KafkaCluster
 from tests.payloads import kafka_source, progress
 from tests.support import at, fill, journal_batches, kafka_progress, ts, write_checkpoint

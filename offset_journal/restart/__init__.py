@@ -24,18 +24,25 @@ Positions a plan can start from:
   is at or after a time (Kafka's offsetsForTimes; the log end when there is none), with
   the journaled batches that reads again (``from_time.py``).
 
-The modules, one job each:
+The modules, one job each, in the order data flows:
 
+* ``edge.py``: :func:`plan_restart`, the I/O: gathers the journal's batches, the
+  checkpoint location and the Kafka cluster's offsets;
 * ``model.py``: the data (inputs, :class:`Findings`, :class:`RestartPlan`), closed sets;
-* ``plan.py``: :func:`compute_plan`, the decision;
-* ``kafka_offsets.py``: Kafka start offsets, and the check against the cluster;
-* ``other_sources.py``: Delta, file, rate and other sources;
-* ``state_aware.py``: the cutoff and the rewind of state-aware plans;
-* ``edge.py``: :func:`plan_restart`, the I/O.
+* ``plan.py``: :func:`compute_plan`, the decision (pure);
+* ``kafka_offsets.py``, ``from_time.py``, ``other_sources.py``, ``state_aware.py``: its
+  steps for Kafka offsets, a point in time, Delta/file/rate sources, and state-aware
+  rewinds (pure);
+* ``record.py``: the plan as the journal records it (``restart_plans``);
+* ``text.py``, ``delta_log.py``: wording helpers, and a Delta table's id.
 
 Importing a checkpoint into the journal lives in :mod:`offset_journal.checkpoint_import`,
-comparing offsets in :mod:`offset_journal.compare`; their names stay importable from
-here too.
+comparing offsets in :mod:`offset_journal.compare`.
+
+What this package exports is what a caller needs; the steps stay in their modules. The
+pure modules load without the database driver: the I/O names (:func:`plan_restart`,
+:func:`plan_from_journal`, :class:`PlanRequest`, :class:`PlanOptions`) are imported on
+first use, as :mod:`offset_journal` does for the listener.
 """
 
 from __future__ import annotations
@@ -43,142 +50,45 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Any
 
 from ..errors import RestartError
-from ..overlap import RunSpan, concurrent_runs
-from .edge import PlanOptions, PlanRequest, checkpoint_state, plan_from_journal, plan_restart
-from .kafka_offsets import (
-    check_against_cluster,
-    end_offsets_of,
-    kafka_strategy,
-    kafka_topics,
-    start_offsets_from,
-)
 from .model import (
-    KIND_DELTA,
-    KIND_FILE,
-    KIND_KAFKA,
-    KIND_OTHER,
-    KIND_RATE,
     MODE_STATE_AWARE,
     MODE_STATELESS,
-    MODES,
-    POSITION_AFTER,
-    POSITION_AT,
-    POSITION_FROM_TIME,
-    POSITION_REWIND,
-    POSITIONS,
-    AsyncTail,
     BatchRef,
-    CheckpointState,
     Findings,
     Mode,
-    PlanInputs,
     Position,
-    RereadRun,
     RestartPlan,
-    SinkState,
-    SourceKind,
     SourcePlan,
-    source_kind,
 )
-from .plan import (
-    check_last_batch,
-    check_request,
-    compute_plan,
-    decide,
-    future_trigger_problems,
-    refuse_used_checkpoint,
-)
-from .state_aware import emitted_cutoff, rewind_index
+from .plan import compute_plan
 
 if TYPE_CHECKING:
-    from ..checkpoint_import import (
-        ImportResult,
-        checkpoint_run_id,
-        import_checkpoint,
-        records_from_checkpoint,
-    )
-    from ..compare import (
-        OffsetComparison,
-        compare_offsets,
-        comparison_verdict,
-        group_offsets,
-        journal_kafka_offsets,
-    )
+    from .edge import PlanOptions, PlanRequest, plan_from_journal, plan_restart
 
-_MOVED = {
-    "ImportResult": "checkpoint_import", "checkpoint_run_id": "checkpoint_import",
-    "import_checkpoint": "checkpoint_import", "records_from_checkpoint": "checkpoint_import",
-    "OffsetComparison": "compare", "compare_offsets": "compare",
-    "comparison_verdict": "compare", "group_offsets": "compare",
-    "journal_kafka_offsets": "compare",
-}
+_EDGE = ("PlanOptions", "PlanRequest", "plan_from_journal", "plan_restart")
 
 
 def __getattr__(name: str) -> Any:
-    # Checkpoint import and comparison live in their own modules, which import this
-    # package: loaded on first use, so that old imports from here keep working.
-    if name in _MOVED:
-        import importlib
+    if name in _EDGE:
+        from . import edge
 
-        return getattr(importlib.import_module(f"offset_journal.{_MOVED[name]}"), name)
+        return getattr(edge, name)
     raise AttributeError(f"module 'offset_journal.restart' has no attribute {name!r}")
 
 
 __all__ = [
-    "KIND_DELTA",
-    "KIND_FILE",
-    "KIND_KAFKA",
-    "KIND_OTHER",
-    "KIND_RATE",
-    "MODES",
     "MODE_STATELESS",
     "MODE_STATE_AWARE",
-    "POSITION_AFTER",
-    "POSITION_AT",
-    "POSITION_FROM_TIME",
-    "POSITION_REWIND",
-    "POSITIONS",
-    "AsyncTail",
     "BatchRef",
-    "CheckpointState",
     "Findings",
-    "ImportResult",
     "Mode",
-    "OffsetComparison",
-    "PlanInputs",
     "PlanOptions",
     "PlanRequest",
     "Position",
-    "RereadRun",
     "RestartError",
     "RestartPlan",
-    "RunSpan",
-    "SinkState",
-    "SourceKind",
     "SourcePlan",
-    "check_against_cluster",
-    "check_last_batch",
-    "check_request",
-    "checkpoint_run_id",
-    "checkpoint_state",
-    "compare_offsets",
-    "comparison_verdict",
     "compute_plan",
-    "concurrent_runs",
-    "decide",
-    "emitted_cutoff",
-    "end_offsets_of",
-    "future_trigger_problems",
-    "group_offsets",
-    "import_checkpoint",
-    "journal_kafka_offsets",
-    "kafka_strategy",
-    "kafka_topics",
     "plan_from_journal",
     "plan_restart",
-    "records_from_checkpoint",
-    "refuse_used_checkpoint",
-    "rewind_index",
-    "source_kind",
-    "start_offsets_from",
 ]

@@ -15,10 +15,17 @@ from __future__ import annotations
 import getpass
 import logging
 import socket
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Literal
 
 from ..formatting import first_line, format_time
-from .model import MODE_STATE_AWARE, POSITION_AT, RestartPlan
+from .model import (
+    MODE_STATE_AWARE,
+    POSITION_AFTER,
+    POSITION_AT,
+    POSITION_FROM_TIME,
+    POSITION_REWIND,
+    RestartPlan,
+)
 
 if TYPE_CHECKING:
     from ..journal import Journal
@@ -30,19 +37,25 @@ COMMANDS = ("starting-offsets", "plan", "api")
 """Who handed the plan out: the two commands, or the Python API (jobs)."""
 
 
-def recorded_position(plan: RestartPlan, request: PlanRequest) -> str:
+RecordedPosition = Literal["after", "at", "as-of", "rewind", "from-time"]
+"""A recorded plan's position: a plan's :data:`~.model.Position`, or ``as-of`` (after the
+last batch at a time), which the audit tells from ``after``."""
+RECORDED_AS_OF: RecordedPosition = "as-of"
+
+
+def recorded_position(plan: RestartPlan, request: PlanRequest) -> RecordedPosition:
     """The position a recorded plan starts from: after (the last batch), at (a batch,
     reprocessing it), as-of (after the last batch at a time), rewind (state-aware) or
     from-time (the first record at a time). All but "after" read again on purpose."""
-    if plan.mode == MODE_STATE_AWARE or plan.position == "rewind":
-        return "rewind"
+    if plan.mode == MODE_STATE_AWARE or plan.position == POSITION_REWIND:
+        return POSITION_REWIND
     if plan.position == POSITION_AT:
-        return "at"
-    if plan.position == "from-time" or request.from_time is not None:
-        return "from-time"
+        return POSITION_AT
+    if plan.position == POSITION_FROM_TIME or request.from_time is not None:
+        return POSITION_FROM_TIME
     if request.as_of is not None:
-        return "as-of"
-    return "after"
+        return RECORDED_AS_OF
+    return POSITION_AFTER
 
 
 def plan_row(plan: RestartPlan, request: PlanRequest, command: str) -> dict[str, Any]:
@@ -99,7 +112,7 @@ def record_plan(journal: Journal, plan: RestartPlan, request: PlanRequest,
     role; a journal not upgraded to 0008_decisions). Returns the plan."""
     import sqlalchemy as sa
 
-    from ..db import redact
+    from ..redaction import redact
 
     try:
         plan.plan_id = journal.record_plan(plan_row(plan, request, command))

@@ -255,36 +255,22 @@ def _history_cells(b: Any, n_sources: int) -> list[Any]:
 
 
 def _plan(args: argparse.Namespace, source: int | None) -> Any:
+    from .plan_args import request_from_args
     from .restart import MODE_STATE_AWARE, MODE_STATELESS, plan_restart
-    from .restart.model import POSITION_AFTER, POSITION_AT, POSITION_FROM_TIME
-    from .restart.plan import check_request
 
-    if args.window is not None and not args.state_aware:
-        raise UsageError("--window applies to --state-aware plans only")
-    mode = MODE_STATE_AWARE if args.state_aware else MODE_STATELESS
-    try:  # the planner's own rule, as a usage error before anything is read
-        check_request(mode, POSITION_AT if args.batch is not None else
-                      POSITION_FROM_TIME if args.from_time is not None else POSITION_AFTER)
-    except RestartError as exc:
-        raise UsageError(f"{exc} (--state-aware takes --as-of, not --batch or --from-time)"
-                         ) from None
-    if args.from_time is not None and not args.bootstrap_servers:
-        raise UsageError("--from-time looks the time up on the Kafka cluster: give "
-                         "--bootstrap-servers")
     if getattr(args, "offsets_format", None) == "by-timestamp" and args.from_time is None:
         raise UsageError("--format by-timestamp needs --from-time")
-    return plan_restart(
-        _url(args), args.query, source=source, as_of=args.as_of, batch=args.batch,
-        bootstrap_servers=args.bootstrap_servers, kafka_config=dict(args.kafka_config or []),
-        kafka_timeout=args.kafka_timeout, checkpoint=args.checkpoint,
-        output_path=getattr(args, "output_path", None),
-        mode=mode, window=args.window,
-        subscribe=args.subscribe, allow_data_loss=args.allow_data_loss,
-        recreated_topics=args.recreated_topics or (),
-        recreated_tables=args.recreated_tables or (),
-        record=not args.no_record, command=args.command,
-        from_time=args.from_time,
-    )
+    try:  # the request's own rules, as a usage error before anything is read
+        request = request_from_args(
+            args, args.query, source=source, bootstrap_servers=args.bootstrap_servers,
+            kafka_config=dict(args.kafka_config or []), kafka_timeout=args.kafka_timeout,
+            checkpoint=args.checkpoint, output_path=getattr(args, "output_path", None),
+            mode=MODE_STATE_AWARE if args.state_aware else MODE_STATELESS,
+            window=args.window, subscribe=args.subscribe)
+    except RestartError as exc:
+        raise UsageError(str(exc)) from None
+    return plan_restart(_url(args), request, record=not args.no_record,
+                        command=args.command)
 
 
 def _kafka_source(plan: Any, index: int | None) -> Any:

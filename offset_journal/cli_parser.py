@@ -12,6 +12,7 @@ from datetime import datetime, timedelta
 from typing import Any, NoReturn, cast
 
 from . import values
+from .plan_args import add_plan_options, argument_type
 
 PROG = "offset-journal"
 
@@ -29,39 +30,26 @@ class _Parser(argparse.ArgumentParser):
 
 # --------------------------------------------------------------------------- values
 
-def _argument(parse: Callable[[str], Any]) -> Callable[[str], Any]:
-    """An argparse type from a library parser: its ValueError becomes the one line."""
-
-    def convert(text: str) -> Any:
-        try:
-            return parse(text)
-        except ValueError as exc:
-            raise argparse.ArgumentTypeError(str(exc)) from None
-
-    convert.__name__ = parse.__name__
-    return convert
-
-
 def parse_duration(text: str) -> timedelta:
     """``10m``, ``1h30m``, ``'10 minutes'`` (offset_journal.values.parse_duration)."""
-    return cast(timedelta, _argument(values.parse_duration)(text))
+    return cast(timedelta, argument_type(values.parse_duration)(text))
 
 
 def parse_time(text: str, now: datetime | None = None) -> datetime:
     """ISO 8601 (naive = UTC), ``now``, ``-2h`` (offset_journal.values.parse_time)."""
-    return cast(datetime, _argument(lambda t: values.parse_time(t, now))(text))
+    return cast(datetime, argument_type(lambda t: values.parse_time(t, now))(text))
 
 
-_timeout = _argument(values.parse_timeout)
+_timeout = argument_type(values.parse_timeout)
 
 
 def _name(what: str) -> Callable[[str], str]:
-    return _argument(lambda text: values.check_name(text, what))
+    return argument_type(lambda text: values.check_name(text, what))
 
 
 def parse_batch(text: str) -> tuple[str, int]:
     """``RUN_ID:BATCH_ID`` (offset_journal.values.parse_batch_ref)."""
-    return cast(tuple[str, int], _argument(values.parse_batch_ref)(text))
+    return cast(tuple[str, int], argument_type(values.parse_batch_ref)(text))
 
 
 def _key_value(text: str) -> tuple[str, str]:
@@ -166,16 +154,6 @@ def _shared_options() -> tuple[argparse.ArgumentParser, ...]:
 
     plan_opts = _Parser(add_help=False)
     plan_opts.add_argument("query", help="query name (as journaled)")
-    when = plan_opts.add_mutually_exclusive_group()
-    when.add_argument("--as-of", type=parse_time, metavar="TIME",
-                      help="start after the last batch triggered at or before TIME "
-                           "(ISO 8601, naive = UTC; or --as-of=-2h)")
-    when.add_argument("--batch", type=parse_batch, metavar="RUN:BATCH",
-                      help="start AT this batch (its start offsets): reprocess it and after")
-    when.add_argument("--from-time", type=parse_time, metavar="TIME",
-                      help="record time: start each partition at its first record "
-                           "timestamped at or after TIME (as kafka-consumer-groups "
-                           "--to-datetime; needs --bootstrap-servers)")
     plan_opts.add_argument("--bootstrap-servers", metavar="HOSTS",
                            help="check against this Kafka cluster: new partitions, deleted "
                                 "topics, data loss")
@@ -189,33 +167,9 @@ def _shared_options() -> tuple[argparse.ArgumentParser, ...]:
                                 "not yet emitted are rebuilt")
     plan_opts.add_argument("--window", type=parse_duration, metavar="DURATION",
                            help="window length for --state-aware (e.g. 10m)")
-    _add_cluster_choices(plan_opts)
-    plan_opts.add_argument("--no-record", action="store_true",
-                           help="do not record this plan in the journal (restart_plans); "
-                                "the audit then cannot tell where a run started from it "
-                                "began")
+    add_plan_options(plan_opts)
 
     return common, kafka_opts, plan_opts
-
-
-def _add_cluster_choices(plan_opts: argparse.ArgumentParser) -> None:
-    """What to do when the cluster no longer has what the journal says (needs
-    --bootstrap-servers): records deleted unread, topics deleted and recreated."""
-    plan_opts.add_argument("--allow-data-loss", action="store_true",
-                           help="start partitions whose journaled offsets were deleted "
-                                "(retention) at their log start, with a warning, instead "
-                                "of refusing")
-    plan_opts.add_argument("--restart-recreated-topic", metavar="TOPIC", action="append",
-                           type=_name("the recreated topic"), dest="recreated_topics",
-                           help="TOPIC was deleted and created again: read it from earliest, "
-                                "with a warning, instead of refusing the journal's offsets "
-                                "beyond its log end (repeatable)")
-    plan_opts.add_argument("--restart-recreated-table", metavar="PATH", action="append",
-                           type=_name("the recreated table's path"), dest="recreated_tables",
-                           help="the Delta table at PATH (as the source reads it) was deleted "
-                                "and created again: read it from its start, with a warning, "
-                                "instead of refusing a plan whose table id changed "
-                                "(repeatable)")
 
 
 def _add_db(subs: Subparsers, common: argparse.ArgumentParser, commands: Any) -> None:

@@ -37,7 +37,7 @@ def _batch(ends: dict[str, dict[int, tuple[int, int]]], description: str = "") -
 def test_the_position_is_a_closed_set_with_from_time() -> None:
     assert POSITION_FROM_TIME == "from-time" and POSITION_FROM_TIME in POSITIONS
     check_request("stateless", POSITION_FROM_TIME)
-    with pytest.raises(RestartError, match="as_of, not from_time"):
+    with pytest.raises(RestartError, match=r"as_of \(--as-of\), not from_time"):
         check_request(MODE_STATE_AWARE, POSITION_FROM_TIME)
     with pytest.raises(RestartError, match="unknown position"):
         check_request("stateless", "from_time")

@@ -136,6 +136,9 @@ class PlanRequest:
             as_of = as_of.replace(tzinfo=timezone.utc)
         if self.window is not None and self.window <= timedelta(0):
             raise RestartError("the window length must be positive")
+        if self.window is not None and mode != MODE_STATE_AWARE:
+            raise RestartError("a window length (--window) applies to state-aware plans "
+                               "only (--state-aware)")
         try:
             timeout = parse_timeout(self.kafka_timeout)
         except ValueError as exc:  # a negative or NaN timeout would wait forever
@@ -211,12 +214,13 @@ def check_delta_tables(plan: RestartPlan, recreated: Sequence[str]) -> list[str]
 # --------------------------------------------------------------------------- entry points
 
 
-def plan_restart(database_url: str | None, query_name: str, *, journal: Journal | None = None,
-                 record: bool = True, command: str = "api",
+def plan_restart(database_url: str | None, query: str | PlanRequest, *,
+                 journal: Journal | None = None, record: bool = True, command: str = "api",
                  **options: Unpack[PlanOptions]) -> RestartPlan:
-    """Plan how ``query_name`` starts on a new checkpoint; see the package docstring
-    and :class:`PlanRequest` for the options. Opens the journal at ``database_url``
-    unless ``journal`` is given.
+    """Plan how a query starts on a new checkpoint; see the package docstring. ``query``
+    is the query name with :class:`PlanRequest`'s other fields as keyword options, or a
+    whole request (as :func:`offset_journal.plan_args.request_from_args` builds one).
+    Opens the journal at ``database_url`` unless ``journal`` is given.
 
     The plan handed out is recorded in the journal (``restart_plans``; its id in
     ``plan.plan_id``) unless ``record=False``; a journal that refuses it leaves the
@@ -228,7 +232,12 @@ def plan_restart(database_url: str | None, query_name: str, *, journal: Journal 
     """
     from .record import record_plan
 
-    request = PlanRequest(query_name, **options).checked()
+    if isinstance(query, PlanRequest):
+        if options:
+            raise RestartError(f"give a PlanRequest or options, not both: {sorted(options)}")
+        request = query.checked()
+    else:
+        request = PlanRequest(query, **options).checked()
     places = locations(request)  # before the journal is opened: refusing changes nothing
     with _opened(database_url, journal) as j:
         plan = plan_from_journal(j, request, places)

@@ -105,11 +105,12 @@ def check_request(mode: str, position: str) -> None:
     if position not in (POSITION_AFTER, POSITION_AT, POSITION_FROM_TIME):
         raise RestartError(f"unknown position {position!r}")
     if mode == MODE_STATE_AWARE and position == POSITION_AT:
-        raise RestartError("a state-aware plan starts after a batch: use as_of, not batch")
+        raise RestartError("a state-aware plan starts after a batch: use as_of (--as-of), "
+                           "not batch (--batch)")
     if mode == MODE_STATE_AWARE and position == POSITION_FROM_TIME:
-        raise RestartError("a state-aware plan starts after a batch: use as_of, not "
-                           "from_time (a record time does not say which windows were "
-                           "emitted)")
+        raise RestartError("a state-aware plan starts after a batch: use as_of (--as-of), "
+                           "not from_time (--from-time): a record time does not say which "
+                           "windows were emitted")
 
 
 def refuse_used_checkpoint(state: CheckpointState, query_id: str | None = None) -> None:

@@ -1,0 +1,94 @@
+"""The restart-plan options, declared once for every command line that asks for a plan:
+``offset-journal plan`` / ``starting-offsets`` and the jobs' ``--from-journal``.
+
+:func:`add_plan_options` adds where to start (``--as-of`` / ``--batch`` /
+``--from-time``) and what to do when the cluster no longer has what the journal says
+(``--allow-data-loss``, ``--restart-recreated-topic``, ``--restart-recreated-table``),
+plus ``--no-record``; :func:`request_from_args` turns them, with what the caller knows
+itself (the query name, the cluster, the new checkpoint), into one checked
+:class:`~offset_journal.restart.PlanRequest`. Values are parsed by argparse, so a
+malformed one is the parser's one-line error before anything is read.
+"""
+
+from __future__ import annotations
+
+import argparse
+from collections.abc import Callable
+from typing import TYPE_CHECKING, Any
+
+from . import values
+
+if TYPE_CHECKING:
+    from typing import Unpack
+
+    from .restart import PlanOptions, PlanRequest
+
+
+def argument_type(parse: Callable[[str], Any]) -> Callable[[str], Any]:
+    """An argparse type from a library value parser: its ValueError is the one line."""
+
+    def convert(text: str) -> Any:
+        try:
+            return parse(text)
+        except ValueError as exc:
+            raise argparse.ArgumentTypeError(str(exc)) from None
+
+    convert.__name__ = parse.__name__
+    return convert
+
+
+def _name(what: str) -> Callable[[str], str]:
+    return argument_type(lambda text: values.check_name(text, what))
+
+
+def add_plan_options(parser: argparse.ArgumentParser, *, job: bool = False) -> None:
+    """Add the plan options to ``parser``; ``job``: the help says they apply with
+    ``--from-journal``."""
+    only = "with --from-journal: " if job else ""
+    when = parser.add_mutually_exclusive_group()
+    when.add_argument("--as-of", type=argument_type(values.parse_time), metavar="TIME",
+                      help=f"{only}start after the last batch triggered at or before TIME "
+                           "(ISO 8601, naive = UTC; or --as-of=-2h)")
+    when.add_argument("--batch", type=argument_type(values.parse_batch_ref),
+                      metavar="RUN:BATCH",
+                      help=f"{only}start AT this batch (its start offsets): reprocess it "
+                           "and after")
+    when.add_argument("--from-time", type=argument_type(values.parse_time), metavar="TIME",
+                      help=f"{only}record time: start each partition at its first record "
+                           "timestamped at or after TIME (as kafka-consumer-groups "
+                           "--to-datetime; needs the Kafka cluster)")
+    parser.add_argument("--allow-data-loss", action="store_true",
+                        help=f"{only}start partitions whose journaled offsets were deleted "
+                             "(retention) at their log start, with a warning, instead of "
+                             "refusing")
+    parser.add_argument("--restart-recreated-topic", metavar="TOPIC", action="append",
+                        type=_name("the recreated topic"), dest="recreated_topics",
+                        help=f"{only}TOPIC was deleted and created again: read it from "
+                             "earliest, with a warning, instead of refusing the journal's "
+                             "offsets beyond its log end (repeatable)")
+    parser.add_argument("--restart-recreated-table", metavar="PATH", action="append",
+                        type=_name("the recreated table's path"), dest="recreated_tables",
+                        help=f"{only}the Delta table at PATH (as the source reads it) was "
+                             "deleted and created again: read it from its start, with a "
+                             "warning, instead of refusing a plan whose table id changed "
+                             "(repeatable)")
+    parser.add_argument("--no-record", action="store_true",
+                        help=f"{only}leave this plan unrecorded (restart_plans): the audit then "
+                             "cannot tell where a run started from it began")
+
+
+def request_from_args(args: argparse.Namespace, query_name: str,
+                      **known: Unpack[PlanOptions]) -> PlanRequest:
+    """The checked plan request: the options :func:`add_plan_options` added, with what
+    the caller knows itself (``known``: the cluster, the new checkpoint, the mode...).
+    RestartError (one line) when the request makes no sense."""
+    from .restart import PlanRequest
+
+    given: PlanOptions = {
+        "as_of": args.as_of, "batch": args.batch, "from_time": args.from_time,
+        "allow_data_loss": args.allow_data_loss,
+        "recreated_topics": tuple(args.recreated_topics or ()),
+        "recreated_tables": tuple(args.recreated_tables or ()),
+    }
+    given.update(known)
+    return PlanRequest(query_name, **given).checked()

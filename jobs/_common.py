@@ -16,7 +16,7 @@ import os
 import shlex
 from dataclasses import dataclass
 from datetime import datetime
-from typing import Any
+from typing import Any, NoReturn
 
 import sqlalchemy as sa
 
@@ -25,8 +25,8 @@ from offset_journal.db import redact
 from offset_journal.errors import OffsetJournalError
 from offset_journal.formatting import first_line
 from offset_journal.journal import Journal
+from offset_journal.plan_args import add_plan_options, request_from_args
 from offset_journal.restart import MODE_STATE_AWARE, plan_restart
-from offset_journal.values import parse_batch_ref, parse_time
 
 log = logging.getLogger("offset_journal.jobs")
 
@@ -35,8 +35,15 @@ class JobError(OffsetJournalError, RuntimeError):
     """The job refuses to start (its message says why, in one line)."""
 
 
+class _JobParser(argparse.ArgumentParser):
+    """A malformed option is one line (JobError), as every other refusal to start."""
+
+    def error(self, message: str) -> NoReturn:
+        raise JobError(message)
+
+
 def base_parser(description: str) -> argparse.ArgumentParser:
-    p = argparse.ArgumentParser(description=description)
+    p = _JobParser(description=description)
     p.add_argument("--bootstrap-servers", required=True, help="Kafka bootstrap servers")
     p.add_argument("--topics", required=True, help="comma-separated topics to subscribe to")
     p.add_argument("--query-name", required=True,
@@ -49,17 +56,7 @@ def base_parser(description: str) -> argparse.ArgumentParser:
     p.add_argument("--starting-offsets", default="earliest",
                    help="startingOffsets for a new checkpoint without --from-journal "
                         "(or when the journal has nothing for this query)")
-    p.add_argument("--batch", default=None, metavar="RUN:BATCH",
-                   help="with --from-journal: restart AT this journaled batch (reprocess it)")
-    p.add_argument("--from-time", default=None, metavar="TIME",
-                   help="with --from-journal: start each partition at its first record "
-                        "timestamped at or after TIME (record time; see the README)")
-    p.add_argument("--allow-data-loss", action="store_true",
-                   help="with --from-journal: partitions whose journaled offsets were deleted "
-                        "(retention) start at their log start, with a warning")
-    p.add_argument("--restart-recreated-topic", metavar="TOPIC", action="append", default=[],
-                   help="with --from-journal: TOPIC was deleted and created again; read it "
-                        "from earliest, with a warning (repeatable)")
+    add_plan_options(p, job=True)
     p.add_argument("--max-offsets-per-trigger", type=int, default=None)
     p.add_argument("--trigger", default="available-now",
                    help="'available-now' (process what is there, then stop) or an interval "
@@ -105,7 +102,6 @@ def decide_start(args: argparse.Namespace, *, state_aware: bool = False,
                        "there would have its first batches skipped")
     if not args.from_journal:
         return Start(args.starting_offsets, "new checkpoint, --from-journal not given")
-    batch, from_time = _position(args)
     # The journal or Kafka being away, or a checkpoint that cannot be read, stop the
     # job with one line, not a traceback.
     try:
@@ -113,15 +109,13 @@ def decide_start(args: argparse.Namespace, *, state_aware: bool = False,
             if journal.last_batch(args.query_name) is None:
                 return Start(args.starting_offsets,
                              f"the journal has no batch of {args.query_name!r} yet")
-            plan = plan_restart(
-                args.database_url, args.query_name, batch=batch,
-                bootstrap_servers=args.bootstrap_servers, checkpoint=args.checkpoint,
-                output_path=output_path, mode=MODE_STATE_AWARE if state_aware else None,
-                window=window, journal=journal,
-                subscribe=[t.strip() for t in args.topics.split(",") if t.strip()],
-                from_time=from_time, allow_data_loss=args.allow_data_loss,
-                recreated_topics=args.restart_recreated_topic,
-            )
+            request = request_from_args(
+                args, args.query_name, bootstrap_servers=args.bootstrap_servers,
+                checkpoint=args.checkpoint, output_path=output_path,
+                mode=MODE_STATE_AWARE if state_aware else None, window=window,
+                subscribe=[t.strip() for t in args.topics.split(",") if t.strip()])
+            plan = plan_restart(args.database_url, request, journal=journal,
+                                record=not args.no_record)
     except (OffsetJournalError, sa.exc.SQLAlchemyError) as exc:
         raise JobError(redact(first_line(exc))) from None
     for w in plan.warnings:
@@ -133,23 +127,6 @@ def decide_start(args: argparse.Namespace, *, state_aware: bool = False,
     log.info("restart plan:\n%s", plan.explain())
     return Start(plan.starting_offsets(0), "from the journal", plan.event_time_cutoff,
                  plan.plan_id)
-
-
-def _position(args: argparse.Namespace) -> tuple[tuple[str, int] | None, datetime | None]:
-    """The --batch and --from-time values, parsed; JobError (one line) when malformed."""
-    batch: tuple[str, int] | None = None
-    from_time: datetime | None = None
-    if args.batch:
-        try:
-            batch = parse_batch_ref(args.batch)
-        except ValueError:
-            raise JobError(f"bad --batch {args.batch!r}: use RUN_ID:BATCH_ID") from None
-    if args.from_time:
-        try:
-            from_time = parse_time(args.from_time)
-        except ValueError as exc:
-            raise JobError(f"bad --from-time {args.from_time!r}: {exc}") from None
-    return batch, from_time
 
 
 def link_start(args: argparse.Namespace, start: Start, query: Any) -> Any:
@@ -285,7 +262,11 @@ def run_job(name: str, parser: argparse.ArgumentParser, build_query: Any,
 
     import offset_journal
 
-    args = parser.parse_args(argv)
+    try:
+        args = parser.parse_args(argv)
+    except JobError as exc:
+        print(f"{name}: error: {offset_journal.redact(exc)}", file=sys.stderr)
+        return 2
     logging.basicConfig(level=logging.INFO,
                         format="%(asctime)s %(levelname)s %(name)s: %(message)s")
     try:

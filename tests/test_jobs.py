@@ -38,8 +38,22 @@ def test_unreachable_journal_is_a_job_error(tmp_path):
 
 def test_malformed_batch_is_a_job_error(journal_url, tmp_path):
     common = load_job("_common")
-    with pytest.raises(common.JobError):
+    with pytest.raises(common.JobError, match="argument --batch"):
         common.decide_start(_args(tmp_path, journal_url, "--batch", "no-batch-id"))
+
+
+def test_a_malformed_plan_option_is_one_line_and_exit_2(journal_url, tmp_path, capsys):
+    """The jobs take the plan options the command line declares (one declaration), and
+    refuse a bad one before Spark starts: one line, exit 2."""
+    job = load_job("kafka_to_sink")
+    argv = ["--bootstrap-servers", "127.0.0.1:1", "--topics", "t", "--query-name", "q",
+            "--checkpoint", str(tmp_path / "chk"), "--database-url", journal_url,
+            "--from-journal", "--output", str(tmp_path / "out")]
+    assert job.main([*argv, "--batch", "run-without-batch-id"]) == 2
+    assert job.main([*argv, "--as-of", "2024-01-01", "--batch", "r:1"]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 2 and all(line.startswith("kafka_to_sink: error: ") for line in err)
+    assert "--batch" in err[0] and "not allowed with" in err[1]
 
 
 def test_unreachable_kafka_is_a_job_error(journal_url, tmp_path):
@@ -70,7 +84,7 @@ def test_malformed_or_future_from_time_is_a_job_error(journal_url, tmp_path):
     with Journal(journal_url) as journal:
         journal.record_batch(batch_from_progress(progress(
             0, name="q", sources=[kafka_source("t", None, {"t": {"0": 5}})])))
-    with pytest.raises(common.JobError, match="bad --from-time"):
+    with pytest.raises(common.JobError, match="argument --from-time"):
         common.decide_start(_args(tmp_path, journal_url, "--from-time", "yesterday-ish"))
     with pytest.raises(common.JobError, match="in the future"):
         common.decide_start(_args(tmp_path, journal_url, "--from-time", "2999-01-01T00:00:00Z"))

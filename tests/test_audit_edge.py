@@ -66,7 +66,7 @@ def test_runs_from_a_recorded_plan_matched_or_linked_and_one_from_nowhere(db: st
                    for n in linked.notes)
         paged = audit_batches("orders", iter_audit_batches(j, "orders", page=1),
                               j.recorded_plans("orders"))
-        assert paged.to_json() == linked.to_json()
+        assert paged.to_dict() == linked.to_dict()
         assert [b.pk for b in iter_audit_batches(j, "orders", page=2)] == sorted(
             b.pk for b in iter_audit_batches(j, "orders"))
 

@@ -153,4 +153,4 @@ def test_prune_takes_whole_prefixes_of_a_run_in_journal_order(journal_url):
         assert result == preview and result.batches == 2
         assert _left(journal_url) == {"slow": list(range(2, 10))}
         report = j.audit("slow")
-        assert report.exit_code == 0, [f.to_json() for f in report.findings]
+        assert report.exit_code == 0, [f.to_dict() for f in report.findings]

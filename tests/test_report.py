@@ -213,14 +213,14 @@ def test_restart_markers_name_the_plan_each_run_started_from() -> None:
     restart markers; a run from no plan keeps its plain marker."""
     from datetime import datetime, timezone
 
-    from offset_journal.audit.model import AuditReport, BatchRef, RunStart
+    from offset_journal.audit.model import AuditReport, HistoryRef, RunStart
     from offset_journal.report.audited import plan_markers
     from offset_journal.report.model import RunSpan
 
     t0 = datetime(2024, 1, 1, tzinfo=timezone.utc)
     spans = [RunSpan(r, q, t0, t0, True, False, "h", 1, 0, 0)
              for r, q in (("r1", "q1"), ("r2", "q2"), ("r3", "q3"))]
-    ref = BatchRef(1, "r2", 0, t0)
+    ref = HistoryRef(1, "r2", 0, t0)
     audit = AuditReport("orders", None, 3, 1, findings=[], runs=[
         RunStart("r2", "q2", ref, "plan", plan_id=7, link="recorded", position="as-of"),
         RunStart("r3", "q3", ref, "no-plan")])
@@ -236,13 +236,13 @@ def test_one_restart_across_a_thousand_partitions_is_one_folded_row() -> None:
     findings of one restart are one row, their partitions folded in a <details>."""
     from datetime import datetime, timezone
 
-    from offset_journal.audit.model import AuditReport, BatchRef
+    from offset_journal.audit.model import AuditReport, HistoryRef
     from offset_journal.audit.model import Finding as AuditFinding
     from offset_journal.report.audited import MAX_GROUP_LINES, audit_findings
     from offset_journal.report.render import _findings
 
     t0 = datetime(2024, 1, 1, tzinfo=timezone.utc)
-    ref = BatchRef(9, "r2", 0, t0)
+    ref = HistoryRef(9, "r2", 0, t0)
     gaps = [AuditFinding("gap", "unexplained", "orders", p, 10, 15, "r2", [ref],
                          reason=f"orders-{p}: records 10..14 never processed")
             for p in range(1000)]

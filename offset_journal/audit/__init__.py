@@ -2,7 +2,7 @@
 checkpoints? (``offset-journal audit QUERY``, ``Journal.audit``.)
 
 * ``model.py``: the data (inputs, :class:`Finding`, :class:`RunStart`,
-  :class:`AuditReport` with ``to_json()``), closed sets, exit codes;
+  :class:`AuditReport` with ``to_dict()``), closed sets, exit codes;
 * ``core.py``: :func:`audit_batches`, the pure walk (its docstring has the rules);
 * ``report.py``: the table and the JSON;
 * ``edge.py``: :func:`audit_query`, the I/O (handed an open Journal).
@@ -25,9 +25,9 @@ from .model import (
     AuditBatch,
     AuditReport,
     AuditSource,
-    BatchRef,
     Finding,
     FindingKind,
+    HistoryRef,
     RunStart,
     StartKind,
     Status,
@@ -60,7 +60,7 @@ __all__ = [
     "AuditBatch",
     "AuditReport",
     "AuditSource",
-    "BatchRef",
+    "HistoryRef",
     "Finding",
     "FindingKind",
     "RunStart",

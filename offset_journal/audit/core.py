@@ -67,9 +67,9 @@ from .model import (
     AuditBatch,
     AuditReport,
     AuditSource,
-    BatchRef,
     Finding,
     FindingKind,
+    HistoryRef,
     LinkKind,
     RunStart,
     StartKind,
@@ -170,8 +170,8 @@ def link_problem(plan: RecordedPlan, batch: AuditBatch) -> str | None:
 @dataclass
 class _Partition:
     frontier: int
-    at: BatchRef
-    recent: deque[tuple[int, int, BatchRef]] = field(
+    at: HistoryRef
+    recent: deque[tuple[int, int, HistoryRef]] = field(
         default_factory=lambda: deque(maxlen=RECENT))
 
 
@@ -188,7 +188,7 @@ class _At:
     """Where the walk is: one partition of a run's batch."""
 
     run: _Run
-    ref: BatchRef
+    ref: HistoryRef
     key: TP
 
 
@@ -209,7 +209,7 @@ class _Walk:
         self.parts: dict[TP, _Partition] = {}
         self.open: dict[tuple[TP, str], _Open] = {}
         self.findings: list[Finding] = []
-        self.notes: list[tuple[BatchRef, str]] = []
+        self.notes: list[tuple[HistoryRef, str]] = []
         self.origin: str | None = None
         self.count = 0
 
@@ -219,7 +219,7 @@ class _Walk:
         known = self.runs.get(batch.run_id)
         if known is not None:
             return known, False
-        ref = BatchRef.of(batch)
+        ref = HistoryRef.of(batch)
         plan: RecordedPlan | None = None
         link: LinkKind | None = None
         how: StartKind
@@ -238,7 +238,7 @@ class _Walk:
         self.runs[batch.run_id] = run
         return run, True
 
-    def plan_of(self, batch: AuditBatch, ref: BatchRef,
+    def plan_of(self, batch: AuditBatch, ref: HistoryRef,
                 ) -> tuple[RecordedPlan | None, LinkKind | None]:
         """The plan a new checkpoint's run began from: its recorded link when that holds
         (:func:`link_problem`), else a plan matched on time and offsets; a link that does
@@ -274,7 +274,7 @@ class _Walk:
     def step(self, batch: AuditBatch) -> None:
         self.count += 1
         run, first = self.run_of(batch)
-        ref = BatchRef.of(batch)
+        ref = HistoryRef.of(batch)
         for source in batch.sources:
             for p in source.partitions:
                 if p.end is None:
@@ -441,7 +441,7 @@ def audit_batches(query_name: str, batches: Iterable[AuditBatch],
     for batch in batches:
         walk.step(batch)
 
-    def kept(ref: BatchRef) -> bool:
+    def kept(ref: HistoryRef) -> bool:
         return since is None or ref.trigger_at is None or ref.trigger_at >= since
 
     runs = [r.start for r in sorted(walk.runs.values(), key=lambda r: r.first_pk)]

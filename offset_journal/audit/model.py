@@ -4,7 +4,7 @@ Inputs: :class:`AuditBatch` (one journaled batch's Kafka offsets, in the journal
 order) and :class:`~offset_journal.journal_rows.RecordedPlan` (the restart plans
 handed out). Output: :class:`AuditReport`, made of :class:`Finding` (a gap, an
 overlap, or a start the journal cannot place) and :class:`RunStart` (how each run
-began). Each has ``to_json()``: plain JSON types only (times as ISO 8601 strings), the
+began). Each has ``to_dict()``: plain JSON types only (times as ISO 8601 strings), the
 shape the command's ``--format json`` prints and the HTML report renders.
 """
 
@@ -72,7 +72,7 @@ class AuditBatch:
 
 
 @dataclass(frozen=True)
-class BatchRef:
+class HistoryRef:
     """A batch named as people find it again: ``offset-journal history``'s columns."""
 
     pk: int
@@ -81,13 +81,13 @@ class BatchRef:
     trigger_at: datetime | None
 
     @classmethod
-    def of(cls, batch: AuditBatch) -> BatchRef:
+    def of(cls, batch: AuditBatch) -> HistoryRef:
         return cls(batch.pk, batch.run_id, batch.batch_id, batch.trigger_at)
 
     def label(self) -> str:
         return f"{self.run_id}:{self.batch_id}"
 
-    def to_json(self) -> dict[str, Any]:
+    def to_dict(self) -> dict[str, Any]:
         return {"pk": self.pk, "run_id": self.run_id, "batch_id": self.batch_id,
                 "trigger_at": format_time(self.trigger_at)}
 
@@ -116,8 +116,8 @@ class Finding:
     first: int | None
     end: int | None
     run_id: str
-    batches: list[BatchRef]
-    earlier: list[BatchRef] = field(default_factory=list)
+    batches: list[HistoryRef]
+    earlier: list[HistoryRef] = field(default_factory=list)
     plan_id: int | None = None
     reason: str = ""
     batch_count: int = 1
@@ -128,18 +128,18 @@ class Finding:
             return None
         return self.end - self.first
 
-    def add_batch(self, ref: BatchRef) -> None:
+    def add_batch(self, ref: HistoryRef) -> None:
         self.batch_count += 1
         if len(self.batches) < MAX_REFS:
             self.batches.append(ref)
 
-    def to_json(self) -> dict[str, Any]:
+    def to_dict(self) -> dict[str, Any]:
         return {"kind": self.kind, "status": self.status, "topic": self.topic,
                 "partition": self.partition, "first_offset": self.first,
                 "end_offset": self.end, "records": self.records, "run_id": self.run_id,
-                "batches": [b.to_json() for b in self.batches],
+                "batches": [b.to_dict() for b in self.batches],
                 "batch_count": self.batch_count,
-                "earlier": [b.to_json() for b in self.earlier], "plan_id": self.plan_id,
+                "earlier": [b.to_dict() for b in self.earlier], "plan_id": self.plan_id,
                 "reason": self.reason}
 
 
@@ -150,15 +150,15 @@ class RunStart:
 
     run_id: str
     query_id: str
-    first_batch: BatchRef
+    first_batch: HistoryRef
     how: StartKind
     plan_id: int | None = None
     link: LinkKind | None = None
     position: str | None = None
 
-    def to_json(self) -> dict[str, Any]:
+    def to_dict(self) -> dict[str, Any]:
         return {"run_id": self.run_id, "query_id": self.query_id,
-                "first_batch": self.first_batch.to_json(), "how": self.how,
+                "first_batch": self.first_batch.to_dict(), "how": self.how,
                 "plan_id": self.plan_id, "link": self.link, "position": self.position}
 
 
@@ -194,12 +194,12 @@ class AuditReport:
     def exit_code(self) -> int:
         return EXIT_CLEAN if self.ok else EXIT_FINDINGS
 
-    def to_json(self) -> dict[str, Any]:
+    def to_dict(self) -> dict[str, Any]:
         return {"query_name": self.query_name, "since": format_time(self.since),
                 "ok": self.ok, "exit_code": self.exit_code, "batches": self.batches,
                 "partitions": self.partitions,
                 "unexplained": len(self.unexplained), "planned": len(self.planned),
-                "runs": [r.to_json() for r in self.runs],
-                "findings": [f.to_json() for f in self.findings],
+                "runs": [r.to_dict() for r in self.runs],
+                "findings": [f.to_dict() for f in self.findings],
                 "concurrent_runs": [list(pair) for pair in self.concurrent],
                 "notes": list(self.notes)}

@@ -53,4 +53,4 @@ def format_table(report: AuditReport) -> str:
 
 
 def format_json(report: AuditReport) -> str:
-    return json.dumps(report.to_json(), indent=2)
+    return json.dumps(report.to_dict(), indent=2)

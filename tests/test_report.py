@@ -14,7 +14,7 @@ import pytest
 
 from offset_journal import Journal
 from offset_journal.records import batch_from_progress
-from offset_journal.report import Finding, ReportData, build_report, gather, render
+from offset_journal.report import ReportData, ReportFinding, build_report, gather, render
 from tests import support
 from tests.payloads import kafka_source, progress, sql_rows
 from tests.support import Cli, count_rows, journal_report_runs, one_error_line
@@ -89,7 +89,7 @@ def test_the_page_is_self_contained_and_hostile_names_stay_text(journal_url: str
         j.record_batch(batch_from_progress(progress(
             0, name=name, sources=[kafka_source(name, None, {name: {"0": 5}},
                                                 {name: {"0": 9}})])))
-        data = gather(j, name, findings=[Finding(kind="gap", message=f"<b>{name}</b>",
+        data = gather(j, name, findings=[ReportFinding(kind="gap", message=f"<b>{name}</b>",
                                                  topic=name, partition=0, offset_from=5,
                                                  offset_to=9, records=4)])
     page = render(data)
@@ -215,10 +215,10 @@ def test_restart_markers_name_the_plan_each_run_started_from() -> None:
 
     from offset_journal.audit.model import AuditReport, HistoryRef, RunStart
     from offset_journal.report.audited import plan_markers
-    from offset_journal.report.model import RunSpan
+    from offset_journal.report.model import RunBar
 
     t0 = datetime(2024, 1, 1, tzinfo=timezone.utc)
-    spans = [RunSpan(r, q, t0, t0, True, False, "h", 1, 0, 0)
+    spans = [RunBar(r, q, t0, t0, True, False, "h", 1, 0, 0)
              for r, q in (("r1", "q1"), ("r2", "q2"), ("r3", "q3"))]
     ref = HistoryRef(1, "r2", 0, t0)
     audit = AuditReport("orders", None, 3, 1, findings=[], runs=[
@@ -236,17 +236,16 @@ def test_one_restart_across_a_thousand_partitions_is_one_folded_row() -> None:
     findings of one restart are one row, their partitions folded in a <details>."""
     from datetime import datetime, timezone
 
-    from offset_journal.audit.model import AuditReport, HistoryRef
-    from offset_journal.audit.model import Finding as AuditFinding
+    from offset_journal.audit.model import AuditReport, Finding, HistoryRef
     from offset_journal.report.audited import MAX_GROUP_LINES, audit_findings
     from offset_journal.report.render import _findings
 
     t0 = datetime(2024, 1, 1, tzinfo=timezone.utc)
     ref = HistoryRef(9, "r2", 0, t0)
-    gaps = [AuditFinding("gap", "unexplained", "orders", p, 10, 15, "r2", [ref],
+    gaps = [Finding("gap", "unexplained", "orders", p, 10, 15, "r2", [ref],
                          reason=f"orders-{p}: records 10..14 never processed")
             for p in range(1000)]
-    other = AuditFinding("overlap", "planned", "orders", 0, 0, 5, "r3", [ref], plan_id=4,
+    other = Finding("overlap", "planned", "orders", 0, 0, 5, "r3", [ref], plan_id=4,
                          reason="read again as plan 4 said")
     audit = AuditReport("orders", None, 3, 1000, runs=[], findings=[*gaps, other])
     rows = audit_findings(audit)

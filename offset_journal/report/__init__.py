@@ -22,7 +22,7 @@ from .gather import (
     journal_findings,
     restart_markers,
 )
-from .model import Finding, ReportData, RestartMarker, RunSpan
+from .model import ReportData, ReportFinding, RestartMarker, RunBar
 from .render import render
 
 if TYPE_CHECKING:
@@ -30,8 +30,8 @@ if TYPE_CHECKING:
 
 log = logging.getLogger(__name__)
 
-__all__ = ["DEFAULT_BUCKETS", "DEFAULT_TOP", "Finding", "NothingToReport", "ReportData",
-           "ReportError", "RestartMarker", "RunSpan", "build_report", "gather", "journal_findings",
+__all__ = ["DEFAULT_BUCKETS", "DEFAULT_TOP", "ReportFinding", "NothingToReport", "ReportData",
+           "ReportError", "RestartMarker", "RunBar", "build_report", "gather", "journal_findings",
            "render", "restart_markers", "write_report"]
 
 

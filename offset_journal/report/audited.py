@@ -1,7 +1,7 @@
 """The continuity audit's results as the report's findings and restart markers.
 
 Pure: from an :class:`~offset_journal.audit.AuditReport` (the audit's own plain data) to
-the report's :class:`~.model.Finding` and :class:`~.model.RestartMarker`. The I/O (running
+the report's :class:`~.model.ReportFinding` and :class:`~.model.RestartMarker`. The I/O (running
 the audit) is :func:`offset_journal.report.build_report`'s.
 """
 
@@ -13,11 +13,11 @@ from typing import TYPE_CHECKING
 
 from ..audit.model import PLANNED
 from .gather import restart_markers
-from .model import Finding, RestartMarker, RunSpan
+from .model import ReportFinding, RestartMarker, RunBar
 
 if TYPE_CHECKING:
     from ..audit import AuditReport
-    from ..audit.model import Finding as AuditFinding
+    from ..audit.model import Finding
 
 MAX_AUDIT_FINDINGS = 200
 """The report highlights at most this many groups (unexplained first); the audit command
@@ -26,26 +26,26 @@ MAX_GROUP_LINES = 500
 """Partition lines kept in one group (the rest are counted), so the page stays small."""
 
 
-def audit_findings(report: AuditReport) -> list[Finding]:
+def audit_findings(report: AuditReport) -> list[ReportFinding]:
     """The audit's findings grouped by what happened to whom (kind, status, the runs and
     the plan): one restart's gap across 1,000 partitions is one row with its partitions
     folded inside. Unexplained groups first, then planned ones (shown, not defects); at
     most :data:`MAX_AUDIT_FINDINGS`."""
-    groups: dict[tuple[object, ...], list[AuditFinding]] = {}
+    groups: dict[tuple[object, ...], list[Finding]] = {}
     for f in report.unexplained + report.planned:
         groups.setdefault(_group_key(f), []).append(f)
     return [_finding(g) for g in list(groups.values())[:MAX_AUDIT_FINDINGS]]
 
 
-def _earlier_runs(f: AuditFinding) -> tuple[str, ...]:
+def _earlier_runs(f: Finding) -> tuple[str, ...]:
     return tuple(dict.fromkeys(b.run_id for b in f.earlier if b.run_id != f.run_id))
 
 
-def _group_key(f: AuditFinding) -> tuple[object, ...]:
+def _group_key(f: Finding) -> tuple[object, ...]:
     return (f.kind, f.status, f.run_id, _earlier_runs(f), f.plan_id)
 
 
-def _finding(group: list[AuditFinding]) -> Finding:
+def _finding(group: list[Finding]) -> ReportFinding:
     f = group[0]
     plan = f" (plan {f.plan_id})" if f.plan_id is not None else ""
     first = f.batches[0] if f.batches else None
@@ -56,7 +56,7 @@ def _finding(group: list[AuditFinding]) -> Finding:
                   batches=batches[:20], at=first.trigger_at if first else None,
                   defect=f.status != PLANNED)
     if len(group) == 1:
-        return Finding(message=f"{f.status}{plan}: {f.reason}", topic=f.topic,
+        return ReportFinding(message=f"{f.status}{plan}: {f.reason}", topic=f.topic,
                        partition=f.partition, offset_from=f.first, offset_to=f.end,
                        **common)  # type: ignore[arg-type]
     topics = sorted({g.topic for g in group})
@@ -64,7 +64,7 @@ def _finding(group: list[AuditFinding]) -> Finding:
                   f"{_at(g.records)} records" for g in group[:MAX_GROUP_LINES])
     if len(group) > MAX_GROUP_LINES:
         lines += (f"and {len(group) - MAX_GROUP_LINES:,} more partitions",)
-    return Finding(
+    return ReportFinding(
         message=(f"{f.status}{plan}: {f.kind} in {len(group):,} partitions of "
                  f"{', '.join(topics)}; the first: {f.reason}"),
         topic=topics[0] if len(topics) == 1 else None, partitions=lines,
@@ -76,12 +76,12 @@ def _at(value: int | None) -> str:
     return "?" if value is None else f"{value:,}"
 
 
-def plan_markers(report: AuditReport) -> Callable[[Sequence[RunSpan]], list[RestartMarker]]:
+def plan_markers(report: AuditReport) -> Callable[[Sequence[RunBar]], list[RestartMarker]]:
     """Restart markers that name the recorded plan each run started from (as the audit
     tied them: recorded by the job, or matched by offsets)."""
     started = {r.run_id: r for r in report.runs}
 
-    def markers(runs: Sequence[RunSpan]) -> list[RestartMarker]:
+    def markers(runs: Sequence[RunBar]) -> list[RestartMarker]:
         out = []
         for marker in restart_markers(runs):
             run = started.get(marker.run_id)

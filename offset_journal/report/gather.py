@@ -24,12 +24,12 @@ import sqlalchemy as sa
 from ..errors import OffsetJournalError
 from .model import (
     BatchBucket,
-    Finding,
     OthersBand,
     PartitionSeries,
     ReportData,
+    ReportFinding,
     RestartMarker,
-    RunSpan,
+    RunBar,
 )
 
 if TYPE_CHECKING:
@@ -138,8 +138,8 @@ _EPOCH = datetime(1970, 1, 1, tzinfo=timezone.utc)
 
 def gather(journal: Journal, query_name: str, *, since: datetime | None = None,
            buckets: int = DEFAULT_BUCKETS, top: int = DEFAULT_TOP,
-           findings: Sequence[Finding] | None = None,
-           restarts: Callable[[Sequence[RunSpan]], list[RestartMarker]] | None = None,
+           findings: Sequence[ReportFinding] | None = None,
+           restarts: Callable[[Sequence[RunBar]], list[RestartMarker]] | None = None,
            ) -> ReportData:
     """Read what a report of ``query_name`` shows. ``findings``: what to highlight
     (default: :func:`journal_findings`); ``restarts``: the timeline's restart markers
@@ -154,7 +154,7 @@ def gather(journal: Journal, query_name: str, *, since: datetime | None = None,
         params = {"q": query_name, "lo": lo, "hi": hi, "n": buckets, "width": width}
         batch_rows = conn.execute(_BATCH_BUCKETS, params).all()
         lag_rows = conn.execute(_LAG, {**params, "top": top}).all()
-        runs = [RunSpan(*r) for r in conn.execute(
+        runs = [RunBar(*r) for r in conn.execute(
             _RUNS, {"q": query_name, "since": since or _EPOCH, "limit": MAX_RUNS}).all()]
         total_runs = conn.execute(_RUN_COUNT, {"q": query_name}).scalar_one()
         current_lag, freshness = conn.execute(_CURRENT, {"q": query_name}).one()
@@ -198,7 +198,7 @@ def _lag_series(rows: Sequence[Any]) -> tuple[tuple[PartitionSeries, ...], Other
     return series, others, partitions
 
 
-def restart_markers(runs: Sequence[RunSpan]) -> list[RestartMarker]:
+def restart_markers(runs: Sequence[RunBar]) -> list[RestartMarker]:
     """The timeline's restart markers. Today each run's start, named by its checkpoint
     (query id) and whether it continued on the same checkpoint or a new one; where the
     journal records restart plans, this is the place to add the plan each run started
@@ -217,11 +217,11 @@ def restart_markers(runs: Sequence[RunSpan]) -> list[RestartMarker]:
     return out
 
 
-def journal_findings(journal: Journal, query_name: str) -> list[Finding]:
+def journal_findings(journal: Journal, query_name: str) -> list[ReportFinding]:
     """What the journal itself knows is wrong: problems flagged when batches were
     written (gaps and backwards offsets within a run, malformed payloads) and batch
     events a full listener spool dropped. A continuity audit adds its findings here."""
-    out = [Finding(kind="flagged", message=f"source {p.source_index}: {p.problem}",
+    out = [ReportFinding(kind="flagged", message=f"source {p.source_index}: {p.problem}",
                    runs=(p.run_id,), batches=(f"{p.run_id}:{p.batch_id}",), at=p.trigger_at)
            for p in journal.flagged_problems(query_name, limit=MAX_FLAGGED)]
     for loss in journal.spool_losses(query_name):
@@ -229,7 +229,7 @@ def journal_findings(journal: Journal, query_name: str) -> list[Finding]:
                       if lo is not None and hi is not None)
         batches = (f"batches {loss.batch_id_min}..{loss.batch_id_max}"
                    if loss.batch_id_min is not None else "batches")
-        out.append(Finding(
+        out.append(ReportFinding(
             kind="spool-loss", records=records or None, runs=loss.run_ids,
             at=loss.first_trigger_at or loss.recorded_at,
             message=f"{loss.events} batch events dropped by a full listener spool on "

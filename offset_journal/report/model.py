@@ -14,7 +14,7 @@ dropped) from the journal itself."""
 
 
 @dataclass(frozen=True)
-class Finding:
+class ReportFinding:
     """One thing a person should look at: where (topic, partition, offset range), how
     many records, which runs and batches, and what it means (``message``)."""
 
@@ -49,7 +49,7 @@ class RestartMarker:
 
 
 @dataclass(frozen=True)
-class RunSpan:
+class RunBar:
     """One run of the query, as a bar on the timeline (``query_id``: its checkpoint)."""
 
     run_id: str
@@ -110,7 +110,7 @@ class ReportData:
     total_batches: int
     total_runs: int
     partitions: int
-    runs: tuple[RunSpan, ...] = ()
+    runs: tuple[RunBar, ...] = ()
     runs_shown_limit: int = 0
     restarts: tuple[RestartMarker, ...] = ()
     batch_buckets: tuple[BatchBucket, ...] = ()
@@ -118,5 +118,5 @@ class ReportData:
     others: OthersBand | None = None
     current_lag: int | None = None
     current_freshness_s: float | None = None
-    findings: tuple[Finding, ...] = field(default_factory=tuple)
+    findings: tuple[ReportFinding, ...] = field(default_factory=tuple)
     since: datetime | None = None

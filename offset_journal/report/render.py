@@ -16,7 +16,7 @@ from html import escape
 from importlib.resources import files
 from typing import Any
 
-from .model import Finding, ReportData, RunSpan
+from .model import ReportData, ReportFinding, RunBar
 
 MAX_FINDING_ROWS = 500
 
@@ -84,7 +84,7 @@ def _cards(data: ReportData) -> str:
                    f"{escape(k)}</div>" for k, v, bad in cards)
 
 
-def _where(f: Finding) -> str:
+def _where(f: ReportFinding) -> str:
     if f.topic is None:
         return ""
     where = f"{f.topic}-{f.partition}" if f.partition is not None else f.topic
@@ -93,7 +93,7 @@ def _where(f: Finding) -> str:
     return where
 
 
-def _where_cell(f: Finding) -> str:
+def _where_cell(f: ReportFinding) -> str:
     """Where a finding is: one partition, or a group's partitions folded (<details>,
     no script needed) so that one restart across 1,000 partitions is one row."""
     if not f.partitions:
@@ -103,7 +103,7 @@ def _where_cell(f: Finding) -> str:
             f"{f.partition_count:,} partitions</summary><ul>{lines}</ul></details>")
 
 
-def _findings(findings: tuple[Finding, ...]) -> str:
+def _findings(findings: tuple[ReportFinding, ...]) -> str:
     if not findings:
         return ('<p class="clean">No findings: nothing flagged when batches were journaled, '
                 "no spool losses.</p>")
@@ -120,7 +120,7 @@ def _findings(findings: tuple[Finding, ...]) -> str:
             f"<th>records</th><th>batches / runs</th><th>what</th></tr>{rows}</table>{more}")
 
 
-def _runs_table(runs: Iterable[RunSpan]) -> str:
+def _runs_table(runs: Iterable[RunBar]) -> str:
     rows = "".join(
         f"<tr><td>{escape(r.run_id)}</td><td>{escape(r.query_id)}</td>"
         f"<td>{escape(_iso(r.start))}</td><td>{escape(_iso(r.end))}</td>"

@@ -141,7 +141,6 @@ def import_into(journal: Journal, path: str, query_name: str) -> ImportResult:
     Everything goes in one transaction; a malformed checkpoint changes nothing.
     """
     from .checkpoint import read_checkpoint
-    from .journal import record_all
     from .values import check_name
 
     try:
@@ -164,36 +163,19 @@ def import_into(journal: Journal, path: str, query_name: str) -> ImportResult:
     if len(todo) < len(records):
         skipped.append(f"{len(records) - len(todo)} batches already journaled by the "
                        "listener for this query id")
-    with journal.engine.begin() as conn:
-        _refuse_other_name(conn, run, path)
-        new = record_all(journal, [run, *todo], conn)
+    new, other = journal.record_import(run, todo)
+    if other is not None:
+        _refuse_other_name(run, path, *other)
     log.info("imported %d batches of %s as run %s", new, path, run.run_id)
     return ImportResult(str(path), query_name, run.query_id, run.run_id, new,
                         len(todo) - new, skipped)
 
 
-def _refuse_other_name(conn: Any, run: RunRecord, path: str) -> None:
-    """Raise RestartError when the checkpoint (its import run, or its query id through
-    the listener) is already journaled under another query name.
-
-    Importing it again would move the run row to the new name and leave its batches
-    under the old one. Runs the check in the import's transaction, the run rows locked,
-    so nothing is changed when it refuses.
-    """
-    import sqlalchemy as sa
-
-    from .schema import query_runs
-
-    r = query_runs.c
-    found = conn.execute(
-        sa.select(r.run_id, r.query_name)
-        .where(sa.or_(r.run_id == run.run_id, r.query_id == run.query_id),
-               r.query_name != run.query_name)
-        .order_by(r.run_id != run.run_id, r.run_id).limit(1).with_for_update()
-    ).first()
-    if found is None:
-        return
-    run_id, name = found
+def _refuse_other_name(run: RunRecord, path: str, run_id: str, name: str) -> None:
+    """Raise RestartError: the checkpoint (its import run, or its query id through the
+    listener) is already journaled under another query name. Importing it again would
+    move the run row to the new name and leave its batches under the old one; the
+    journal checked this in the import's transaction and wrote nothing."""
     what = (f"as run {run_id}" if run_id == run.run_id
             else f"by the listener (query id {run.query_id}, run {run_id})")
     raise RestartError(

@@ -13,9 +13,7 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 
-import sqlalchemy as sa
-
-from .journal import Journal, record_all
+from .journal import Journal
 from .records import (
     PROGRESS,
     STARTED,
@@ -26,7 +24,6 @@ from .records import (
     journal_name,
     run_from_event,
 )
-from .schema import rejected_events
 
 
 @dataclass(frozen=True)
@@ -79,12 +76,7 @@ def _describe(event: dict[str, Any] | None) -> tuple[str | None, str]:
 def list_rejected(journal: Journal, query_name: str | None = None,
                   ids: list[int] | None = None) -> list[RejectedEvent]:
     """Rejected events, oldest first; of one query name, or with the given ids."""
-    t = rejected_events.c
-    stmt = sa.select(rejected_events).order_by(t.id)
-    if ids is not None:
-        stmt = stmt.where(t.id.in_(ids))
-    with journal.engine.connect() as conn:
-        rows = conn.execute(stmt).mappings().all()
+    rows = journal.rejected_rows(ids)
     out = []
     for r in rows:
         name, what = _describe(event_of(r["payload"]))
@@ -119,10 +111,7 @@ def replay_rejected(journal: Journal, events: list[RejectedEvent]) -> list[Repla
             outcomes.append(ReplayOutcome(ev.id, False, str(exc)))
             continue
         try:
-            with journal.engine.begin() as conn:
-                record_all(journal, [record], conn)
-                conn.execute(sa.delete(rejected_events)
-                             .where(rejected_events.c.id == ev.id))
+            journal.replay_rejected(ev.id, record)
         except Exception as exc:
             if classify_error(exc) is not Fault.REFUSED:
                 raise

@@ -19,8 +19,6 @@ from collections.abc import Callable, Sequence
 from datetime import datetime, timezone
 from typing import TYPE_CHECKING, Any
 
-import sqlalchemy as sa
-
 from ..errors import OffsetJournalError
 from .model import (
     BatchBucket,
@@ -49,93 +47,6 @@ class ReportError(OffsetJournalError):
     """The report could not be written."""
 
 
-_BOUNDS = sa.text("""
-SELECT min(trigger_at), max(trigger_at), count(*)
-FROM offset_journal.batches
-WHERE query_name = :q AND trigger_at >= CAST(:since AS timestamptz)
-""")
-
-# Each batch in its time bucket (0 .. :n - 1 over [lo, hi]), in both statements below.
-_BATCH_BUCKETS = sa.text("""
-WITH bb AS (
-  SELECT b.id, b.batch_id, b.trigger_at, b.num_input_rows, b.batch_duration_ms,
-         b.event_time_max,
-         LEAST(CAST(:n AS integer) - 1,
-                    floor(extract(epoch FROM b.trigger_at - CAST(:lo AS timestamptz))
-                          / CAST(:width AS double precision)))::integer AS bucket
-  FROM offset_journal.batches b
-  WHERE b.query_name = :q AND b.trigger_at BETWEEN CAST(:lo AS timestamptz)
-                                              AND CAST(:hi AS timestamptz))
-SELECT bucket, count(*), COALESCE(sum(num_input_rows), 0), avg(batch_duration_ms),
-       max(batch_duration_ms),
-       max(extract(epoch FROM trigger_at - event_time_max))::double precision,
-       max((SELECT max(CAST(s.metrics ->> 'maxOffsetsBehindLatest' AS double precision))
-            FROM offset_journal.batch_sources s
-            WHERE s.batch_pk = bb.id
-              AND s.metrics ->> 'maxOffsetsBehindLatest' ~ '^[0-9]+([.][0-9]+)?$'))
-FROM bb GROUP BY bucket ORDER BY bucket
-""")
-
-_LAG = sa.text("""
-WITH bb AS (
-  SELECT b.id, b.batch_id, b.trigger_at, b.num_input_rows, b.batch_duration_ms,
-         b.event_time_max,
-         LEAST(CAST(:n AS integer) - 1,
-                    floor(extract(epoch FROM b.trigger_at - CAST(:lo AS timestamptz))
-                          / CAST(:width AS double precision)))::integer AS bucket
-  FROM offset_journal.batches b
-  WHERE b.query_name = :q AND b.trigger_at BETWEEN CAST(:lo AS timestamptz)
-                                              AND CAST(:hi AS timestamptz)),
-pick AS (SELECT DISTINCT ON (bucket) bucket, id FROM bb
-         ORDER BY bucket, trigger_at DESC, batch_id DESC),
-cell AS MATERIALIZED (
-  SELECT pick.bucket, k.topic, k.partition, max(k.latest_offset - k.end_offset) AS lag,
-         max(k.end_offset) AS end_offset, max(k.latest_offset) AS latest_offset
-  FROM offset_journal.kafka_partitions k JOIN pick ON pick.id = k.batch_pk
-  GROUP BY pick.bucket, k.topic, k.partition),
-per_part AS (SELECT topic, partition, max(lag) AS max_lag FROM cell GROUP BY topic, partition),
-top AS (SELECT topic, partition, max_lag FROM per_part
-        ORDER BY max_lag DESC NULLS LAST, topic, partition LIMIT :top)
-SELECT 'top' AS part, c.bucket, c.topic, c.partition, c.lag, c.lag, c.end_offset,
-       c.latest_offset, t.max_lag
-FROM cell c JOIN top t USING (topic, partition)
-UNION ALL
-SELECT 'others', c.bucket, NULL, NULL, min(c.lag), max(c.lag), NULL, NULL, NULL
-FROM cell c LEFT JOIN top t USING (topic, partition)
-WHERE t.topic IS NULL GROUP BY c.bucket
-UNION ALL
-SELECT 'count', NULL, NULL, NULL, NULL, NULL, NULL, NULL, count(*) FROM per_part
-""")
-
-_RUNS = sa.text("""
-SELECT r.run_id, r.query_id, COALESCE(r.started_at, min(b.trigger_at)) AS start,
-       COALESCE(r.terminated_at, max(b.trigger_at)) AS end, r.terminated_at IS NOT NULL,
-       r.exception IS NOT NULL, r.host, count(b.id), min(b.batch_id), max(b.batch_id)
-FROM offset_journal.query_runs r
-LEFT JOIN offset_journal.batches b ON b.run_id = r.run_id
-WHERE r.query_name = :q
-GROUP BY r.run_id
-HAVING COALESCE(r.terminated_at, max(b.trigger_at), r.started_at, 'infinity')
-       >= CAST(:since AS timestamptz)
-ORDER BY 3 DESC NULLS LAST, r.run_id
-LIMIT :limit
-""")
-
-_RUN_COUNT = sa.text("SELECT count(*) FROM offset_journal.query_runs WHERE query_name = :q")
-
-_CURRENT = sa.text("""
-WITH last AS (SELECT id, trigger_at - event_time_max AS fresh
-              FROM offset_journal.batches WHERE query_name = :q
-              ORDER BY trigger_at DESC NULLS LAST, batch_id DESC LIMIT 1)
-SELECT (SELECT sum(k.latest_offset - k.end_offset) FROM offset_journal.kafka_partitions k
-        WHERE k.batch_pk = last.id),
-       extract(epoch FROM last.fresh)::double precision
-FROM last
-""")
-
-_EPOCH = datetime(1970, 1, 1, tzinfo=timezone.utc)
-
-
 def gather(journal: Journal, query_name: str, *, since: datetime | None = None,
            buckets: int = DEFAULT_BUCKETS, top: int = DEFAULT_TOP,
            findings: Sequence[ReportFinding] | None = None,
@@ -144,20 +55,15 @@ def gather(journal: Journal, query_name: str, *, since: datetime | None = None,
     """Read what a report of ``query_name`` shows. ``findings``: what to highlight
     (default: :func:`journal_findings`); ``restarts``: the timeline's restart markers
     from the runs (default: :func:`restart_markers`)."""
-    with journal.engine.connect() as conn:
-        lo, hi, total = conn.execute(_BOUNDS, {"q": query_name, "since": since or _EPOCH}).one()
-        if not total:
-            when = f" since {since.isoformat()}" if since else ""
-            raise NothingToReport(f"no journaled batches for query {query_name!r}{when}")
-        span = (hi - lo).total_seconds()
-        width = max(span / buckets, 1e-3)
-        params = {"q": query_name, "lo": lo, "hi": hi, "n": buckets, "width": width}
-        batch_rows = conn.execute(_BATCH_BUCKETS, params).all()
-        lag_rows = conn.execute(_LAG, {**params, "top": top}).all()
-        runs = [RunBar(*r) for r in conn.execute(
-            _RUNS, {"q": query_name, "since": since or _EPOCH, "limit": MAX_RUNS}).all()]
-        total_runs = conn.execute(_RUN_COUNT, {"q": query_name}).scalar_one()
-        current_lag, freshness = conn.execute(_CURRENT, {"q": query_name}).one()
+    rows = journal.report_rows(query_name, since, buckets=buckets, top=top,
+                               max_runs=MAX_RUNS)
+    if rows is None:
+        when = f" since {since.isoformat()}" if since else ""
+        raise NothingToReport(f"no journaled batches for query {query_name!r}{when}")
+    lo, hi, total, width = rows.first, rows.last, rows.total, rows.width
+    batch_rows, lag_rows, total_runs = rows.batch_rows, rows.lag_rows, rows.total_runs
+    current_lag, freshness = rows.current_lag, rows.freshness
+    runs = [RunBar(*r) for r in rows.run_rows]
     series, others, partitions = _lag_series(lag_rows)
     runs.reverse()  # oldest first
     return ReportData(

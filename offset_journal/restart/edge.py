@@ -30,14 +30,11 @@ from .model import (
     POSITION_AFTER,
     POSITION_AT,
     POSITION_FROM_TIME,
-    AsyncTail,
-    BatchRef,
     CheckpointState,
     Mode,
     PlanFacts,
     PlanInputs,
     Position,
-    RereadRun,
     RestartPlan,
     SinkState,
 )
@@ -262,9 +259,9 @@ def plan_from_journal(journal: Journal, request: PlanRequest,
         # Runs that started after the anchor do not matter to it (compute_plan).
         runs=[span_of(b) for b in journal.run_bounds(request.query_name,
                                                      started_until=found.anchor.trigger_at)],
-        database_now=database_now(journal),
+        database_now=journal.database_now(),
         problems=_flagged_problems(journal, request.query_name, found.warnings),
-        async_tail=async_tail(journal, found.anchor),
+        async_tail=journal.async_tail(found.anchor),
     )
     losses = _spool_losses(journal, request.query_name)
     if request.from_time is not None:
@@ -320,7 +317,7 @@ def gather(journal: Journal, request: PlanRequest) -> Gathered:
         found = Gathered(last, request.position,  # after it, or from a record time
                          warnings=check_last_batch(name, last, candidates))
     if request.mode == MODE_STATE_AWARE:
-        found.chain = state_chain(journal, found.anchor, request.window)
+        found.chain = journal.state_chain(found.anchor, request.window)
         found.before = batch_before(journal, name, found.chain[0])
     return found
 
@@ -333,58 +330,6 @@ def batch_before(journal: Journal, query_name: str, batch: Batch) -> Batch | Non
     earlier = [b for b in journal.history(query_name, until=batch.trigger_at, limit=8)
                if order_key(b) < key]
     return earlier[-1] if earlier else None
-
-
-def state_chain(journal: Journal, anchor: Batch, window: timedelta | None) -> list[Batch]:
-    """The part of ``anchor``'s checkpoint a state-aware plan needs, in journal order,
-    selected in SQL so that the history's length does not matter: the batch with the
-    watermark the plan uses (emitted_cutoff), the batch rewind_index would pick and every
-    batch after it up to ``anchor``, and the batch before that one. compute_plan draws
-    the same conclusions from it as from the whole checkpoint: each of its rules looks
-    for the last batch with a watermark, the first batch that may hold a record of an
-    open window, and the batches from there on."""
-    import sqlalchemy as sa
-
-    from ..schema import batches
-
-    b = batches.c
-    chain: dict[int, Batch] = {anchor.pk: anchor}
-    cut = journal.checkpoint_batches(anchor, b.watermark.is_not(None), newest_first=True,
-                                     limit=1)
-    if not cut or cut[0].watermark is None:
-        return [anchor]
-    chain[cut[0].pk] = cut[0]
-    threshold = cut[0].watermark - window if window is not None else cut[0].watermark
-    may_be_open = sa.or_(b.event_time_max >= threshold,
-                         sa.and_(b.event_time_max.is_(None),
-                                 b.num_input_rows.is_distinct_from(0)))
-    first = journal.checkpoint_batches(anchor, may_be_open, limit=1)
-    if first:
-        k = first[0]
-        if k.trigger_at is not None:  # then so has every batch of the chain
-            col = sa.tuple_(b.trigger_at, b.batch_id, b.id)
-            key = sa.tuple_(sa.literal(k.trigger_at), sa.literal(k.batch_id),
-                            sa.literal(k.pk))
-        else:
-            col = sa.tuple_(b.batch_id, b.id)
-            key = sa.tuple_(sa.literal(k.batch_id), sa.literal(k.pk))
-        for batch in (*journal.checkpoint_batches(anchor, col < key, newest_first=True,
-                                                  limit=1),
-                      *journal.checkpoint_batches(anchor, col >= key)):
-            chain[batch.pk] = batch
-    return sorted(chain.values(), key=order_key)
-
-
-def database_now(journal: Journal) -> datetime | None:
-    """The journal database's clock (None when it cannot be read)."""
-    import sqlalchemy as sa
-
-    try:
-        with journal.engine.connect() as conn:
-            now = conn.execute(sa.select(sa.func.now())).scalar_one()
-    except sa.exc.SQLAlchemyError:
-        return None
-    return now if isinstance(now, datetime) else None
 
 
 def _flagged_problems(journal: Journal, query_name: str,
@@ -484,72 +429,7 @@ def time_facts(journal: Journal, request: PlanRequest, found: Gathered) -> PlanF
                            f"{request.bootstrap_servers}")
     if request.subscribe:
         lookup = {t: parts for t, parts in lookup.items() if t in request.subscribe}
-    reread = reread_runs(journal, request.query_name, chosen_offsets(lookup, state),
-                         request.source)
+    reread = journal.reread_runs(request.query_name, chosen_offsets(lookup, state),
+                                 request.source)
     return {"kafka_state": state, "time_lookup": lookup, "reread": reread,
             "from_time": request.from_time}
-
-
-def reread_runs(journal: Journal, query_name: str, start: Mapping[str, Mapping[int, int]],
-                source: int | None = None) -> list[RereadRun]:
-    """Per run, the journaled batches that read past ``start`` (topic -> partition ->
-    offset) in some partition: one SQL aggregate, whatever the history's length."""
-    import sqlalchemy as sa
-
-    from ..schema import batches, kafka_partitions
-
-    rows = [(t, p, o) for t in sorted(start) for p, o in sorted(start[t].items())]
-    if not rows:
-        return []
-    b, k = batches.c, kafka_partitions.c
-    chosen = sa.values(sa.column("topic", sa.Text), sa.column("partition", sa.Integer),
-                       sa.column("start", sa.BigInteger), name="chosen").data(rows)
-    first = sa.func.min(b.trigger_at)
-    stmt = (
-        sa.select(b.run_id, b.query_id, sa.func.min(b.batch_id), sa.func.max(b.batch_id),
-                  sa.func.count(sa.distinct(b.id)), first, sa.func.max(b.trigger_at))
-        .select_from(batches.join(kafka_partitions, k.batch_pk == b.id)
-                     .join(chosen, sa.and_(chosen.c.topic == k.topic,
-                                           chosen.c.partition == k.partition)))
-        .where(b.query_name == query_name, k.end_offset > chosen.c.start)
-        .group_by(b.run_id, b.query_id)
-        .order_by(first, sa.func.min(b.batch_id))
-    )
-    if source is not None:
-        stmt = stmt.where(k.source_index == source)
-    with journal.engine.connect() as conn:
-        return [RereadRun(r[0], r[1], int(r[2]), int(r[3]), int(r[4]), r[5], r[6])
-                for r in conn.execute(stmt)]
-
-
-def async_tail(journal: Journal, anchor: Batch) -> AsyncTail | None:
-    """The anchor's run's last batches when the listener saw Spark run it with async
-    progress tracking (query_runs.execution); None otherwise, or on a journal not
-    upgraded to 0008 (unknown)."""
-    import sqlalchemy as sa
-
-    from ..records import ASYNC_EXECUTION
-    from ..schema import batches, query_runs
-
-    r, b = query_runs.c, batches.c
-    try:
-        with journal.engine.connect() as conn:
-            row = conn.execute(sa.select(r.execution, r.async_interval_ms)
-                               .where(r.run_id == anchor.run_id)).first()
-            if row is None or row[0] != ASYNC_EXECUTION:
-                return None
-            interval = 1000 if row[1] is None else int(row[1])  # None: Spark's default
-            last = conn.execute(
-                sa.select(b.trigger_at, b.batch_duration_ms).where(b.run_id == anchor.run_id)
-                .order_by(b.trigger_at.desc().nulls_last(), b.batch_id.desc()).limit(1)).first()
-            if last is None or last[0] is None:
-                return None
-            since = last[0] - timedelta(milliseconds=interval + int(last[1] or 0))
-            rows = conn.execute(
-                sa.select(b.run_id, b.batch_id, b.query_id, b.trigger_at)
-                .where(b.run_id == anchor.run_id, b.trigger_at >= since)
-                .order_by(b.batch_id)).all()
-    except sa.exc.ProgrammingError:  # no execution column yet
-        return None
-    return AsyncTail(anchor.run_id, interval,
-                     tuple(BatchRef(x[0], int(x[1]), x[2], x[3]) for x in rows))

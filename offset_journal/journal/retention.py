@@ -5,20 +5,19 @@ from __future__ import annotations
 import logging
 from collections.abc import Sequence
 from datetime import datetime
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 import sqlalchemy as sa
 
-from .journal_rows import PruneResult
-from .schema import batches, kafka_partitions
-
-if TYPE_CHECKING:
-    from .journal import Journal
+from ..journal_rows import PruneResult
+from ..schema import batches, kafka_partitions
+from .base import JournalBase
+from .rows import batch_rows, last_rows
 
 log = logging.getLogger("offset_journal.journal")
 
 
-def prune(journal: Journal, before: datetime, *, query_name: str | None = None,
+def prune(journal: JournalBase, before: datetime, *, query_name: str | None = None,
           dry_run: bool = False, chunk: int = 1000) -> PruneResult:
     """Delete batches triggered before ``before``, with their source and partition
     rows, in transactions of ``chunk`` batches.
@@ -40,13 +39,13 @@ def prune(journal: Journal, before: datetime, *, query_name: str | None = None,
         for name in names:  # only the batch rows: its offsets are not needed here
             # The newest by trigger time and the last in the journal's own order
             # (the planner's; see last_batch): one row when the clocks are right.
-            last = journal._batch_rows(conn, b.query_name == name, limit=1)
-            last += journal._last_rows(conn, name)
+            last = batch_rows(conn, b.query_name == name, limit=1)
+            last += last_rows(conn, name)
             for row in {r["id"]: r for r in last}.values():
                 out.append((name, row["id"], row["trigger_at"]))
         return out
 
-    kept = journal._read(newest)
+    kept = journal.run_read(newest)
     keep = [pk for _, pk, _ in kept]
     kept_newest = sum(1 for _, _, at in kept if at is not None and at < before)
     doomed = _prefixes(before, query_name, keep)
@@ -57,14 +56,14 @@ def prune(journal: Journal, before: datetime, *, query_name: str | None = None,
             rows = conn.execute(sa.select(sa.func.count()).select_from(kafka_partitions)
                                 .where(k.batch_pk.in_(ids))).scalar_one()
             return PruneResult(n, rows, kept_newest)
-        result: PruneResult = journal._read(count)
+        result: PruneResult = journal.run_read(count)
         return result
-    everything: list[int] = journal._read(
+    everything: list[int] = journal.run_read(
         lambda conn: list(conn.execute(sa.select(doomed.c.id).order_by(doomed.c.id)).scalars()))
     deleted = rows = 0
     for start in range(0, len(everything), chunk):
         ids = everything[start:start + chunk]
-        with journal._connect() as conn, conn.begin():
+        with journal.connect() as conn, conn.begin():
             rows += conn.execute(sa.select(sa.func.count()).select_from(kafka_partitions)
                                  .where(k.batch_pk.in_(ids))).scalar_one()
             # batch_sources go by their foreign key's cascade, partition rows with

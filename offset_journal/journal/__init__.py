@@ -1,0 +1,73 @@
+"""The storage layer: journal records go in, offset history comes out; the only place
+in the library that holds SQL (besides the schema and its migrations).
+
+:class:`Journal` is one Postgres database. Every statement is built with SQLAlchemy Core
+(parameterized) or is constant text over :data:`~offset_journal.schema.SCHEMA`; Kafka
+partition rows, the bulk of a batch, go in with one COPY. Recording the same (run id,
+batch id) twice leaves one row, so a spooled event can be replayed any number of times.
+
+The modules, in the order data flows:
+
+* ``base.py``: the connection (an engine opened lazily, reads that say when the schema
+  is missing);
+* ``write.py``: runs, batches, rejected events, spool losses and restart plans in;
+* ``rows.py``: batches read back with their sources and partitions, in journal order;
+* ``read.py``: history, runs, plans and problems for people and plans;
+* ``queries.py`` with ``aggregates.py``: what the planner, the audit, the report,
+  ``rejected`` and checkpoint import read, as named methods;
+* ``retention.py``: prune.
+
+What comes out is plain data (:mod:`offset_journal.journal_rows`).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from datetime import datetime
+from typing import Any
+
+from ..errors import JournalError
+from ..journal_rows import (
+    FLAGGED_PROBLEMS,
+    HISTORY_PAGE,
+    RECENT_RUNS,
+    Batch,
+    FlaggedProblem,
+    PruneResult,
+    RecordedPlan,
+    Run,
+    RunBounds,
+    SourceOffsets,
+    SpoolLoss,
+)
+from .aggregates import ReportRows
+from .queries import Queries
+from .retention import prune
+from .write import Writes, record_all
+
+
+class Journal(Writes, Queries):
+    """The offset journal in one Postgres database.
+
+    ``Journal(url)`` opens no connection until first used. Reading methods answer for a
+    *query name*, which stays the same across checkpoints while query ids do not.
+    """
+
+    def prune(self, before: datetime, *, query_name: str | None = None,
+              dry_run: bool = False, chunk: int = 1000) -> PruneResult:
+        """Delete batches triggered before ``before`` (each query's newest is kept); see
+        :func:`offset_journal.journal.retention.prune`."""
+        return prune(self, before, query_name=query_name, dry_run=dry_run, chunk=chunk)
+
+    def audit(self, query_name: str, *, since: datetime | None = None) -> Any:
+        """The continuity audit of a query (:func:`offset_journal.audit.audit_query`):
+        an :class:`~offset_journal.audit.AuditReport`."""
+        from ..audit import audit_query
+
+        return audit_query(self, query_name, since=since)
+
+
+__all__: Sequence[str] = ["FLAGGED_PROBLEMS", "HISTORY_PAGE", "RECENT_RUNS", "Batch",
+                          "FlaggedProblem", "Journal", "JournalError", "PruneResult",
+                          "RecordedPlan", "ReportRows", "Run", "RunBounds", "SourceOffsets",
+                          "SpoolLoss", "record_all"]

@@ -1,0 +1,176 @@
+"""The queries the planner, the audit, the report, ``rejected`` and checkpoint import
+need, as named methods: each is one read (or one transaction) whose SQL lives here."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from datetime import datetime, timedelta
+from typing import Any
+
+import sqlalchemy as sa
+
+from ..audit.model import AuditBatch, AuditSource
+from ..journal_rows import Batch
+from ..offsets import PartitionOffset
+from ..records import ASYNC_EXECUTION
+from ..restart.model import AsyncTail, BatchRef, RereadRun
+from ..restart.state_aware import order_key
+from ..schema import batch_sources, batches, kafka_partitions, query_runs, rejected_events
+from .aggregates import ReportRows, report_rows
+from .read import Reads
+
+
+class Queries(Reads):
+    """Reads and transactions for the planner, the audit, the report and the tools."""
+
+    def database_now(self) -> datetime | None:
+        """The journal database's clock (None when it cannot be read)."""
+        try:
+            with self.engine.connect() as conn:
+                now = conn.execute(sa.select(sa.func.now())).scalar_one()
+        except sa.exc.SQLAlchemyError:
+            return None
+        return now if isinstance(now, datetime) else None
+
+    def state_chain(self, anchor: Batch, window: timedelta | None) -> list[Batch]:
+        """The part of ``anchor``'s checkpoint a state-aware plan needs, in journal order,
+        selected in SQL so that the history's length does not matter: the batch with the
+        watermark the plan uses (emitted_cutoff), the batch rewind_index would pick and every
+        batch after it up to ``anchor``, and the batch before that one. compute_plan draws
+        the same conclusions from it as from the whole checkpoint: each of its rules looks
+        for the last batch with a watermark, the first batch that may hold a record of an
+        open window, and the batches from there on."""
+        b = batches.c
+        chain: dict[int, Batch] = {anchor.pk: anchor}
+        cut = self.checkpoint_batches(anchor, b.watermark.is_not(None), newest_first=True,
+                                         limit=1)
+        if not cut or cut[0].watermark is None:
+            return [anchor]
+        chain[cut[0].pk] = cut[0]
+        threshold = cut[0].watermark - window if window is not None else cut[0].watermark
+        may_be_open = sa.or_(b.event_time_max >= threshold,
+                             sa.and_(b.event_time_max.is_(None),
+                                     b.num_input_rows.is_distinct_from(0)))
+        first = self.checkpoint_batches(anchor, may_be_open, limit=1)
+        if first:
+            k = first[0]
+            if k.trigger_at is not None:  # then so has every batch of the chain
+                col = sa.tuple_(b.trigger_at, b.batch_id, b.id)
+                key = sa.tuple_(sa.literal(k.trigger_at), sa.literal(k.batch_id),
+                                sa.literal(k.pk))
+            else:
+                col = sa.tuple_(b.batch_id, b.id)
+                key = sa.tuple_(sa.literal(k.batch_id), sa.literal(k.pk))
+            for batch in (*self.checkpoint_batches(anchor, col < key, newest_first=True,
+                                                      limit=1),
+                          *self.checkpoint_batches(anchor, col >= key)):
+                chain[batch.pk] = batch
+        return sorted(chain.values(), key=order_key)
+
+    def reread_runs(self, query_name: str, start: Mapping[str, Mapping[int, int]],
+                    source: int | None = None) -> list[RereadRun]:
+        """Per run, the journaled batches that read past ``start`` (topic -> partition ->
+        offset) in some partition: one SQL aggregate, whatever the history's length."""
+        rows = [(t, p, o) for t in sorted(start) for p, o in sorted(start[t].items())]
+        if not rows:
+            return []
+        b, k = batches.c, kafka_partitions.c
+        chosen = sa.values(sa.column("topic", sa.Text), sa.column("partition", sa.Integer),
+                           sa.column("start", sa.BigInteger), name="chosen").data(rows)
+        first = sa.func.min(b.trigger_at)
+        stmt = (
+            sa.select(b.run_id, b.query_id, sa.func.min(b.batch_id), sa.func.max(b.batch_id),
+                      sa.func.count(sa.distinct(b.id)), first, sa.func.max(b.trigger_at))
+            .select_from(batches.join(kafka_partitions, k.batch_pk == b.id)
+                         .join(chosen, sa.and_(chosen.c.topic == k.topic,
+                                               chosen.c.partition == k.partition)))
+            .where(b.query_name == query_name, k.end_offset > chosen.c.start)
+            .group_by(b.run_id, b.query_id)
+            .order_by(first, sa.func.min(b.batch_id))
+        )
+        if source is not None:
+            stmt = stmt.where(k.source_index == source)
+        with self.engine.connect() as conn:
+            return [RereadRun(r[0], r[1], int(r[2]), int(r[3]), int(r[4]), r[5], r[6])
+                    for r in conn.execute(stmt)]
+
+    def async_tail(self, anchor: Batch) -> AsyncTail | None:
+        """The anchor's run's last batches when the listener saw Spark run it with async
+        progress tracking (query_runs.execution); None otherwise, or on a journal not
+        upgraded to 0008 (unknown)."""
+        r, b = query_runs.c, batches.c
+        try:
+            with self.engine.connect() as conn:
+                row = conn.execute(sa.select(r.execution, r.async_interval_ms)
+                                   .where(r.run_id == anchor.run_id)).first()
+                if row is None or row[0] != ASYNC_EXECUTION:
+                    return None
+                interval = 1000 if row[1] is None else int(row[1])  # None: Spark's default
+                last = conn.execute(
+                    sa.select(b.trigger_at, b.batch_duration_ms).where(b.run_id == anchor.run_id)
+                    .order_by(b.trigger_at.desc().nulls_last(), b.batch_id.desc()).limit(1)).first()
+                if last is None or last[0] is None:
+                    return None
+                since = last[0] - timedelta(milliseconds=interval + int(last[1] or 0))
+                rows = conn.execute(
+                    sa.select(b.run_id, b.batch_id, b.query_id, b.trigger_at)
+                    .where(b.run_id == anchor.run_id, b.trigger_at >= since)
+                    .order_by(b.batch_id)).all()
+        except sa.exc.ProgrammingError:  # no execution column yet
+            return None
+        return AsyncTail(anchor.run_id, interval,
+                         tuple(BatchRef(x[0], int(x[1]), x[2], x[3]) for x in rows))
+
+    def audit_page(self, query_name: str, after: int, page: int) -> list[AuditBatch]:
+        """The query's next ``page`` batches after ``batches.id`` ``after``, in that
+        order, with their Kafka sources (the audit's walk)."""
+        b = batches.c
+        stmt = (sa.select(b.id, b.run_id, b.query_id, b.batch_id, b.trigger_at,
+                          b.recorded_at)
+                .where(b.query_name == query_name, b.id > after)
+                .order_by(b.id).limit(page))
+        found: list[AuditBatch] = self.run_read(lambda c: _audit_page(c, stmt))
+        return found
+
+    def report_rows(self, query_name: str, since: datetime | None, *, buckets: int,
+                    top: int, max_runs: int) -> ReportRows | None:
+        """The HTML report's aggregates (:mod:`.aggregates`); None when the query has
+        no batch since ``since``."""
+        with self.engine.connect() as conn:
+            return report_rows(conn, query_name, since, buckets=buckets, top=top,
+                               max_runs=max_runs)
+
+    def rejected_rows(self, ids: Sequence[int] | None = None) -> list[sa.RowMapping]:
+        """``rejected_events`` rows, oldest first (those with ``ids`` when given)."""
+        t = rejected_events.c
+        stmt = sa.select(rejected_events).order_by(t.id)
+        if ids is not None:
+            stmt = stmt.where(t.id.in_(list(ids)))
+        with self.engine.connect() as conn:
+            return list(conn.execute(stmt).mappings().all())
+
+
+def _audit_page(conn: sa.Connection, stmt: Any) -> list[AuditBatch]:
+    head = conn.execute(stmt).all()
+    if not head:
+        return []
+    s, k = batch_sources.c, kafka_partitions.c
+    pks = sa.bindparam("pks", [row[0] for row in head], type_=sa.ARRAY(sa.BigInteger))
+    sources = conn.execute(
+        sa.select(s.batch_pk, s.source_index, s.num_input_rows)
+        .where(s.batch_pk == sa.any_(pks), s.kind == "kafka")
+        .order_by(s.batch_pk, s.source_index)).all()
+    parts: dict[tuple[int, int], list[PartitionOffset]] = {}
+    for pk, index, topic, partition, start, end in conn.execute(
+            sa.select(k.batch_pk, k.source_index, k.topic, k.partition, k.start_offset,
+                      k.end_offset)
+            .where(k.batch_pk == sa.any_(pks))
+            .order_by(k.batch_pk, k.source_index, k.topic, k.partition)):
+        parts.setdefault((pk, index), []).append(PartitionOffset(topic, partition, start, end))
+    by_batch: dict[int, list[AuditSource]] = {}
+    for pk, index, rows in sources:
+        by_batch.setdefault(pk, []).append(
+            AuditSource(index, rows, tuple(parts.get((pk, index), ()))))
+    return [AuditBatch(pk, run_id, query_id, batch_id, trigger_at, recorded_at,
+                       tuple(by_batch.get(pk, ())))
+            for pk, run_id, query_id, batch_id, trigger_at, recorded_at in head]

@@ -1,0 +1,150 @@
+"""Journal rows read back as plain data: batches in journal order with their sources
+and partitions (the building blocks of every read)."""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Sequence
+from datetime import datetime
+from typing import Any
+
+import sqlalchemy as sa
+
+from ..journal_rows import (
+    Batch,
+    RecordedPlan,
+    SourceOffsets,
+)
+from ..offsets import PartitionOffset, offsets_json
+from ..schema import (
+    batch_sources,
+    batches,
+    kafka_partitions,
+)
+
+log = logging.getLogger("offset_journal.journal")
+
+
+def batch_rows(conn: sa.Connection, where: Any, *, order_desc: bool = True,
+                limit: int | None = None) -> list[sa.RowMapping]:
+    """The ``batches`` rows matching ``where`` in journal order (newest first by
+    trigger time, untimed last; or the reverse), without sources or partitions."""
+    b = batches.c
+    if limit is None:
+        order = (
+            [b.trigger_at.desc().nulls_last(), b.batch_id.desc(), b.id.desc()]
+            if order_desc
+            else [b.trigger_at.asc().nulls_first(), b.batch_id.asc(), b.id.asc()]
+        )
+        return list(conn.execute(sa.select(batches).where(where).order_by(*order))
+                    .mappings().all())
+    # Journal order puts batches without a trigger time last (first ascending);
+    # batches_query_latest_idx has them first (trigger_at DESC NULLS FIRST). One
+    # ORDER BY would sort the query's whole history for a LIMIT; two index scans
+    # (timed, then untimed; the other way round ascending) read only ``limit`` rows.
+    timed = sa.select(batches).where(where, b.trigger_at.is_not(None)).order_by(
+        *([b.trigger_at.desc(), b.batch_id.desc(), b.id.desc()] if order_desc
+          else [b.trigger_at.asc(), b.batch_id.asc(), b.id.asc()]))
+    untimed = sa.select(batches).where(where, b.trigger_at.is_(None)).order_by(
+        *([b.batch_id.desc(), b.id.desc()] if order_desc
+          else [b.batch_id.asc(), b.id.asc()]))
+    head: list[sa.RowMapping] = []
+    for stmt in (timed, untimed) if order_desc else (untimed, timed):
+        if len(head) >= limit:
+            break
+        head += conn.execute(stmt.limit(limit - len(head))).mappings().all()
+    return head
+
+
+
+def with_sources(conn: sa.Connection, head: Sequence[sa.RowMapping]) -> list[Batch]:
+    """``head`` (batches rows) as Batch objects with their sources and partitions.
+
+    The ids go as one array parameter, not one bind parameter each: Postgres takes
+    at most 65,535 of those, and a long history has more batches.
+    """
+    if not head:
+        return []
+    ids = [r["id"] for r in head]
+
+    def of_head(col: Any) -> Any:
+        return col == sa.any_(sa.bindparam("pks", ids, type_=sa.ARRAY(sa.BigInteger)))
+    src_rows = conn.execute(
+        sa.select(batch_sources).where(of_head(batch_sources.c.batch_pk))
+        .order_by(batch_sources.c.batch_pk, batch_sources.c.source_index)
+    ).mappings().all()
+    k = kafka_partitions.c
+    part_rows = conn.execute(
+        sa.select(k.batch_pk, k.source_index, k.topic, k.partition, k.start_offset,
+                  k.end_offset)
+        .where(of_head(k.batch_pk))
+        .order_by(k.batch_pk, k.source_index, k.topic, k.partition)
+    ).all()
+    parts: dict[tuple[int, int], list[PartitionOffset]] = {}
+    for pr in part_rows:
+        parts.setdefault((pr[0], pr[1]), []).append(
+            PartitionOffset(pr[2], pr[3], pr[4], pr[5])
+        )
+    sources: dict[int, list[SourceOffsets]] = {}
+    for sr in src_rows:
+        rows = tuple(parts.get((sr["batch_pk"], sr["source_index"]), ()))
+        start, end = sr["start_offset"], sr["end_offset"]
+        if sr["kind"] == "kafka" and rows:  # stored once, in the partition rows
+            if start is None:
+                start = offsets_json(rows, use="start")
+            if end is None:
+                end = offsets_json(rows, use="end")
+        sources.setdefault(sr["batch_pk"], []).append(
+            SourceOffsets(
+                source_index=sr["source_index"], description=sr["description"],
+                kind=sr["kind"], start_offset=start, end_offset=end,
+                num_input_rows=sr["num_input_rows"], partitions=rows,
+                problem=sr["problem"],
+            )
+        )
+    return [
+        Batch(
+            query_name=r["query_name"], query_id=r["query_id"], run_id=r["run_id"],
+            batch_id=r["batch_id"], trigger_at=r["trigger_at"],
+            batch_duration_ms=r["batch_duration_ms"], num_input_rows=r["num_input_rows"],
+            watermark=r["watermark"], event_time_min=r["event_time_min"],
+            event_time_max=r["event_time_max"],
+            sources=tuple(sources.get(r["id"], ())), pk=r["id"],
+            sink_description=r["sink_description"],
+        )
+        for r in head
+    ]
+
+
+
+def last_rows(conn: sa.Connection, query_name: str) -> list[sa.RowMapping]:
+    # A batch without a trigger time (its progress was malformed) is never "last",
+    # as in journal order (batch_rows), unless the query has no other.
+    b = batches.c
+    for timed in (b.trigger_at.is_not(None), sa.true()):
+        last_run = (sa.select(b.run_id).where(b.query_name == query_name, timed)
+                    .order_by(b.id.desc()).limit(1).scalar_subquery())
+        stmt = (sa.select(batches)
+                .where(b.run_id == last_run, b.query_name == query_name, timed)
+                .order_by(b.batch_id.desc()).limit(1))
+        rows = list(conn.execute(stmt).mappings().all())
+        if rows:
+            return rows
+    return []
+
+
+
+def recorded_plan(m: Any, links: dict[str, datetime]) -> RecordedPlan:
+    """A ``restart_plans`` row as a :class:`RecordedPlan`; TypeError or ValueError when
+    its JSON is not what the plan commands write."""
+    return RecordedPlan(
+        id=m["id"], query_name=m["query_name"], created_at=m["created_at"],
+        position=m["position"], mode=m["mode"], command=m["command"], ok=m["ok"],
+        kafka_offsets=tuple((int(i), str(t), int(n), int(o))
+                            for i, t, n, o in m["kafka_offsets"]),
+        options=dict(m["options"]), checkpoint=m["checkpoint"], host=m["host"],
+        os_user=m["os_user"], anchor_run_id=m["anchor_run_id"],
+        anchor_batch_id=m["anchor_batch_id"], run_ids=tuple(links),
+        request=dict(m["request"] or {}), linked_at=links)
+
+

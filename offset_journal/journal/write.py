@@ -1,0 +1,374 @@
+"""The write path: runs, batches (one statement and one COPY), rejected events, spool
+losses and restart plans; a batch's continuity checked against its journaled
+neighbours as it is written."""
+
+from __future__ import annotations
+
+import dataclasses
+import logging
+from collections.abc import Iterable, Sequence
+from typing import Any
+
+import sqlalchemy as sa
+from sqlalchemy.dialects.postgresql import JSONB
+from sqlalchemy.dialects.postgresql import insert as pg_insert
+
+from ..errors import JournalError
+from ..journal_checks import (
+    continuity_problem,
+    dumps,
+    duplicate_problem,
+    partition_latests,
+    stored_offsets,
+    successor_problem,
+)
+from ..records import BatchRecord, RunRecord, SourceRecord
+from ..schema import (
+    SCHEMA,
+    batch_sources,
+    batches,
+    kafka_partitions,
+    plan_runs,
+    query_runs,
+    rejected_events,
+    restart_plans,
+    spool_losses,
+)
+from .base import JournalBase
+from .rows import with_sources
+from .write_state import REMEMBERED_RUNS, Ends
+
+log = logging.getLogger("offset_journal.journal")
+
+
+
+
+
+
+
+# Built once: constructing an INSERT per batch (and its cache key) cost about as much
+# Python time as the round trips of a small batch (bench/journal_write.py). One
+# statement writes the run row (in case its start event was lost), the batch row and
+# its source rows (from one JSONB array, jsonb_to_recordset): one round trip. A batch
+# already journaled inserts nothing and returns no id. Foreign keys are checked at the
+# end of the statement, when all three are in.
+_BATCH_COLUMNS = tuple(c.name for c in batches.columns if c.name not in ("id", "recorded_at"))
+_SOURCE_COLUMNS = tuple(c for c in batch_sources.columns if c.name != "batch_pk")
+_NEW_BATCH_CTE = (
+    pg_insert(batches).values({c: sa.bindparam(c) for c in _BATCH_COLUMNS})
+    .on_conflict_do_nothing(constraint="batches_run_batch_key")
+    .returning(batches.c.id).cte("new_batch")
+)
+_SOURCE_ROWS = sa.func.jsonb_to_recordset(sa.bindparam("sources", type_=JSONB)).table_valued(
+    *(sa.column(c.name, c.type) for c in _SOURCE_COLUMNS)).render_derived("s", with_types=True)
+_NEW_BATCH = (
+    sa.select(_NEW_BATCH_CTE.c.id)
+    .add_cte(pg_insert(query_runs)
+             .values(run_id=sa.bindparam("run_run_id"), query_id=sa.bindparam("run_query_id"),
+                     query_name=sa.bindparam("run_query_name"), named=sa.bindparam("run_named"))
+             .on_conflict_do_nothing(index_elements=[query_runs.c.run_id]).cte("run_seen"))
+    .add_cte(batch_sources.insert().from_select(
+        ["batch_pk", *(c.name for c in _SOURCE_COLUMNS)],
+        sa.select(_NEW_BATCH_CTE.c.id, *(_SOURCE_ROWS.c[c.name] for c in _SOURCE_COLUMNS))
+        .select_from(_NEW_BATCH_CTE.join(_SOURCE_ROWS, sa.true())),
+    ).cte("new_sources"))
+)
+
+
+def _source_row(source: SourceRecord) -> dict[str, Any]:
+    """A batch_sources row, as one element of the JSONB array ``_NEW_BATCH`` takes (a JSON
+    null comes out of jsonb_to_recordset as SQL NULL)."""
+    start, end = stored_offsets(source)
+    return {
+        "source_index": source.index, "description": source.description, "kind": source.kind,
+        "start_offset": start, "end_offset": end, "latest_offset": source.latest_offset,
+        "num_input_rows": source.num_input_rows, "problem": source.problem,
+        "metrics": source.metrics,
+    }
+
+
+_PARTITION_COLUMNS = ("batch_pk", "source_index", "topic", "partition", "start_offset",
+                      "end_offset", "latest_offset")
+"""The kafka_partitions columns the journal writes, in the order of its row tuples."""
+_COPY_PARTITIONS = (f"COPY {SCHEMA}.kafka_partitions (batch_pk, source_index, topic, partition, "
+                    "start_offset, end_offset, latest_offset) FROM STDIN")
+
+
+
+
+class Writes(JournalBase):
+    """Everything that writes to the journal."""
+
+    def record_run(self, run: RunRecord, conn: sa.Connection | None = None) -> None:
+        """Insert or complete a run row (started and terminated events arrive apart)."""
+        if conn is None:
+            with self._engine.begin() as c:
+                self.record_run(run, c)
+            return
+        values = {
+            "run_id": run.run_id, "query_id": run.query_id, "query_name": run.query_name,
+            "named": run.named, "started_at": run.started_at, "terminated_at": run.terminated_at,
+            "exception": run.exception, "error_class": run.error_class, "host": run.host,
+            "pid": run.pid,
+        }
+        # Only when known, so that a journal not upgraded to 0008 still takes other runs.
+        if run.execution is not None:
+            values["execution"] = run.execution
+        if run.async_interval_ms is not None:
+            values["async_interval_ms"] = run.async_interval_ms
+        stmt = pg_insert(query_runs).values(values)
+        ex = stmt.excluded
+        t = query_runs.c
+        stmt = stmt.on_conflict_do_update(
+            index_elements=[t.run_id],
+            set_={
+                "started_at": sa.func.coalesce(t.started_at, ex.started_at),
+                "terminated_at": sa.func.coalesce(ex.terminated_at, t.terminated_at),
+                "exception": sa.func.coalesce(ex.exception, t.exception),
+                "error_class": sa.func.coalesce(ex.error_class, t.error_class),
+                "host": sa.func.coalesce(t.host, ex.host),
+                "pid": sa.func.coalesce(t.pid, ex.pid),
+                **({"execution": sa.func.coalesce(t.execution, ex.execution)}
+                   if run.execution is not None else {}),
+                **({"async_interval_ms": sa.func.coalesce(t.async_interval_ms,
+                                                          ex.async_interval_ms)}
+                   if run.async_interval_ms is not None else {}),
+                # A run first seen through a batch (start event lost) may have been
+                # recorded under its id; a later event with the real name wins.
+                "query_name": sa.case((ex.named, ex.query_name), else_=t.query_name),
+                "named": t.named | ex.named,
+            },
+        )
+        conn.execute(stmt)
+
+    def record_batch(self, rec: BatchRecord, conn: sa.Connection | None = None) -> bool:
+        """Journal one completed batch; False when it was already journaled."""
+        if conn is None:
+            with self._engine.begin() as c:
+                return self.record_batch(rec, c)
+        values = {
+            "run_run_id": rec.run_id, "run_query_id": rec.query_id,
+            "run_query_name": rec.query_name, "run_named": rec.named,
+            "run_id": rec.run_id, "query_id": rec.query_id, "query_name": rec.query_name,
+            "batch_id": rec.batch_id, "trigger_at": rec.trigger_at,
+            "batch_duration_ms": rec.batch_duration_ms, "durations_ms": rec.durations_ms,
+            "num_input_rows": rec.num_input_rows,
+            "input_rows_per_second": rec.input_rows_per_second,
+            "processed_rows_per_second": rec.processed_rows_per_second,
+            "watermark": rec.watermark, "event_time_min": rec.event_time_min,
+            "event_time_max": rec.event_time_max, "event_time_avg": rec.event_time_avg,
+            "state_operators": rec.state_operators, "sink_description": rec.sink_description,
+            "num_output_rows": rec.num_output_rows, "raw_progress": rec.raw_progress,
+        }
+        sources = [_source_row(s) for s in rec.sources]
+        flagged = self._flag_continuity(conn, rec, sources)
+        values["sources"] = sources
+        pk = conn.execute(_NEW_BATCH, values).scalar_one_or_none()
+        if pk is None:
+            check_duplicate(self, conn, rec)
+            return False
+        for index, problem in flagged:  # said once: a replay of this batch is a no-op
+            log.warning("offset-journal: batch %s of run %s (query %s), source %s: %s",
+                        rec.batch_id, rec.run_id, rec.query_name, index, problem)
+        rows = [
+            (pk, s.index, p.topic, p.partition, p.start, p.end, latest)
+            for s in rec.sources
+            for p, latest in zip(s.partitions, partition_latests(s), strict=True)
+        ]
+        if rows:
+            self._copy_partitions(conn, rows)
+        self._remember_ends(rec)
+        return True
+
+    # The end offsets of the last batch this Journal wrote, per run (at most
+    # REMEMBERED_RUNS runs): the next batch of the run is checked against them without
+    # reading anything. Only the journal itself says which batch comes right before
+    # another (a second writer, a listener attached twice, or a spool replayed by another
+    # driver may have journaled batches in between), so memory serves only for the
+    # immediate predecessor (batch id - 1); anything else is one lookup in
+    # batches_run_batch_key and the primary key of kafka_partitions.
+    def _previous_ends(self, conn: sa.Connection, rec: BatchRecord) -> Ends | None:
+        with self._ends_lock:
+            known = self._ends.get(rec.run_id)
+        if known is not None and known.batch_id == rec.batch_id - 1:
+            return known
+        return self._neighbour(conn, rec, rec.batch_id - 1, kafka_partitions.c.end_offset)
+
+    @staticmethod
+    def _neighbour(conn: sa.Connection, rec: BatchRecord, batch_id: int,
+                   column: sa.ColumnElement[Any]) -> Ends | None:
+        """One offset column of the run's batch ``batch_id``, if journaled."""
+        b, k = batches.c, kafka_partitions.c
+        found = conn.execute(
+            sa.select(k.source_index, k.topic, k.partition, column)
+            .select_from(batches.join(kafka_partitions, k.batch_pk == b.id))
+            .where(b.run_id == rec.run_id, b.batch_id == batch_id,
+                   column.is_not(None))).all()
+        if not found:
+            return None
+        offsets: dict[int, dict[tuple[str, int], int]] = {}
+        for index, topic, partition, offset in found:
+            offsets.setdefault(index, {})[(topic, partition)] = offset
+        return Ends(batch_id, offsets)
+
+    def _remember_ends(self, rec: BatchRecord) -> None:
+        ends = {s.index: {(p.topic, p.partition): p.end for p in s.partitions
+                          if p.end is not None}
+                for s in rec.sources if s.kind == "kafka" and s.partitions}
+        with self._ends_lock:
+            self._ends.pop(rec.run_id, None)
+            if len(self._ends) >= REMEMBERED_RUNS:
+                self._ends.pop(next(iter(self._ends)))
+            self._ends[rec.run_id] = Ends(rec.batch_id, ends)
+
+    def _flag_continuity(self, conn: sa.Connection, rec: BatchRecord,
+                         rows: list[dict[str, Any]]) -> list[tuple[int, str]]:
+        """Set the problem of each source row (of ``rows``) whose Kafka start offsets do
+        not continue from the run's previous batch (a gap, or backwards); returns the
+        (source index, problem) pairs set."""
+        kafka = [s for s in rec.sources if s.kind == "kafka" and s.partitions]
+        if not kafka:
+            return []
+        prev = None
+        if any(p.start is not None for s in kafka for p in s.partitions):
+            prev = self._previous_ends(conn, rec)
+        # A batch journaled after the run's next one (replayed late from a spool): the
+        # pair (this, next) is checked now, as it was not when the next one came.
+        following = self._neighbour(conn, rec, rec.batch_id + 1, kafka_partitions.c.start_offset)
+        by_index = {row["source_index"]: row for row in rows}
+        flagged = []
+        for source in kafka:
+            problems = []
+            if prev is not None:
+                problems.append(continuity_problem(source, prev.batch_id,
+                                                   prev.ends.get(source.index, {})))
+            if following is not None:
+                problems.append(successor_problem(source, following.batch_id,
+                                                  following.ends.get(source.index, {})))
+            for problem in (x for x in problems if x):
+                row = by_index[source.index]
+                row["problem"] = "; ".join(x for x in (row["problem"], problem) if x)
+                flagged.append((source.index, problem))
+        return flagged
+
+    @staticmethod
+    def _copy_partitions(conn: sa.Connection, rows: list[tuple[Any, ...]]) -> None:
+        driver = conn.connection.driver_connection
+        if driver is not None and hasattr(driver, "cursor") and conn.dialect.driver == "psycopg":
+            with driver.cursor() as cur, cur.copy(_COPY_PARTITIONS) as copy:
+                for row in rows:
+                    copy.write_row(row)
+            return
+        conn.execute(kafka_partitions.insert(),
+                     [dict(zip(_PARTITION_COLUMNS, r, strict=True)) for r in rows])
+
+    def record_rejected(self, reason: str, payload: str, conn: sa.Connection | None = None) -> None:
+        """Keep an event that cannot be journaled, verbatim, for a person to look at."""
+        if conn is None:
+            with self._engine.begin() as c:
+                self.record_rejected(reason, payload, c)
+            return
+        conn.execute(rejected_events.insert().values(reason=reason, payload=payload))
+
+    def record_spool_losses(self, entries: Sequence[dict[str, Any]],
+                            conn: sa.Connection) -> None:
+        """Journal what a full spool dropped (entries of spool.summarize_losses); an entry
+        already journaled (same loss id) is kept once."""
+        for e in entries:
+            parts = []
+            for key, (start, end) in sorted(e.get("partitions", {}).items()):
+                index, topic, partition = key.split("\t")
+                parts.append([int(index), topic, int(partition), start, end])
+            conn.execute(pg_insert(spool_losses).values(
+                loss_id=e["loss_id"], query_name=e["query_name"], events=e["events"],
+                run_ids=e.get("run_ids") or [], batch_id_min=e.get("batch_id_min"),
+                batch_id_max=e.get("batch_id_max"),
+                first_trigger_at=e.get("first_trigger_at"),
+                last_trigger_at=e.get("last_trigger_at"), partitions=parts,
+                host=e.get("host"),
+            ).on_conflict_do_nothing(constraint="spool_losses_loss_id_key"))
+
+
+    def record_plan(self, row: dict[str, Any]) -> int:
+        """Record a restart plan handed out (a ``restart_plans`` row, as
+        :func:`offset_journal.restart.record.plan_row` makes it); returns its id.
+        Raises SQLAlchemy's error when the journal refuses it (no privilege, no table)."""
+        with self._engine.begin() as conn:
+            return int(conn.execute(restart_plans.insert().values(row)
+                                    .returning(restart_plans.c.id)).scalar_one())
+
+    def link_plan(self, plan_id: int, run_id: str) -> bool:
+        """Say that run ``run_id`` started from recorded plan ``plan_id`` (a job calls
+        it right after ``start()``: ``query.runId``). A run has one plan: a second link
+        is ignored (False)."""
+        stmt = (pg_insert(plan_runs).values(plan_id=plan_id, run_id=run_id)
+                .on_conflict_do_nothing(index_elements=[plan_runs.c.run_id])
+                .returning(plan_runs.c.run_id))
+        try:
+            with self._engine.begin() as conn:
+                return conn.execute(stmt).scalar_one_or_none() is not None
+        except sa.exc.IntegrityError:
+            raise JournalError(f"no recorded restart plan {plan_id}") from None
+
+    def replay_rejected(self, event_id: int, record: RunRecord | BatchRecord) -> None:
+        """Journal ``record`` and remove rejected event ``event_id``, in one transaction:
+        the database's error, when it refuses again, leaves both as they were."""
+        with self.engine.begin() as conn:
+            record_all(self, [record], conn)
+            conn.execute(sa.delete(rejected_events).where(rejected_events.c.id == event_id))
+
+    def record_import(self, run: RunRecord, records: Sequence[BatchRecord],
+                      ) -> tuple[int, tuple[str, str] | None]:
+        """Journal an imported checkpoint's run and batches in one transaction, unless
+        the checkpoint (its run id, or its query id through the listener) is journaled
+        under another query name: then nothing is written, and that (run id, name) is
+        returned. Otherwise (batches new, None). The run rows are locked for the check."""
+        r = query_runs.c
+        with self.engine.begin() as conn:
+            found = conn.execute(
+                sa.select(r.run_id, r.query_name)
+                .where(sa.or_(r.run_id == run.run_id, r.query_id == run.query_id),
+                       r.query_name != run.query_name)
+                .order_by(r.run_id != run.run_id, r.run_id).limit(1).with_for_update()
+            ).first()
+            if found is not None:
+                return 0, (found[0], found[1])
+            return record_all(self, [run, *records], conn), None
+
+
+def check_duplicate(journal: Writes, conn: sa.Connection, rec: BatchRecord) -> None:
+    """A (run id, batch id) already journaled: nothing to do when it is the same batch
+    again (a spool replay), else the first copy stays and this one goes to
+    rejected_events, with a WARNING: Spark never reports one batch twice differently."""
+    b = batches.c
+    head = conn.execute(sa.select(batches).where(b.run_id == rec.run_id,
+                                                 b.batch_id == rec.batch_id)).mappings().all()
+    found = with_sources(conn, head)
+    if not found:
+        return
+    have: dict[int, Any] = {}
+    for src in found[0].sources:
+        if src.partitions:
+            have[src.source_index] = sorted((p.topic, p.partition, p.start, p.end)
+                                            for p in src.partitions)
+        else:
+            have[src.source_index] = (src.start_offset, src.end_offset)
+    reason = duplicate_problem(have, rec)
+    if reason is None:
+        return
+    log.warning("offset-journal: %s", reason)
+    journal.record_rejected(reason, rec.raw_progress or dumps(dataclasses.asdict(rec)), conn)
+
+
+def record_all(journal: Writes, records: Iterable[RunRecord | BatchRecord],
+               conn: sa.Connection) -> int:
+    """Record runs and batches in one transaction; returns how many batches were new."""
+    new = 0
+    for rec in records:
+        if isinstance(rec, RunRecord):
+            journal.record_run(rec, conn)
+        elif journal.record_batch(rec, conn):
+            new += 1
+    return new
+
+

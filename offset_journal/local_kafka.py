@@ -232,21 +232,21 @@ def _wait_ready(broker: LocalKafka, timeout: float) -> None:
     from confluent_kafka.admin import AdminClient
 
     conf: dict[str, Any] = {"bootstrap.servers": broker.bootstrap_servers, "log_level": 0,
-                            "logger": _Quiet()}
+                            "logger": QuietLogger()}
     admin = AdminClient(conf)
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
         if not broker.running():
             raise BrokerStartError("the Kafka broker exited during start; its last lines:\n"
                                    + broker.log_tail())
-        if _answers(admin):
+        if broker_answers(admin):
             return
         time.sleep(0.25)
     raise BrokerStartError(f"the Kafka broker was not ready within {timeout:.0f} s; its last "
                            "lines:\n" + broker.log_tail())
 
 
-def _answers(admin: Any) -> bool:
+def broker_answers(admin: Any) -> bool:
     try:
         md = admin.list_topics(timeout=2)
     except Exception:  # noqa: BLE001 - not up yet: any failure means "try again"
@@ -254,7 +254,7 @@ def _answers(admin: Any) -> bool:
     return bool(md.brokers) and md.controller_id is not None and md.controller_id >= 0
 
 
-class _Quiet:
+class QuietLogger:
     """librdkafka logs each refused connect while the broker starts; drop those."""
 
     def log(self, level: int, fmt: str, *args: Any) -> None:

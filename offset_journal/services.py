@@ -380,14 +380,14 @@ def wait_for_kafka(cluster: KafkaCluster, timeout: float = _CONTAINER_START_TIME
     from confluent_kafka.admin import AdminClient
 
     from .errors import BrokerStartError
-    from .local_kafka import _answers, _Quiet
+    from .local_kafka import QuietLogger, broker_answers
 
     conf: dict[str, Any] = {"bootstrap.servers": cluster.bootstrap_servers, "log_level": 0,
-                            "logger": _Quiet()}
+                            "logger": QuietLogger()}
     admin = AdminClient(conf)
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
-        if _answers(admin):
+        if broker_answers(admin):
             return
         if cluster.container is not None:
             wrapped = cluster.container.get_wrapped_container()

@@ -19,7 +19,7 @@ from ..journal_rows import SourceOffsets
 from ..offsets import KafkaOffsets, format_kafka_offsets
 from .kafka_offsets import (
     PATTERN_NOTE,
-    _drop_missing,
+    drop_missing,
     end_offsets_of,
     kafka_strategy,
     unsubscribed_note,
@@ -157,7 +157,7 @@ def time_source_plan(inp: PlanInputs, src: SourceOffsets) -> SourcePlan:
         note = unsubscribed_note(journaled, topics)
         if note:
             plan.notes.append(note)
-    _kept, gone = _drop_missing({t: journaled[t] for t in journaled if t in topics}, state)
+    _kept, gone = drop_missing({t: journaled[t] for t in journaled if t in topics}, state)
     plan.add(gone)
     mine = {t: dict(lookup[t]) for t in sorted(topics) if t in lookup}
     if strategy == "pattern":

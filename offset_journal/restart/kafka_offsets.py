@@ -204,7 +204,7 @@ def check_against_cluster(offsets: KafkaOffsets, state: TopicState, *,
     start above 0 there is DATA LOSS too (Spark says the same of a partition it finds
     while running), since no job read what retention deleted from them.
     """
-    out, found = _drop_missing(offsets, state, recreated)
+    out, found = drop_missing(offsets, state, recreated)
     added, more = _add_new_partitions(out, offsets, state, strategy, subscribed)
     found.merge(more)
     restarted, more = _restart_recreated(out, offsets, state, recreated)
@@ -214,7 +214,7 @@ def check_against_cluster(offsets: KafkaOffsets, state: TopicState, *,
     return out, found
 
 
-def _drop_missing(offsets: KafkaOffsets, state: TopicState,
+def drop_missing(offsets: KafkaOffsets, state: TopicState,
                   recreated: Sequence[str] = ()) -> tuple[KafkaOffsets, Findings]:
     """Offsets of the partitions that still exist; a warning for each topic that lost some."""
     found = Findings()

@@ -10,19 +10,15 @@ may appear.
 from __future__ import annotations
 
 import argparse
-import contextlib
-import csv
 import itertools
 import json
 import logging
 import os
 import re
 import shlex
-import signal
 import sys
-import threading
 import traceback
-from collections.abc import Callable, Iterable, Iterator, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from datetime import datetime, timezone
 from typing import Any
 
@@ -32,9 +28,11 @@ from .cli_parser import parse_batch as parse_batch  # the argument types, import
 from .cli_parser import parse_duration as parse_duration
 from .cli_parser import parse_time as parse_time
 from .db import redact
+from .deadline import ENV_TIMEOUT as ENV_TIMEOUT  # importable here too
+from .deadline import DeadlineExceeded, command_deadline, timed_out_line, watchdog
 from .errors import ConfigError, OffsetJournalError, RestartError
 from .formatting import cell, format_time, from_epoch_ms, one_line, table
-from .values import parse_timeout
+from .history_output import write_history
 
 log = logging.getLogger(__name__)
 
@@ -186,7 +184,7 @@ def cmd_history(args: argparse.Namespace) -> int:
         first = next(it, None)
         if first is None:
             raise _NotFound(f"no journaled batches for query {args.query!r}")
-        _print_history(args.format, itertools.chain([first], it))
+        write_history(sys.stdout, args.format, itertools.chain([first], it))
     return EXIT_OK
 
 
@@ -198,60 +196,6 @@ def cmd_report(args: argparse.Namespace) -> int:
                             buckets=args.buckets, top=args.top, audit=not args.no_audit)
     _out(str(path))
     return EXIT_OK
-
-
-def _history_row(b: Any) -> dict[str, Any]:
-    return {"run_id": b.run_id, "query_id": b.query_id, "batch_id": b.batch_id,
-            "trigger_at": _iso(b.trigger_at) or None, "num_input_rows": b.num_input_rows,
-            "batch_duration_ms": b.batch_duration_ms, "watermark": _iso(b.watermark) or None,
-            "sources": [{"index": s.source_index, "description": s.description,
-                         "start_offset": s.start_offset, "end_offset": s.end_offset}
-                        for s in b.sources]}
-
-
-def _print_history(fmt: str, batches: Iterator[Any]) -> None:
-    if fmt == "json":  # one JSON array, written a batch at a time
-        sys.stdout.write("[")
-        for i, b in enumerate(batches):
-            text = json.dumps(_history_row(b), indent=2, default=str)
-            sys.stdout.write(("," if i else "") + "\n  " + text.replace("\n", "\n  "))
-        sys.stdout.write("\n]\n")
-        return
-    # Pages of rows: the table is aligned per page, and the number of source columns is
-    # the most any batch of the first page has (more go into the last column).
-    page = list(itertools.islice(batches, HISTORY_TABLE_PAGE))
-    n_sources = max(len(b.sources) for b in page)
-    headers = ["run_id", "batch_id", "trigger_at", "num_input_rows", "batch_duration_ms"] + [
-        f"source_{i}_end_offset" for i in range(n_sources)
-    ]
-    writer = csv.writer(sys.stdout, lineterminator="\n") if fmt == "csv" else None
-    if writer is not None:
-        writer.writerow(headers)
-    titles = (["RUN ID", "BATCH", "TRIGGER", "ROWS", "MS"]
-              + [f"SOURCE {i} END" for i in range(n_sources)])
-    first = True
-    while page:
-        rows = [_history_cells(b, n_sources) for b in page]
-        if writer is not None:
-            writer.writerows(["" if c is None else c for c in r] for r in rows)
-        else:
-            text = table(titles, rows)
-            _out(text if first else text.split("\n", 1)[1])
-        first = False
-        page = list(itertools.islice(batches, HISTORY_TABLE_PAGE))
-
-
-HISTORY_TABLE_PAGE = 1000
-
-
-def _history_cells(b: Any, n_sources: int) -> list[Any]:
-    ends = {s.source_index: _compact(s.end_offset) for s in b.sources}
-    extra = [_compact(s.end_offset) for s in b.sources if s.source_index >= n_sources]
-    cells = [ends.get(i, "") for i in range(n_sources)]
-    if extra and cells:
-        cells[-1] = " ".join([cells[-1], *extra]).strip()
-    return [b.run_id, b.batch_id, _iso(b.trigger_at), b.num_input_rows,
-            b.batch_duration_ms, *cells]
 
 
 def _plan(args: argparse.Namespace, source: int | None) -> Any:
@@ -532,79 +476,10 @@ def build_parser() -> argparse.ArgumentParser:
     return cli_parser.build_parser(sys.modules[__name__])
 
 
-# --------------------------------------------------------------------------- deadline
-
-ENV_TIMEOUT = "OFFSET_JOURNAL_TIMEOUT"
-DEFAULT_TIMEOUT = 120.0
-"""Seconds a command may take before it gives up (--timeout, $OFFSET_JOURNAL_TIMEOUT)."""
-_UNBOUNDED = frozenset({"jars", "demo"})
-"""Commands that run as long as they need unless a deadline is asked for: a first
-Maven download, the demo's streaming jobs."""
-_GRACE = 5.0
-"""Seconds past the deadline after which the process ends even if unwinding hangs."""
-
-
-class _DeadlineExceeded(BaseException):
-    """Raised in the main thread when the deadline passes. A BaseException, like
-    KeyboardInterrupt: neither SQLAlchemy nor psycopg then tries a rollback or a cancel
-    over the connection that does not answer."""
-
-
-def _deadline(args: argparse.Namespace) -> float | None:
-    """The command's deadline in seconds: --timeout, else $OFFSET_JOURNAL_TIMEOUT, else
-    the default (none for jars and demo)."""
-    if getattr(args, "timeout", None) is not None:
-        return float(args.timeout)
-    env = os.environ.get(ENV_TIMEOUT, "").strip()
-    if env:
-        try:
-            return parse_timeout(env)
-        except ValueError as exc:
-            raise ConfigError(f"{ENV_TIMEOUT}: {exc}") from None
-    return None if getattr(args, "command", None) in _UNBOUNDED else DEFAULT_TIMEOUT
-
-
-def _timed_out_line(seconds: float) -> str:
-    return (f"no answer within {seconds:g} s: the database (or Kafka cluster) stopped "
-            f"answering (raise the limit with --timeout SECONDS or {ENV_TIMEOUT})")
-
-
 def _exit_now(seconds: float) -> None:  # pragma: no cover - the last resort
-    _err("error", _timed_out_line(seconds))
+    _err("error", timed_out_line(seconds))
     sys.stderr.flush()
     os._exit(EXIT_RUNTIME)
-
-
-@contextlib.contextmanager
-def _watchdog(seconds: float | None, *, hard_exit: bool) -> Iterator[None]:
-    """Bound the command's time on the client: SIGALRM raises _DeadlineExceeded in the
-    main thread (a blocking wait on a socket is interrupted by it); with ``hard_exit``
-    (the console script, not an in-process call) the process also ends _GRACE seconds
-    later if unwinding hangs too. A host that already uses SIGALRM keeps it: then
-    nothing is set."""
-    usable = (seconds is not None and threading.current_thread() is threading.main_thread()
-              and signal.getsignal(signal.SIGALRM) in (signal.SIG_DFL, None)
-              and signal.getitimer(signal.ITIMER_REAL) == (0.0, 0.0))
-    if not usable:
-        yield
-        return
-    assert seconds is not None
-
-    def fire(signum: int, frame: Any) -> None:
-        raise _DeadlineExceeded(seconds)
-
-    signal.signal(signal.SIGALRM, fire)
-    signal.setitimer(signal.ITIMER_REAL, seconds)
-    last_resort = threading.Timer(seconds + _GRACE, _exit_now, args=(seconds,))
-    last_resort.daemon = True
-    if hard_exit:
-        last_resort.start()
-    try:
-        yield
-    finally:
-        signal.setitimer(signal.ITIMER_REAL, 0)
-        signal.signal(signal.SIGALRM, signal.SIG_DFL)
-        last_resort.cancel()
 
 
 # --------------------------------------------------------------------------- main
@@ -669,11 +544,12 @@ def main(argv: Sequence[str] | None = None) -> int:
     func: Callable[[argparse.Namespace], int] = args.func
     seconds: float | None = None
     try:
-        seconds = _deadline(args)
-        with _watchdog(seconds, hard_exit=console):
+        seconds = command_deadline(getattr(args, "timeout", None),
+                                   getattr(args, "command", None))
+        with watchdog(seconds, last_resort=_exit_now if console else None):
             return func(args)
-    except _DeadlineExceeded:
-        _err("error", _timed_out_line(seconds or 0.0))
+    except DeadlineExceeded:
+        _err("error", timed_out_line(seconds or 0.0))
         return EXIT_RUNTIME
     except UsageError as exc:
         _err("error", str(exc))

@@ -125,6 +125,7 @@ def build_parser(commands: Any) -> argparse.ArgumentParser:
     _add_rejected(subs, common, commands)
     _add_journal_views(subs, common, commands)
     _add_plans(subs, (common, plan_opts, kafka_opts), commands)
+    _add_prune(subs, common, commands)
     _add_checkpoint(subs, common, commands)
     _add_tools(subs, (common, kafka_opts), commands)
     return parser
@@ -270,6 +271,8 @@ def _add_journal_views(subs: Subparsers, common: argparse.ArgumentParser,
                              "plan each restart came from); it reads every partition row")
     report.set_defaults(func=commands.cmd_report)
 
+
+def _add_prune(subs: Subparsers, common: argparse.ArgumentParser, commands: Any) -> None:
     prune = subs.add_parser(
         "prune", parents=[common],
         help="delete batches triggered before a time (keeps each query's newest batch)",

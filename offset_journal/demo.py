@@ -197,18 +197,41 @@ def parser() -> argparse.ArgumentParser:
     return p
 
 
-def main(argv: list[str] | None = None) -> int:
-    args = parser().parse_args(argv)
+def _ready(args: argparse.Namespace) -> bool:
+    """What the demo needs is installed (else one line saying what to install), and
+    Spark's Python workers use this interpreter."""
     url = args.database_url or os.environ.get(ENV_URL)
     lacking = missing_requirements(embedded_postgres=not url)
     if lacking:
         # A core install (no extras): say what to install, in one line.
         sys.stderr.write(f"offset-journal: error: the demo needs {', '.join(lacking)}, "
                          f"not installed here: {INSTALL_HINT}\n")
-        return 1
+        return False
     logging.basicConfig(level=logging.WARNING, format="%(levelname)s %(name)s: %(message)s")
     os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
     os.environ.setdefault("PYSPARK_DRIVER_PYTHON", sys.executable)
+    return True
+
+
+def _run_v1(spark: Any, job: Any, argv: list[str], listener: Any) -> None:
+    """The job before the upgrade: a few batches on its own checkpoint, then stopped."""
+    _say("v1: running the job on checkpoint v1 ...")
+    v1 = job.build_query(spark, job.parser().parse_args(argv + ["--trigger", "1 second"]))
+    deadline = time.monotonic() + 300
+    while len(v1.recentProgress) < 3 and time.monotonic() < deadline:
+        time.sleep(0.5)
+        _say(f"  v1 batches so far: {len(v1.recentProgress)}")
+    v1.stop()
+    listener.wait_terminated(v1.runId, 60)
+    read_v1 = sum(p["numInputRows"] for p in v1.recentProgress)
+    _say(f"v1 stopped for the upgrade after {len(v1.recentProgress)} batches "
+         f"({read_v1} records); its checkpoint is retired")
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = parser().parse_args(argv)
+    if not _ready(args):
+        return 1
     work = Path(args.workdir or tempfile.mkdtemp(prefix="offset-journal-demo-"))
     work.mkdir(parents=True, exist_ok=True)
     stops: list[Any] = []
@@ -233,18 +256,7 @@ def main(argv: list[str] | None = None) -> int:
                   "--output", str(work / "lake"),
                   "--max-offsets-per-trigger", str(max(10, args.records // 8))]
 
-        _say("v1: running the job on checkpoint v1 ...")
-        v1 = job.build_query(spark, job.parser().parse_args(
-            common + ["--checkpoint", str(work / "checkpoint-v1"), "--trigger", "1 second"]))
-        deadline = time.monotonic() + 300
-        while len(v1.recentProgress) < 3 and time.monotonic() < deadline:
-            time.sleep(0.5)
-            _say(f"  v1 batches so far: {len(v1.recentProgress)}")
-        v1.stop()
-        listener.wait_terminated(v1.runId, 60)
-        read_v1 = sum(p["numInputRows"] for p in v1.recentProgress)
-        _say(f"v1 stopped for the upgrade after {len(v1.recentProgress)} batches "
-             f"({read_v1} records); its checkpoint is retired")
+        _run_v1(spark, job, common + ["--checkpoint", str(work / "checkpoint-v1")], listener)
 
         more = kafka.produce(topic, args.records, start=args.records)
         produced += more

@@ -378,6 +378,22 @@ def _big_float(value: Any) -> bool:
     return False
 
 
+def _sources(data: dict[str, Any], listed: list[Any], fast_json: bool,
+             ) -> tuple[SourceRecord, ...] | None:
+    """The batch's source records; None when orjson parsed it and anything is unusual
+    (then the standard library parses it again)."""
+    if not fast_json:
+        return tuple(_source(i, s) for i, s in enumerate(listed))
+    plain = [_plain_kafka_source(i, s, _str_or_none(s.get("description")), True)
+             if isinstance(s, dict) else None for i, s in enumerate(listed)]
+    others = {k: v for k, v in data.items() if k != "sources"}
+    rest = [{k: v for k, v in s.items() if k not in _OFFSET_KEYS} for s in listed
+            if isinstance(s, dict)]
+    if any(p is None for p in plain) or _big_float([others, rest]):
+        return None
+    return tuple(p for p in plain if p is not None)
+
+
 def _batch(data: Any, text: str | None, fast_json: bool) -> BatchRecord | None:
     """The record of parsed progress. With ``fast_json`` (parsed by orjson) only the
     usual batch is built, and None means: parse it again with the standard library,
@@ -394,17 +410,9 @@ def _batch(data: Any, text: str | None, fast_json: bool) -> BatchRecord | None:
     check_keys(query_id, run_id, name)
     raw_sources = data.get("sources")
     listed = raw_sources if isinstance(raw_sources, list) else []
-    if fast_json:
-        plain = [_plain_kafka_source(i, s, _str_or_none(s.get("description")), True)
-                 if isinstance(s, dict) else None for i, s in enumerate(listed)]
-        others = {k: v for k, v in data.items() if k != "sources"}
-        rest = [{k: v for k, v in s.items() if k not in _OFFSET_KEYS} for s in listed
-                if isinstance(s, dict)]
-        if any(p is None for p in plain) or _big_float([others, rest]):
-            return None
-        sources: tuple[SourceRecord, ...] = tuple(p for p in plain if p is not None)
-    else:
-        sources = tuple(_source(i, s) for i, s in enumerate(listed))
+    sources = _sources(data, listed, fast_json)
+    if sources is None:
+        return None
     event_time = _dict(data.get("eventTime"))
     durations = _dict(data.get("durationMs"))
     sink = _dict(data.get("sink"))

@@ -174,12 +174,12 @@ def _show_history(url: str, name: str) -> None:
 def _audit_and_report(url: str, name: str, work: Path) -> bool:
     """What a user does next: the continuity audit (nothing skipped, nothing read twice,
     across both checkpoints) and the HTML report; True when the audit is clean."""
-    from offset_journal.audit import format_table
+    from offset_journal.audit import audit_query, format_table
     from offset_journal.report import build_report
 
     print(f"\n$ offset-journal audit {name}")
     with Journal(url) as j:
-        audited = j.audit(name)
+        audited = audit_query(j, name)
         print(format_table(audited))
         page = work / "report.html"
         page.write_text(build_report(j, name), encoding="utf-8")

@@ -45,7 +45,7 @@ def test_runs_from_a_recorded_plan_matched_or_linked_and_one_from_nowhere(db: st
         _batch(1, "run-b", {"orders": {"0": 12, "1": 6}}, {"orders": {"0": 14, "1": 6}}, 2, 3),
     ])
     with Journal(db) as j:
-        report = j.audit("orders")
+        report = audit_query(j, "orders")
         assert report.ok and report.findings == []
         assert [(r.run_id, r.how, r.link) for r in report.runs] == [
             ("run-a", "origin", None), ("run-b", "plan", "matched")]

@@ -7,6 +7,7 @@ from datetime import datetime, timedelta, timezone
 
 import pytest
 
+from offset_journal.audit import audit_query
 from offset_journal.cli import main
 from offset_journal.db import ENV_URL
 from offset_journal.journal import Journal
@@ -152,5 +153,5 @@ def test_prune_takes_whole_prefixes_of_a_run_in_journal_order(journal_url):
         result = j.prune(T0 + timedelta(seconds=102), chunk=1)
         assert result == preview and result.batches == 2
         assert _left(journal_url) == {"slow": list(range(2, 10))}
-        report = j.audit("slow")
+        report = audit_query(j, "slow")
         assert report.exit_code == 0, [f.to_dict() for f in report.findings]

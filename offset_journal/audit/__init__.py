@@ -1,5 +1,5 @@
 """The continuity audit: did the query skip or repeat anything, across its runs and
-checkpoints? (``offset-journal audit QUERY``, ``Journal.audit``.)
+checkpoints? (``offset-journal audit QUERY``, :func:`audit_query` handed a Journal.)
 
 * ``model.py``: the data (inputs, :class:`Finding`, :class:`RunStart`,
   :class:`AuditReport` with ``to_dict()``), closed sets, exit codes;

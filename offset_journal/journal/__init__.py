@@ -24,7 +24,6 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from datetime import datetime
-from typing import Any
 
 from ..errors import JournalError
 from ..journal_rows import (
@@ -58,13 +57,6 @@ class Journal(Writes, Queries):
         """Delete batches triggered before ``before`` (each query's newest is kept); see
         :func:`offset_journal.journal.retention.prune`."""
         return prune(self, before, query_name=query_name, dry_run=dry_run, chunk=chunk)
-
-    def audit(self, query_name: str, *, since: datetime | None = None) -> Any:
-        """The continuity audit of a query (:func:`offset_journal.audit.audit_query`):
-        an :class:`~offset_journal.audit.AuditReport`."""
-        from ..audit import audit_query
-
-        return audit_query(self, query_name, since=since)
 
 
 __all__: Sequence[str] = ["FLAGGED_PROBLEMS", "HISTORY_PAGE", "RECENT_RUNS", "Batch",

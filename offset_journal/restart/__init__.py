@@ -26,6 +26,7 @@ Positions a plan can start from:
 
 The modules, one job each, in the order data flows:
 
+* ``request.py``: :class:`PlanRequest`, what a person asks for, checked once (pure);
 * ``edge.py``: :func:`plan_restart`, the I/O: gathers the journal's batches, the
   checkpoint location and the Kafka cluster's offsets;
 * ``model.py``: the data (inputs, :class:`Findings`, :class:`RestartPlan`), closed sets;
@@ -41,8 +42,8 @@ comparing offsets in :mod:`offset_journal.compare`.
 
 What this package exports is what a caller needs; the steps stay in their modules. The
 pure modules load without the database driver: the I/O names (:func:`plan_restart`,
-:func:`plan_from_journal`, :class:`PlanRequest`, :class:`PlanOptions`) are imported on
-first use, as :mod:`offset_journal` does for the listener.
+:func:`plan_from_journal`) are imported on first use, as :mod:`offset_journal` does for
+the listener.
 """
 
 from __future__ import annotations
@@ -61,11 +62,12 @@ from .model import (
     SourcePlan,
 )
 from .plan import compute_plan
+from .request import PlanOptions, PlanRequest
 
 if TYPE_CHECKING:
-    from .edge import PlanOptions, PlanRequest, plan_from_journal, plan_restart
+    from .edge import plan_from_journal, plan_restart
 
-_EDGE = ("PlanOptions", "PlanRequest", "plan_from_journal", "plan_restart")
+_EDGE = ("plan_from_journal", "plan_restart")
 
 
 def __getattr__(name: str) -> Any:

@@ -29,7 +29,7 @@ from .model import (
 
 if TYPE_CHECKING:
     from ..journal import Journal
-    from .edge import PlanRequest
+    from .request import PlanRequest
 
 log = logging.getLogger(__name__)
 

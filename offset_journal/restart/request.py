@@ -1,0 +1,149 @@
+"""What a person asks a plan for (pure): :class:`PlanRequest`, checked once
+(:meth:`PlanRequest.checked`), and :class:`PlanOptions`, its fields after the query name
+as keyword arguments of :func:`~offset_journal.restart.plan_restart`."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, replace
+from datetime import datetime, timedelta, timezone
+from typing import Any, TypedDict
+
+from ..errors import RestartError
+from ..formatting import format_time
+from ..values import parse_timeout
+from .model import (
+    MODE_STATE_AWARE,
+    MODE_STATELESS,
+    POSITION_AFTER,
+    POSITION_AT,
+    POSITION_FROM_TIME,
+    Mode,
+    Position,
+)
+from .plan import check_request
+
+
+class PlanOptions(TypedDict, total=False):
+    """The keyword arguments of :func:`plan_restart`: :class:`PlanRequest`'s fields after
+    the query name."""
+
+    source: int | None
+    as_of: datetime | None
+    batch: tuple[str, int] | None
+    mode: Mode | None
+    window: timedelta | None
+    subscribe: Sequence[str] | None
+    checkpoint: str | None
+    output_path: str | None
+    bootstrap_servers: str | None
+    kafka_config: Mapping[str, Any] | None
+    kafka_timeout: float
+    allow_data_loss: bool
+    recreated_topics: Sequence[str]
+    recreated_tables: Sequence[str]
+    from_time: datetime | None
+
+
+@dataclass(frozen=True)
+class PlanRequest:
+    """What a person asks a plan for.
+
+    ``as_of`` starts after the last batch triggered at or before it; ``batch`` =
+    (run id, batch id) starts AT that batch (reprocessing it). ``mode="state-aware"``
+    makes the state-aware plan (``window``: the window length). ``subscribe``: the
+    topics the new job subscribes to, when known; with ``bootstrap_servers``,
+    partitions of those topics missing from the journal start at earliest.
+    ``checkpoint`` is refused when it already holds offsets; ``output_path`` is
+    checked for a file sink log. ``bootstrap_servers`` (with ``kafka_config`` and
+    ``kafka_timeout`` in seconds) checks the plan against the Kafka cluster.
+    ``allow_data_loss`` starts partitions whose planned offsets were deleted (retention)
+    at their log start, with a warning, instead of refusing; ``recreated_topics`` names
+    topics deleted and created again, read from earliest, with a warning, instead of
+    from the old topic's offsets (see :class:`~.model.PlanInputs`); ``recreated_tables``
+    names Delta table paths deleted and created again, read from their start.
+    ``from_time`` starts each partition at its first record timestamped at or after it
+    (looked up on the cluster, so it needs ``bootstrap_servers``); not with ``as_of``
+    or ``batch``, and not in the future.
+    """
+
+    query_name: str
+    source: int | None = None
+    as_of: datetime | None = None
+    batch: tuple[str, int] | None = None
+    mode: Mode | None = None
+    window: timedelta | None = None
+    subscribe: Sequence[str] | None = None
+    checkpoint: str | None = None
+    output_path: str | None = None
+    bootstrap_servers: str | None = None
+    kafka_config: Mapping[str, Any] | None = None
+    kafka_timeout: float = 10
+    allow_data_loss: bool = False
+    recreated_topics: Sequence[str] = ()
+    recreated_tables: Sequence[str] = ()
+    from_time: datetime | None = None
+
+    @property
+    def position(self) -> Position:
+        if self.from_time is not None:
+            return POSITION_FROM_TIME
+        return POSITION_AT if self.batch is not None else POSITION_AFTER
+
+    def checked(self) -> PlanRequest:
+        """This request with defaults filled in; RestartError when it makes no sense."""
+        mode = self.mode or MODE_STATELESS
+        check_request(mode, POSITION_AFTER)  # an unknown mode first
+        if self.as_of is not None and self.batch is not None:
+            raise RestartError("give as_of or batch, not both")
+        if self.from_time is not None and (self.as_of is not None or self.batch is not None):
+            raise RestartError("give from_time (a record time) or as_of/batch, not both")
+        check_request(mode, self.position)
+        from_time = _checked_from_time(self.from_time, self.bootstrap_servers)
+        as_of = self.as_of
+        if as_of is not None and as_of.tzinfo is None:
+            as_of = as_of.replace(tzinfo=timezone.utc)
+        if self.window is not None and self.window <= timedelta(0):
+            raise RestartError("the window length must be positive")
+        if self.window is not None and mode != MODE_STATE_AWARE:
+            raise RestartError("a window length (--window) applies to state-aware plans "
+                               "only (--state-aware)")
+        try:
+            timeout = parse_timeout(self.kafka_timeout)
+        except ValueError as exc:  # a negative or NaN timeout would wait forever
+            raise RestartError(str(exc)) from None
+        recreated = ((self.recreated_topics,) if isinstance(self.recreated_topics, str)
+                     else tuple(self.recreated_topics))
+        if any(not isinstance(t, str) or not t.strip() for t in recreated):
+            raise RestartError(f"bad recreated topic name in {list(recreated)!r}")
+        tables = ((self.recreated_tables,) if isinstance(self.recreated_tables, str)
+                  else tuple(self.recreated_tables))
+        if any(not isinstance(t, str) or not t.strip() for t in tables):
+            raise RestartError(f"bad recreated table path in {list(tables)!r}")
+        if self.allow_data_loss and not self.bootstrap_servers:
+            raise RestartError("accepting data loss (allow_data_loss, --allow-data-loss) starts "
+                               "at the cluster's log starts: give bootstrap servers "
+                               "(--bootstrap-servers)")
+        return replace(self, mode=mode, as_of=as_of, kafka_timeout=timeout,
+                       recreated_topics=recreated, recreated_tables=tables,
+                       from_time=from_time)
+
+
+def _checked_from_time(when: datetime | None, servers: str | None) -> datetime | None:
+    """A record time: UTC when naive; RestartError in the future or without a cluster."""
+    if when is None:
+        return None
+    if when.tzinfo is None:
+        when = when.replace(tzinfo=timezone.utc)
+    if when < datetime(1970, 1, 1, tzinfo=timezone.utc):
+        # Kafka reads negative timestamps as its own markers (-1 latest, -2 earliest).
+        raise RestartError(f"the record time {format_time(when)} is before 1970: Kafka "
+                           "record timestamps start at the Unix epoch")
+    now = datetime.now(timezone.utc)
+    if when > now:
+        raise RestartError(f"the record time {format_time(when)} is in the future (now "
+                           f"{format_time(now)}): no record can be timestamped after it yet")
+    if not servers:
+        raise RestartError("a record-time plan (from_time, --from-time) looks the time up on "
+                           "the Kafka cluster: give bootstrap servers (--bootstrap-servers)")
+    return when

@@ -19,9 +19,7 @@ from typing import TYPE_CHECKING, Any
 from . import values
 
 if TYPE_CHECKING:
-    from typing import Unpack
-
-    from .restart import PlanOptions, PlanRequest
+    from .restart import PlanRequest
 
 
 def argument_type(parse: Callable[[str], Any]) -> Callable[[str], Any]:
@@ -78,13 +76,13 @@ def add_plan_options(parser: argparse.ArgumentParser, *, job: bool = False) -> N
 
 
 def request_from_args(args: argparse.Namespace, query_name: str,
-                      **known: Unpack[PlanOptions]) -> PlanRequest:
+                      **known: Any) -> PlanRequest:
     """The checked plan request: the options :func:`add_plan_options` added, with what
     the caller knows itself (``known``: the cluster, the new checkpoint, the mode...).
     RestartError (one line) when the request makes no sense."""
     from .restart import PlanRequest
 
-    given: PlanOptions = {
+    given: dict[str, Any] = {
         "as_of": args.as_of, "batch": args.batch, "from_time": args.from_time,
         "allow_data_loss": args.allow_data_loss,
         "recreated_topics": tuple(args.recreated_topics or ()),

@@ -530,11 +530,12 @@ def test_checkpoint_with_offsets_is_refused() -> None:
     anchor = mk(1, kafka_src({("orders", 0): (0, 5)}), query="qid-1")
     with pytest.raises(RestartError) as info:
         compute_plan("orders", anchor,
-                     checkpoint=CheckpointState("/ck", True, query_id="qid-1", last_batch_id=4))
+                     checkpoint_state=CheckpointState("/ck", True, query_id="qid-1",
+                                                      last_batch_id=4))
     message = str(info.value)
     assert "\n" not in message and "/ck already holds batches up to 4" in message
     assert "ignore startingOffsets" in message and "journaled query itself" in message
-    ok = compute_plan("orders", anchor, checkpoint=CheckpointState("/new", False))
+    ok = compute_plan("orders", anchor, checkpoint_state=CheckpointState("/new", False))
     assert "will honour startingOffsets" in flat(ok.explain())
 
 

@@ -27,9 +27,12 @@ Positions a plan can start from:
 The modules, one job each, in the order data flows:
 
 * ``request.py``: :class:`PlanRequest`, what a person asks for, checked once (pure);
+  its fields are the one list of a plan's options;
+* ``inputs.py``: :class:`~.inputs.PlanInputs`, the request and the facts gathered for
+  it (pure);
 * ``edge.py``: :func:`plan_restart`, the I/O: gathers the journal's batches, the
   checkpoint location and the Kafka cluster's offsets;
-* ``model.py``: the data (inputs, :class:`Findings`, :class:`RestartPlan`), closed sets;
+* ``model.py``: the data (:class:`Findings`, :class:`RestartPlan`), closed sets;
 * ``plan.py``: :func:`compute_plan`, the decision (pure);
 * ``kafka_offsets.py``, ``from_time.py``, ``other_sources.py``, ``state_aware.py``: its
   steps for Kafka offsets, a point in time, Delta/file/rate sources, and state-aware
@@ -62,7 +65,7 @@ from .model import (
     SourcePlan,
 )
 from .plan import compute_plan
-from .request import PlanOptions, PlanRequest
+from .request import PlanRequest
 
 if TYPE_CHECKING:
     from .edge import plan_from_journal, plan_restart
@@ -84,7 +87,6 @@ __all__ = [
     "BatchRef",
     "Findings",
     "Mode",
-    "PlanOptions",
     "PlanRequest",
     "Position",
     "RestartError",

@@ -11,7 +11,7 @@ import logging
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass, field, replace
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from ..errors import CheckpointError, JournalError, RestartError
 from ..formatting import format_time
@@ -20,28 +20,26 @@ from ..kafka_admin import TopicState, offsets_for_time, topic_state
 from ..overlap import span_of
 from .delta_log import delta_table_id, same_path
 from .from_time import chosen_offsets, epoch_millis
+from .inputs import PlanInputs
 from .kafka_offsets import kafka_topics
 from .model import (
     KIND_DELTA,
     MODE_STATE_AWARE,
-    MODE_STATELESS,
     POSITION_AFTER,
     POSITION_AT,
     CheckpointState,
-    PlanFacts,
-    PlanInputs,
     Position,
     RestartPlan,
     SinkState,
 )
 from .other_sources import check_delta_table, delta_path
 from .plan import check_last_batch, decide, refuse_used_checkpoint
-from .request import PlanOptions, PlanRequest
+from .request import PlanRequest
 from .state_aware import order_key
 from .text import count, tp
 
 if TYPE_CHECKING:
-    from typing import Unpack
+    pass
 
 log = logging.getLogger(__name__)
 
@@ -85,7 +83,7 @@ def check_delta_tables(plan: RestartPlan, recreated: Sequence[str]) -> list[str]
 
 def plan_restart(database_url: str | None, query: str | PlanRequest, *,
                  journal: Journal | None = None, record: bool = True, command: str = "api",
-                 **options: Unpack[PlanOptions]) -> RestartPlan:
+                 **options: Any) -> RestartPlan:
     """Plan how a query starts on a new checkpoint; see the package docstring. ``query``
     is the query name with :class:`PlanRequest`'s other fields as keyword options, or a
     whole request (as :func:`offset_journal.plan_args.request_from_args` builds one).
@@ -122,12 +120,8 @@ def plan_from_journal(journal: Journal, request: PlanRequest,
     ckpt_state, sink = places if places is not None else locations(request)
     found = gather(journal, request)
     inputs = PlanInputs(
-        request.query_name, found.anchor, position=found.position, chain=found.chain,
-        before=found.before, checkpoint=ckpt_state, sink=sink,
-        mode=request.mode or MODE_STATELESS, window=request.window, source=request.source,
-        as_of=request.as_of, subscribe=request.subscribe,
-        allow_data_loss=request.allow_data_loss,
-        recreated_topics=tuple(request.recreated_topics),
+        request, found.anchor, position=found.position, chain=found.chain,
+        before=found.before, checkpoint_state=ckpt_state, sink=sink,
         # Runs that started after the anchor do not matter to it (compute_plan).
         runs=[span_of(b) for b in journal.run_bounds(request.query_name,
                                                      started_until=found.anchor.trigger_at)],
@@ -285,7 +279,7 @@ def cluster_state(request: PlanRequest, found: Gathered) -> TopicState | None:
                        config=request.kafka_config)
 
 
-def time_facts(journal: Journal, request: PlanRequest, found: Gathered) -> PlanFacts:
+def time_facts(journal: Journal, request: PlanRequest, found: Gathered) -> dict[str, Any]:
     """A record-time plan's facts: the cluster's partitions, each one's first offset at
     or after ``request.from_time`` and the journaled batches that reads again.
     RestartError for a subscribed topic the cluster does not have."""
@@ -303,5 +297,4 @@ def time_facts(journal: Journal, request: PlanRequest, found: Gathered) -> PlanF
         lookup = {t: parts for t, parts in lookup.items() if t in request.subscribe}
     reread = journal.reread_runs(request.query_name, chosen_offsets(lookup, state),
                                  request.source)
-    return {"kafka_state": state, "time_lookup": lookup, "reread": reread,
-            "from_time": request.from_time}
+    return {"kafka_state": state, "time_lookup": lookup, "reread": reread}

@@ -17,6 +17,7 @@ from typing import TYPE_CHECKING
 from ..formatting import format_time
 from ..journal_rows import SourceOffsets
 from ..offsets import KafkaOffsets, format_kafka_offsets
+from .inputs import PlanInputs
 from .kafka_offsets import (
     PATTERN_NOTE,
     drop_missing,
@@ -24,7 +25,7 @@ from .kafka_offsets import (
     kafka_strategy,
     unsubscribed_note,
 )
-from .model import KIND_KAFKA, Findings, PlanInputs, RereadRun, SourcePlan
+from .model import KIND_KAFKA, Findings, RereadRun, SourcePlan
 from .text import count, tp, tp_list
 
 if TYPE_CHECKING:
@@ -140,10 +141,10 @@ def reread_note(runs: Sequence[RereadRun]) -> str:
 
 
 def time_source_plan(inp: PlanInputs, src: SourceOffsets) -> SourcePlan:
-    """How a Kafka source starts at record time ``inp.from_time``."""
+    """How a Kafka source starts at record time ``inp.request.from_time``."""
     index = src.source_index
     plan = SourcePlan(index, src.description, KIND_KAFKA, {}, None, src.end_offset)
-    state, lookup, when = inp.kafka_state, inp.time_lookup, inp.from_time
+    state, lookup, when = inp.kafka_state, inp.time_lookup, inp.request.from_time
     if state is None or lookup is None or when is None:
         plan.errors.append("a record-time plan needs the Kafka cluster (bootstrap servers) "
                            "to look the time up")
@@ -152,8 +153,8 @@ def time_source_plan(inp: PlanInputs, src: SourceOffsets) -> SourcePlan:
     plan.add(Findings(notes=notes))
     strategy, items = kafka_strategy(src.description)
     topics = set(journaled) | (set(items) if strategy == "subscribe" else set())
-    if inp.subscribe:
-        topics = set(inp.subscribe)
+    if inp.request.subscribe:
+        topics = set(inp.request.subscribe)
         note = unsubscribed_note(journaled, topics)
         if note:
             plan.notes.append(note)

@@ -9,7 +9,8 @@ from typing import TYPE_CHECKING, Literal
 
 from ..journal_rows import Batch, SourceOffsets
 from ..offsets import EARLIEST, KafkaOffsets, PartitionOffset, format_kafka_offsets
-from .model import KIND_KAFKA, BatchRef, Findings, PlanInputs, SourcePlan, Start, source_kind
+from .inputs import PlanInputs
+from .model import KIND_KAFKA, BatchRef, Findings, SourcePlan, Start, source_kind
 from .text import count, tp, tp_list
 
 if TYPE_CHECKING:
@@ -452,16 +453,16 @@ def kafka_source_plan(inp: PlanInputs, start: Start, src: SourceOffsets) -> Sour
         plan.journaled = first_sources[index].start_offset if index in first_sources else None
         plan.add(found)
     strategy, items = kafka_strategy(src.description)
-    if inp.subscribe:
-        strategy, items = "subscribe", sorted(set(inp.subscribe))
+    if inp.request.subscribe:
+        strategy, items = "subscribe", sorted(set(inp.request.subscribe))
         offsets = _narrow_to_subscription(plan, offsets, items, inp.kafka_state is None)
     if inp.kafka_state is not None:
         offsets, found = check_against_cluster(
             offsets, inp.kafka_state, strategy=strategy, subscribed=items,
-            allow_data_loss=inp.allow_data_loss, recreated=inp.recreated_topics)
+            allow_data_loss=inp.request.allow_data_loss, recreated=inp.request.recreated_topics)
         plan.add(found)
-    if inp.subscribe and inp.kafka_state is not None:
-        plan.errors += missing_subscribed(inp.subscribe, inp.kafka_state)
+    if inp.request.subscribe and inp.kafka_state is not None:
+        plan.errors += missing_subscribed(inp.request.subscribe, inp.kafka_state)
     plan.offsets = offsets
     if not offsets:
         plan.errors.append("no partition is left to start from")

@@ -7,20 +7,18 @@ Nothing here decides anything; :mod:`offset_journal.restart.plan` does.
 from __future__ import annotations
 
 import json
-from collections.abc import Sequence
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
-from typing import TYPE_CHECKING, Any, Literal, TypedDict
+from typing import TYPE_CHECKING, Any, Literal
 
 from ..errors import RestartError
 from ..formatting import format_time
-from ..journal_rows import Batch, FlaggedProblem, SourceOffsets
+from ..journal_rows import Batch, SourceOffsets
 from ..offsets import KafkaOffsets, format_kafka_offsets, looks_like_kafka
-from ..overlap import RunSpan
 from .text import fill
 
 if TYPE_CHECKING:
-    from ..kafka_admin import TimeLookup, TopicState
+    pass
 
 Mode = Literal["stateless", "state-aware"]
 """stateless: start after (or at) a batch; state-aware: also re-read what the old
@@ -106,86 +104,6 @@ class SinkState:
 
     path: str
     last_batch_id: int | None
-
-
-class PlanFacts(TypedDict, total=False):
-    """The keyword arguments of :func:`~offset_journal.restart.compute_plan`: the fields
-    of :class:`PlanInputs` after the query name and the anchor."""
-
-    position: Position
-    chain: Sequence[Batch]
-    before: Batch | None
-    kafka_state: TopicState | None
-    runs: Sequence[RunSpan]
-    checkpoint: CheckpointState | None
-    sink: SinkState | None
-    mode: Mode
-    window: timedelta | None
-    source: int | None
-    as_of: datetime | None
-    subscribe: Sequence[str] | None
-    database_now: datetime | None
-    problems: Sequence[FlaggedProblem]
-    allow_data_loss: bool
-    recreated_topics: Sequence[str]
-    from_time: datetime | None
-    time_lookup: TimeLookup | None
-    reread: Sequence[RereadRun]
-    async_tail: AsyncTail | None
-
-
-@dataclass(frozen=True)
-class PlanInputs:
-    """Everything a plan is decided from (journal data and the request; no I/O).
-
-    ``anchor`` is the batch the plan is relative to: the last durable one (position
-    "after"), or the one to reprocess (position "at"). For state-aware plans ``chain``
-    is the anchor's checkpoint's batches in journal order ending with the anchor.
-    ``before`` is the journaled batch just before the first batch re-read (the batch
-    before ``anchor`` for "at", before ``chain[0]`` for state-aware); it supplies start
-    offsets Spark does not report for a checkpoint's first batch. ``kafka_state`` is
-    topic_state() of the cluster (None: not checked). ``subscribe`` is the NEW job's
-    topic subscription when known (an upgrade may add or drop a topic); it overrides
-    the one read from the old source's description, and journaled topics outside it
-    are left out. ``database_now`` is the journal database's clock: a trigger time ahead
-    of it is flagged. ``problems``: what the journal flagged on the query's batches when
-    it wrote them (Journal.flagged_problems), with those on the plan's own batches'
-    sources: an error on the batch whose end offsets the plan starts from, a warning
-    on any other batch. ``allow_data_loss``: partitions whose planned start was deleted
-    (retention, DeleteRecords) start at their log start, with a warning, instead of
-    being an error. ``recreated_topics``: topics the person says were deleted and
-    created again: every partition they have now starts at -2 (earliest), with a
-    warning, instead of the journal's offsets (which belong to the old topic).
-    ``from_time`` (position "from-time") starts each partition at ``time_lookup``'s
-    offset (the first record at or after that time, from the cluster; None: no such
-    record, so the log end);
-    ``reread``: the journaled batches that reads again. ``async_tail``: the anchor's
-    run's last batches when Spark ran it with async progress tracking (their end
-    offsets may not be final).
-    """
-
-    query_name: str
-    anchor: Batch
-    position: Position = POSITION_AFTER
-    chain: Sequence[Batch] = ()
-    before: Batch | None = None
-    kafka_state: TopicState | None = None
-    runs: Sequence[RunSpan] = ()
-    checkpoint: CheckpointState | None = None
-    sink: SinkState | None = None
-    mode: Mode = MODE_STATELESS
-    window: timedelta | None = None
-    source: int | None = None
-    as_of: datetime | None = None
-    subscribe: Sequence[str] | None = None
-    database_now: datetime | None = None
-    problems: Sequence[FlaggedProblem] = ()
-    allow_data_loss: bool = False
-    recreated_topics: Sequence[str] = ()
-    from_time: datetime | None = None
-    time_lookup: TimeLookup | None = None
-    reread: Sequence[RereadRun] = ()
-    async_tail: AsyncTail | None = None
 
 
 @dataclass(frozen=True)

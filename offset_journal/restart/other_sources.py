@@ -10,7 +10,8 @@ import json
 from typing import Any
 
 from ..journal_rows import SourceOffsets
-from .model import KIND_DELTA, KIND_FILE, KIND_RATE, PlanInputs, SourceKind, SourcePlan, Start
+from .inputs import PlanInputs
+from .model import KIND_DELTA, KIND_FILE, KIND_RATE, SourceKind, SourcePlan, Start
 
 
 def journaled_offset(inp: PlanInputs, start: Start, index: int) -> tuple[Any, str]:

@@ -14,38 +14,33 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from datetime import datetime, timedelta
-from typing import TYPE_CHECKING
+from typing import Any
 
 from ..errors import RestartError
 from ..formatting import format_time
 from ..journal_rows import Batch, FlaggedProblem
 from ..overlap import concurrent_runs
 from .from_time import reread_note, time_source_plan
+from .inputs import PlanInputs
 from .kafka_offsets import kafka_source_plan, kafka_topics
 from .model import (
     KIND_KAFKA,
     MODE_STATE_AWARE,
-    MODES,
     POSITION_AFTER,
     POSITION_AT,
     POSITION_FROM_TIME,
     BatchRef,
     CheckpointState,
     Findings,
-    PlanInputs,
     RestartPlan,
     SourcePlan,
     Start,
     source_kind,
 )
 from .other_sources import journaled_offset, other_source_plan, sink_findings
+from .request import REQUEST_FIELDS, PlanRequest, check_request
 from .state_aware import order_key, state_aware_start
 from .text import tp
-
-if TYPE_CHECKING:
-    from typing import Unpack
-
-    from .model import PlanFacts
 
 FUTURE_TOLERANCE = timedelta(minutes=1)
 """A driver's clock this far ahead of the database's is worth a warning."""
@@ -56,13 +51,18 @@ Flagged = dict[tuple[int, int], tuple[str, str]]
 """(batch pk, source index) -> (the batch's label, the problem flagged on it)."""
 
 
-def compute_plan(query_name: str, anchor: Batch, **facts: Unpack[PlanFacts]) -> RestartPlan:
+def compute_plan(query_name: str, anchor: Batch, **given: Any) -> RestartPlan:
     """Make a restart plan from journal data alone (pure: no I/O).
 
-    The keyword arguments are the fields of :class:`~.model.PlanInputs`, which says
-    what each one is; :func:`decide` takes them as one value.
+    The keyword arguments are the request's fields (:class:`~.request.PlanRequest`:
+    ``mode``, ``as_of``, ``allow_data_loss``...) and the facts of
+    :class:`~.inputs.PlanInputs` (``position``, ``chain``, ``kafka_state``...), which
+    say what each one is; :func:`decide` takes them as one value. A name that is
+    neither is a TypeError.
     """
-    return decide(PlanInputs(query_name, anchor, **facts))
+    asked = {k: v for k, v in given.items() if k in REQUEST_FIELDS}
+    facts = {k: v for k, v in given.items() if k not in REQUEST_FIELDS}
+    return decide(PlanInputs(PlanRequest(query_name, **asked), anchor, **facts))
 
 
 def decide(inp: PlanInputs) -> RestartPlan:
@@ -81,36 +81,20 @@ def decide(inp: PlanInputs) -> RestartPlan:
     found.merge(concurrency_findings(inp))
     found.merge(async_findings(inp, start))
     return RestartPlan(
-        query_name=inp.query_name, mode=inp.mode, position=start.position,
+        query_name=inp.request.query_name, mode=inp.mode, position=start.position,
         anchor=BatchRef.of(inp.anchor), start_batch=start.start_ref, sources=sources,
         notes=found.notes, plan_warnings=found.warnings, plan_errors=found.errors,
-        as_of=inp.as_of, event_time_cutoff=start.cutoff,
-        window=inp.window if inp.mode == MODE_STATE_AWARE else None,
-        checkpoint=inp.checkpoint.path if inp.checkpoint else None,
+        as_of=inp.request.as_of, event_time_cutoff=start.cutoff,
+        window=inp.request.window if inp.mode == MODE_STATE_AWARE else None,
+        checkpoint=inp.checkpoint_state.path if inp.checkpoint_state else None,
         output_path=inp.sink.path if inp.sink else None,
         kafka_checked=inp.kafka_state is not None,
-        from_time=inp.from_time if start.position == POSITION_FROM_TIME else None,
+        from_time=inp.request.from_time if start.position == POSITION_FROM_TIME else None,
         reread=list(inp.reread) if start.position == POSITION_FROM_TIME else [],
     )
 
 
 # --------------------------------------------------------------------------- 1. refuse
-
-
-def check_request(mode: str, position: str) -> None:
-    """Raise RestartError for an unknown mode or position, or a state-aware plan asked
-    to start AT a batch. The one check of a plan's request (library, CLI and jobs)."""
-    if mode not in MODES:
-        raise RestartError(f"unknown mode {mode!r}: use one of {', '.join(MODES)}")
-    if position not in (POSITION_AFTER, POSITION_AT, POSITION_FROM_TIME):
-        raise RestartError(f"unknown position {position!r}")
-    if mode == MODE_STATE_AWARE and position == POSITION_AT:
-        raise RestartError("a state-aware plan starts after a batch: use as_of (--as-of), "
-                           "not batch (--batch)")
-    if mode == MODE_STATE_AWARE and position == POSITION_FROM_TIME:
-        raise RestartError("a state-aware plan starts after a batch: use as_of (--as-of), "
-                           "not from_time (--from-time): a record time does not say which "
-                           "windows were emitted")
 
 
 def refuse_used_checkpoint(state: CheckpointState, query_id: str | None = None) -> None:
@@ -133,22 +117,24 @@ def refuse_used_checkpoint(state: CheckpointState, query_id: str | None = None) 
 
 def refuse_bad_request(inp: PlanInputs) -> None:
     check_request(inp.mode, inp.position)
-    if inp.checkpoint is not None:
-        refuse_used_checkpoint(inp.checkpoint, inp.anchor.query_id)
+    if inp.checkpoint_state is not None:
+        refuse_used_checkpoint(inp.checkpoint_state, inp.anchor.query_id)
     refuse_unknown_recreated(inp)
 
 
 def refuse_unknown_recreated(inp: PlanInputs) -> None:
     """Raise RestartError for topics named as recreated that the plan does not read
     (a typo must not pass unnoticed), or when there is no cluster to see them on."""
-    if not inp.recreated_topics:
+    if not inp.request.recreated_topics:
         return
-    known = set(kafka_topics([inp.anchor, *inp.chain], inp.source)) | set(inp.subscribe or ())
-    unknown = sorted(set(inp.recreated_topics) - known)
+    asked = inp.request
+    known = (set(kafka_topics([inp.anchor, *inp.chain], asked.source))
+             | set(asked.subscribe or ()))
+    unknown = sorted(set(inp.request.recreated_topics) - known)
     if unknown:
         have = ", ".join(sorted(known)) or "none"
         raise RestartError(
-            f"--restart-recreated-topic {unknown[0]}: query {inp.query_name!r} neither "
+            f"--restart-recreated-topic {unknown[0]}: query {inp.request.query_name!r} neither "
             f"journaled nor subscribes to topic {unknown[0]!r} (its topics: {have})")
     if inp.kafka_state is None:
         raise RestartError("--restart-recreated-topic needs the cluster (bootstrap servers): "
@@ -160,14 +146,15 @@ def refuse_unknown_recreated(inp: PlanInputs) -> None:
 
 def where_to_start(inp: PlanInputs, flagged: Flagged) -> Start:
     """After the anchor, at it, or (state-aware) rewound: with the notes saying why."""
-    when = f" triggered at or before {format_time(inp.as_of)}" if inp.as_of is not None else ""
+    as_of = inp.request.as_of
+    when = f" triggered at or before {format_time(as_of)}" if as_of is not None else ""
     anchor_ref = BatchRef.of(inp.anchor)
     if inp.mode == MODE_STATE_AWARE:
         start = state_aware_start(inp, when)
     elif inp.position == POSITION_FROM_TIME:
         start = Start(POSITION_FROM_TIME, None, None, Findings())
         start.findings.notes += [
-            f"Starts at record time {format_time(inp.from_time)}: per partition, the first "
+            f"Starts at record time {format_time(inp.request.from_time)}: per partition, the first "
             "offset whose record timestamp is at or after it (Kafka's offsetsForTimes, as "
             "kafka-consumer-groups --reset-offsets --to-datetime); partitions without such "
             "a record start at their log end. The journal's last batch "
@@ -183,7 +170,8 @@ def where_to_start(inp: PlanInputs, flagged: Flagged) -> Start:
         )
     else:
         start = Start(POSITION_AFTER, None, inp.before, Findings())
-        latest = "the last journaled batch" if inp.as_of is None else f"the last batch{when}"
+        latest = ("the last journaled batch" if inp.request.as_of is None
+                  else f"the last batch{when}")
         start.findings.notes.append(
             f"Starts AFTER {anchor_ref.label()} ({latest}): at its END offsets. Kafka "
             "start offsets are inclusive and a batch's end offsets exclusive, so the new "
@@ -199,7 +187,7 @@ def where_to_start(inp: PlanInputs, flagged: Flagged) -> Start:
 
 def _still_running(inp: PlanInputs) -> list[str]:
     """A note when the anchor was still running at ``as_of`` (it counts as before)."""
-    anchor, as_of = inp.anchor, inp.as_of
+    anchor, as_of = inp.anchor, inp.request.as_of
     if as_of is None or anchor.trigger_at is None or not anchor.batch_duration_ms:
         return []
     finished = anchor.trigger_at + timedelta(milliseconds=anchor.batch_duration_ms)
@@ -232,7 +220,7 @@ def flagged_findings(inp: PlanInputs, start: Start, flagged: Flagged) -> Finding
     found = Findings()
     affected = {inp.anchor.pk} if start.position == POSITION_AFTER else set()
     for (pk, index), (label, problem) in sorted(flagged.items(), key=lambda x: x[0]):
-        if inp.source is not None and index != inp.source:
+        if inp.request.source is not None and index != inp.request.source:
             continue
         if pk in affected:
             found.errors.append(f"the journal flagged {label}, which this plan starts from: "
@@ -251,14 +239,14 @@ def source_plans(inp: PlanInputs, start: Start) -> tuple[list[SourcePlan], Findi
     found = Findings()
     anchor = inp.anchor
     indexes = [s.source_index for s in anchor.sources]
-    if inp.source is not None:
-        if inp.source not in indexes:
+    if inp.request.source is not None:
+        if inp.request.source not in indexes:
             have = ", ".join(str(i) for i in indexes) or "none"
             raise RestartError(
-                f"query {inp.query_name!r} has no source {inp.source} in "
+                f"query {inp.request.query_name!r} has no source {inp.request.source} in "
                 f"{BatchRef.of(anchor).label()} (sources: {have})"
             )
-        indexes = [inp.source]
+        indexes = [inp.request.source]
     if not indexes:
         found.errors.append(f"{BatchRef.of(anchor).label()} journaled no sources")
     plans = []
@@ -294,7 +282,7 @@ def unchecked_cluster(inp: PlanInputs, sources: Sequence[SourcePlan]) -> Finding
 def location_findings(inp: PlanInputs) -> Findings:
     """The output path's file sink log, and the new checkpoint location."""
     found = Findings()
-    sink, checkpoint = inp.sink, inp.checkpoint
+    sink, checkpoint = inp.sink, inp.checkpoint_state
     if sink is not None and sink.last_batch_id is not None:
         found.warnings.append(
             f"output path {sink.path} already has a file sink log (_spark_metadata, up to "
@@ -340,7 +328,7 @@ def concurrency_findings(inp: PlanInputs) -> Findings:
     relevant = [s for s in inp.runs if cutoff_time is None or s.start is None
                 or s.start <= cutoff_time]
     return Findings(warnings=[
-        f"runs {a.run_id} and {b.run_id} of query {inp.query_name!r} journaled batches at "
+        f"runs {a.run_id} and {b.run_id} of query {inp.request.query_name!r} journaled batches at "
         f"the same time ({format_time(a.start)}..{format_time(a.end)} and "
         f"{format_time(b.start)}..{format_time(b.end)}): two jobs under one name "
         "interleave their offsets, and the last batch may belong to either"

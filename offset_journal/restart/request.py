@@ -1,13 +1,14 @@
 """What a person asks a plan for (pure): :class:`PlanRequest`, checked once
-(:meth:`PlanRequest.checked`), and :class:`PlanOptions`, its fields after the query name
-as keyword arguments of :func:`~offset_journal.restart.plan_restart`."""
+(:meth:`PlanRequest.checked`). Its fields are the one list of a plan's options: the
+keyword arguments of :func:`~offset_journal.restart.plan_restart` and
+:func:`~offset_journal.restart.compute_plan` are checked against them."""
 
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, fields, replace
 from datetime import datetime, timedelta, timezone
-from typing import Any, TypedDict
+from typing import Any
 
 from ..errors import RestartError
 from ..formatting import format_time
@@ -15,34 +16,29 @@ from ..values import parse_timeout
 from .model import (
     MODE_STATE_AWARE,
     MODE_STATELESS,
+    MODES,
     POSITION_AFTER,
     POSITION_AT,
     POSITION_FROM_TIME,
     Mode,
     Position,
 )
-from .plan import check_request
 
 
-class PlanOptions(TypedDict, total=False):
-    """The keyword arguments of :func:`plan_restart`: :class:`PlanRequest`'s fields after
-    the query name."""
-
-    source: int | None
-    as_of: datetime | None
-    batch: tuple[str, int] | None
-    mode: Mode | None
-    window: timedelta | None
-    subscribe: Sequence[str] | None
-    checkpoint: str | None
-    output_path: str | None
-    bootstrap_servers: str | None
-    kafka_config: Mapping[str, Any] | None
-    kafka_timeout: float
-    allow_data_loss: bool
-    recreated_topics: Sequence[str]
-    recreated_tables: Sequence[str]
-    from_time: datetime | None
+def check_request(mode: str, position: str) -> None:
+    """Raise RestartError for an unknown mode or position, or a state-aware plan asked
+    to start AT a batch. The one check of a plan's request (library, CLI and jobs)."""
+    if mode not in MODES:
+        raise RestartError(f"unknown mode {mode!r}: use one of {', '.join(MODES)}")
+    if position not in (POSITION_AFTER, POSITION_AT, POSITION_FROM_TIME):
+        raise RestartError(f"unknown position {position!r}")
+    if mode == MODE_STATE_AWARE and position == POSITION_AT:
+        raise RestartError("a state-aware plan starts after a batch: use as_of (--as-of), "
+                           "not batch (--batch)")
+    if mode == MODE_STATE_AWARE and position == POSITION_FROM_TIME:
+        raise RestartError("a state-aware plan starts after a batch: use as_of (--as-of), "
+                           "not from_time (--from-time): a record time does not say which "
+                           "windows were emitted")
 
 
 @dataclass(frozen=True)
@@ -147,3 +143,7 @@ def _checked_from_time(when: datetime | None, servers: str | None) -> datetime |
         raise RestartError("a record-time plan (from_time, --from-time) looks the time up on "
                            "the Kafka cluster: give bootstrap servers (--bootstrap-servers)")
     return when
+
+
+REQUEST_FIELDS = frozenset(f.name for f in fields(PlanRequest))
+"""The names of :class:`PlanRequest`'s fields: the one list of a plan's options."""

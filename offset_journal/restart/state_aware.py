@@ -15,7 +15,8 @@ from datetime import datetime, timezone
 from ..errors import RestartError
 from ..formatting import format_time
 from ..journal_rows import Batch
-from .model import POSITION_AFTER, POSITION_REWIND, BatchRef, Findings, PlanInputs, Start
+from .inputs import PlanInputs
+from .model import POSITION_AFTER, POSITION_REWIND, BatchRef, Findings, Start
 
 
 def order_key(batch: Batch) -> tuple[datetime, int, int]:
@@ -96,7 +97,7 @@ def state_aware_start(inp: PlanInputs, when: str) -> Start:
     if cutoff is None or cutoff_batch is None:
         raise RestartError(
             f"a state-aware plan needs the watermark, and no journaled batch of query "
-            f"{inp.query_name!r} (query id {inp.anchor.query_id}) reported one: was "
+            f"{inp.request.query_name!r} (query id {inp.anchor.query_id}) reported one: was "
             "withWatermark used?"
         )
     found = Findings()
@@ -105,7 +106,7 @@ def state_aware_start(inp: PlanInputs, when: str) -> Start:
             f"the last batch reported no watermark: using {format_time(cutoff)} from "
             f"{BatchRef.of(cutoff_batch).label()}"
         )
-    window = inp.window
+    window = inp.request.window
     threshold = cutoff - window if window is not None else cutoff
     found.notes.append(
         f"State-aware restart after {BatchRef.of(inp.anchor).label()} (the last journaled "

@@ -1,0 +1,70 @@
+"""What a plan is decided from (pure): the request, and the facts gathered for it."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+from datetime import datetime
+from typing import TYPE_CHECKING
+
+from ..journal_rows import Batch, FlaggedProblem
+from ..overlap import RunSpan
+from .model import (
+    MODE_STATELESS,
+    POSITION_AFTER,
+    AsyncTail,
+    CheckpointState,
+    Mode,
+    Position,
+    RereadRun,
+    SinkState,
+)
+from .request import PlanRequest
+
+if TYPE_CHECKING:
+    from ..kafka_admin import TimeLookup, TopicState
+
+
+@dataclass(frozen=True)
+class PlanInputs:
+    """Everything a plan is decided from: the ``request`` (what the person asked; see
+    :class:`~.request.PlanRequest`) and what was gathered for it (journal data, the
+    cluster, the new checkpoint location; no I/O here).
+
+    ``anchor`` is the batch the plan is relative to: the last durable one (position
+    "after"), or the one to reprocess (position "at"). For state-aware plans ``chain``
+    is the anchor's checkpoint's batches in journal order ending with the anchor.
+    ``before`` is the journaled batch just before the first batch re-read (the batch
+    before ``anchor`` for "at", before ``chain[0]`` for state-aware); it supplies start
+    offsets Spark does not report for a checkpoint's first batch. ``kafka_state`` is
+    topic_state() of the cluster (None: not checked). ``checkpoint_state`` and ``sink``:
+    what the new checkpoint location and the output path hold. ``database_now`` is the
+    journal database's clock: a trigger time ahead of it is flagged. ``problems``: what
+    the journal flagged on the query's batches when it wrote them
+    (Journal.flagged_problems): an error on the batch whose end offsets the plan starts
+    from, a warning on any other batch. ``time_lookup`` (position "from-time"): per
+    partition the first offset at or after the request's ``from_time`` (None: no such
+    record, so the log end); ``reread``: the journaled batches that reads again.
+    ``async_tail``: the anchor's run's last batches when Spark ran it with async
+    progress tracking (their end offsets may not be final).
+    """
+
+    request: PlanRequest
+    anchor: Batch
+    position: Position = POSITION_AFTER
+    chain: Sequence[Batch] = ()
+    before: Batch | None = None
+    kafka_state: TopicState | None = None
+    runs: Sequence[RunSpan] = ()
+    checkpoint_state: CheckpointState | None = None
+    sink: SinkState | None = None
+    database_now: datetime | None = None
+    problems: Sequence[FlaggedProblem] = ()
+    time_lookup: TimeLookup | None = None
+    reread: Sequence[RereadRun] = ()
+    async_tail: AsyncTail | None = None
+
+    @property
+    def mode(self) -> Mode:
+        """The request's mode, stateless when it names none."""
+        return self.request.mode or MODE_STATELESS

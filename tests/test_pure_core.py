@@ -23,6 +23,8 @@ PURE = (
     "offset_journal.compare",
     "offset_journal.restart",
     "offset_journal.restart.model",
+    "offset_journal.restart.request",
+    "offset_journal.restart.inputs",
     "offset_journal.restart.plan",
     "offset_journal.restart.kafka_offsets",
     "offset_journal.restart.from_time",
@@ -101,3 +103,22 @@ def test_a_plan_is_computed_without_the_database_driver():
                          text=True, timeout=60)
     assert out.returncode == 0, out.stderr[-2000:]
     assert out.stdout.strip() == '{"t":{"0":7,"1":9}}'
+
+
+def test_a_plan_option_is_named_once():
+    """PlanRequest's fields are the one list of a plan's options: compute_plan routes
+    them to the request and the rest to the facts, and refuses any other name."""
+    import dataclasses
+
+    import pytest
+
+    from offset_journal.restart.inputs import PlanInputs
+    from offset_journal.restart.request import REQUEST_FIELDS, PlanRequest
+
+    facts = {f.name for f in dataclasses.fields(PlanInputs)}
+    assert REQUEST_FIELDS == {f.name for f in dataclasses.fields(PlanRequest)}
+    assert not (facts - {"request", "anchor"}) & REQUEST_FIELDS
+    from offset_journal.restart import compute_plan
+
+    with pytest.raises(TypeError, match="bogus"):
+        compute_plan("q", None, bogus=1)  # type: ignore[arg-type]

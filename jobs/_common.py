@@ -275,7 +275,8 @@ def run_job(name: str, parser: argparse.ArgumentParser, build_query: Any,
         print(f"{name}: error: {offset_journal.redact(exc)}", file=sys.stderr)
         return 2
     listener = offset_journal.attach(spark, database_url=args.database_url,
-                                     spool_dir=args.spool_dir)
+                                     spool_dir=args.spool_dir,
+                                     kafka_bootstrap_servers=args.bootstrap_servers)
     try:
         query = build_query(spark, args)
     except OffsetJournalError as exc:

@@ -171,6 +171,13 @@ class RecordedPlan:
         return self.position != "after"
 
     @property
+    def translated_from(self) -> str | None:
+        """The MM2 alias of the cluster whose journaled offsets the plan translated to a
+        replica's (--translate-from): its run reads another cluster, a new log."""
+        alias = self.request.get("translate_from")
+        return alias if isinstance(alias, str) else None
+
+    @property
     def allow_data_loss(self) -> bool:
         """The plan started partitions whose planned offsets were deleted at their log
         start (--allow-data-loss): the records in between were lost on purpose."""

@@ -17,10 +17,12 @@ line per failed connect) goes to this module's logger at DEBUG.
 from __future__ import annotations
 
 import logging
+import time
 from collections.abc import Iterable, Mapping
 from typing import Any
 
 from .errors import KafkaAdminError, KafkaUnavailable
+from .mirror import OffsetSync, SyncFormatError, decode_sync
 from .offsets import KafkaOffsets
 from .values import parse_timeout
 
@@ -152,6 +154,64 @@ def topic_state_with(consumer: Any, topics: Iterable[str], *, timeout: float = 1
             parts[partition] = (int(low), int(high))
         state[topic] = parts
     return state
+
+
+def cluster_id(bootstrap_servers: str, *, timeout: float = 10,
+               config: Mapping[str, Any] | None = None) -> str:
+    """The id of the Kafka cluster at ``bootstrap_servers`` (its metadata's cluster id:
+    KRaft's, or ZooKeeper's for an older cluster)."""
+    consumer = _consumer(bootstrap_servers, config, None, timeout)
+    try:
+        found = _metadata(consumer, bootstrap_servers, timeout).cluster_id
+    finally:
+        consumer.close()
+    if not found:
+        raise KafkaAdminError(f"the Kafka cluster at {bootstrap_servers} does not say its id")
+    return str(found)
+
+
+def read_offset_syncs(bootstrap_servers: str, topic: str, *, timeout: float = 30,
+                      config: Mapping[str, Any] | None = None) -> list[OffsetSync] | None:
+    """Every MirrorMaker 2 offset sync in ``topic`` on the cluster, in each partition's
+    order (None: no such topic). A record that is not a sync is skipped with a warning."""
+    ck = _confluent()
+    consumer = _consumer(bootstrap_servers, config, None, timeout)
+    try:
+        state = topic_state_with(consumer, [topic], timeout=timeout, where=bootstrap_servers)
+        if topic not in state:
+            return None
+        ends = {p: high for p, (low, high) in state[topic].items() if high > low}
+        consumer.assign([ck.TopicPartition(topic, p, state[topic][p][0]) for p in ends])
+        return _read_syncs(consumer, ends, timeout, bootstrap_servers)
+    finally:
+        consumer.close()
+
+
+def _read_syncs(consumer: Any, ends: dict[int, int], timeout: float,
+                where: str) -> list[OffsetSync]:
+    """Poll until each partition's records up to its end (``ends``) are read."""
+    out: list[OffsetSync] = []
+    bad = 0
+    left = dict(ends)
+    deadline = time.monotonic() + timeout
+    while left:
+        if time.monotonic() > deadline:
+            raise KafkaUnavailable(f"reading MM2's offset syncs at {where} did not finish "
+                                   f"within {timeout:g} s")
+        for msg in consumer.consume(num_messages=1000, timeout=0.5):
+            if msg.error() is not None:
+                continue  # a partition end or a transient error: the deadline decides
+            try:
+                out.append(decode_sync(msg.key() or b"", msg.value() or b""))
+            except SyncFormatError as exc:
+                bad += 1
+                log.debug("skipped a record of the offset-syncs topic: %s", exc)
+            if msg.offset() + 1 >= left.get(msg.partition(), 0):
+                left.pop(msg.partition(), None)
+    if bad:
+        log.warning("%d record(s) of the offset-syncs topic at %s are not offset syncs: "
+                    "skipped", bad, where)
+    return out
 
 
 TimeLookup = dict[str, dict[int, int | None]]

@@ -18,11 +18,12 @@ import os
 import socket
 import threading
 import time
+from collections.abc import Mapping
 from datetime import datetime, timezone
 from typing import Any
 
 from .db import redact, resolve_url
-from .records import ASYNC_EXECUTION, PROGRESS, STARTED, TERMINATED
+from .records import ASYNC_EXECUTION, CLUSTER, PROGRESS, STARTED, TERMINATED
 from .spool import Spool, default_spool_dir
 from .writer import Writer, WriterConfig, WriterStats
 
@@ -49,13 +50,19 @@ class OffsetJournalListener(_Base):
             longer than it plus the connect timeout plus 5 s has its connection cut.
         exit_flush_timeout: at interpreter exit, how long to wait for events to reach
             the journal before the rest (the batch in flight too) goes to the spool.
+        kafka_bootstrap_servers: the Kafka cluster the queries read; each run's cluster
+            id is then asked once (admin API, on a thread of its own, never on the
+            stream's path) and journaled, so that a plan against another cluster (a
+            replica, a rebuilt cluster) refuses instead of misreading the offsets.
+        kafka_config: more Kafka client settings for that lookup (security).
     """
 
     def __init__(self, database_url: str | None = None, *, spool_dir: str | None = None,
                  queue_size: int = 10_000, retry_max: float = 30.0,
                  spool_max_bytes: int | None = None, connect_timeout: int = 5,
                  terminate_flush_timeout: float = 5.0, statement_timeout_ms: int = 30_000,
-                 exit_flush_timeout: float = 10.0) -> None:
+                 exit_flush_timeout: float = 10.0, kafka_bootstrap_servers: str | None = None,
+                 kafka_config: Mapping[str, Any] | None = None) -> None:
         url = resolve_url(database_url)
         self._config = WriterConfig(
             database_url=url,
@@ -68,6 +75,8 @@ class OffsetJournalListener(_Base):
         )
         self._terminate_flush_timeout = terminate_flush_timeout
         self._exit_flush_timeout = exit_flush_timeout
+        self._kafka_servers = kafka_bootstrap_servers or None
+        self._kafka_config = dict(kafka_config or {})
         self._init_runtime()
 
     def _init_runtime(self) -> None:
@@ -87,7 +96,8 @@ class OffsetJournalListener(_Base):
     def __getstate__(self) -> dict[str, Any]:
         return {"_config": self._config,
                 "_terminate_flush_timeout": self._terminate_flush_timeout,
-                "_exit_flush_timeout": self._exit_flush_timeout}
+                "_exit_flush_timeout": self._exit_flush_timeout,
+                "_kafka_servers": self._kafka_servers, "_kafka_config": self._kafka_config}
 
     def __setstate__(self, state: dict[str, Any]) -> None:
         self.__dict__.update(state)
@@ -250,8 +260,30 @@ class OffsetJournalListener(_Base):
                           "name": name, "timestamp": event.timestamp,
                           "host": socket.gethostname(), "pid": os.getpid(),
                           **self._execution_of(query_id)})
+            if self._kafka_servers:
+                threading.Thread(target=self._record_cluster, args=(run_id, query_id, name),
+                                 name="offset-journal-cluster", daemon=True).start()
         except Exception:
             log.exception("offset-journal: onQueryStarted failed (the query is unaffected)")
+
+    def _record_cluster(self, run_id: str, query_id: str, name: str | None) -> None:
+        """Ask the Kafka cluster its id and journal it with the run (a thread of its
+        own: a slow or absent cluster never holds Spark's listener bus)."""
+        from .errors import OffsetJournalError
+        from .kafka_admin import cluster_id
+
+        assert self._kafka_servers is not None
+        try:
+            found = cluster_id(self._kafka_servers, config=self._kafka_config)
+        except OffsetJournalError as exc:
+            log.warning("offset-journal: cannot tell which Kafka cluster run %s reads (%s): "
+                        "plans from it cannot check the cluster", run_id, exc)
+            return
+        try:
+            self._submit({"type": CLUSTER, "query_id": query_id, "run_id": run_id,
+                          "name": name, "kafka_cluster_id": found})
+        except Exception:
+            log.exception("offset-journal: journaling run %s's Kafka cluster failed", run_id)
 
     def _execution_of(self, query_id: str) -> dict[str, Any]:
         """How Spark executes the query: its StreamExecution class and, with async

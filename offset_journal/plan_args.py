@@ -70,6 +70,15 @@ def add_plan_options(parser: argparse.ArgumentParser, *, job: bool = False) -> N
                              "deleted and created again: read it from its start, with a "
                              "warning, instead of refusing a plan whose table id changed "
                              "(repeatable)")
+    parser.add_argument("--translate-from", metavar="ALIAS", type=_name("the MM2 alias"),
+                        help=f"{only}the cluster at --bootstrap-servers is a MirrorMaker 2 "
+                             "replica of the journaled one, which MM2 calls ALIAS: translate "
+                             "the journal's offsets with MM2's offset syncs on the replica "
+                             "(offset-syncs.topic.location=target)")
+    parser.add_argument("--replication-policy", choices=("default", "identity"),
+                        default="default",
+                        help=f"{only}how MM2 names the replica's topics: default "
+                             "(ALIAS.topic) or identity (the same name)")
     parser.add_argument("--no-record", action="store_true",
                         help=f"{only}leave this plan unrecorded (restart_plans): the audit then "
                              "cannot tell where a run started from it began")
@@ -87,6 +96,8 @@ def request_from_args(args: argparse.Namespace, query_name: str,
         "allow_data_loss": args.allow_data_loss,
         "recreated_topics": tuple(args.recreated_topics or ()),
         "recreated_tables": tuple(args.recreated_tables or ()),
+        "translate_from": args.translate_from,
+        "replication_policy": args.replication_policy,
     }
     given.update(known)
     return PlanRequest(query_name, **given).checked()

@@ -40,6 +40,8 @@ except ImportError:  # pragma: no cover - a dependency; parsing works without it
 STARTED = "started"
 PROGRESS = "progress"
 TERMINATED = "terminated"
+#: The Kafka cluster a run reads, looked up by the listener off the stream's path.
+CLUSTER = "cluster"
 
 
 
@@ -82,6 +84,8 @@ class RunRecord:
     """Spark's StreamExecution class name (None: unknown)."""
     async_interval_ms: int | None = None
     """asyncProgressTrackingCheckpointIntervalMs, for an async progress tracking run."""
+    kafka_cluster_id: str | None = None
+    """The id of the Kafka cluster the run read (a ``cluster`` event; None: unknown)."""
 
 
 @dataclass(frozen=True)
@@ -476,4 +480,13 @@ def run_from_event(event: dict[str, Any]) -> RunRecord:
         pid=_int(event.get("pid")),
         execution=event.get("execution") if isinstance(event.get("execution"), str) else None,
         async_interval_ms=_int(event.get("async_interval_ms")),
+        kafka_cluster_id=_cluster_id(event.get("kafka_cluster_id")),
     )
+
+
+def _cluster_id(value: Any) -> str | None:
+    """A Kafka cluster id as journaled: a short printable string (KRaft's are 22
+    characters of base64), else None."""
+    if not isinstance(value, str) or not value.strip() or len(value) > 200:
+        return None
+    return value if value.isprintable() else None

@@ -57,7 +57,7 @@ their own restarts with the listener's URL) and the planner role may add to them
 
 RUN_UPDATE_COLUMNS: tuple[str, ...] = (
     "started_at", "terminated_at", "exception", "error_class", "host", "pid",
-    "query_name", "named", "execution", "async_interval_ms",
+    "query_name", "named", "execution", "async_interval_ms", "kafka_cluster_id",
 )
 """The query_runs columns the writer's upsert (journal.Journal.record_run) sets: a run
 first seen through a batch gets its start, and every run its end; a trigger (migration

@@ -30,6 +30,7 @@ query_runs = sa.Table(
               server_default=sa.func.now()),
     sa.Column("execution", sa.Text),  # migration 0009_async_progress
     sa.Column("async_interval_ms", sa.BigInteger),  # migration 0009_async_progress
+    sa.Column("kafka_cluster_id", sa.Text),  # migration 0012_kafka_cluster
     sa.Index("query_runs_name_idx", "query_name", "started_at"),
 )
 

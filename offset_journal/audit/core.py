@@ -89,6 +89,20 @@ def plan_offsets(plan: RecordedPlan) -> dict[TP, int]:
     return {(t, p): o for _i, t, p, o in plan.kafka_offsets}
 
 
+def _translated(run: _Run, how: StartHow) -> bool:
+    """A run's first read of a partition, where its plan translated the journal's
+    offsets to a MirrorMaker 2 replica's: a new log on another cluster."""
+    return how == "plan" and run.plan is not None and run.plan.translated_from is not None
+
+
+def _translated_why(run: _Run) -> str:
+    plan = run.plan
+    assert plan is not None
+    return (f"plan {plan.id} translated the journal's offsets on cluster alias "
+            f"{plan.translated_from} to a MirrorMaker 2 replica's (--translate-from): a new "
+            "log on another cluster, planned")
+
+
 def is_new_checkpoint(batch: AuditBatch) -> bool:
     """A run's first batch on a new checkpoint: Spark reports no start offset at all."""
     parts = [p for s in batch.sources for p in s.partitions]
@@ -286,7 +300,7 @@ class _Walk:
     def partition(self, at: _At, start: int | None, end: int, how: StartHow,
                   source: AuditSource) -> None:
         state = self.parts.get(at.key)
-        if state is None or how == "plan-earliest":
+        if state is None or how == "plan-earliest" or _translated(at.run, how):
             if state is None:
                 self.first_appearance(at, start, end, how)
             else:
@@ -308,6 +322,10 @@ class _Walk:
     def first_appearance(self, at: _At, start: int | None, end: int, how: StartHow) -> None:
         run, key, ref = at.run, at.key, at.ref
         if how in ("plan-earliest", "earliest") or run.start.run_id == self.origin:
+            return
+        if _translated(run, how):
+            self.notes.append((ref, f"{tp_label(*key)} starts at offset {start} in run "
+                                    f"{run.start.run_id}: {_translated_why(run)}"))
             return
         if start is None:
             self.add(Finding(UNKNOWN_START, UNEXPLAINED, key[0], key[1], None, end,
@@ -334,7 +352,9 @@ class _Walk:
             del self.open[growing]
         plan = at.run.plan
         plan_id = plan.id if plan is not None else at.run.start.plan_id
-        if plan is not None and at.key[0] in plan.recreated_topics:
+        if _translated(at.run, "plan"):
+            why = _translated_why(at.run)
+        elif plan is not None and at.key[0] in plan.recreated_topics:
             why = (f"topic {at.key[0]} was deleted and created again, read from its start "
                    f"as plan {plan_id} said (--restart-recreated-topic)")
         else:

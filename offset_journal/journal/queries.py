@@ -94,6 +94,17 @@ class Queries(Reads):
             return [RereadRun(r[0], r[1], int(r[2]), int(r[3]), int(r[4]), r[5], r[6])
                     for r in conn.execute(stmt)]
 
+    def run_cluster_id(self, run_id: str) -> str | None:
+        """The id of the Kafka cluster a run read (query_runs.kafka_cluster_id); None
+        when not journaled, or on a journal not upgraded to 0012 (unknown)."""
+        try:
+            with self.engine.connect() as conn:
+                found = conn.execute(sa.select(query_runs.c.kafka_cluster_id)
+                                     .where(query_runs.c.run_id == run_id)).scalar()
+        except sa.exc.ProgrammingError:  # no kafka_cluster_id column yet
+            return None
+        return found if isinstance(found, str) else None
+
     def async_tail(self, anchor: Batch) -> AsyncTail | None:
         """The anchor's run's last batches when the listener saw Spark run it with async
         progress tracking (query_runs.execution); None otherwise, or on a journal not

@@ -116,6 +116,8 @@ class Writes(JournalBase):
             values["execution"] = run.execution
         if run.async_interval_ms is not None:
             values["async_interval_ms"] = run.async_interval_ms
+        if run.kafka_cluster_id is not None:
+            values["kafka_cluster_id"] = run.kafka_cluster_id
         stmt = pg_insert(query_runs).values(values)
         ex = stmt.excluded
         t = query_runs.c
@@ -133,6 +135,9 @@ class Writes(JournalBase):
                 **({"async_interval_ms": sa.func.coalesce(t.async_interval_ms,
                                                           ex.async_interval_ms)}
                    if run.async_interval_ms is not None else {}),
+                **({"kafka_cluster_id": sa.func.coalesce(t.kafka_cluster_id,
+                                                         ex.kafka_cluster_id)}
+                   if run.kafka_cluster_id is not None else {}),
                 # A run first seen through a batch (start event lost) may have been
                 # recorded under its id; a later event with the real name wins.
                 "query_name": sa.case((ex.named, ex.query_name), else_=t.query_name),

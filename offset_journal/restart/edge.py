@@ -11,12 +11,19 @@ import logging
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass, field, replace
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from ..errors import CheckpointError, JournalError, RestartError
 from ..formatting import format_time
 from ..journal import FLAGGED_PROBLEMS, Batch, FlaggedProblem, Journal, SpoolLoss
-from ..kafka_admin import TopicState, offsets_for_time, topic_state
+from ..kafka_admin import (
+    TopicState,
+    cluster_id,
+    offsets_for_time,
+    read_offset_syncs,
+    topic_state,
+)
+from ..mirror import index_syncs, offset_syncs_topic, replica_topic
 from ..overlap import span_of
 from .delta_log import delta_table_id, same_path
 from .from_time import chosen_offsets, epoch_millis
@@ -37,9 +44,7 @@ from .plan import check_last_batch, decide, refuse_used_checkpoint
 from .request import PlanRequest
 from .state_aware import order_key
 from .text import count, tp
-
-if TYPE_CHECKING:
-    pass
+from .translate import ClusterFacts, MirrorFacts
 
 log = logging.getLogger(__name__)
 
@@ -128,6 +133,8 @@ def plan_from_journal(journal: Journal, request: PlanRequest,
         database_now=journal.database_now(),
         problems=_flagged_problems(journal, request.query_name, found.warnings),
         async_tail=journal.async_tail(found.anchor),
+        cluster=cluster_facts(journal, request, found.anchor),
+        mirror=mirror_facts(request),
     )
     losses = _spool_losses(journal, request.query_name)
     if request.from_time is not None:
@@ -267,12 +274,44 @@ def locations(request: PlanRequest) -> Locations:
                                  file_sink_metadata(request.output_path))
 
 
-def cluster_state(request: PlanRequest, found: Gathered) -> TopicState | None:
-    """The partitions and log ranges of the topics the plan names (None: not asked)."""
+def cluster_facts(journal: Journal, request: PlanRequest, anchor: Batch) -> ClusterFacts | None:
+    """Which cluster the anchor's run read, and which one the bootstrap servers are
+    (None: no bootstrap servers given)."""
     if not request.bootstrap_servers:
         return None
-    topics = sorted(set(kafka_topics([*found.chain, found.anchor], request.source))
-                    | set(request.subscribe or ()))
+    now = cluster_id(request.bootstrap_servers, timeout=request.kafka_timeout,
+                     config=request.kafka_config)
+    return ClusterFacts(journal.run_cluster_id(anchor.run_id), now,
+                        request.bootstrap_servers, anchor.run_id)
+
+
+def mirror_facts(request: PlanRequest) -> MirrorFacts | None:
+    """MM2's offset syncs on the replica, for a translated plan (None: not asked).
+    RestartError when the replica has no syncs topic for the alias."""
+    alias = request.translate_from
+    if alias is None or not request.bootstrap_servers:
+        return None
+    topic = offset_syncs_topic(alias)
+    syncs = read_offset_syncs(request.bootstrap_servers, topic,
+                              timeout=max(request.kafka_timeout, 30), config=request.kafka_config)
+    if syncs is None:
+        raise RestartError(
+            f"--translate-from {alias}: the cluster at {request.bootstrap_servers} has no "
+            f"topic {topic}: is {alias} MM2's alias of the journaled cluster, and does MM2 "
+            "keep its offset syncs on the replica (offset-syncs.topic.location = target)?")
+    return MirrorFacts(alias, index_syncs(syncs), request.replication_policy)
+
+
+def cluster_state(request: PlanRequest, found: Gathered) -> TopicState | None:
+    """The partitions and log ranges of the topics the plan names (None: not asked);
+    on a replica (a translated plan), of the replica's topics."""
+    if not request.bootstrap_servers:
+        return None
+    journaled = kafka_topics([*found.chain, found.anchor], request.source)
+    if request.translate_from is not None:
+        journaled = [replica_topic(t, request.translate_from, request.replication_policy)
+                     for t in journaled]
+    topics = sorted(set(journaled) | set(request.subscribe or ()))
     if not topics:
         return None
     return topic_state(request.bootstrap_servers, topics, timeout=request.kafka_timeout,

@@ -20,6 +20,7 @@ from .model import (
     SinkState,
 )
 from .request import PlanRequest
+from .translate import ClusterFacts, MirrorFacts
 
 if TYPE_CHECKING:
     from ..kafka_admin import TimeLookup, TopicState
@@ -46,7 +47,9 @@ class PlanInputs:
     partition the first offset at or after the request's ``from_time`` (None: no such
     record, so the log end); ``reread``: the journaled batches that reads again.
     ``async_tail``: the anchor's run's last batches when Spark ran it with async
-    progress tracking (their end offsets may not be final).
+    progress tracking (their end offsets may not be final). ``cluster``: the id of the
+    cluster the anchor's run read and of the one asked now (None: no bootstrap
+    servers); ``mirror``: MM2's offset syncs on a replica (a translated plan).
     """
 
     request: PlanRequest
@@ -63,6 +66,8 @@ class PlanInputs:
     time_lookup: TimeLookup | None = None
     reread: Sequence[RereadRun] = ()
     async_tail: AsyncTail | None = None
+    cluster: ClusterFacts | None = None
+    mirror: MirrorFacts | None = None
 
     @property
     def mode(self) -> Mode:

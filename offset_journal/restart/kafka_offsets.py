@@ -12,6 +12,7 @@ from ..offsets import EARLIEST, KafkaOffsets, PartitionOffset, format_kafka_offs
 from .inputs import PlanInputs
 from .model import KIND_KAFKA, BatchRef, Findings, SourcePlan, Start, source_kind
 from .text import count, tp, tp_list
+from .translate import translate_offsets, translated_items
 
 if TYPE_CHECKING:
     from ..kafka_admin import TopicState
@@ -453,6 +454,10 @@ def kafka_source_plan(inp: PlanInputs, start: Start, src: SourceOffsets) -> Sour
         plan.journaled = first_sources[index].start_offset if index in first_sources else None
         plan.add(found)
     strategy, items = kafka_strategy(src.description)
+    if inp.mirror is not None:  # the rest of the plan is about the replica
+        offsets, plan.translation, found = translate_offsets(offsets, inp.mirror)
+        plan.add(found)
+        items = translated_items(items, inp.mirror, strategy)
     if inp.request.subscribe:
         strategy, items = "subscribe", sorted(set(inp.request.subscribe))
         offsets = _narrow_to_subscription(plan, offsets, items, inp.kafka_state is None)

@@ -18,7 +18,7 @@ from ..offsets import KafkaOffsets, format_kafka_offsets, looks_like_kafka
 from .text import fill
 
 if TYPE_CHECKING:
-    pass
+    from .translate import Translation
 
 Mode = Literal["stateless", "state-aware"]
 """stateless: start after (or at) a batch; state-aware: also re-read what the old
@@ -209,6 +209,9 @@ class SourcePlan:
     """Record-time plans: per partition, journaled records read again (end - start, >= 0)."""
     by_timestamp: dict[str, dict[str, int]] | None = None
     """Record-time plans: Spark's ``startingOffsetsByTimestamp`` value (epoch millis)."""
+    translation: Translation | None = None
+    """Translated plans: per partition, the journaled offset, the replica's, and the
+    records read again at most (:mod:`~offset_journal.restart.translate`)."""
 
     def add(self, found: Findings) -> None:
         """Append a step's findings to this source's."""
@@ -249,6 +252,8 @@ class SourcePlan:
                                              for n in parts.values())
         if self.by_timestamp is not None:
             out["starting_offsets_by_timestamp"] = self.by_timestamp_options()
+        if self.translation is not None:
+            out["translation"] = self.translation.to_dict()
         return out
 
 
@@ -283,6 +288,10 @@ class RestartPlan:
     record_problem: str | None = None
     from_time: datetime | None = None
     reread: list[RereadRun] = field(default_factory=list)
+    kafka_cluster_id: str | None = None
+    """The id of the cluster at the plan's bootstrap servers (None: not asked)."""
+    journaled_cluster_id: str | None = None
+    """The id of the cluster the anchor's run read (None: not journaled)."""
 
     @property
     def warnings(self) -> list[str]:
@@ -328,6 +337,8 @@ class RestartPlan:
             "kafka_checked": self.kafka_checked, "plan_id": self.plan_id,
             "from_time": format_time(self.from_time),
             "reprocessed_batches": [r.to_dict() for r in self.reread],
+            "kafka_cluster_id": self.kafka_cluster_id,
+            "journaled_kafka_cluster_id": self.journaled_cluster_id,
             "sources": [s.to_dict() for s in self.sources],
             "notes": list(self.notes), "warnings": self.warnings, "errors": self.errors,
         }
@@ -349,6 +360,9 @@ class RestartPlan:
                            "startingOffsets):")
                 out += [f"  option {k} = {v}" for k, v in s.by_timestamp_options().items()]
             out += [fill(n, "  - ") for n in s.notes]
+            if s.translation is not None:
+                out.append("  translated, per partition (journaled -> replica):")
+                out += [f"    {line}" for line in s.translation.lines()]
         if self.errors:
             out += ["", "ERRORS (do not start the job with this plan as it is):"]
             out += [fill(e, "  ! ") for e in self.errors]

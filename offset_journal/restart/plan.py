@@ -41,6 +41,7 @@ from .other_sources import journaled_offset, other_source_plan, sink_findings
 from .request import REQUEST_FIELDS, PlanRequest, check_request
 from .state_aware import order_key, state_aware_start
 from .text import tp
+from .translate import cluster_findings, refuse_other_cluster
 
 FUTURE_TOLERANCE = timedelta(minutes=1)
 """A driver's clock this far ahead of the database's is worth a warning."""
@@ -80,6 +81,7 @@ def decide(inp: PlanInputs) -> RestartPlan:
     found.merge(future_trigger_findings(inp.anchor, inp.database_now))
     found.merge(concurrency_findings(inp))
     found.merge(async_findings(inp, start))
+    found.merge(cluster_findings(inp.cluster))
     return RestartPlan(
         query_name=inp.request.query_name, mode=inp.mode, position=start.position,
         anchor=BatchRef.of(inp.anchor), start_batch=start.start_ref, sources=sources,
@@ -91,6 +93,8 @@ def decide(inp: PlanInputs) -> RestartPlan:
         kafka_checked=inp.kafka_state is not None,
         from_time=inp.request.from_time if start.position == POSITION_FROM_TIME else None,
         reread=list(inp.reread) if start.position == POSITION_FROM_TIME else [],
+        kafka_cluster_id=inp.cluster.now if inp.cluster else None,
+        journaled_cluster_id=inp.cluster.journaled if inp.cluster else None,
     )
 
 
@@ -120,6 +124,7 @@ def refuse_bad_request(inp: PlanInputs) -> None:
     if inp.checkpoint_state is not None:
         refuse_used_checkpoint(inp.checkpoint_state, inp.anchor.query_id)
     refuse_unknown_recreated(inp)
+    refuse_other_cluster(inp.cluster, inp.request.translate_from)
 
 
 def refuse_unknown_recreated(inp: PlanInputs) -> None:

@@ -77,7 +77,10 @@ def plan_row(plan: RestartPlan, request: PlanRequest, command: str) -> dict[str,
              "allow_data_loss": request.allow_data_loss,
              "recreated_topics": sorted(set(request.recreated_topics)) or None,
              "recreated_tables": sorted(set(request.recreated_tables)) or None,
-             "warnings": list(plan.warnings) or None}
+             "warnings": list(plan.warnings) or None,
+             "kafka_cluster_id": plan.kafka_cluster_id,
+             "journaled_kafka_cluster_id": plan.journaled_cluster_id,
+             **_translation(plan)}
     return {
         "query_name": plan.query_name, "position": recorded_position(plan, request),
         "mode": plan.mode, "command": command if command in COMMANDS else "api",
@@ -88,6 +91,21 @@ def plan_row(plan: RestartPlan, request: PlanRequest, command: str) -> dict[str,
         "kafka_offsets": offsets, "checkpoint": plan.checkpoint or request.checkpoint,
         "host": _host(), "os_user": _os_user(),
     }
+
+
+def _translation(plan: RestartPlan) -> dict[str, Any]:
+    """A translated plan's alias, policy and per partition rows ([source index, journaled
+    topic, partition, journaled offset, replica topic, replica offset, read again at
+    most]): the audit reads its run as a new log on the replica."""
+    done = [s for s in plan.sources if s.translation is not None]
+    if not done:
+        return {}
+    first = done[0].translation
+    assert first is not None
+    rows = [[s.index, p.topic, p.partition, p.journaled, p.replica_topic, p.offset, p.reread]
+            for s in done if s.translation is not None for p in s.translation.partitions]
+    return {"translate_from": first.alias, "replication_policy": first.policy,
+            "translation": rows}
 
 
 def _host() -> str | None:

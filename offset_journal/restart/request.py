@@ -12,6 +12,7 @@ from typing import Any
 
 from ..errors import RestartError
 from ..formatting import format_time
+from ..mirror import POLICY_DEFAULT, REPLICATION_POLICIES, ReplicationPolicy, check_alias
 from ..values import parse_timeout
 from .model import (
     MODE_STATE_AWARE,
@@ -60,7 +61,10 @@ class PlanRequest:
     names Delta table paths deleted and created again, read from their start.
     ``from_time`` starts each partition at its first record timestamped at or after it
     (looked up on the cluster, so it needs ``bootstrap_servers``); not with ``as_of``
-    or ``batch``, and not in the future.
+    or ``batch``, and not in the future. ``translate_from``: the cluster at
+    ``bootstrap_servers`` is a MirrorMaker 2 replica of the journaled one, which MM2
+    calls this alias: the journal's offsets are translated through MM2's offset syncs
+    (``replication_policy``: how MM2 names the replica's topics, default or identity).
     """
 
     query_name: str
@@ -79,6 +83,8 @@ class PlanRequest:
     recreated_topics: Sequence[str] = ()
     recreated_tables: Sequence[str] = ()
     from_time: datetime | None = None
+    translate_from: str | None = None
+    replication_policy: ReplicationPolicy = POLICY_DEFAULT
 
     @property
     def position(self) -> Position:
@@ -120,9 +126,30 @@ class PlanRequest:
             raise RestartError("accepting data loss (allow_data_loss, --allow-data-loss) starts "
                                "at the cluster's log starts: give bootstrap servers "
                                "(--bootstrap-servers)")
+        self._check_translation()
         return replace(self, mode=mode, as_of=as_of, kafka_timeout=timeout,
                        recreated_topics=recreated, recreated_tables=tables,
                        from_time=from_time)
+
+
+    def _check_translation(self) -> None:
+        if self.replication_policy not in REPLICATION_POLICIES:
+            raise RestartError(f"unknown replication policy {self.replication_policy!r}: use "
+                               f"one of {', '.join(REPLICATION_POLICIES)}")
+        if self.translate_from is None:
+            return
+        try:
+            check_alias(self.translate_from)
+        except ValueError as exc:
+            raise RestartError(str(exc)) from None
+        if not self.bootstrap_servers:
+            raise RestartError("a translated plan (--translate-from) reads MM2's offset syncs "
+                               "on the replica: give its bootstrap servers "
+                               "(--bootstrap-servers)")
+        if self.from_time is not None:
+            raise RestartError("give --from-time or --translate-from, not both: record times "
+                               "are the same on the replica, so a record-time plan needs no "
+                               "translation")
 
 
 def _checked_from_time(when: datetime | None, servers: str | None) -> datetime | None:

@@ -1,0 +1,203 @@
+"""A plan on another Kafka cluster (pure): refuse it, or translate it through
+MirrorMaker 2's offset syncs.
+
+Offsets are positions in one cluster's logs. When the journal knows which cluster its
+run read (``query_runs.kafka_cluster_id``) and the plan's bootstrap servers answer with
+another id, the journaled offsets mean nothing there: the plan refuses
+(:func:`refuse_other_cluster`), unless it is told the other cluster is an MM2 replica
+of the journaled one (``translate_from``: MM2's alias of the source cluster). Then each
+journaled partition offset is translated (:func:`translate_offsets`) to the replica's
+offset of the same record, never past it (:mod:`offset_journal.mirror`), and the plan
+says per partition how many records at most are read again.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+from ..errors import RestartError
+from ..mirror import (
+    POLICY_DEFAULT,
+    ReplicationPolicy,
+    SyncIndex,
+    offset_syncs_topic,
+    replica_topic,
+    translate_offset,
+)
+from ..offsets import KafkaOffsets
+from .model import Findings
+from .text import count, tp
+
+#: Partitions named one by one in a plan's text (all of them are in its JSON).
+SHOWN = 20
+
+
+@dataclass(frozen=True)
+class ClusterFacts:
+    """Which cluster the anchor's run read (``journaled``: its id, None when not
+    journaled) and which one the plan's bootstrap servers answered as (``now``)."""
+
+    journaled: str | None
+    now: str
+    servers: str
+    run_id: str
+
+
+@dataclass(frozen=True)
+class MirrorFacts:
+    """MM2's offset syncs on the replica for source cluster ``alias``, by (source
+    topic, partition), and how MM2 names the replica's topics."""
+
+    alias: str
+    syncs: SyncIndex
+    policy: ReplicationPolicy = POLICY_DEFAULT
+
+
+@dataclass(frozen=True)
+class PartitionTranslation:
+    """One partition's start on the replica: journaled ``topic``/``partition`` at
+    ``journaled`` is ``replica_topic`` at ``offset`` (-2: the replica's earliest, no
+    sync yet), reading again at most ``reread`` records (None: unbounded, earliest)."""
+
+    topic: str
+    partition: int
+    journaled: int
+    replica_topic: str
+    offset: int
+    reread: int | None
+    sync: tuple[int, int] | None = None
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"topic": self.topic, "partition": self.partition,
+                "journaled": self.journaled, "replica_topic": self.replica_topic,
+                "offset": self.offset, "reread_at_most": self.reread,
+                "sync": list(self.sync) if self.sync else None}
+
+    def label(self) -> str:
+        bound = ("all the replica holds of it (no offset sync yet)" if self.reread is None
+                 else count(self.reread, "record"))
+        start = "earliest" if self.offset < 0 else str(self.offset)
+        return (f"{tp(self.topic, self.partition)} {self.journaled} -> "
+                f"{tp(self.replica_topic, self.partition)} {start}; read again at most: "
+                f"{bound}")
+
+
+@dataclass
+class Translation:
+    """A source's offsets translated to the replica, per partition."""
+
+    alias: str
+    policy: ReplicationPolicy
+    partitions: list[PartitionTranslation] = field(default_factory=list)
+
+    @property
+    def reread_bound(self) -> int:
+        """Records read again at most, over the partitions with a sync."""
+        return sum(p.reread or 0 for p in self.partitions)
+
+    @property
+    def unsynced(self) -> list[PartitionTranslation]:
+        return [p for p in self.partitions if p.reread is None]
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"translate_from": self.alias, "replication_policy": self.policy,
+                "reread_bound": self.reread_bound,
+                "partitions_without_sync": len(self.unsynced),
+                "partitions": [p.to_dict() for p in self.partitions]}
+
+    def lines(self) -> list[str]:
+        shown = [p.label() for p in self.partitions[:SHOWN]]
+        more = len(self.partitions) - SHOWN
+        return shown + ([f"... and {more} more (the JSON plan names all)"] if more > 0 else [])
+
+
+def refuse_other_cluster(facts: ClusterFacts | None, translate_from: str | None) -> None:
+    """RestartError when the plan's cluster is not the one the journal's run read and
+    no translation is asked for, or when a translation is asked on the same cluster."""
+    if facts is None or facts.journaled is None:
+        return
+    if translate_from is None and facts.now != facts.journaled:
+        raise RestartError(
+            f"the Kafka cluster at {facts.servers} is cluster {facts.now}, but run "
+            f"{facts.run_id} read cluster {facts.journaled}: its offsets do not apply "
+            "there (on a MirrorMaker 2 replica, translate them: --translate-from ALIAS)")
+    if translate_from is not None and facts.now == facts.journaled:
+        raise RestartError(
+            f"--translate-from {translate_from}: the Kafka cluster at {facts.servers} is "
+            f"cluster {facts.now}, the one run {facts.run_id} read; there is nothing to "
+            "translate (give the replica's bootstrap servers, or drop --translate-from)")
+
+
+def cluster_findings(facts: ClusterFacts | None) -> Findings:
+    """A note on which cluster the plan is for, and a warning when the journal does
+    not know which one its run read."""
+    found = Findings()
+    if facts is None:
+        return found
+    if facts.journaled is None:
+        found.warnings.append(
+            f"the journal does not know which Kafka cluster run {facts.run_id} read (its "
+            "listener had no kafka_bootstrap_servers): the plan cannot check that its "
+            f"offsets belong to cluster {facts.now} at {facts.servers}")
+    elif facts.journaled == facts.now:
+        found.notes.append(f"Kafka cluster {facts.now}: the one run {facts.run_id} read")
+    return found
+
+
+def translate_offsets(offsets: KafkaOffsets, mirror: MirrorFacts
+                      ) -> tuple[KafkaOffsets, Translation, Findings]:
+    """``offsets`` (the source cluster's topics and offsets; -2 earliest) on the replica:
+    renamed by the replication policy, each offset translated by its partition's last
+    offset sync at or below it. A partition without one starts at the replica's
+    earliest, with a warning."""
+    out: KafkaOffsets = {}
+    done = Translation(mirror.alias, mirror.policy)
+    for topic, parts in sorted(offsets.items()):
+        renamed = replica_topic(topic, mirror.alias, mirror.policy)
+        for partition, offset in sorted(parts.items()):
+            row = _translated(topic, partition, offset, renamed,
+                              mirror.syncs.get((topic, partition), ()))
+            out.setdefault(renamed, {})[partition] = row.offset
+            done.partitions.append(row)
+    return out, done, _translation_findings(done)
+
+
+def _translated(topic: str, partition: int, offset: int, renamed: str,
+                pairs: Any) -> PartitionTranslation:
+    if offset < 0:  # earliest (-2) or latest (-1) mean the same on the replica
+        return PartitionTranslation(topic, partition, offset, renamed, offset,
+                                    0 if offset == -1 else None)
+    found = translate_offset(offset, pairs)
+    if found.offset is None:
+        return PartitionTranslation(topic, partition, offset, renamed, -2, None)
+    return PartitionTranslation(topic, partition, offset, renamed, found.offset,
+                                found.reread, found.sync)
+
+
+def _translation_findings(done: Translation) -> Findings:
+    found = Findings()
+    synced = len(done.partitions) - len(done.unsynced)
+    found.notes.append(
+        f"translated from the journal's offsets on cluster alias {done.alias} with MM2's "
+        f"offset syncs ({offset_syncs_topic(done.alias)}): {count(synced, 'partition')} "
+        f"start at the replica's record of the journaled offset or just before it; "
+        f"records read again: at most {done.reread_bound} (MM2 writes a sync at least "
+        "every offset.lag.max records; its own duplicates come on top)")
+    if done.unsynced:
+        names = ", ".join(tp(p.replica_topic, p.partition) for p in done.unsynced[:8])
+        more = f" and {len(done.unsynced) - 8} more" if len(done.unsynced) > 8 else ""
+        found.warnings.append(
+            f"{count(len(done.unsynced), 'partition')} ({names}{more}) have no MM2 offset "
+            "sync at or below the journaled offset: they start at the replica's earliest "
+            "and read again everything the replica holds of them")
+    return found
+
+
+def translated_items(items: list[str], mirror: MirrorFacts | None,
+                     strategy: str) -> list[str]:
+    """The new job's topics on the replica (a pattern is left as it is)."""
+    if mirror is None or strategy == "pattern":
+        return items
+    return [replica_topic(t, mirror.alias, mirror.policy) for t in items]
+

@@ -1,0 +1,153 @@
+"""Plans on another Kafka cluster (pure): MM2's offset syncs decoded and indexed, offsets
+translated never past the record, the re-read bound, the refusal on a foreign cluster,
+and the audit reading a translated run as a new log. No Spark, no database, no broker
+(the real MM2 and brokers: tests/test_failover.py)."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+from hypothesis import given
+from hypothesis import strategies as st
+
+from offset_journal.audit import GAP, OVERLAP, audit_batches
+from offset_journal.mirror import (
+    OffsetSync,
+    SyncFormatError,
+    decode_sync,
+    encode_sync,
+    index_syncs,
+    offset_syncs_topic,
+    replica_topic,
+    translate_offset,
+)
+from offset_journal.restart import RestartError, compute_plan
+from offset_journal.restart.request import PlanRequest
+from offset_journal.restart.translate import ClusterFacts, MirrorFacts
+from tests.test_audit_core import Journal, plan
+from tests.test_restart import kafka_src, mk
+
+SYNCS = index_syncs([OffsetSync("orders", 0, 0, 0), OffsetSync("orders", 0, 100, 40),
+                     OffsetSync("orders", 1, 0, 0)])
+
+
+def test_a_sync_record_round_trips_and_a_foreign_one_is_refused() -> None:
+    sync = OffsetSync("orders", 2, 12345678901, 42)
+    key, value = encode_sync(sync)
+    assert key == b"\x00\x06orders\x00\x00\x00\x02" and len(value) == 16
+    assert decode_sync(key, value) == sync
+    for bad_key, bad_value in [(key[:-1], value), (key, value[:-1]), (b"", b""),
+                               (b"\x00\x02\xff\xfe\x00\x00\x00\x00", value)]:
+        with pytest.raises(SyncFormatError):
+            decode_sync(bad_key, bad_value)
+
+
+def test_names_follow_the_replication_policy() -> None:
+    assert replica_topic("orders", "primary", "default") == "primary.orders"
+    assert replica_topic("orders", "primary", "identity") == "orders"
+    assert offset_syncs_topic("primary") == "mm2-offset-syncs.primary.internal"
+
+
+def test_an_offset_is_translated_to_its_record_or_just_before_it() -> None:
+    pairs = SYNCS[("orders", 0)]
+    assert translate_offset(100, pairs).offset == 40  # the synced record itself
+    assert translate_offset(100, pairs).reread == 0
+    found = translate_offset(130, pairs)  # 101..129 were read; they are at >= 41
+    assert (found.offset, found.reread) == (41, 29)
+    assert translate_offset(99, pairs).offset == 1  # the sync at 0 is the last below
+    assert translate_offset(5, []).offset is None
+
+
+def test_a_reset_replica_forgets_the_syncs_before_it() -> None:
+    reset = index_syncs([OffsetSync("t", 0, 0, 500), OffsetSync("t", 0, 50, 550),
+                         OffsetSync("t", 0, 60, 3)])  # the replica's topic began again
+    assert reset[("t", 0)] == [(60, 3)]
+
+
+@given(st.lists(st.tuples(st.integers(0, 500), st.integers(0, 50)), min_size=1, max_size=30),
+       st.integers(0, 600))
+def test_a_translation_never_passes_the_journaled_record(steps: list[tuple[int, int]],
+                                                          journaled: int) -> None:
+    """A replica that copies every record once, in order, plus MM2's duplicates: every
+    upstream offset u lies at some downstream d(u), increasing. Whatever syncs MM2
+    wrote, the translated start is at or before d(journaled), and the records between
+    are at most the bound."""
+    where: dict[int, int] = {}
+    down = 0
+    for up in range(601):
+        down += 1 + (steps[up % len(steps)][1] if up % 97 == 0 else 0)  # duplicates
+        where[up] = down
+    synced = sorted({u for u, _ in steps})
+    pairs = [(u, where[u]) for u in synced]
+    found = translate_offset(journaled, pairs)
+    if found.offset is None:
+        assert journaled < synced[0]
+        return
+    assert found.offset <= where[journaled]
+    records_between = sum(1 for u in range(journaled) if where[u] >= found.offset)
+    assert records_between <= found.reread  # type: ignore[operator]
+
+
+def anchor() -> object:
+    return mk(5, kafka_src({("orders", 0): (120, 130), ("orders", 1): (0, 7),
+                            ("orders", 2): (0, 9)}))
+
+
+def test_a_plan_against_another_cluster_refuses_in_one_line() -> None:
+    facts = ClusterFacts("journaled-id", "replica-id", "127.0.0.1:9093", "run-1")
+    with pytest.raises(RestartError) as refused:
+        compute_plan("orders", anchor(), cluster=facts)
+    text = str(refused.value)
+    assert "\n" not in text and "replica-id" in text and "journaled-id" in text
+    assert "--translate-from" in text
+    same = ClusterFacts("journaled-id", "journaled-id", "127.0.0.1:9092", "run-1")
+    assert compute_plan("orders", anchor(), cluster=same).ok
+    with pytest.raises(RestartError, match="nothing to translate"):
+        compute_plan("orders", anchor(), cluster=same, translate_from="primary",
+                     bootstrap_servers="127.0.0.1:9092")
+    unknown = ClusterFacts(None, "replica-id", "127.0.0.1:9093", "run-1")
+    assert any("does not know which Kafka cluster" in w
+               for w in compute_plan("orders", anchor(), cluster=unknown).warnings)
+
+
+def test_a_translated_plan_names_each_partition_and_the_bound() -> None:
+    facts = ClusterFacts("journaled-id", "replica-id", "127.0.0.1:9093", "run-1")
+    mirror = MirrorFacts("primary", SYNCS)
+    p = compute_plan("orders", anchor(), cluster=facts, mirror=mirror,
+                     translate_from="primary", bootstrap_servers="127.0.0.1:9093")
+    assert p.source(0).offsets == {"primary.orders": {0: 41, 1: 1, 2: -2}}
+    assert json.loads(p.starting_offsets()) == {"primary.orders": {"0": 41, "1": 1, "2": -2}}
+    done = p.to_dict()["sources"][0]["translation"]
+    assert done["reread_bound"] == 29 + 6 and done["partitions_without_sync"] == 1
+    assert [r["journaled"] for r in done["partitions"]] == [130, 7, 9]
+    assert any("orders-2" in w and "replica's earliest" in w for w in p.warnings)
+    text = p.explain()
+    assert "orders-0 130 -> primary.orders-0 41; read again at most: 29 records" in text
+
+
+def test_a_translation_needs_the_replica_and_a_plain_alias() -> None:
+    with pytest.raises(RestartError, match="bootstrap servers"):
+        PlanRequest("q", translate_from="primary").checked()
+    with pytest.raises(RestartError, match="not an MM2 cluster alias"):
+        PlanRequest("q", translate_from="a.b", bootstrap_servers="x:1").checked()
+    with pytest.raises(RestartError, match="replication policy"):
+        PlanRequest("q", replication_policy="prefix").checked()  # type: ignore[arg-type]
+
+
+def test_the_audit_reads_a_translated_run_as_a_new_log() -> None:
+    """Identity policy: the replica's topic has the primary's name, and its offsets are
+    lower. Without the translation, the run would be an overlap; from a translated plan
+    it is a new log, planned, with a note."""
+    a0 = ("orders", 0)
+    j = Journal()
+    j.add("r1", {a0: (None, 50)})
+    j.add("r1", {a0: (50, 130)})
+    translated = plan(1, {a0: 41}, minute=2.5, request={"translate_from": "primary"})
+    j.add("r2", {a0: (None, 60)}, rows=19)
+    report = audit_batches("q", j.batches, [translated])
+    assert report.findings == [] and report.exit_code == 0
+    assert any("translated" in note and "new log" in note for note in report.notes)
+    untranslated = plan(1, {a0: 41}, minute=2.5)
+    kinds = {f.kind for f in audit_batches("q", j.batches, [untranslated]).findings}
+    assert kinds & {GAP, OVERLAP}

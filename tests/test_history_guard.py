@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import json
 import uuid
+from dataclasses import replace
 from datetime import datetime, timedelta, timezone
 from pathlib import Path
 from typing import Any
@@ -236,5 +237,24 @@ def test_the_writer_fills_a_runs_execution_once_but_cannot_clear_it(granted: Sec
         "UPDATE offset_journal.query_runs SET execution = 'MicroBatchExecution' "
         f"WHERE run_id = '{run}'",
         f"UPDATE offset_journal.query_runs SET async_interval_ms = 1 WHERE run_id = '{run}'",
+    ):
+        denied(granted.writer_url, statement)
+
+
+def test_the_writer_journals_a_runs_cluster_once_and_cannot_move_it(granted: Secure) -> None:
+    """Migration 0012's column is under the guard: moving a run to another cluster
+    after the fact would let a plan against that cluster pass its check. A second
+    cluster event for the run (a listener's retry) changes nothing."""
+    run, _ = _old_batch(granted)
+    seen = RunRecord(query_id="qid", run_id=run, query_name="guarded", named=True,
+                     kafka_cluster_id="cluster-A")
+    with Journal(granted.writer_url) as j:
+        j.record_run(seen)  # filling what the run lacked is allowed
+        j.record_run(replace(seen, kafka_cluster_id="cluster-B"))  # kept as it was
+        assert j.run_cluster_id(run) == "cluster-A"
+    for statement in (
+        f"UPDATE offset_journal.query_runs SET kafka_cluster_id = NULL WHERE run_id = '{run}'",
+        "UPDATE offset_journal.query_runs SET kafka_cluster_id = 'cluster-B' "
+        f"WHERE run_id = '{run}'",
     ):
         denied(granted.writer_url, statement)

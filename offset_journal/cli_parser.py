@@ -12,6 +12,7 @@ from datetime import datetime, timedelta
 from typing import Any, NoReturn, cast
 
 from . import values
+from .jars import JAR_SETS
 from .plan_args import add_plan_options, argument_type
 
 PROG = "offset-journal"
@@ -369,7 +370,7 @@ def _add_tools(subs: Subparsers, parents: tuple[argparse.ArgumentParser, ...],
         "jars", parents=[common],
         help="fetch (once) and print the JVM jars: Spark's Kafka connector or Delta Lake "
              "for spark.jars, or the Kafka broker's class path")
-    jars.add_argument("set", choices=["kafka-connector", "kafka-broker", "delta"])
+    jars.add_argument("set", choices=list(JAR_SETS))
     jars.add_argument("--version", dest="jar_version", default=None,
                       help="default: the installed PySpark's (connector), the installed "
                            "delta-spark's (delta) or the pinned Kafka release (broker)")

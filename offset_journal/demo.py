@@ -248,7 +248,8 @@ def main(argv: list[str] | None = None) -> int:
 
         spark = _start_spark()
         stops.append(spark.stop)
-        listener = offset_journal.attach(spark, database_url=url, spool_dir=str(work / "spool"))
+        listener = offset_journal.attach(spark, database_url=url, spool_dir=str(work / "spool"),
+                                         kafka_bootstrap_servers=kafka.bootstrap_servers)
         job = _load_job("kafka_to_sink")
         name = "demo-orders-to-lake"
         common = ["--bootstrap-servers", kafka.bootstrap_servers, "--topics", topic,

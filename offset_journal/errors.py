@@ -10,7 +10,8 @@ The tree::
     OffsetJournalError
     ├── ConfigError (ValueError)           configuration missing or wrong (db.py)
     │   ├── JarsError                      the JVM parts cannot be found or fetched (jars.py)
-    │   └── BrokerStartError               a local broker did not come up (local_kafka.py)
+    │   ├── BrokerStartError               a local broker did not come up (local_kafka.py)
+    │   └── MirrorStartError               a local MirrorMaker 2 did not start (local_mirror.py)
     ├── OffsetFormatError (ValueError)     an offset payload is not its source's shape
     ├── ProgressFormatError (ValueError)   a progress payload cannot be journaled (records.py)
     ├── CheckpointError (ValueError)       not a readable checkpoint (checkpoint.py)
@@ -40,6 +41,10 @@ class JarsError(ConfigError):
 
 class BrokerStartError(ConfigError):
     """The broker did not come up; the message ends with the broker's own last lines."""
+
+
+class MirrorStartError(ConfigError):
+    """MirrorMaker 2 did not come up; the message ends with its own last lines."""
 
 
 class OffsetFormatError(OffsetJournalError, ValueError):
@@ -83,6 +88,7 @@ __all__ = [
     "JournalError",
     "KafkaAdminError",
     "KafkaUnavailable",
+    "MirrorStartError",
     "OffsetFormatError",
     "OffsetJournalError",
     "ProgressFormatError",

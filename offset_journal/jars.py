@@ -12,6 +12,9 @@ outside the repository (``~/.cache/offset-journal/jars/<name>-<version>-<pom dig
 * ``kafka-broker``: ``kafka_2.13`` (a KRaft broker, ``kafka.Kafka``), Kafka's tools
   (``kafka-tools``: ConsumerGroupCommand and friends) and the log4j2 binding that Kafka's
   tarball adds and its POM lacks, for :mod:`offset_journal.local_kafka`.
+* ``kafka-mirror``: MirrorMaker 2 (``connect-mirror`` with the Connect runtime, the mirror
+  client and the JSON converter) at the broker's Kafka version, with the same log4j2
+  binding, for :mod:`offset_journal.local_mirror` (MM2 in dedicated mode).
 * ``delta``: Delta Lake (``io.delta:delta-spark_<spark binary>_2.13`` with
   ``delta-storage`` and Delta Kernel), at the installed ``delta-spark`` Python package's
   version, for ``spark.jars`` (Delta's own ``configure_spark_with_delta_pip`` uses Ivy).
@@ -37,8 +40,8 @@ from .errors import JarsError
 
 log = logging.getLogger(__name__)
 
-JarSet = Literal["kafka-connector", "kafka-broker", "delta"]
-JAR_SETS: tuple[JarSet, ...] = ("kafka-connector", "kafka-broker", "delta")
+JarSet = Literal["kafka-connector", "kafka-broker", "kafka-mirror", "delta"]
+JAR_SETS: tuple[JarSet, ...] = ("kafka-connector", "kafka-broker", "kafka-mirror", "delta")
 ENV_JARS_DIR = "OFFSET_JOURNAL_JARS_DIR"
 #: The broker's version: any Kafka 4.x broker serves Spark's connector's clients.
 KAFKA_VERSION = "4.1.1"
@@ -140,7 +143,7 @@ def checked_version(version: str) -> str:
 
 def spec_for(name: JarSet, version: str | None = None) -> JarSpec:
     """The jar set ``name`` at ``version`` (default: the installed PySpark's, or the
-    broker's pinned Kafka version)."""
+    broker's pinned Kafka version, which MirrorMaker 2 shares)."""
     if version is not None:
         checked_version(version)
     if name == "kafka-connector":
@@ -149,6 +152,9 @@ def spec_for(name: JarSet, version: str | None = None) -> JarSpec:
     if name == "kafka-broker":
         return JarSpec(name, version or KAFKA_VERSION,
                        jvm_dir() / "kafka-broker" / "pom.xml", "kafka.version")
+    if name == "kafka-mirror":
+        return JarSpec(name, version or KAFKA_VERSION,
+                       jvm_dir() / "kafka-mirror" / "pom.xml", "kafka.version")
     if name == "delta":
         return JarSpec(name, version or installed_delta_version(),
                        jvm_dir() / "delta" / "pom.xml", "delta.version",
@@ -259,6 +265,9 @@ def _advice(spec: JarSpec, reason: str) -> str:
                 f"{connector_coordinate(spec.version)}")
     if spec.name == "delta":
         return f"cannot fetch Delta Lake {delta_coordinate(spec)}: {reason}"
+    if spec.name == "kafka-mirror":
+        return (f"cannot fetch MirrorMaker 2 org.apache.kafka:connect-mirror:{spec.version}: "
+                f"{reason}")
     return f"cannot fetch the Kafka broker org.apache.kafka:kafka_2.13:{spec.version}: {reason}"
 
 

@@ -34,7 +34,7 @@ log = logging.getLogger(__name__)
 _START_TIMEOUT_S = 90.0
 _STOP_TIMEOUT_S = 20.0
 _LOG_TAIL_LINES = 25
-_STACK_FRAME = re.compile(r"\s+(at \S|\.\.\. \d+ more)")
+STACK_FRAME = re.compile(r"\s+(at \S|\.\.\. \d+ more)")
 
 _LOG4J2 = """\
 <?xml version="1.0" encoding="UTF-8"?>
@@ -84,7 +84,7 @@ class LocalKafka:
             text = self.log_path.read_text(errors="replace")
         except OSError:
             return "(no broker log)"
-        kept = [ln for ln in text.splitlines() if not _STACK_FRAME.match(ln)]
+        kept = [ln for ln in text.splitlines() if not STACK_FRAME.match(ln)]
         return "\n".join(kept[-lines:])
 
     def start(self, timeout: float = _START_TIMEOUT_S) -> LocalKafka:
@@ -96,7 +96,7 @@ class LocalKafka:
             _format_storage(self)
         self._log_file = open(self.log_path, "ab")  # noqa: SIM115 - closed in stop()
         self._process = subprocess.Popen(
-            [_java(), f"-Xmx{self.heap}", f"-Xms{self.heap}", "-XX:+UseG1GC",
+            [java_executable(), f"-Xmx{self.heap}", f"-Xms{self.heap}", "-XX:+UseG1GC",
              f"-Dlog4j2.configurationFile={self.data_dir / 'log4j2.xml'}",
              "-cp", self.classpath, "kafka.Kafka", str(properties)],
             stdout=self._log_file, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL)
@@ -168,7 +168,7 @@ def _free_port() -> int:
         return int(s.getsockname()[1])
 
 
-def _java() -> str:
+def java_executable() -> str:
     java_home = os.environ.get("JAVA_HOME")
     candidate = Path(java_home, "bin", "java") if java_home else None
     if candidate is not None and candidate.exists():
@@ -218,7 +218,8 @@ def _write_config(broker: LocalKafka) -> None:
 def _format_storage(broker: LocalKafka) -> None:
     """``kafka-storage format``: KRaft needs its metadata log laid out before start."""
     done = subprocess.run(
-        [_java(), "-Xmx256m", f"-Dlog4j2.configurationFile={broker.data_dir / 'log4j2.xml'}",
+        [java_executable(), "-Xmx256m",
+         f"-Dlog4j2.configurationFile={broker.data_dir / 'log4j2.xml'}",
          "-cp", broker.classpath, "kafka.tools.StorageTool", "format",
          "-t", cluster_id(), "-c", str(broker.data_dir / "server.properties")],
         capture_output=True, text=True, timeout=120)

@@ -15,7 +15,7 @@ import pytest
 
 from offset_journal import Journal
 from offset_journal.jars import classpath
-from offset_journal.local_kafka import _java
+from offset_journal.local_kafka import java_executable
 from tests import support
 from tests.jobs_support import load_job
 from tests.support import Cli
@@ -31,7 +31,7 @@ TOOL = "org.apache.kafka.tools.consumer.group.ConsumerGroupCommand"
 def describe_group(servers: str, group: str) -> dict[tuple[str, int], dict[str, str]]:
     """``kafka-consumer-groups --describe``'s table: (topic, partition) -> its columns."""
     done = subprocess.run(
-        [_java(), "-Xmx256m", "-cp", classpath("kafka-broker"), TOOL,
+        [java_executable(), "-Xmx256m", "-cp", classpath("kafka-broker"), TOOL,
          "--bootstrap-server", servers, "--describe", "--group", group],
         capture_output=True, text=True, timeout=120, check=False)
     assert done.returncode == 0, done.stderr[-2000:]

@@ -157,17 +157,15 @@ def topic_state_with(consumer: Any, topics: Iterable[str], *, timeout: float = 1
 
 
 def cluster_id(bootstrap_servers: str, *, timeout: float = 10,
-               config: Mapping[str, Any] | None = None) -> str:
+               config: Mapping[str, Any] | None = None) -> str | None:
     """The id of the Kafka cluster at ``bootstrap_servers`` (its metadata's cluster id:
-    KRaft's, or ZooKeeper's for an older cluster)."""
+    KRaft's, or ZooKeeper's for an older cluster); None when it does not say one."""
     consumer = _consumer(bootstrap_servers, config, None, timeout)
     try:
         found = _metadata(consumer, bootstrap_servers, timeout).cluster_id
     finally:
         consumer.close()
-    if not found:
-        raise KafkaAdminError(f"the Kafka cluster at {bootstrap_servers} does not say its id")
-    return str(found)
+    return str(found) if found else None
 
 
 def read_offset_syncs(bootstrap_servers: str, topic: str, *, timeout: float = 30,
@@ -175,13 +173,14 @@ def read_offset_syncs(bootstrap_servers: str, topic: str, *, timeout: float = 30
     """Every MirrorMaker 2 offset sync in ``topic`` on the cluster, in each partition's
     order (None: no such topic). A record that is not a sync is skipped with a warning."""
     ck = _confluent()
-    consumer = _consumer(bootstrap_servers, config, None, timeout)
+    consumer = _consumer(bootstrap_servers, {**(config or {}), "enable.partition.eof": True},
+                         None, timeout)
     try:
         state = topic_state_with(consumer, [topic], timeout=timeout, where=bootstrap_servers)
         if topic not in state:
             return None
         ends = {p: high for p, (low, high) in state[topic].items() if high > low}
-        consumer.assign([ck.TopicPartition(topic, p, state[topic][p][0]) for p in ends])
+        consumer.assign([ck.TopicPartition(topic, p, ck.OFFSET_BEGINNING) for p in ends])
         return _read_syncs(consumer, ends, timeout, bootstrap_servers)
     finally:
         consumer.close()
@@ -200,7 +199,9 @@ def _read_syncs(consumer: Any, ends: dict[int, int], timeout: float,
                                    f"within {timeout:g} s")
         for msg in consumer.consume(num_messages=1000, timeout=0.5):
             if msg.error() is not None:
-                continue  # a partition end or a transient error: the deadline decides
+                if msg.error().code() == _confluent().KafkaError._PARTITION_EOF:
+                    left.pop(msg.partition(), None)  # compacted up to its end
+                continue  # a transient error: the deadline decides
             try:
                 out.append(decode_sync(msg.key() or b"", msg.value() or b""))
             except SyncFormatError as exc:

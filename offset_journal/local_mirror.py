@@ -38,7 +38,6 @@ from __future__ import annotations
 
 import logging
 import shutil
-import struct
 import subprocess
 import tempfile
 import time
@@ -48,7 +47,14 @@ from typing import IO, Any
 
 from .errors import MirrorStartError
 from .local_kafka import STACK_FRAME, LocalKafka, QuietLogger, java_executable
-from .mirror import POLICY_DEFAULT, POLICY_IDENTITY, offset_syncs_topic, replica_topic
+from .mirror import (
+    POLICY_DEFAULT,
+    POLICY_IDENTITY,
+    SyncFormatError,
+    offset_syncs_topic,
+    read_string,
+    replica_topic,
+)
 
 log = logging.getLogger(__name__)
 
@@ -339,9 +345,7 @@ def _heartbeat_flow(key: Any) -> tuple[str, str] | None:
     if not isinstance(key, bytes):
         return None
     try:
-        (n,) = struct.unpack_from(">h", key, 0)
-        source = key[2:2 + n].decode()
-        (m,) = struct.unpack_from(">h", key, 2 + n)
-        return source, key[4 + n:4 + n + m].decode()
-    except (struct.error, UnicodeDecodeError):
+        source, at = read_string(key, 0)
+        return source, read_string(key, at)[0]
+    except SyncFormatError:
         return None

@@ -77,19 +77,30 @@ def check_alias(alias: str) -> str:
     return alias
 
 
+def read_string(buf: bytes, at: int) -> tuple[str, int]:
+    """A Kafka protocol STRING at ``at`` (int16 length, UTF-8) and the offset after it;
+    SyncFormatError when there is none."""
+    try:
+        (length,) = _KEY_HEAD.unpack_from(buf, at)
+        if length < 0 or len(buf) < at + 2 + length:
+            raise SyncFormatError(f"a {length}-byte string in {len(buf) - at} bytes")
+        return buf[at + 2:at + 2 + length].decode("utf-8"), at + 2 + length
+    except (struct.error, UnicodeDecodeError) as exc:
+        raise SyncFormatError(f"not a protocol string: {exc}") from None
+
+
 def decode_sync(key: bytes, value: bytes) -> OffsetSync:
     """One record of the syncs topic; SyncFormatError when it is not one."""
+    topic, at = read_string(key, 0)
     try:
-        (length,) = _KEY_HEAD.unpack_from(key, 0)
-        if length < 0 or len(key) != 2 + length + 4:
-            raise SyncFormatError(f"offset-sync key of {len(key)} bytes for a {length}-byte "
-                                  "topic name")
-        topic = key[2:2 + length].decode("utf-8")
-        (partition,) = _PARTITION.unpack_from(key, 2 + length)
+        if len(key) != at + 4:
+            raise SyncFormatError(f"offset-sync key of {len(key)} bytes for a "
+                                  f"{at - 2}-byte topic name")
+        (partition,) = _PARTITION.unpack_from(key, at)
         if len(value) != _INT64.size:
             raise SyncFormatError(f"offset-sync value of {len(value)} bytes, not 16")
         upstream, downstream = _INT64.unpack(value)
-    except (struct.error, UnicodeDecodeError) as exc:
+    except struct.error as exc:
         raise SyncFormatError(f"not an offset sync: {exc}") from None
     if partition < 0 or upstream < 0 or downstream < 0:
         raise SyncFormatError(f"offset sync with a negative number: {topic}-{partition} "
@@ -105,13 +116,15 @@ def encode_sync(sync: OffsetSync) -> tuple[bytes, bytes]:
 
 
 def index_syncs(syncs: Iterable[OffsetSync]) -> dict[tuple[str, int], list[tuple[int, int]]]:
-    """Syncs by partition, sorted by upstream offset. A sync whose downstream offset is
-    below an earlier one for a higher upstream (the replica's log was reset) ends the
-    history before it: only what came after the reset describes the replica now."""
+    """Syncs by partition, sorted by upstream offset. In the topic's order both offsets
+    only grow while MM2 copies one log to one log; a sync where either goes back (the
+    replica's topic reset, the source topic recreated, a task replaying from its last
+    commit) ends the history before it: only what came after describes the replica
+    now, and mixing the two could translate an offset past its record."""
     by_partition: dict[tuple[str, int], list[tuple[int, int]]] = {}
     for s in syncs:  # in the topic's order: later syncs describe the replica's present
         pairs = by_partition.setdefault((s.topic, s.partition), [])
-        if pairs and s.downstream < pairs[-1][1]:
+        if pairs and (s.downstream < pairs[-1][1] or s.upstream < pairs[-1][0]):
             pairs.clear()
         pairs.append((s.upstream, s.downstream))
     return {key: sorted(set(pairs)) for key, pairs in by_partition.items()}

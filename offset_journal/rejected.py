@@ -15,6 +15,7 @@ from typing import Any
 
 from .journal import Journal
 from .records import (
+    CLUSTER,
     PROGRESS,
     STARTED,
     TERMINATED,
@@ -51,7 +52,7 @@ def event_of(payload: str) -> dict[str, Any] | None:
         return None
     if not isinstance(data, dict):
         return None
-    if data.get("type") in (STARTED, PROGRESS, TERMINATED):
+    if data.get("type") in (STARTED, PROGRESS, TERMINATED, CLUSTER):
         return data
     if "batchId" in data:
         return {"type": PROGRESS, "json": payload}
@@ -69,7 +70,7 @@ def _describe(event: dict[str, Any] | None) -> tuple[str | None, str]:
         except (ValueError, TypeError, AttributeError, RecursionError):
             return None, "unreadable progress"
     name = journal_name(event.get("name"), str(event.get("query_id")))[0]
-    kind = "start" if event.get("type") == STARTED else "end"
+    kind = {STARTED: "start", CLUSTER: "Kafka cluster"}.get(str(event.get("type")), "end")
     return name, f"{kind} of run {event.get('run_id')}"
 
 

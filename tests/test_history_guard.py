@@ -258,3 +258,25 @@ def test_the_writer_journals_a_runs_cluster_once_and_cannot_move_it(granted: Sec
         f"WHERE run_id = '{run}'",
     ):
         denied(granted.writer_url, statement)
+
+
+def test_a_journal_without_the_cluster_column_loses_only_the_id(
+        empty_database_url: str, caplog: pytest.LogCaptureFixture) -> None:
+    """A listener of this release writing into a journal not upgraded to 0012: the
+    cluster event costs a warning, never the events around it (they would otherwise be
+    retried and spooled until the upgrade)."""
+    from offset_journal.db import upgrade
+    from offset_journal.journal import record_all
+
+    upgrade(empty_database_url, "0011_finite_times")
+    run = RunRecord(query_id="qid", run_id="run-old-schema", query_name="old", named=True,
+                    kafka_cluster_id="cluster-A")
+    later = RunRecord(query_id="qid", run_id="run-after", query_name="old", named=True)
+    with Journal(empty_database_url) as j, j.engine.begin() as conn:
+        record_all(j, [run, later], conn)
+    with Journal(empty_database_url) as j:
+        assert j.run_cluster_id("run-old-schema") is None
+        with j.engine.connect() as conn:
+            runs = conn.exec_driver_sql("SELECT run_id FROM offset_journal.query_runs").all()
+    assert {r[0] for r in runs} == {"run-old-schema", "run-after"}
+    assert any("cluster id is not journaled" in r.getMessage() for r in caplog.records)

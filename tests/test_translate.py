@@ -151,3 +151,39 @@ def test_the_audit_reads_a_translated_run_as_a_new_log() -> None:
     untranslated = plan(1, {a0: 41}, minute=2.5)
     kinds = {f.kind for f in audit_batches("q", j.batches, [untranslated]).findings}
     assert kinds & {GAP, OVERLAP}
+
+
+def test_a_source_topic_or_replica_reset_ends_the_sync_history_before_it() -> None:
+    """The source topic recreated while MM2 ran: its offsets start again. Mixing the old
+    generation's syncs with the new one's could translate 50 to 502, past the records
+    the replica holds at 50..500."""
+    recreated = index_syncs([OffsetSync("t", 0, 0, 0), OffsetSync("t", 0, 100, 100),
+                             OffsetSync("t", 0, 500, 500), OffsetSync("t", 0, 0, 501),
+                             OffsetSync("t", 0, 100, 601)])
+    assert recreated[("t", 0)] == [(0, 501), (100, 601)]
+    assert translate_offset(50, recreated[("t", 0)]).offset == 502  # within the new log
+
+
+def test_subscribing_by_the_source_name_on_a_renaming_replica_is_an_error() -> None:
+    facts = ClusterFacts("journaled-id", "replica-id", "127.0.0.1:9093", "run-1")
+    p = compute_plan("orders", anchor(), cluster=facts, mirror=MirrorFacts("primary", SYNCS),
+                     translate_from="primary", bootstrap_servers="127.0.0.1:9093",
+                     subscribe=["orders"])
+    assert not p.ok
+    assert any("subscribe to primary.orders" in e for e in p.errors)
+
+
+def test_a_record_time_plan_may_run_on_another_cluster_and_mixed_runs_refuse() -> None:
+    other = ClusterFacts("journaled-id", "replica-id", "127.0.0.1:9093", "run-1")
+    from offset_journal.restart.translate import cluster_findings, refuse_other_cluster
+
+    refuse_other_cluster(other, None, by_time=True)  # looked up on the cluster itself
+    assert any("record times are looked up here" in w
+               for w in cluster_findings(other).warnings)
+    mixed = ClusterFacts("journaled-id", "journaled-id", "127.0.0.1:9092", "run-2",
+                         others=(("run-1", "replica-id"),))
+    with pytest.raises(RestartError, match="runs on different Kafka clusters"):
+        refuse_other_cluster(mixed, None)
+    silent = ClusterFacts("journaled-id", None, "127.0.0.1:9092", "run-2")
+    refuse_other_cluster(silent, None)  # a cluster that says no id: not checked
+    assert any("does not say its id" in w for w in cluster_findings(silent).warnings)

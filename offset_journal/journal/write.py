@@ -365,12 +365,36 @@ def check_duplicate(journal: Writes, conn: sa.Connection, rec: BatchRecord) -> N
     journal.record_rejected(reason, rec.raw_progress or dumps(dataclasses.asdict(rec)), conn)
 
 
+#: A journal not upgraded to 0012 (no column), or a writer not granted it since.
+_CLUSTER_UNWRITABLE = frozenset({"42703", "42501"})
+
+
+def record_cluster(journal: Writes, run: RunRecord, conn: sa.Connection) -> None:
+    """A run's Kafka cluster id, under a savepoint: a journal that cannot take it (not
+    upgraded to 0012, or the writer not granted the column since) loses only the id,
+    with a warning, never the events around it (they would otherwise wait in the spool
+    for an upgrade)."""
+    try:
+        with conn.begin_nested():
+            journal.record_run(run, conn)
+    except sa.exc.DBAPIError as exc:
+        state = getattr(exc.orig, "sqlstate", None)
+        if state not in _CLUSTER_UNWRITABLE:
+            raise
+        log.warning("offset-journal: run %s's Kafka cluster id is not journaled (%s): run "
+                    "`offset-journal db upgrade` and `db grant` for the writer",
+                    run.run_id, "no column" if state == "42703" else "no grant")
+        journal.record_run(dataclasses.replace(run, kafka_cluster_id=None), conn)
+
+
 def record_all(journal: Writes, records: Iterable[RunRecord | BatchRecord],
                conn: sa.Connection) -> int:
     """Record runs and batches in one transaction; returns how many batches were new."""
     new = 0
     for rec in records:
-        if isinstance(rec, RunRecord):
+        if isinstance(rec, RunRecord) and rec.kafka_cluster_id is not None:
+            record_cluster(journal, rec, conn)
+        elif isinstance(rec, RunRecord):
             journal.record_run(rec, conn)
         elif journal.record_batch(rec, conn):
             new += 1

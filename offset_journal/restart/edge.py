@@ -133,7 +133,7 @@ def plan_from_journal(journal: Journal, request: PlanRequest,
         database_now=journal.database_now(),
         problems=_flagged_problems(journal, request.query_name, found.warnings),
         async_tail=journal.async_tail(found.anchor),
-        cluster=cluster_facts(journal, request, found.anchor),
+        cluster=cluster_facts(journal, request, found),
         mirror=mirror_facts(request),
     )
     losses = _spool_losses(journal, request.query_name)
@@ -274,15 +274,17 @@ def locations(request: PlanRequest) -> Locations:
                                  file_sink_metadata(request.output_path))
 
 
-def cluster_facts(journal: Journal, request: PlanRequest, anchor: Batch) -> ClusterFacts | None:
-    """Which cluster the anchor's run read, and which one the bootstrap servers are
-    (None: no bootstrap servers given)."""
+def cluster_facts(journal: Journal, request: PlanRequest, found: Gathered) -> ClusterFacts | None:
+    """Which clusters the runs the plan reads batches of read, and which one the
+    bootstrap servers are (None: no bootstrap servers given)."""
     if not request.bootstrap_servers:
         return None
     now = cluster_id(request.bootstrap_servers, timeout=request.kafka_timeout,
                      config=request.kafka_config)
-    return ClusterFacts(journal.run_cluster_id(anchor.run_id), now,
-                        request.bootstrap_servers, anchor.run_id)
+    anchor = found.anchor.run_id
+    runs = {b.run_id for b in [*found.chain, found.before] if b is not None} - {anchor}
+    return ClusterFacts(journal.run_cluster_id(anchor), now, request.bootstrap_servers,
+                        anchor, tuple((r, journal.run_cluster_id(r)) for r in sorted(runs)))
 
 
 def mirror_facts(request: PlanRequest) -> MirrorFacts | None:

@@ -12,7 +12,7 @@ from ..offsets import EARLIEST, KafkaOffsets, PartitionOffset, format_kafka_offs
 from .inputs import PlanInputs
 from .model import KIND_KAFKA, BatchRef, Findings, SourcePlan, Start, source_kind
 from .text import count, tp, tp_list
-from .translate import translate_offsets, translated_items
+from .translate import subscription_errors, translate_offsets, translated_items
 
 if TYPE_CHECKING:
     from ..kafka_admin import TopicState
@@ -455,6 +455,9 @@ def kafka_source_plan(inp: PlanInputs, start: Start, src: SourceOffsets) -> Sour
         plan.add(found)
     strategy, items = kafka_strategy(src.description)
     if inp.mirror is not None:  # the rest of the plan is about the replica
+        if inp.request.subscribe:
+            plan.errors += subscription_errors(tuple(inp.request.subscribe), inp.mirror,
+                                               list(offsets))
         offsets, plan.translation, found = translate_offsets(offsets, inp.mirror)
         plan.add(found)
         items = translated_items(items, inp.mirror, strategy)

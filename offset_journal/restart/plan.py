@@ -124,7 +124,8 @@ def refuse_bad_request(inp: PlanInputs) -> None:
     if inp.checkpoint_state is not None:
         refuse_used_checkpoint(inp.checkpoint_state, inp.anchor.query_id)
     refuse_unknown_recreated(inp)
-    refuse_other_cluster(inp.cluster, inp.request.translate_from)
+    refuse_other_cluster(inp.cluster, inp.request.translate_from,
+                         by_time=inp.request.from_time is not None)
 
 
 def refuse_unknown_recreated(inp: PlanInputs) -> None:

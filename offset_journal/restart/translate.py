@@ -36,12 +36,15 @@ SHOWN = 20
 @dataclass(frozen=True)
 class ClusterFacts:
     """Which cluster the anchor's run read (``journaled``: its id, None when not
-    journaled) and which one the plan's bootstrap servers answered as (``now``)."""
+    journaled), which one the plan's bootstrap servers answered as (``now``; None: the
+    cluster does not say), and the clusters of the other runs whose batches the plan
+    reads (``others``: (run id, cluster id), a state-aware chain or the batch before)."""
 
     journaled: str | None
-    now: str
+    now: str | None
     servers: str
     run_id: str
+    others: tuple[tuple[str, str | None], ...] = ()
 
 
 @dataclass(frozen=True)
@@ -112,12 +115,25 @@ class Translation:
         return shown + ([f"... and {more} more (the JSON plan names all)"] if more > 0 else [])
 
 
-def refuse_other_cluster(facts: ClusterFacts | None, translate_from: str | None) -> None:
+def refuse_other_cluster(facts: ClusterFacts | None, translate_from: str | None,
+                         by_time: bool = False) -> None:
     """RestartError when the plan's cluster is not the one the journal's run read and
-    no translation is asked for, or when a translation is asked on the same cluster."""
+    no translation is asked for (a record-time plan looks its offsets up on the cluster
+    itself, so it may), when a translation is asked on the same cluster, or when the
+    plan's batches come from runs on different clusters."""
     if facts is None or facts.journaled is None:
         return
-    if translate_from is None and facts.now != facts.journaled:
+    mixed = sorted({(run, cid) for run, cid in facts.others
+                    if cid is not None and cid != facts.journaled})
+    if mixed:
+        run, other = mixed[0]
+        raise RestartError(
+            f"the plan reads batches of runs on different Kafka clusters (run "
+            f"{facts.run_id}: {facts.journaled}, run {run}: {other}): their offsets do not "
+            "continue each other; plan from one cluster's batches (--batch, --as-of)")
+    if facts.now is None:
+        return
+    if translate_from is None and facts.now != facts.journaled and not by_time:
         raise RestartError(
             f"the Kafka cluster at {facts.servers} is cluster {facts.now}, but run "
             f"{facts.run_id} read cluster {facts.journaled}: its offsets do not apply "
@@ -130,18 +146,27 @@ def refuse_other_cluster(facts: ClusterFacts | None, translate_from: str | None)
 
 
 def cluster_findings(facts: ClusterFacts | None) -> Findings:
-    """A note on which cluster the plan is for, and a warning when the journal does
-    not know which one its run read."""
+    """A note on which cluster the plan is for; a warning when it cannot be checked or
+    when a record-time plan runs on another cluster than the journal's."""
     found = Findings()
     if facts is None:
         return found
-    if facts.journaled is None:
+    if facts.now is None:
+        found.warnings.append(
+            f"the Kafka cluster at {facts.servers} does not say its id: the plan cannot "
+            f"check that it is the cluster run {facts.run_id} read")
+    elif facts.journaled is None:
         found.warnings.append(
             f"the journal does not know which Kafka cluster run {facts.run_id} read (its "
             "listener had no kafka_bootstrap_servers): the plan cannot check that its "
             f"offsets belong to cluster {facts.now} at {facts.servers}")
     elif facts.journaled == facts.now:
         found.notes.append(f"Kafka cluster {facts.now}: the one run {facts.run_id} read")
+    else:
+        found.warnings.append(
+            f"cluster {facts.now} is not the cluster {facts.journaled} run {facts.run_id} "
+            "read: the record times are looked up here, but the journaled batches listed as "
+            "read again are counted in the other cluster's offsets")
     return found
 
 
@@ -189,9 +214,25 @@ def _translation_findings(done: Translation) -> Findings:
         more = f" and {len(done.unsynced) - 8} more" if len(done.unsynced) > 8 else ""
         found.warnings.append(
             f"{count(len(done.unsynced), 'partition')} ({names}{more}) have no MM2 offset "
-            "sync at or below the journaled offset: they start at the replica's earliest "
-            "and read again everything the replica holds of them")
+            "sync at or below the journaled offset: they start at the replica's earliest. "
+            "If MM2 began copying them above the journaled offset (its first sync), the "
+            "records in between never reached the replica and are missing; if the syncs "
+            "topic was compacted, they are there and read again")
     return found
+
+
+def subscription_errors(subscribe: list[str] | tuple[str, ...], mirror: MirrorFacts,
+                        journaled: list[str]) -> list[str]:
+    """An error for each journaled topic the new job subscribes to by its source name
+    when the replica names it otherwise: the translated offsets would be dropped."""
+    out = []
+    for topic in sorted(set(journaled)):
+        renamed = replica_topic(topic, mirror.alias, mirror.policy)
+        if renamed != topic and topic in subscribe and renamed not in subscribe:
+            out.append(f"the new job subscribes to {topic}, but on the replica MM2 named it "
+                       f"{renamed}: subscribe to {renamed}, or its translated offsets are "
+                       "not used and its backlog is not read")
+    return out
 
 
 def translated_items(items: list[str], mirror: MirrorFacts | None,

@@ -169,6 +169,35 @@ class LocalMirror:
             shutil.rmtree(self.data_dir, ignore_errors=True)
 
 
+#: Settings for one-broker clusters on one machine, whatever the flow.
+_LOCAL_SETTINGS = {
+    # One broker per cluster: every topic MM2 creates has one replica (the defaults,
+    # 2 and 3, cannot be placed; Connect's own topics default to 3).
+    "replication.factor": "1",
+    "offset-syncs.topic.replication.factor": "1",
+    "checkpoints.topic.replication.factor": "1",
+    "heartbeats.topic.replication.factor": "1",
+    "config.storage.replication.factor": "1",
+    "offset.storage.replication.factor": "1",
+    "status.storage.replication.factor": "1",
+    # Connect's defaults are 25 and 5 partitions: slow to create, nothing to spread.
+    "offset.storage.partitions": "1",
+    "status.storage.partitions": "1",
+    # Topic configs and ACLs are not ours to copy (no authorizer: ACL sync would log
+    # an error each round).
+    "sync.topic.configs.enabled": "false",
+    "sync.topic.acls.enabled": "false",
+    # Seconds, not MM2's 10 minutes: a topic or group made by a test is seen at once,
+    # checkpoints and group offsets follow within a second.
+    "refresh.topics.interval.seconds": "1",
+    "refresh.groups.interval.seconds": "1",
+    "emit.checkpoints.interval.seconds": "1",
+    "emit.heartbeats.interval.seconds": "1",
+    # Spark queries have no consumer group to follow; the journal translates.
+    "sync.group.offsets.enabled": "false",
+}
+
+
 def mirror_properties(source: str, target: str, settings: MirrorSettings) -> dict[str, str]:
     """The mm2.properties of one flow ``source_alias -> target_alias`` (bootstrap
     servers ``source`` and ``target``); why each setting is there is said beside it."""
@@ -195,30 +224,7 @@ def mirror_properties(source: str, target: str, settings: MirrorSettings) -> dic
         # A sync at least every N records per partition (and for each partition's first
         # record): translated offsets are then at most N behind.
         "offset.lag.max": str(settings.offset_lag_max),
-        # One broker per cluster: every topic MM2 creates has one replica (the defaults,
-        # 2 and 3, cannot be placed; Connect's own topics default to 3).
-        "replication.factor": "1",
-        "offset-syncs.topic.replication.factor": "1",
-        "checkpoints.topic.replication.factor": "1",
-        "heartbeats.topic.replication.factor": "1",
-        "config.storage.replication.factor": "1",
-        "offset.storage.replication.factor": "1",
-        "status.storage.replication.factor": "1",
-        # Connect's defaults are 25 and 5 partitions: slow to create, nothing to spread.
-        "offset.storage.partitions": "1",
-        "status.storage.partitions": "1",
-        # Topic configs and ACLs are not ours to copy (no authorizer: ACL sync would log
-        # an error each round).
-        "sync.topic.configs.enabled": "false",
-        "sync.topic.acls.enabled": "false",
-        # Seconds, not MM2's 10 minutes: a topic or group made by a test is seen at once,
-        # checkpoints and group offsets follow within a second.
-        "refresh.topics.interval.seconds": "1",
-        "refresh.groups.interval.seconds": "1",
-        "emit.checkpoints.interval.seconds": "1",
-        "emit.heartbeats.interval.seconds": "1",
-        # Spark queries have no consumer group to follow; the journal translates.
-        "sync.group.offsets.enabled": "false",
+        **_LOCAL_SETTINGS,
         # Worker settings are read from the target cluster's prefix (workerConfig()).
         # The source task's offset commit is when MM2 sends the offset syncs it held back
         # (those fewer than offset.lag.max records after the last one): MirrorSettings.

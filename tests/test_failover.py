@@ -118,6 +118,31 @@ def _run_job(spark: Any, argv: list[str]) -> Any:
     return query
 
 
+def _refused_without_translation(url: str, name: str, replica: str, ids: tuple[str, str],
+                                 capsys: pytest.CaptureFixture[str]) -> None:
+    """Without a translation the plan refuses, in one line naming both clusters."""
+    code = cli_main(["--database-url", url, "starting-offsets", name,
+                     "--bootstrap-servers", replica, "--no-record"])
+    out, err = capsys.readouterr()
+    assert code != 0 and out == ""
+    (line,) = err.strip().splitlines()
+    assert all(i in line for i in ids) and "--translate-from" in line
+
+
+def _translated_bound(url: str, name: str, replica: str,
+                      capsys: pytest.CaptureFixture[str]) -> int:
+    """The translated plan, as an operator reads it first: its re-read bound."""
+    code = cli_main(["--database-url", url, "plan", name, "--format", "json",
+                     "--bootstrap-servers", replica, "--translate-from", ALIAS,
+                     "--subscribe", f"{ALIAS}.{TOPIC}", "--no-record"])
+    out, err = capsys.readouterr()
+    assert code == 0, err
+    translation = json.loads(out)["sources"][0]["translation"]
+    assert translation["partitions_without_sync"] == 0
+    assert {r["replica_topic"] for r in translation["partitions"]} == {f"{ALIAS}.{TOPIC}"}
+    return int(translation["reread_bound"])
+
+
 def test_a_job_fails_over_to_the_replica_with_nothing_missing(
         pair: Pair, spark: Any, journal_url: str, tmp_path: Path,
         capsys: pytest.CaptureFixture[str]) -> None:
@@ -141,25 +166,8 @@ def test_a_job_fails_over_to_the_replica_with_nothing_missing(
     replica = pair.replica.bootstrap_servers
     replica_id = cluster_id(replica)
 
-    # Without a translation the plan refuses, in one line naming both clusters.
-    code = cli_main(["--database-url", journal_url, "starting-offsets", name,
-                     "--bootstrap-servers", replica, "--no-record"])
-    out, err = capsys.readouterr()
-    assert code != 0 and out == ""
-    (line,) = err.strip().splitlines()
-    assert primary_id in line and replica_id in line and "--translate-from" in line
-
-    # The translated plan, as an operator reads it first.
-    code = cli_main(["--database-url", journal_url, "plan", name, "--format", "json",
-                     "--bootstrap-servers", replica, "--translate-from", ALIAS,
-                     "--subscribe", f"{ALIAS}.{TOPIC}", "--no-record"])
-    out, err = capsys.readouterr()
-    assert code == 0, err
-    shown = json.loads(out)
-    translation = shown["sources"][0]["translation"]
-    bound = translation["reread_bound"]
-    assert translation["partitions_without_sync"] == 0
-    assert {r["replica_topic"] for r in translation["partitions"]} == {f"{ALIAS}.{TOPIC}"}
+    _refused_without_translation(journal_url, name, replica, (primary_id, replica_id), capsys)
+    bound = _translated_bound(journal_url, name, replica, capsys)
 
     with listening(spark, journal_url, tmp_path, replica) as listener:
         v2 = _run_job(spark, common + ["--bootstrap-servers", replica,

@@ -133,6 +133,8 @@ class PlanRequest:
 
 
     def _check_translation(self) -> None:
+        """RestartError for a policy MM2 lacks, an alias it could not have, or a
+        translation with no replica to read the syncs on or with a record time."""
         if self.replication_policy not in REPLICATION_POLICIES:
             raise RestartError(f"unknown replication policy {self.replication_policy!r}: use "
                                f"one of {', '.join(REPLICATION_POLICIES)}")

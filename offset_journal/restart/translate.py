@@ -101,6 +101,7 @@ class Translation:
 
     @property
     def unsynced(self) -> list[PartitionTranslation]:
+        """The partitions with no sync at or below their journaled offset (earliest)."""
         return [p for p in self.partitions if p.reread is None]
 
     def to_dict(self) -> dict[str, Any]:

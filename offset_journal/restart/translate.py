@@ -147,17 +147,17 @@ def refuse_other_cluster(facts: ClusterFacts | None, translate_from: str | None,
 
 
 def cluster_findings(facts: ClusterFacts | None) -> Findings:
-    """A note on which cluster the plan is for; a warning when it cannot be checked or
+    """A note on which cluster the plan is for, or that it cannot be checked; a warning
     when a record-time plan runs on another cluster than the journal's."""
     found = Findings()
     if facts is None:
         return found
     if facts.now is None:
-        found.warnings.append(
+        found.notes.append(
             f"the Kafka cluster at {facts.servers} does not say its id: the plan cannot "
             f"check that it is the cluster run {facts.run_id} read")
-    elif facts.journaled is None:
-        found.warnings.append(
+    elif facts.journaled is None:  # every journal from before 0012: a note, not a warning
+        found.notes.append(
             f"the journal does not know which Kafka cluster run {facts.run_id} read (its "
             "listener had no kafka_bootstrap_servers): the plan cannot check that its "
             f"offsets belong to cluster {facts.now} at {facts.servers}")

@@ -27,6 +27,8 @@ PURE = (
     "offset_journal.restart.inputs",
     "offset_journal.restart.plan",
     "offset_journal.restart.kafka_offsets",
+    "offset_journal.restart.translate",
+    "offset_journal.mirror",
     "offset_journal.restart.from_time",
     "offset_journal.restart.other_sources",
     "offset_journal.restart.state_aware",

@@ -23,6 +23,7 @@ import socket
 import subprocess
 import tempfile
 import time
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import IO, Any
@@ -34,24 +35,46 @@ log = logging.getLogger(__name__)
 _START_TIMEOUT_S = 90.0
 _STOP_TIMEOUT_S = 20.0
 _LOG_TAIL_LINES = 25
-STACK_FRAME = re.compile(r"\s+(at \S|\.\.\. \d+ more)")
+_STACK_FRAME = re.compile(r"\s+(at \S|\.\.\. \d+ more)")
 
-_LOG4J2 = """\
-<?xml version="1.0" encoding="UTF-8"?>
-<Configuration status="WARN">
-  <Appenders>
-    <Console name="out" target="SYSTEM_OUT">
-      <PatternLayout pattern="[%d] %p %m (%c)%n"/>
-    </Console>
-  </Appenders>
-  <Loggers>
-    <Root level="WARN"><AppenderRef ref="out"/></Root>
-    <Logger name="kafka.server.KafkaRaftServer" level="INFO"/>
-    <Logger name="kafka.server.BrokerServer" level="INFO"/>
-  </Loggers>
-</Configuration>
-"""
+def log4j2_config(loggers: Mapping[str, str]) -> str:
+    """A log4j2 configuration for a JVM process of ours: WARN to stdout (its log file),
+    and ``loggers`` (name -> level) besides."""
+    named = "".join(f'    <Logger name="{name}" level="{level}"/>\n'
+                    for name, level in loggers.items())
+    return ('<?xml version="1.0" encoding="UTF-8"?>\n<Configuration status="WARN">\n'
+            '  <Appenders>\n    <Console name="out" target="SYSTEM_OUT">\n'
+            '      <PatternLayout pattern="[%d] %p %m (%c)%n"/>\n    </Console>\n'
+            '  </Appenders>\n  <Loggers>\n'
+            '    <Root level="WARN"><AppenderRef ref="out"/></Root>\n'
+            f"{named}  </Loggers>\n</Configuration>\n")
 
+
+_LOG4J2 = log4j2_config({"kafka.server.KafkaRaftServer": "INFO",
+                         "kafka.server.BrokerServer": "INFO"})
+
+
+def log_tail(path: Path, missing: str, lines: int = _LOG_TAIL_LINES) -> str:
+    """A process's last log lines (for an error message), without Java stack frames,
+    which would otherwise push the error and its causes out of view; ``missing`` when
+    there is no log to read."""
+    try:
+        text = path.read_text(errors="replace")
+    except OSError:
+        return missing
+    kept = [ln for ln in text.splitlines() if not _STACK_FRAME.match(ln)]
+    return "\n".join(kept[-lines:])
+
+
+def stop_process(process: subprocess.Popen[bytes] | None) -> None:
+    """SIGTERM ``process`` and wait; SIGKILL it when it has not ended in time."""
+    if process is not None and process.poll() is None:
+        process.terminate()
+        try:
+            process.wait(_STOP_TIMEOUT_S)
+        except subprocess.TimeoutExpired:
+            process.kill()
+            process.wait(_STOP_TIMEOUT_S)
 
 
 @dataclass
@@ -78,14 +101,8 @@ class LocalKafka:
         return self._process is not None and self._process.poll() is None
 
     def log_tail(self, lines: int = _LOG_TAIL_LINES) -> str:
-        """The broker's last log lines (for an error message), without Java stack
-        frames, which would otherwise push the error and its causes out of view."""
-        try:
-            text = self.log_path.read_text(errors="replace")
-        except OSError:
-            return "(no broker log)"
-        kept = [ln for ln in text.splitlines() if not STACK_FRAME.match(ln)]
-        return "\n".join(kept[-lines:])
+        """The broker's last log lines, without Java stack frames (:func:`log_tail`)."""
+        return log_tail(self.log_path, "(no broker log)", lines)
 
     def start(self, timeout: float = _START_TIMEOUT_S) -> LocalKafka:
         """Format the storage (first start only) and start the broker; wait until the
@@ -122,13 +139,7 @@ class LocalKafka:
             shutil.rmtree(self.data_dir, ignore_errors=True)
 
     def _terminate(self) -> None:
-        if self._process is not None and self._process.poll() is None:
-            self._process.terminate()
-            try:
-                self._process.wait(_STOP_TIMEOUT_S)
-            except subprocess.TimeoutExpired:
-                self._process.kill()
-                self._process.wait(_STOP_TIMEOUT_S)
+        stop_process(self._process)
         self._close_log()
 
     def _close_log(self) -> None:

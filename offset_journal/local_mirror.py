@@ -46,7 +46,14 @@ from pathlib import Path
 from typing import IO, Any
 
 from .errors import MirrorStartError
-from .local_kafka import STACK_FRAME, LocalKafka, QuietLogger, java_executable
+from .local_kafka import (
+    LocalKafka,
+    QuietLogger,
+    java_executable,
+    log4j2_config,
+    log_tail,
+    stop_process,
+)
 from .mirror import (
     POLICY_DEFAULT,
     POLICY_IDENTITY,
@@ -63,29 +70,17 @@ IDENTITY_POLICY = "org.apache.kafka.connect.mirror.IdentityReplicationPolicy"
 #: ReplicationPolicy.heartbeatsTopic(): the same name under both policies.
 HEARTBEATS_TOPIC = "heartbeats"
 _START_TIMEOUT_S = 120.0
-_STOP_TIMEOUT_S = 20.0
 _LOG_TAIL_LINES = 25
 _HEAP = "320m"
 
-_LOG4J2 = """\
-<?xml version="1.0" encoding="UTF-8"?>
-<Configuration status="WARN">
-  <Appenders>
-    <Console name="out" target="SYSTEM_OUT">
-      <PatternLayout pattern="[%d] %p %m (%c)%n"/>
-    </Console>
-  </Appenders>
-  <Loggers>
-    <Root level="WARN"><AppenderRef ref="out"/></Root>
-    <Logger name="org.apache.kafka.connect.mirror.MirrorMaker" level="INFO"/>
-    <!-- "The configuration 'x' was supplied but isn't a known config": MM2 hands every
-         client all of its settings, dozens of these lines per client. -->
-    <Logger name="org.apache.kafka.clients.admin.AdminClientConfig" level="ERROR"/>
-    <Logger name="org.apache.kafka.clients.consumer.ConsumerConfig" level="ERROR"/>
-    <Logger name="org.apache.kafka.clients.producer.ProducerConfig" level="ERROR"/>
-  </Loggers>
-</Configuration>
-"""
+_LOG4J2 = log4j2_config({
+    "org.apache.kafka.connect.mirror.MirrorMaker": "INFO",
+    # "The configuration 'x' was supplied but isn't a known config": MM2 hands every
+    # client all of its settings, dozens of these lines per client.
+    "org.apache.kafka.clients.admin.AdminClientConfig": "ERROR",
+    "org.apache.kafka.clients.consumer.ConsumerConfig": "ERROR",
+    "org.apache.kafka.clients.producer.ProducerConfig": "ERROR",
+})
 
 
 @dataclass(frozen=True)
@@ -131,10 +126,6 @@ class LocalMirror:
         source (``DefaultReplicationPolicy.offsetSyncsTopic(sourceAlias)``)."""
         return offset_syncs_topic(self.source_alias)
 
-    @property
-    def checkpoints_topic(self) -> str:
-        return f"{self.source_alias}.checkpoints.internal"
-
     def remote_topic(self, topic: str) -> str:
         """The name ``topic`` of the source has on the target."""
         return replica_topic(topic, self.source_alias,
@@ -144,24 +135,13 @@ class LocalMirror:
         return self.process is not None and self.process.poll() is None
 
     def log_tail(self, lines: int = _LOG_TAIL_LINES) -> str:
-        """MM2's last log lines (for an error message), without Java stack frames."""
-        try:
-            text = self.log_path.read_text(errors="replace")
-        except OSError:
-            return "(no MirrorMaker log)"
-        kept = [ln for ln in text.splitlines() if not STACK_FRAME.match(ln)]
-        return "\n".join(kept[-lines:])
+        """MM2's last log lines, without Java stack frames (local_kafka.log_tail)."""
+        return log_tail(self.log_path, "(no MirrorMaker log)", lines)
 
     def stop(self, *, remove_data: bool = True) -> None:
         """Stop MM2 (SIGTERM: its shutdown hook stops the herder; SIGKILL after 20 s)
         and remove its data directory. What it wrote to the target stays."""
-        if self.process is not None and self.process.poll() is None:
-            self.process.terminate()
-            try:
-                self.process.wait(_STOP_TIMEOUT_S)
-            except subprocess.TimeoutExpired:
-                self.process.kill()
-                self.process.wait(_STOP_TIMEOUT_S)
+        stop_process(self.process)
         if self._log_file is not None:
             self._log_file.close()
             self._log_file = None

@@ -28,10 +28,14 @@ from typing import Any
 from sqlalchemy.dialects import postgresql
 
 from .errors import GrantError
-from .schema import SCHEMA, metadata
+from .schema import SCHEMA, metadata, views
 
 JOURNAL_TABLES: tuple[str, ...] = tuple(t.name for t in metadata.tables.values())
 """The tables the listener writes (the schema also holds Alembic's version table)."""
+
+JOURNAL_VIEWS: tuple[str, ...] = tuple(t.name for t in views.tables.values())
+"""The views readers query (``kafka_partitions``, migration 0013); listeners of older
+releases insert into it (an INSTEAD OF trigger keeps their rows)."""
 
 _PREPARER = postgresql.dialect().identifier_preparer
 
@@ -83,8 +87,9 @@ def writer_statements(role: str) -> list[str]:
         # A writer granted by an older release held INSERT and UPDATE on whole tables:
         # take them back, the column grants below replace them.
         f"REVOKE INSERT, UPDATE ON TABLE {_quote_tables(guarded)} FROM {quote_ident(role)}",
-        f"GRANT SELECT ON TABLE {_quote_tables(JOURNAL_TABLES)} TO {quote_ident(role)}",
-        f"GRANT INSERT ON TABLE {_quote_tables(free)} TO {quote_ident(role)}",
+        f"GRANT SELECT ON TABLE {_quote_tables(JOURNAL_TABLES + JOURNAL_VIEWS)} "
+        f"TO {quote_ident(role)}",
+        f"GRANT INSERT ON TABLE {_quote_tables(free + JOURNAL_VIEWS)} TO {quote_ident(role)}",
     ]
     out += [f"GRANT INSERT ({_quote_insert_columns(t)}) ON TABLE {_quote_tables((t,))} "
             f"TO {quote_ident(role)}" for t in guarded]

@@ -7,7 +7,7 @@ these definitions must match them (tests/test_migrations.py checks that they do)
 from __future__ import annotations
 
 import sqlalchemy as sa
-from sqlalchemy.dialects.postgresql import JSONB
+from sqlalchemy.dialects.postgresql import ARRAY, JSONB
 
 SCHEMA = "offset_journal"
 
@@ -79,13 +79,32 @@ batch_sources = sa.Table(
     sa.Column("num_input_rows", sa.BigInteger),
     sa.Column("problem", sa.Text),
     sa.Column("metrics", JSONB),  # migration 0007_source_metrics
+    # A Kafka source's offsets (migration 0013_offsets_as_arrays), in the order of its
+    # layout: end offsets, end - start and latest - end (see the kafka_partitions view).
+    sa.Column("kafka_layout", sa.LargeBinary,
+              sa.ForeignKey(f"{SCHEMA}.kafka_layouts.layout_id")),
+    sa.Column("end_offsets", ARRAY(sa.BigInteger)),
+    sa.Column("read_spans", ARRAY(sa.Integer)),
+    sa.Column("latest_lags", ARRAY(sa.Integer)),
     # Flagged sources only (migration 0005_planner): what a restart plan reports.
     sa.Index("batch_sources_problem_idx", "batch_pk",
              postgresql_where=sa.text("problem IS NOT NULL")),
 )
 
-kafka_partitions = sa.Table(
-    "kafka_partitions",
+kafka_layouts = sa.Table(
+    "kafka_layouts",
+    metadata,
+    sa.Column("layout_id", sa.LargeBinary, primary_key=True),
+    sa.Column("topics", ARRAY(sa.Text), nullable=False),
+    sa.Column("partitions", ARRAY(sa.Integer), nullable=False),
+    sa.Column("recorded_at", sa.DateTime(timezone=True), nullable=False,
+              server_default=sa.func.now()),
+)
+
+# One row per partition (the only storage until migration 0013): what the arrays cannot
+# hold, and what listeners of older releases write through the view.
+kafka_partition_rows = sa.Table(
+    "kafka_partition_rows",
     metadata,
     sa.Column("batch_pk", sa.BigInteger, primary_key=True),
     sa.Column("source_index", sa.Integer, primary_key=True),
@@ -99,8 +118,25 @@ kafka_partitions = sa.Table(
     # No foreign key to batch_sources: statement-level triggers (migration 0002) check
     # that every row has its source and delete rows with their source, once per
     # statement instead of one lookup per row.
-    sa.Index("kafka_partitions_history_idx", "topic", "partition", "batch_pk"),
+    sa.Index("kafka_partition_rows_history_idx", "topic", "partition", "batch_pk"),
 )
+
+views = sa.MetaData(schema=SCHEMA)
+"""Views (not created by SQLAlchemy, nor compared with the database as tables)."""
+
+kafka_partitions = sa.Table(
+    "kafka_partitions",
+    views,
+    sa.Column("batch_pk", sa.BigInteger),
+    sa.Column("source_index", sa.Integer),
+    sa.Column("topic", sa.Text),
+    sa.Column("partition", sa.Integer),
+    sa.Column("start_offset", sa.BigInteger),
+    sa.Column("end_offset", sa.BigInteger),
+    sa.Column("latest_offset", sa.BigInteger),
+)
+"""Every Kafka partition's offsets per batch and source (migration 0013's view: the
+batch_sources arrays unnested, and kafka_partition_rows): what readers query."""
 
 rejected_events = sa.Table(
     "rejected_events",

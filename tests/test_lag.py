@@ -112,4 +112,6 @@ def test_the_writer_role_writes_latest_and_the_reader_reads_the_views(granted: S
                     "WHERE query_name = 'lag_roles_q'") == [(1,)]
     for url in (granted.writer_url, granted.reader_url):
         assert "permission denied" in denied(
-            url, "UPDATE offset_journal.kafka_partitions SET latest_offset = 0")
+            url, "UPDATE offset_journal.batch_sources SET latest_lags = NULL")
+        assert "permission denied" in denied(
+            url, "UPDATE offset_journal.kafka_partition_rows SET latest_offset = 0")

@@ -29,8 +29,9 @@ def _head() -> str:
 
 
 HEAD = _head()
-TABLES = {"query_runs", "batches", "batch_sources", "kafka_partitions", "rejected_events",
-          "spool_losses", "restart_plans", "plan_runs"}
+TABLES = {"query_runs", "batches", "batch_sources", "kafka_layouts", "kafka_partition_rows",
+          "rejected_events", "spool_losses", "restart_plans", "plan_runs"}
+VIEWS = {"kafka_partitions", "source_offsets", "partition_lag", "batch_freshness"}
 
 
 def _inspect(url):
@@ -48,6 +49,7 @@ def test_upgrade_creates_the_journal(empty_database_url):
     assert current_revision(empty_database_url) == HEAD
     insp, engine = _inspect(empty_database_url)
     assert TABLES <= set(insp.get_table_names(schema=SCHEMA))
+    assert VIEWS <= set(insp.get_view_names(schema=SCHEMA))
     engine.dispose()
     upgrade(empty_database_url)  # a second upgrade is a no-op
     assert current_revision(empty_database_url) == HEAD
@@ -141,11 +143,12 @@ def test_partition_rows_need_their_source_row(journal_url):
             before = _count_partitions(conn)
         assert before == 6
         bad = [
-            "insert into offset_journal.kafka_partitions values (999999, 0, 't', 0, 1, 2)",
+            "insert into offset_journal.kafka_partition_rows values (999999, 0, 't', 0, 1, 2)",
             # one good row and one orphan in the same statement: all refused
-            "insert into offset_journal.kafka_partitions values (:pk, 0, 't', 5, 1, 2), "
+            "insert into offset_journal.kafka_partition_rows values (:pk, 0, 't', 5, 1, 2), "
             "(:pk, 7, 't', 0, 1, 2)",
-            "update offset_journal.kafka_partitions set source_index = 9 where batch_pk = :pk",
+            # through the view, as listeners of releases before 0013 write
+            "insert into offset_journal.kafka_partitions values (:pk, 7, 't', 0, 1, 2)",
         ]
         for statement in bad:
             with engine.connect() as conn:
@@ -186,13 +189,15 @@ def test_deleting_batches_deletes_their_partition_rows(journal_url):
             conn.execute(sa.text("delete from offset_journal.batch_sources "
                                  "where batch_pk = :pk and source_index = 1"), {"pk": pk1})
             assert _count_partitions(conn, pk1) == 2
-        with engine.connect() as conn:
+        with engine.connect() as conn:  # rows of the previous releases' shape
+            conn.execute(sa.text("insert into offset_journal.kafka_partitions "
+                                 "values (:pk, 0, 'old', 0, 1, 2)"), {"pk": pk1})
             try:
                 conn.execute(sa.text("update offset_journal.batch_sources set source_index = 5 "
                                      "where batch_pk = :pk"), {"pk": pk1})
                 raise AssertionError("source key changed under its partition rows")
             except sa.exc.IntegrityError as exc:
-                assert "still used by kafka_partitions" in str(exc.orig)
+                assert "still used by kafka_partition_rows" in str(exc.orig)
         with engine.begin() as conn:
             # a key no partition row uses may change
             conn.execute(sa.text("insert into offset_journal.batch_sources "

@@ -246,14 +246,14 @@ def _admin(url: str, *statements: str) -> None:
 @pytest.fixture
 def writer_without_partition_grant(journal_url: str) -> tuple[str, str]:
     """(admin URL, writer URL): a writer role granted as `db grant` does, then the INSERT
-    on kafka_partitions revoked (a grant missed after an upgrade, say)."""
+    on kafka_layouts revoked (a grant missed after an upgrade, say)."""
     import uuid
 
     from offset_journal.roles import grant_statements
 
     role = f"oj_w_{uuid.uuid4().hex[:8]}"
     _admin(journal_url, f'CREATE ROLE "{role}" LOGIN', *grant_statements(writer=role),
-           f'REVOKE INSERT ON offset_journal.kafka_partitions FROM "{role}"')
+           f'REVOKE INSERT ON offset_journal.kafka_layouts FROM "{role}"')
     url = sa.engine.make_url(resolve_url(journal_url)).set(username=role)
     return journal_url, url.render_as_string(hide_password=False)
 
@@ -271,10 +271,10 @@ def test_a_missing_grant_keeps_the_events_retries_and_says_so(
     assert w.flush(timeout=2) is False
     assert _batches(admin_url, "run-g") == [] and _rejected(admin_url) == []
     shouts = [r.getMessage() for r in caplog.records
-              if r.levelno >= logging.ERROR and "kafka_partitions" in r.getMessage()]
+              if r.levelno >= logging.ERROR and "kafka_layouts" in r.getMessage()]
     assert len(shouts) >= 2 and all("grant" in m for m in shouts), shouts
     assert w.stats().lost == 0 and w.stats().spooled >= 4
-    _admin(admin_url, f'GRANT INSERT ON offset_journal.kafka_partitions TO "{role}"')
+    _admin(admin_url, f'GRANT INSERT ON offset_journal.kafka_layouts TO "{role}"')
     assert w.flush(timeout=30) is True
     w.close()
     assert _batches(admin_url, "run-g") == [0, 1, 2]

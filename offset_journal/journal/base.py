@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import logging
 import threading
+from collections.abc import Iterable
 from typing import Any, Self
 
 import sqlalchemy as sa
@@ -12,9 +13,12 @@ import sqlalchemy as sa
 from ..db import make_engine, redact
 from ..errors import JournalError
 from ..formatting import first_line
+from .arrays import Pairs, layout_id
 from .write_state import Ends
 
 log = logging.getLogger("offset_journal.journal")
+
+_REMEMBERED_LAYOUTS = 4096
 
 
 class JournalBase:
@@ -29,6 +33,46 @@ class JournalBase:
         self._engine = engine or make_engine(database_url, connect_timeout=connect_timeout)
         self._ends: dict[str, Ends] = {}
         self._ends_lock = threading.Lock()
+        # Kafka layouts (journal/arrays.py): keys computed, and those a committed
+        # transaction of this Journal stored or found, so later batches name them only.
+        self._layout_keys: dict[Pairs, bytes] = {}
+        self._stored_layouts: set[bytes] = set()
+        self._sent_layouts: dict[int, set[bytes]] = {}
+        sa.event.listen(self._engine, "commit", self._layouts_committed)
+        sa.event.listen(self._engine, "rollback", self._layouts_rolled_back)
+
+    def layout_key(self, pairs: Pairs) -> bytes:
+        key = self._layout_keys.get(pairs)
+        if key is None:
+            if len(self._layout_keys) >= _REMEMBERED_LAYOUTS:
+                self._layout_keys.clear()
+            key = self._layout_keys[pairs] = layout_id(pairs)
+        return key
+
+    def layout_stored(self, key: bytes) -> bool:
+        return key in self._stored_layouts
+
+    def layouts_sent(self, conn: sa.Connection, keys: Iterable[bytes]) -> None:
+        """Layouts sent in ``conn``'s transaction: stored once it commits."""
+        with self._ends_lock:
+            self._sent_layouts.setdefault(id(conn), set()).update(keys)
+
+    def _layouts_committed(self, conn: sa.Connection) -> None:
+        with self._ends_lock:
+            sent = self._sent_layouts.pop(id(conn), None)
+            if sent:
+                if len(self._stored_layouts) >= _REMEMBERED_LAYOUTS:
+                    self._stored_layouts.clear()
+                self._stored_layouts |= sent
+
+    def _layouts_rolled_back(self, conn: sa.Connection) -> None:
+        with self._ends_lock:
+            self._sent_layouts.pop(id(conn), None)
+
+    def _forget_layouts(self) -> None:
+        """A layout remembered as stored is not there (the schema was re-created)."""
+        with self._ends_lock:
+            self._stored_layouts.clear()
 
     @property
     def engine(self) -> sa.Engine:

@@ -27,6 +27,8 @@ from ..schema import (
     SCHEMA,
     batch_sources,
     batches,
+    kafka_layouts,
+    kafka_partition_rows,
     kafka_partitions,
     plan_runs,
     query_runs,
@@ -34,6 +36,7 @@ from ..schema import (
     restart_plans,
     spool_losses,
 )
+from .arrays import Arrays, encode, latest_json
 from .base import JournalBase
 from .rows import with_sources
 from .write_state import REMEMBERED_RUNS, Ends
@@ -48,25 +51,43 @@ log = logging.getLogger("offset_journal.journal")
 
 # Built once: constructing an INSERT per batch (and its cache key) cost about as much
 # Python time as the round trips of a small batch (bench/journal_write.py). One
-# statement writes the run row (in case its start event was lost), the batch row and
-# its source rows (from one JSONB array, jsonb_to_recordset): one round trip. A batch
-# already journaled inserts nothing and returns no id. Foreign keys are checked at the
-# end of the statement, when all three are in.
-_BATCH_COLUMNS = tuple(c.name for c in batches.columns if c.name not in ("id", "recorded_at"))
+# statement writes the run row (in case its start event was lost), the Kafka layouts
+# the database may not have yet, the batch row and its source rows (offsets as arrays,
+# from one JSONB array through jsonb_to_recordset): one round trip. A batch already
+# journaled inserts nothing and returns no id. So does a batch whose successor in the
+# run is already journaled (replayed late from a spool), when ``check_next`` asks: that
+# pair is checked first (:meth:`Writes._flag_successor`) and the batch written again.
+# Foreign keys are checked at the end of the statement, when everything is in.
+_BATCH_COLUMNS = tuple(c for c in batches.columns if c.name not in ("id", "recorded_at"))
 _SOURCE_COLUMNS = tuple(c for c in batch_sources.columns if c.name != "batch_pk")
+_NEXT_BATCH = sa.exists().where(
+    batches.c.run_id == sa.bindparam("run_id"),
+    batches.c.batch_id == sa.bindparam("batch_id") + 1)
 _NEW_BATCH_CTE = (
-    pg_insert(batches).values({c: sa.bindparam(c) for c in _BATCH_COLUMNS})
+    pg_insert(batches).from_select(
+        [c.name for c in _BATCH_COLUMNS],
+        sa.select(*(sa.cast(sa.bindparam(c.name, type_=c.type), c.type)
+                    for c in _BATCH_COLUMNS))
+        .where(sa.not_(sa.and_(sa.bindparam("check_next", type_=sa.Boolean), _NEXT_BATCH))))
     .on_conflict_do_nothing(constraint="batches_run_batch_key")
     .returning(batches.c.id).cte("new_batch")
 )
 _SOURCE_ROWS = sa.func.jsonb_to_recordset(sa.bindparam("sources", type_=JSONB)).table_valued(
     *(sa.column(c.name, c.type) for c in _SOURCE_COLUMNS)).render_derived("s", with_types=True)
+_LAYOUT_ROWS = sa.func.jsonb_to_recordset(sa.bindparam("layouts", type_=JSONB)).table_valued(
+    *(sa.column(c.name, c.type) for c in kafka_layouts.columns if c.name != "recorded_at")
+).render_derived("l", with_types=True)
 _NEW_BATCH = (
-    sa.select(_NEW_BATCH_CTE.c.id)
+    sa.select(sa.select(_NEW_BATCH_CTE.c.id).scalar_subquery(),
+              sa.and_(sa.bindparam("check_next", type_=sa.Boolean), _NEXT_BATCH))
     .add_cte(pg_insert(query_runs)
              .values(run_id=sa.bindparam("run_run_id"), query_id=sa.bindparam("run_query_id"),
                      query_name=sa.bindparam("run_query_name"), named=sa.bindparam("run_named"))
              .on_conflict_do_nothing(index_elements=[query_runs.c.run_id]).cte("run_seen"))
+    .add_cte(pg_insert(kafka_layouts).from_select(
+        ["layout_id", "topics", "partitions"],
+        sa.select(_LAYOUT_ROWS.c.layout_id, _LAYOUT_ROWS.c.topics, _LAYOUT_ROWS.c.partitions))
+        .on_conflict_do_nothing(index_elements=[kafka_layouts.c.layout_id]).cte("new_layouts"))
     .add_cte(batch_sources.insert().from_select(
         ["batch_pk", *(c.name for c in _SOURCE_COLUMNS)],
         sa.select(_NEW_BATCH_CTE.c.id, *(_SOURCE_ROWS.c[c.name] for c in _SOURCE_COLUMNS))
@@ -75,25 +96,51 @@ _NEW_BATCH = (
 )
 
 
-def _source_row(source: SourceRecord) -> dict[str, Any]:
+def _source_row(source: SourceRecord) -> tuple[dict[str, Any], Arrays | None]:
     """A batch_sources row, as one element of the JSONB array ``_NEW_BATCH`` takes (a JSON
-    null comes out of jsonb_to_recordset as SQL NULL)."""
+    null comes out of jsonb_to_recordset as SQL NULL), and a Kafka source's arrays (None:
+    not a Kafka source with partitions, or one they cannot hold: its partitions are
+    rows of kafka_partition_rows then)."""
     start, end = stored_offsets(source)
-    return {
+    row = {
         "source_index": source.index, "description": source.description, "kind": source.kind,
         "start_offset": start, "end_offset": end, "latest_offset": source.latest_offset,
         "num_input_rows": source.num_input_rows, "problem": source.problem,
-        "metrics": source.metrics,
+        "metrics": source.metrics, "kafka_layout": None, "end_offsets": None,
+        "read_spans": None, "latest_lags": None,
     }
+    if source.kind != "kafka" or not source.partitions:
+        return row, None
+    latests = partition_latests(source)
+    arrays = encode(source.partitions, latests)
+    if arrays is None:
+        return row, None
+    row.update(end_offsets=arrays.end_offsets, read_spans=arrays.read_spans,
+               latest_lags=arrays.latest_lags)
+    if (source.latest_offset is not None and not source.problem
+            and source.latest_offset == latest_json(source.partitions, latests)):
+        row["latest_offset"] = None  # the source_offsets view rebuilds it
+    return row, arrays
 
 
 _PARTITION_COLUMNS = ("batch_pk", "source_index", "topic", "partition", "start_offset",
                       "end_offset", "latest_offset")
-"""The kafka_partitions columns the journal writes, in the order of its row tuples."""
-_COPY_PARTITIONS = (f"COPY {SCHEMA}.kafka_partitions (batch_pk, source_index, topic, partition, "
-                    "start_offset, end_offset, latest_offset) FROM STDIN")
+"""The kafka_partition_rows columns the journal writes, in the order of its row tuples."""
+_COPY_PARTITIONS = (f"COPY {SCHEMA}.kafka_partition_rows (batch_pk, source_index, topic, "
+                    "partition, start_offset, end_offset, latest_offset) FROM STDIN")
 
 
+def _flag(rows: list[dict[str, Any]], problems: list[tuple[int, str | None]],
+          ) -> list[tuple[int, str]]:
+    """Add each (source index, problem) to that source row's problem; the ones added."""
+    by_index = {row["source_index"]: row for row in rows}
+    flagged = []
+    for index, problem in problems:
+        if problem:
+            row = by_index[index]
+            row["problem"] = "; ".join(x for x in (row["problem"], problem) if x)
+            flagged.append((index, problem))
+    return flagged
 
 
 class Writes(JournalBase):
@@ -165,10 +212,16 @@ class Writes(JournalBase):
             "state_operators": rec.state_operators, "sink_description": rec.sink_description,
             "num_output_rows": rec.num_output_rows, "raw_progress": rec.raw_progress,
         }
-        sources = [_source_row(s) for s in rec.sources]
+        encoded = [_source_row(s) for s in rec.sources]
+        sources = [row for row, _ in encoded]
+        values["layouts"] = self._layouts(conn, encoded)
         flagged = self._flag_continuity(conn, rec, sources)
-        values["sources"] = sources
-        pk = conn.execute(_NEW_BATCH, values).scalar_one_or_none()
+        values.update(sources=sources, check_next=True)
+        pk, has_next = self._insert_batch(conn, values)
+        if has_next:  # its successor came first: check that pair too, then write it
+            flagged += self._flag_successor(conn, rec, sources)
+            values.update(sources=sources, check_next=False)
+            pk, _ = self._insert_batch(conn, values)
         if pk is None:
             check_duplicate(self, conn, rec)
             return False
@@ -177,13 +230,42 @@ class Writes(JournalBase):
                         rec.batch_id, rec.run_id, rec.query_name, index, problem)
         rows = [
             (pk, s.index, p.topic, p.partition, p.start, p.end, latest)
-            for s in rec.sources
+            for s, (_, arrays) in zip(rec.sources, encoded, strict=True) if arrays is None
             for p, latest in zip(s.partitions, partition_latests(s), strict=True)
         ]
         if rows:
             self._copy_partitions(conn, rows)
         self._remember_ends(rec)
         return True
+
+    def _layouts(self, conn: sa.Connection,
+                 encoded: list[tuple[dict[str, Any], Arrays | None]]) -> list[dict[str, Any]]:
+        """Name each Kafka source row's layout; the layouts the database may lack, as
+        ``_NEW_BATCH`` takes them (a layout is sent until a transaction that sent it
+        commits: :class:`~offset_journal.journal.base.JournalBase` remembers those)."""
+        send: dict[bytes, dict[str, Any]] = {}
+        for row, arrays in encoded:
+            if arrays is None:
+                continue
+            key = self.layout_key(arrays.pairs)
+            row["kafka_layout"] = "\\x" + key.hex()
+            if key not in send and not self.layout_stored(key):
+                send[key] = {"layout_id": row["kafka_layout"],
+                             "topics": [t for t, _ in arrays.pairs],
+                             "partitions": [p for _, p in arrays.pairs]}
+        self.layouts_sent(conn, send)
+        return list(send.values())
+
+    def _insert_batch(self, conn: sa.Connection, values: dict[str, Any]
+                      ) -> tuple[int | None, bool]:
+        """``_NEW_BATCH``: (the new batch's id or None, whether its successor is in)."""
+        try:
+            pk, has_next = conn.execute(_NEW_BATCH, values).one()
+        except sa.exc.IntegrityError as exc:
+            if "kafka_layout" in str(exc.orig):  # a layout remembered but not there
+                self._forget_layouts()
+            raise
+        return pk, bool(has_next)
 
     # The end offsets of the last batch this Journal wrote, per run (at most
     # REMEMBERED_RUNS runs): the next batch of the run is checked against them without
@@ -232,29 +314,26 @@ class Writes(JournalBase):
         not continue from the run's previous batch (a gap, or backwards); returns the
         (source index, problem) pairs set."""
         kafka = [s for s in rec.sources if s.kind == "kafka" and s.partitions]
-        if not kafka:
+        if not kafka or all(p.start is None for s in kafka for p in s.partitions):
             return []
-        prev = None
-        if any(p.start is not None for s in kafka for p in s.partitions):
-            prev = self._previous_ends(conn, rec)
-        # A batch journaled after the run's next one (replayed late from a spool): the
-        # pair (this, next) is checked now, as it was not when the next one came.
+        prev = self._previous_ends(conn, rec)
+        if prev is None:
+            return []
+        return _flag(rows, [(s.index, continuity_problem(s, prev.batch_id,
+                                                         prev.ends.get(s.index, {})))
+                            for s in kafka])
+
+    def _flag_successor(self, conn: sa.Connection, rec: BatchRecord,
+                        rows: list[dict[str, Any]]) -> list[tuple[int, str]]:
+        """The same for a batch journaled after the run's next one (replayed late from a
+        spool): the pair (this, next) is checked now, as it was not when the next came."""
+        kafka = [s for s in rec.sources if s.kind == "kafka" and s.partitions]
         following = self._neighbour(conn, rec, rec.batch_id + 1, kafka_partitions.c.start_offset)
-        by_index = {row["source_index"]: row for row in rows}
-        flagged = []
-        for source in kafka:
-            problems = []
-            if prev is not None:
-                problems.append(continuity_problem(source, prev.batch_id,
-                                                   prev.ends.get(source.index, {})))
-            if following is not None:
-                problems.append(successor_problem(source, following.batch_id,
-                                                  following.ends.get(source.index, {})))
-            for problem in (x for x in problems if x):
-                row = by_index[source.index]
-                row["problem"] = "; ".join(x for x in (row["problem"], problem) if x)
-                flagged.append((source.index, problem))
-        return flagged
+        if not kafka or following is None:
+            return []
+        return _flag(rows, [(s.index, successor_problem(s, following.batch_id,
+                                                        following.ends.get(s.index, {})))
+                            for s in kafka])
 
     @staticmethod
     def _copy_partitions(conn: sa.Connection, rows: list[tuple[Any, ...]]) -> None:
@@ -264,7 +343,7 @@ class Writes(JournalBase):
                 for row in rows:
                     copy.write_row(row)
             return
-        conn.execute(kafka_partitions.insert(),
+        conn.execute(kafka_partition_rows.insert(),
                      [dict(zip(_PARTITION_COLUMNS, r, strict=True)) for r in rows])
 
     def record_rejected(self, reason: str, payload: str, conn: sa.Connection | None = None) -> None:

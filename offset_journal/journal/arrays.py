@@ -1,0 +1,92 @@
+"""A Kafka source's offsets as the journal stores them (pure): a *layout* (the ordered
+(topic, partition) list, stored once and shared) and three arrays in its order.
+
+Migration 0013 moved the offsets from one row per partition into the source's row:
+``end_offsets`` (8 bytes each), ``read_spans`` = end - start and ``latest_lags`` =
+latest - end (4 bytes each: per batch these are record counts, not positions). A
+source the arrays cannot hold exactly (a partition without an end offset, a span or a
+lag beyond 2^31) is written one row per partition, as before (``None`` from
+:func:`encode`).
+"""
+
+from __future__ import annotations
+
+import hashlib
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+from ..offsets import PartitionOffset
+
+_INT4_MIN, _INT4_MAX = -(2 ** 31), 2 ** 31 - 1
+
+Pairs = tuple[tuple[str, int], ...]
+"""A layout's (topic, partition) list, in the order of the arrays."""
+
+
+def layout_id(pairs: Pairs) -> bytes:
+    """The key of a layout: what the database's ``offset_journal.kafka_layout_id``
+    computes (its CHECK refuses any other), the first 16 bytes of a SHA-256 over
+    ``<bytes of topic>:<topic>:<partition>`` joined by commas."""
+    text = ",".join(f"{len(t.encode())}:{t}:{p}" for t, p in pairs)
+    return hashlib.sha256(text.encode()).digest()[:16]
+
+
+@dataclass(frozen=True)
+class Arrays:
+    """A Kafka source's offsets in its layout's order."""
+
+    pairs: Pairs
+    end_offsets: list[int]
+    read_spans: list[int | None]
+    latest_lags: list[int | None]
+
+
+def _fits(x: int) -> bool:
+    return _INT4_MIN <= x <= _INT4_MAX
+
+
+def encode(parts: Sequence[PartitionOffset], latests: Sequence[int | None]) -> Arrays | None:
+    """The arrays for ``parts`` (and the latest offset of each, or None); None when they
+    cannot hold them exactly."""
+    ends: list[int] = []
+    spans: list[int | None] = []
+    lags: list[int | None] = []
+    for p, latest in zip(parts, latests, strict=True):
+        end = p.end
+        if end is None:
+            return None
+        span = None if p.start is None else end - p.start
+        lag = None if latest is None else latest - end
+        if (span is not None and not _fits(span)) or (lag is not None and not _fits(lag)):
+            return None
+        ends.append(end)
+        spans.append(span)
+        lags.append(lag)
+    pairs = tuple((p.topic, p.partition) for p in parts)
+    return Arrays(pairs, ends, spans, lags)
+
+
+def decode(topics: Sequence[str], partitions: Sequence[int], ends: Sequence[int],
+           spans: Sequence[int | None], lags: Sequence[int | None] | None = None,
+           ) -> list[tuple[PartitionOffset, int | None]]:
+    """Each partition's offsets and latest offset (None: not known) back from a layout
+    and a source's arrays: what the ``kafka_partitions`` view computes."""
+    if lags is None:
+        lags = [None] * len(ends)
+    return [
+        (PartitionOffset(t, p, None if s is None else e - s, e),
+         None if lag is None else e + lag)
+        for t, p, e, s, lag in zip(topics, partitions, ends, spans, lags, strict=True)
+    ]
+
+
+def latest_json(parts: Sequence[PartitionOffset], latests: Sequence[int | None],
+                ) -> dict[str, dict[str, int]] | None:
+    """Spark's latestOffset JSON as the partition values rebuild it (what the
+    ``source_offsets`` view gives); None when some partition has no latest."""
+    out: dict[str, dict[str, int]] = {}
+    for p, latest in zip(parts, latests, strict=True):
+        if latest is None:
+            return None
+        out.setdefault(p.topic, {})[str(p.partition)] = latest
+    return out or None

@@ -80,12 +80,15 @@ batch_sources = sa.Table(
     sa.Column("problem", sa.Text),
     sa.Column("metrics", JSONB),  # migration 0007_source_metrics
     # A Kafka source's offsets (migration 0013_offsets_as_arrays), in the order of its
-    # layout: end offsets, end - start and latest - end (see the kafka_partitions view).
+    # layout: end offsets, end - start and latest - end, the last two in 2 bytes when
+    # all of the source's fit, else in 4 (_wide). See the kafka_partitions view.
     sa.Column("kafka_layout", sa.LargeBinary,
               sa.ForeignKey(f"{SCHEMA}.kafka_layouts.layout_id")),
     sa.Column("end_offsets", ARRAY(sa.BigInteger)),
-    sa.Column("read_spans", ARRAY(sa.Integer)),
-    sa.Column("latest_lags", ARRAY(sa.Integer)),
+    sa.Column("read_spans", ARRAY(sa.SmallInteger)),
+    sa.Column("latest_lags", ARRAY(sa.SmallInteger)),
+    sa.Column("read_spans_wide", ARRAY(sa.Integer)),
+    sa.Column("latest_lags_wide", ARRAY(sa.Integer)),
     # Flagged sources only (migration 0005_planner): what a restart plan reports.
     sa.Index("batch_sources_problem_idx", "batch_pk",
              postgresql_where=sa.text("problem IS NOT NULL")),

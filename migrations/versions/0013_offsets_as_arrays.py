@@ -13,8 +13,11 @@ source's offsets live in its ``batch_sources`` row, as arrays in the order of a
   jobs reading the same topics share one;
 * ``batch_sources.kafka_layout`` names the source's layout; ``end_offsets`` (bigint)
   holds each partition's end, ``read_spans`` (end - start) and ``latest_lags``
-  (latest - end) the differences as 4-byte integers: about 16 bytes per partition
-  before Postgres's own compression, which applies to rows over 2 kB;
+  (latest - end) the differences, which per batch are record counts: as 2-byte
+  integers when all of a source's fit (about 12 bytes per partition), else in
+  ``read_spans_wide``/``latest_lags_wide`` as 4-byte ones (16 bytes). Postgres's own
+  compression does not help here: it applies to rows over 2 kB only, and pglz finds
+  little to take from offsets;
 * the latestOffset JSON a Kafka source row kept is no longer stored when the
   partition values rebuild it exactly (it repeated every partition);
 * ``kafka_partitions`` becomes a view with the same columns (the arrays unnested, plus
@@ -77,22 +80,28 @@ COMMENT ON TABLE offset_journal.kafka_layouts IS
 ALTER TABLE offset_journal.batch_sources
     ADD COLUMN kafka_layout bytea REFERENCES offset_journal.kafka_layouts (layout_id),
     ADD COLUMN end_offsets bigint[],
-    ADD COLUMN read_spans integer[],
-    ADD COLUMN latest_lags integer[],
+    ADD COLUMN read_spans smallint[],
+    ADD COLUMN latest_lags smallint[],
+    ADD COLUMN read_spans_wide integer[],
+    ADD COLUMN latest_lags_wide integer[],
     ADD CONSTRAINT batch_sources_offsets_check CHECK (
         (kafka_layout IS NULL AND end_offsets IS NULL AND read_spans IS NULL
-         AND latest_lags IS NULL)
-        OR (kafka_layout IS NOT NULL
-            AND cardinality(end_offsets) = cardinality(read_spans)
-            AND cardinality(end_offsets) = cardinality(latest_lags)
-            AND array_position(end_offsets, NULL) IS NULL));
+         AND latest_lags IS NULL AND read_spans_wide IS NULL AND latest_lags_wide IS NULL)
+        OR (kafka_layout IS NOT NULL AND array_position(end_offsets, NULL) IS NULL
+            AND (read_spans IS NULL) <> (read_spans_wide IS NULL)
+            AND (latest_lags IS NULL) <> (latest_lags_wide IS NULL)
+            AND cardinality(end_offsets) = cardinality(coalesce(read_spans::integer[],
+                                                                read_spans_wide))
+            AND cardinality(end_offsets) = cardinality(coalesce(latest_lags::integer[],
+                                                                latest_lags_wide))));
 COMMENT ON COLUMN offset_journal.batch_sources.end_offsets IS
     'per partition of kafka_layout, in its order: the end offset (exclusive)';
 COMMENT ON COLUMN offset_journal.batch_sources.read_spans IS
-    'per partition: end - start (NULL: the partition appeared in this batch); '
-    'see the kafka_partitions view';
+    'per partition: end - start (NULL: the partition appeared in this batch), when every '
+    'span of the source fits 2 bytes (else read_spans_wide); see the kafka_partitions view';
 COMMENT ON COLUMN offset_journal.batch_sources.latest_lags IS
-    'per partition: latest - end, Spark''s latestOffset (NULL: not given)';
+    'per partition: latest - end, Spark''s latestOffset (NULL: not given), when every lag '
+    'of the source fits 2 bytes (else latest_lags_wide)';
 
 -- A source's arrays must match its layout's length (the CHECK above cannot see it).
 CREATE FUNCTION offset_journal.batch_sources_fit_layout() RETURNS trigger
@@ -173,7 +182,13 @@ SELECT k.batch_pk, k.source_index,
                            BETWEEN -2147483648 AND 2147483647
                       THEN (k.latest_offset - k.end_offset)::integer END
                  ORDER BY k.topic, k.partition) AS latest_lags,
-       bool_and(k.latest_offset IS NOT NULL) AS every_latest
+       bool_and(k.latest_offset IS NOT NULL) AS every_latest,
+       bool_and(k.start_offset IS NULL
+                OR k.end_offset::numeric - k.start_offset BETWEEN -32768 AND 32767)
+           AS narrow_spans,
+       bool_and(k.latest_offset IS NULL
+                OR k.latest_offset::numeric - k.end_offset BETWEEN -32768 AND 32767)
+           AS narrow_lags
 FROM offset_journal.kafka_partition_rows k
 GROUP BY k.batch_pk, k.source_index
 HAVING bool_and(
@@ -192,8 +207,11 @@ ON CONFLICT DO NOTHING;
 
 -- The latestOffset JSON goes where the partition values rebuild it exactly.
 UPDATE offset_journal.batch_sources s
-SET kafka_layout = c.layout_id, end_offsets = c.end_offsets, read_spans = c.read_spans,
-    latest_lags = c.latest_lags,
+SET kafka_layout = c.layout_id, end_offsets = c.end_offsets,
+    read_spans = CASE WHEN c.narrow_spans THEN c.read_spans::smallint[] END,
+    read_spans_wide = CASE WHEN NOT c.narrow_spans THEN c.read_spans END,
+    latest_lags = CASE WHEN c.narrow_lags THEN c.latest_lags::smallint[] END,
+    latest_lags_wide = CASE WHEN NOT c.narrow_lags THEN c.latest_lags END,
     latest_offset = CASE
         WHEN c.every_latest AND s.latest_offset = (
             SELECT jsonb_object_agg(t.topic, t.parts) FROM (
@@ -220,7 +238,9 @@ SELECT s.batch_pk, s.source_index, u.topic, u.partition,
        u.end_offset + u.latest_lag AS latest_offset
 FROM offset_journal.batch_sources s
 JOIN offset_journal.kafka_layouts l ON l.layout_id = s.kafka_layout
-CROSS JOIN LATERAL unnest(l.topics, l.partitions, s.end_offsets, s.read_spans, s.latest_lags)
+CROSS JOIN LATERAL unnest(l.topics, l.partitions, s.end_offsets,
+                          coalesce(s.read_spans::integer[], s.read_spans_wide),
+                          coalesce(s.latest_lags::integer[], s.latest_lags_wide))
     AS u(topic, partition, end_offset, read_span, latest_lag)
 UNION ALL
 SELECT r.batch_pk, r.source_index, r.topic, r.partition, r.start_offset, r.end_offset,
@@ -360,7 +380,7 @@ DROP TRIGGER batch_sources_fit_layout ON offset_journal.batch_sources;
 DROP FUNCTION offset_journal.batch_sources_fit_layout();
 ALTER TABLE offset_journal.batch_sources DROP CONSTRAINT batch_sources_offsets_check,
     DROP COLUMN kafka_layout, DROP COLUMN end_offsets, DROP COLUMN read_spans,
-    DROP COLUMN latest_lags;
+    DROP COLUMN latest_lags, DROP COLUMN read_spans_wide, DROP COLUMN latest_lags_wide;
 DROP TABLE offset_journal.kafka_layouts;
 DROP FUNCTION offset_journal.kafka_layout_id(text[], integer[]);
 """

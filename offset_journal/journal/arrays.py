@@ -3,7 +3,8 @@
 
 Migration 0013 moved the offsets from one row per partition into the source's row:
 ``end_offsets`` (8 bytes each), ``read_spans`` = end - start and ``latest_lags`` =
-latest - end (4 bytes each: per batch these are record counts, not positions). A
+latest - end (per batch these are record counts, not positions: 2 bytes each when all
+of a source's fit, else 4, in the ``_wide`` columns). A
 source the arrays cannot hold exactly (a partition without an end offset, a span or a
 lag beyond 2^31) is written one row per partition, as before (``None`` from
 :func:`encode`).
@@ -18,6 +19,7 @@ from dataclasses import dataclass
 from ..offsets import PartitionOffset
 
 _INT4_MIN, _INT4_MAX = -(2 ** 31), 2 ** 31 - 1
+_INT2_MIN, _INT2_MAX = -(2 ** 15), 2 ** 15 - 1
 
 Pairs = tuple[tuple[str, int], ...]
 """A layout's (topic, partition) list, in the order of the arrays."""
@@ -43,6 +45,11 @@ class Arrays:
 
 def _fits(x: int) -> bool:
     return _INT4_MIN <= x <= _INT4_MAX
+
+
+def narrow(values: Sequence[int | None]) -> bool:
+    """Whether every value fits 2 bytes (the ``read_spans``/``latest_lags`` columns)."""
+    return all(v is None or _INT2_MIN <= v <= _INT2_MAX for v in values)
 
 
 def encode(parts: Sequence[PartitionOffset], latests: Sequence[int | None]) -> Arrays | None:

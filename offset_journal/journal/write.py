@@ -36,7 +36,7 @@ from ..schema import (
     restart_plans,
     spool_losses,
 )
-from .arrays import Arrays, encode, latest_json
+from .arrays import Arrays, encode, latest_json, narrow
 from .base import JournalBase
 from .rows import with_sources
 from .write_state import REMEMBERED_RUNS, Ends
@@ -107,7 +107,8 @@ def _source_row(source: SourceRecord) -> tuple[dict[str, Any], Arrays | None]:
         "start_offset": start, "end_offset": end, "latest_offset": source.latest_offset,
         "num_input_rows": source.num_input_rows, "problem": source.problem,
         "metrics": source.metrics, "kafka_layout": None, "end_offsets": None,
-        "read_spans": None, "latest_lags": None,
+        "read_spans": None, "latest_lags": None, "read_spans_wide": None,
+        "latest_lags_wide": None,
     }
     if source.kind != "kafka" or not source.partitions:
         return row, None
@@ -115,8 +116,9 @@ def _source_row(source: SourceRecord) -> tuple[dict[str, Any], Arrays | None]:
     arrays = encode(source.partitions, latests)
     if arrays is None:
         return row, None
-    row.update(end_offsets=arrays.end_offsets, read_spans=arrays.read_spans,
-               latest_lags=arrays.latest_lags)
+    row["end_offsets"] = arrays.end_offsets
+    row["read_spans" if narrow(arrays.read_spans) else "read_spans_wide"] = arrays.read_spans
+    row["latest_lags" if narrow(arrays.latest_lags) else "latest_lags_wide"] = arrays.latest_lags
     if (source.latest_offset is not None and not source.problem
             and source.latest_offset == latest_json(source.partitions, latests)):
         row["latest_offset"] = None  # the source_offsets view rebuilds it

@@ -4,6 +4,7 @@ previous batch, and a batch that arrives twice with different offsets."""
 from __future__ import annotations
 
 import json
+from operator import itemgetter
 from typing import Any
 
 from .offsets import as_kafka_offsets, offsets_json
@@ -51,8 +52,13 @@ def continuity_problem(source: SourceRecord, prev_batch_id: int,
     """What is wrong between the previous batch's end offsets and this source's start
     offsets, partition by partition (partitions in only one of them are not compared:
     they appeared or went away)."""
+    parts = source.partitions
+    # The common case first, at C speed (10,000 partitions): every start is the end before.
+    keys = list(zip(map(itemgetter(0), parts), map(itemgetter(1), parts), strict=True))
+    if list(map(prev.get, keys)) == list(map(itemgetter(2), parts)):
+        return None
     pairs = [(p.topic, p.partition, prev.get((p.topic, p.partition)), p.start)
-             for p in source.partitions]
+             for p in parts]
     return _discontinuity(pairs, f"after batch {prev_batch_id}", "ended at {end} there and "
                           "starts at {start} here")
 

@@ -15,6 +15,7 @@ from __future__ import annotations
 import hashlib
 from collections.abc import Sequence
 from dataclasses import dataclass
+from operator import itemgetter, sub
 
 from ..offsets import PartitionOffset
 
@@ -35,42 +36,53 @@ def layout_id(pairs: Pairs) -> bytes:
 
 @dataclass(frozen=True)
 class Arrays:
-    """A Kafka source's offsets in its layout's order."""
+    """A Kafka source's offsets in its layout's order; ``*_narrow``: every value fits 2
+    bytes (the ``read_spans``/``latest_lags`` columns, else the ``_wide`` ones)."""
 
     pairs: Pairs
     end_offsets: list[int]
     read_spans: list[int | None]
     latest_lags: list[int | None]
+    spans_narrow: bool = True
+    lags_narrow: bool = True
 
 
-def _fits(x: int) -> bool:
-    return _INT4_MIN <= x <= _INT4_MAX
+def _differences(a: list[int | None], b: list[int]) -> list[int | None]:
+    """a - b element by element (None where a is None); at C speed when none is."""
+    if None in a:
+        return [None if x is None else x - y for x, y in zip(a, b, strict=True)]
+    return list(map(sub, a, b))
 
 
-def narrow(values: Sequence[int | None]) -> bool:
-    """Whether every value fits 2 bytes (the ``read_spans``/``latest_lags`` columns)."""
-    return all(v is None or _INT2_MIN <= v <= _INT2_MAX for v in values)
+def _bounds(values: list[int | None]) -> tuple[int, int]:
+    known = [v for v in values if v is not None]
+    return (min(known), max(known)) if known else (0, 0)
 
 
 def encode(parts: Sequence[PartitionOffset], latests: Sequence[int | None]) -> Arrays | None:
     """The arrays for ``parts`` (and the latest offset of each, or None); None when they
-    cannot hold them exactly."""
-    ends: list[int] = []
-    spans: list[int | None] = []
-    lags: list[int | None] = []
-    for p, latest in zip(parts, latests, strict=True):
-        end = p.end
-        if end is None:
-            return None
-        span = None if p.start is None else end - p.start
-        lag = None if latest is None else latest - end
-        if (span is not None and not _fits(span)) or (lag is not None and not _fits(lag)):
-            return None
-        ends.append(end)
-        spans.append(span)
-        lags.append(lag)
-    pairs = tuple((p.topic, p.partition) for p in parts)
-    return Arrays(pairs, ends, spans, lags)
+    cannot hold them exactly. Built from whole lists (a batch may have 10,000
+    partitions, and this runs in the writer thread)."""
+    ends: list[int] = list(map(itemgetter(3), parts))
+    if None in ends:
+        return None
+    spans = [None if s is None else -s for s in map(itemgetter(2), parts)]
+    spans = _differences(spans, [-e for e in ends])  # -start - -end = end - start
+    lags = _differences(list(latests), ends)  # latest - end
+    (span_lo, span_hi), (lag_lo, lag_hi) = _bounds(spans), _bounds(lags)
+    if min(span_lo, lag_lo) < _INT4_MIN or max(span_hi, lag_hi) > _INT4_MAX:
+        return None
+    pairs = tuple(zip(map(itemgetter(0), parts), map(itemgetter(1), parts), strict=True))
+    return Arrays(pairs, ends, spans, lags,
+                  spans_narrow=_INT2_MIN <= span_lo and span_hi <= _INT2_MAX,
+                  lags_narrow=_INT2_MIN <= lag_lo and lag_hi <= _INT2_MAX)
+
+
+def array_literal(values: list[int] | list[int | None]) -> str:
+    """A Postgres array literal of integers (``{1,NULL,3}``)."""
+    if None in values:
+        return "{" + ",".join("NULL" if v is None else str(v) for v in values) + "}"
+    return "{" + ",".join(map(str, values)) + "}"
 
 
 def decode(topics: Sequence[str], partitions: Sequence[int], ends: Sequence[int],

@@ -10,7 +10,7 @@ from typing import Any
 import sqlalchemy as sa
 
 from ..journal_rows import PruneResult
-from ..schema import batches, kafka_partitions
+from ..schema import batch_sources, batches, kafka_partition_rows
 from .base import JournalBase
 from .rows import batch_rows, last_rows
 
@@ -30,7 +30,7 @@ def prune(journal: JournalBase, before: datetime, *, query_name: str | None = No
     read the hole as a gap). Point-in-time and state-aware restarts need the history
     they rewind into: pick ``before`` older than the longest rewind you may want.
     """
-    b, k = batches.c, kafka_partitions.c
+    b = batches.c
 
     def newest(conn: sa.Connection) -> list[tuple[str, int, datetime | None]]:
         names = ([query_name] if query_name is not None else
@@ -53,9 +53,7 @@ def prune(journal: JournalBase, before: datetime, *, query_name: str | None = No
         def count(conn: sa.Connection) -> PruneResult:
             ids = sa.select(doomed.c.id).scalar_subquery()
             n = conn.execute(sa.select(sa.func.count()).select_from(doomed)).scalar_one()
-            rows = conn.execute(sa.select(sa.func.count()).select_from(kafka_partitions)
-                                .where(k.batch_pk.in_(ids))).scalar_one()
-            return PruneResult(n, rows, kept_newest)
+            return PruneResult(n, _partition_values(conn, ids), kept_newest)
         result: PruneResult = journal.run_read(count)
         return result
     everything: list[int] = journal.run_read(
@@ -64,13 +62,24 @@ def prune(journal: JournalBase, before: datetime, *, query_name: str | None = No
     for start in range(0, len(everything), chunk):
         ids = everything[start:start + chunk]
         with journal.connect() as conn, conn.begin():
-            rows += conn.execute(sa.select(sa.func.count()).select_from(kafka_partitions)
-                                 .where(k.batch_pk.in_(ids))).scalar_one()
-            # batch_sources go by their foreign key's cascade, partition rows with
-            # them (migration 0002's trigger).
+            rows += _partition_values(conn, ids)
+            # The source rows (their offsets arrays with them) in one statement, the
+            # partition rows with them (migration 0002's trigger); then the batches.
+            conn.execute(sa.delete(batch_sources).where(batch_sources.c.batch_pk.in_(ids)))
             deleted += conn.execute(sa.delete(batches).where(b.id.in_(ids))).rowcount
         log.info("offset-journal: pruned %d batches so far", deleted)
     return PruneResult(deleted, rows, kept_newest)
+
+
+def _partition_values(conn: sa.Connection, ids: Any) -> int:
+    """How many partition offsets the batches ``ids`` hold: the arrays' lengths and the
+    rows of kafka_partition_rows (counted without unnesting the view)."""
+    s, r = batch_sources.c, kafka_partition_rows.c
+    arrays = sa.select(sa.func.coalesce(sa.func.sum(sa.func.cardinality(s.end_offsets)), 0)
+                       ).where(s.batch_pk.in_(ids)).scalar_subquery()
+    rows = sa.select(sa.func.count()).select_from(kafka_partition_rows).where(
+        r.batch_pk.in_(ids)).scalar_subquery()
+    return int(conn.execute(sa.select(arrays + rows)).scalar_one())
 
 
 def _prefixes(before: datetime, query_name: str | None, keep: Sequence[int]) -> Any:

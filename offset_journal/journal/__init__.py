@@ -53,7 +53,7 @@ class Journal(Writes, Queries):
     """
 
     def prune(self, before: datetime, *, query_name: str | None = None,
-              dry_run: bool = False, chunk: int = 1000) -> PruneResult:
+              dry_run: bool = False, chunk: int = 5000) -> PruneResult:
         """Delete batches triggered before ``before`` (each query's newest is kept); see
         :func:`offset_journal.journal.retention.prune`."""
         return prune(self, before, query_name=query_name, dry_run=dry_run, chunk=chunk)

@@ -13,6 +13,7 @@ from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any
 
+import psycopg
 import sqlalchemy as sa
 
 from .errors import ConfigError
@@ -93,8 +94,18 @@ def _no_prepared_statements(dbapi_connection: Any, _record: Any) -> None:
 def _statement_timeout(ms: int) -> Callable[[sa.Connection], None]:
     """A ``begin`` hook that bounds every statement of the transaction to ``ms``: set
     per transaction, so that it holds on whichever server connection a pooler picks."""
+    statement = f"SET LOCAL statement_timeout = {ms}"
+
     def begin(conn: sa.Connection) -> None:
-        conn.exec_driver_sql(f"SET LOCAL statement_timeout = {ms}")
+        driver = conn.connection.driver_connection
+        if isinstance(driver, psycopg.Connection) and psycopg.Pipeline.is_supported():
+            # BEGIN and the SET in one round trip (a 1-partition batch is a few round
+            # trips: one fewer is a fifth of its time); the results are read at the end
+            # of the pipeline, the connection left in its transaction as without it.
+            with driver.pipeline():
+                driver.execute(statement)
+            return
+        conn.exec_driver_sql(statement)
 
     return begin
 

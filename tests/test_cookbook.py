@@ -118,11 +118,12 @@ def test_cookbook_queries_answer_what_the_journal_api_says(journal):
 
 def _lag_queries_answer_from_what_spark_reported(url: str, history: list) -> None:
     """The lag queries against lag computed here from each source's latestOffset JSON as
-    Spark reported it (batch_sources.latest_offset) and the batches' end offsets."""
+    Spark reported it (the source_offsets view: batch_sources keeps it only where the
+    partition values do not rebuild it) and the batches' end offsets."""
     sql = cookbook()
     latest_json = {(r["run_id"], r["batch_id"]): r["latest_offset"] for r in _run(url, """
         SELECT b.run_id, b.batch_id, s.latest_offset FROM offset_journal.batches b
-        JOIN offset_journal.batch_sources s ON s.batch_pk = b.id""")}
+        JOIN offset_journal.source_offsets s ON s.batch_pk = b.id""")}
     lags = {}  # (run, batch) -> {(topic, partition): lag}, in trigger order
     for b in sorted(history, key=lambda b: (b.trigger_at, b.batch_id)):
         latest = latest_json[(b.run_id, b.batch_id)]

@@ -105,9 +105,12 @@ def test_subscribe_splits_by_max_offsets_and_keeps_latest_offset_and_metrics(
     rows = _check_journal_matches_progress(journal_url, q)
     assert sum(end - (start or 0) for *_x, start, end in rows) == 30
     # What the connector reports besides the offsets: latestOffset (the end of each
-    # partition when the batch was planned) and its metrics (how far behind it is).
+    # partition when the batch was planned; stored per partition, the source_offsets
+    # view gives the JSON back) and its metrics (how far behind it is).
     stored = sql_rows(journal_url, """
-        select b.batch_id, s.latest_offset, s.metrics from offset_journal.batch_sources s
+        select b.batch_id, o.latest_offset, s.metrics from offset_journal.batch_sources s
+        join offset_journal.source_offsets o
+          on o.batch_pk = s.batch_pk and o.source_index = s.source_index
         join offset_journal.batches b on b.id = s.batch_pk where b.query_name = :q
         order by b.batch_id""", q=name)
     sources = [p["sources"][0] for p in progress]

@@ -55,8 +55,8 @@ def _differences(a: list[int | None], b: list[int]) -> list[int | None]:
 
 
 def _bounds(values: list[int | None]) -> tuple[int, int]:
-    known = [v for v in values if v is not None]
-    return (min(known), max(known)) if known else (0, 0)
+    known = [v for v in values if v is not None] if None in values else values
+    return (min(known), max(known)) if known else (0, 0)  # type: ignore[type-var,return-value]
 
 
 def encode(parts: Sequence[PartitionOffset], latests: Sequence[int | None]) -> Arrays | None:
@@ -66,8 +66,9 @@ def encode(parts: Sequence[PartitionOffset], latests: Sequence[int | None]) -> A
     ends: list[int] = list(map(itemgetter(3), parts))
     if None in ends:
         return None
-    spans = [None if s is None else -s for s in map(itemgetter(2), parts)]
-    spans = _differences(spans, [-e for e in ends])  # -start - -end = end - start
+    starts: list[int | None] = list(map(itemgetter(2), parts))
+    spans = ([None if s is None else e - s for e, s in zip(ends, starts, strict=True)]
+             if None in starts else list(map(sub, ends, starts)))
     lags = _differences(list(latests), ends)  # latest - end
     (span_lo, span_hi), (lag_lo, lag_hi) = _bounds(spans), _bounds(lags)
     if min(span_lo, lag_lo) < _INT4_MIN or max(span_hi, lag_hi) > _INT4_MAX:

@@ -6,21 +6,28 @@ scripts run as ``.venv/bin/python bench/<name>.py``, so bench/ is on sys.path).
 
 from __future__ import annotations
 
+import argparse
 import json
 import os
 import platform
+import random
 import shutil
 import statistics
 import subprocess
 import sys
-from collections.abc import Iterator, Sequence
+import tempfile
+from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from pathlib import Path
-from typing import Any
+from typing import IO, Any
 
 ROOT = Path(__file__).resolve().parent.parent
-if str(ROOT) not in sys.path:  # the package and tests/ without installing anything
-    sys.path.insert(0, str(ROOT))
+BENCH = ROOT / "bench"
+TREE_ENV = "OFFSET_JOURNAL_BENCH_TREE"
+"""Set in a TreeProcess child: the exported tree whose offset_journal it imports."""
+_TREE = os.environ.get(TREE_ENV) or str(ROOT)
+if _TREE not in sys.path:  # the package and tests/ without installing anything
+    sys.path.insert(0, _TREE)
 
 QUERY_ID = "ce011fdc-8762-4dcb-84eb-a77333e28109"
 RUN_ID = "88e2ff94-ede0-45a8-b687-6316fbef529a"
@@ -173,6 +180,156 @@ def delay_proxy(target: str, rtt_ms: float) -> Iterator[int]:
         proc.wait(10)
 
 
+# ------------------------------------------------------------------ the previous release
+
+PREVIOUS_RELEASE = "79f8003"
+"""The last commit before issue 22's storage change (Kafka offsets as per-source arrays
+instead of one kafka_partitions row per partition): what ``--previous`` defaults to."""
+
+
+def _git(*args: str) -> str:
+    """``git -C ROOT args`` (the bench's own checkout); its stdout, stripped."""
+    done = subprocess.run(["git", "-C", str(ROOT), *args], capture_output=True, text=True,
+                          check=True)
+    return done.stdout.strip()
+
+
+def previous_release(rev: str = PREVIOUS_RELEASE) -> Path:
+    """The repository's tree at git revision ``rev``, exported once (``git archive | tar
+    -x``) into ~/.cache/offset-journal/releases/<full sha>/. Exits with one line when
+    ``rev`` is not in this checkout (a shallow clone, a tarball)."""
+    try:
+        sha = _git("rev-parse", "--verify", "--quiet", f"{rev}^{{commit}}")
+    except (OSError, subprocess.CalledProcessError):
+        try:
+            shallow = _git("rev-parse", "--is-shallow-repository") == "true"
+        except (OSError, subprocess.CalledProcessError):  # no git, or not a repository
+            shallow = False
+        hint = ("it is a shallow clone: `git fetch --unshallow` first" if shallow else
+                "pass another revision")
+        raise SystemExit(f"bench: git revision {rev!r} is not in {ROOT} ({hint})") from None
+    cache = Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache")
+    dest = cache / "offset-journal" / "releases" / sha
+    if (dest / "offset_journal" / "__init__.py").is_file():
+        return dest
+    dest.parent.mkdir(parents=True, exist_ok=True)
+    tmp = Path(tempfile.mkdtemp(prefix=f".{sha}-", dir=dest.parent))
+    archive = subprocess.Popen(["git", "-C", str(ROOT), "archive", "--format=tar", sha],
+                               stdout=subprocess.PIPE)
+    untar = subprocess.run(["tar", "-x", "-C", str(tmp)], stdin=archive.stdout)
+    assert archive.stdout is not None
+    archive.stdout.close()
+    if archive.wait() or untar.returncode:
+        rmtree(tmp)
+        raise SystemExit(f"bench: could not export {rev} ({sha}) from {ROOT} to {dest}")
+    try:
+        tmp.rename(dest)  # atomic: a concurrent export of the same sha may have won
+    except OSError:
+        rmtree(tmp)
+    return dest
+
+
+def add_tree_options(parser: argparse.ArgumentParser) -> None:
+    """``--previous REV`` and ``--current REV`` for the scripts comparing two releases."""
+    parser.add_argument("--previous", default=PREVIOUS_RELEASE, metavar="REV",
+                        help="git revision of the previous release (default %(default)s)")
+    parser.add_argument("--current", metavar="REV",
+                        help="compare with this revision instead of the working tree (e.g. "
+                             "the previous one again: both sides should then match)")
+
+
+def trees(args: argparse.Namespace) -> tuple[Path, Path]:
+    """(previous, current) source trees from ``add_tree_options``' options."""
+    return (previous_release(args.previous),
+            previous_release(args.current) if args.current else ROOT)
+
+
+def describe_tree(tree: Path) -> str:
+    """Which code a tree is, for the report."""
+    if tree != ROOT:
+        return f"revision {tree.name[:10]} (exported to {tree})"
+    try:
+        dirty = " with uncommitted changes" if _git("status", "--porcelain") else ""
+        return f"the working tree {ROOT} (HEAD {_git('rev-parse', '--short', 'HEAD')}{dirty})"
+    except (OSError, subprocess.CalledProcessError):
+        return f"the working tree {ROOT}"
+
+
+class TreeProcess:
+    """A Python child whose ``import offset_journal`` is ``tree``'s (PYTHONPATH; the
+    current venv's dependencies), serving calls to the functions of one bench module:
+    ``call(fn, **kwargs)`` runs ``module.fn(**kwargs)`` there. Arguments and results go
+    as JSON lines over its stdin/stdout; whatever it prints goes to stderr. The module
+    keeps any state (an open journal) between calls."""
+
+    def __init__(self, tree: Path, module: str, label: str) -> None:
+        self.label = label
+        env = {**os.environ, TREE_ENV: str(tree),
+               "PYTHONPATH": os.pathsep.join([str(tree), str(BENCH)])}
+        # cwd: the tree, so that the '' sys.path entry of ``-c`` is not this checkout
+        self.proc = subprocess.Popen(
+            [sys.executable, "-c", f"import _common; _common.serve({module!r})"],
+            stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True, env=env, cwd=tree)
+
+    def call(self, fn: str, **kwargs: Any) -> Any:
+        stdin, stdout = self.proc.stdin, self.proc.stdout
+        assert stdin is not None and stdout is not None
+        try:
+            stdin.write(json.dumps({"fn": fn, "kwargs": kwargs}) + "\n")
+            stdin.flush()
+        except BrokenPipeError:
+            pass  # reported below
+        line = stdout.readline()
+        if not line:
+            raise RuntimeError(f"{self.label}: its process ended (exit {self.proc.wait()}), "
+                               "see its stderr above")
+        reply = json.loads(line)
+        if "error" in reply:
+            raise RuntimeError(f"{self.label}: {fn}: {reply['error']} (traceback above)")
+        return reply["result"]
+
+    def close(self) -> None:
+        if self.proc.stdin is not None:
+            self.proc.stdin.close()
+        try:
+            self.proc.wait(60)
+        except subprocess.TimeoutExpired:
+            self.proc.kill()
+            self.proc.wait()
+
+    def __enter__(self) -> TreeProcess:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+
+def serve(module: str) -> None:
+    """TreeProcess's child: answer calls on stdin until it closes."""
+    import importlib
+    import traceback
+
+    out: IO[str] = os.fdopen(os.dup(1), "w")
+    os.dup2(2, 1)  # prints (and C-level writes) go to stderr, the protocol has fd 1
+    sys.stdout = sys.stderr
+    import offset_journal
+
+    tree = Path(os.environ[TREE_ENV]).resolve()
+    if not Path(offset_journal.__file__).resolve().is_relative_to(tree):
+        raise SystemExit(f"bench: offset_journal came from {offset_journal.__file__}, "
+                         f"not from {tree}")
+    mod = importlib.import_module(module)
+    for line in sys.stdin:
+        request = json.loads(line)
+        try:
+            reply = {"result": getattr(mod, request["fn"])(**request["kwargs"])}
+        except Exception as e:  # the parent reports it, the traceback goes to stderr
+            traceback.print_exc()
+            reply = {"error": f"{type(e).__name__}: {e}".splitlines()[0]}
+        out.write(json.dumps(reply) + "\n")
+        out.flush()
+
+
 # ------------------------------------------------------------------ payloads
 
 
@@ -188,13 +345,66 @@ def kafka_offsets(partitions: int, base: int, per_topic: int = 100) -> dict[str,
 def kafka_progress(batch_id: int, partitions: int, *, name: str = "bench_q",
                    run_id: str = RUN_ID, query_id: str = QUERY_ID,
                    timestamp: str = "2026-01-01T00:00:00.000Z") -> str:
-    """A progress JSON shaped as Spark's Kafka source reports it (one KafkaV2 source)."""
-    start = kafka_offsets(partitions, batch_id * 1000)
+    """A progress JSON shaped as Spark's Kafka source reports it (one KafkaV2 source).
+
+    Uniform offsets: batch_id * 1000 + 7 * i for partition i (small, the same advance
+    everywhere) and latestOffset == endOffset. See realistic_progress for data that
+    does not flatter compression."""
     end = kafka_offsets(partitions, (batch_id + 1) * 1000)
+    return _progress_json(batch_id, kafka_offsets(partitions, batch_id * 1000), end, end,
+                          rows=1000 * partitions, lags=None, name=name, run_id=run_id,
+                          query_id=query_id, timestamp=timestamp)
+
+
+REALISTIC = ("realistic offsets: each partition's own base in [10^8, 10^10] (seeded RNG), "
+             "the log growing 0-2,000 records per partition and batch, the batch ending "
+             "0-500 records behind latestOffset for 80% of partitions (at it for the rest)")
+
+
+def realistic_progress(partitions: int, batches: int, *, seed: int, name: str = "bench_q",
+                       run_id: str = RUN_ID, query_id: str = QUERY_ID,
+                       timestamp: Callable[[int], str] = lambda b: "2026-01-01T00:00:00.000Z",
+                       ) -> Iterator[str]:
+    """Progress JSONs of batches 0 .. ``batches`` - 1 of one run (see REALISTIC), the
+    same for the same (seed, partitions, name, run_id). Topics as kafka_offsets. Each
+    batch starts where the previous one ended; latestOffset is the log's end, which
+    never goes back; the metrics are the batch's real offsets behind latest."""
+    rng = random.Random(f"{seed}/{partitions}/{name}/{run_id}")
+    keys = [(f"topic-{i // 100:03d}", str(i % 100)) for i in range(partitions)]
+    log_end = [rng.randint(10 ** 8, 10 ** 10) for _ in keys]
+    end = list(log_end)
+
+    def nest(values: list[int]) -> dict[str, dict[str, int]]:
+        out: dict[str, dict[str, int]] = {}
+        for (topic, partition), v in zip(keys, values, strict=True):
+            out.setdefault(topic, {})[partition] = v
+        return out
+
+    for batch_id in range(batches):
+        start = end
+        log_end = [e + rng.randint(0, 2000) for e in log_end]
+        end = [max(s, e - (rng.randint(0, 500) if rng.random() < 0.8 else 0))
+               for s, e in zip(start, log_end, strict=True)]
+        yield _progress_json(batch_id, nest(start), nest(end), nest(log_end),
+                             rows=sum(end) - sum(start),
+                             lags=[e - x for e, x in zip(log_end, end, strict=True)],
+                             name=name, run_id=run_id, query_id=query_id,
+                             timestamp=timestamp(batch_id))
+
+
+def _progress_json(batch_id: int, start: dict[str, dict[str, int]],
+                   end: dict[str, dict[str, int]], latest: dict[str, dict[str, int]], *,
+                   rows: int, lags: list[int] | None, name: str, run_id: str, query_id: str,
+                   timestamp: str) -> str:
     topics = ",".join(sorted(end))
+    metrics = ({"avgOffsetsBehindLatest": "0.0", "maxOffsetsBehindLatest": "0",
+                "minOffsetsBehindLatest": "0"} if lags is None else
+               {"avgOffsetsBehindLatest": str(sum(lags) / len(lags)),
+                "maxOffsetsBehindLatest": str(max(lags)),
+                "minOffsetsBehindLatest": str(min(lags))})
     body = {
         "id": query_id, "runId": run_id, "name": name, "timestamp": timestamp,
-        "batchId": batch_id, "batchDuration": 812, "numInputRows": 1000 * partitions,
+        "batchId": batch_id, "batchDuration": 812, "numInputRows": rows,
         "inputRowsPerSecond": 1234.5, "processedRowsPerSecond": 2345.6,
         "durationMs": {"addBatch": 650, "commitOffsets": 40, "getBatch": 1,
                        "latestOffset": 12, "queryPlanning": 30, "triggerExecution": 812,
@@ -206,11 +416,9 @@ def kafka_progress(batch_id: int, partitions: int, *, name: str = "bench_q",
                             "numRowsUpdated": 120, "memoryUsedBytes": 1048576}],
         "sources": [{
             "description": f"KafkaV2[Subscribe[{topics[:200]}]]",
-            "startOffset": start, "endOffset": end, "latestOffset": end,
-            "numInputRows": 1000 * partitions, "inputRowsPerSecond": 1234.5,
-            "processedRowsPerSecond": 2345.6,
-            "metrics": {"avgOffsetsBehindLatest": "0.0", "maxOffsetsBehindLatest": "0",
-                        "minOffsetsBehindLatest": "0"},
+            "startOffset": start, "endOffset": end, "latestOffset": latest,
+            "numInputRows": rows, "inputRowsPerSecond": 1234.5,
+            "processedRowsPerSecond": 2345.6, "metrics": metrics,
         }],
         "sink": {"description": "DeltaSink[s3://bucket/table]", "numOutputRows": 1000},
     }

@@ -1,22 +1,32 @@
-"""Journal write per batch against the floor, for 1 to 10,000 Kafka partitions.
+"""Journal write per batch against the floor and against the previous release, for 1
+to 10,000 Kafka partitions.
 
-Per rep and partition count, alternating which goes first:
+Per rep and partition count, in an order that changes every rep (the two journals
+alternate which goes first; see main):
 
 * journal: ``Journal.record_batch(rec)`` of a BatchRecord from ``batch_from_progress``,
   on the journal as the writer opens it (``writer_journal``), in its own transaction as
-  the writer does: pool checkout, one statement for the run, batch and source rows,
-  partition rows by COPY, commit;
-* floor: with psycopg directly on an open connection, in one transaction, the same batch
-  row INSERT ... RETURNING id into a scratch copy of ``batches`` and one COPY of the same
-  partition rows (prepared tuples) into a scratch copy of ``kafka_partitions`` (``LIKE
-  ... INCLUDING ALL``: same columns, primary key and index; no triggers);
-* floor + checks: the same, but into the journal's own tables (a minimal batch_sources
-  row first), so that the partition rows' integrity check (migration 0002's statement
-  trigger) is paid: the difference to the floor is what that check costs, the rest of
-  the journal's extra time is the run row and the source row's three JSONB offsets;
-* parse: ``batch_from_progress(json)`` alone (it runs in the writer thread too).
+  the writer does, in a child process importing the working tree's ``offset_journal``
+  (``--current REV``: that revision's), on a database at its schema's head; timed in the
+  child;
+* previous: the same, in a child importing the previous release's code (``--previous
+  REV``, default _common.PREVIOUS_RELEASE, exported from git), on its own database at
+  its own schema (its migrations): the same payloads, timed the same way;
+* floor: with psycopg directly on an open connection to a third database (at the
+  current schema, so that neither journal's tables grow by the floors' rows), the same
+  data written by one plain statement in one transaction: a CTE inserting the batch
+  row and its source row with the offset arrays (encoded beforehand by the journal's
+  own functions) into scratch copies of ``batches`` and ``batch_sources`` (``LIKE ...
+  INCLUDING ALL``: same columns, keys, indexes and CHECKs; no triggers, no foreign
+  keys);
+* floor + checks: the same statement into the journal's own tables, so that the
+  history guard (migration 0004's triggers), the layout foreign key and the arrays'
+  checks (0013) are paid: the difference to the floor is what they cost;
+* parse: ``batch_from_progress(json)`` alone (it runs in the writer thread too), timed
+  in each child.
 
     .venv/bin/python bench/journal_write.py [--reps 30 --sizes 1,100,1000,10000]
+    .venv/bin/python bench/journal_write.py --current 79f8003  # the same code twice
 """
 
 from __future__ import annotations
@@ -25,14 +35,26 @@ import argparse
 import sys
 import time
 from dataclasses import replace
+from typing import Any
 
-from _common import QUERY_ID, header, journal_database, kafka_progress, postgres, quantile, table
+from _common import (
+    QUERY_ID,
+    TreeProcess,
+    add_tree_options,
+    describe_tree,
+    header,
+    kafka_progress,
+    postgres,
+    quantile,
+    table,
+    trees,
+)
 
 SCRATCH = """
 CREATE SCHEMA IF NOT EXISTS scratch;
 CREATE TABLE IF NOT EXISTS scratch.batches (LIKE offset_journal.batches INCLUDING ALL);
-CREATE TABLE IF NOT EXISTS scratch.kafka_partitions
-    (LIKE offset_journal.kafka_partitions INCLUDING ALL);
+CREATE TABLE IF NOT EXISTS scratch.batch_sources
+    (LIKE offset_journal.batch_sources INCLUDING ALL);
 """
 
 BATCH_COLUMNS = ("run_id", "query_id", "query_name", "batch_id", "trigger_at",
@@ -41,23 +63,89 @@ BATCH_COLUMNS = ("run_id", "query_id", "query_name", "batch_id", "trigger_at",
                  "event_time_avg", "state_operators", "sink_description", "num_output_rows")
 
 
-def floor_write(conn, rec, rows, schema: str = "scratch") -> None:  # type: ignore[no-untyped-def]
+def floor_source(rec: Any) -> tuple[dict[str, Any], dict[str, Any]]:
+    """The batch's one Kafka source as the journal stores it (its arrays, encoded by the
+    journal's own functions), and its layout row: prepared outside the timed write."""
+    from offset_journal.journal.arrays import encode, layout_id
+    from offset_journal.journal_checks import partition_latests
+
+    src = rec.sources[0]
+    arrays = encode(src.partitions, partition_latests(src))
+    assert arrays is not None
+    key = layout_id(arrays.pairs)
+    row = {"source_index": src.index, "description": src.description, "kind": src.kind,
+           "num_input_rows": src.num_input_rows, "metrics": src.metrics, "kafka_layout": key,
+           "end_offsets": arrays.end_offsets,
+           "read_spans" if arrays.spans_narrow else "read_spans_wide": arrays.read_spans,
+           "latest_lags" if arrays.lags_narrow else "latest_lags_wide": arrays.latest_lags}
+    layout = {"layout_id": key, "topics": [t for t, _ in arrays.pairs],
+              "partitions": [p for _, p in arrays.pairs]}
+    return row, layout
+
+
+_CASTS = {"end_offsets": "::bigint[]", "read_spans": "::smallint[]", "latest_lags": "::smallint[]",
+          "read_spans_wide": "::integer[]", "latest_lags_wide": "::integer[]",
+          "metrics": "::jsonb"}
+
+
+def floor_write(conn: Any, rec: Any, source: dict[str, Any], schema: str = "scratch") -> None:
+    """The floor: the same batch row and source row (with its offset arrays) written by
+    one plain statement (a CTE), in one transaction, with psycopg on an open connection."""
     from psycopg.types.json import Jsonb
 
     values = [getattr(rec, c) for c in BATCH_COLUMNS]
     values[6], values[14] = Jsonb(values[6]), Jsonb(values[14])
-    with conn.transaction(), conn.cursor() as cur:
-        cur.execute(f"INSERT INTO {schema}.batches ({', '.join(BATCH_COLUMNS)}) VALUES "  # noqa: S608
-                    f"({', '.join(['%s'] * len(BATCH_COLUMNS))}) RETURNING id", values)
-        pk = cur.fetchone()[0]
-        if schema != "scratch":  # the partition rows' check needs their source row
-            cur.execute(f"INSERT INTO {schema}.batch_sources (batch_pk, source_index, kind) "  # noqa: S608
-                        "SELECT %s, i, 'kafka' FROM unnest(%s::int[]) i",
-                        (pk, sorted({r[0] for r in rows})))
-        with cur.copy(f"COPY {schema}.kafka_partitions (batch_pk, source_index, topic, "
-                      "partition, start_offset, end_offset) FROM STDIN") as copy:
-            for row in rows:
-                copy.write_row((pk, *row))
+    cols = list(source)
+    params = [Jsonb(v) if c == "metrics" and v is not None else v
+              for c, v in source.items()]
+    sql = (f"WITH b AS (INSERT INTO {schema}.batches ({', '.join(BATCH_COLUMNS)}) VALUES "  # noqa: S608
+           f"({', '.join(['%s'] * len(BATCH_COLUMNS))}) RETURNING id) "
+           f"INSERT INTO {schema}.batch_sources (batch_pk, {', '.join(cols)}) "
+           f"SELECT b.id, {', '.join('%s' + _CASTS.get(c, '') for c in cols)} FROM b")
+    with conn.transaction():
+        conn.execute(sql, values + params)
+
+
+# ------------------------------------------------------------------ in a tree's child
+
+_JOURNAL: list[Any] = []
+
+
+def migrate(url: str) -> str | None:
+    """The schema at this tree's head; its revision."""
+    from offset_journal.db import current_revision, upgrade
+
+    upgrade(url)
+    return current_revision(url)
+
+
+def open_journal(url: str) -> str | None:
+    """The schema at this tree's head, and the journal as the writer opens it; the
+    schema's revision."""
+    from offset_journal.writer import WriterConfig, writer_journal
+
+    revision = migrate(url)
+    _JOURNAL[:] = [writer_journal(WriterConfig(url, spool_dir="unused"))]
+    return revision
+
+
+def write(size: int, rep: int, run_id: str) -> tuple[float, float]:
+    """Seconds to parse batch ``rep`` of ``size`` partitions, and to record it."""
+    from offset_journal.records import batch_from_progress
+
+    payload = kafka_progress(rep, size, run_id=run_id, query_id=QUERY_ID)
+    t0 = time.perf_counter()
+    rec = batch_from_progress(payload)
+    t1 = time.perf_counter()
+    assert _JOURNAL[0].record_batch(rec)
+    return t1 - t0, time.perf_counter() - t1
+
+
+def close_journal() -> None:
+    _JOURNAL.pop().close()
+
+
+# ------------------------------------------------------------------ the run
 
 
 def main(args: argparse.Namespace) -> None:
@@ -65,71 +153,123 @@ def main(args: argparse.Namespace) -> None:
     import sqlalchemy as sa
 
     from offset_journal.records import batch_from_progress
-    from offset_journal.writer import WriterConfig, writer_journal
 
-    header("Journal write per batch vs. the floor", args)
-    with postgres(args.admin_url) as server:
-        url = journal_database(server)
-        journal = writer_journal(WriterConfig(url, spool_dir="unused"))
-        with journal.engine.begin() as c:
-            c.exec_driver_sql(SCRATCH)
-        dsn = sa.engine.make_url(url).set(drivername="postgresql").render_as_string(False)
+    previous, current = trees(args)  # exits with one line if --previous is not in git
+    header("Journal write per batch vs. the floor and the previous release", args)
+    print(f"* previous: {args.previous} = {describe_tree(previous)}")
+    print(f"* current: {describe_tree(current)}")
+    with postgres(args.admin_url) as server, \
+            TreeProcess(previous, "journal_write", "previous") as old, \
+            TreeProcess(current, "journal_write", "current") as new:
+        # three databases, so that each journal writes into tables only it grows: the
+        # floors' into the third, at the current schema
+        revisions = {
+            "current": new.call("open_journal", url=server.create_database("oj_bench")),
+            "previous": old.call("open_journal", url=server.create_database("oj_previous"))}
+        floor_url = server.create_database("oj_floor")
+        new.call("migrate", url=floor_url)
+        print(f"* schemas: previous at {revisions['previous']}, current (and the floors') at "
+              f"{revisions['current']}")
+        dsn = sa.engine.make_url(floor_url).set(drivername="postgresql").render_as_string(False)
         floor_conn = psycopg.connect(dsn)
         with floor_conn.transaction():
+            floor_conn.execute(SCRATCH)
             floor_conn.execute("INSERT INTO offset_journal.query_runs (run_id, query_id, "
                                "query_name, named) SELECT 'floor-' || n, 'q', 'floor', true "
                                "FROM unnest(%s::int[]) n", (args.sizes,))
+        sys.stdout.flush()
         results = []
         for size in args.sizes:
             run_id = f"bench-run-{size}"
-            parse_t, journal_t, floor_t, fk_t, ratios = [], [], [], [], []
-            variants = ["journal", "floor", "floor_fk"]
+            t: dict[str, list[float]] = {k: [] for k in (
+                "parse", "journal", "floor", "floor_fk", "previous", "previous_parse")}
             for rep in range(args.warmup + args.reps):
-                payload = kafka_progress(rep, size, run_id=run_id, query_id=QUERY_ID)
-                t0 = time.perf_counter()
-                rec = batch_from_progress(payload)
-                parse = time.perf_counter() - t0
-                rows = [(s.index, p.topic, p.partition, p.start, p.end)
-                        for s in rec.sources for p in s.partitions]
+                # the two journals alternate which goes first, the two floors too, and
+                # every other two reps the floors go first: j p f fk, p j fk f, f fk j p,
+                # fk f p j
+                pair, floors = ["journal", "previous"], ["floor", "floor_fk"]
+                if rep % 2:
+                    pair, floors = pair[::-1], floors[::-1]
+                order = pair + floors if rep // 2 % 2 == 0 else floors + pair
+                rec = batch_from_progress(kafka_progress(rep, size, run_id=run_id,
+                                                         query_id=QUERY_ID))
+                source, layout = floor_source(rec)
+                if rep == 0:  # the journal's own tables need the layout (foreign key)
+                    with floor_conn.transaction():
+                        floor_conn.execute(
+                            "INSERT INTO offset_journal.kafka_layouts (layout_id, topics, "
+                            "partitions) VALUES (%(layout_id)s, %(topics)s, "
+                            "%(partitions)s::integer[]) ON CONFLICT DO NOTHING", layout)
                 timings = {}
-                for which in variants[rep % 3:] + variants[:rep % 3]:  # rotate the order
-                    t0 = time.perf_counter()
+                for which in order:
                     if which == "journal":
-                        assert journal.record_batch(rec)
-                    elif which == "floor":
-                        floor_write(floor_conn, rec, rows)
+                        timings["parse"], timings["journal"] = new.call(
+                            "write", size=size, rep=rep, run_id=run_id)
+                    elif which == "previous":
+                        timings["previous_parse"], timings["previous"] = old.call(
+                            "write", size=size, rep=rep, run_id=run_id)
                     else:
-                        floor_write(floor_conn, replace(rec, run_id=f"floor-{size}"), rows,
-                                    "offset_journal")
-                    timings[which] = time.perf_counter() - t0
+                        t0 = time.perf_counter()
+                        if which == "floor":
+                            floor_write(floor_conn, rec, source)
+                        else:
+                            floor_write(floor_conn, replace(rec, run_id=f"floor-{size}"),
+                                        source, "offset_journal")
+                        timings[which] = time.perf_counter() - t0
                 if rep >= args.warmup:
-                    parse_t.append(parse)
-                    journal_t.append(timings["journal"])
-                    floor_t.append(timings["floor"])
-                    fk_t.append(timings["floor_fk"])
-                    ratios.append(timings["journal"] / timings["floor"])
-            results.append((size, parse_t, journal_t, floor_t, fk_t, ratios))
-            print(f"{size} partitions: journal {quantile(journal_t, .5) * 1e3:.2f} ms, floor "
-                  f"{quantile(floor_t, .5) * 1e3:.2f} ms", file=sys.stderr, flush=True)
+                    for k, v in timings.items():
+                        t[k].append(v)
+            results.append((size, t))
+            print(f"{size} partitions: journal {quantile(t['journal'], .5) * 1e3:.2f} ms, "
+                  f"previous {quantile(t['previous'], .5) * 1e3:.2f} ms, floor "
+                  f"{quantile(t['floor'], .5) * 1e3:.2f} ms", file=sys.stderr, flush=True)
         floor_conn.close()
-        journal.close()
+        new.call("close_journal")
+        old.call("close_journal")
+    report(args, results)
 
+
+def report(args: argparse.Namespace, results: list[tuple[int, dict[str, list[float]]]]) -> None:
     def cell(xs: list[float]) -> str:
         return (f"{quantile(xs, .5) * 1e3:.2f} ({quantile(xs, .25) * 1e3:.2f}-"
                 f"{quantile(xs, .75) * 1e3:.2f})")
 
-    rows_out = []
-    for size, parse_t, journal_t, floor_t, fk_t, ratios in results:
-        ok = quantile(ratios, .5) <= 2.0 and (size < 10_000 or quantile(journal_t, .5) < 0.1)
-        rows_out.append([
-            f"{size:,}", cell(parse_t), cell(journal_t), cell(floor_t), cell(fk_t),
-            f"{quantile(ratios, .5):.2f} ({quantile(ratios, .25):.2f}-{quantile(ratios, .75):.2f})",
-            cell([p + j for p, j in zip(parse_t, journal_t, strict=True)]),
+    def ratio(num: list[float], den: list[float]) -> str:
+        rs = [a / b for a, b in zip(num, den, strict=True)]  # per rep: adjacent in time
+        return f"{quantile(rs, .5):.2f} ({quantile(rs, .25):.2f}-{quantile(rs, .75):.2f})"
+
+    floor_rows, previous_rows = [], []
+    for size, t in results:
+        journal_floor = quantile([a / b for a, b in zip(t["journal"], t["floor"], strict=True)],
+                                 .5)
+        speedup = quantile([a / b for a, b in zip(t["previous"], t["journal"], strict=True)],
+                           .5)
+        # issue 22: a 1-partition batch within 1.5x the floor, a 10,000-partition batch
+        # at least 4x faster than the previous release; others within 2x the floor
+        ok = (journal_floor <= 1.5 if size == 1 else
+              speedup >= 4.0 if size >= 10_000 else journal_floor <= 2.0)
+        floor_rows.append([
+            f"{size:,}", cell(t["parse"]), cell(t["journal"]), cell(t["floor"]),
+            cell(t["floor_fk"]), ratio(t["journal"], t["floor"]),
+            cell([p + j for p, j in zip(t["parse"], t["journal"], strict=True)]),
             "yes" if ok else "**no**",
         ])
-    print(f"\n{args.reps} reps per size (after {args.warmup} warm-up), medians with p25-p75.\n")
+        previous_rows.append([
+            f"{size:,}", cell(t["previous"]), cell(t["journal"]),
+            ratio(t["journal"], t["previous"]), ratio(t["previous"], t["journal"]),
+            cell(t["previous_parse"]), cell(t["parse"]),
+        ])
+    print(f"\n{args.reps} reps per size (after {args.warmup} warm-up), medians with p25-p75; "
+          "ratios are medians of the per-rep ratios.\n")
+    print("Current (journal) against the floor:\n")
     print(table(["partitions", "parse ms", "journal write ms", "floor ms", "floor + checks ms",
-                 "journal / floor", "parse + write ms", "target met"], rows_out))
+                 "journal / floor", "parse + write ms", "target met"], floor_rows))
+    print("\nCurrent against the previous release (same payloads, each on its own schema):\n")
+    print(table(["partitions", "previous write ms", "current write ms", "current / previous",
+                 "speed-up (previous / current)", "previous parse ms", "current parse ms"],
+                previous_rows))
+    print("\nTargets (issue 22): 1 partition <= 1.5x the floor; 10,000 partitions >= 4x "
+          "faster than the previous release; other sizes <= 2x the floor.")
 
 
 if __name__ == "__main__":
@@ -139,5 +279,6 @@ if __name__ == "__main__":
                    default=[1, 100, 1000, 10_000])
     p.add_argument("--reps", type=int, default=30)
     p.add_argument("--warmup", type=int, default=3)
-    p.add_argument("--admin-url", help="a Postgres to create the database in (else pgserver)")
+    add_tree_options(p)
+    p.add_argument("--admin-url", help="a Postgres to create the databases in (else pgserver)")
     main(p.parse_args())

@@ -102,9 +102,13 @@ def _statement_timeout(ms: int) -> Callable[[sa.Connection], None]:
             # BEGIN and the SET in one round trip (a 1-partition batch is a few round
             # trips: one fewer is a fifth of its time); the results are read at the end
             # of the pipeline, the connection left in its transaction as without it.
-            with driver.pipeline():
-                driver.execute(statement)
-            return
+            try:
+                with driver.pipeline():
+                    driver.execute(statement)
+                return
+            except psycopg.Error:
+                pass  # again below, so that SQLAlchemy wraps the error (a stale
+                # connection must read as one: the writer retries those at once)
         conn.exec_driver_sql(statement)
 
     return begin

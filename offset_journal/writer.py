@@ -98,6 +98,7 @@ _POOLER_HINT = ("a transaction pooler (PgBouncer) does not keep server-side prep
                 "statements: do not set prepare_threshold on the journal's connections")
 _MISCONFIGURED_STATES.update({"26000": _POOLER_HINT, "42P05": _POOLER_HINT})
 _POOLER_STARTUP = "unsupported startup parameter"
+_LAYOUT_KEY = "batch_sources_kafka_layout_fkey"
 _POOLER_STARTUP_HINT = ("the pooler (PgBouncer) refuses a startup parameter: remove "
                         "'options' from the database URL, or list it in PgBouncer's "
                         "ignore_startup_parameters")
@@ -121,6 +122,11 @@ def classify_error(exc: BaseException) -> Fault:
     state = sqlstate(exc)
     if state is not None:
         if state in _OUTAGE_STATES or state.startswith(_OUTAGE_CLASSES):
+            return Fault.OUTAGE
+        if state == "23503" and _LAYOUT_KEY in str(exc):
+            # A Kafka layout the journal remembered as stored is not there (its commit
+            # failed after the fact, or the schema was re-created): the Journal has
+            # forgotten it and sends it again on the retry; nothing about the event.
             return Fault.OUTAGE
         if state in _MISCONFIGURED_STATES or state.startswith(_MISCONFIGURED_CLASSES):
             return Fault.MISCONFIGURED

@@ -195,3 +195,35 @@ def test_encode_and_decode_are_inverse_and_refuse_what_four_bytes_cannot_hold() 
     assert encode([PartitionOffset("t", 0, 0, 5)], [5 + 2 ** 31]) is None
     assert encode([PartitionOffset("t", 0, 0, None)], [None]) is None
     assert json.dumps(arrays.read_spans) == "[4, null]"
+
+
+def test_a_layout_remembered_but_gone_is_sent_again_not_refused(
+        journal_url: str, tmp_path) -> None:
+    """A layout the writer remembers as stored may be missing (a commit that failed
+    after SQLAlchemy's commit event, a journal emptied and re-created): the batch is
+    retried with the layout, never sent to rejected_events."""
+    from offset_journal.records import PROGRESS, STARTED
+    from offset_journal.writer import Writer, WriterConfig
+
+    def event(i: int) -> dict[str, object]:
+        return {"type": PROGRESS, "json": progress(
+            i, name="gone_q", run_id="run-gone", query_id="q-gone",
+            timestamp=f"2026-11-01T00:00:0{i}.000Z",
+            sources=[kafka_source("t", {"t": {"0": i}}, {"t": {"0": i + 1}})])}
+
+    w = Writer(WriterConfig(journal_url, str(tmp_path / "spool"), retry_initial=0.05,
+                            retry_max=0.2))
+    w.start()
+    w.submit({"type": STARTED, "query_id": "q-gone", "run_id": "run-gone", "name": "gone_q",
+              "timestamp": "2026-11-01T00:00:00.000Z"})
+    w.submit(event(0))
+    assert w.flush(timeout=30) is True
+    _execute(journal_url, "TRUNCATE offset_journal.query_runs, offset_journal.batches, "
+             "offset_journal.batch_sources, offset_journal.kafka_layouts CASCADE")
+    w.submit(event(1))
+    assert w.flush(timeout=30) is True
+    stats = w.stats()
+    w.close()
+    assert (stats.rejected, stats.lost) == (0, 0)
+    assert sql_rows(journal_url, "SELECT b.batch_id, k.end_offset FROM offset_journal.batches b "
+                    "JOIN offset_journal.kafka_partitions k ON k.batch_pk = b.id") == [(1, 2)]

@@ -87,7 +87,8 @@ ALTER TABLE offset_journal.batch_sources
     ADD CONSTRAINT batch_sources_offsets_check CHECK (
         (kafka_layout IS NULL AND end_offsets IS NULL AND read_spans IS NULL
          AND latest_lags IS NULL AND read_spans_wide IS NULL AND latest_lags_wide IS NULL)
-        OR (kafka_layout IS NOT NULL AND array_position(end_offsets, NULL) IS NULL
+        OR (kafka_layout IS NOT NULL AND end_offsets IS NOT NULL
+            AND array_position(end_offsets, NULL) IS NULL
             AND (read_spans IS NULL) <> (read_spans_wide IS NULL)
             AND (latest_lags IS NULL) <> (latest_lags_wide IS NULL)
             AND cardinality(end_offsets) = cardinality(coalesce(read_spans::integer[],
@@ -110,7 +111,7 @@ BEGIN
     IF EXISTS (
         SELECT 1 FROM new_rows n
         JOIN offset_journal.kafka_layouts l ON l.layout_id = n.kafka_layout
-        WHERE cardinality(l.topics) <> cardinality(n.end_offsets)
+        WHERE cardinality(l.topics) IS DISTINCT FROM cardinality(n.end_offsets)
     ) THEN
         RAISE check_violation USING
             MESSAGE = 'batch_sources offsets arrays do not match their Kafka layout',
@@ -213,7 +214,7 @@ SET kafka_layout = c.layout_id, end_offsets = c.end_offsets,
     latest_lags = CASE WHEN c.narrow_lags THEN c.latest_lags::smallint[] END,
     latest_lags_wide = CASE WHEN NOT c.narrow_lags THEN c.latest_lags END,
     latest_offset = CASE
-        WHEN c.every_latest AND s.latest_offset = (
+        WHEN s.kind = 'kafka' AND c.every_latest AND s.latest_offset = (
             SELECT jsonb_object_agg(t.topic, t.parts) FROM (
                 SELECT u.topic, jsonb_object_agg(u.partition::text, u.end_offset + u.lag) AS parts
                 FROM unnest(c.topics, c.partitions, c.end_offsets, c.latest_lags)
@@ -233,19 +234,26 @@ INSERT INTO offset_journal.kafka_partition_rows SELECT * FROM oj_0013_kept;
 
 VIEWS = """
 CREATE VIEW offset_journal.kafka_partitions AS
-SELECT s.batch_pk, s.source_index, u.topic, u.partition,
-       u.end_offset - u.read_span AS start_offset, u.end_offset,
-       u.end_offset + u.latest_lag AS latest_offset
+SELECT s.batch_pk, s.source_index, p.topic, p.partition, p.start_offset, p.end_offset,
+       p.latest_offset
 FROM offset_journal.batch_sources s
-JOIN offset_journal.kafka_layouts l ON l.layout_id = s.kafka_layout
-CROSS JOIN LATERAL unnest(l.topics, l.partitions, s.end_offsets,
-                          coalesce(s.read_spans::integer[], s.read_spans_wide),
-                          coalesce(s.latest_lags::integer[], s.latest_lags_wide))
-    AS u(topic, partition, end_offset, read_span, latest_lag)
-UNION ALL
-SELECT r.batch_pk, r.source_index, r.topic, r.partition, r.start_offset, r.end_offset,
-       r.latest_offset
-FROM offset_journal.kafka_partition_rows r;
+CROSS JOIN LATERAL (
+    SELECT u.topic, u.partition, u.end_offset - u.read_span AS start_offset, u.end_offset,
+           u.end_offset + u.latest_lag AS latest_offset
+    FROM offset_journal.kafka_layouts l
+    CROSS JOIN LATERAL unnest(l.topics, l.partitions, s.end_offsets,
+                              coalesce(s.read_spans::integer[], s.read_spans_wide),
+                              coalesce(s.latest_lags::integer[], s.latest_lags_wide))
+        AS u(topic, partition, end_offset, read_span, latest_lag)
+    WHERE l.layout_id = s.kafka_layout
+    UNION ALL
+    SELECT r.topic, r.partition, r.start_offset, r.end_offset, r.latest_offset
+    FROM offset_journal.kafka_partition_rows r
+    WHERE r.batch_pk = s.batch_pk AND r.source_index = s.source_index
+) p;
+-- One source row at a time (every partition row has its source row: migration 0002),
+-- so that a join on batch_pk reaches batch_sources by its key: a UNION ALL of the two
+-- storages at the top would be planned as one subquery scanned whole.
 COMMENT ON VIEW offset_journal.kafka_partitions IS
     'per batch, source and Kafka topic-partition: start (inclusive), end (exclusive) and '
     'latest offsets; the batch_sources arrays unnested, and kafka_partition_rows';
@@ -313,15 +321,17 @@ BEGIN
              WHERE table_schema = 'offset_journal' AND table_name = 'kafka_partition_rows'
                AND privilege_type IN ('SELECT', 'INSERT') AND grantee <> current_user
     LOOP
-        EXECUTE format('GRANT %s ON offset_journal.kafka_partitions TO %I',
-                       g.privilege_type, g.grantee);
+        EXECUTE format('GRANT %s ON offset_journal.kafka_partitions TO %s',
+                       g.privilege_type, CASE WHEN g.grantee = 'PUBLIC' THEN 'PUBLIC'
+                                              ELSE quote_ident(g.grantee) END);
     END LOOP;
     FOR g IN SELECT DISTINCT grantee, privilege_type FROM information_schema.role_table_grants
              WHERE table_schema = 'offset_journal' AND table_name = 'batch_sources'
                AND privilege_type IN ('SELECT', 'INSERT') AND grantee <> current_user
     LOOP
-        EXECUTE format('GRANT %s ON offset_journal.kafka_layouts TO %I',
-                       g.privilege_type, g.grantee);
+        EXECUTE format('GRANT %s ON offset_journal.kafka_layouts TO %s',
+                       g.privilege_type, CASE WHEN g.grantee = 'PUBLIC' THEN 'PUBLIC'
+                                              ELSE quote_ident(g.grantee) END);
     END LOOP;
 END $$;
 """

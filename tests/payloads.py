@@ -48,6 +48,21 @@ def progress(batch_id: int = 2, *, sources: list[dict] | None = None, name: str 
     return json.dumps(body)
 
 
+def sql_execute(url: str, statement: str, **params: Any) -> None:
+    """Run one parameterized statement against a journal database, in its own
+    transaction (as the database owner the URL names)."""
+    import sqlalchemy as sa
+
+    from offset_journal.db import resolve_url
+
+    engine = sa.create_engine(resolve_url(url), poolclass=sa.pool.NullPool)
+    try:
+        with engine.begin() as conn:
+            conn.execute(sa.text(statement), params)
+    finally:
+        engine.dispose()
+
+
 def sql_rows(url: str, query: str, **params: Any) -> list[tuple[Any, ...]]:
     """Run one parameterized query against a journal database, rows as tuples."""
     import sqlalchemy as sa

@@ -9,24 +9,11 @@ from offset_journal import Journal
 from offset_journal.journal_checks import partition_latests
 from offset_journal.records import batch_from_progress
 from tests import support
-from tests.payloads import kafka_source, progress, sql_rows
+from tests.payloads import kafka_source, progress, sql_execute, sql_rows
 from tests.support import Secure, denied
 
 secure = support.secure  # the least-privilege roles, shared with test_security
 granted = support.granted
-
-
-def _execute(url: str, statement: str, **params: object) -> None:
-    import sqlalchemy as sa
-
-    from offset_journal.db import resolve_url
-
-    engine = sa.create_engine(resolve_url(url), poolclass=sa.pool.NullPool)
-    try:
-        with engine.begin() as conn:
-            conn.execute(sa.text(statement), params)
-    finally:
-        engine.dispose()
 
 
 def _batch(batch_id: int, start, end, latest, **kw) -> str:  # type: ignore[no-untyped-def]
@@ -75,7 +62,7 @@ def test_upgrade_fills_latest_in_from_the_sources_json(empty_database_url):
     from offset_journal.db import alembic_config
 
     command.upgrade(alembic_config(empty_database_url), "0007_source_metrics")
-    _execute(empty_database_url, """
+    sql_execute(empty_database_url, """
         WITH r AS (INSERT INTO offset_journal.query_runs (run_id, query_id, query_name, named)
                    VALUES ('r1', 'q1', 'old', true) RETURNING run_id),
         b AS (INSERT INTO offset_journal.batches (run_id, query_id, query_name, batch_id,

@@ -11,12 +11,12 @@ import pytest
 import sqlalchemy as sa
 from alembic import command
 
-from offset_journal.db import alembic_config, resolve_url
+from offset_journal.db import alembic_config
 from offset_journal.journal import Journal
-from offset_journal.journal.arrays import decode, encode, layout_id
+from offset_journal.journal.arrays import encode, layout_id
 from offset_journal.offsets import PartitionOffset
 from offset_journal.records import batch_from_progress
-from tests.payloads import kafka_source, progress, sql_rows
+from tests.payloads import kafka_source, progress, sql_execute, sql_rows
 
 VIEW_ROWS = ("SELECT batch_pk, source_index, topic, partition, start_offset, end_offset, "
              "latest_offset FROM offset_journal.kafka_partitions "
@@ -24,15 +24,6 @@ VIEW_ROWS = ("SELECT batch_pk, source_index, topic, partition, start_offset, end
 SOURCE_JSON = ("SELECT batch_pk, source_index, start_offset, end_offset, latest_offset "
                "FROM offset_journal.source_offsets ORDER BY batch_pk, source_index")
 BIG = 2 ** 40  # a span beyond 4 bytes: the first batch of a huge partition
-
-
-def _execute(url: str, statement: str, **params: object) -> None:
-    engine = sa.create_engine(resolve_url(url), poolclass=sa.pool.NullPool)
-    try:
-        with engine.begin() as conn:
-            conn.execute(sa.text(statement), params)
-    finally:
-        engine.dispose()
 
 
 # A journal as releases before 0013 wrote it: one row per partition; the latestOffset JSON
@@ -70,9 +61,9 @@ def test_the_upgrade_converts_a_journal_in_place_and_the_downgrade_gives_it_back
         empty_database_url: str) -> None:
     url = empty_database_url
     command.upgrade(alembic_config(url), "0012_kafka_cluster")
-    _execute(url, _OLD_JOURNAL, t=datetime(2026, 11, 1, tzinfo=timezone.utc))
-    _execute(url, _OLD_ROWS, big=BIG)
-    _execute(url, "UPDATE offset_journal.batch_sources s SET latest_offset = "
+    sql_execute(url, _OLD_JOURNAL, t=datetime(2026, 11, 1, tzinfo=timezone.utc))
+    sql_execute(url, _OLD_ROWS, big=BIG)
+    sql_execute(url, "UPDATE offset_journal.batch_sources s SET latest_offset = "
              "jsonb_build_object('u', jsonb_build_object('0', :latest)) FROM "
              "offset_journal.batches b WHERE b.id = s.batch_pk AND b.batch_id = 1 "
              "AND s.source_index = 1", latest=BIG + 9)
@@ -169,12 +160,12 @@ def test_the_writer_stores_arrays_and_falls_back_to_rows_where_they_cannot_hold_
 def test_layouts_and_arrays_that_do_not_agree_are_refused(
         journal_url: str, statement: str, refusal: str) -> None:
     known = layout_id((("t", 0),))
-    _execute(journal_url, "INSERT INTO offset_journal.query_runs (run_id, query_id, "
+    sql_execute(journal_url, "INSERT INTO offset_journal.query_runs (run_id, query_id, "
              "query_name, named) VALUES ('r', 'q', 'n', true)")
-    _execute(journal_url, "INSERT INTO offset_journal.kafka_layouts (layout_id, topics, "
+    sql_execute(journal_url, "INSERT INTO offset_journal.kafka_layouts (layout_id, topics, "
              "partitions) VALUES (:k, ARRAY['t'], ARRAY[0])", k=known)
     with pytest.raises(sa.exc.IntegrityError, match=refusal):
-        _execute(journal_url, statement, other=layout_id((("t", 1),)), known=known)
+        sql_execute(journal_url, statement, other=layout_id((("t", 1),)), known=known)
 
 
 def test_the_database_and_the_library_compute_the_same_layout_key(journal_url: str) -> None:
@@ -184,13 +175,16 @@ def test_the_database_and_the_library_compute_the_same_layout_key(journal_url: s
     assert got == [(layout_id(pairs),)]
 
 
-def test_encode_and_decode_are_inverse_and_refuse_what_four_bytes_cannot_hold() -> None:
+def test_encode_keeps_ends_and_differences_and_refuses_what_four_bytes_cannot_hold() -> None:
+    """The arrays the kafka_partitions view reads back (start = end - span, latest = end
+    + lag; the writer's round trip through the view is tested above)."""
     parts = [PartitionOffset("t", 0, 5, 9), PartitionOffset("t", 1, None, 3)]
     arrays = encode(parts, [12, None])
     assert arrays is not None
-    back = decode(["t", "t"], [0, 1], arrays.end_offsets, arrays.read_spans,
-                  arrays.latest_lags)
-    assert back == [(parts[0], 12), (parts[1], None)]
+    assert arrays.pairs == (("t", 0), ("t", 1))
+    assert (arrays.end_offsets, arrays.read_spans, arrays.latest_lags) == (
+        [9, 3], [4, None], [3, None])
+    assert arrays.spans_narrow and arrays.lags_narrow
     assert encode([PartitionOffset("t", 0, 0, 2 ** 31)], [None]) is None
     assert encode([PartitionOffset("t", 0, 0, 5)], [5 + 2 ** 31]) is None
     assert encode([PartitionOffset("t", 0, 0, None)], [None]) is None
@@ -218,7 +212,7 @@ def test_a_layout_remembered_but_gone_is_sent_again_not_refused(
               "timestamp": "2026-11-01T00:00:00.000Z"})
     w.submit(event(0))
     assert w.flush(timeout=30) is True
-    _execute(journal_url, "TRUNCATE offset_journal.query_runs, offset_journal.batches, "
+    sql_execute(journal_url, "TRUNCATE offset_journal.query_runs, offset_journal.batches, "
              "offset_journal.batch_sources, offset_journal.kafka_layouts CASCADE")
     w.submit(event(1))
     assert w.flush(timeout=30) is True

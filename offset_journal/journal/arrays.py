@@ -86,20 +86,6 @@ def array_literal(values: list[int] | list[int | None]) -> str:
     return "{" + ",".join(map(str, values)) + "}"
 
 
-def decode(topics: Sequence[str], partitions: Sequence[int], ends: Sequence[int],
-           spans: Sequence[int | None], lags: Sequence[int | None] | None = None,
-           ) -> list[tuple[PartitionOffset, int | None]]:
-    """Each partition's offsets and latest offset (None: not known) back from a layout
-    and a source's arrays: what the ``kafka_partitions`` view computes."""
-    if lags is None:
-        lags = [None] * len(ends)
-    return [
-        (PartitionOffset(t, p, None if s is None else e - s, e),
-         None if lag is None else e + lag)
-        for t, p, e, s, lag in zip(topics, partitions, ends, spans, lags, strict=True)
-    ]
-
-
 def latest_json(parts: Sequence[PartitionOffset], latests: Sequence[int | None],
                 ) -> dict[str, dict[str, int]] | None:
     """Spark's latestOffset JSON as the partition values rebuild it (what the

@@ -141,6 +141,12 @@ def classify_error(exc: BaseException) -> Fault:
     return Fault.REFUSED
 
 
+def from_database(exc: BaseException) -> bool:
+    """Whether an error came from the database or its driver, rather than from a
+    fault in offset-journal's own code (which says nothing about the event either)."""
+    return isinstance(exc, (sa.exc.SQLAlchemyError, psycopg.Error)) or sqlstate(exc) is not None
+
+
 def fault_hint(exc: BaseException) -> str:
     """What a person should do about a MISCONFIGURED error."""
     if _POOLER_STARTUP in str(exc):
@@ -447,15 +453,25 @@ class Writer:
             self._write([ev])
 
     def _reject(self, journal: Journal, event: dict[str, Any], exc: BaseException) -> None:
-        reason = f"database refused the event: {redact(first_line(exc))}"
-        state = sqlstate(exc)
-        if state:
-            reason += f" (SQLSTATE {state})"
+        if from_database(exc):
+            reason = f"database refused the event: {redact(first_line(exc))}"
+            state = sqlstate(exc)
+            if state:
+                reason += f" (SQLSTATE {state})"
+        else:
+            # A fault of offset-journal's own on this one event: kept where `rejected
+            # replay` finds it once a fixed release is installed, and shown in full.
+            reason = (f"offset-journal failed on the event ({type(exc).__name__}: "
+                      f"{redact(first_line(exc))}); please report it")
+            log.error("offset-journal: writing an event failed in offset-journal itself",
+                      exc_info=exc)
         try:
             with journal.engine.connect() as conn, self._deadline(conn), conn.begin():
                 journal.record_rejected(reason, _dump(event), conn)
         except Exception as again:
-            if classify_error(again) is not Fault.REFUSED:
+            # Counted as lost only when the database itself refuses the rejected row;
+            # anything else keeps the event in the spool, to be tried again.
+            if classify_error(again) is not Fault.REFUSED or not from_database(again):
                 raise
             self._lose(1, f"{reason}; and its rejected_events row was refused too: "
                           f"{redact(first_line(again))}")

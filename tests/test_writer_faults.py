@@ -109,6 +109,66 @@ def test_a_database_refusal_is_rejected_and_the_rest_flows(journal_url: str,
                                             "rejected_events limit 1")[0][0])["type"] == PROGRESS
 
 
+def _fault_on_run(monkeypatch: pytest.MonkeyPatch, run: str) -> None:
+    """Make offset-journal's own write path fail (a bug, not a database error) on the
+    events of one run: the writer's handling of such a fault is what is tested."""
+    import offset_journal.writer as writer_module
+
+    real = writer_module.record_all
+
+    def failing(journal, records, conn):  # type: ignore[no-untyped-def]
+        if any(getattr(r, "run_id", None) == run for r in records):
+            raise RuntimeError(f"a bug on {run}")
+        return real(journal, records, conn)
+
+    monkeypatch.setattr(writer_module, "record_all", failing)
+
+
+def test_a_fault_of_our_own_keeps_the_event_as_ours_not_the_databases(
+        journal_url: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+        caplog: pytest.LogCaptureFixture) -> None:
+    _fault_on_run(monkeypatch, "run-bug")
+    w = Writer(WriterConfig(journal_url, str(tmp_path / "spool"), retry_initial=0.05))
+    w.start()
+    for ev in _events("run-bug", "buggy", 1)[1:] + _events("run-a", "orders", 2):
+        w.submit(ev)
+    assert w.flush(timeout=30) is False
+    w.close()
+    assert _batches(journal_url, "run-a") == [0, 1]
+    reasons = _rejected(journal_url)
+    assert len(reasons) == 1 and reasons[0].startswith(
+        "offset-journal failed on the event (RuntimeError: a bug on run-bug)"), reasons
+    assert any(r.exc_info for r in caplog.records if r.levelno >= logging.ERROR)
+    assert w.stats().lost == 0 and w.stats().rejected == 1
+
+
+def test_a_fault_of_our_own_on_the_rejected_row_too_keeps_the_event_in_the_spool(
+        journal_url: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    from offset_journal.journal import Journal
+
+    _fault_on_run(monkeypatch, "run-bug")
+
+    def broken(self, reason, payload, conn=None):  # type: ignore[no-untyped-def]
+        raise TypeError("a bug in record_rejected")
+
+    with monkeypatch.context() as m:
+        m.setattr(Journal, "record_rejected", broken)
+        w = Writer(WriterConfig(journal_url, str(tmp_path / "spool"), retry_initial=0.05,
+                                retry_max=0.1))
+        w.start()
+        for ev in _events("run-bug", "buggy", 2):
+            w.submit(ev)
+        assert w.flush(timeout=2) is False
+        w.close()
+        assert w.stats().lost == 0 and w.stats().spooled >= 1
+    monkeypatch.undo()  # the fixed release: the next writer journals what was kept
+    w = Writer(WriterConfig(journal_url, str(tmp_path / "spool"), retry_initial=0.05))
+    w.start()
+    assert w.flush(timeout=30) is True
+    w.close()
+    assert _batches(journal_url, "run-bug") == [0, 1] and _rejected(journal_url) == []
+
+
 # --------------------------------------------------------------------------- classification
 
 

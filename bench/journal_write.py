@@ -72,14 +72,14 @@ def floor_source(rec: Any) -> tuple[dict[str, Any], dict[str, Any]]:
     src = rec.sources[0]
     arrays = encode(src.partitions, partition_latests(src))
     assert arrays is not None
-    key = layout_id(arrays.pairs)
+    key = layout_id(arrays.layout)
     row = {"source_index": src.index, "description": src.description, "kind": src.kind,
            "num_input_rows": src.num_input_rows, "metrics": src.metrics, "kafka_layout": key,
            "end_offsets": arrays.end_offsets,
            "read_spans" if arrays.spans_narrow else "read_spans_wide": arrays.read_spans,
            "latest_lags" if arrays.lags_narrow else "latest_lags_wide": arrays.latest_lags}
-    layout = {"layout_id": key, "topics": [t for t, _ in arrays.pairs],
-              "partitions": [p for _, p in arrays.pairs]}
+    layout = {"layout_id": key, "topics": list(arrays.layout.topics),
+              "partitions": list(arrays.layout.partitions)}
     return row, layout
 
 

@@ -30,7 +30,6 @@ Side = Literal["start", "end"]
 """Which offsets of a batch's partition rows: where it started, or where it ended."""
 
 
-
 class PartitionOffset(NamedTuple):
     """One Kafka topic-partition's offsets within a batch.
 
@@ -113,15 +112,17 @@ def as_kafka_offsets(obj: Any) -> KafkaOffsets | None:
 # A topic's partition numbers joined by commas, as JSON gives them: ASCII digits only.
 _PARTITION_KEYS = re.compile(r"[0-9]{1,10}(?:,[0-9]{1,10})*")
 _MISS = object()
-_KEYS_CACHE: dict[str, tuple[tuple[int, ...], bool] | None] = {}
+_KEYS_CACHE: dict[str, tuple[tuple[int, ...], bool, bool] | None] = {}
 _KEYS_CACHE_MAX = 4096
 
 
-def _partition_numbers(parts: Mapping[Any, Any]) -> tuple[str, tuple[int, ...], bool] | None:
+def _partition_numbers(parts: Mapping[Any, Any],
+                       ) -> tuple[str, tuple[int, ...], bool, bool] | None:
     """One topic's partition keys (JSON object keys) as (the keys joined, the numbers in
-    the object's order, whether they ascend strictly); None when a key is not a partition
-    number. Cached by the joined keys: a query reads the same partitions batch after
-    batch, so the keys are checked and converted once, not 10,000 times per batch."""
+    the object's order, whether they ascend strictly, whether each key is its number as
+    ``str`` writes it: no leading zero); None when a key is not a partition number.
+    Cached by the joined keys: a query reads the same partitions batch after batch, so
+    the keys are checked and converted once, not 10,000 times per batch."""
     if type(parts) is not dict or not parts:
         return None
     try:
@@ -134,7 +135,8 @@ def _partition_numbers(parts: Mapping[Any, Any]) -> tuple[str, tuple[int, ...], 
         # As many commas as separators: no key holds one itself.
         if keys.count(",") == len(parts) - 1 and _PARTITION_KEYS.fullmatch(keys):
             numbers = tuple(map(int, parts))
-            hit = (numbers, all(map(int.__lt__, numbers, numbers[1:])))
+            hit = (numbers, all(map(int.__lt__, numbers, numbers[1:])),
+                   keys == ",".join(map(str, numbers)))
         if len(_KEYS_CACHE) >= _KEYS_CACHE_MAX:
             _KEYS_CACHE.clear()
         _KEYS_CACHE[keys] = hit
@@ -169,7 +171,16 @@ def plain_kafka(obj: Any) -> bool:
     return True
 
 
-def plain_kafka_rows(start: Any, end: Any) -> list[PartitionOffset] | None:
+class PlainRows(NamedTuple):
+    """What :func:`plain_kafka_rows` found: the partition rows, and whether the start and
+    end JSON are exactly what :func:`offsets_json` rebuilds from them (every partition
+    key written as ``str`` writes its number), so that neither needs keeping."""
+
+    rows: list[PartitionOffset]
+    rebuildable: bool
+
+
+def plain_kafka_rows(start: Any, end: Any) -> PlainRows | None:
     """``pair_partitions(as_kafka_offsets(start), as_kafka_offsets(end))`` for the usual
     batch, from the parsed JSON directly: ``end`` Kafka-shaped, ``start`` None or
     Kafka-shaped with the same topics and partitions, partitions listed in ascending
@@ -179,11 +190,13 @@ def plain_kafka_rows(start: Any, end: Any) -> list[PartitionOffset] | None:
             type(start) is not dict or start.keys() != end.keys())):
         return None
     rows: list[PartitionOffset] = []
+    rebuildable = True
     for topic in sorted(end):
         ep = end[topic]
         numbers = _partition_numbers(ep) if type(topic) is str else None
         if numbers is None or not numbers[2] or not _plain_offsets(ep.values()):
             return None
+        rebuildable = rebuildable and numbers[3]
         ends = ep.values()
         if start is None:
             starts: Any = repeat(None)
@@ -195,7 +208,7 @@ def plain_kafka_rows(start: Any, end: Any) -> list[PartitionOffset] | None:
             starts = sp.values()
         rows.extend(map(_new_tuple, repeat(PartitionOffset),
                         zip(repeat(topic), numbers[1], starts, ends)))
-    return rows
+    return PlainRows(rows, rebuildable)
 
 
 _new_tuple: Any = tuple.__new__  # tuple.__new__(PartitionOffset, fields): no Python frame

@@ -100,6 +100,9 @@ class SourceRecord:
     partitions: tuple[PartitionOffset, ...] = ()
     problem: str | None = None
     metrics: dict[str, Any] | None = None  # e.g. the connector's offsets behind latest
+    # start_offset and end_offset are exactly what offsets.offsets_json rebuilds from the
+    # partitions (known while parsing, at no cost): the journal keeps neither then.
+    offsets_rebuildable: bool = False
 
 
 @dataclass(frozen=True)
@@ -241,9 +244,9 @@ def _plain_kafka_source(index: int, raw: dict[str, Any], description: str | None
     start, end, latest = (_plain_offset(raw.get(key), fast_json) for key in _OFFSET_KEYS)
     if start is _NOT_PLAIN or end is _NOT_PLAIN or latest is _NOT_PLAIN:
         return None
-    rows = plain_kafka_rows(start, end)
+    plain = plain_kafka_rows(start, end)
     # A latest equal to the (checked) end, as when the query keeps up, needs no check.
-    if rows is None or not (latest is None or latest == end or plain_kafka(latest)):
+    if plain is None or not (latest is None or latest == end or plain_kafka(latest)):
         return None
     # In Kafka's shape only a topic name can hold what Postgres cannot store.
     if "\x00" in "".join(end) or (latest is not None and "\x00" in "".join(latest)):
@@ -253,8 +256,9 @@ def _plain_kafka_source(index: int, raw: dict[str, Any], description: str | None
         return None
     return SourceRecord(index=index, description=description, kind="kafka",
                         start_offset=start, end_offset=end, latest_offset=latest,
-                        num_input_rows=_int(raw.get("numInputRows")), partitions=tuple(rows),
-                        metrics=metrics)
+                        num_input_rows=_int(raw.get("numInputRows")),
+                        partitions=tuple(plain.rows), metrics=metrics,
+                        offsets_rebuildable=plain.rebuildable)
 
 
 def _metrics(raw: dict[str, Any]) -> tuple[dict[str, Any] | None, str | None]:

@@ -13,7 +13,7 @@ from alembic import command
 
 from offset_journal.db import alembic_config
 from offset_journal.journal import Journal
-from offset_journal.journal.arrays import encode, layout_id
+from offset_journal.journal.arrays import Layout, encode, layout_id
 from offset_journal.offsets import PartitionOffset
 from offset_journal.records import batch_from_progress
 from tests.payloads import kafka_source, progress, sql_execute, sql_rows
@@ -159,20 +159,20 @@ def test_the_writer_stores_arrays_and_falls_back_to_rows_where_they_cannot_hold_
 ])
 def test_layouts_and_arrays_that_do_not_agree_are_refused(
         journal_url: str, statement: str, refusal: str) -> None:
-    known = layout_id((("t", 0),))
+    known = layout_id(Layout(("t",), (0,)))
     sql_execute(journal_url, "INSERT INTO offset_journal.query_runs (run_id, query_id, "
              "query_name, named) VALUES ('r', 'q', 'n', true)")
     sql_execute(journal_url, "INSERT INTO offset_journal.kafka_layouts (layout_id, topics, "
              "partitions) VALUES (:k, ARRAY['t'], ARRAY[0])", k=known)
     with pytest.raises(sa.exc.IntegrityError, match=refusal):
-        sql_execute(journal_url, statement, other=layout_id((("t", 1),)), known=known)
+        sql_execute(journal_url, statement, other=layout_id(Layout(("t",), (1,))), known=known)
 
 
 def test_the_database_and_the_library_compute_the_same_layout_key(journal_url: str) -> None:
     pairs = (("orders", 0), ("orders", 1), ("ünïcode.tópic", 12), ("a:b", 3))
     got = sql_rows(journal_url, "SELECT offset_journal.kafka_layout_id(:t, :p)",
                    t=[t for t, _ in pairs], p=[p for _, p in pairs])
-    assert got == [(layout_id(pairs),)]
+    assert got == [(layout_id(Layout(*zip(*pairs, strict=True))),)]
 
 
 def test_encode_keeps_ends_and_differences_and_refuses_what_four_bytes_cannot_hold() -> None:
@@ -181,7 +181,7 @@ def test_encode_keeps_ends_and_differences_and_refuses_what_four_bytes_cannot_ho
     parts = [PartitionOffset("t", 0, 5, 9), PartitionOffset("t", 1, None, 3)]
     arrays = encode(parts, [12, None])
     assert arrays is not None
-    assert arrays.pairs == (("t", 0), ("t", 1))
+    assert arrays.layout == (("t", "t"), (0, 1))
     assert (arrays.end_offsets, arrays.read_spans, arrays.latest_lags) == (
         [9, 3], [4, None], [3, None])
     assert arrays.spans_narrow and arrays.lags_narrow

@@ -215,3 +215,33 @@ def test_partition_rows_cover_both_sides(start, end):
     assert offsets_json(rows, use="end") == as_json
     assert offsets_json(rows, use="start") == {t: {str(p): o for p, o in ps.items()}
                                                for t, ps in start.items()}
+
+
+_partition_keys = st.sampled_from(["0", "1", "2", "7", "10", "01", "007", "3"])
+
+
+@given(st.dictionaries(st.sampled_from(["a", "b", "t-1"]),
+                       st.dictionaries(_partition_keys, st.integers(0, 2**40), min_size=1,
+                                       max_size=5), min_size=1, max_size=3),
+       st.integers(0, 5), st.booleans())
+def test_offsets_said_rebuildable_are_what_the_partitions_rebuild(end, advance, first):
+    """The journal keeps no start/end JSON for a source the parser calls rebuildable
+    (journal_checks.stored_offsets): that must be exactly what offsets_json gives back,
+    and a key such as "01", which it would write as "1", must keep the JSON."""
+    from offset_journal.journal_checks import stored_offsets
+
+    start = None if first else {t: {k: max(0, v - advance) for k, v in ps.items()}
+                                for t, ps in end.items()}
+    src = batch_from_progress(progress(sources=[kafka_source("t", start, end)])).sources[0]
+    rebuilt = (offsets_json(src.partitions, use="start"),
+               offsets_json(src.partitions, use="end"))
+    exact = (start is None or rebuilt[0] == start) and rebuilt[1] == end
+    if src.offsets_rebuildable:
+        assert exact
+    stored = stored_offsets(src)
+    # what is not kept is what the rows give back; what is kept is verbatim
+    for kept, given_json, back in zip(stored, (start, end), rebuilt, strict=True):
+        assert kept is None and (given_json is None or back == given_json) \
+            or kept == given_json
+    if any(k.startswith("0") and k != "0" for ps in end.values() for k in ps):
+        assert not src.offsets_rebuildable and stored[1] == end

@@ -16,21 +16,26 @@ import hashlib
 from collections.abc import Sequence
 from dataclasses import dataclass
 from operator import itemgetter, sub
+from typing import NamedTuple
 
 from ..offsets import PartitionOffset
 
 _INT4_MIN, _INT4_MAX = -(2 ** 31), 2 ** 31 - 1
 _INT2_MIN, _INT2_MAX = -(2 ** 15), 2 ** 15 - 1
 
-Pairs = tuple[tuple[str, int], ...]
-"""A layout's (topic, partition) list, in the order of the arrays."""
+class Layout(NamedTuple):
+    """A layout: the topics and partition numbers, in the order of the arrays (two
+    tuples built in C from a batch's partitions, rather than 10,000 pairs)."""
+
+    topics: tuple[str, ...]
+    partitions: tuple[int, ...]
 
 
-def layout_id(pairs: Pairs) -> bytes:
+def layout_id(layout: Layout) -> bytes:
     """The key of a layout: what the database's ``offset_journal.kafka_layout_id``
     computes (its CHECK refuses any other), the first 16 bytes of a SHA-256 over
     ``<bytes of topic>:<topic>:<partition>`` joined by commas."""
-    text = ",".join(f"{len(t.encode())}:{t}:{p}" for t, p in pairs)
+    text = ",".join(f"{len(t.encode())}:{t}:{p}" for t, p in zip(*layout, strict=True))
     return hashlib.sha256(text.encode()).digest()[:16]
 
 
@@ -39,7 +44,7 @@ class Arrays:
     """A Kafka source's offsets in its layout's order; ``*_narrow``: every value fits 2
     bytes (the ``read_spans``/``latest_lags`` columns, else the ``_wide`` ones)."""
 
-    pairs: Pairs
+    layout: Layout
     end_offsets: list[int]
     read_spans: list[int | None]
     latest_lags: list[int | None]
@@ -73,17 +78,18 @@ def encode(parts: Sequence[PartitionOffset], latests: Sequence[int | None]) -> A
     (span_lo, span_hi), (lag_lo, lag_hi) = _bounds(spans), _bounds(lags)
     if min(span_lo, lag_lo) < _INT4_MIN or max(span_hi, lag_hi) > _INT4_MAX:
         return None
-    pairs = tuple(zip(map(itemgetter(0), parts), map(itemgetter(1), parts), strict=True))
-    return Arrays(pairs, ends, spans, lags,
+    layout = Layout(tuple(map(itemgetter(0), parts)), tuple(map(itemgetter(1), parts)))
+    return Arrays(layout, ends, spans, lags,
                   spans_narrow=_INT2_MIN <= span_lo and span_hi <= _INT2_MAX,
                   lags_narrow=_INT2_MIN <= lag_lo and lag_hi <= _INT2_MAX)
 
 
 def array_literal(values: list[int] | list[int | None]) -> str:
-    """A Postgres array literal of integers (``{1,NULL,3}``)."""
+    """A Postgres array literal of integers (``{1, NULL, 3}``): the list's own repr
+    between braces (array input allows the spaces), twice as fast as joining ``str``s."""
     if None in values:
         return "{" + ",".join("NULL" if v is None else str(v) for v in values) + "}"
-    return "{" + ",".join(map(str, values)) + "}"
+    return "{" + repr(values)[1:-1] + "}"
 
 
 def latest_json(parts: Sequence[PartitionOffset], latests: Sequence[int | None],

@@ -13,7 +13,7 @@ import sqlalchemy as sa
 from ..db import make_engine, redact
 from ..errors import JournalError
 from ..formatting import first_line
-from .arrays import Pairs, layout_id
+from .arrays import Layout, layout_id
 from .write_state import Ends
 
 log = logging.getLogger("offset_journal.journal")
@@ -35,18 +35,18 @@ class JournalBase:
         self._ends_lock = threading.Lock()
         # Kafka layouts (journal/arrays.py): keys computed, and those a committed
         # transaction of this Journal stored or found, so later batches name them only.
-        self._layout_keys: dict[Pairs, bytes] = {}
+        self._layout_keys: dict[Layout, bytes] = {}
         self._stored_layouts: set[bytes] = set()
         self._sent_layouts: dict[int, set[bytes]] = {}
         sa.event.listen(self._engine, "commit", self._layouts_committed)
         sa.event.listen(self._engine, "rollback", self._layouts_rolled_back)
 
-    def layout_key(self, pairs: Pairs) -> bytes:
-        key = self._layout_keys.get(pairs)
+    def layout_key(self, layout: Layout) -> bytes:
+        key = self._layout_keys.get(layout)
         if key is None:
             if len(self._layout_keys) >= _REMEMBERED_LAYOUTS:
                 self._layout_keys.clear()
-            key = self._layout_keys[pairs] = layout_id(pairs)
+            key = self._layout_keys[layout] = layout_id(layout)
         return key
 
     def layout_stored(self, key: bytes) -> bool:

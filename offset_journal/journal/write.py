@@ -15,6 +15,7 @@ from sqlalchemy.dialects.postgresql import insert as pg_insert
 
 from ..errors import JournalError
 from ..journal_checks import (
+    PartitionEnds,
     continuity_problem,
     dumps,
     duplicate_problem,
@@ -39,14 +40,9 @@ from ..schema import (
 from .arrays import Arrays, array_literal, encode, latest_json
 from .base import JournalBase
 from .rows import with_sources
-from .write_state import REMEMBERED_RUNS, Ends
+from .write_state import NO_ENDS, REMEMBERED_RUNS, Ends
 
 log = logging.getLogger("offset_journal.journal")
-
-
-
-
-
 
 
 # Built once: constructing an INSERT per batch (and its cache key) cost about as much
@@ -245,7 +241,7 @@ class Writes(JournalBase):
         ]
         if rows:
             self._copy_partitions(conn, rows)
-        self._remember_ends(rec)
+        self._remember_ends(rec, encoded)
         return True
 
     def _layouts(self, conn: sa.Connection,
@@ -257,12 +253,12 @@ class Writes(JournalBase):
         for row, arrays in encoded:
             if arrays is None:
                 continue
-            key = self.layout_key(arrays.pairs)
+            key = self.layout_key(arrays.layout)
             row["kafka_layout"] = "\\x" + key.hex()
             if key not in send and not self.layout_stored(key):
                 send[key] = {"layout_id": row["kafka_layout"],
-                             "topics": [t for t, _ in arrays.pairs],
-                             "partitions": [p for _, p in arrays.pairs]}
+                             "topics": list(arrays.layout.topics),
+                             "partitions": list(arrays.layout.partitions)}
         self.layouts_sent(conn, send)
         return list(send.values())
 
@@ -303,15 +299,21 @@ class Writes(JournalBase):
                    column.is_not(None))).all()
         if not found:
             return None
-        offsets: dict[int, dict[tuple[str, int], int]] = {}
+        by_source: dict[int, list[tuple[str, int, int]]] = {}
         for index, topic, partition, offset in found:
-            offsets.setdefault(index, {})[(topic, partition)] = offset
-        return Ends(batch_id, offsets)
+            by_source.setdefault(index, []).append((topic, partition, offset))
+        return Ends(batch_id, {
+            index: PartitionEnds(tuple(r[0] for r in rows), tuple(r[1] for r in rows),
+                                 [r[2] for r in rows])
+            for index, rows in by_source.items()})
 
-    def _remember_ends(self, rec: BatchRecord) -> None:
-        ends = {s.index: {(p.topic, p.partition): p.end for p in s.partitions
-                          if p.end is not None}
-                for s in rec.sources if s.kind == "kafka" and s.partitions}
+    def _remember_ends(self, rec: BatchRecord,
+                       encoded: list[tuple[dict[str, Any], Arrays | None]]) -> None:
+        ends = {s.index: PartitionEnds(arrays.layout.topics, arrays.layout.partitions,
+                                       list(arrays.end_offsets))
+                if arrays is not None else PartitionEnds.of(s.partitions, "end")
+                for s, (_, arrays) in zip(rec.sources, encoded, strict=True)
+                if s.kind == "kafka" and s.partitions}
         with self._ends_lock:
             self._ends.pop(rec.run_id, None)
             if len(self._ends) >= REMEMBERED_RUNS:
@@ -330,7 +332,7 @@ class Writes(JournalBase):
         if prev is None:
             return []
         return _flag(rows, [(s.index, continuity_problem(s, prev.batch_id,
-                                                         prev.ends.get(s.index, {})))
+                                                         prev.ends.get(s.index, NO_ENDS)))
                             for s in kafka])
 
     def _flag_successor(self, conn: sa.Connection, rec: BatchRecord,
@@ -342,7 +344,7 @@ class Writes(JournalBase):
         if not kafka or following is None:
             return []
         return _flag(rows, [(s.index, successor_problem(s, following.batch_id,
-                                                        following.ends.get(s.index, {})))
+                                                        following.ends.get(s.index, NO_ENDS)))
                             for s in kafka])
 
     @staticmethod

@@ -4,13 +4,18 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from ..journal_checks import PartitionEnds
+
+NO_ENDS = PartitionEnds((), (), [])
+
 
 @dataclass(frozen=True)
 class Ends:
-    """A batch's Kafka end offsets: source index -> (topic, partition) -> end."""
+    """One side of a batch's Kafka offsets (its ends, or the starts of the batch after
+    it), per source index."""
 
     batch_id: int
-    ends: dict[int, dict[tuple[str, int], int]]
+    ends: dict[int, PartitionEnds]
 
 
 REMEMBERED_RUNS = 64

@@ -55,6 +55,10 @@ def _quote_tables(names: tuple[str, ...]) -> str:
 # database's clock) and the identity keys.
 _SET_BY_DATABASE = frozenset({"recorded_at", "created_at", "id"})
 
+WRITE_FUNCTION = "journal_batch"
+"""The function the writer journals a batch with (migration 0014): EXECUTE is PUBLIC's by
+default, granted explicitly for journals where that default was revoked."""
+
 PLAN_TABLES: tuple[str, ...] = ("restart_plans", "plan_runs")
 """Where restart plans are recorded (migration 0008_decisions): the writer (jobs plan
 their own restarts with the listener's URL) and the planner role may add to them."""
@@ -99,6 +103,9 @@ def writer_statements(role: str) -> list[str]:
     # Identity columns (batches.id, rejected_events.id).
     out.append(
         f"GRANT USAGE ON ALL SEQUENCES IN SCHEMA {quote_ident(SCHEMA)} TO {quote_ident(role)}")
+    # A batch is journaled by one call (migration 0014); it runs with the writer's rights.
+    out.append(f"GRANT EXECUTE ON FUNCTION {quote_ident(SCHEMA)}.{quote_ident(WRITE_FUNCTION)} "
+               f"TO {quote_ident(role)}")
     return out
 
 

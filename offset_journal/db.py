@@ -8,6 +8,7 @@ prints :func:`redact` of it, so passwords never reach logs or error messages.
 from __future__ import annotations
 
 import os
+import weakref
 from collections.abc import Callable
 from datetime import datetime, timezone
 from pathlib import Path
@@ -15,6 +16,7 @@ from typing import Any
 
 import psycopg
 import sqlalchemy as sa
+from psycopg import pq
 
 from .errors import ConfigError
 from .redaction import redact
@@ -82,7 +84,21 @@ def make_engine(url: str | None = None, *, connect_timeout: int = 5,
         sa.event.listen(engine, "connect", _no_prepared_statements)
     if statement_timeout_ms and engine.dialect.name == "postgresql":
         sa.event.listen(engine, "begin", _statement_timeout(int(statement_timeout_ms)))
+        _TRANSACTION_SETTINGS[engine] = _timeout_statement(int(statement_timeout_ms))
     return engine
+
+
+_TRANSACTION_SETTINGS: weakref.WeakKeyDictionary[sa.Engine, str] = weakref.WeakKeyDictionary()
+
+
+def transaction_settings(engine: sa.Engine) -> str | None:
+    """What ``engine`` sets at the start of each transaction (``SET LOCAL ...``), for a
+    caller that opens a transaction without SQLAlchemy's begin (journal/driver.py)."""
+    return _TRANSACTION_SETTINGS.get(engine)
+
+
+def _timeout_statement(ms: int) -> str:
+    return f"SET LOCAL statement_timeout = {ms}"
 
 
 def _no_prepared_statements(dbapi_connection: Any, _record: Any) -> None:
@@ -94,24 +110,38 @@ def _no_prepared_statements(dbapi_connection: Any, _record: Any) -> None:
 def _statement_timeout(ms: int) -> Callable[[sa.Connection], None]:
     """A ``begin`` hook that bounds every statement of the transaction to ``ms``: set
     per transaction, so that it holds on whichever server connection a pooler picks."""
-    statement = f"SET LOCAL statement_timeout = {ms}"
+    statement = _timeout_statement(ms)
+    begin_and_set = f"BEGIN; {statement}".encode()
 
     def begin(conn: sa.Connection) -> None:
         driver = conn.connection.driver_connection
-        if isinstance(driver, psycopg.Connection) and psycopg.Pipeline.is_supported():
-            # BEGIN and the SET in one round trip (a 1-partition batch is a few round
-            # trips: one fewer is a fifth of its time); the results are read at the end
-            # of the pipeline, the connection left in its transaction as without it.
-            try:
-                with driver.pipeline():
-                    driver.execute(statement)
-                return
-            except psycopg.Error:
-                pass  # again below, so that SQLAlchemy wraps the error (a stale
-                # connection must read as one: the writer retries those at once)
+        if isinstance(driver, psycopg.Connection) and _begin_with(driver, begin_and_set):
+            return
+        # Through SQLAlchemy, so that an error reads as any other: a stale connection
+        # raises its invalidating error, which the writer retries at once.
         conn.exec_driver_sql(statement)
 
     return begin
+
+
+def _begin_with(driver: psycopg.Connection[Any], command: bytes) -> bool:
+    """Open the transaction with ``command`` (``BEGIN; SET LOCAL ...``) in one round trip
+    of the simple query protocol; False, the connection left idle, when that cannot be
+    done or failed. psycopg would send its BEGIN alone first (a small batch's write is
+    three round trips: this saves a fourth); it sends none on a connection already in a
+    transaction, and commits or rolls back by the transaction status, as here."""
+    pgconn = driver.pgconn
+    if (driver.autocommit or driver.isolation_level is not None or driver.read_only is not None
+            or driver.deferrable is not None
+            or pgconn.transaction_status != pq.TransactionStatus.IDLE):
+        return False
+    with driver.lock:
+        result = pgconn.exec_(command)
+        if result.status == pq.ExecStatus.COMMAND_OK:
+            return True
+        if pgconn.transaction_status == pq.TransactionStatus.INERROR:
+            pgconn.exec_(b"ROLLBACK")
+    return False
 
 
 UNREADABLE_TIME = datetime.min.replace(tzinfo=timezone.utc)

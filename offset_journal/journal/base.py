@@ -57,13 +57,20 @@ class JournalBase:
         with self._ends_lock:
             self._sent_layouts.setdefault(id(conn), set()).update(keys)
 
+    def layouts_stored_now(self, keys: Iterable[bytes]) -> None:
+        """Layouts a transaction of this Journal's own just committed."""
+        with self._ends_lock:
+            self._remember_stored(set(keys))
+
+    def _remember_stored(self, keys: set[bytes]) -> None:
+        if keys:
+            if len(self._stored_layouts) >= _REMEMBERED_LAYOUTS:
+                self._stored_layouts.clear()
+            self._stored_layouts |= keys
+
     def _layouts_committed(self, conn: sa.Connection) -> None:
         with self._ends_lock:
-            sent = self._sent_layouts.pop(id(conn), None)
-            if sent:
-                if len(self._stored_layouts) >= _REMEMBERED_LAYOUTS:
-                    self._stored_layouts.clear()
-                self._stored_layouts |= sent
+            self._remember_stored(self._sent_layouts.pop(id(conn), set()))
 
     def _layouts_rolled_back(self, conn: sa.Connection) -> None:
         with self._ends_lock:

@@ -6,11 +6,10 @@ from __future__ import annotations
 
 import dataclasses
 import logging
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from typing import Any
 
 import sqlalchemy as sa
-from sqlalchemy.dialects.postgresql import JSONB
 from sqlalchemy.dialects.postgresql import insert as pg_insert
 
 from ..errors import JournalError
@@ -26,9 +25,7 @@ from ..journal_checks import (
 from ..records import BatchRecord, RunRecord, SourceRecord
 from ..schema import (
     SCHEMA,
-    batch_sources,
     batches,
-    kafka_layouts,
     kafka_partition_rows,
     kafka_partitions,
     plan_runs,
@@ -37,63 +34,45 @@ from ..schema import (
     restart_plans,
     spool_losses,
 )
-from .arrays import Arrays, array_literal, encode, latest_json
+from .arrays import Arrays, Layout, array_literal, encode, latest_json
 from .base import JournalBase
+from .driver import execute, jsonb, run_alone
 from .rows import with_sources
 from .write_state import NO_ENDS, REMEMBERED_RUNS, Ends
 
 log = logging.getLogger("offset_journal.journal")
 
 
-# Built once: constructing an INSERT per batch (and its cache key) cost about as much
-# Python time as the round trips of a small batch (bench/journal_write.py). One
-# statement writes the run row (in case its start event was lost), the Kafka layouts
-# the database may not have yet, the batch row and its source rows (offsets as arrays,
-# from one JSONB array through jsonb_to_recordset): one round trip. A batch already
-# journaled inserts nothing and returns no id. So does a batch whose successor in the
-# run is already journaled (replayed late from a spool), when ``check_next`` asks: that
-# pair is checked first (:meth:`Writes._flag_successor`) and the batch written again.
-# Foreign keys are checked at the end of the statement, when everything is in.
-_BATCH_COLUMNS = tuple(c for c in batches.columns if c.name not in ("id", "recorded_at"))
-_SOURCE_COLUMNS = tuple(c for c in batch_sources.columns if c.name != "batch_pk")
-_NEXT_BATCH = sa.exists().where(
-    batches.c.run_id == sa.bindparam("run_id"),
-    batches.c.batch_id == sa.bindparam("batch_id") + 1)
-_NEW_BATCH_CTE = (
-    pg_insert(batches).from_select(
-        [c.name for c in _BATCH_COLUMNS],
-        sa.select(*(sa.cast(sa.bindparam(c.name, type_=c.type), c.type)
-                    for c in _BATCH_COLUMNS))
-        .where(sa.not_(sa.and_(sa.bindparam("check_next", type_=sa.Boolean), _NEXT_BATCH))))
-    .on_conflict_do_nothing(constraint="batches_run_batch_key")
-    .returning(batches.c.id).cte("new_batch")
-)
-_SOURCE_ROWS = sa.func.jsonb_to_recordset(sa.bindparam("sources", type_=JSONB)).table_valued(
-    *(sa.column(c.name, c.type) for c in _SOURCE_COLUMNS)).render_derived("s", with_types=True)
-_LAYOUT_ROWS = sa.func.jsonb_to_recordset(sa.bindparam("layouts", type_=JSONB)).table_valued(
-    *(sa.column(c.name, c.type) for c in kafka_layouts.columns if c.name != "recorded_at")
-).render_derived("l", with_types=True)
-_NEW_BATCH = (
-    sa.select(sa.select(_NEW_BATCH_CTE.c.id).scalar_subquery(),
-              sa.and_(sa.bindparam("check_next", type_=sa.Boolean), _NEXT_BATCH))
-    .add_cte(pg_insert(query_runs)
-             .values(run_id=sa.bindparam("run_run_id"), query_id=sa.bindparam("run_query_id"),
-                     query_name=sa.bindparam("run_query_name"), named=sa.bindparam("run_named"))
-             .on_conflict_do_nothing(index_elements=[query_runs.c.run_id]).cte("run_seen"))
-    .add_cte(pg_insert(kafka_layouts).from_select(
-        ["layout_id", "topics", "partitions"],
-        sa.select(_LAYOUT_ROWS.c.layout_id, _LAYOUT_ROWS.c.topics, _LAYOUT_ROWS.c.partitions))
-        .on_conflict_do_nothing(index_elements=[kafka_layouts.c.layout_id]).cte("new_layouts"))
-    .add_cte(batch_sources.insert().from_select(
-        ["batch_pk", *(c.name for c in _SOURCE_COLUMNS)],
-        sa.select(_NEW_BATCH_CTE.c.id, *(_SOURCE_ROWS.c[c.name] for c in _SOURCE_COLUMNS))
-        .select_from(_NEW_BATCH_CTE.join(_SOURCE_ROWS, sa.true())),
-    ).cte("new_sources"))
-)
+# The batch, its source rows, any Kafka layouts the database may not have yet, and its
+# run row (in case the run's start event was lost) are written by one call to
+# offset_journal.journal_batch (migration 0014): a function keeps its statements' plans
+# in the server process, even behind a transaction pooler, where a statement of this
+# size was parsed and planned anew for every batch. A batch already journaled inserts
+# nothing and returns no id. So does a batch whose successor in the run is already
+# journaled (replayed late from a spool), when ``check_next`` asks: that pair is checked
+# first (:meth:`Writes._flag_successor`) and the batch written again. Every argument is
+# cast, so that a value out of its column's range is refused as the table would refuse it.
+_JOURNAL_BATCH = """SELECT new_batch_pk, next_journaled FROM offset_journal.journal_batch(
+    p_run_id => %(run_id)s::text, p_query_id => %(query_id)s::text,
+    p_query_name => %(query_name)s::text, p_named => %(named)s::boolean,
+    p_batch_id => %(batch_id)s::bigint, p_trigger_at => %(trigger_at)s::timestamptz,
+    p_batch_duration_ms => %(batch_duration_ms)s::bigint,
+    p_durations_ms => %(durations_ms)s::jsonb, p_num_input_rows => %(num_input_rows)s::bigint,
+    p_input_rows_per_second => %(input_rows_per_second)s::double precision,
+    p_processed_rows_per_second => %(processed_rows_per_second)s::double precision,
+    p_watermark => %(watermark)s::timestamptz,
+    p_event_time_min => %(event_time_min)s::timestamptz,
+    p_event_time_max => %(event_time_max)s::timestamptz,
+    p_event_time_avg => %(event_time_avg)s::timestamptz,
+    p_state_operators => %(state_operators)s::jsonb,
+    p_sink_description => %(sink_description)s::text,
+    p_num_output_rows => %(num_output_rows)s::bigint, p_raw_progress => %(raw_progress)s::text,
+    p_sources => %(sources)s::jsonb, p_layouts => %(layouts)s::jsonb,
+    p_check_next => %(check_next)s::boolean)"""
 
 
 def _source_row(source: SourceRecord) -> tuple[dict[str, Any], Arrays | None]:
-    """A batch_sources row, as one element of the JSONB array ``_NEW_BATCH`` takes (a JSON
+    """A batch_sources row, as one element of the JSONB array ``_JOURNAL_BATCH`` takes (a JSON
     null comes out of jsonb_to_recordset as SQL NULL), and a Kafka source's arrays (None:
     not a Kafka source with partitions, or one they cannot hold: its partitions are
     rows of kafka_partition_rows then)."""
@@ -136,6 +115,15 @@ _COPY_PARTITIONS = (f"COPY {SCHEMA}.kafka_partition_rows (batch_pk, source_index
                     "partition, start_offset, end_offset, latest_offset) FROM STDIN")
 
 
+def _continued(rec: BatchRecord) -> list[SourceRecord]:
+    """The Kafka sources whose starts continue the run's previous batch (none when no
+    partition has a start: a first batch)."""
+    kafka = [s for s in rec.sources if s.kind == "kafka" and s.partitions]
+    if all(p.start is None for s in kafka for p in s.partitions):
+        return []
+    return kafka
+
+
 def _flag(rows: list[dict[str, Any]], problems: list[tuple[int, str | None]],
           ) -> list[tuple[int, str]]:
     """Add each (source index, problem) to that source row's problem; the ones added."""
@@ -147,6 +135,65 @@ def _flag(rows: list[dict[str, Any]], problems: list[tuple[int, str | None]],
             row["problem"] = "; ".join(x for x in (row["problem"], problem) if x)
             flagged.append((index, problem))
     return flagged
+
+
+@dataclasses.dataclass
+class _BatchWrite:
+    """A batch on its way in: its source rows (and each Kafka source's arrays), the
+    layouts the database may lack, and the problems its checks found."""
+
+    rec: BatchRecord
+    encoded: list[tuple[dict[str, Any], Arrays | None]]
+    layouts: dict[bytes, dict[str, Any]]
+    flagged: list[tuple[int, str]] = dataclasses.field(default_factory=list)
+
+    @classmethod
+    def of(cls, rec: BatchRecord, key_of: Callable[[Layout], bytes],
+           stored: Callable[[bytes], bool]) -> _BatchWrite:
+        """Name each Kafka source row's layout; the layouts not known to be stored are
+        sent (until a transaction that sent them commits: JournalBase remembers)."""
+        encoded = [_source_row(s) for s in rec.sources]
+        layouts: dict[bytes, dict[str, Any]] = {}
+        for row, arrays in encoded:
+            if arrays is None:
+                continue
+            key = key_of(arrays.layout)
+            row["kafka_layout"] = "\\x" + key.hex()
+            if key not in layouts and not stored(key):
+                layouts[key] = {"layout_id": row["kafka_layout"],
+                                "topics": list(arrays.layout.topics),
+                                "partitions": list(arrays.layout.partitions)}
+        return cls(rec, encoded, layouts)
+
+    @property
+    def sources(self) -> list[dict[str, Any]]:
+        return [row for row, _ in self.encoded]
+
+    @property
+    def rows_needed(self) -> bool:
+        """Some source's partitions go in as rows (the arrays cannot hold them)."""
+        return any(arrays is None and s.kind == "kafka" and s.partitions
+                   for s, (_, arrays) in zip(self.rec.sources, self.encoded, strict=True))
+
+    def arguments(self, *, check_next: bool) -> dict[str, Any]:
+        """``_JOURNAL_BATCH``'s arguments."""
+        rec = self.rec
+        return {
+            "run_id": rec.run_id, "query_id": rec.query_id, "query_name": rec.query_name,
+            "named": rec.named, "batch_id": rec.batch_id, "trigger_at": rec.trigger_at,
+            "batch_duration_ms": rec.batch_duration_ms, "durations_ms": jsonb(rec.durations_ms),
+            "num_input_rows": rec.num_input_rows,
+            "input_rows_per_second": rec.input_rows_per_second,
+            "processed_rows_per_second": rec.processed_rows_per_second,
+            "watermark": rec.watermark, "event_time_min": rec.event_time_min,
+            "event_time_max": rec.event_time_max, "event_time_avg": rec.event_time_avg,
+            "state_operators": jsonb(rec.state_operators),
+            "sink_description": rec.sink_description,
+            "num_output_rows": rec.num_output_rows, "raw_progress": rec.raw_progress,
+            "sources": jsonb(self.sources),
+            "layouts": jsonb(list(self.layouts.values())) if self.layouts else None,
+            "check_next": check_next,
+        }
 
 
 class Writes(JournalBase):
@@ -200,78 +247,80 @@ class Writes(JournalBase):
         conn.execute(stmt)
 
     def record_batch(self, rec: BatchRecord, conn: sa.Connection | None = None) -> bool:
-        """Journal one completed batch; False when it was already journaled."""
+        """Journal one completed batch in the caller's transaction on ``conn``, or in one
+        of its own (no ``conn``: :meth:`write_batch`); False when it was already
+        journaled."""
         if conn is None:
-            with self._engine.begin() as c:
-                return self.record_batch(rec, c)
-        values = {
-            "run_run_id": rec.run_id, "run_query_id": rec.query_id,
-            "run_query_name": rec.query_name, "run_named": rec.named,
-            "run_id": rec.run_id, "query_id": rec.query_id, "query_name": rec.query_name,
-            "batch_id": rec.batch_id, "trigger_at": rec.trigger_at,
-            "batch_duration_ms": rec.batch_duration_ms, "durations_ms": rec.durations_ms,
-            "num_input_rows": rec.num_input_rows,
-            "input_rows_per_second": rec.input_rows_per_second,
-            "processed_rows_per_second": rec.processed_rows_per_second,
-            "watermark": rec.watermark, "event_time_min": rec.event_time_min,
-            "event_time_max": rec.event_time_max, "event_time_avg": rec.event_time_avg,
-            "state_operators": rec.state_operators, "sink_description": rec.sink_description,
-            "num_output_rows": rec.num_output_rows, "raw_progress": rec.raw_progress,
-        }
-        encoded = [_source_row(s) for s in rec.sources]
-        sources = [row for row, _ in encoded]
-        values["layouts"] = self._layouts(conn, encoded)
-        flagged = self._flag_continuity(conn, rec, sources)
-        values.update(sources=sources, check_next=True)
-        pk, has_next = self._insert_batch(conn, values)
+            with self._engine.connect() as c:
+                return self.write_batch(rec, c)
+        batch = _BatchWrite.of(rec, self.layout_key, self.layout_stored)
+        self.layouts_sent(conn, batch.layouts)
+        batch.flagged = self._flag_continuity(conn, rec, batch.sources)
+        return self._write_in(conn, rec, batch)
+
+    def write_batch(self, rec: BatchRecord, conn: sa.Connection) -> bool:
+        """Journal one completed batch in a transaction of its own on ``conn`` (in none
+        yet), as the listener's writer does with each batch: in one round trip when
+        nothing must be read first (its continuity is checked against the run's
+        previous batch this Journal remembers) and nothing goes in by COPY; False when
+        it was already journaled."""
+        batch = _BatchWrite.of(rec, self.layout_key, self.layout_stored)
+        if batch.rows_needed or self._continuity_needs_lookup(rec):
+            with conn.begin():
+                self.layouts_sent(conn, batch.layouts)
+                batch.flagged = self._flag_continuity(conn, rec, batch.sources)
+                return self._write_in(conn, rec, batch)
+        batch.flagged = self._flag_continuity(conn, rec, batch.sources)  # from memory
+        pk, has_next = self._insert_batch(conn, batch.arguments(check_next=True), alone=True)
+        self.layouts_stored_now(batch.layouts)  # committed, whatever else was written
+        if pk is None:  # journaled already, or its successor is: the whole story
+            with conn.begin():
+                if has_next:
+                    return self.record_batch(rec, conn)
+                check_duplicate(self, conn, rec)
+                return False
+        self._journaled(rec, batch)
+        return True
+
+    def _write_in(self, conn: sa.Connection, rec: BatchRecord, batch: _BatchWrite) -> bool:
+        """The batch in ``conn``'s transaction: the function's call, the successor's
+        check when it came first, the partition rows the arrays cannot hold."""
+        pk, has_next = self._insert_batch(conn, batch.arguments(check_next=True))
         if has_next:  # its successor came first: check that pair too, then write it
-            flagged += self._flag_successor(conn, rec, sources)
-            values.update(sources=sources, check_next=False)
-            pk, _ = self._insert_batch(conn, values)
+            batch.flagged += self._flag_successor(conn, rec, batch.sources)
+            pk, _ = self._insert_batch(conn, batch.arguments(check_next=False))
         if pk is None:
             check_duplicate(self, conn, rec)
             return False
-        for index, problem in flagged:  # said once: a replay of this batch is a no-op
-            log.warning("offset-journal: batch %s of run %s (query %s), source %s: %s",
-                        rec.batch_id, rec.run_id, rec.query_name, index, problem)
         rows = [
             (pk, s.index, p.topic, p.partition, p.start, p.end, latest)
-            for s, (_, arrays) in zip(rec.sources, encoded, strict=True) if arrays is None
+            for s, (_, arrays) in zip(rec.sources, batch.encoded, strict=True)
+            if arrays is None
             for p, latest in zip(s.partitions, partition_latests(s), strict=True)
         ]
         if rows:
             self._copy_partitions(conn, rows)
-        self._remember_ends(rec, encoded)
+        self._journaled(rec, batch)
         return True
 
-    def _layouts(self, conn: sa.Connection,
-                 encoded: list[tuple[dict[str, Any], Arrays | None]]) -> list[dict[str, Any]]:
-        """Name each Kafka source row's layout; the layouts the database may lack, as
-        ``_NEW_BATCH`` takes them (a layout is sent until a transaction that sent it
-        commits: :class:`~offset_journal.journal.base.JournalBase` remembers those)."""
-        send: dict[bytes, dict[str, Any]] = {}
-        for row, arrays in encoded:
-            if arrays is None:
-                continue
-            key = self.layout_key(arrays.layout)
-            row["kafka_layout"] = "\\x" + key.hex()
-            if key not in send and not self.layout_stored(key):
-                send[key] = {"layout_id": row["kafka_layout"],
-                             "topics": list(arrays.layout.topics),
-                             "partitions": list(arrays.layout.partitions)}
-        self.layouts_sent(conn, send)
-        return list(send.values())
+    def _journaled(self, rec: BatchRecord, batch: _BatchWrite) -> None:
+        for index, problem in batch.flagged:  # said once: a replay of it is a no-op
+            log.warning("offset-journal: batch %s of run %s (query %s), source %s: %s",
+                        rec.batch_id, rec.run_id, rec.query_name, index, problem)
+        self._remember_ends(rec, batch.encoded)
 
-    def _insert_batch(self, conn: sa.Connection, values: dict[str, Any]
-                      ) -> tuple[int | None, bool]:
-        """``_NEW_BATCH``: (the new batch's id or None, whether its successor is in)."""
+    def _insert_batch(self, conn: sa.Connection, arguments: dict[str, Any], *,
+                      alone: bool = False) -> tuple[int | None, bool]:
+        """``_JOURNAL_BATCH`` in ``conn``'s transaction, or as one of its own
+        (``alone``): (the new batch's id or None, whether its successor is in)."""
         try:
-            pk, has_next = conn.execute(_NEW_BATCH, values).one()
+            row = (run_alone if alone else execute)(conn, _JOURNAL_BATCH, arguments)
         except sa.exc.IntegrityError as exc:
             if "kafka_layout" in str(exc.orig):  # a layout remembered but not there
                 self._forget_layouts()
             raise
-        return pk, bool(has_next)
+        assert row is not None  # the function returns one row
+        return row[0], bool(row[1])
 
     # The end offsets of the last batch this Journal wrote, per run (at most
     # REMEMBERED_RUNS runs): the next batch of the run is checked against them without
@@ -281,11 +330,19 @@ class Writes(JournalBase):
     # immediate predecessor (batch id - 1); anything else is one lookup in
     # batches_run_batch_key and the primary key of kafka_partitions.
     def _previous_ends(self, conn: sa.Connection, rec: BatchRecord) -> Ends | None:
-        with self._ends_lock:
-            known = self._ends.get(rec.run_id)
-        if known is not None and known.batch_id == rec.batch_id - 1:
+        known = self._remembered_previous(rec)
+        if known is not None:
             return known
         return self._neighbour(conn, rec, rec.batch_id - 1, kafka_partitions.c.end_offset)
+
+    def _remembered_previous(self, rec: BatchRecord) -> Ends | None:
+        with self._ends_lock:
+            known = self._ends.get(rec.run_id)
+        return known if known is not None and known.batch_id == rec.batch_id - 1 else None
+
+    def _continuity_needs_lookup(self, rec: BatchRecord) -> bool:
+        """Whether :meth:`_flag_continuity` would read the journal for ``rec``."""
+        return bool(_continued(rec)) and self._remembered_previous(rec) is None
 
     @staticmethod
     def _neighbour(conn: sa.Connection, rec: BatchRecord, batch_id: int,
@@ -325,8 +382,8 @@ class Writes(JournalBase):
         """Set the problem of each source row (of ``rows``) whose Kafka start offsets do
         not continue from the run's previous batch (a gap, or backwards); returns the
         (source index, problem) pairs set."""
-        kafka = [s for s in rec.sources if s.kind == "kafka" and s.partitions]
-        if not kafka or all(p.start is None for s in kafka for p in s.partitions):
+        kafka = _continued(rec)
+        if not kafka:
             return []
         prev = self._previous_ends(conn, rec)
         if prev is None:

@@ -11,9 +11,7 @@ from __future__ import annotations
 import contextlib
 import enum
 import logging
-import os
 import queue
-import socket
 import threading
 import time
 from collections import Counter
@@ -36,6 +34,7 @@ from .records import (
     run_from_event,
 )
 from .spool import Spool
+from .watchdog import Watchdog
 
 log = logging.getLogger(__name__)
 
@@ -186,6 +185,8 @@ class Writer:
         self.queue: queue.Queue[dict[str, Any] | None] = queue.Queue(config.queue_size)
         self.spool = Spool(config.spool_dir, max_bytes=config.spool_max_bytes)
         self._journal: Journal | None = None
+        self._conn: sa.Connection | None = None  # the writer thread's (_connection)
+        self._watchdog = Watchdog()
         self._pending = 0
         self._cond = threading.Condition()
         self._down_until = 0.0
@@ -344,6 +345,9 @@ class Writer:
         if left:  # the thread is stuck (or never ran): what it holds goes to disk
             self.spill_queue()
         self.spool.close()
+        if not self.alive:  # else the stuck thread still holds its connection
+            self._release_connection()
+            self._watchdog.close()
         if self._journal is not None:
             self._journal.close()
         return flushed and not self.lost
@@ -355,9 +359,11 @@ class Writer:
             self._journal = writer_journal(self.config)
         return self._journal
 
-    def _records(self, events: list[dict[str, Any]], journal: Journal, conn: sa.Connection,
-                 rejected: list[str]) -> list[RunRecord | BatchRecord]:
-        out: list[RunRecord | BatchRecord] = []
+    def _parse(self, events: list[dict[str, Any]]
+               ) -> tuple[list[RunRecord | BatchRecord], list[tuple[str, str]]]:
+        """The events as records, and (reason, payload) of those that cannot be one."""
+        records: list[RunRecord | BatchRecord] = []
+        bad: list[tuple[str, str]] = []
         for ev in events:
             try:
                 if ev.get("type") == PROGRESS:
@@ -366,14 +372,27 @@ class Writer:
                         log.warning(
                             "offset-journal: batch %s of run %s journaled with problems: %s",
                             rec.batch_id, rec.run_id, "; ".join(rec.problems) or "malformed")
-                    out.append(rec)
+                    records.append(rec)
                 else:
-                    out.append(run_from_event(ev))
+                    records.append(run_from_event(ev))
             except (ProgressFormatError, KeyError, TypeError, ValueError) as exc:
                 payload = ev.get("json") if isinstance(ev.get("json"), str) else None
-                journal.record_rejected(str(exc), payload or _dump(ev), conn)
-                rejected.append(str(exc))
-        return out
+                bad.append((str(exc), payload or _dump(ev)))
+        return records, bad
+
+    def _connection(self, journal: Journal) -> sa.Connection:
+        """The writer thread's connection, held from one transaction to the next (a
+        checkout and a return to the pool per batch cost about a tenth of a small
+        batch's write); after an invalidation SQLAlchemy connects it again on use."""
+        if self._conn is None or self._conn.closed:
+            self._conn = journal.engine.connect()
+        return self._conn
+
+    def _release_connection(self) -> None:
+        conn, self._conn = self._conn, None
+        if conn is not None:
+            with contextlib.suppress(Exception):
+                conn.close()
 
     @contextlib.contextmanager
     def _deadline(self, conn: sa.Connection) -> Iterator[None]:
@@ -381,44 +400,16 @@ class Writer:
         database (or pooler, or network) that keeps the connection open and never
         answers would otherwise hold the writer for good. The cut makes the driver
         raise a connection error, which is an outage like any other."""
-        fd = _socket_of(conn)
-        seconds = self.config.transaction_timeout
-        if fd is None:
+        with self._watchdog.watch(_socket_of(conn), self.config.transaction_timeout):
             yield
-            return
-        lock = threading.Lock()
-        done = False
-
-        def cut() -> None:
-            with lock:
-                if done:
-                    return
-                log.warning("offset-journal: the journal database did not answer within "
-                            "%.1fs; cutting the connection", seconds)
-                with contextlib.suppress(OSError):
-                    s = socket.socket(fileno=os.dup(fd))
-                    try:
-                        s.shutdown(socket.SHUT_RDWR)
-                    finally:
-                        s.close()
-
-        timer = threading.Timer(seconds, cut)
-        timer.daemon = True
-        timer.start()
-        try:
-            yield
-        finally:
-            with lock:
-                done = True
-            timer.cancel()
 
     def _transaction(self, journal: Journal, events: list[dict[str, Any]]) -> None:
+        records, bad = self._parse(events)
         for attempt in (1, 2):
-            rejected: list[str] = []
             try:
-                with journal.engine.connect() as conn, self._deadline(conn), conn.begin():
-                    new = record_all(journal, self._records(events, journal, conn, rejected),
-                                     conn)
+                conn = self._connection(journal)
+                with self._deadline(conn):
+                    new = _journal_events(journal, conn, records, bad)
             except sa.exc.DBAPIError as exc:
                 # A pooled connection gone stale (server restarted, idle timeout)
                 # invalidates the pool: one attempt on a fresh connection decides
@@ -426,11 +417,11 @@ class Writer:
                 if attempt == 2 or not exc.connection_invalidated:
                     raise
                 continue
-            for reason in rejected:
+            for reason, _ in bad:
                 log.error("offset-journal: event kept in rejected_events: %s", reason)
             with self._cond:
                 self.written += new
-                self.rejected += len(rejected)
+                self.rejected += len(bad)
             return
 
     def _write(self, events: list[dict[str, Any]]) -> None:
@@ -466,7 +457,8 @@ class Writer:
             log.error("offset-journal: writing an event failed in offset-journal itself",
                       exc_info=exc)
         try:
-            with journal.engine.connect() as conn, self._deadline(conn), conn.begin():
+            conn = self._connection(journal)
+            with self._deadline(conn), conn.begin():
                 journal.record_rejected(reason, _dump(event), conn)
         except Exception as again:
             # Counted as lost only when the database itself refuses the rejected row;
@@ -538,6 +530,13 @@ class Writer:
         return events
 
     def _run(self) -> None:
+        try:
+            self._loop()
+        finally:  # the thread's own: closed by it, never from another thread
+            self._release_connection()
+            self._watchdog.close()
+
+    def _loop(self) -> None:
         self._replay()  # what an earlier driver left behind
         while True:
             try:
@@ -573,8 +572,23 @@ class Writer:
 
 
 def _record_losses(writer: Writer, journal: Journal, entries: list[dict[str, Any]]) -> None:
-    with journal.engine.connect() as conn, writer._deadline(conn), conn.begin():
+    conn = writer._connection(journal)
+    with writer._deadline(conn), conn.begin():
         journal.record_spool_losses(entries, conn)
+
+
+def _journal_events(journal: Journal, conn: sa.Connection,
+                    records: list[RunRecord | BatchRecord],
+                    bad: list[tuple[str, str]]) -> int:
+    """One transaction on ``conn``: the records, and the events that cannot be one in
+    rejected_events; how many batches were new. The listener's common case, one batch
+    alone, is one round trip (Journal.write_batch)."""
+    if not bad and len(records) == 1 and isinstance(records[0], BatchRecord):
+        return int(journal.write_batch(records[0], conn))
+    with conn.begin():
+        for reason, payload in bad:
+            journal.record_rejected(reason, payload, conn)
+        return record_all(journal, records, conn)
 
 
 def _socket_of(conn: sa.Connection) -> int | None:

@@ -114,14 +114,14 @@ def _fault_on_run(monkeypatch: pytest.MonkeyPatch, run: str) -> None:
     events of one run: the writer's handling of such a fault is what is tested."""
     import offset_journal.writer as writer_module
 
-    real = writer_module.record_all
+    real = writer_module._journal_events
 
-    def failing(journal, records, conn):  # type: ignore[no-untyped-def]
+    def failing(journal, conn, records, bad):  # type: ignore[no-untyped-def]
         if any(getattr(r, "run_id", None) == run for r in records):
             raise RuntimeError(f"a bug on {run}")
-        return real(journal, records, conn)
+        return real(journal, conn, records, bad)
 
-    monkeypatch.setattr(writer_module, "record_all", failing)
+    monkeypatch.setattr(writer_module, "_journal_events", failing)
 
 
 def test_a_fault_of_our_own_keeps_the_event_as_ours_not_the_databases(

@@ -1,24 +1,41 @@
 """Journal write per batch against the floor and against the previous release, for 1
 to 10,000 Kafka partitions.
 
-Per rep and partition count, in an order that changes every rep (the two journals
-alternate which goes first; see main):
+Per rep and partition count, each variant once, in an order balanced for carry-over
+(a Williams design: over every six reps each variant comes first once and right after
+each other variant once). What ran just before matters on this machine: at 1 partition
+(2026-11-25, 40 reps of the order used before) the floor took 0.69 ms after another
+floor and 0.85 ms after the previous release's write, the journal 1.09 ms when first,
+1.20 after a floor and 1.31 after the previous release; that order put the floor after
+a floor in half the reps and the journal after the previous release in half.
 
-* journal: ``Journal.record_batch(rec)`` of a BatchRecord from ``batch_from_progress``,
-  on the journal as the writer opens it (``writer_journal``), in its own transaction as
-  the writer does, in a child process importing the working tree's ``offset_journal``
+* journal: ``Journal.write_batch(rec, conn)`` of a BatchRecord from
+  ``batch_from_progress``, on the journal as the writer opens it (``writer_journal``),
+  in a transaction of its own on the connection held from batch to batch, as the
+  writer does, in a child process importing the working tree's ``offset_journal``
   (``--current REV``: that revision's), on a database at its schema's head; timed in the
   child;
-* previous: the same, in a child importing the previous release's code (``--previous
-  REV``, default _common.PREVIOUS_RELEASE, exported from git), on its own database at
-  its own schema (its migrations): the same payloads, timed the same way;
+* previous: ``record_batch(rec)`` (a pooled connection per batch, as its writer took),
+  in a child importing the previous release's code (``--previous REV``, default
+  _common.PREVIOUS_RELEASE, exported from git), on its own database at its own schema
+  (its migrations): the same payloads, timed the same way;
 * floor: with psycopg directly on an open connection to a third database (at the
-  current schema, so that neither journal's tables grow by the floors' rows), the same
+  current schema, so that neither journal's tables grow by the floors' rows), timed in
+  the same child as the journal, interleaved with it, so that a process's wake-up and
+  cold caches cost both alike (the floors ran in the parent before), the same
   data written by one plain statement in one transaction: a CTE inserting the batch
   row and its source row with the offset arrays (encoded beforehand by the journal's
   own functions) into scratch copies of ``batches`` and ``batch_sources`` (``LIKE ...
   INCLUDING ALL``: same columns, keys, indexes and CHECKs; no triggers, no foreign
   keys);
+* floor, unprepared: the floor on a connection that never prepares statements on the
+  server (``prepare_threshold=None``, as the journal's connections must be to work
+  behind a transaction pooler); the floor's own connection has psycopg's default (a
+  statement run 5 times is prepared), so the difference is the server's planning;
+* floor, one round trip: the same statement on a connection in autocommit mode, so
+  that it is its own transaction: the statement alone goes to the server, where psycopg
+  otherwise sends BEGIN, the statement and COMMIT one by one (three round trips). The
+  journal writes a batch in one round trip too (journal/driver.py's ``run_alone``);
 * floor + checks: the same statement into the journal's own tables, so that the
   history guard (migration 0004's triggers), the layout foreign key and the arrays'
   checks (0013) are paid: the difference to the floor is what they cost;
@@ -102,6 +119,9 @@ def floor_write(conn: Any, rec: Any, source: dict[str, Any], schema: str = "scra
            f"({', '.join(['%s'] * len(BATCH_COLUMNS))}) RETURNING id) "
            f"INSERT INTO {schema}.batch_sources (batch_pk, {', '.join(cols)}) "
            f"SELECT b.id, {', '.join('%s' + _CASTS.get(c, '') for c in cols)} FROM b")
+    if conn.autocommit:  # the statement is its own transaction
+        conn.execute(sql, values + params)
+        return
     with conn.transaction():
         conn.execute(sql, values + params)
 
@@ -125,34 +145,110 @@ def open_journal(url: str) -> str | None:
     from offset_journal.writer import WriterConfig, writer_journal
 
     revision = migrate(url)
-    _JOURNAL[:] = [writer_journal(WriterConfig(url, spool_dir="unused"))]
+    journal = writer_journal(WriterConfig(url, spool_dir="unused"))
+    _JOURNAL[:] = [journal, journal.engine.connect()]
     return revision
 
 
 def write(size: int, rep: int, run_id: str) -> tuple[float, float]:
-    """Seconds to parse batch ``rep`` of ``size`` partitions, and to record it."""
+    """Seconds to parse batch ``rep`` of ``size`` partitions, and to journal it as the
+    tree's writer does: on the connection it holds from one batch to the next
+    (``Journal.write_batch``); a tree without that (the previous release, whose writer
+    took a pooled connection per batch), ``record_batch`` on a connection of its own."""
     from offset_journal.records import batch_from_progress
 
+    journal = _JOURNAL[0]
     payload = kafka_progress(rep, size, run_id=run_id, query_id=QUERY_ID)
     t0 = time.perf_counter()
     rec = batch_from_progress(payload)
     t1 = time.perf_counter()
-    assert _JOURNAL[0].record_batch(rec)
+    if hasattr(journal, "write_batch"):
+        assert journal.write_batch(rec, _JOURNAL[1])
+    else:
+        assert journal.record_batch(rec)
     return t1 - t0, time.perf_counter() - t1
 
 
 def close_journal() -> None:
-    _JOURNAL.pop().close()
+    journal, conn = _JOURNAL
+    conn.close()
+    journal.close()
+    _JOURNAL.clear()
+
+
+_FLOOR: dict[str, Any] = {}
+
+
+def open_floor(url: str, sizes: list[int]) -> None:
+    """The floors' database at this tree's schema, with the scratch tables and a run row
+    per size for the floor + checks; its two connections (default, never prepared)."""
+    import psycopg
+    import sqlalchemy as sa
+
+    migrate(url)
+    dsn = sa.engine.make_url(url).set(drivername="postgresql").render_as_string(False)
+    conn = psycopg.connect(dsn)
+    with conn.transaction():
+        conn.execute(SCRATCH)
+        conn.execute("INSERT INTO offset_journal.query_runs (run_id, query_id, query_name, "
+                     "named) SELECT 'floor-' || n, 'q', 'floor', true "
+                     "FROM unnest(%s::int[]) n", (sizes,))
+    _FLOOR.update(floor=conn, floor_unprepared=psycopg.connect(dsn, prepare_threshold=None),
+                  floor_one_trip=psycopg.connect(dsn, autocommit=True))
+
+
+def floor(which: str, size: int, rep: int, run_id: str) -> float:
+    """Seconds for one floor write (``floor``, ``floor_fk``, ``floor_unprepared``,
+    ``floor_one_trip``) of batch ``rep`` of ``size`` partitions; its record and source
+    row are made untimed."""
+    from offset_journal.records import batch_from_progress
+
+    rec = batch_from_progress(kafka_progress(rep, size, run_id=run_id, query_id=QUERY_ID))
+    source, layout = floor_source(rec)
+    conn = _FLOOR["floor"]
+    if rep == 0 and which == "floor_fk":  # the journal's own tables need the layout
+        with conn.transaction():
+            conn.execute("INSERT INTO offset_journal.kafka_layouts (layout_id, topics, "
+                         "partitions) VALUES (%(layout_id)s, %(topics)s, "
+                         "%(partitions)s::integer[]) ON CONFLICT DO NOTHING", layout)
+    t0 = time.perf_counter()
+    if which == "floor":
+        floor_write(conn, rec, source)
+    elif which == "floor_unprepared":
+        floor_write(_FLOOR["floor_unprepared"],
+                    replace(rec, batch_id=rec.batch_id + 1_000_000), source)
+    elif which == "floor_one_trip":
+        floor_write(_FLOOR["floor_one_trip"],
+                    replace(rec, batch_id=rec.batch_id + 2_000_000), source)
+    else:
+        floor_write(conn, replace(rec, run_id=f"floor-{size}"), source, "offset_journal")
+    return time.perf_counter() - t0
+
+
+def close_floor() -> None:
+    for conn in _FLOOR.values():
+        conn.close()
+    _FLOOR.clear()
 
 
 # ------------------------------------------------------------------ the run
 
+VARIANTS = ("journal", "previous", "floor", "floor_fk", "floor_unprepared", "floor_one_trip")
+
+
+def balanced_order(variants: tuple[str, ...], rep: int) -> list[str]:
+    """Rep ``rep``'s order: row ``rep`` of a Williams design over ``variants`` (an even
+    number of them): every variant first once, and right after every other one once, in
+    each run of len(variants) reps."""
+    n = len(variants)
+    first = [0]
+    for j in range(1, n):
+        first.append((j + 1) // 2 if j % 2 else n - j // 2)
+    return [variants[(i + rep) % n] for i in first]
+
 
 def main(args: argparse.Namespace) -> None:
-    import psycopg
-    import sqlalchemy as sa
 
-    from offset_journal.records import batch_from_progress
 
     previous, current = trees(args)  # exits with one line if --previous is not in git
     header("Journal write per batch vs. the floor and the previous release", args)
@@ -166,40 +262,20 @@ def main(args: argparse.Namespace) -> None:
         revisions = {
             "current": new.call("open_journal", url=server.create_database("oj_bench")),
             "previous": old.call("open_journal", url=server.create_database("oj_previous"))}
-        floor_url = server.create_database("oj_floor")
-        new.call("migrate", url=floor_url)
+        new.call("open_floor", url=server.create_database("oj_floor"), sizes=args.sizes)
         print(f"* schemas: previous at {revisions['previous']}, current (and the floors') at "
               f"{revisions['current']}")
-        dsn = sa.engine.make_url(floor_url).set(drivername="postgresql").render_as_string(False)
-        floor_conn = psycopg.connect(dsn)
-        with floor_conn.transaction():
-            floor_conn.execute(SCRATCH)
-            floor_conn.execute("INSERT INTO offset_journal.query_runs (run_id, query_id, "
-                               "query_name, named) SELECT 'floor-' || n, 'q', 'floor', true "
-                               "FROM unnest(%s::int[]) n", (args.sizes,))
         sys.stdout.flush()
         results = []
         for size in args.sizes:
             run_id = f"bench-run-{size}"
             t: dict[str, list[float]] = {k: [] for k in (
-                "parse", "journal", "floor", "floor_fk", "previous", "previous_parse")}
+                "parse", "previous_parse", *VARIANTS)}
             for rep in range(args.warmup + args.reps):
                 # the two journals alternate which goes first, the two floors too, and
                 # every other two reps the floors go first: j p f fk, p j fk f, f fk j p,
                 # fk f p j
-                pair, floors = ["journal", "previous"], ["floor", "floor_fk"]
-                if rep % 2:
-                    pair, floors = pair[::-1], floors[::-1]
-                order = pair + floors if rep // 2 % 2 == 0 else floors + pair
-                rec = batch_from_progress(kafka_progress(rep, size, run_id=run_id,
-                                                         query_id=QUERY_ID))
-                source, layout = floor_source(rec)
-                if rep == 0:  # the journal's own tables need the layout (foreign key)
-                    with floor_conn.transaction():
-                        floor_conn.execute(
-                            "INSERT INTO offset_journal.kafka_layouts (layout_id, topics, "
-                            "partitions) VALUES (%(layout_id)s, %(topics)s, "
-                            "%(partitions)s::integer[]) ON CONFLICT DO NOTHING", layout)
+                order = balanced_order(VARIANTS, rep)
                 timings = {}
                 for which in order:
                     if which == "journal":
@@ -209,13 +285,8 @@ def main(args: argparse.Namespace) -> None:
                         timings["previous_parse"], timings["previous"] = old.call(
                             "write", size=size, rep=rep, run_id=run_id)
                     else:
-                        t0 = time.perf_counter()
-                        if which == "floor":
-                            floor_write(floor_conn, rec, source)
-                        else:
-                            floor_write(floor_conn, replace(rec, run_id=f"floor-{size}"),
-                                        source, "offset_journal")
-                        timings[which] = time.perf_counter() - t0
+                        timings[which] = new.call("floor", which=which, size=size, rep=rep,
+                                                  run_id=run_id)
                 if rep >= args.warmup:
                     for k, v in timings.items():
                         t[k].append(v)
@@ -223,7 +294,7 @@ def main(args: argparse.Namespace) -> None:
             print(f"{size} partitions: journal {quantile(t['journal'], .5) * 1e3:.2f} ms, "
                   f"previous {quantile(t['previous'], .5) * 1e3:.2f} ms, floor "
                   f"{quantile(t['floor'], .5) * 1e3:.2f} ms", file=sys.stderr, flush=True)
-        floor_conn.close()
+        new.call("close_floor")
         new.call("close_journal")
         old.call("close_journal")
     report(args, results)
@@ -238,7 +309,7 @@ def report(args: argparse.Namespace, results: list[tuple[int, dict[str, list[flo
         rs = [a / b for a, b in zip(num, den, strict=True)]  # per rep: adjacent in time
         return f"{quantile(rs, .5):.2f} ({quantile(rs, .25):.2f}-{quantile(rs, .75):.2f})"
 
-    floor_rows, previous_rows = [], []
+    time_rows, ratio_rows, previous_rows = [], [], []
     for size, t in results:
         journal_floor = quantile([a / b for a, b in zip(t["journal"], t["floor"], strict=True)],
                                  .5)
@@ -248,11 +319,15 @@ def report(args: argparse.Namespace, results: list[tuple[int, dict[str, list[flo
         # at least 4x faster than the previous release; others within 2x the floor
         ok = (journal_floor <= 1.5 if size == 1 else
               speedup >= 4.0 if size >= 10_000 else journal_floor <= 2.0)
-        floor_rows.append([
+        time_rows.append([
             f"{size:,}", cell(t["parse"]), cell(t["journal"]), cell(t["floor"]),
-            cell(t["floor_fk"]), ratio(t["journal"], t["floor"]),
+            cell(t["floor_one_trip"]), cell(t["floor_unprepared"]), cell(t["floor_fk"]),
             cell([p + j for p, j in zip(t["parse"], t["journal"], strict=True)]),
-            "yes" if ok else "**no**",
+        ])
+        ratio_rows.append([
+            f"{size:,}", ratio(t["journal"], t["floor"]), ratio(t["journal"], t["floor_one_trip"]),
+            ratio(t["journal"], t["floor_unprepared"]), ratio(t["journal"], t["floor_fk"]),
+            ratio(t["floor_fk"], t["floor"]), "yes" if ok else "**no**",
         ])
         previous_rows.append([
             f"{size:,}", cell(t["previous"]), cell(t["journal"]),
@@ -261,9 +336,13 @@ def report(args: argparse.Namespace, results: list[tuple[int, dict[str, list[flo
         ])
     print(f"\n{args.reps} reps per size (after {args.warmup} warm-up), medians with p25-p75; "
           "ratios are medians of the per-rep ratios.\n")
-    print("Current (journal) against the floor:\n")
-    print(table(["partitions", "parse ms", "journal write ms", "floor ms", "floor + checks ms",
-                 "journal / floor", "parse + write ms", "target met"], floor_rows))
+    print("Current (journal) and the floors, ms:\n")
+    print(table(["partitions", "parse", "journal write", "floor", "floor, one round trip",
+                 "floor unprepared", "floor + checks", "parse + journal write"], time_rows))
+    print("\nCurrent (journal) against the floors:\n")
+    print(table(["partitions", "journal / floor", "journal / floor, one round trip",
+                 "journal / floor unprepared", "journal / floor + checks",
+                 "checks: floor + checks / floor", "target met"], ratio_rows))
     print("\nCurrent against the previous release (same payloads, each on its own schema):\n")
     print(table(["partitions", "previous write ms", "current write ms", "current / previous",
                  "speed-up (previous / current)", "previous parse ms", "current parse ms"],

@@ -19,7 +19,7 @@ HERE = Path(__file__).resolve().parent
 
 # name -> (script, arguments)
 QUICK = {
-    "journal_write": ("journal_write", ["--reps", "10"]),
+    "journal_write": ("journal_write", ["--reps", "12"]),
     "callback_handoff": ("callback_handoff", ["--events", "300", "--rounds", "1"]),
     "restart_planning": ("restart_planning", ["--sizes", "1000,10000,100000", "--rounds", "10",
                                               "--cli-reps", "3"]),
@@ -32,7 +32,7 @@ QUICK = {
 }
 
 FULL = {
-    "journal_write": ("journal_write", ["--reps", "40"]),
+    "journal_write": ("journal_write", ["--reps", "42"]),
     "callback_handoff": ("callback_handoff", ["--events", "2000", "--rounds", "3"]),
     "restart_planning": ("restart_planning", ["--rounds", "30", "--cli-reps", "7"]),
     "restart_planning_no_run_events": ("restart_planning", ["--rounds", "30", "--cli-reps", "3",

@@ -5,11 +5,13 @@ one round trip, with the statement timeout, as a transaction of its own."""
 from __future__ import annotations
 
 import json
+import logging
 import socket
 import tempfile
 import threading
 import uuid
 from datetime import datetime, timezone
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -19,10 +21,10 @@ from psycopg import pq
 
 from offset_journal.db import alembic_config, resolve_url, upgrade
 from offset_journal.journal import Journal
-from offset_journal.records import BatchRecord, batch_from_progress
+from offset_journal.records import PROGRESS, BatchRecord, batch_from_progress
 from offset_journal.roles import writer_statements
 from offset_journal.watchdog import Watchdog
-from offset_journal.writer import WriterConfig, writer_journal
+from offset_journal.writer import Writer, WriterConfig, writer_journal
 
 from .payloads import kafka_source, progress, sql_execute, sql_rows
 
@@ -218,3 +220,37 @@ def test_the_watchdog_cuts_a_transaction_past_its_deadline_and_no_other() -> Non
         dog.close()
         for s in (kept, kept_peer, hung, hung_peer):
             s.close()
+
+
+def test_this_release_on_a_journal_not_upgraded_keeps_its_events_until_the_upgrade(
+        empty_database_url: str, tmp_path: Path, caplog: pytest.LogCaptureFixture) -> None:
+    """No function yet (0013): the events wait in the spool, one ERROR says to run `db
+    upgrade`, nothing goes to rejected_events; after the upgrade they are journaled."""
+    url = empty_database_url
+    command.upgrade(alembic_config(url), "0013_offsets_as_arrays")
+    run = str(uuid.uuid4())
+    events = [{"type": PROGRESS, "json": progress(
+        i, run_id=run, query_id="q-" + run, name="write_path_q",
+        timestamp=f"2026-11-01T00:00:{i:02d}.000Z",
+        sources=[kafka_source("t", None if i == 0 else {"t": {"0": 10 * i}},
+                              {"t": {"0": 10 * (i + 1)}})])} for i in range(2)]
+    spool = str(tmp_path / "spool")
+    w = Writer(WriterConfig(url, spool, retry_initial=0.05, retry_max=0.1))
+    w.start()
+    for ev in events:
+        w.submit(ev)
+    assert w.flush(timeout=30, to_database=False)  # each in the journal or the spool
+    assert w.close(timeout=0.5) is False
+    assert (w.stats().journaled, w.stats().rejected, w.stats().lost) == (0, 0, 0)
+    assert w.stats().spooled == 2
+    errors = [r.getMessage() for r in caplog.records if r.levelno >= logging.ERROR]
+    assert errors and all("offset-journal db upgrade" in e for e in errors), errors
+    assert sql_rows(url, "SELECT count(*) FROM offset_journal.rejected_events") == [(0,)]
+
+    upgrade(url)
+    w = Writer(WriterConfig(url, spool, retry_initial=0.05))
+    w.start()
+    assert w.flush(timeout=30) is True
+    w.close()
+    assert sql_rows(url, "SELECT batch_id FROM offset_journal.batches WHERE run_id = :run "
+                         "ORDER BY 1", run=run) == [(0,), (1,)]

@@ -10,6 +10,8 @@ The modules, in the order data flows:
 
 * ``base.py``: the connection (an engine opened lazily, reads that say when the schema
   is missing);
+* ``batch_args.py``: a batch as the arguments of its one call (pure);
+* ``driver.py``: that call on psycopg, in a transaction or alone in one round trip;
 * ``write.py``: runs, batches, rejected events, spool losses and restart plans in;
 * ``rows.py``: batches read back with their sources and partitions, in journal order;
 * ``read.py``: history, runs, plans and problems for people and plans;

@@ -1,12 +1,12 @@
-"""The write path: runs, batches (one statement and one COPY), rejected events, spool
-losses and restart plans; a batch's continuity checked against its journaled
-neighbours as it is written."""
+"""The write path: runs, batches (one call each, batch_args.py; partitions the arrays
+cannot hold by COPY), rejected events, spool losses and restart plans; a batch's
+continuity checked against its journaled neighbours as it is written."""
 
 from __future__ import annotations
 
 import dataclasses
 import logging
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Iterable, Sequence
 from typing import Any
 
 import sqlalchemy as sa
@@ -19,10 +19,9 @@ from ..journal_checks import (
     dumps,
     duplicate_problem,
     partition_latests,
-    stored_offsets,
     successor_problem,
 )
-from ..records import BatchRecord, RunRecord, SourceRecord
+from ..records import BatchRecord, RunRecord
 from ..schema import (
     SCHEMA,
     batches,
@@ -34,8 +33,15 @@ from ..schema import (
     restart_plans,
     spool_losses,
 )
-from .arrays import Arrays, Layout, array_literal, encode, latest_json
+from .arrays import Arrays
 from .base import JournalBase
+from .batch_args import (
+    JOURNAL_BATCH,
+    JSON_ARGUMENTS,
+    BatchWrite,
+    continued_sources,
+    flag_problems,
+)
 from .driver import execute, jsonb, run_alone
 from .rows import with_sources
 from .write_state import NO_ENDS, REMEMBERED_RUNS, Ends
@@ -43,157 +49,11 @@ from .write_state import NO_ENDS, REMEMBERED_RUNS, Ends
 log = logging.getLogger("offset_journal.journal")
 
 
-# The batch, its source rows, any Kafka layouts the database may not have yet, and its
-# run row (in case the run's start event was lost) are written by one call to
-# offset_journal.journal_batch (migration 0014): a function keeps its statements' plans
-# in the server process, even behind a transaction pooler, where a statement of this
-# size was parsed and planned anew for every batch. A batch already journaled inserts
-# nothing and returns no id. So does a batch whose successor in the run is already
-# journaled (replayed late from a spool), when ``check_next`` asks: that pair is checked
-# first (:meth:`Writes._flag_successor`) and the batch written again. Every argument is
-# cast, so that a value out of its column's range is refused as the table would refuse it.
-_JOURNAL_BATCH = """SELECT new_batch_pk, next_journaled FROM offset_journal.journal_batch(
-    p_run_id => %(run_id)s::text, p_query_id => %(query_id)s::text,
-    p_query_name => %(query_name)s::text, p_named => %(named)s::boolean,
-    p_batch_id => %(batch_id)s::bigint, p_trigger_at => %(trigger_at)s::timestamptz,
-    p_batch_duration_ms => %(batch_duration_ms)s::bigint,
-    p_durations_ms => %(durations_ms)s::jsonb, p_num_input_rows => %(num_input_rows)s::bigint,
-    p_input_rows_per_second => %(input_rows_per_second)s::double precision,
-    p_processed_rows_per_second => %(processed_rows_per_second)s::double precision,
-    p_watermark => %(watermark)s::timestamptz,
-    p_event_time_min => %(event_time_min)s::timestamptz,
-    p_event_time_max => %(event_time_max)s::timestamptz,
-    p_event_time_avg => %(event_time_avg)s::timestamptz,
-    p_state_operators => %(state_operators)s::jsonb,
-    p_sink_description => %(sink_description)s::text,
-    p_num_output_rows => %(num_output_rows)s::bigint, p_raw_progress => %(raw_progress)s::text,
-    p_sources => %(sources)s::jsonb, p_layouts => %(layouts)s::jsonb,
-    p_check_next => %(check_next)s::boolean)"""
-
-
-def _source_row(source: SourceRecord) -> tuple[dict[str, Any], Arrays | None]:
-    """A batch_sources row, as one element of the JSONB array ``_JOURNAL_BATCH`` takes (a JSON
-    null comes out of jsonb_to_recordset as SQL NULL), and a Kafka source's arrays (None:
-    not a Kafka source with partitions, or one they cannot hold: its partitions are
-    rows of kafka_partition_rows then)."""
-    start, end = stored_offsets(source)
-    row = {
-        "source_index": source.index, "description": source.description, "kind": source.kind,
-        "start_offset": start, "end_offset": end, "latest_offset": source.latest_offset,
-        "num_input_rows": source.num_input_rows, "problem": source.problem,
-        "metrics": source.metrics, "kafka_layout": None, "end_offsets": None,
-        "read_spans": None, "latest_lags": None, "read_spans_wide": None,
-        "latest_lags_wide": None,
-    }
-    if source.kind != "kafka" or not source.partitions:
-        return row, None
-    latests = partition_latests(source)
-    arrays = encode(source.partitions, latests)
-    if arrays is None:
-        return row, None
-    # As array literals: Postgres parses one in C, where a JSON array would go through
-    # one conversion per element (a third of a 10,000-partition batch's write).
-    row["end_offsets"] = array_literal(arrays.end_offsets)
-    row["read_spans" if arrays.spans_narrow else "read_spans_wide"] = array_literal(
-        arrays.read_spans)
-    row["latest_lags" if arrays.lags_narrow else "latest_lags_wide"] = array_literal(
-        arrays.latest_lags)
-    if source.latest_offset is None or source.problem:
-        return row, arrays
-    # The source_offsets view rebuilds it from the partition values: then not kept. A
-    # latest equal to the end (the query keeps up) is rebuilt when the end is.
-    if (end is None and source.latest_offset == source.end_offset) or (
-            source.latest_offset == latest_json(source.partitions, latests)):
-        row["latest_offset"] = None
-    return row, arrays
-
-
 _PARTITION_COLUMNS = ("batch_pk", "source_index", "topic", "partition", "start_offset",
                       "end_offset", "latest_offset")
 """The kafka_partition_rows columns the journal writes, in the order of its row tuples."""
 _COPY_PARTITIONS = (f"COPY {SCHEMA}.kafka_partition_rows (batch_pk, source_index, topic, "
                     "partition, start_offset, end_offset, latest_offset) FROM STDIN")
-
-
-def _continued(rec: BatchRecord) -> list[SourceRecord]:
-    """The Kafka sources whose starts continue the run's previous batch (none when no
-    partition has a start: a first batch)."""
-    kafka = [s for s in rec.sources if s.kind == "kafka" and s.partitions]
-    if all(p.start is None for s in kafka for p in s.partitions):
-        return []
-    return kafka
-
-
-def _flag(rows: list[dict[str, Any]], problems: list[tuple[int, str | None]],
-          ) -> list[tuple[int, str]]:
-    """Add each (source index, problem) to that source row's problem; the ones added."""
-    by_index = {row["source_index"]: row for row in rows}
-    flagged = []
-    for index, problem in problems:
-        if problem:
-            row = by_index[index]
-            row["problem"] = "; ".join(x for x in (row["problem"], problem) if x)
-            flagged.append((index, problem))
-    return flagged
-
-
-@dataclasses.dataclass
-class _BatchWrite:
-    """A batch on its way in: its source rows (and each Kafka source's arrays), the
-    layouts the database may lack, and the problems its checks found."""
-
-    rec: BatchRecord
-    encoded: list[tuple[dict[str, Any], Arrays | None]]
-    layouts: dict[bytes, dict[str, Any]]
-    flagged: list[tuple[int, str]] = dataclasses.field(default_factory=list)
-
-    @classmethod
-    def of(cls, rec: BatchRecord, key_of: Callable[[Layout], bytes],
-           stored: Callable[[bytes], bool]) -> _BatchWrite:
-        """Name each Kafka source row's layout; the layouts not known to be stored are
-        sent (until a transaction that sent them commits: JournalBase remembers)."""
-        encoded = [_source_row(s) for s in rec.sources]
-        layouts: dict[bytes, dict[str, Any]] = {}
-        for row, arrays in encoded:
-            if arrays is None:
-                continue
-            key = key_of(arrays.layout)
-            row["kafka_layout"] = "\\x" + key.hex()
-            if key not in layouts and not stored(key):
-                layouts[key] = {"layout_id": row["kafka_layout"],
-                                "topics": list(arrays.layout.topics),
-                                "partitions": list(arrays.layout.partitions)}
-        return cls(rec, encoded, layouts)
-
-    @property
-    def sources(self) -> list[dict[str, Any]]:
-        return [row for row, _ in self.encoded]
-
-    @property
-    def rows_needed(self) -> bool:
-        """Some source's partitions go in as rows (the arrays cannot hold them)."""
-        return any(arrays is None and s.kind == "kafka" and s.partitions
-                   for s, (_, arrays) in zip(self.rec.sources, self.encoded, strict=True))
-
-    def arguments(self, *, check_next: bool) -> dict[str, Any]:
-        """``_JOURNAL_BATCH``'s arguments."""
-        rec = self.rec
-        return {
-            "run_id": rec.run_id, "query_id": rec.query_id, "query_name": rec.query_name,
-            "named": rec.named, "batch_id": rec.batch_id, "trigger_at": rec.trigger_at,
-            "batch_duration_ms": rec.batch_duration_ms, "durations_ms": jsonb(rec.durations_ms),
-            "num_input_rows": rec.num_input_rows,
-            "input_rows_per_second": rec.input_rows_per_second,
-            "processed_rows_per_second": rec.processed_rows_per_second,
-            "watermark": rec.watermark, "event_time_min": rec.event_time_min,
-            "event_time_max": rec.event_time_max, "event_time_avg": rec.event_time_avg,
-            "state_operators": jsonb(rec.state_operators),
-            "sink_description": rec.sink_description,
-            "num_output_rows": rec.num_output_rows, "raw_progress": rec.raw_progress,
-            "sources": jsonb(self.sources),
-            "layouts": jsonb(list(self.layouts.values())) if self.layouts else None,
-            "check_next": check_next,
-        }
 
 
 class Writes(JournalBase):
@@ -253,7 +113,7 @@ class Writes(JournalBase):
         if conn is None:
             with self._engine.connect() as c:
                 return self.write_batch(rec, c)
-        batch = _BatchWrite.of(rec, self.layout_key, self.layout_stored)
+        batch = BatchWrite.of(rec, self.layout_key, self.layout_stored)
         self.layouts_sent(conn, batch.layouts)
         batch.flagged = self._flag_continuity(conn, rec, batch.sources)
         return self._write_in(conn, rec, batch)
@@ -264,7 +124,7 @@ class Writes(JournalBase):
         nothing must be read first (its continuity is checked against the run's
         previous batch this Journal remembers) and nothing goes in by COPY; False when
         it was already journaled."""
-        batch = _BatchWrite.of(rec, self.layout_key, self.layout_stored)
+        batch = BatchWrite.of(rec, self.layout_key, self.layout_stored)
         if batch.rows_needed or self._continuity_needs_lookup(rec):
             with conn.begin():
                 self.layouts_sent(conn, batch.layouts)
@@ -282,7 +142,7 @@ class Writes(JournalBase):
         self._journaled(rec, batch)
         return True
 
-    def _write_in(self, conn: sa.Connection, rec: BatchRecord, batch: _BatchWrite) -> bool:
+    def _write_in(self, conn: sa.Connection, rec: BatchRecord, batch: BatchWrite) -> bool:
         """The batch in ``conn``'s transaction: the function's call, the successor's
         check when it came first, the partition rows the arrays cannot hold."""
         pk, has_next = self._insert_batch(conn, batch.arguments(check_next=True))
@@ -303,7 +163,7 @@ class Writes(JournalBase):
         self._journaled(rec, batch)
         return True
 
-    def _journaled(self, rec: BatchRecord, batch: _BatchWrite) -> None:
+    def _journaled(self, rec: BatchRecord, batch: BatchWrite) -> None:
         for index, problem in batch.flagged:  # said once: a replay of it is a no-op
             log.warning("offset-journal: batch %s of run %s (query %s), source %s: %s",
                         rec.batch_id, rec.run_id, rec.query_name, index, problem)
@@ -311,10 +171,12 @@ class Writes(JournalBase):
 
     def _insert_batch(self, conn: sa.Connection, arguments: dict[str, Any], *,
                       alone: bool = False) -> tuple[int | None, bool]:
-        """``_JOURNAL_BATCH`` in ``conn``'s transaction, or as one of its own
+        """``JOURNAL_BATCH`` in ``conn``'s transaction, or as one of its own
         (``alone``): (the new batch's id or None, whether its successor is in)."""
+        arguments = {k: jsonb(v) if k in JSON_ARGUMENTS and v is not None else v
+                     for k, v in arguments.items()}
         try:
-            row = (run_alone if alone else execute)(conn, _JOURNAL_BATCH, arguments)
+            row = (run_alone if alone else execute)(conn, JOURNAL_BATCH, arguments)
         except sa.exc.IntegrityError as exc:
             if "kafka_layout" in str(exc.orig):  # a layout remembered but not there
                 self._forget_layouts()
@@ -342,7 +204,7 @@ class Writes(JournalBase):
 
     def _continuity_needs_lookup(self, rec: BatchRecord) -> bool:
         """Whether :meth:`_flag_continuity` would read the journal for ``rec``."""
-        return bool(_continued(rec)) and self._remembered_previous(rec) is None
+        return bool(continued_sources(rec)) and self._remembered_previous(rec) is None
 
     @staticmethod
     def _neighbour(conn: sa.Connection, rec: BatchRecord, batch_id: int,
@@ -382,13 +244,13 @@ class Writes(JournalBase):
         """Set the problem of each source row (of ``rows``) whose Kafka start offsets do
         not continue from the run's previous batch (a gap, or backwards); returns the
         (source index, problem) pairs set."""
-        kafka = _continued(rec)
+        kafka = continued_sources(rec)
         if not kafka:
             return []
         prev = self._previous_ends(conn, rec)
         if prev is None:
             return []
-        return _flag(rows, [(s.index, continuity_problem(s, prev.batch_id,
+        return flag_problems(rows, [(s.index, continuity_problem(s, prev.batch_id,
                                                          prev.ends.get(s.index, NO_ENDS)))
                             for s in kafka])
 
@@ -400,7 +262,7 @@ class Writes(JournalBase):
         following = self._neighbour(conn, rec, rec.batch_id + 1, kafka_partitions.c.start_offset)
         if not kafka or following is None:
             return []
-        return _flag(rows, [(s.index, successor_problem(s, following.batch_id,
+        return flag_problems(rows, [(s.index, successor_problem(s, following.batch_id,
                                                         following.ends.get(s.index, NO_ENDS)))
                             for s in kafka])
 

@@ -173,7 +173,7 @@ def grant(database_url: str | None, writer: str | None = None, reader: str | Non
             driver.add_notice_handler(handler)  # type: ignore[union-attr]
             try:
                 for statement in statements:
-                    conn.exec_driver_sql(statement)
+                    _grant_one(conn, statement)
             finally:
                 driver.remove_notice_handler(handler)  # type: ignore[union-attr]
             if refused:
@@ -184,6 +184,19 @@ def grant(database_url: str | None, writer: str | None = None, reader: str | Non
         engine.dispose()
     return statements
 
+
+
+def _grant_one(conn: Any, statement: str) -> None:
+    import sqlalchemy as sa
+
+    try:
+        conn.exec_driver_sql(statement)
+    except sa.exc.ProgrammingError as exc:
+        # A table, view or function this release grants on is not there yet.
+        if getattr(exc.orig, "sqlstate", None) in ("42P01", "42883"):
+            raise GrantError("nothing granted: the journal schema is older than this "
+                             "release; run `offset-journal db upgrade` first") from None
+        raise
 
 
 def _refusal_collector(refused: list[str]) -> Any:

@@ -386,6 +386,12 @@ class Writer:
         batch's write); after an invalidation SQLAlchemy connects it again on use."""
         if self._conn is None or self._conn.closed:
             self._conn = journal.engine.connect()
+        elif self._conn.invalidated:
+            # Connect again now, before the deadline is armed on its socket: a failure
+            # is an outage like any other, not a transaction left unwatched.
+            if self._conn.in_transaction():
+                self._conn.rollback()
+            self._conn.connection  # noqa: B018
         return self._conn
 
     def _release_connection(self) -> None:

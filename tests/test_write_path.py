@@ -4,6 +4,7 @@ one round trip, with the statement timeout, as a transaction of its own."""
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import logging
 import socket
@@ -254,3 +255,45 @@ def test_this_release_on_a_journal_not_upgraded_keeps_its_events_until_the_upgra
     w.close()
     assert sql_rows(url, "SELECT batch_id FROM offset_journal.batches WHERE run_id = :run "
                          "ORDER BY 1", run=run) == [(0,), (1,)]
+
+
+def test_record_batch_on_a_connection_without_a_transaction_commits_with_it(
+        journal_url: str) -> None:
+    """SQLAlchemy 2.0's way: connect, write, commit. The write begins its transaction
+    through SQLAlchemy (psycopg would open one SQLAlchemy never commits)."""
+    run = str(uuid.uuid4())
+    with Journal(journal_url) as journal, journal.engine.connect() as conn:
+        assert journal.record_batch(_batch(run, 0), conn)
+        assert conn.in_transaction()
+        conn.commit()
+    assert sql_rows(journal_url, "SELECT count(*) FROM offset_journal.batches WHERE run_id = "
+                                 ":run", run=run) == [(1,)]
+
+
+def test_the_smallest_bigint_goes_through_the_one_query_write(journal_url: str) -> None:
+    """Bound in the client, a negative number is written with its sign apart; a cast
+    right after it would apply before the minus and overflow."""
+    run = str(uuid.uuid4())
+    smallest = -(2 ** 63)
+    with Journal(journal_url) as journal, journal.engine.connect() as conn:
+        assert journal.write_batch(_batch(run, 0), conn)
+        one = dataclasses.replace(_batch(run, 1), batch_duration_ms=smallest)
+        ok, sent = _traced(conn, lambda: journal.write_batch(one, conn))
+        assert ok and sent == ["Query"]
+    assert sql_rows(journal_url, "SELECT batch_duration_ms FROM offset_journal.batches WHERE "
+                                 "run_id = :run AND batch_id = 1", run=run) == [(smallest,)]
+
+
+def test_db_grant_on_a_journal_not_upgraded_says_so_and_grants_nothing(
+        empty_database_url: str, capsys: pytest.CaptureFixture[str]) -> None:
+    from offset_journal.cli import main as cli_main
+
+    url = empty_database_url
+    command.upgrade(alembic_config(url), "0013_offsets_as_arrays")
+    role = f"oj_g14_{uuid.uuid4().hex[:8]}"
+    sql_execute(url, f'CREATE ROLE "{role}" LOGIN')
+    assert cli_main(["--database-url", url, "db", "grant", "--writer", role]) == 1
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and "offset-journal db upgrade" in err[0], err
+    assert sql_rows(url, "SELECT has_table_privilege(:r, 'offset_journal.batches', 'SELECT')",
+                    r=role) == [(False,)]

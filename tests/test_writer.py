@@ -215,7 +215,11 @@ def test_a_stale_connection_is_retried_not_spooled(journal_url, tmp_path):
             "and datname = current_database()")).scalar_one()
     engine.dispose()
     assert killed == 1  # the writer's one pooled connection
-    for ev in events[3:]:
+    # A lone batch first (its one-query write meets the dead connection), then more.
+    w.submit(events[3])
+    assert w.flush(timeout=30)
+    assert w.spooled == 0
+    for ev in events[4:]:
         w.submit(ev)
     assert w.flush(timeout=30)  # with retry_initial=5 s, a spool round would take longer
     w.close()

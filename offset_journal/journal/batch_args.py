@@ -22,24 +22,26 @@ from .arrays import Arrays, Layout, array_literal, encode, latest_json
 # nothing and returns no id. So does a batch whose successor in the run is already
 # journaled (replayed late from a spool), when ``check_next`` asks: that pair is checked
 # first (``Writes._flag_successor``) and the batch written again. Every argument is
-# cast, so that a value out of its column's range is refused as the table would refuse it.
+# cast, so that a value out of its column's range is refused as the table would refuse it;
+# in parentheses, as psycopg writes a negative number bound in the client with its sign
+# apart (-9223372036854775808::bigint would cast before negating, and overflow).
 JOURNAL_BATCH = """SELECT new_batch_pk, next_journaled FROM offset_journal.journal_batch(
-    p_run_id => %(run_id)s::text, p_query_id => %(query_id)s::text,
-    p_query_name => %(query_name)s::text, p_named => %(named)s::boolean,
-    p_batch_id => %(batch_id)s::bigint, p_trigger_at => %(trigger_at)s::timestamptz,
-    p_batch_duration_ms => %(batch_duration_ms)s::bigint,
-    p_durations_ms => %(durations_ms)s::jsonb, p_num_input_rows => %(num_input_rows)s::bigint,
-    p_input_rows_per_second => %(input_rows_per_second)s::double precision,
-    p_processed_rows_per_second => %(processed_rows_per_second)s::double precision,
-    p_watermark => %(watermark)s::timestamptz,
-    p_event_time_min => %(event_time_min)s::timestamptz,
-    p_event_time_max => %(event_time_max)s::timestamptz,
-    p_event_time_avg => %(event_time_avg)s::timestamptz,
-    p_state_operators => %(state_operators)s::jsonb,
-    p_sink_description => %(sink_description)s::text,
-    p_num_output_rows => %(num_output_rows)s::bigint, p_raw_progress => %(raw_progress)s::text,
-    p_sources => %(sources)s::jsonb, p_layouts => %(layouts)s::jsonb,
-    p_check_next => %(check_next)s::boolean)"""
+    p_run_id => (%(run_id)s)::text, p_query_id => (%(query_id)s)::text,
+    p_query_name => (%(query_name)s)::text, p_named => (%(named)s)::boolean,
+    p_batch_id => (%(batch_id)s)::bigint, p_trigger_at => (%(trigger_at)s)::timestamptz,
+    p_batch_duration_ms => (%(batch_duration_ms)s)::bigint,
+    p_durations_ms => (%(durations_ms)s)::jsonb, p_num_input_rows => (%(num_input_rows)s)::bigint,
+    p_input_rows_per_second => (%(input_rows_per_second)s)::double precision,
+    p_processed_rows_per_second => (%(processed_rows_per_second)s)::double precision,
+    p_watermark => (%(watermark)s)::timestamptz,
+    p_event_time_min => (%(event_time_min)s)::timestamptz,
+    p_event_time_max => (%(event_time_max)s)::timestamptz,
+    p_event_time_avg => (%(event_time_avg)s)::timestamptz,
+    p_state_operators => (%(state_operators)s)::jsonb,
+    p_sink_description => (%(sink_description)s)::text,
+    p_num_output_rows => (%(num_output_rows)s)::bigint, p_raw_progress => (%(raw_progress)s)::text,
+    p_sources => (%(sources)s)::jsonb, p_layouts => (%(layouts)s)::jsonb,
+    p_check_next => (%(check_next)s)::boolean)"""
 
 
 JSON_ARGUMENTS = frozenset({"durations_ms", "state_operators", "sources", "layouts"})

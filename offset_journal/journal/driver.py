@@ -50,8 +50,12 @@ def jsonb(value: Any) -> Jsonb:
 
 
 def execute(conn: sa.Connection, statement: str, params: Mapping[str, Any]) -> Row | None:
-    """``statement`` in ``conn``'s transaction; its first row."""
-    driver = conn.connection.driver_connection
+    """``statement`` in ``conn``'s transaction (begun here through SQLAlchemy, with the
+    engine's settings, when none is); its first row."""
+    if not conn.in_transaction():
+        conn.begin()  # else psycopg would open one SQLAlchemy neither sees nor commits
+    fairy = conn.connection
+    driver = fairy.driver_connection
     if not isinstance(driver, psycopg.Connection):
         row = conn.exec_driver_sql(statement, dict(params)).first()
         return None if row is None else tuple(row)
@@ -60,7 +64,7 @@ def execute(conn: sa.Connection, statement: str, params: Mapping[str, Any]) -> R
             cur.execute(statement, params)
             return cur.fetchone()
     except psycopg.Error as exc:
-        raise _as_sqlalchemy(conn, statement, params, exc) from exc
+        raise _as_sqlalchemy(conn, fairy, statement, params, exc) from exc
 
 
 def run_alone(conn: sa.Connection, statement: str, params: Mapping[str, Any]) -> Row | None:
@@ -74,7 +78,8 @@ def run_alone(conn: sa.Connection, statement: str, params: Mapping[str, Any]) ->
     Where that cannot be done (another driver, a connection with transaction options),
     the statement runs in a transaction SQLAlchemy opens and commits.
     """
-    driver = conn.connection.driver_connection
+    fairy = conn.connection
+    driver = fairy.driver_connection
     if (not isinstance(driver, psycopg.Connection) or driver.autocommit
             or driver.isolation_level is not None or driver.read_only is not None
             or driver.deferrable is not None
@@ -84,25 +89,29 @@ def run_alone(conn: sa.Connection, statement: str, params: Mapping[str, Any]) ->
     settings = transaction_settings(conn.engine)
     try:
         driver.autocommit = True  # no BEGIN of psycopg's: the query is the transaction
-        try:
-            with psycopg.ClientCursor(driver) as cur:
-                cur.execute(f"{settings}; {statement}" if settings else statement, params)
-                if settings:
-                    cur.nextset()
-                return cur.fetchone()
-        finally:
-            if driver.pgconn.transaction_status == pq.TransactionStatus.IDLE:
-                driver.autocommit = False
-            else:  # never back to the pool in autocommit: a broken connection
-                conn.invalidate()
+        with psycopg.ClientCursor(driver) as cur:
+            cur.execute(f"{settings}; {statement}" if settings else statement, params)
+            if settings:
+                cur.nextset()
+            return cur.fetchone()
     except psycopg.Error as exc:
-        raise _as_sqlalchemy(conn, statement, params, exc) from exc
+        raise _as_sqlalchemy(conn, fairy, statement, params, exc) from exc
+    finally:
+        if driver.pgconn.transaction_status == pq.TransactionStatus.IDLE:
+            driver.autocommit = False
+        elif not conn.invalidated:  # never back to the pool in autocommit
+            conn.invalidate()
 
 
-def _as_sqlalchemy(conn: sa.Connection, statement: str, params: Mapping[str, Any],
-                   exc: psycopg.Error) -> BaseException:
+def _as_sqlalchemy(conn: sa.Connection, fairy: Any, statement: str,
+                   params: Mapping[str, Any], exc: psycopg.Error) -> BaseException:
+    """``exc`` as SQLAlchemy raises it; a connection it broke is invalidated, and the
+    error says so. Decided on the connection the statement ran on (``fairy``, taken
+    before it: ``conn.connection`` would connect anew once invalidated)."""
+    driver = fairy.driver_connection
     error: Any = exc  # psycopg's, which SQLAlchemy's types name as any DB-API's
-    gone = conn.dialect.is_disconnect(error, conn.connection, None)
+    gone = bool(getattr(driver, "broken", False) or getattr(driver, "closed", False)
+                or conn.dialect.is_disconnect(error, fairy, None))
     if gone:
         conn.invalidate(exc)
     return sa.exc.DBAPIError.instance(statement, params, exc, psycopg.Error,

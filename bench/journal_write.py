@@ -248,8 +248,6 @@ def balanced_order(variants: tuple[str, ...], rep: int) -> list[str]:
 
 
 def main(args: argparse.Namespace) -> None:
-
-
     previous, current = trees(args)  # exits with one line if --previous is not in git
     header("Journal write per batch vs. the floor and the previous release", args)
     print(f"* previous: {args.previous} = {describe_tree(previous)}")

@@ -124,17 +124,24 @@ def _statement_timeout(ms: int) -> Callable[[sa.Connection], None]:
     return begin
 
 
+def plain_and_idle(driver: psycopg.Connection[Any]) -> bool:
+    """Whether a transaction may be opened on ``driver`` by sending BEGIN ourselves: not
+    in autocommit, no transaction options psycopg would add to its own BEGIN, and not in
+    a transaction."""
+    return (not driver.autocommit and driver.isolation_level is None
+            and driver.read_only is None and driver.deferrable is None
+            and driver.pgconn.transaction_status == pq.TransactionStatus.IDLE)
+
+
 def _begin_with(driver: psycopg.Connection[Any], command: bytes) -> bool:
     """Open the transaction with ``command`` (``BEGIN; SET LOCAL ...``) in one round trip
     of the simple query protocol; False, the connection left idle, when that cannot be
     done or failed. psycopg would send its BEGIN alone first (a small batch's write is
     three round trips: this saves a fourth); it sends none on a connection already in a
     transaction, and commits or rolls back by the transaction status, as here."""
-    pgconn = driver.pgconn
-    if (driver.autocommit or driver.isolation_level is not None or driver.read_only is not None
-            or driver.deferrable is not None
-            or pgconn.transaction_status != pq.TransactionStatus.IDLE):
+    if not plain_and_idle(driver):
         return False
+    pgconn = driver.pgconn
     with driver.lock:
         result = pgconn.exec_(command)
         if result.status == pq.ExecStatus.COMMAND_OK:

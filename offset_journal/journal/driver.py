@@ -20,7 +20,7 @@ import sqlalchemy as sa
 from psycopg import pq
 from psycopg.types.json import Jsonb
 
-from ..db import transaction_settings
+from ..db import plain_and_idle, transaction_settings
 
 Row = tuple[Any, ...]
 
@@ -80,10 +80,7 @@ def run_alone(conn: sa.Connection, statement: str, params: Mapping[str, Any]) ->
     """
     fairy = conn.connection
     driver = fairy.driver_connection
-    if (not isinstance(driver, psycopg.Connection) or driver.autocommit
-            or driver.isolation_level is not None or driver.read_only is not None
-            or driver.deferrable is not None
-            or driver.pgconn.transaction_status != pq.TransactionStatus.IDLE):
+    if not isinstance(driver, psycopg.Connection) or not plain_and_idle(driver):
         with conn.begin():
             return execute(conn, statement, params)
     settings = transaction_settings(conn.engine)

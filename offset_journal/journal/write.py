@@ -113,10 +113,8 @@ class Writes(JournalBase):
         if conn is None:
             with self._engine.connect() as c:
                 return self.write_batch(rec, c)
-        batch = BatchWrite.of(rec, self.layout_key, self.layout_stored)
-        self.layouts_sent(conn, batch.layouts)
-        batch.flagged = self._flag_continuity(conn, rec, batch.sources)
-        return self._write_in(conn, rec, batch)
+        return self._record_in(conn, rec, BatchWrite.of(rec, self.layout_key,
+                                                        self.layout_stored))
 
     def write_batch(self, rec: BatchRecord, conn: sa.Connection) -> bool:
         """Journal one completed batch in a transaction of its own on ``conn`` (in none
@@ -127,9 +125,7 @@ class Writes(JournalBase):
         batch = BatchWrite.of(rec, self.layout_key, self.layout_stored)
         if batch.rows_needed or self._continuity_needs_lookup(rec):
             with conn.begin():
-                self.layouts_sent(conn, batch.layouts)
-                batch.flagged = self._flag_continuity(conn, rec, batch.sources)
-                return self._write_in(conn, rec, batch)
+                return self._record_in(conn, rec, batch)
         batch.flagged = self._flag_continuity(conn, rec, batch.sources)  # from memory
         pk, has_next = self._insert_batch(conn, batch.arguments(check_next=True), alone=True)
         self.layouts_stored_now(batch.layouts)  # committed, whatever else was written
@@ -141,6 +137,13 @@ class Writes(JournalBase):
                 return False
         self._journaled(rec, batch)
         return True
+
+    def _record_in(self, conn: sa.Connection, rec: BatchRecord, batch: BatchWrite) -> bool:
+        """The batch in ``conn``'s transaction, its layouts remembered once that commits
+        and its continuity checked (reading the journal when memory cannot tell)."""
+        self.layouts_sent(conn, batch.layouts)
+        batch.flagged = self._flag_continuity(conn, rec, batch.sources)
+        return self._write_in(conn, rec, batch)
 
     def _write_in(self, conn: sa.Connection, rec: BatchRecord, batch: BatchWrite) -> bool:
         """The batch in ``conn``'s transaction: the function's call, the successor's

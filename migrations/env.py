@@ -21,7 +21,7 @@ from typing import Any
 import sqlalchemy as sa
 from alembic import context
 
-from offset_journal.db import ConfigError, make_engine, resolve_url
+from offset_journal.db import SEARCH_PATH, ConfigError, make_engine, resolve_url
 from offset_journal.schema import SCHEMA
 
 config = context.config
@@ -46,6 +46,9 @@ def run_migrations_offline() -> None:
     context.configure(literal_binds=True, dialect_opts={"paramstyle": "named"}, **target,
                       **OPTIONS)
     with context.begin_transaction():
+        # What make_engine sets on every transaction online: names the migrations do not
+        # qualify resolve in pg_catalog, never in a schema other roles may create in.
+        context.execute(f"SET LOCAL search_path = {SEARCH_PATH}")
         context.execute(CREATE_SCHEMA)
         context.run_migrations()
 

@@ -68,37 +68,70 @@ def make_engine(url: str | None = None, *, connect_timeout: int = 5,
     statement timeout set by ``SET LOCAL`` at the start of each transaction, and no
     server-side prepared statements (``prepare_threshold=None``: a pooler does not keep
     them, and psycopg would otherwise prepare any statement run five times).
+
+    Every transaction looks names up in :data:`SEARCH_PATH` only, and every connection
+    speaks UTF-8 (``client_encoding``, a startup parameter poolers pass on): the write
+    path sends JSON as UTF-8 bytes, which a connection in the database's own encoding
+    (LATIN1, say) or in ``PGCLIENTENCODING`` would store garbled; in UTF-8 the server
+    converts each value to its encoding, or refuses one it cannot hold.
     """
     resolved = resolve_url(url)
     connect_args: dict[str, object] = {}
     if resolved.startswith("postgresql"):
         connect_args.update(connect_timeout=connect_timeout, application_name="offset-journal",
                             keepalives=1, keepalives_idle=10, keepalives_interval=5,
-                            keepalives_count=3,
+                            keepalives_count=3, client_encoding="UTF8",
                             # data sent and not acknowledged for 30 s: the peer is gone
                             tcp_user_timeout=30_000)
     kwargs.setdefault("pool_pre_ping", True)
     engine = sa.create_engine(resolved, connect_args=connect_args, **kwargs)
     if engine.dialect.driver == "psycopg":
+        sa.event.listen(engine, "first_connect", _initialize_in_safe_path)
         sa.event.listen(engine, "connect", _read_infinite_times)
         sa.event.listen(engine, "connect", _no_prepared_statements)
-    if statement_timeout_ms and engine.dialect.name == "postgresql":
-        sa.event.listen(engine, "begin", _statement_timeout(int(statement_timeout_ms)))
-        _TRANSACTION_SETTINGS[engine] = _timeout_statement(int(statement_timeout_ms))
+    settings = transaction_statements(statement_timeout_ms)
+    sa.event.listen(engine, "begin", _settings_hook(settings))
+    _TRANSACTION_SETTINGS[engine] = settings
     return engine
 
 
-_TRANSACTION_SETTINGS: weakref.WeakKeyDictionary[sa.Engine, str] = weakref.WeakKeyDictionary()
+SEARCH_PATH = "pg_catalog, pg_temp"
+"""The only schemas an unqualified name is looked up in, in every transaction the
+project opens. Not ``public``: before PostgreSQL 15 any role may create objects there,
+and a function or operator planted there with a closer argument type than the built-in
+(``public.cardinality(bigint[])`` beside ``pg_catalog.cardinality(anyarray)``) would run
+with the rights of whoever calls it, the journal's owner included (CVE-2018-1058). The
+journal's own objects are always named with their schema."""
+
+_TRANSACTION_SETTINGS: weakref.WeakKeyDictionary[sa.Engine, tuple[str, ...]] = (
+    weakref.WeakKeyDictionary())
 
 
-def transaction_settings(engine: sa.Engine) -> str | None:
-    """What ``engine`` sets at the start of each transaction (``SET LOCAL ...``), for a
-    caller that opens a transaction without SQLAlchemy's begin (journal/driver.py)."""
-    return _TRANSACTION_SETTINGS.get(engine)
+def transaction_statements(statement_timeout_ms: int | None = None) -> tuple[str, ...]:
+    """The ``SET LOCAL`` statements that open each transaction: the search path, and the
+    statement timeout when there is one. Per transaction, not per session: behind a
+    transaction pooler the next transaction may run on another server connection (and
+    a session setting would leak to the pooler's other clients)."""
+    statements = [f"SET LOCAL search_path = {SEARCH_PATH}"]
+    if statement_timeout_ms:
+        statements.append(f"SET LOCAL statement_timeout = {int(statement_timeout_ms)}")
+    return tuple(statements)
 
 
-def _timeout_statement(ms: int) -> str:
-    return f"SET LOCAL statement_timeout = {ms}"
+def transaction_settings(engine: sa.Engine) -> tuple[str, ...]:
+    """What ``engine`` sets at the start of each transaction (:func:`transaction_statements`;
+    none for an engine the project did not make), for a caller that opens a transaction
+    without SQLAlchemy's begin (journal/driver.py)."""
+    return _TRANSACTION_SETTINGS.get(engine, ())
+
+
+def _initialize_in_safe_path(dbapi_connection: Any, _record: Any) -> None:
+    """Open a transaction on the search path for SQLAlchemy's first-connect queries
+    (``current_schema()``, the hstore type lookup...), which run before any ``begin``
+    hook and would otherwise resolve names on the session's own search path; SQLAlchemy
+    rolls it back when it is done."""
+    if isinstance(dbapi_connection, psycopg.Connection):
+        _begin_with(dbapi_connection, f"BEGIN; SET LOCAL search_path = {SEARCH_PATH}".encode())
 
 
 def _no_prepared_statements(dbapi_connection: Any, _record: Any) -> None:
@@ -107,19 +140,26 @@ def _no_prepared_statements(dbapi_connection: Any, _record: Any) -> None:
     dbapi_connection.prepare_threshold = None
 
 
-def _statement_timeout(ms: int) -> Callable[[sa.Connection], None]:
-    """A ``begin`` hook that bounds every statement of the transaction to ``ms``: set
-    per transaction, so that it holds on whichever server connection a pooler picks."""
-    statement = _timeout_statement(ms)
+def _settings_hook(settings: tuple[str, ...]) -> Callable[[sa.Connection], None]:
+    """A ``begin`` hook that opens every transaction with ``settings`` (the search path,
+    the statement timeout), so that they hold on whichever server connection a pooler
+    picks. A connection in autocommit has no transaction to scope them to: it gets the
+    search path for its session."""
+    statement = "; ".join(settings)
     begin_and_set = f"BEGIN; {statement}".encode()
 
     def begin(conn: sa.Connection) -> None:
         driver = conn.connection.driver_connection
-        if isinstance(driver, psycopg.Connection) and _begin_with(driver, begin_and_set):
-            return
+        if isinstance(driver, psycopg.Connection):
+            if driver.autocommit:
+                conn.exec_driver_sql(f"SET search_path = {SEARCH_PATH}")
+                return
+            if _begin_with(driver, begin_and_set):
+                return
         # Through SQLAlchemy, so that an error reads as any other: a stale connection
         # raises its invalidating error, which the writer retries at once.
-        conn.exec_driver_sql(statement)
+        for one in settings:
+            conn.exec_driver_sql(one)
 
     return begin
 

@@ -70,8 +70,8 @@ def execute(conn: sa.Connection, statement: str, params: Mapping[str, Any]) -> R
 def run_alone(conn: sa.Connection, statement: str, params: Mapping[str, Any]) -> Row | None:
     """``statement`` as a transaction of its own, in one round trip; its first row.
 
-    ``conn`` is not in a transaction. The engine's per-transaction settings (the
-    statement timeout) and the statement go as one query of the simple protocol, which
+    ``conn`` is not in a transaction. The engine's per-transaction settings (the search
+    path, the statement timeout) and the statement go as one query of the simple protocol, which
     Postgres runs as one implicit transaction: committed when all of it succeeds,
     rolled back when anything fails, the connection idle after it either way. The
     parameters are bound in the client for that (psycopg's ClientCursor quotes them).
@@ -87,8 +87,8 @@ def run_alone(conn: sa.Connection, statement: str, params: Mapping[str, Any]) ->
     try:
         driver.autocommit = True  # no BEGIN of psycopg's: the query is the transaction
         with psycopg.ClientCursor(driver) as cur:
-            cur.execute(f"{settings}; {statement}" if settings else statement, params)
-            if settings:
+            cur.execute("; ".join((*settings, statement)), params)
+            for _ in settings:
                 cur.nextset()
             return cur.fetchone()
     except psycopg.Error as exc:

@@ -137,6 +137,8 @@ kafka_partitions = sa.Table(
     sa.Column("start_offset", sa.BigInteger),
     sa.Column("end_offset", sa.BigInteger),
     sa.Column("latest_offset", sa.BigInteger),
+    # A row no listener wrote, whose start or latest would not fit a bigint (0015).
+    sa.Column("out_of_range", sa.Boolean),
 )
 """Every Kafka partition's offsets per batch and source (migration 0013's view: the
 batch_sources arrays unnested, and kafka_partition_rows): what readers query."""

@@ -83,7 +83,7 @@ class Planted:
                     seq = psql.Identifier("public", sequence).as_string(
                         conn.connection.driver_connection)
                     called, value = conn.execute(sa.text(
-                        f"SELECT is_called, last_value FROM {seq}")).one()
+                        f"SELECT is_called, last_value FROM {seq}")).one()  # noqa: S608
                     if called:
                         ran.append(f"{signature} x{value}")
                 return ran

@@ -56,3 +56,95 @@ def test_rows_written_before_the_check_do_not_stop_the_readers(
         assert "Traceback" not in err and "unexpected" not in err, (argv, err)
     assert main(["--database-url", journal_url, "starting-offsets", "orders"]) == 0
     assert capsys.readouterr().out.strip() == '{"orders":{"0":20}}'
+
+
+# Issue 30 item 2: offsets whose derived values overflow a bigint.
+
+FORGED_CALL = """
+SELECT offset_journal.journal_batch('run-a', 'qid-a', 'orders', true, 2,
+    now() - interval '1 minute', 1, '{}', 1, 0, 0, NULL, NULL, NULL, NULL, NULL, 'x', 0,
+    '{}', jsonb_build_array(jsonb_build_object(
+        'source_index', 0, 'description', 'KafkaV2[Subscribe[orders]]', 'kind', 'kafka',
+        'kafka_layout', (SELECT '\\x' || encode(kafka_layout, 'hex')
+                         FROM offset_journal.batch_sources LIMIT 1),
+        'end_offsets', CAST(:ends AS text), 'read_spans', CAST(:spans AS text),
+        'latest_lags', CAST(:lags AS text))), NULL, false)
+"""
+
+
+def _two_good_batches(url: str) -> None:
+    journal_batches(url, [
+        kafka_progress(0, None, {"orders": {"0": 10}}, minute=0),
+        kafka_progress(1, {"orders": {"0": 10}}, {"orders": {"0": 40}}, minute=1)])
+
+
+@pytest.mark.parametrize(("ends", "spans", "lags"), [
+    ("{-9223372036854775808}", "{1}", "{0}"),  # start = end - 1
+    ("{9223372036854775807}", "{-1}", "{0}"),  # start = end + 1
+    ("{9223372036854775800}", "{0}", "{100}"),  # latest = end + 100
+    ("{-9223372036854775800}", "{0}", "{-100}"),
+])
+def test_offsets_whose_derived_values_overflow_are_refused(
+        journal_url: str, ends: str, spans: str, lags: str) -> None:
+    _two_good_batches(journal_url)
+    with pytest.raises(sa.exc.IntegrityError, match="batch_sources offsets out of range"):
+        _sql(journal_url, FORGED_CALL, ends=ends, spans=spans, lags=lags)
+    # The largest values that fit are taken.
+    _sql(journal_url, FORGED_CALL, ends="{-9223372036854775807}", spans="{1}", lags="{0}")
+    with pytest.raises(sa.exc.IntegrityError, match="kafka_partition_rows_offsets_fit"):
+        _sql(journal_url,
+             "INSERT INTO offset_journal.kafka_partitions (batch_pk, source_index, topic, "
+             "partition, start_offset, end_offset, latest_offset) SELECT batch_pk, "
+             "source_index, 'orders', 1, 1, -9223372036854775808, NULL FROM "
+             "offset_journal.batch_sources LIMIT 1")
+
+
+def test_a_row_whose_offsets_overflow_is_skipped_and_reported_by_every_reader(
+        journal_url: str, capsys: pytest.CaptureFixture[str],
+        caplog: pytest.LogCaptureFixture, tmp_path) -> None:
+    _two_good_batches(journal_url)
+    # As a journal from before migration 0015 could hold them: batch 2 in the arrays,
+    # batch 3 (of another run) in the rows of a previous release's listener.
+    _sql(journal_url,
+         "ALTER TABLE offset_journal.batch_sources DISABLE TRIGGER batch_sources_fit_layout")
+    _sql(journal_url, FORGED_CALL, ends="{-9223372036854775808}", spans="{1}", lags="{0}")
+    _sql(journal_url,
+         "ALTER TABLE offset_journal.batch_sources ENABLE TRIGGER batch_sources_fit_layout",
+         "ALTER TABLE offset_journal.kafka_partition_rows "
+         "DROP CONSTRAINT IF EXISTS kafka_partition_rows_offsets_fit")
+    journal_batches(journal_url, [kafka_progress(
+        0, None, {"orders": {"0": 40}}, minute=3, run_id="run-b")])
+    _sql(journal_url,
+         "UPDATE offset_journal.batches SET trigger_at = now() - interval '30 seconds' "
+         "WHERE run_id = 'run-b'",
+         "INSERT INTO offset_journal.kafka_partition_rows (batch_pk, source_index, topic, "
+         "partition, start_offset, end_offset, latest_offset) SELECT b.id, 0, 'orders', 1, "
+         "9223372036854775807, -2, 9223372036854775807 FROM offset_journal.batches b "
+         "WHERE b.run_id = 'run-b'")
+    for argv in (["plan", "orders"], ["starting-offsets", "orders"], ["history", "orders"],
+                 ["runs", "orders"], ["audit", "orders"],
+                 ["starting-offsets", "orders", "--batch", "run-a:1"],
+                 ["report", "orders", "-o", str(tmp_path / "report.html")]):
+        code = main(["--database-url", journal_url, *argv])
+        out, err = capsys.readouterr()
+        assert code in (0, 3), (argv, out, err)  # audit: 3, the journal has holes
+        assert "Traceback" not in err and "unexpected" not in err, (argv, err)
+        assert "out of range" not in err, (argv, err)
+    caplog.clear()
+    assert main(["--database-url", journal_url, "starting-offsets", "orders"]) == 0
+    assert capsys.readouterr().out.strip() == '{"orders":{"0":40}}'  # batch 1's end
+    warned = "\n".join(r.getMessage() for r in caplog.records)
+    assert "batch 2 of run run-a (query orders) is skipped" in warned
+    assert "batch 0 of run run-b (query orders) is skipped" in warned
+    # The views read it without error too (what the cookbook and the dashboard query).
+    engine = sa.create_engine(resolve_url(journal_url), poolclass=sa.pool.NullPool)
+    with engine.connect() as conn:
+        lags = conn.execute(sa.text(
+            "SELECT batch_id, lag FROM offset_journal.partition_lag ORDER BY batch_pk, "
+            "partition")).all()
+        conn.execute(sa.text("SELECT * FROM offset_journal.source_offsets")).all()
+        flagged = conn.execute(sa.text(
+            "SELECT count(*) FROM offset_journal.kafka_partitions WHERE out_of_range"
+        )).scalar_one()
+    engine.dispose()
+    assert flagged == 2 and (2, None) in lags

@@ -5,7 +5,6 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 from datetime import datetime, timedelta
-from typing import Any
 
 import sqlalchemy as sa
 
@@ -18,6 +17,7 @@ from ..restart.state_aware import order_key
 from ..schema import batch_sources, batches, kafka_partitions, query_runs, rejected_events
 from .aggregates import ReportRows, report_rows
 from .read import Reads
+from .rows import without_out_of_range
 
 
 class Queries(Reads):
@@ -136,12 +136,25 @@ class Queries(Reads):
         """The query's next ``page`` batches after ``batches.id`` ``after``, in that
         order, with their Kafka sources (the audit's walk)."""
         b = batches.c
-        stmt = (sa.select(b.id, b.run_id, b.query_id, b.batch_id, b.trigger_at,
-                          b.recorded_at)
-                .where(b.query_name == query_name, b.id > after)
-                .order_by(b.id).limit(page))
-        found: list[AuditBatch] = self.run_read(lambda c: _audit_page(c, stmt))
-        return found
+
+        def read(conn: sa.Connection) -> list[AuditBatch]:
+            found: list[AuditBatch] = []
+            last = after
+            while len(found) < page:  # batches left out (out_of_range) are read past
+                want = page - len(found)
+                head = conn.execute(
+                    sa.select(b.id, b.run_id, b.query_id, b.batch_id, b.trigger_at,
+                              b.recorded_at, b.query_name)
+                    .where(b.query_name == query_name, b.id > last)
+                    .order_by(b.id).limit(want)).mappings().all()
+                found += _audit_page(conn, head)
+                if len(head) < want:
+                    break
+                last = head[-1]["id"]
+            return found
+
+        result: list[AuditBatch] = self.run_read(read)
+        return result
 
     def report_rows(self, query_name: str, since: datetime | None, *, buckets: int,
                     top: int, max_runs: int) -> ReportRows | None:
@@ -161,27 +174,32 @@ class Queries(Reads):
             return list(conn.execute(stmt).mappings().all())
 
 
-def _audit_page(conn: sa.Connection, stmt: Any) -> list[AuditBatch]:
-    head = conn.execute(stmt).all()
+def _audit_page(conn: sa.Connection, head: Sequence[sa.RowMapping]) -> list[AuditBatch]:
+    """The batches rows ``head`` with their Kafka sources, but those whose offsets
+    cannot be computed (:func:`.rows.without_out_of_range`)."""
     if not head:
         return []
     s, k = batch_sources.c, kafka_partitions.c
-    pks = sa.bindparam("pks", [row[0] for row in head], type_=sa.ARRAY(sa.BigInteger))
+    pks = sa.bindparam("pks", [row["id"] for row in head], type_=sa.ARRAY(sa.BigInteger))
     sources = conn.execute(
         sa.select(s.batch_pk, s.source_index, s.num_input_rows)
         .where(s.batch_pk == sa.any_(pks), s.kind == "kafka")
         .order_by(s.batch_pk, s.source_index)).all()
     parts: dict[tuple[int, int], list[PartitionOffset]] = {}
-    for pk, index, topic, partition, start, end in conn.execute(
+    out_of_range: dict[int, str] = {}
+    for pk, index, topic, partition, start, end, odd in conn.execute(
             sa.select(k.batch_pk, k.source_index, k.topic, k.partition, k.start_offset,
-                      k.end_offset)
+                      k.end_offset, k.out_of_range)
             .where(k.batch_pk == sa.any_(pks))
             .order_by(k.batch_pk, k.source_index, k.topic, k.partition)):
+        if odd:
+            out_of_range.setdefault(pk, f"{topic}-{partition}")
         parts.setdefault((pk, index), []).append(PartitionOffset(topic, partition, start, end))
+    head = without_out_of_range(head, out_of_range)
     by_batch: dict[int, list[AuditSource]] = {}
     for pk, index, rows in sources:
         by_batch.setdefault(pk, []).append(
             AuditSource(index, rows, tuple(parts.get((pk, index), ()))))
-    return [AuditBatch(pk, run_id, query_id, batch_id, trigger_at, recorded_at,
-                       tuple(by_batch.get(pk, ())))
-            for pk, run_id, query_id, batch_id, trigger_at, recorded_at in head]
+    return [AuditBatch(r["id"], r["run_id"], r["query_id"], r["batch_id"], r["trigger_at"],
+                       r["recorded_at"], tuple(by_batch.get(r["id"], ())))
+            for r in head]

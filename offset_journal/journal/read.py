@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import logging
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from datetime import datetime
 from typing import Any
 
@@ -31,7 +31,7 @@ from ..schema import (
     spool_losses,
 )
 from .base import JournalBase
-from .rows import batch_rows, last_rows, recorded_plan, with_sources
+from .rows import batch_rows, last_rows, readable_batches, recorded_plan, with_sources
 
 log = logging.getLogger("offset_journal.journal")
 
@@ -54,8 +54,7 @@ class Reads(JournalBase):
 
     def _batches_where(self, conn: sa.Connection, where: Any, *, order_desc: bool = True,
                        limit: int | None = None) -> list[Batch]:
-        head = batch_rows(conn, where, order_desc=order_desc, limit=limit)
-        return with_sources(conn, head)
+        return readable_batches(conn, where, order_desc=order_desc, limit=limit)
 
 
     def last_batch(self, query_name: str) -> Batch | None:
@@ -68,7 +67,7 @@ class Reads(JournalBase):
         length. :func:`offset_journal.restart.plan_restart` checks this choice against
         the offsets and the other orders (:meth:`last_batch_candidates`).
         """
-        found = self.run_read(lambda c: with_sources(c, last_rows(c, query_name)))
+        found = self.run_read(lambda c: _last_readable(c, query_name, last_rows(c, query_name)))
         return found[0] if found else None
 
 
@@ -91,7 +90,7 @@ class Reads(JournalBase):
                                          b.trigger_at.is_not(None))
                 .order_by(b.batch_id.desc()).limit(1)).mappings().all()
             unique = list({h["id"]: h for h in heads}.values())
-            return with_sources(conn, unique)
+            return _last_readable(conn, query_name, unique)
 
         found: list[Batch] = self.run_read(read)
         return found
@@ -171,16 +170,18 @@ class Reads(JournalBase):
                          else [b.batch_id, b.id])
                 stmt = sa.select(batches).where(*conds).order_by(*order).limit(page)
 
-                def read(conn: sa.Connection, stmt: Any = stmt) -> list[Batch]:
-                    return with_sources(conn, conn.execute(stmt).mappings().all())
+                def read(conn: sa.Connection, stmt: Any = stmt,
+                         ) -> tuple[Sequence[sa.RowMapping], list[Batch]]:
+                    rows = conn.execute(stmt).mappings().all()
+                    return rows, with_sources(conn, rows)
 
-                found: list[Batch] = self.run_read(read)
+                rows, found = self.run_read(read)
                 yield from found
-                if len(found) < page:
+                if len(rows) < page:  # the rows read: with_sources may leave some out
                     break
-                last = found[-1]
-                cursor = ((last.trigger_at, last.batch_id, last.pk) if part is timed
-                          else (last.batch_id, last.pk))
+                last = rows[-1]
+                cursor = ((last["trigger_at"], last["batch_id"], last["id"]) if part is timed
+                          else (last["batch_id"], last["id"]))
 
     def checkpoint_batches(self, anchor: Batch, where: Any = None, *,
                            newest_first: bool = False, limit: int | None = None,
@@ -325,3 +326,12 @@ class Reads(JournalBase):
         return [tuple(r) for r in self.run_read(lambda c: c.execute(stmt).all())]
 
 
+def _last_readable(conn: sa.Connection, query_name: str, heads: list[sa.RowMapping],
+                   ) -> list[Batch]:
+    """``heads`` (a query's last batches by some order) with their offsets; where none
+    of them can be computed (rows no listener wrote), the newest batch that can, in
+    journal order: a restart then reads again rather than skips."""
+    found = with_sources(conn, heads)
+    if found or not heads:
+        return found
+    return readable_batches(conn, batches.c.query_name == query_name, limit=1)

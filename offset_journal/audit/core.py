@@ -301,6 +301,8 @@ class _Walk:
                   source: AuditSource) -> None:
         state = self.parts.get(at.key)
         if state is None or how == "plan-earliest" or _translated(at.run, how):
+            if _translated(at.run, how):
+                self.not_replicated(at)
             if state is None:
                 self.first_appearance(at, start, end, how)
             else:
@@ -364,6 +366,28 @@ class _Walk:
             f"({at.ref.label()}): {why}; the old log had been processed up to "
             f"{state.frontier} ({state.at.label()}), and the partition is audited afresh "
             "from here")))
+
+    def not_replicated(self, at: _At) -> None:
+        """A gap of the journaled partition where the run's translated plan found records
+        MirrorMaker 2 never copied to the replica: planned when the plan accepted the
+        loss (--allow-data-loss), as for records retention deleted."""
+        plan = at.run.plan
+        lost = plan.not_replicated.get(at.key) if plan is not None else None
+        if plan is None or lost is None:
+            return
+        topic, part, first, records = lost
+        before = self.parts.get((topic, part))
+        end = first + records
+        why = (f"data loss accepted by plan {plan.id} (--allow-data-loss)"
+               if plan.allow_data_loss else
+               f"plan {plan.id} refused it as DATA LOSS, and the run started from it anyway")
+        self.add(Finding(
+            GAP, PLANNED if plan.allow_data_loss else UNEXPLAINED, topic, part, first, end,
+            at.run.start.run_id, [at.ref], [before.at] if before is not None else [], plan.id,
+            f"offsets {first}..{end - 1} of {tp_label(topic, part)} were never processed: "
+            f"they never reached the MirrorMaker 2 replica (MM2 began copying "
+            f"{tp_label(topic, part)} at {end}), where run {at.run.start.run_id} started "
+            f"from plan {plan.id}'s translation; {why}"))
 
     def continued(self, at: _At, start: int, end: int, state: _Partition) -> bool:
         """A run still re-reading: its open overlap grows. True when handled."""

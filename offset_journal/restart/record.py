@@ -96,13 +96,15 @@ def plan_row(plan: RestartPlan, request: PlanRequest, command: str) -> dict[str,
 def _translation(plan: RestartPlan) -> dict[str, Any]:
     """A translated plan's alias, policy and per partition rows ([source index, journaled
     topic, partition, journaled offset, replica topic, replica offset, read again at
-    most]): the audit reads its run as a new log on the replica."""
+    most, records never replicated]): the audit reads its run as a new log on the
+    replica, and the records never replicated as a gap."""
     done = [s for s in plan.sources if s.translation is not None]
     if not done:
         return {}
     first = done[0].translation
     assert first is not None
-    rows = [[s.index, p.topic, p.partition, p.journaled, p.replica_topic, p.offset, p.reread]
+    rows = [[s.index, p.topic, p.partition, p.journaled, p.replica_topic, p.offset, p.reread,
+             p.lost]
             for s in done if s.translation is not None for p in s.translation.partitions]
     return {"translate_from": first.alias, "replication_policy": first.policy,
             "translation": rows}

@@ -13,8 +13,9 @@ says per partition how many records at most are read again.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from ..errors import RestartError
 from ..mirror import (
@@ -28,6 +29,9 @@ from ..mirror import (
 from ..offsets import KafkaOffsets
 from .model import Findings
 from .text import count, tp
+
+if TYPE_CHECKING:
+    from ..kafka_admin import TopicState
 
 #: Partitions named one by one in a plan's text (all of them are in its JSON).
 SHOWN = 20
@@ -61,7 +65,11 @@ class MirrorFacts:
 class PartitionTranslation:
     """One partition's start on the replica: journaled ``topic``/``partition`` at
     ``journaled`` is ``replica_topic`` at ``offset`` (-2: the replica's earliest, no
-    sync yet), reading again at most ``reread`` records (None: unbounded, earliest)."""
+    sync yet), reading again at most ``reread`` records (None: unbounded, earliest).
+    ``sync``: the sync it was translated by (or, at earliest, the first one above the
+    journaled offset). ``lost``: records from ``journaled`` on that never reached the
+    replica (MM2 began copying the partition above them); ``held``: at earliest, the
+    records the replica holds before that first sync's."""
 
     topic: str
     partition: int
@@ -70,20 +78,24 @@ class PartitionTranslation:
     offset: int
     reread: int | None
     sync: tuple[int, int] | None = None
+    lost: int = 0
+    held: int | None = None
 
     def to_dict(self) -> dict[str, Any]:
         return {"topic": self.topic, "partition": self.partition,
                 "journaled": self.journaled, "replica_topic": self.replica_topic,
                 "offset": self.offset, "reread_at_most": self.reread,
-                "sync": list(self.sync) if self.sync else None}
+                "sync": list(self.sync) if self.sync else None, "not_replicated": self.lost}
 
     def label(self) -> str:
-        bound = ("all the replica holds of it (no offset sync yet)" if self.reread is None
-                 else count(self.reread, "record"))
+        bound = ("all the replica holds of it (no offset sync at or below it)"
+                 if self.reread is None else count(self.reread, "record"))
         start = "earliest" if self.offset < 0 else str(self.offset)
+        lost = (f"; never replicated: {self.journaled}..{self.journaled + self.lost - 1} "
+                f"({count(self.lost, 'record')})" if self.lost else "")
         return (f"{tp(self.topic, self.partition)} {self.journaled} -> "
                 f"{tp(self.replica_topic, self.partition)} {start}; read again at most: "
-                f"{bound}")
+                f"{bound}{lost}")
 
 
 @dataclass
@@ -104,10 +116,16 @@ class Translation:
         """The partitions with no sync at or below their journaled offset (earliest)."""
         return [p for p in self.partitions if p.reread is None]
 
+    @property
+    def lost(self) -> list[PartitionTranslation]:
+        """The partitions with records that never reached the replica."""
+        return [p for p in self.partitions if p.lost]
+
     def to_dict(self) -> dict[str, Any]:
         return {"translate_from": self.alias, "replication_policy": self.policy,
                 "reread_bound": self.reread_bound,
                 "partitions_without_sync": len(self.unsynced),
+                "not_replicated": sum(p.lost for p in self.partitions),
                 "partitions": [p.to_dict() for p in self.partitions]}
 
     def lines(self) -> list[str]:
@@ -171,39 +189,57 @@ def cluster_findings(facts: ClusterFacts | None) -> Findings:
     return found
 
 
-def translate_offsets(offsets: KafkaOffsets, mirror: MirrorFacts
+def translate_offsets(offsets: KafkaOffsets, mirror: MirrorFacts,
+                      replica: TopicState | None = None, allow_data_loss: bool = False,
                       ) -> tuple[KafkaOffsets, Translation, Findings]:
     """``offsets`` (the source cluster's topics and offsets; -2 earliest) on the replica:
     renamed by the replication policy, each offset translated by its partition's last
     offset sync at or below it. A partition without one starts at the replica's
-    earliest, with a warning."""
+    earliest, with a warning; but when the replica (``replica``: its log ranges) holds
+    nothing before the first sync's record, MM2 began copying the partition above the
+    journaled offset and the records between never reached the replica: DATA LOSS, an
+    error unless ``allow_data_loss``, and the partition starts at that record."""
     out: KafkaOffsets = {}
     done = Translation(mirror.alias, mirror.policy)
     for topic, parts in sorted(offsets.items()):
         renamed = replica_topic(topic, mirror.alias, mirror.policy)
         for partition, offset in sorted(parts.items()):
+            logs = (replica or {}).get(renamed, {})
             row = _translated(topic, partition, offset, renamed,
-                              mirror.syncs.get((topic, partition), ()))
+                              mirror.syncs.get((topic, partition), ()),
+                              logs[partition][0] if partition in logs else None)
             out.setdefault(renamed, {})[partition] = row.offset
             done.partitions.append(row)
-    return out, done, _translation_findings(done)
+    return out, done, _translation_findings(done, allow_data_loss)
 
 
 def _translated(topic: str, partition: int, offset: int, renamed: str,
-                pairs: Any) -> PartitionTranslation:
+                pairs: Sequence[tuple[int, int]], log_start: int | None,
+                ) -> PartitionTranslation:
+    """``log_start``: the replica partition's (None: it has none, or is not known)."""
     if offset < 0:  # earliest (-2) or latest (-1) mean the same on the replica
         return PartitionTranslation(topic, partition, offset, renamed, offset,
                                     0 if offset == -1 else None)
     found = translate_offset(offset, pairs)
-    if found.offset is None:
+    if found.offset is not None:
+        return PartitionTranslation(topic, partition, offset, renamed, found.offset,
+                                    found.reread, found.sync)
+    if not pairs:
         return PartitionTranslation(topic, partition, offset, renamed, -2, None)
-    return PartitionTranslation(topic, partition, offset, renamed, found.offset,
-                                found.reread, found.sync)
+    upstream, downstream = pairs[0]  # the first sync, above the journaled offset
+    if log_start is not None and log_start < downstream:
+        # The replica holds records before it: maybe the journaled ones, their syncs
+        # compacted away (the syncs topic keeps a partition's latest). Skip nothing.
+        return PartitionTranslation(topic, partition, offset, renamed, -2, None,
+                                    (upstream, downstream), held=downstream - log_start)
+    # Nothing before it on the replica: offsets offset..upstream-1 were never copied.
+    return PartitionTranslation(topic, partition, offset, renamed, downstream, 0,
+                                (upstream, downstream), lost=upstream - offset)
 
 
-def _translation_findings(done: Translation) -> Findings:
+def _translation_findings(done: Translation, allow_data_loss: bool) -> Findings:
     found = Findings()
-    synced = len(done.partitions) - len(done.unsynced)
+    synced = len(done.partitions) - len(done.unsynced) - len(done.lost)
     found.notes.append(
         f"translated from the journal's offsets on cluster alias {done.alias} with MM2's "
         f"offset syncs ({offset_syncs_topic(done.alias)}): {count(synced, 'partition')} "
@@ -211,15 +247,54 @@ def _translation_findings(done: Translation) -> Findings:
         f"records read again: at most {done.reread_bound} (MM2 writes a sync at least "
         "every offset.lag.max records; its own duplicates come on top)")
     if done.unsynced:
-        names = ", ".join(tp(p.replica_topic, p.partition) for p in done.unsynced[:8])
+        names = ", ".join(_unsynced_label(p) for p in done.unsynced[:8])
         more = f" and {len(done.unsynced) - 8} more" if len(done.unsynced) > 8 else ""
         found.warnings.append(
             f"{count(len(done.unsynced), 'partition')} ({names}{more}) have no MM2 offset "
             "sync at or below the journaled offset: they start at the replica's earliest. "
-            "If MM2 began copying them above the journaled offset (its first sync), the "
-            "records in between never reached the replica and are missing; if the syncs "
-            "topic was compacted, they are there and read again")
+            "If the syncs topic was compacted (it keeps a partition's latest sync), the "
+            "journaled records are among those the replica holds and are read again; if "
+            "MM2 began copying above the journaled offset, the records in between never "
+            "reached the replica")
+    if done.lost:
+        found.merge(_not_replicated(done.lost, allow_data_loss))
     return found
+
+
+def _unsynced_label(p: PartitionTranslation) -> str:
+    name = tp(p.replica_topic, p.partition)
+    if p.sync is None or p.held is None:
+        return f"{name}: no sync at all"
+    return (f"{name}: journaled {p.journaled}, first sync {p.sync[0]} -> {p.sync[1]}, "
+            f"{count(p.held, 'record')} held before it")
+
+
+def _not_replicated(lost: list[PartitionTranslation], allow_data_loss: bool) -> Findings:
+    """DATA LOSS, worded as the planner words records deleted before being read."""
+    total = sum(p.lost for p in lost)
+    head = (f"{count(total, 'record')} in {count(len(lost), 'partition')} never reached the "
+            "MirrorMaker 2 replica (MM2 began copying them above the journaled offset)")
+
+    def first(p: PartitionTranslation) -> int:
+        return p.journaled + p.lost
+
+    if allow_data_loss:
+        return Findings(warnings=[
+            f"DATA LOSS accepted (--allow-data-loss): {head}: "
+            + "; ".join(f"{tp(p.replica_topic, p.partition)} starts at {p.offset}, MM2's "
+                        f"copy of {tp(p.topic, p.partition)} {first(p)}: records "
+                        f"{p.journaled}..{first(p) - 1} ({count(p.lost, 'record')}) are lost"
+                        for p in lost)])
+    return Findings(errors=[
+        f"DATA LOSS: {head}: "
+        + "; ".join(f"{tp(p.topic, p.partition)} was journaled at {p.journaled}, but MM2's "
+                    f"first offset sync for it is {first(p)} -> "
+                    f"{tp(p.replica_topic, p.partition)} {p.offset} and the replica holds "
+                    f"nothing before that: records {p.journaled}..{first(p) - 1} were never "
+                    f"replicated ({count(p.lost, 'record')} lost)"
+                    for p in lost)
+        + ". To start those partitions at MM2's first record and accept the loss: "
+        "--allow-data-loss"])
 
 
 def subscription_errors(subscribe: list[str] | tuple[str, ...], mirror: MirrorFacts,

@@ -194,6 +194,13 @@ class RecordedPlan:
         return out
 
     @property
+    def accepted_cluster(self) -> str | None:
+        """The cluster the plan was made for although the journal said its runs read
+        another (--accept-cluster): a person overruled the cluster check."""
+        cid = self.request.get("accept_cluster")
+        return cid if isinstance(cid, str) else None
+
+    @property
     def allow_data_loss(self) -> bool:
         """The plan started partitions whose planned offsets were deleted at their log
         start (--allow-data-loss): the records in between were lost on purpose."""

@@ -31,7 +31,7 @@ from offset_journal.restart.record import plan_row
 from offset_journal.restart.request import PlanRequest
 from offset_journal.restart.translate import ClusterFacts, MirrorFacts
 from tests.test_audit_core import T0, Journal, plan
-from tests.test_restart import kafka_src, mk
+from tests.test_restart import flat, kafka_src, mk
 
 SYNCS = index_syncs([OffsetSync("orders", 0, 0, 0), OffsetSync("orders", 0, 100, 40),
                      OffsetSync("orders", 1, 0, 0)])
@@ -268,3 +268,32 @@ def test_the_audit_shows_records_a_failover_lost() -> None:
     forced = _recorded(_failover(), replace(asked, allow_data_loss=False), minute=1.5)
     (gap,) = audit_batches("q", j.batches, [forced]).findings
     assert (gap.status, gap.first, gap.end) == (UNEXPLAINED, 50, 100)
+
+
+def test_a_translated_plan_does_not_say_record_times_are_looked_up() -> None:
+    """Issue 30 item 8b: that warning is for a record-time plan on another cluster."""
+    p = compute_plan("orders", anchor(), cluster=OTHER, mirror=MirrorFacts("primary", SYNCS),
+                     translate_from="primary", bootstrap_servers="127.0.0.1:9093")
+    assert not any("record times are looked up" in w for w in p.warnings)
+    assert any("replica-id" in n and "--translate-from" in n for n in p.notes)
+
+
+def test_a_translated_plans_header_agrees_with_its_re_read_bound() -> None:
+    """Issue 30 item 8c: the header said "nothing skipped, nothing read twice" above a
+    bound of records read again."""
+    p = compute_plan("orders", anchor(), cluster=OTHER, mirror=MirrorFacts("primary", SYNCS),
+                     translate_from="primary", bootstrap_servers="127.0.0.1:9093")
+    text = flat(p.explain())
+    assert "nothing read twice" not in text
+    assert "records may be read again, up to 35 records" in flat(p.notes[0])
+    plain = compute_plan("orders", anchor())
+    assert "nothing skipped, nothing read twice" in flat(plain.notes[0])
+
+
+def test_a_replication_policy_without_a_translation_is_refused() -> None:
+    """Issue 30 item 8a: it was ignored, and the plan handed out."""
+    for policy in ("identity", "default"):
+        with pytest.raises(RestartError, match="--translate-from"):
+            PlanRequest("q", replication_policy=policy).checked()  # type: ignore[arg-type]
+    asked = PlanRequest("q", translate_from="primary", bootstrap_servers="x:1").checked()
+    assert asked.policy == "default"

@@ -244,6 +244,12 @@ class _Walk:
             how = "plan" if plan is not None else ("origin" if not self.runs else "no-plan")
         if plan is not None:
             self.taken.add(plan.id)
+            if plan.accepted_cluster is not None:
+                self.notes.append((ref, (
+                    f"run {batch.run_id} started from plan {plan.id}, which overruled the "
+                    f"journal's cluster check (--accept-cluster {plan.accepted_cluster}): the "
+                    "journal said the batches it continues were read on another Kafka "
+                    "cluster; the audit compares their offsets as one cluster's")))
         if not self.runs:
             self.origin = batch.run_id
         start = RunStart(batch.run_id, batch.query_id, ref, how, plan.id if plan else None,

@@ -62,7 +62,8 @@ def plan_row(plan: RestartPlan, request: PlanRequest, command: str) -> dict[str,
     """The ``restart_plans`` row of a plan handed out (every column but the id and
     created_at, which the database sets). ``request`` holds what was asked, what the
     person accepted (allow_data_loss, recreated_topics: the audit explains the gap or
-    new log such a plan makes by them) and the warnings the plan was handed out with."""
+    new log such a plan makes by them; accept_cluster: a cluster check overruled) and
+    the warnings the plan was handed out with."""
     offsets: list[list[Any]] = []
     for source in plan.sources:
         for topic, parts in sorted((source.offsets or {}).items()):
@@ -78,6 +79,7 @@ def plan_row(plan: RestartPlan, request: PlanRequest, command: str) -> dict[str,
              "recreated_topics": sorted(set(request.recreated_topics)) or None,
              "recreated_tables": sorted(set(request.recreated_tables)) or None,
              "warnings": list(plan.warnings) or None,
+             "accept_cluster": request.accept_cluster,
              "kafka_cluster_id": plan.kafka_cluster_id,
              "journaled_kafka_cluster_id": plan.journaled_cluster_id,
              **_translation(plan)}

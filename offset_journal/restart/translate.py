@@ -8,7 +8,10 @@ another id, the journaled offsets mean nothing there: the plan refuses
 of the journaled one (``translate_from``: MM2's alias of the source cluster). Then each
 journaled partition offset is translated (:func:`translate_offsets`) to the replica's
 offset of the same record, never past it (:mod:`offset_journal.mirror`), and the plan
-says per partition how many records at most are read again.
+says per partition how many records at most are read again, and which records never
+reached the replica (DATA LOSS). A person who has checked that the cluster is the one
+the run read, whatever the journal says, overrules the refusal (``accepted``:
+--accept-cluster ID), as a decision recorded with the plan.
 """
 
 from __future__ import annotations

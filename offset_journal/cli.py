@@ -416,15 +416,22 @@ def cmd_rejected_replay(args: argparse.Namespace) -> int:
 
 
 def cmd_commit_group(args: argparse.Namespace) -> int:
+    """The journal's offsets are one cluster's: refused on another, as plans are."""
     from .compare import group_offsets
     from .kafka_admin import commit_group
     from .restart import BatchRef
+    from .restart.edge import clusters_of
+    from .restart.translate import refuse_other_cluster
 
     with _journal(args) as journal:
         batch = journal.last_batch(args.query)
-    if batch is None:
-        raise _NotFound(f"no journaled batches for query {args.query!r}")
-    offsets = group_offsets(batch, args.source)
+        if batch is None:
+            raise _NotFound(f"no journaled batches for query {args.query!r}")
+        offsets = group_offsets(batch, args.source)
+        clusters = clusters_of(journal, args.bootstrap_servers, batch.run_id,
+                               timeout=args.kafka_timeout,
+                               config=dict(args.kafka_config or []))
+    refuse_other_cluster(clusters, None, accepted=args.accept_cluster, translatable=False)
     if not args.dry_run:
         commit_group(args.bootstrap_servers, args.group, offsets,
                      config=dict(args.kafka_config or []), timeout=args.kafka_timeout)

@@ -363,6 +363,10 @@ def _add_tools(subs: Subparsers, parents: tuple[argparse.ArgumentParser, ...],
     group.add_argument("--bootstrap-servers", required=True, metavar="HOSTS")
     group.add_argument("--source", type=_non_negative, default=None, metavar="N",
                        help="the Kafka source to take offsets from (default: all)")
+    group.add_argument("--accept-cluster", metavar="ID", type=_name("the cluster id"),
+                       help="the Kafka cluster at --bootstrap-servers, whose id is ID, is the "
+                            "one the journal's run read, although the journal says another: "
+                            "overrule the refusal")
     group.add_argument("--dry-run", action="store_true", help="show, do not commit")
     group.set_defaults(func=commands.cmd_commit_group)
 

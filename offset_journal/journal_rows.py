@@ -178,6 +178,29 @@ class RecordedPlan:
         return alias if isinstance(alias, str) else None
 
     @property
+    def not_replicated(self) -> dict[tuple[str, int], tuple[str, int, int, int]]:
+        """A translated plan's partitions with records that never reached the replica:
+        (replica topic, partition) -> (journaled topic, partition, journaled offset,
+        records lost from it). Rows not as the planner writes them are left out."""
+        out: dict[tuple[str, int], tuple[str, int, int, int]] = {}
+        rows = self.request.get("translation")
+        for row in rows if isinstance(rows, list) else ():
+            if not isinstance(row, list) or len(row) < 8:
+                continue  # recorded before issue 30, or not by the planner
+            _index, topic, part, journaled, replica, _offset, _reread, lost = row[:8]
+            if (isinstance(topic, str) and isinstance(replica, str)
+                    and all(type(v) is int for v in (part, journaled, lost)) and lost > 0):
+                out[(replica, part)] = (topic, part, journaled, lost)
+        return out
+
+    @property
+    def accepted_cluster(self) -> str | None:
+        """The cluster the plan was made for although the journal said its runs read
+        another (--accept-cluster): a person overruled the cluster check."""
+        cid = self.request.get("accept_cluster")
+        return cid if isinstance(cid, str) else None
+
+    @property
     def allow_data_loss(self) -> bool:
         """The plan started partitions whose planned offsets were deleted at their log
         start (--allow-data-loss): the records in between were lost on purpose."""

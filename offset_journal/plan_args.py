@@ -2,12 +2,13 @@
 ``offset-journal plan`` / ``starting-offsets`` and the jobs' ``--from-journal``.
 
 :func:`add_plan_options` adds where to start (``--as-of`` / ``--batch`` /
-``--from-time``) and what to do when the cluster no longer has what the journal says
-(``--allow-data-loss``, ``--restart-recreated-topic``, ``--restart-recreated-table``),
-plus ``--no-record``; :func:`request_from_args` turns them, with what the caller knows
-itself (the query name, the cluster, the new checkpoint), into one checked
-:class:`~offset_journal.restart.PlanRequest`. Values are parsed by argparse, so a
-malformed one is the parser's one-line error before anything is read.
+``--from-time``), what to do when the cluster no longer has what the journal says
+(``--allow-data-loss``, ``--restart-recreated-topic``, ``--restart-recreated-table``,
+``--accept-cluster``), the translation to a replica (``--translate-from``,
+``--replication-policy``) and ``--no-record``; :func:`request_from_args` turns them,
+with what the caller knows itself (the query name, the cluster, the new checkpoint),
+into one checked :class:`~offset_journal.restart.PlanRequest`. Values are parsed by
+argparse, so a malformed one is the parser's one-line error before anything is read.
 """
 
 from __future__ import annotations
@@ -17,6 +18,7 @@ from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
 from . import values
+from .mirror import REPLICATION_POLICIES
 
 if TYPE_CHECKING:
     from .restart import PlanRequest
@@ -75,10 +77,14 @@ def add_plan_options(parser: argparse.ArgumentParser, *, job: bool = False) -> N
                              "replica of the journaled one, which MM2 calls ALIAS: translate "
                              "the journal's offsets with MM2's offset syncs on the replica "
                              "(offset-syncs.topic.location=target)")
-    parser.add_argument("--replication-policy", choices=("default", "identity"),
-                        default="default",
-                        help=f"{only}how MM2 names the replica's topics: default "
-                             "(ALIAS.topic) or identity (the same name)")
+    parser.add_argument("--replication-policy", choices=REPLICATION_POLICIES,
+                        help=f"{only}how MM2 names the replica's topics, for --translate-from "
+                             "only: default (ALIAS.topic, the default) or identity (the same "
+                             "name)")
+    parser.add_argument("--accept-cluster", metavar="ID", type=_name("the cluster id"),
+                        help=f"{only}the Kafka cluster at --bootstrap-servers, whose id is "
+                             "ID, is the one the journal's runs read, although the journal "
+                             "says another: overrule the refusal (recorded with the plan)")
     parser.add_argument("--no-record", action="store_true",
                         help=f"{only}leave this plan unrecorded (restart_plans): the audit then "
                              "cannot tell where a run started from it began")
@@ -98,6 +104,7 @@ def request_from_args(args: argparse.Namespace, query_name: str,
         "recreated_tables": tuple(args.recreated_tables or ()),
         "translate_from": args.translate_from,
         "replication_policy": args.replication_policy,
+        "accept_cluster": args.accept_cluster,
     }
     given.update(known)
     return PlanRequest(query_name, **given).checked()

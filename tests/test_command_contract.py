@@ -9,11 +9,13 @@ from pathlib import Path
 
 import pytest
 
-from offset_journal import ConfigError, OffsetJournalListener, attach
+from offset_journal import ConfigError, Journal, OffsetJournalListener, attach
 from offset_journal.checkpoint_import import import_checkpoint
 from offset_journal.db import resolve_url
-from offset_journal.kafka_admin import KafkaAdminError, commit_group
+from offset_journal.kafka_admin import KafkaAdminError, cluster_id, commit_group
+from offset_journal.records import RunRecord
 from offset_journal.restart import RestartError
+from offset_journal.services import KafkaCluster
 from offset_journal.values import parse_duration, parse_time, parse_timeout
 from tests import support
 from tests.payloads import kafka_source, progress
@@ -54,6 +56,12 @@ def _unchanged(url: str) -> tuple[int, int, int]:
     ["commit-group", "orders", "--group", "  ", "--bootstrap-servers", "127.0.0.1:1"],
     ["runs", ""],
     ["checkpoint", "import", "{ckpt}", "--query-name", ""],
+    # Issue 30 item 8a: ignored, and the plan handed out.
+    ["plan", "orders", "--replication-policy", "identity"],
+    ["starting-offsets", "orders", "--replication-policy", "default"],
+    ["plan", "orders", "--accept-cluster", "some-id"],  # no cluster to accept
+    ["plan", "orders", "--accept-cluster", "some-id", "--bootstrap-servers", "h:1",
+     "--translate-from", "primary"],
 ])
 def test_bad_values_are_one_line_and_change_nothing(cli: Cli, db: str, tmp_path: Path,
                                                      argv: list[str]) -> None:
@@ -173,3 +181,76 @@ def test_the_library_refuses_unbounded_kafka_timeouts(db: str) -> None:
             plan_restart(db, "orders", bootstrap_servers="127.0.0.1:1", kafka_timeout=bad)
         with pytest.raises(KafkaAdminError, match="bad timeout"):
             commit_group("127.0.0.1:1", "g", {"t": {0: 5}}, timeout=bad)
+
+
+def _committed(servers: str, group: str, topic: str) -> int:
+    """The offset ``group`` has committed for ``topic``-0 (negative: none)."""
+    from confluent_kafka import Consumer, TopicPartition
+
+    consumer = Consumer({"bootstrap.servers": servers, "group.id": group,
+                         "enable.auto.commit": False})
+    try:
+        (found,) = consumer.committed([TopicPartition(topic, 0)], timeout=10)
+        return int(found.offset)
+    finally:
+        consumer.close()
+
+
+def test_another_cluster_is_refused_unless_overruled_as_a_decision(
+        cli: Cli, journal_url: str, kafka_cluster: KafkaCluster, kafka_topic: str) -> None:
+    """Issue 30 items 8d and 8e: the writer role fills a run's empty cluster id with any
+    value (here "forged-id"). commit-group refused nothing; now it refuses as plan does,
+    and a person who has checked overrules both with --accept-cluster ID: only the id
+    the cluster says, recorded as the plan's decision, said by the plan and the audit."""
+    kafka_cluster.create_topic(kafka_topic, 1)
+    kafka_cluster.produce(kafka_topic, 10, partitions=1)
+    journal_batches(journal_url, [progress(0, name="orders", run_id="run-a", query_id="qid-a",
+                                           timestamp=ts(0), sources=[kafka_source(
+                                               kafka_topic, None, {kafka_topic: {"0": 6}})])])
+    with Journal(journal_url) as j:
+        j.record_run(RunRecord("qid-a", "run-a", "orders", True, kafka_cluster_id="forged-id"))
+    servers = kafka_cluster.bootstrap_servers
+    real = cluster_id(servers)
+    assert real is not None and real != "forged-id"
+    url = ["--database-url", journal_url]
+    group = ["commit-group", "orders", "--group", f"g-{kafka_topic}", "--bootstrap-servers",
+             servers]
+    for argv in (group + ["--dry-run"], group, ["plan", "orders", "--bootstrap-servers", servers]):
+        code, out, err = cli(*url, *argv)
+        line = one_error_line(code, err)
+        assert code == 1 and out == "", line
+        assert "forged-id" in line and real in line and "--accept-cluster" in line
+    assert _committed(servers, f"g-{kafka_topic}", kafka_topic) < 0
+    assert _count(journal_url, "restart_plans") == 0
+
+    for wrong in ("forged-id", "another-id"):  # only the cluster the servers answer as
+        code, out, err = cli(*url, "plan", "orders", "--bootstrap-servers", servers,
+                             "--accept-cluster", wrong)
+        assert code == 1 and out == "" and real in one_error_line(code, err)
+    code, out, err = cli(*url, "plan", "orders", "--bootstrap-servers", servers,
+                         "--accept-cluster", real)
+    assert code == 0, err
+    assert f"(--accept-cluster {real})" in " ".join(out.split())
+    with Journal(journal_url) as j:
+        (recorded,) = j.recorded_plans("orders")
+    assert recorded.accepted_cluster == real and recorded.kafka_offsets == (
+        (0, kafka_topic, 0, 6),)
+    code, out, err = cli(*url, *group, "--accept-cluster", real)
+    assert code == 0, err
+    assert _committed(servers, f"g-{kafka_topic}", kafka_topic) == 6
+
+    # The run started from it (3 records after 6): the audit says the check was overruled.
+    journal_batches(journal_url, [progress(0, name="orders", run_id="run-b", query_id="qid-b",
+                                           timestamp=ts(5), rows=3, sources=[kafka_source(
+                                               kafka_topic, None, {kafka_topic: {"0": 9}},
+                                               rows=3)])])
+    code, out, err = cli(*url, "audit", "orders", "--format", "json")
+    report = json.loads(out)
+    assert code == 0 and report["runs"][1]["plan_id"] == recorded.id, err
+    assert any(f"--accept-cluster {real}" in n for n in report["notes"])
+    # Nothing to overrule: refused, so that no needless decision is recorded.
+    with Journal(journal_url) as j:
+        j.record_run(RunRecord("qid-b", "run-b", "orders", True, kafka_cluster_id=real))
+    code, out, err = cli(*url, "plan", "orders", "--bootstrap-servers", servers,
+                         "--accept-cluster", real)
+    assert code == 1 and "nothing to overrule" in one_error_line(code, err)

@@ -6,12 +6,16 @@ and the audit reading a translated run as a new log. No Spark, no database, no b
 from __future__ import annotations
 
 import json
+from dataclasses import replace
+from datetime import timedelta
+from typing import Any
 
 import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from offset_journal.audit import GAP, OVERLAP, audit_batches
+from offset_journal.audit import GAP, OVERLAP, PLANNED, UNEXPLAINED, audit_batches
+from offset_journal.journal_rows import RecordedPlan
 from offset_journal.mirror import (
     OffsetSync,
     SyncFormatError,
@@ -22,11 +26,12 @@ from offset_journal.mirror import (
     replica_topic,
     translate_offset,
 )
-from offset_journal.restart import RestartError, compute_plan
+from offset_journal.restart import RestartError, RestartPlan, compute_plan
+from offset_journal.restart.record import plan_row
 from offset_journal.restart.request import PlanRequest
 from offset_journal.restart.translate import ClusterFacts, MirrorFacts
-from tests.test_audit_core import Journal, plan
-from tests.test_restart import kafka_src, mk
+from tests.test_audit_core import T0, Journal, plan
+from tests.test_restart import flat, kafka_src, mk
 
 SYNCS = index_syncs([OffsetSync("orders", 0, 0, 0), OffsetSync("orders", 0, 100, 40),
                      OffsetSync("orders", 1, 0, 0)])
@@ -188,3 +193,107 @@ def test_a_record_time_plan_may_run_on_another_cluster_and_mixed_runs_refuse() -
     silent = ClusterFacts("journaled-id", None, "127.0.0.1:9092", "run-2")
     refuse_other_cluster(silent, None)  # a cluster that says no id: not checked
     assert any("does not say its id" in n for n in cluster_findings(silent).notes)
+
+
+# --------------------------------------------------------------------------- issue 30
+
+
+LOST = index_syncs([OffsetSync("orders", 0, 100, 0), OffsetSync("orders", 0, 200, 100)])
+"""MM2 began copying orders-0 at upstream 100: the replica's first record is its 100."""
+REPLICA: dict[str, dict[int, tuple[int, int]]] = {"primary.orders": {0: (0, 300)}}
+OTHER = ClusterFacts("journaled-id", "replica-id", "127.0.0.1:9093", "run-1")
+
+
+def _failover(syncs: Any = LOST, **given: Any) -> RestartPlan:
+    """The journal at 50 on orders-0, translated to the replica through ``syncs``."""
+    return compute_plan("orders", mk(5, kafka_src({("orders", 0): (40, 50)})), cluster=OTHER,
+                        mirror=MirrorFacts("primary", syncs), translate_from="primary",
+                        bootstrap_servers="127.0.0.1:9093", kafka_state=REPLICA, **given)
+
+
+def test_records_that_never_reached_the_replica_are_data_loss() -> None:
+    """Issue 30 item 6: the journal at 50, MM2's first sync at upstream 100 -> 0 and the
+    replica holding nothing before it: records 50..99 were never replicated. As records
+    lost to retention on the primary, that is DATA LOSS unless accepted."""
+    refused = _failover()
+    assert not refused.ok
+    (error,) = refused.errors
+    assert "DATA LOSS" in error and "50..99" in error and "50 records" in error
+    assert "--allow-data-loss" in error
+    accepted = _failover(allow_data_loss=True)
+    assert accepted.ok and accepted.source(0).offsets == {"primary.orders": {0: 0}}
+    assert any("DATA LOSS accepted" in w and "50..99" in w for w in accepted.warnings)
+    done = accepted.to_dict()["sources"][0]["translation"]
+    assert done["not_replicated"] == 50 and done["partitions"][0]["not_replicated"] == 50
+
+
+def test_a_compacted_sync_history_is_not_taken_for_a_loss() -> None:
+    """MM2's syncs topic is compacted by partition: only a partition's latest sync may be
+    left. When the replica holds records before the first sync's, the journaled ones may
+    be among them: the partition starts at the replica's earliest (nothing skipped),
+    with a warning, and no loss is claimed."""
+    compacted = index_syncs([OffsetSync("orders", 0, 200, 150)])
+    p = _failover(compacted)
+    assert p.ok and p.source(0).offsets == {"primary.orders": {0: -2}}
+    assert not any("DATA LOSS" in w for w in p.warnings)
+    assert any("replica's earliest" in w and "150 records" in w for w in p.warnings)
+    assert p.to_dict()["sources"][0]["translation"]["not_replicated"] == 0
+
+
+def _recorded(p: RestartPlan, request: PlanRequest, minute: float) -> RecordedPlan:
+    """``p`` as the journal records it and the audit reads it back (JSON)."""
+    row = json.loads(json.dumps(plan_row(p, request, "plan"), default=str))
+    return RecordedPlan(1, "q", T0 + timedelta(minutes=minute), row["position"], row["mode"],
+                        row["command"], row["ok"],
+                        tuple((i, t, n, o) for i, t, n, o in row["kafka_offsets"]),
+                        request=row["request"])
+
+
+def test_the_audit_shows_records_a_failover_lost() -> None:
+    """Issue 30 item 6: a run started from a translated plan that accepted the loss is
+    a planned gap of the journaled partition (as other accepted data loss), not a clean
+    new log; from a plan that refused it (used anyway: --force), unexplained."""
+    asked = PlanRequest("orders", translate_from="primary", bootstrap_servers="x:1",
+                        allow_data_loss=True)
+    j = Journal()
+    j.add("r1", {("orders", 0): (None, 50)})
+    j.add("r2", {("primary.orders", 0): (None, 60)}, rows=60)  # from the plan, on the replica
+    accepted = _recorded(_failover(allow_data_loss=True), asked, minute=1.5)
+    report = audit_batches("q", j.batches, [accepted])
+    (gap,) = report.findings
+    assert (gap.kind, gap.status, gap.topic, gap.partition, gap.first, gap.end) == (
+        GAP, PLANNED, "orders", 0, 50, 100)
+    assert "--allow-data-loss" in gap.reason and "replica" in gap.reason
+    assert [b.run_id for b in gap.earlier] == ["r1"] and report.exit_code == 0
+    forced = _recorded(_failover(), replace(asked, allow_data_loss=False), minute=1.5)
+    (gap,) = audit_batches("q", j.batches, [forced]).findings
+    assert (gap.status, gap.first, gap.end) == (UNEXPLAINED, 50, 100)
+
+
+def test_a_translated_plan_does_not_say_record_times_are_looked_up() -> None:
+    """Issue 30 item 8b: that warning is for a record-time plan on another cluster."""
+    p = compute_plan("orders", anchor(), cluster=OTHER, mirror=MirrorFacts("primary", SYNCS),
+                     translate_from="primary", bootstrap_servers="127.0.0.1:9093")
+    assert not any("record times are looked up" in w for w in p.warnings)
+    assert any("replica-id" in n and "--translate-from" in n for n in p.notes)
+
+
+def test_a_translated_plans_header_agrees_with_its_re_read_bound() -> None:
+    """Issue 30 item 8c: the header said "nothing skipped, nothing read twice" above a
+    bound of records read again."""
+    p = compute_plan("orders", anchor(), cluster=OTHER, mirror=MirrorFacts("primary", SYNCS),
+                     translate_from="primary", bootstrap_servers="127.0.0.1:9093")
+    text = flat(p.explain())
+    assert "nothing read twice" not in text
+    assert "records may be read again, up to 35 records" in flat(p.notes[0])
+    plain = compute_plan("orders", anchor())
+    assert "nothing skipped, nothing read twice" in flat(plain.notes[0])
+
+
+def test_a_replication_policy_without_a_translation_is_refused() -> None:
+    """Issue 30 item 8a: it was ignored, and the plan handed out."""
+    for policy in ("identity", "default"):
+        with pytest.raises(RestartError, match="--translate-from"):
+            PlanRequest("q", replication_policy=policy).checked()  # type: ignore[arg-type]
+    asked = PlanRequest("q", translate_from="primary", bootstrap_servers="x:1").checked()
+    assert asked.policy == "default"

@@ -244,6 +244,12 @@ class _Walk:
             how = "plan" if plan is not None else ("origin" if not self.runs else "no-plan")
         if plan is not None:
             self.taken.add(plan.id)
+            if plan.accepted_cluster is not None:
+                self.notes.append((ref, (
+                    f"run {batch.run_id} started from plan {plan.id}, which overruled the "
+                    f"journal's cluster check (--accept-cluster {plan.accepted_cluster}): the "
+                    "journal said the batches it continues were read on another Kafka "
+                    "cluster; the audit compares their offsets as one cluster's")))
         if not self.runs:
             self.origin = batch.run_id
         start = RunStart(batch.run_id, batch.query_id, ref, how, plan.id if plan else None,
@@ -301,6 +307,8 @@ class _Walk:
                   source: AuditSource) -> None:
         state = self.parts.get(at.key)
         if state is None or how == "plan-earliest" or _translated(at.run, how):
+            if _translated(at.run, how):
+                self.not_replicated(at)
             if state is None:
                 self.first_appearance(at, start, end, how)
             else:
@@ -364,6 +372,28 @@ class _Walk:
             f"({at.ref.label()}): {why}; the old log had been processed up to "
             f"{state.frontier} ({state.at.label()}), and the partition is audited afresh "
             "from here")))
+
+    def not_replicated(self, at: _At) -> None:
+        """A gap of the journaled partition where the run's translated plan found records
+        MirrorMaker 2 never copied to the replica: planned when the plan accepted the
+        loss (--allow-data-loss), as for records retention deleted."""
+        plan = at.run.plan
+        lost = plan.not_replicated.get(at.key) if plan is not None else None
+        if plan is None or lost is None:
+            return
+        topic, part, first, records = lost
+        before = self.parts.get((topic, part))
+        end = first + records
+        why = (f"data loss accepted by plan {plan.id} (--allow-data-loss)"
+               if plan.allow_data_loss else
+               f"plan {plan.id} refused it as DATA LOSS, and the run started from it anyway")
+        self.add(Finding(
+            GAP, PLANNED if plan.allow_data_loss else UNEXPLAINED, topic, part, first, end,
+            at.run.start.run_id, [at.ref], [before.at] if before is not None else [], plan.id,
+            f"offsets {first}..{end - 1} of {tp_label(topic, part)} were never processed: "
+            f"they never reached the MirrorMaker 2 replica (MM2 began copying "
+            f"{tp_label(topic, part)} at {end}), where run {at.run.start.run_id} started "
+            f"from plan {plan.id}'s translation; {why}"))
 
     def continued(self, at: _At, start: int, end: int, state: _Partition) -> bool:
         """A run still re-reading: its open overlap grows. True when handled."""

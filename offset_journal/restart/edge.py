@@ -8,7 +8,7 @@ output path and the Kafka cluster, then let :func:`~.plan.decide` decide.
 from __future__ import annotations
 
 import logging
-from collections.abc import Iterator, Sequence
+from collections.abc import Iterable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass, field, replace
 from typing import Any
@@ -279,12 +279,20 @@ def cluster_facts(journal: Journal, request: PlanRequest, found: Gathered) -> Cl
     bootstrap servers are (None: no bootstrap servers given)."""
     if not request.bootstrap_servers:
         return None
-    now = cluster_id(request.bootstrap_servers, timeout=request.kafka_timeout,
-                     config=request.kafka_config)
     anchor = found.anchor.run_id
     runs = {b.run_id for b in [*found.chain, found.before] if b is not None} - {anchor}
-    return ClusterFacts(journal.run_cluster_id(anchor), now, request.bootstrap_servers,
-                        anchor, tuple((r, journal.run_cluster_id(r)) for r in sorted(runs)))
+    return clusters_of(journal, request.bootstrap_servers, anchor, runs,
+                       timeout=request.kafka_timeout, config=request.kafka_config)
+
+
+def clusters_of(journal: Journal, servers: str, run_id: str, others: Iterable[str] = (), *,
+                timeout: float = 10, config: Mapping[str, Any] | None = None) -> ClusterFacts:
+    """The cluster ``run_id`` (and the ``others``) journaled, and the one at ``servers``
+    now: what :func:`~.translate.refuse_other_cluster` holds a plan (or commit-group)
+    to."""
+    now = cluster_id(servers, timeout=timeout, config=config)
+    return ClusterFacts(journal.run_cluster_id(run_id), now, servers, run_id,
+                        tuple((r, journal.run_cluster_id(r)) for r in sorted(set(others))))
 
 
 def mirror_facts(request: PlanRequest) -> MirrorFacts | None:
@@ -301,7 +309,7 @@ def mirror_facts(request: PlanRequest) -> MirrorFacts | None:
             f"--translate-from {alias}: the cluster at {request.bootstrap_servers} has no "
             f"topic {topic}: is {alias} MM2's alias of the journaled cluster, and does MM2 "
             "keep its offset syncs on the replica (offset-syncs.topic.location = target)?")
-    return MirrorFacts(alias, index_syncs(syncs), request.replication_policy)
+    return MirrorFacts(alias, index_syncs(syncs), request.policy)
 
 
 def cluster_state(request: PlanRequest, found: Gathered) -> TopicState | None:
@@ -311,7 +319,7 @@ def cluster_state(request: PlanRequest, found: Gathered) -> TopicState | None:
         return None
     journaled = kafka_topics([*found.chain, found.anchor], request.source)
     if request.translate_from is not None:
-        journaled = [replica_topic(t, request.translate_from, request.replication_policy)
+        journaled = [replica_topic(t, request.translate_from, request.policy)
                      for t in journaled]
     topics = sorted(set(journaled) | set(request.subscribe or ()))
     if not topics:

@@ -458,7 +458,8 @@ def kafka_source_plan(inp: PlanInputs, start: Start, src: SourceOffsets) -> Sour
         if inp.request.subscribe:
             plan.errors += subscription_errors(tuple(inp.request.subscribe), inp.mirror,
                                                list(offsets))
-        offsets, plan.translation, found = translate_offsets(offsets, inp.mirror)
+        offsets, plan.translation, found = translate_offsets(
+            offsets, inp.mirror, inp.kafka_state, inp.request.allow_data_loss)
         plan.add(found)
         items = translated_items(items, inp.mirror, strategy)
     if inp.request.subscribe:

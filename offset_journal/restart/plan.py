@@ -40,7 +40,7 @@ from .model import (
 from .other_sources import journaled_offset, other_source_plan, sink_findings
 from .request import REQUEST_FIELDS, PlanRequest, check_request
 from .state_aware import order_key, state_aware_start
-from .text import tp
+from .text import count, tp
 from .translate import cluster_findings, refuse_other_cluster
 
 FUTURE_TOLERANCE = timedelta(minutes=1)
@@ -71,9 +71,10 @@ def decide(inp: PlanInputs) -> RestartPlan:
     refuse_bad_request(inp)
     flagged = flagged_batches(inp.problems, [inp.anchor, *inp.chain])
     start = where_to_start(inp, flagged)
-    found = start.findings
-    found.merge(flagged_findings(inp, start, flagged))
     sources, source_findings = source_plans(inp, start)
+    found = Findings(notes=translated_start(inp, start, flagged, sources))
+    found.merge(start.findings)
+    found.merge(flagged_findings(inp, start, flagged))
     found.merge(source_findings)
     found.merge(unchecked_cluster(inp, sources))
     found.merge(location_findings(inp))
@@ -81,7 +82,8 @@ def decide(inp: PlanInputs) -> RestartPlan:
     found.merge(future_trigger_findings(inp.anchor, inp.database_now))
     found.merge(concurrency_findings(inp))
     found.merge(async_findings(inp, start))
-    found.merge(cluster_findings(inp.cluster))
+    found.merge(cluster_findings(inp.cluster, inp.request.translate_from,
+                                 inp.request.accept_cluster))
     return RestartPlan(
         query_name=inp.request.query_name, mode=inp.mode, position=start.position,
         anchor=BatchRef.of(inp.anchor), start_batch=start.start_ref, sources=sources,
@@ -125,7 +127,8 @@ def refuse_bad_request(inp: PlanInputs) -> None:
         refuse_used_checkpoint(inp.checkpoint_state, inp.anchor.query_id)
     refuse_unknown_recreated(inp)
     refuse_other_cluster(inp.cluster, inp.request.translate_from,
-                         by_time=inp.request.from_time is not None)
+                         by_time=inp.request.from_time is not None,
+                         accepted=inp.request.accept_cluster)
 
 
 def refuse_unknown_recreated(inp: PlanInputs) -> None:
@@ -176,19 +179,49 @@ def where_to_start(inp: PlanInputs, flagged: Flagged) -> Start:
         )
     else:
         start = Start(POSITION_AFTER, None, inp.before, Findings())
-        latest = ("the last journaled batch" if inp.request.as_of is None
-                  else f"the last batch{when}")
-        start.findings.notes.append(
-            f"Starts AFTER {anchor_ref.label()} ({latest}): at its END offsets. Kafka "
-            "start offsets are inclusive and a batch's end offsets exclusive, so the new "
-            "query reads exactly what came after that batch"
-            + (": nothing skipped, nothing read twice." if not flagged else
-               ". But the journal flagged offsets that did not continue from one batch to "
-               "the next (see the errors and warnings): records were skipped or read "
-               "twice before this point, and starting here does not undo that.")
-        )
+        if inp.mirror is None:  # a translated start is said once its bound is known
+            start.findings.notes.append(after_note(inp, flagged))
     start.findings.notes += _still_running(inp)
     return start
+
+
+def after_note(inp: PlanInputs, flagged: Flagged,
+               translated: tuple[int, int] | None = None) -> str:
+    """Why a plan AFTER the anchor reads what came after it; ``translated``: a translated
+    plan's bound of records read again on the replica, and its partitions without a
+    sync (read from the replica's earliest, unbounded)."""
+    anchor_ref = BatchRef.of(inp.anchor)
+    latest = ("the last journaled batch" if inp.request.as_of is None
+              else f"the last batch triggered at or before {format_time(inp.request.as_of)}")
+    head = f"Starts AFTER {anchor_ref.label()} ({latest}): at its END offsets"
+    if translated is not None:
+        bound, unsynced = translated
+        more = (f", and all the replica holds of {count(unsynced, 'partition')} without a "
+                "sync (see the warnings)" if unsynced else "")
+        head += (", translated to the replica's (per partition below). MM2's offset syncs "
+                 "place each at its record or just before it: nothing the replica holds is "
+                 f"skipped, but records may be read again, up to {count(bound, 'record')}"
+                 f"{more}")
+    else:
+        head += (". Kafka start offsets are inclusive and a batch's end offsets exclusive, "
+                 "so the new query reads exactly what came after that batch")
+    if flagged:
+        return head + (
+            ". But the journal flagged offsets that did not continue from one batch to "
+            "the next (see the errors and warnings): records were skipped or read "
+            "twice before this point, and starting here does not undo that.")
+    return head + (": nothing skipped, nothing read twice." if translated is None else ".")
+
+
+def translated_start(inp: PlanInputs, start: Start, flagged: Flagged,
+                     sources: Sequence[SourcePlan]) -> list[str]:
+    """A translated plan AFTER the anchor: the start's note, with the re-read bound the
+    translation found (every other plan's start said its note already)."""
+    if inp.mirror is None or start.position != POSITION_AFTER or inp.mode == MODE_STATE_AWARE:
+        return []
+    done = [s.translation for s in sources if s.translation is not None]
+    return [after_note(inp, flagged, (sum(t.reread_bound for t in done),
+                                      sum(len(t.unsynced) for t in done)))]
 
 
 def _still_running(inp: PlanInputs) -> list[str]:

@@ -62,7 +62,8 @@ def plan_row(plan: RestartPlan, request: PlanRequest, command: str) -> dict[str,
     """The ``restart_plans`` row of a plan handed out (every column but the id and
     created_at, which the database sets). ``request`` holds what was asked, what the
     person accepted (allow_data_loss, recreated_topics: the audit explains the gap or
-    new log such a plan makes by them) and the warnings the plan was handed out with."""
+    new log such a plan makes by them; accept_cluster: a cluster check overruled) and
+    the warnings the plan was handed out with."""
     offsets: list[list[Any]] = []
     for source in plan.sources:
         for topic, parts in sorted((source.offsets or {}).items()):
@@ -78,6 +79,7 @@ def plan_row(plan: RestartPlan, request: PlanRequest, command: str) -> dict[str,
              "recreated_topics": sorted(set(request.recreated_topics)) or None,
              "recreated_tables": sorted(set(request.recreated_tables)) or None,
              "warnings": list(plan.warnings) or None,
+             "accept_cluster": request.accept_cluster,
              "kafka_cluster_id": plan.kafka_cluster_id,
              "journaled_kafka_cluster_id": plan.journaled_cluster_id,
              **_translation(plan)}
@@ -96,13 +98,15 @@ def plan_row(plan: RestartPlan, request: PlanRequest, command: str) -> dict[str,
 def _translation(plan: RestartPlan) -> dict[str, Any]:
     """A translated plan's alias, policy and per partition rows ([source index, journaled
     topic, partition, journaled offset, replica topic, replica offset, read again at
-    most]): the audit reads its run as a new log on the replica."""
+    most, records never replicated]): the audit reads its run as a new log on the
+    replica, and the records never replicated as a gap."""
     done = [s for s in plan.sources if s.translation is not None]
     if not done:
         return {}
     first = done[0].translation
     assert first is not None
-    rows = [[s.index, p.topic, p.partition, p.journaled, p.replica_topic, p.offset, p.reread]
+    rows = [[s.index, p.topic, p.partition, p.journaled, p.replica_topic, p.offset, p.reread,
+             p.lost]
             for s in done if s.translation is not None for p in s.translation.partitions]
     return {"translate_from": first.alias, "replication_policy": first.policy,
             "translation": rows}

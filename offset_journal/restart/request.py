@@ -64,7 +64,12 @@ class PlanRequest:
     or ``batch``, and not in the future. ``translate_from``: the cluster at
     ``bootstrap_servers`` is a MirrorMaker 2 replica of the journaled one, which MM2
     calls this alias: the journal's offsets are translated through MM2's offset syncs
-    (``replication_policy``: how MM2 names the replica's topics, default or identity).
+    (``replication_policy``: how MM2 names the replica's topics, default or identity;
+    only with ``translate_from``, and default when not given: :attr:`policy`).
+    ``accept_cluster``: the id of the cluster at ``bootstrap_servers``, accepted as the
+    one the journal's runs read although the journal says another (a writer role can
+    fill a run's empty cluster id with any value): the refusal is overruled, with a
+    warning, and recorded as the plan's decision.
     """
 
     query_name: str
@@ -84,7 +89,13 @@ class PlanRequest:
     recreated_tables: Sequence[str] = ()
     from_time: datetime | None = None
     translate_from: str | None = None
-    replication_policy: ReplicationPolicy = POLICY_DEFAULT
+    replication_policy: ReplicationPolicy | None = None
+    accept_cluster: str | None = None
+
+    @property
+    def policy(self) -> ReplicationPolicy:
+        """How MM2 named the replica's topics: the policy given, else its default."""
+        return self.replication_policy or POLICY_DEFAULT
 
     @property
     def position(self) -> Position:
@@ -127,6 +138,7 @@ class PlanRequest:
                                "at the cluster's log starts: give bootstrap servers "
                                "(--bootstrap-servers)")
         self._check_translation()
+        self._check_accepted_cluster()
         return replace(self, mode=mode, as_of=as_of, kafka_timeout=timeout,
                        recreated_topics=recreated, recreated_tables=tables,
                        from_time=from_time)
@@ -135,10 +147,15 @@ class PlanRequest:
     def _check_translation(self) -> None:
         """RestartError for a policy MM2 lacks, an alias it could not have, or a
         translation with no replica to read the syncs on or with a record time."""
-        if self.replication_policy not in REPLICATION_POLICIES:
+        if self.replication_policy not in (None, *REPLICATION_POLICIES):
             raise RestartError(f"unknown replication policy {self.replication_policy!r}: use "
                                f"one of {', '.join(REPLICATION_POLICIES)}")
         if self.translate_from is None:
+            if self.replication_policy is not None:
+                raise RestartError(
+                    f"--replication-policy {self.replication_policy} (replication_policy) says "
+                    "how MM2 named the replica's topics: it applies to a translated plan "
+                    "only; give --translate-from ALIAS too, or drop it")
             return
         try:
             check_alias(self.translate_from)
@@ -152,6 +169,22 @@ class PlanRequest:
             raise RestartError("give --from-time or --translate-from, not both: record times "
                                "are the same on the replica, so a record-time plan needs no "
                                "translation")
+
+    def _check_accepted_cluster(self) -> None:
+        """RestartError for an accepted cluster with no cluster to check, or with a
+        translation (a replica is another cluster: its offsets are not the journal's)."""
+        if self.accept_cluster is None:
+            return
+        if not isinstance(self.accept_cluster, str) or not self.accept_cluster.strip():
+            raise RestartError(f"bad accepted cluster id {self.accept_cluster!r}")
+        if not self.bootstrap_servers:
+            raise RestartError("accepting a Kafka cluster (--accept-cluster) overrules the "
+                               "check of the cluster at the bootstrap servers: give them "
+                               "(--bootstrap-servers)")
+        if self.translate_from is not None:
+            raise RestartError("give --accept-cluster or --translate-from, not both: a "
+                               "replica is another cluster, whose offsets are translated, "
+                               "not accepted")
 
 
 def _checked_from_time(when: datetime | None, servers: str | None) -> datetime | None:

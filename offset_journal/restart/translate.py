@@ -8,13 +8,17 @@ another id, the journaled offsets mean nothing there: the plan refuses
 of the journaled one (``translate_from``: MM2's alias of the source cluster). Then each
 journaled partition offset is translated (:func:`translate_offsets`) to the replica's
 offset of the same record, never past it (:mod:`offset_journal.mirror`), and the plan
-says per partition how many records at most are read again.
+says per partition how many records at most are read again, and which records never
+reached the replica (DATA LOSS). A person who has checked that the cluster is the one
+the run read, whatever the journal says, overrules the refusal (``accepted``:
+--accept-cluster ID), as a decision recorded with the plan.
 """
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from ..errors import RestartError
 from ..mirror import (
@@ -28,6 +32,9 @@ from ..mirror import (
 from ..offsets import KafkaOffsets
 from .model import Findings
 from .text import count, tp
+
+if TYPE_CHECKING:
+    from ..kafka_admin import TopicState
 
 #: Partitions named one by one in a plan's text (all of them are in its JSON).
 SHOWN = 20
@@ -61,7 +68,11 @@ class MirrorFacts:
 class PartitionTranslation:
     """One partition's start on the replica: journaled ``topic``/``partition`` at
     ``journaled`` is ``replica_topic`` at ``offset`` (-2: the replica's earliest, no
-    sync yet), reading again at most ``reread`` records (None: unbounded, earliest)."""
+    sync yet), reading again at most ``reread`` records (None: unbounded, earliest).
+    ``sync``: the sync it was translated by (or, at earliest, the first one above the
+    journaled offset). ``lost``: records from ``journaled`` on that never reached the
+    replica (MM2 began copying the partition above them); ``held``: at earliest, the
+    records the replica holds before that first sync's."""
 
     topic: str
     partition: int
@@ -70,20 +81,24 @@ class PartitionTranslation:
     offset: int
     reread: int | None
     sync: tuple[int, int] | None = None
+    lost: int = 0
+    held: int | None = None
 
     def to_dict(self) -> dict[str, Any]:
         return {"topic": self.topic, "partition": self.partition,
                 "journaled": self.journaled, "replica_topic": self.replica_topic,
                 "offset": self.offset, "reread_at_most": self.reread,
-                "sync": list(self.sync) if self.sync else None}
+                "sync": list(self.sync) if self.sync else None, "not_replicated": self.lost}
 
     def label(self) -> str:
-        bound = ("all the replica holds of it (no offset sync yet)" if self.reread is None
-                 else count(self.reread, "record"))
+        bound = ("all the replica holds of it (no offset sync at or below it)"
+                 if self.reread is None else count(self.reread, "record"))
         start = "earliest" if self.offset < 0 else str(self.offset)
+        lost = (f"; never replicated: {self.journaled}..{self.journaled + self.lost - 1} "
+                f"({count(self.lost, 'record')})" if self.lost else "")
         return (f"{tp(self.topic, self.partition)} {self.journaled} -> "
                 f"{tp(self.replica_topic, self.partition)} {start}; read again at most: "
-                f"{bound}")
+                f"{bound}{lost}")
 
 
 @dataclass
@@ -104,10 +119,16 @@ class Translation:
         """The partitions with no sync at or below their journaled offset (earliest)."""
         return [p for p in self.partitions if p.reread is None]
 
+    @property
+    def lost(self) -> list[PartitionTranslation]:
+        """The partitions with records that never reached the replica."""
+        return [p for p in self.partitions if p.lost]
+
     def to_dict(self) -> dict[str, Any]:
         return {"translate_from": self.alias, "replication_policy": self.policy,
                 "reread_bound": self.reread_bound,
                 "partitions_without_sync": len(self.unsynced),
+                "not_replicated": sum(p.lost for p in self.partitions),
                 "partitions": [p.to_dict() for p in self.partitions]}
 
     def lines(self) -> list[str]:
@@ -117,11 +138,17 @@ class Translation:
 
 
 def refuse_other_cluster(facts: ClusterFacts | None, translate_from: str | None,
-                         by_time: bool = False) -> None:
+                         by_time: bool = False, accepted: str | None = None, *,
+                         translatable: bool = True) -> None:
     """RestartError when the plan's cluster is not the one the journal's run read and
     no translation is asked for (a record-time plan looks its offsets up on the cluster
     itself, so it may), when a translation is asked on the same cluster, or when the
-    plan's batches come from runs on different clusters."""
+    plan's batches come from runs on different clusters. ``accepted`` (--accept-cluster
+    ID) overrules the first and the last: a writer role can fill a run's empty cluster
+    id with any value. ``translatable``: the refusal may suggest a translation."""
+    if accepted is not None:
+        _check_accepted(facts, accepted)
+        return
     if facts is None or facts.journaled is None:
         return
     mixed = sorted({(run, cid) for run, cid in facts.others
@@ -135,10 +162,13 @@ def refuse_other_cluster(facts: ClusterFacts | None, translate_from: str | None,
     if facts.now is None:
         return
     if translate_from is None and facts.now != facts.journaled and not by_time:
+        fix = ("on a MirrorMaker 2 replica, translate them: --translate-from ALIAS; "
+               if translatable else "")
         raise RestartError(
             f"the Kafka cluster at {facts.servers} is cluster {facts.now}, but run "
             f"{facts.run_id} read cluster {facts.journaled}: its offsets do not apply "
-            "there (on a MirrorMaker 2 replica, translate them: --translate-from ALIAS)")
+            f"there ({fix}if it is the cluster the run read and the journal's id is wrong, "
+            f"overrule the check: --accept-cluster {facts.now})")
     if translate_from is not None and facts.now == facts.journaled:
         raise RestartError(
             f"--translate-from {translate_from}: the Kafka cluster at {facts.servers} is "
@@ -146,13 +176,46 @@ def refuse_other_cluster(facts: ClusterFacts | None, translate_from: str | None,
             "translate (give the replica's bootstrap servers, or drop --translate-from)")
 
 
-def cluster_findings(facts: ClusterFacts | None) -> Findings:
+def _foreign(facts: ClusterFacts) -> list[tuple[str, str]]:
+    """The runs the plan reads whose journaled cluster is not the plan's cluster."""
+    return sorted({(run, cid) for run, cid in ((facts.run_id, facts.journaled), *facts.others)
+                   if cid is not None and cid != facts.now})
+
+
+def _check_accepted(facts: ClusterFacts | None, accepted: str) -> None:
+    """--accept-cluster ID names the cluster the plan is for, and only where the journal
+    says another: an overrule is a decision, recorded, so it must be one."""
+    flag = f"--accept-cluster {accepted}"
+    if facts is None or facts.now is None:
+        where = f"at {facts.servers} " if facts is not None else ""
+        raise RestartError(f"{flag}: the Kafka cluster {where}does not say its id: there is "
+                           "no cluster check to overrule (drop --accept-cluster)")
+    if accepted != facts.now:
+        raise RestartError(f"{flag}: the Kafka cluster at {facts.servers} is cluster "
+                           f"{facts.now}: accept only the cluster the plan is for, after "
+                           "checking that the journal's runs read it")
+    if not _foreign(facts):
+        raise RestartError(f"{flag}: the journal does not say run {facts.run_id} read "
+                           f"another cluster than {facts.now}: there is nothing to overrule "
+                           "(drop --accept-cluster)")
+
+
+def cluster_findings(facts: ClusterFacts | None, translate_from: str | None = None,
+                     accepted: str | None = None) -> Findings:
     """A note on which cluster the plan is for, or that it cannot be checked; a warning
-    when a record-time plan runs on another cluster than the journal's."""
+    when a record-time plan runs on another cluster than the journal's, or when the
+    check was overruled (``accepted``)."""
     found = Findings()
     if facts is None:
         return found
-    if facts.now is None:
+    if accepted is not None:
+        runs = ", ".join(f"run {run}: {cid}" for run, cid in _foreign(facts))
+        found.warnings.append(
+            f"the journal says the plan's batches were read on another Kafka cluster than "
+            f"cluster {facts.now} at {facts.servers} ({runs}); overruled as asked "
+            f"(--accept-cluster {accepted}), recorded as this plan's decision: the "
+            "journal's offsets are used there as they are")
+    elif facts.now is None:
         found.notes.append(
             f"the Kafka cluster at {facts.servers} does not say its id: the plan cannot "
             f"check that it is the cluster run {facts.run_id} read")
@@ -163,6 +226,11 @@ def cluster_findings(facts: ClusterFacts | None) -> Findings:
             f"offsets belong to cluster {facts.now} at {facts.servers}")
     elif facts.journaled == facts.now:
         found.notes.append(f"Kafka cluster {facts.now}: the one run {facts.run_id} read")
+    elif translate_from is not None:
+        found.notes.append(
+            f"Kafka cluster {facts.now} at {facts.servers}: a MirrorMaker 2 replica of "
+            f"cluster {facts.journaled}, which run {facts.run_id} read (--translate-from "
+            f"{translate_from}): the journal's offsets are translated to the replica's")
     else:
         found.warnings.append(
             f"cluster {facts.now} is not the cluster {facts.journaled} run {facts.run_id} "
@@ -171,39 +239,57 @@ def cluster_findings(facts: ClusterFacts | None) -> Findings:
     return found
 
 
-def translate_offsets(offsets: KafkaOffsets, mirror: MirrorFacts
+def translate_offsets(offsets: KafkaOffsets, mirror: MirrorFacts,
+                      replica: TopicState | None = None, allow_data_loss: bool = False,
                       ) -> tuple[KafkaOffsets, Translation, Findings]:
     """``offsets`` (the source cluster's topics and offsets; -2 earliest) on the replica:
     renamed by the replication policy, each offset translated by its partition's last
     offset sync at or below it. A partition without one starts at the replica's
-    earliest, with a warning."""
+    earliest, with a warning; but when the replica (``replica``: its log ranges) holds
+    nothing before the first sync's record, MM2 began copying the partition above the
+    journaled offset and the records between never reached the replica: DATA LOSS, an
+    error unless ``allow_data_loss``, and the partition starts at that record."""
     out: KafkaOffsets = {}
     done = Translation(mirror.alias, mirror.policy)
     for topic, parts in sorted(offsets.items()):
         renamed = replica_topic(topic, mirror.alias, mirror.policy)
         for partition, offset in sorted(parts.items()):
+            logs = (replica or {}).get(renamed, {})
             row = _translated(topic, partition, offset, renamed,
-                              mirror.syncs.get((topic, partition), ()))
+                              mirror.syncs.get((topic, partition), ()),
+                              logs[partition][0] if partition in logs else None)
             out.setdefault(renamed, {})[partition] = row.offset
             done.partitions.append(row)
-    return out, done, _translation_findings(done)
+    return out, done, _translation_findings(done, allow_data_loss)
 
 
 def _translated(topic: str, partition: int, offset: int, renamed: str,
-                pairs: Any) -> PartitionTranslation:
+                pairs: Sequence[tuple[int, int]], log_start: int | None,
+                ) -> PartitionTranslation:
+    """``log_start``: the replica partition's (None: it has none, or is not known)."""
     if offset < 0:  # earliest (-2) or latest (-1) mean the same on the replica
         return PartitionTranslation(topic, partition, offset, renamed, offset,
                                     0 if offset == -1 else None)
     found = translate_offset(offset, pairs)
-    if found.offset is None:
+    if found.offset is not None:
+        return PartitionTranslation(topic, partition, offset, renamed, found.offset,
+                                    found.reread, found.sync)
+    if not pairs:
         return PartitionTranslation(topic, partition, offset, renamed, -2, None)
-    return PartitionTranslation(topic, partition, offset, renamed, found.offset,
-                                found.reread, found.sync)
+    upstream, downstream = pairs[0]  # the first sync, above the journaled offset
+    if log_start is not None and log_start < downstream:
+        # The replica holds records before it: maybe the journaled ones, their syncs
+        # compacted away (the syncs topic keeps a partition's latest). Skip nothing.
+        return PartitionTranslation(topic, partition, offset, renamed, -2, None,
+                                    (upstream, downstream), held=downstream - log_start)
+    # Nothing before it on the replica: offsets offset..upstream-1 were never copied.
+    return PartitionTranslation(topic, partition, offset, renamed, downstream, 0,
+                                (upstream, downstream), lost=upstream - offset)
 
 
-def _translation_findings(done: Translation) -> Findings:
+def _translation_findings(done: Translation, allow_data_loss: bool) -> Findings:
     found = Findings()
-    synced = len(done.partitions) - len(done.unsynced)
+    synced = len(done.partitions) - len(done.unsynced) - len(done.lost)
     found.notes.append(
         f"translated from the journal's offsets on cluster alias {done.alias} with MM2's "
         f"offset syncs ({offset_syncs_topic(done.alias)}): {count(synced, 'partition')} "
@@ -211,15 +297,54 @@ def _translation_findings(done: Translation) -> Findings:
         f"records read again: at most {done.reread_bound} (MM2 writes a sync at least "
         "every offset.lag.max records; its own duplicates come on top)")
     if done.unsynced:
-        names = ", ".join(tp(p.replica_topic, p.partition) for p in done.unsynced[:8])
+        names = ", ".join(_unsynced_label(p) for p in done.unsynced[:8])
         more = f" and {len(done.unsynced) - 8} more" if len(done.unsynced) > 8 else ""
         found.warnings.append(
             f"{count(len(done.unsynced), 'partition')} ({names}{more}) have no MM2 offset "
             "sync at or below the journaled offset: they start at the replica's earliest. "
-            "If MM2 began copying them above the journaled offset (its first sync), the "
-            "records in between never reached the replica and are missing; if the syncs "
-            "topic was compacted, they are there and read again")
+            "If the syncs topic was compacted (it keeps a partition's latest sync), the "
+            "journaled records are among those the replica holds and are read again; if "
+            "MM2 began copying above the journaled offset, the records in between never "
+            "reached the replica")
+    if done.lost:
+        found.merge(_not_replicated(done.lost, allow_data_loss))
     return found
+
+
+def _unsynced_label(p: PartitionTranslation) -> str:
+    name = tp(p.replica_topic, p.partition)
+    if p.sync is None or p.held is None:
+        return f"{name}: no sync at all"
+    return (f"{name}: journaled {p.journaled}, first sync {p.sync[0]} -> {p.sync[1]}, "
+            f"{count(p.held, 'record')} held before it")
+
+
+def _not_replicated(lost: list[PartitionTranslation], allow_data_loss: bool) -> Findings:
+    """DATA LOSS, worded as the planner words records deleted before being read."""
+    total = sum(p.lost for p in lost)
+    head = (f"{count(total, 'record')} in {count(len(lost), 'partition')} never reached the "
+            "MirrorMaker 2 replica (MM2 began copying them above the journaled offset)")
+
+    def first(p: PartitionTranslation) -> int:
+        return p.journaled + p.lost
+
+    if allow_data_loss:
+        return Findings(warnings=[
+            f"DATA LOSS accepted (--allow-data-loss): {head}: "
+            + "; ".join(f"{tp(p.replica_topic, p.partition)} starts at {p.offset}, MM2's "
+                        f"copy of {tp(p.topic, p.partition)} {first(p)}: records "
+                        f"{p.journaled}..{first(p) - 1} ({count(p.lost, 'record')}) are lost"
+                        for p in lost)])
+    return Findings(errors=[
+        f"DATA LOSS: {head}: "
+        + "; ".join(f"{tp(p.topic, p.partition)} was journaled at {p.journaled}, but MM2's "
+                    f"first offset sync for it is {first(p)} -> "
+                    f"{tp(p.replica_topic, p.partition)} {p.offset} and the replica holds "
+                    f"nothing before that: records {p.journaled}..{first(p) - 1} were never "
+                    f"replicated ({count(p.lost, 'record')} lost)"
+                    for p in lost)
+        + ". To start those partitions at MM2's first record and accept the loss: "
+        "--allow-data-loss"])
 
 
 def subscription_errors(subscribe: list[str] | tuple[str, ...], mirror: MirrorFacts,

@@ -144,7 +144,8 @@ class RecordedPlan:
     ``linked_at`` when the database recorded each link. ``created_at`` and ``linked_at``
     are the database's clock (no role may set them). ``request``: what was asked (the
     ``request`` column: as_of, batch, from_time, allow_data_loss, recreated_topics, ...)
-    and the plan's warnings (``warnings``).
+    and the plan's warnings (``warnings``). ``ignored``: a note per field of the row
+    left out as no plan command writes it (a row written by hand; journal/plan_rows.py).
     """
 
     id: int
@@ -164,6 +165,7 @@ class RecordedPlan:
     run_ids: tuple[str, ...] = ()
     request: dict[str, Any] = field(default_factory=dict)
     linked_at: dict[str, datetime] = field(default_factory=dict)
+    ignored: tuple[str, ...] = ()
 
     @property
     def deliberate(self) -> bool:
@@ -193,3 +195,4 @@ class RecordedPlan:
     def warnings(self) -> tuple[str, ...]:
         """The warnings the plan was handed out with."""
         return tuple(str(w) for w in self.request.get("warnings") or ())
+

@@ -5,6 +5,7 @@ bad input as one line."""
 from __future__ import annotations
 
 import json
+from typing import Any
 
 import pytest
 
@@ -134,3 +135,57 @@ def test_a_plan_and_link_forged_after_the_fact_by_the_writer_role_explain_nothin
         url, "INSERT INTO offset_journal.restart_plans (query_name, created_at, position, "
         "mode, command, ok, request, options, kafka_offsets) VALUES ('orders', "
         "'2000-01-01', 'at', 'stateless', 'plan', true, '{}', '{}', '[]')")
+
+
+def _forge_plan(conn: Any, name: str, request: str, options: str, offsets: str) -> int:
+    """A restart_plans row as the writer role can insert it (no plan command wrote it)."""
+    return int(conn.exec_driver_sql(
+        "INSERT INTO offset_journal.restart_plans (query_name, position, mode, command, ok, "
+        "request, options, kafka_offsets) VALUES (%(n)s, 'at', 'stateless', 'plan', true, "
+        "%(r)s, %(o)s, %(k)s) RETURNING id",
+        {"n": name, "r": request, "o": options, "k": offsets}).scalar_one())
+
+
+def test_malformed_plan_fields_are_ignored_with_a_note_and_never_crash_a_reader(
+        granted: support.Secure, cli: Cli, tmp_path: Any) -> None:
+    """Issue 30 item 4, with the writer role's own credentials: a plan row whose request
+    holds {"recreated_topics": 5}, linked to the run that started from it (a new log at
+    earliest), made `audit` and `report` exit 1 ("unexpected TypeError"). Every JSON
+    field no plan command writes is left out, named in a note, and the rest is read."""
+    url, name = granted.writer_url, "forged_fields"
+    first = progress(0, name=name, run_id="ff-a", query_id="q-ff-a", timestamp=ts(0), rows=20,
+                     sources=[kafka_source("orders", None, {"orders": {"0": 20}}, rows=20)])
+    journal_batches(url, [first])
+    with Journal(url) as j:
+        with j.engine.begin() as conn:
+            bad = _forge_plan(conn, name, '{"recreated_topics": 5, "warnings": 7, '
+                                          '"allow_data_loss": "no"}', "{}",
+                              '[[0, "orders", 0, -2]]')
+            worse = _forge_plan(conn, name, "5", '"x"',
+                                '[[0, "orders", 0, "40"], [0, "orders", 1, true], 7]')
+        assert j.link_plan(bad, "ff-b")  # before the run's first batch, as jobs do
+        journal_batches(url, [progress(
+            0, name=name, run_id="ff-b", query_id="q-ff-b", timestamp=ts(1), rows=5,
+            sources=[kafka_source("orders", None, {"orders": {"0": 5}}, rows=5)])])
+    code, out, err = cli("--database-url", url, "audit", name, "--format", "json")
+    assert (code, err) == (0, ""), err
+    data = json.loads(out)
+    assert [(r["run_id"], r["plan_id"], r["link"]) for r in data["runs"]] == [
+        ("ff-a", None, None), ("ff-b", bad, "recorded")]
+    ignored = " ".join(data["ignored"])
+    for field in ("recreated_topics", "warnings", "allow_data_loss"):
+        assert f"plan {bad}: request field {field}" in ignored, (field, ignored)
+    for field in ("request", "options", "kafka_offsets"):
+        assert f"plan {worse}: {field}" in ignored, (field, ignored)
+    code, out, err = cli("--database-url", url, "audit", name)
+    assert code == 0 and "unexpected" not in err and "ignored" in out
+    page = tmp_path / "report.html"
+    code, _out, err = cli("--database-url", url, "report", name, "-o", str(page))
+    assert (code, err) == (0, ""), err
+    assert f"plan {bad}: request field recreated_topics" in page.read_text(encoding="utf-8")
+    with Journal(url) as j:
+        plans = {p.id: p for p in j.recorded_plans(name)}
+    assert set(plans) == {bad, worse}
+    assert plans[bad].request == {} and plans[bad].kafka_offsets == ((0, "orders", 0, -2),)
+    assert plans[worse].request == {} and plans[worse].options == {}
+    assert plans[worse].kafka_offsets == ()

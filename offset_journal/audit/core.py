@@ -468,7 +468,8 @@ def audit_batches(query_name: str, batches: Iterable[AuditBatch],
     report = AuditReport(query_name, since, walk.count, len(walk.parts),
                          [r for r in runs if kept(r.first_batch)],
                          [f for f in walk.findings if kept(f.batches[0])],
-                         concurrent=list(concurrent))
+                         concurrent=list(concurrent),
+                         ignored=[note for plan in plans for note in plan.ignored])
     report.notes += _notes(runs, concurrent)
     report.notes += [note for ref, note in walk.notes if kept(ref)]
     return report

@@ -152,7 +152,8 @@ def test_a_recreated_topic_read_from_its_start_by_a_plan_is_a_new_log() -> None:
     j = Journal()
     j.add("r1", {A0: (None, 100), A1: (None, 80)})
     j.add("r1", {A0: (100, 120), A1: (80, 90)})
-    p = plan(1, {A0: -2, A1: -2}, minute=2.5, request={"recreated_topics": ["orders"]})
+    p = plan(1, {A0: -2, A1: -2}, minute=2.5, request={
+        "recreated_topics": ["orders"], "log_starts": [["orders", 0, 0], ["orders", 1, 0]]})
     j.add("r2", {A0: (None, 5), A1: (None, 3)}, rows=8)
     j.add("r2", {A0: (5, 9), A1: (3, 4)})
     j.add("r2", {A0: (9, 12), A1: (4, 4)})
@@ -229,7 +230,9 @@ def test_partitions_appearing_later() -> None:
     (f,) = report.findings  # a topic first read at 9 by a run from no plan
     assert (f.kind, f.topic, f.first, f.end, f.status) == (UNEXPLAINED_START, "refunds", 0, 9,
                                                            UNEXPLAINED)
-    p = plan(1, {A0: 12, A1: 3, ("refunds", 0): -2}, minute=2.5)
+    # A plan that started refunds at earliest, its log start then 9 (recorded with it).
+    p = plan(1, {A0: 12, A1: 3, ("refunds", 0): -2}, minute=2.5,
+             request={"log_starts": [["refunds", 0, 9]]})
     assert audit_batches("q", j.batches, [p]).findings == []
 
 
@@ -469,3 +472,38 @@ def test_a_forged_value_is_shown_short_and_on_one_line() -> None:
     rec = recorded_plan(_row({"warnings": "\x1b[2J\nlooks fine" + "x" * 200}, {}, []), {})
     (note,) = rec.ignored
     assert "\x1b" not in note and "\n" not in note and len(note) < 160
+
+
+def test_an_unlinked_plan_at_earliest_explains_only_a_run_from_its_recorded_log_start() -> None:
+    """Issue 30 item 5: a plan at earliest asked for and never used explained any later
+    new checkpoint's run, one from latest too, hiding the offsets it skipped. Unlinked,
+    earliest stands for the log start the plan recorded, and the run must start there."""
+    j = Journal()
+    j.add("r1", {A0: (None, 30)})
+    unused = plan(1, {A0: -2}, minute=1.5, position="at",
+                  request={"log_starts": [["orders", 0, 0]]})
+    j.add("r2", {A0: (None, 110)}, rows=10)  # from latest: 100..109 read, 30..99 skipped
+    for p in (unused, plan(1, {A0: -2}, minute=1.5, position="at")):  # recorded no start
+        report = audit_batches("q", j.batches, [p])
+        assert report.runs[1].how == "no-plan" and report.exit_code == 3
+        assert [(f.kind, f.status, f.first, f.end) for f in report.findings] == [
+            (GAP, UNEXPLAINED, 30, 100)]
+    # A run that did start at the recorded log start is explained by the plan.
+    k = Journal()
+    k.add("r1", {A0: (None, 30)})
+    k.add("r2", {A0: (None, 10)}, rows=10)
+    used = audit_batches("q", k.batches, [unused])
+    assert used.ok and (used.runs[1].plan_id, used.runs[1].link) == (1, "matched")
+    # Nor does one partition the plan resolves hide another it cannot: the plan's log
+    # start for orders-1 is not known.
+    m = Journal()
+    m.add("r1", {A0: (None, 30), A1: (None, 30)})
+    m.add("r2", {A0: (None, 10), A1: (None, 110)}, rows=20)
+    half = plan(1, {A0: -2, A1: -2}, minute=1.5, position="at",
+                request={"log_starts": [["orders", 0, 0]]})
+    assert audit_batches("q", m.batches, [half]).runs[1].how == "no-plan"
+    # Linked (the job's word, recorded before its first batch), earliest only bounds
+    # the records read, as before: the job did start from the plan.
+    linked = _linked(1, {A0: -2}, "r2", minute=1.5, linked_minute=1.5, position="at")
+    report = audit_batches("q", j.batches, [linked])
+    assert (report.runs[1].plan_id, report.runs[1].link) == (1, "recorded")

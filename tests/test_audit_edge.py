@@ -11,10 +11,12 @@ import pytest
 
 from offset_journal import Journal
 from offset_journal.audit import audit_batches, audit_query, iter_audit_batches
+from offset_journal.offsets import EARLIEST
 from offset_journal.restart import plan_restart
+from offset_journal.testing import KafkaCluster
 from tests import support
 from tests.payloads import kafka_source, progress
-from tests.support import Cli, journal_batches, one_error_line, ts
+from tests.support import Cli, fill, journal_batches, one_error_line, ts
 
 cli = support.cli
 secure = support.secure
@@ -189,3 +191,69 @@ def test_malformed_plan_fields_are_ignored_with_a_note_and_never_crash_a_reader(
     assert plans[bad].request == {} and plans[bad].kafka_offsets == ((0, "orders", 0, -2),)
     assert plans[worse].request == {} and plans[worse].options == {}
     assert plans[worse].kafka_offsets == ()
+
+
+def test_an_unused_plan_at_earliest_does_not_hide_a_run_from_latest(journal_url: str,
+                                                                      cli: Cli) -> None:
+    """Issue 30 item 5: a plan at earliest (the first batch re-read: Spark reported no
+    start for it), recorded before run-b and never linked, explained run-b, which
+    started from latest and skipped offsets 30..99: exit 0. An unlinked plan explains a
+    run only where its first batch starts exactly at the plan's offsets, earliest
+    resolved to the log start the plan recorded (none here: no bootstrap servers)."""
+    journal_batches(journal_url, [_batch(0, "run-a", None, {"orders": {"0": 30}}, 30, 0)])
+    plan = plan_restart(journal_url, "orders", batch=("run-a", 0))
+    assert plan.plan_id is not None and plan.starting_offsets() == '{"orders":{"0":-2}}'
+    journal_batches(journal_url, [  # from latest: read 100..109
+        _batch(0, "run-b", None, {"orders": {"0": 110}}, 10, 1),
+        _batch(1, "run-b", {"orders": {"0": 110}}, {"orders": {"0": 120}}, 10, 2)])
+    code, out, err = cli("--database-url", journal_url, "audit", "orders", "--format", "json")
+    assert (code, err) == (3, "")
+    data = json.loads(out)
+    assert [(r["run_id"], r["how"], r["plan_id"]) for r in data["runs"]] == [
+        ("run-a", "origin", None), ("run-b", "no-plan", None)]
+    assert [(f["kind"], f["status"], f["first_offset"], f["end_offset"])
+            for f in data["findings"]] == [("gap", "unexplained", 30, 100)]
+    # Linked by the job before its first batch, the same plan explains the same run: a
+    # link is the job's word, and the job did start from earliest.
+    linked = plan_restart(journal_url, "orders", batch=("run-a", 0))
+    assert linked.plan_id is not None
+    with Journal(journal_url) as j:
+        assert j.link_plan(linked.plan_id, "run-c")
+    journal_batches(journal_url, [_batch(0, "run-c", None, {"orders": {"0": 130}}, 130, 3)])
+    code, out, _ = cli("--database-url", journal_url, "audit", "orders", "--format", "json")
+    runs = json.loads(out)["runs"]
+    assert (runs[-1]["run_id"], runs[-1]["plan_id"], runs[-1]["link"]) == (
+        "run-c", linked.plan_id, "recorded")
+
+
+def test_a_plan_at_earliest_records_the_log_start_and_explains_a_run_from_there(
+        journal_url: str, kafka_cluster: KafkaCluster, kafka_topic: str) -> None:
+    """Issue 30 item 5 on the real broker: retention deleted orders 0..39, the job read
+    40..59 in its first batch (Spark reports no start), and a plan at that batch starts
+    at earliest. It records the log start (40); unlinked, it explains the run that began
+    there, and not one that began anywhere else."""
+    fill(kafka_cluster, kafka_topic, {0: 100})
+    kafka_cluster.delete_records(kafka_topic, {0: 40})
+
+    def batch(batch_id: int, run: str, start: dict | None, end: int, rows: int,
+              minute: float) -> str:
+        return progress(batch_id, name="orders", run_id=run, query_id=f"q-{run}",
+                        timestamp=ts(minute), rows=rows, sources=[kafka_source(
+                            f"{kafka_topic}", start, {kafka_topic: {"0": end}}, rows=rows)])
+
+    journal_batches(journal_url, [batch(0, "run-a", None, 60, 20, 0)])
+    plan = plan_restart(journal_url, "orders", batch=("run-a", 0), subscribe=[kafka_topic],
+                        bootstrap_servers=kafka_cluster.bootstrap_servers, kafka_timeout=5)
+    assert plan.plan_id is not None and plan.source(0).offsets is not None
+    assert plan.source(0).offsets[kafka_topic][0] == EARLIEST
+    journal_batches(journal_url, [batch(0, "run-c", None, 110, 10, 1),  # from latest
+                                  batch(0, "run-b", None, 70, 30, 2)])  # read 40..69
+    with Journal(journal_url) as j:
+        (rec,) = j.recorded_plans("orders")
+        assert rec.log_starts[(kafka_topic, 0)] == 40 and rec.ignored == ()
+        report = audit_query(j, "orders")
+    assert [(r.run_id, r.how, r.plan_id, r.link) for r in report.runs] == [
+        ("run-a", "origin", None, None), ("run-c", "no-plan", None, None),
+        ("run-b", "plan", plan.plan_id, "matched")]
+    assert [(f.kind, f.status, f.run_id, f.first, f.end) for f in report.findings] == [
+        ("gap", "unexplained", "run-c", 60, 100)]

@@ -32,11 +32,19 @@ def _texts(value: Any) -> bool:
     return isinstance(value, list) and all(isinstance(v, str) for v in value)
 
 
+def _log_starts(value: Any) -> bool:
+    """[[topic, partition, log start], ...] (restart.record.plan_row)."""
+    return isinstance(value, list) and all(
+        isinstance(v, list) and len(v) == 3 and isinstance(v[0], str) and _is_int(v[1])
+        and _is_int(v[2]) for v in value)
+
+
 REQUEST_FIELDS: dict[str, Callable[[Any], bool]] = {
     "allow_data_loss": lambda v: isinstance(v, bool),
     "recreated_topics": _texts,
     "warnings": _texts,
     "translate_from": lambda v: isinstance(v, str),
+    "log_starts": _log_starts,
 }
 """The request fields a reader of recorded plans uses, and what a plan command writes
 there."""

@@ -143,8 +143,10 @@ class RecordedPlan:
     ``run_ids``: the runs a job said started from this plan (``plan_runs``), and
     ``linked_at`` when the database recorded each link. ``created_at`` and ``linked_at``
     are the database's clock (no role may set them). ``request``: what was asked (the
-    ``request`` column: as_of, batch, from_time, allow_data_loss, recreated_topics, ...)
-    and the plan's warnings (``warnings``).
+    ``request`` column: as_of, batch, from_time, allow_data_loss, recreated_topics, ...),
+    the plan's warnings (``warnings``) and the log starts its earliest offsets stood for
+    (``log_starts``). ``ignored``: a note per field of the row left out as no plan
+    command writes it (a row written by hand; journal/plan_rows.py).
     """
 
     id: int
@@ -164,6 +166,7 @@ class RecordedPlan:
     run_ids: tuple[str, ...] = ()
     request: dict[str, Any] = field(default_factory=dict)
     linked_at: dict[str, datetime] = field(default_factory=dict)
+    ignored: tuple[str, ...] = ()
 
     @property
     def deliberate(self) -> bool:
@@ -216,3 +219,11 @@ class RecordedPlan:
     def warnings(self) -> tuple[str, ...]:
         """The warnings the plan was handed out with."""
         return tuple(str(w) for w in self.request.get("warnings") or ())
+
+    @property
+    def log_starts(self) -> dict[tuple[str, int], int]:
+        """Where each partition the plan starts at -2 (earliest) began on the cluster
+        when the plan was made: its log start then, by (topic, partition). Empty when
+        the plan did not ask the cluster (no bootstrap servers) or was recorded before
+        plans kept them."""
+        return {(str(t), int(p)): int(o) for t, p, o in self.request.get("log_starts") or ()}

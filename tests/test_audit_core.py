@@ -6,6 +6,7 @@ import json
 from datetime import datetime, timedelta, timezone
 from typing import Any
 
+import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
@@ -23,6 +24,7 @@ from offset_journal.audit import (
     format_json,
     format_table,
 )
+from offset_journal.journal.plan_rows import recorded_plan
 from offset_journal.journal_rows import RecordedPlan
 from offset_journal.offsets import PartitionOffset
 
@@ -150,7 +152,8 @@ def test_a_recreated_topic_read_from_its_start_by_a_plan_is_a_new_log() -> None:
     j = Journal()
     j.add("r1", {A0: (None, 100), A1: (None, 80)})
     j.add("r1", {A0: (100, 120), A1: (80, 90)})
-    p = plan(1, {A0: -2, A1: -2}, minute=2.5, request={"recreated_topics": ["orders"]})
+    p = plan(1, {A0: -2, A1: -2}, minute=2.5, request={
+        "recreated_topics": ["orders"], "log_starts": [["orders", 0, 0], ["orders", 1, 0]]})
     j.add("r2", {A0: (None, 5), A1: (None, 3)}, rows=8)
     j.add("r2", {A0: (5, 9), A1: (3, 4)})
     j.add("r2", {A0: (9, 12), A1: (4, 4)})
@@ -227,7 +230,9 @@ def test_partitions_appearing_later() -> None:
     (f,) = report.findings  # a topic first read at 9 by a run from no plan
     assert (f.kind, f.topic, f.first, f.end, f.status) == (UNEXPLAINED_START, "refunds", 0, 9,
                                                            UNEXPLAINED)
-    p = plan(1, {A0: 12, A1: 3, ("refunds", 0): -2}, minute=2.5)
+    # A plan that started refunds at earliest, its log start then 9 (recorded with it).
+    p = plan(1, {A0: 12, A1: 3, ("refunds", 0): -2}, minute=2.5,
+             request={"log_starts": [["refunds", 0, 9]]})
     assert audit_batches("q", j.batches, [p]).findings == []
 
 
@@ -396,3 +401,109 @@ def test_a_link_recorded_after_the_first_batch_is_said_and_only_a_match_explains
     assert report.ok and report.runs[1].link == "matched" and report.runs[1].plan_id == 3
     assert any("the link was recorded at 2026-01-01 00:09:00, after the run's first batch"
                in n for n in report.notes)
+
+
+def _row(request: Any, options: Any, kafka_offsets: Any) -> dict[str, Any]:
+    """A restart_plans row as the database returns it (its JSON decoded)."""
+    return {"id": 5, "query_name": "q", "created_at": T0, "position": "at",
+            "mode": "stateless", "command": "plan", "ok": True, "checkpoint": None,
+            "host": None, "os_user": None, "anchor_run_id": "r1", "anchor_batch_id": 0,
+            "request": request, "options": options, "kafka_offsets": kafka_offsets}
+
+
+WRITTEN = {"allow_data_loss": True, "recreated_topics": ["orders"], "warnings": ["w"],
+           "translate_from": "west", "as_of": "2026-01-01T00:00:00Z"}
+
+
+def test_a_plan_row_as_the_plan_commands_write_it_is_read_whole() -> None:
+    rec = recorded_plan(_row(WRITTEN, {"0": {"startingOffsets": "{}"}},
+                             [[0, "orders", 0, 12], [0, "orders", 1, -2]]), {})
+    assert rec.ignored == () and rec.request == WRITTEN
+    assert rec.kafka_offsets == ((0, "orders", 0, 12), (0, "orders", 1, -2))
+    assert (rec.allow_data_loss, rec.recreated_topics, rec.warnings, rec.translated_from) == (
+        True, ("orders",), ("w",), "west")
+
+
+@pytest.mark.parametrize(("column", "value", "named"), [
+    ("request", {"recreated_topics": 5}, "request field recreated_topics"),
+    ("request", {"recreated_topics": "orders"}, "request field recreated_topics"),
+    ("request", {"warnings": [1, 2]}, "request field warnings"),
+    ("request", {"allow_data_loss": "false"}, "request field allow_data_loss"),
+    ("request", {"translate_from": ["west"]}, "request field translate_from"),
+    ("request", [1], "request"), ("request", None, "request"),
+    ("options", "x", "options"), ("options", {"0": 5}, "options"),
+    ("kafka_offsets", {"orders": 1}, "kafka_offsets"),
+    ("kafka_offsets", [[0, "orders", 0, "40"]], "kafka_offsets"),
+    ("kafka_offsets", [[0, "orders", 0, True]], "kafka_offsets"),
+    ("kafka_offsets", [[0, "orders", 0, 12.5]], "kafka_offsets"),
+    ("kafka_offsets", [[0, "orders", 0, -1]], "kafka_offsets"),
+    ("kafka_offsets", [[0, "orders", 0, 12], 7], "kafka_offsets"),
+    ("kafka_offsets", [[0, "orders", 0]], "kafka_offsets"),
+])
+def test_a_field_no_plan_command_writes_is_left_out_with_a_note(
+        column: str, value: Any, named: str) -> None:
+    """Issue 30 item 4: a row a writer role wrote by hand is read without its malformed
+    field, which a note names; the audit walks on and says so."""
+    row: dict[str, Any] = {"request": dict(WRITTEN), "options": {},
+                           "kafka_offsets": [[0, "orders", 0, -2]]}
+    if column == "request" and isinstance(value, dict):  # one bad field among good ones
+        row["request"].update(value)
+    else:
+        row[column] = value
+    rec = recorded_plan(_row(**row), {"r2": T0})
+    (note,) = rec.ignored
+    assert note.startswith(f"plan 5: {named} is not what a plan command writes (")
+    assert "\n" not in note and note.endswith(("ignored", "explains no run"))
+    bad = value if column == "request" and isinstance(value, dict) else {}
+    assert rec.request == ({} if named == "request" else
+                           {k: v for k, v in WRITTEN.items() if k not in bad})
+    # The plan at earliest, linked to the run that began a new log with it: the audit
+    # reads every property of the plan (recreated topics here) and does not fail.
+    j = Journal()
+    j.add("r1", {A0: (None, 20)})
+    j.add("r2", {A0: (None, 5)}, rows=5)
+    report = audit_batches("q", j.batches, [rec])
+    assert report.ignored == [note] and note in " ".join(format_table(report).split())
+    assert json.loads(format_json(report))["ignored"] == [note]
+    assert report.runs[1].plan_id == (None if column == "kafka_offsets" else 5)
+
+
+def test_a_forged_value_is_shown_short_and_on_one_line() -> None:
+    rec = recorded_plan(_row({"warnings": "\x1b[2J\nlooks fine" + "x" * 200}, {}, []), {})
+    (note,) = rec.ignored
+    assert "\x1b" not in note and "\n" not in note and len(note) < 160
+
+
+def test_an_unlinked_plan_at_earliest_explains_only_a_run_from_its_recorded_log_start() -> None:
+    """Issue 30 item 5: a plan at earliest asked for and never used explained any later
+    new checkpoint's run, one from latest too, hiding the offsets it skipped. Unlinked,
+    earliest stands for the log start the plan recorded, and the run must start there."""
+    j = Journal()
+    j.add("r1", {A0: (None, 30)})
+    unused = plan(1, {A0: -2}, minute=1.5, position="at",
+                  request={"log_starts": [["orders", 0, 0]]})
+    j.add("r2", {A0: (None, 110)}, rows=10)  # from latest: 100..109 read, 30..99 skipped
+    for p in (unused, plan(1, {A0: -2}, minute=1.5, position="at")):  # recorded no start
+        report = audit_batches("q", j.batches, [p])
+        assert report.runs[1].how == "no-plan" and report.exit_code == 3
+        assert [(f.kind, f.status, f.first, f.end) for f in report.findings] == [
+            (GAP, UNEXPLAINED, 30, 100)]
+    # A run that did start at the recorded log start is explained by the plan.
+    k = Journal()
+    k.add("r1", {A0: (None, 30)})
+    k.add("r2", {A0: (None, 10)}, rows=10)
+    used = audit_batches("q", k.batches, [unused])
+    assert used.ok and (used.runs[1].plan_id, used.runs[1].link) == (1, "matched")
+    # Nor does one partition the plan resolves hide another it cannot: the plan's log
+    # start for orders-1 is not known.
+    m = Journal()
+    m.add("r1", {A0: (None, 30), A1: (None, 30)})
+    m.add("r2", {A0: (None, 10), A1: (None, 110)}, rows=20)
+    half = plan(1, {A0: -2, A1: -2}, minute=1.5, position="at",
+                request={"log_starts": [["orders", 0, 0]]})
+    assert audit_batches("q", m.batches, [half]).runs[1].how == "no-plan"
+    # Linked (the job's word, recorded before its first batch), earliest only bounds
+    # the records read, as before: the job did start from the plan.
+    linked = _linked(1, {A0: -2}, "r2", minute=1.5, linked_minute=1.5, position="at")
+    report = audit_batches("q", j.batches, [linked])
+    assert (report.runs[1].plan_id, report.runs[1].link) == (1, "recorded")

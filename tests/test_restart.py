@@ -362,6 +362,32 @@ def test_plan_with_recreated_topics_refuses_unknown_topics_and_needs_a_cluster()
     assert any("--restart-recreated-topic" in w for w in chosen.warnings)
 
 
+def test_a_plan_records_the_log_start_each_earliest_offset_stood_for() -> None:
+    """Issue 30 item 5: the audit matches a plan no job linked to a run only where the
+    run starts exactly at the plan's offsets, so a plan at -2 (earliest) records where
+    that was on the cluster when it was made."""
+    from offset_journal.restart import PlanRequest
+    from offset_journal.restart.record import plan_row
+
+    anchor = mk(2, kafka_src({("orders", 0): (0, 20)}, description="KafkaV2[Subscribe[orders]]"))
+    state = {"orders": {0: (0, 3), 1: (2, 9)}, "new": {0: (5, 7)}}
+    chosen = compute_plan("orders", anchor, kafka_state=state, recreated_topics=["orders"],
+                          subscribe=["orders", "new"])
+    assert chosen.source(0).offsets == {"orders": {0: EARLIEST, 1: EARLIEST},
+                                        "new": {0: EARLIEST}}
+    assert chosen.source(0).log_starts == {("orders", 0): 0, ("orders", 1): 2, ("new", 0): 5}
+    row = plan_row(chosen, PlanRequest("orders"), "plan")
+    assert row["request"]["log_starts"] == [["new", 0, 5], ["orders", 0, 0], ["orders", 1, 2]]
+    # Not asked (no cluster), or no offset at earliest: nothing to record.
+    first = mk(0, kafka_src({("orders", 0): (0, 20)}, first=True))
+    blind = compute_plan("orders", first, position="at")
+    assert blind.starting_offsets() == '{"orders":{"0":-2}}'
+    assert "log_starts" not in plan_row(blind, PlanRequest("orders"), "plan")["request"]
+    plain = compute_plan("orders", anchor, kafka_state={"orders": {0: (0, 30)}})
+    assert plain.source(0).log_starts == {}
+    assert "log_starts" not in plan_row(plain, PlanRequest("orders"), "plan")["request"]
+
+
 def test_plan_with_allow_data_loss_is_ok_and_starts_at_the_log_start() -> None:
     anchor = mk(2, kafka_src({("orders", 0): (0, 5), ("orders", 1): (0, 5)}))
     state = {"orders": {0: (9, 20), 1: (0, 20)}}

@@ -17,7 +17,8 @@ Spark. A run on a NEW checkpoint has none (Spark reports a null start for its fi
 batch): it began where the plan it started from said, when the run is tied to a
 recorded plan (a link that holds, :func:`link_problem`, or :func:`match_plan`: both
 need the plan recorded, by the database's clock, before the run's first batch was
-journaled, and that batch to fit the plan's offsets); without one, the start is
+journaled, and that batch to fit the plan's offsets; for a matched plan, earliest is
+the log start the plan recorded, met exactly); without one, the start is
 inferred only where it is certain (no records read: start = end; one partition:
 start = end - records) and is an **unknown start** otherwise.
 
@@ -109,18 +110,31 @@ def is_new_checkpoint(batch: AuditBatch) -> bool:
     return bool(parts) and all(p.start is None for p in parts)
 
 
-def fits(plan: RecordedPlan, batch: AuditBatch) -> bool:
+def fits(plan: RecordedPlan, batch: AuditBatch, *, linked: bool = True) -> bool:
     """Whether ``batch`` (a new checkpoint's first) can have started at ``plan``'s
     offsets: every partition in both ends at or after the plan's start, and each
-    source read exactly the records between them (when all its starts are known; a
-    start at earliest only bounds it). Topics with compaction or transactions read
-    fewer records than their offsets span: link such runs explicitly."""
-    offsets = plan_offsets(plan)
+    source read exactly the records between them (when all its starts are known).
+    Topics with compaction or transactions read fewer records than their offsets span:
+    link such runs explicitly.
+
+    A start at earliest only bounds the count for a ``linked`` plan (the job said it
+    began there). For a plan no job linked (``linked=False``), earliest stands for the
+    log start the plan recorded when it was made, and counts as that offset: a plan
+    asked for and never used must not explain a run that started anywhere else, from
+    latest say, skipping what lay between; without a recorded log start it fits no
+    batch that reads the partition."""
+    offsets: dict[TP, int | None] = dict(plan_offsets(plan))
+    if not linked:  # None: at earliest, and where that was is not known
+        starts = plan.log_starts
+        offsets = {k: starts.get(k) if o == EARLIEST else o for k, o in offsets.items()}
     common = 0
     for source in batch.sources:
         spanned, exact = 0, True
         for p in source.partitions:
-            o = offsets.get((p.topic, p.partition))
+            key = (p.topic, p.partition)
+            o = offsets.get(key)
+            if o is None and key in offsets:
+                return False
             if o is None or p.end is None:
                 exact = False
                 continue
@@ -141,11 +155,12 @@ def match_plan(batch: AuditBatch, plans: Sequence[RecordedPlan],
                taken: set[int]) -> RecordedPlan | None:
     """The plan a new checkpoint's run began from, when no link to it holds: the most
     recent plan recorded before its first batch was journaled, not taken or linked by
-    another run, that :func:`fits` the batch."""
+    another run, that :func:`fits` the batch as an unlinked plan (earliest resolved to
+    the log starts the plan recorded)."""
     for plan in sorted(plans, key=lambda p: p.id, reverse=True):
         if plan.id in taken or (plan.run_ids and batch.run_id not in plan.run_ids):
             continue
-        if _later(plan.created_at, batch) or not fits(plan, batch):
+        if _later(plan.created_at, batch) or not fits(plan, batch, linked=False):
             continue
         return plan
     return None
@@ -498,7 +513,8 @@ def audit_batches(query_name: str, batches: Iterable[AuditBatch],
     report = AuditReport(query_name, since, walk.count, len(walk.parts),
                          [r for r in runs if kept(r.first_batch)],
                          [f for f in walk.findings if kept(f.batches[0])],
-                         concurrent=list(concurrent))
+                         concurrent=list(concurrent),
+                         ignored=[note for plan in plans for note in plan.ignored])
     report.notes += _notes(runs, concurrent)
     report.notes += [note for ref, note in walk.notes if kept(ref)]
     return report

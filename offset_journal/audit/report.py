@@ -47,8 +47,8 @@ def format_table(report: AuditReport) -> str:
                 for r in report.runs]
         out += ["", table(["RUN", "QUERY ID", "FIRST BATCH", "TRIGGERED", "STARTED", "PLAN"],
                           rows)]
-    if report.notes:
-        out += ["", "Notes:"] + [fill(n, "  * ") for n in report.notes]
+    if report.notes or report.ignored:
+        out += ["", "Notes:"] + [fill(n, "  * ") for n in [*report.notes, *report.ignored]]
     return "\n".join(out).rstrip() + "\n"
 
 

@@ -15,6 +15,8 @@ The modules, in the order data flows:
 * ``write.py``: runs, batches, rejected events, spool losses and restart plans in;
 * ``rows.py``: batches read back with their sources and partitions, in journal order;
 * ``read.py``: history, runs, plans and problems for people and plans;
+* ``plan_rows.py``: a recorded plan's row read back, fields no plan command writes left
+  out with a note (pure);
 * ``queries.py`` with ``aggregates.py``: what the planner, the audit, the report,
   ``rejected`` and checkpoint import read, as named methods;
 * ``retention.py``: prune.

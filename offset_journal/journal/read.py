@@ -31,7 +31,8 @@ from ..schema import (
     spool_losses,
 )
 from .base import JournalBase
-from .rows import batch_rows, last_rows, readable_batches, recorded_plan, with_sources
+from .plan_rows import recorded_plan
+from .rows import batch_rows, last_rows, readable_batches, with_sources
 
 log = logging.getLogger("offset_journal.journal")
 
@@ -283,8 +284,9 @@ class Reads(JournalBase):
 
 
     def recorded_plans(self, query_name: str) -> list[RecordedPlan]:
-        """The restart plans recorded for a query, oldest first, each with the run a
-        job linked to it (None: not linked)."""
+        """The restart plans recorded for a query, oldest first, each with the runs a
+        job linked to it; fields no plan command writes are left out of each and named
+        in its ``ignored`` (:mod:`.plan_rows`)."""
         p, r = restart_plans.c, plan_runs.c
         stmt = sa.select(restart_plans).where(p.query_name == query_name).order_by(p.id)
         links = (sa.select(r.plan_id, r.run_id, r.recorded_at)
@@ -298,16 +300,9 @@ class Reads(JournalBase):
         runs: dict[int, dict[str, datetime]] = {}
         for plan_id, run_id, linked_at in linked:
             runs.setdefault(plan_id, {})[run_id] = linked_at
-        plans = []
-        for m in rows:
-            try:
-                plans.append(recorded_plan(m, runs.get(m["id"], {})))
-            except (TypeError, ValueError) as exc:
-                # A row no plan command wrote (a writer's credentials can insert one):
-                # it explains nothing, and must not stop the audit or the report.
-                log.warning("restart plan %s of query %s is unreadable and skipped: %s",
-                            m["id"], query_name, exc)
-        return plans
+        # A row no plan command wrote (a writer's credentials can insert one) is read
+        # without its malformed fields, which the plan names (RecordedPlan.ignored).
+        return [recorded_plan(m, runs.get(m["id"], {})) for m in rows]
 
     def query_names(self) -> list[str]:
         stmt = sa.select(query_runs.c.query_name).distinct().order_by(query_runs.c.query_name)

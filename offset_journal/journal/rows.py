@@ -5,14 +5,12 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Sequence
-from datetime import datetime
 from typing import Any
 
 import sqlalchemy as sa
 
 from ..journal_rows import (
     Batch,
-    RecordedPlan,
     SourceOffsets,
 )
 from ..offsets import PartitionOffset, offsets_json
@@ -166,20 +164,3 @@ def last_rows(conn: sa.Connection, query_name: str) -> list[sa.RowMapping]:
         if rows:
             return rows
     return []
-
-
-
-def recorded_plan(m: Any, links: dict[str, datetime]) -> RecordedPlan:
-    """A ``restart_plans`` row as a :class:`RecordedPlan`; TypeError or ValueError when
-    its JSON is not what the plan commands write."""
-    return RecordedPlan(
-        id=m["id"], query_name=m["query_name"], created_at=m["created_at"],
-        position=m["position"], mode=m["mode"], command=m["command"], ok=m["ok"],
-        kafka_offsets=tuple((int(i), str(t), int(n), int(o))
-                            for i, t, n, o in m["kafka_offsets"]),
-        options=dict(m["options"]), checkpoint=m["checkpoint"], host=m["host"],
-        os_user=m["os_user"], anchor_run_id=m["anchor_run_id"],
-        anchor_batch_id=m["anchor_batch_id"], run_ids=tuple(links),
-        request=dict(m["request"] or {}), linked_at=links)
-
-

@@ -30,11 +30,16 @@ def audit_findings(report: AuditReport) -> list[ReportFinding]:
     """The audit's findings grouped by what happened to whom (kind, status, the runs and
     the plan): one restart's gap across 1,000 partitions is one row with its partitions
     folded inside. Unexplained groups first, then planned ones (shown, not defects); at
-    most :data:`MAX_AUDIT_FINDINGS`."""
+    most :data:`MAX_AUDIT_FINDINGS`; then a row per recorded plan field the audit
+    ignored."""
     groups: dict[tuple[object, ...], list[Finding]] = {}
     for f in report.unexplained + report.planned:
         groups.setdefault(_group_key(f), []).append(f)
-    return [_finding(g) for g in list(groups.values())[:MAX_AUDIT_FINDINGS]]
+    # A plan row's field no plan command writes (a row written by hand) is shown, not
+    # a defect: the audit left it out.
+    ignored = [ReportFinding(kind="audit ignored", message=note, defect=False)
+               for note in report.ignored]
+    return [_finding(g) for g in list(groups.values())[:MAX_AUDIT_FINDINGS]] + ignored
 
 
 def _earlier_runs(f: Finding) -> tuple[str, ...]:

@@ -473,6 +473,7 @@ def kafka_source_plan(inp: PlanInputs, start: Start, src: SourceOffsets) -> Sour
     if inp.request.subscribe and inp.kafka_state is not None:
         plan.errors += missing_subscribed(inp.request.subscribe, inp.kafka_state)
     plan.offsets = offsets
+    plan.log_starts = log_starts_of(offsets, inp.kafka_state or {})
     if not offsets:
         plan.errors.append("no partition is left to start from")
     else:
@@ -481,6 +482,13 @@ def kafka_source_plan(inp: PlanInputs, start: Start, src: SourceOffsets) -> Sour
         plan.notes.insert(0, f"startingOffsets for {count(n, 'partition')} of "
                              f"{count(len(offsets), 'topic')}")
     return plan
+
+
+def log_starts_of(offsets: KafkaOffsets, state: TopicState) -> dict[tuple[str, int], int]:
+    """Where each partition planned at -2 (earliest) begins on the cluster now: its log
+    start, by (topic, partition); partitions the cluster state lacks are left out."""
+    return {(t, p): state[t][p][0] for t, parts in offsets.items()
+            for p, o in parts.items() if o == EARLIEST and p in state.get(t, {})}
 
 
 def missing_subscribed(subscribe: Sequence[str], state: TopicState) -> list[str]:

@@ -212,6 +212,10 @@ class SourcePlan:
     translation: Translation | None = None
     """Translated plans: per partition, the journaled offset, the replica's, and the
     records read again at most (:mod:`~offset_journal.restart.translate`)."""
+    log_starts: dict[tuple[str, int], int] = field(default_factory=dict)
+    """Kafka, with the cluster asked: the log start, when the plan was made, of each
+    partition it starts at -2 (earliest), by (topic, partition). Recorded with the plan:
+    the audit holds a run no job linked to it to start exactly there."""
 
     def add(self, found: Findings) -> None:
         """Append a step's findings to this source's."""

@@ -62,8 +62,9 @@ def plan_row(plan: RestartPlan, request: PlanRequest, command: str) -> dict[str,
     """The ``restart_plans`` row of a plan handed out (every column but the id and
     created_at, which the database sets). ``request`` holds what was asked, what the
     person accepted (allow_data_loss, recreated_topics: the audit explains the gap or
-    new log such a plan makes by them; accept_cluster: a cluster check overruled) and
-    the warnings the plan was handed out with."""
+    new log such a plan makes by them; accept_cluster: a cluster check overruled), the
+    warnings the plan was handed out with and the log starts its earliest offsets stood
+    for."""
     offsets: list[list[Any]] = []
     for source in plan.sources:
         for topic, parts in sorted((source.offsets or {}).items()):
@@ -80,6 +81,7 @@ def plan_row(plan: RestartPlan, request: PlanRequest, command: str) -> dict[str,
              "recreated_tables": sorted(set(request.recreated_tables)) or None,
              "warnings": list(plan.warnings) or None,
              "accept_cluster": request.accept_cluster,
+             "log_starts": _log_starts(plan),
              "kafka_cluster_id": plan.kafka_cluster_id,
              "journaled_kafka_cluster_id": plan.journaled_cluster_id,
              **_translation(plan)}
@@ -93,6 +95,14 @@ def plan_row(plan: RestartPlan, request: PlanRequest, command: str) -> dict[str,
         "kafka_offsets": offsets, "checkpoint": plan.checkpoint or request.checkpoint,
         "host": _host(), "os_user": _os_user(),
     }
+
+
+def _log_starts(plan: RestartPlan) -> list[list[Any]] | None:
+    """[[topic, partition, log start], ...] of the partitions the plan starts at -2
+    (earliest), as the cluster had them: an unlinked run is explained by the plan only
+    where its first batch starts exactly there (the audit's match)."""
+    starts = {key: low for s in plan.sources for key, low in s.log_starts.items()}
+    return [[t, p, low] for (t, p), low in sorted(starts.items())] or None
 
 
 def _translation(plan: RestartPlan) -> dict[str, Any]:

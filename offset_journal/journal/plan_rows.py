@@ -1,0 +1,125 @@
+"""A ``restart_plans`` row read back as a :class:`~offset_journal.journal_rows.RecordedPlan`
+(pure).
+
+The row's JSON columns (``request``, ``options``, ``kafka_offsets``) are not the plan
+commands' alone: any role with INSERT on the table (the writer, the planner) can write
+a row no plan command wrote. So each field is checked against what the plan commands
+write, and a field that is not is left out of the plan and named in its ``ignored``
+notes, for the audit and the report to say; the rest of the row is still read. Reading
+a row never raises.
+
+A request field the project reads gets its check in :data:`REQUEST_FIELDS`; fields
+nothing reads are kept as they are.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable, Mapping
+from datetime import datetime
+from typing import Any
+
+from ..journal_rows import RecordedPlan
+from ..offsets import EARLIEST
+
+
+def _is_int(value: Any, low: int = 0) -> bool:
+    # JSON true/false come back as bool, which Python counts as int.
+    return isinstance(value, int) and not isinstance(value, bool) and value >= low
+
+
+def _texts(value: Any) -> bool:
+    return isinstance(value, list) and all(isinstance(v, str) for v in value)
+
+
+def _log_starts(value: Any) -> bool:
+    """[[topic, partition, log start], ...] (restart.record.plan_row)."""
+    return isinstance(value, list) and all(
+        isinstance(v, list) and len(v) == 3 and isinstance(v[0], str) and _is_int(v[1])
+        and _is_int(v[2]) for v in value)
+
+
+def _translation(value: Any) -> bool:
+    """[[source index, journaled topic, partition, journaled offset, replica topic,
+    replica offset, read again at most(, records never replicated)], ...]
+    (restart.record._translation; the last element since issue 30)."""
+    return isinstance(value, list) and all(
+        isinstance(v, list) and len(v) in (7, 8) and _is_int(v[0]) and isinstance(v[1], str)
+        and _is_int(v[2]) and isinstance(v[4], str)
+        and all(_is_int(x, EARLIEST) for x in (v[3], v[5], *v[6:]))
+        for v in value)
+
+
+REQUEST_FIELDS: dict[str, Callable[[Any], bool]] = {
+    "allow_data_loss": lambda v: isinstance(v, bool),
+    "recreated_topics": _texts,
+    "warnings": _texts,
+    "translate_from": lambda v: isinstance(v, str),
+    "log_starts": _log_starts,
+    "accept_cluster": lambda v: isinstance(v, str),
+    "translation": _translation,
+}
+"""The request fields a reader of recorded plans uses, and what a plan command writes
+there."""
+
+
+def _offset_row(value: Any) -> bool:
+    """[source index, topic, partition, offset (>= 0, or -2: earliest)]."""
+    return (isinstance(value, list) and len(value) == 4 and _is_int(value[0])
+            and isinstance(value[1], str) and _is_int(value[2])
+            and _is_int(value[3], EARLIEST) and value[3] != -1)
+
+
+def _options(value: Any) -> bool:
+    """{source index: {option: value}}."""
+    return isinstance(value, dict) and all(
+        isinstance(v, dict) and all(isinstance(x, str) for x in v.values())
+        for v in value.values())
+
+
+def _shown(value: Any) -> str:
+    """A forged value, shown in a note: JSON, ASCII only (no control character reaches a
+    terminal), and short."""
+    text = json.dumps(value, ensure_ascii=True, default=str)
+    return text if len(text) <= 60 else text[:57] + "..."
+
+
+def recorded_plan(m: Mapping[str, Any], links: dict[str, datetime]) -> RecordedPlan:
+    """A ``restart_plans`` row (its columns by name) as a :class:`RecordedPlan`, the run
+    ids a job linked to it in ``links`` (run id: when linked). Fields no plan command
+    writes are left out and named in ``ignored``."""
+    ignored: list[str] = []
+
+    def bad(what: str, value: Any, why: str = "") -> None:
+        ignored.append(f"plan {m['id']}: {what} is not what a plan command writes "
+                       f"({_shown(value)}): ignored{why}")
+
+    offsets = m["kafka_offsets"]
+    if not (isinstance(offsets, list) and all(_offset_row(o) for o in offsets)):
+        # Not one entry kept: a plan holding part of its offsets could fit a run it
+        # never made.
+        bad("kafka_offsets", offsets, ", and the plan explains no run")
+        offsets = []
+    options = m["options"]
+    if not _options(options):
+        bad("options", options)
+        options = {}
+    request = m["request"]
+    if not isinstance(request, dict):
+        bad("request", request)
+        request = {}
+    kept = {}
+    for key, value in request.items():
+        check = REQUEST_FIELDS.get(key)
+        if check is None or check(value):
+            kept[key] = value
+        else:
+            bad(f"request field {key}", value)
+    return RecordedPlan(
+        id=m["id"], query_name=m["query_name"], created_at=m["created_at"],
+        position=m["position"], mode=m["mode"], command=m["command"], ok=m["ok"],
+        kafka_offsets=tuple((i, t, n, o) for i, t, n, o in offsets),
+        options=dict(options), checkpoint=m["checkpoint"], host=m["host"],
+        os_user=m["os_user"], anchor_run_id=m["anchor_run_id"],
+        anchor_batch_id=m["anchor_batch_id"], run_ids=tuple(links),
+        request=kept, linked_at=links, ignored=tuple(ignored))

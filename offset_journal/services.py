@@ -326,6 +326,42 @@ def _no_reaper() -> None:
     testcontainers_config.ryuk_disabled = True
 
 
+@dataclass(frozen=True)
+class ContainerSpec:
+    """What the harness asks the engine to run: an image, its environment and its
+    command, on the host network. Plain data, so what each container is told to listen
+    on can be checked without an engine."""
+
+    image: str
+    env: dict[str, str]
+    command: tuple[str, ...] = ()
+    network_mode: str = "host"
+
+
+def postgres_container_spec(image: str, port: int) -> ContainerSpec:
+    """The Postgres container: superuser journal/journal, database journal, on ``port``."""
+    return ContainerSpec(image, {"POSTGRES_USER": "journal", "POSTGRES_PASSWORD": "journal",
+                                 "POSTGRES_DB": "journal", "PGPORT": str(port)})
+
+
+def kafka_container_spec(image: str, port: int, controller: int, cluster: str) -> ContainerSpec:
+    """The Kafka container (KRaft, one node), its broker on ``port`` and its controller
+    on ``controller``. The environment speaks both to the image built here and to
+    apache/kafka's."""
+    return ContainerSpec(image, {
+        "KAFKA_PORT": str(port), "KAFKA_CONTROLLER_PORT": str(controller),
+        "KAFKA_CLUSTER_ID": cluster, "CLUSTER_ID": cluster, "KAFKA_NODE_ID": "1",
+        "KAFKA_PROCESS_ROLES": "broker,controller",
+        "KAFKA_LISTENERS": f"PLAINTEXT://127.0.0.1:{port},CONTROLLER://127.0.0.1:{controller}",
+        "KAFKA_ADVERTISED_LISTENERS": f"PLAINTEXT://127.0.0.1:{port}",
+        "KAFKA_CONTROLLER_LISTENER_NAMES": "CONTROLLER",
+        "KAFKA_CONTROLLER_QUORUM_VOTERS": f"1@127.0.0.1:{controller}",
+        "KAFKA_LISTENER_SECURITY_PROTOCOL_MAP": "CONTROLLER:PLAINTEXT,PLAINTEXT:PLAINTEXT",
+        "KAFKA_OFFSETS_TOPIC_REPLICATION_FACTOR": "1", "KAFKA_AUTO_CREATE_TOPICS_ENABLE": "false",
+        "KAFKA_TRANSACTION_STATE_LOG_REPLICATION_FACTOR": "1", "KAFKA_LOG_RETENTION_MS": "-1",
+        "KAFKA_TRANSACTION_STATE_LOG_MIN_ISR": "1", "KAFKA_GROUP_INITIAL_REBALANCE_DELAY_MS": "0"})
+
+
 def _postgres_container() -> PostgresServer:
     """testcontainers' PostgresContainer (its own readiness check: psql in the container,
     which reads PGPORT), on the host network and a free port."""
@@ -333,36 +369,33 @@ def _postgres_container() -> PostgresServer:
     from testcontainers.postgres import PostgresContainer
 
     port = free_port()
-    container = PostgresContainer(postgres_image(), username="journal", password="journal",
-                                  dbname="journal", driver="psycopg")
+    spec = postgres_container_spec(postgres_image(), port)
+    container = PostgresContainer(spec.image, username=spec.env["POSTGRES_USER"],
+                                  password=spec.env["POSTGRES_PASSWORD"],
+                                  dbname=spec.env["POSTGRES_DB"], driver="psycopg")
     container.ports = {}  # host network: nothing to publish
-    container.with_env("PGPORT", str(port)).with_kwargs(network_mode="host")
+    container.with_envs(**spec.env).with_kwargs(network_mode=spec.network_mode)
+    if spec.command:
+        container.with_command(list(spec.command))
     container.start()
     url = f"postgresql+psycopg://journal:journal@127.0.0.1:{port}/journal"
     return PostgresServer(url, "testcontainers", container=container, _stop=container.stop)
 
 
 def _kafka_container() -> KafkaCluster:
-    """A plain DockerContainer running the Kafka image on the host network, ready when
-    the admin API lists the broker (:mod:`offset_journal.local_kafka`'s check). The
-    environment speaks both to the image built here and to apache/kafka's."""
+    """A plain DockerContainer running :func:`kafka_container_spec` on the host network,
+    ready when the admin API lists the broker (:mod:`offset_journal.local_kafka`'s check)."""
     _no_reaper()
     from testcontainers.core.container import DockerContainer
 
     from .local_kafka import cluster_id
 
-    port, controller = free_port(), free_port()
-    voters = f"1@127.0.0.1:{controller}"
-    container = DockerContainer(kafka_image()).with_kwargs(network_mode="host").with_envs(
-        KAFKA_PORT=str(port), KAFKA_CONTROLLER_PORT=str(controller), KAFKA_CLUSTER_ID=cluster_id(),
-        CLUSTER_ID=cluster_id(), KAFKA_NODE_ID="1", KAFKA_PROCESS_ROLES="broker,controller",
-        KAFKA_LISTENERS=f"PLAINTEXT://127.0.0.1:{port},CONTROLLER://127.0.0.1:{controller}",
-        KAFKA_ADVERTISED_LISTENERS=f"PLAINTEXT://127.0.0.1:{port}",
-        KAFKA_CONTROLLER_LISTENER_NAMES="CONTROLLER", KAFKA_CONTROLLER_QUORUM_VOTERS=voters,
-        KAFKA_LISTENER_SECURITY_PROTOCOL_MAP="CONTROLLER:PLAINTEXT,PLAINTEXT:PLAINTEXT",
-        KAFKA_OFFSETS_TOPIC_REPLICATION_FACTOR="1", KAFKA_AUTO_CREATE_TOPICS_ENABLE="false",
-        KAFKA_TRANSACTION_STATE_LOG_REPLICATION_FACTOR="1", KAFKA_LOG_RETENTION_MS="-1",
-        KAFKA_TRANSACTION_STATE_LOG_MIN_ISR="1", KAFKA_GROUP_INITIAL_REBALANCE_DELAY_MS="0")
+    port = free_port()
+    spec = kafka_container_spec(kafka_image(), port, free_port(), cluster_id())
+    container = DockerContainer(spec.image).with_kwargs(network_mode=spec.network_mode)
+    container.with_envs(**spec.env)
+    if spec.command:
+        container.with_command(list(spec.command))
     container.start()
     cluster = KafkaCluster(f"127.0.0.1:{port}", "testcontainers", container=container,
                            _stop=container.stop)

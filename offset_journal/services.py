@@ -269,11 +269,14 @@ def start_kafka(bootstrap_servers: str | None = None, *,
 
 # --------------------------------------------------------------------------- containers
 # Containers run on the host network (the engine has no bridge: scripts/docker-engine.sh)
-# and listen on 127.0.0.1 ports chosen here; nothing is published. The images are the
+# and are told to listen on 127.0.0.1 ports chosen here, whatever their image's default;
+# nothing is published. The images are the
 # ones scripts/build-images.sh builds from Debian packages and Maven Central when they
 # are there, else Docker Hub's; OFFSET_JOURNAL_IMAGES=local or =official forces one, and
 # OFFSET_JOURNAL_POSTGRES_IMAGE / OFFSET_JOURNAL_KAFKA_IMAGE name an image outright.
 
+LOOPBACK = "127.0.0.1"
+"""The one address every container the harness starts listens on."""
 OFFICIAL_IMAGES = {"postgres": "postgres:16", "kafka": "apache/kafka:3.8.0"}
 LOCAL_IMAGES = {"postgres": "offset-journal/postgres:local", "kafka": "offset-journal/kafka:local"}
 _CONTAINER_START_TIMEOUT_S = 120.0
@@ -339,23 +342,26 @@ class ContainerSpec:
 
 
 def postgres_container_spec(image: str, port: int) -> ContainerSpec:
-    """The Postgres container: superuser journal/journal, database journal, on ``port``."""
+    """The Postgres container: superuser journal/journal, database journal, on
+    127.0.0.1:``port`` only (postgres:16 listens on ``'*'`` unless told; on the host
+    network that is every interface the host has)."""
     return ContainerSpec(image, {"POSTGRES_USER": "journal", "POSTGRES_PASSWORD": "journal",
-                                 "POSTGRES_DB": "journal", "PGPORT": str(port)})
+                                 "POSTGRES_DB": "journal", "PGPORT": str(port)},
+                         ("postgres", "-c", f"listen_addresses={LOOPBACK}"))
 
 
 def kafka_container_spec(image: str, port: int, controller: int, cluster: str) -> ContainerSpec:
-    """The Kafka container (KRaft, one node), its broker on ``port`` and its controller
-    on ``controller``. The environment speaks both to the image built here and to
-    apache/kafka's."""
+    """The Kafka container (KRaft, one node), its broker on 127.0.0.1:``port`` and its
+    controller on 127.0.0.1:``controller``, nothing else. The environment speaks both to
+    the image built here (KAFKA_HOST) and to apache/kafka's (its listeners)."""
     return ContainerSpec(image, {
-        "KAFKA_PORT": str(port), "KAFKA_CONTROLLER_PORT": str(controller),
+        "KAFKA_HOST": LOOPBACK, "KAFKA_PORT": str(port), "KAFKA_CONTROLLER_PORT": str(controller),
         "KAFKA_CLUSTER_ID": cluster, "CLUSTER_ID": cluster, "KAFKA_NODE_ID": "1",
         "KAFKA_PROCESS_ROLES": "broker,controller",
-        "KAFKA_LISTENERS": f"PLAINTEXT://127.0.0.1:{port},CONTROLLER://127.0.0.1:{controller}",
-        "KAFKA_ADVERTISED_LISTENERS": f"PLAINTEXT://127.0.0.1:{port}",
+        "KAFKA_LISTENERS": f"PLAINTEXT://{LOOPBACK}:{port},CONTROLLER://{LOOPBACK}:{controller}",
+        "KAFKA_ADVERTISED_LISTENERS": f"PLAINTEXT://{LOOPBACK}:{port}",
         "KAFKA_CONTROLLER_LISTENER_NAMES": "CONTROLLER",
-        "KAFKA_CONTROLLER_QUORUM_VOTERS": f"1@127.0.0.1:{controller}",
+        "KAFKA_CONTROLLER_QUORUM_VOTERS": f"1@{LOOPBACK}:{controller}",
         "KAFKA_LISTENER_SECURITY_PROTOCOL_MAP": "CONTROLLER:PLAINTEXT,PLAINTEXT:PLAINTEXT",
         "KAFKA_OFFSETS_TOPIC_REPLICATION_FACTOR": "1", "KAFKA_AUTO_CREATE_TOPICS_ENABLE": "false",
         "KAFKA_TRANSACTION_STATE_LOG_REPLICATION_FACTOR": "1", "KAFKA_LOG_RETENTION_MS": "-1",

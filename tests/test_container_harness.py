@@ -8,6 +8,7 @@ lists them."""
 
 from __future__ import annotations
 
+import itertools
 from collections.abc import Callable
 
 import pytest
@@ -34,7 +35,7 @@ def postgres_listen_addresses(command: tuple[str, ...]) -> str | None:
     listen_addresses=`` or ``-h`` wins); None: the image's default."""
     args = list(command[1:] if command[:1] == ("postgres",) else command)
     found = None
-    for flag, value in zip(args, args[1:]):
+    for flag, value in itertools.pairwise(args):
         if flag == "-c" and value.startswith("listen_addresses="):
             found = value.split("=", 1)[1].strip("'\"")
         elif flag == "-h":

@@ -129,11 +129,16 @@ class KafkaCluster:
     _admin: Any = field(default=None, repr=False)
 
     def admin(self) -> Any:
-        """One admin client, kept: its futures fail if it is garbage-collected first."""
+        """One admin client, kept: its futures fail if it is garbage-collected first.
+        librdkafka's line per refused connect goes to the debug log."""
         if self._admin is None:
             from confluent_kafka.admin import AdminClient
 
-            self._admin = AdminClient({"bootstrap.servers": self.bootstrap_servers})
+            from .local_kafka import QuietLogger
+
+            conf: dict[str, Any] = {"bootstrap.servers": self.bootstrap_servers,
+                                    "logger": QuietLogger()}
+            self._admin = AdminClient(conf)
         return self._admin
 
     def producer(self) -> Any:
@@ -142,9 +147,12 @@ class KafkaCluster:
         return Producer({"bootstrap.servers": self.bootstrap_servers, "linger.ms": 5})
 
     def partitions(self, topic: str, timeout: float = 10) -> int:
-        """How many partitions ``topic`` has (0 when it does not exist)."""
-        md = self.admin().list_topics(topic, timeout=timeout).topics.get(topic)
-        return len(md.partitions) if md is not None and md.error is None else 0
+        """How many partitions ``topic`` has (0 when it does not exist; asking never
+        creates it, also on a cluster that auto-creates topics)."""
+        from .kafka_admin import partition_count
+
+        return partition_count(self.admin(), topic, timeout=timeout,
+                               where=self.bootstrap_servers)
 
     def produce(self, topic: str, count: int, *, start: int = 0, partitions: int | None = None,
                 key_prefix: str = "k", value: Any = None,
@@ -187,15 +195,12 @@ class KafkaCluster:
 
     def create_topic(self, topic: str, partitions: int = 4, *,
                      config: dict[str, str] | None = None) -> None:
-        """Create ``topic``, and wait until its metadata shows every partition."""
-        from confluent_kafka.admin import NewTopic
+        """Create ``topic`` (:func:`offset_journal.kafka_admin.create_topic`: one that
+        exists with these partitions is taken as it is) and wait until it shows."""
+        from .kafka_admin import create_topic
 
-        futures = self.admin().create_topics(
-            [NewTopic(topic, partitions, 1, config=config or {})], operation_timeout=30)
-        for fut in futures.values():
-            fut.result(30)
-        self._wait_for(lambda: self.partitions(topic) == partitions,
-                       f"topic {topic} with {partitions} partitions")
+        create_topic(self.admin(), topic, partitions, config=config,
+                     where=self.bootstrap_servers)
 
     def add_partitions(self, topic: str, total: int) -> None:
         """Grow ``topic`` to ``total`` partitions (the admin API's CreatePartitions)."""
@@ -415,10 +420,11 @@ def _kafka_container() -> KafkaCluster:
 
 def wait_for_kafka(cluster: KafkaCluster, timeout: float = _CONTAINER_START_TIMEOUT_S) -> None:
     """Until the admin API lists a broker and a controller, or the container has exited,
-    or time is up (BrokerStartError with the container's last log lines)."""
+    or time is up: BrokerStartError with the container's last log lines, or for a
+    cluster that is no container of ours, KafkaUnavailable."""
     from confluent_kafka.admin import AdminClient
 
-    from .errors import BrokerStartError
+    from .errors import BrokerStartError, KafkaUnavailable
     from .local_kafka import QuietLogger, broker_answers
 
     conf: dict[str, Any] = {"bootstrap.servers": cluster.bootstrap_servers, "log_level": 0,
@@ -434,9 +440,10 @@ def wait_for_kafka(cluster: KafkaCluster, timeout: float = _CONTAINER_START_TIME
             if wrapped.status == "exited":
                 break
         time.sleep(0.25)
-    tail = ""
-    if cluster.container is not None:
-        out, err = cluster.container.get_logs()
-        tail = "\n".join((out + err).decode(errors="replace").splitlines()[-25:])
+    if cluster.container is None:
+        raise KafkaUnavailable(f"Kafka at {cluster.bootstrap_servers} did not answer (a broker "
+                               f"and a controller) within {timeout:g} s")
+    out, err = cluster.container.get_logs()
+    tail = "\n".join((out + err).decode(errors="replace").splitlines()[-25:])
     raise BrokerStartError(f"Kafka in its container was not ready within {timeout:.0f} s; "
                            f"its last lines:\n{tail}")

@@ -541,7 +541,10 @@ def main(argv: Sequence[str] | None = None) -> int:
     try:
         args = parser.parse_args(argv)
         if demo_args is not None:
-            args.demo_args = demo_args
+            # -v/-vv after "demo" too, as every other command takes them
+            more = [t for t in demo_args if t == "--verbose" or re.fullmatch(r"-v+", t)]
+            args.verbose += sum(1 if t == "--verbose" else len(t) - 1 for t in more)
+            args.demo_args = [t for t in demo_args if t not in more]
     except UsageError as exc:
         _err("error", str(exc))
         return EXIT_USAGE

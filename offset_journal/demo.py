@@ -30,7 +30,8 @@ import sqlalchemy as sa
 from .db import ENV_URL, make_engine, redact, upgrade
 from .formatting import table
 from .journal import Journal
-from .services import KafkaCluster, start_kafka, start_postgres
+from .services import KafkaCluster, start_kafka, start_postgres, wait_for_kafka
+from .values import parse_timeout
 
 INSTALL_HINT = "pip install 'offset-journal[demo]'"
 
@@ -115,6 +116,11 @@ def _start_services(args: argparse.Namespace, work: Path,
         _say("starting a single-node Kafka broker (KRaft; jars fetched once) ...")
     kafka = start_kafka(args.bootstrap_servers, docker=False)
     stops.append(kafka.stop)
+    if kafka.kind == "external":
+        # A broker just started (docker-compose up -d) answers after some seconds.
+        _say(f"waiting for Kafka at {kafka.bootstrap_servers} to answer "
+             f"(up to {args.kafka_wait:g} s) ...")
+        wait_for_kafka(kafka, timeout=args.kafka_wait)
     _say(f"Kafka: {kafka.bootstrap_servers} ({kafka.kind})")
     return url, kafka
 
@@ -192,6 +198,8 @@ def parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(prog="offset-journal demo", description=__doc__.splitlines()[0])
     p.add_argument("--database-url", help="journal database (default: an embedded Postgres)")
     p.add_argument("--bootstrap-servers", help="Kafka (default: a local single-node broker)")
+    p.add_argument("--kafka-wait", type=parse_timeout, default=60.0, metavar="SECONDS",
+                   help="how long to wait for --bootstrap-servers to answer (default 60)")
     p.add_argument("--records", type=int, default=400, help="records produced per phase")
     p.add_argument("--workdir", help="where checkpoints and output go (default: a temp dir)")
     return p

@@ -156,6 +156,49 @@ def topic_state_with(consumer: Any, topics: Iterable[str], *, timeout: float = 1
     return state
 
 
+def partition_count(client: Any, topic: str, *, timeout: float = 10,
+                    where: str = "the cluster") -> int:
+    """How many partitions ``topic`` has (0: none such), through an open confluent-kafka
+    client; asked of all topics, as :func:`_metadata` does, so that asking never
+    creates the topic on a cluster that auto-creates (an admin client would)."""
+    meta = _metadata(client, where, timeout).topics.get(topic)
+    return len(meta.partitions) if meta is not None and meta.error is None else 0
+
+
+def create_topic(admin: Any, topic: str, partitions: int, *,
+                 config: Mapping[str, str] | None = None, replication_factor: int = 1,
+                 timeout: float = 30, where: str = "the cluster") -> None:
+    """Create ``topic`` through an open confluent-kafka AdminClient and wait (bounded by
+    ``timeout``) until the metadata shows it. A topic that already exists with
+    ``partitions`` partitions is not an error: on a just-started broker the client
+    retries its own timed-out request and gets TOPIC_ALREADY_EXISTS, and a cluster that
+    auto-creates may have made it on first use. With another partition count it is one
+    line (:class:`KafkaAdminError`)."""
+    ck = _confluent()
+    from confluent_kafka.admin import NewTopic
+
+    request = NewTopic(topic, partitions, replication_factor, config=dict(config or {}))
+    try:
+        for future in admin.create_topics([request], operation_timeout=timeout,
+                                          request_timeout=timeout).values():
+            future.result(timeout)
+    except ck.KafkaException as exc:
+        arg: Any = exc.args[0] if exc.args else None
+        if arg is None or not hasattr(arg, "code") or \
+                arg.code() != ck.KafkaError.TOPIC_ALREADY_EXISTS:
+            raise _raise(f"cannot create topic {topic}", exc, where) from None
+        log.debug("topic %s already exists at %s", topic, where)
+    deadline = time.monotonic() + timeout
+    while not (found := partition_count(admin, topic, timeout=timeout, where=where)):
+        if time.monotonic() > deadline:
+            raise KafkaUnavailable(f"topic {topic} at {where} was not in the cluster's "
+                                   f"metadata within {timeout:g} s of its creation")
+        time.sleep(0.1)
+    if found != partitions:
+        raise KafkaAdminError(f"topic {topic} already exists at {where} with {found} "
+                              f"partitions, not the {partitions} asked for")
+
+
 def cluster_id(bootstrap_servers: str, *, timeout: float = 10,
                config: Mapping[str, Any] | None = None) -> str | None:
     """The id of the Kafka cluster at ``bootstrap_servers`` (its metadata's cluster id:
@@ -338,7 +381,9 @@ __all__ = [
     "TopicState",
     "commit_group",
     "committed_offsets",
+    "create_topic",
     "offsets_for_time",
+    "partition_count",
     "topic_state",
     "topic_state_with",
 ]

@@ -129,11 +129,16 @@ class KafkaCluster:
     _admin: Any = field(default=None, repr=False)
 
     def admin(self) -> Any:
-        """One admin client, kept: its futures fail if it is garbage-collected first."""
+        """One admin client, kept: its futures fail if it is garbage-collected first.
+        librdkafka's line per refused connect goes to the debug log."""
         if self._admin is None:
             from confluent_kafka.admin import AdminClient
 
-            self._admin = AdminClient({"bootstrap.servers": self.bootstrap_servers})
+            from .local_kafka import QuietLogger
+
+            conf: dict[str, Any] = {"bootstrap.servers": self.bootstrap_servers,
+                                    "logger": QuietLogger()}
+            self._admin = AdminClient(conf)
         return self._admin
 
     def producer(self) -> Any:
@@ -142,9 +147,12 @@ class KafkaCluster:
         return Producer({"bootstrap.servers": self.bootstrap_servers, "linger.ms": 5})
 
     def partitions(self, topic: str, timeout: float = 10) -> int:
-        """How many partitions ``topic`` has (0 when it does not exist)."""
-        md = self.admin().list_topics(topic, timeout=timeout).topics.get(topic)
-        return len(md.partitions) if md is not None and md.error is None else 0
+        """How many partitions ``topic`` has (0 when it does not exist; asking never
+        creates it, also on a cluster that auto-creates topics)."""
+        from .kafka_admin import partition_count
+
+        return partition_count(self.admin(), topic, timeout=timeout,
+                               where=self.bootstrap_servers)
 
     def produce(self, topic: str, count: int, *, start: int = 0, partitions: int | None = None,
                 key_prefix: str = "k", value: Any = None,
@@ -187,15 +195,12 @@ class KafkaCluster:
 
     def create_topic(self, topic: str, partitions: int = 4, *,
                      config: dict[str, str] | None = None) -> None:
-        """Create ``topic``, and wait until its metadata shows every partition."""
-        from confluent_kafka.admin import NewTopic
+        """Create ``topic`` (:func:`offset_journal.kafka_admin.create_topic`: one that
+        exists with these partitions is taken as it is) and wait until it shows."""
+        from .kafka_admin import create_topic
 
-        futures = self.admin().create_topics(
-            [NewTopic(topic, partitions, 1, config=config or {})], operation_timeout=30)
-        for fut in futures.values():
-            fut.result(30)
-        self._wait_for(lambda: self.partitions(topic) == partitions,
-                       f"topic {topic} with {partitions} partitions")
+        create_topic(self.admin(), topic, partitions, config=config,
+                     where=self.bootstrap_servers)
 
     def add_partitions(self, topic: str, total: int) -> None:
         """Grow ``topic`` to ``total`` partitions (the admin API's CreatePartitions)."""
@@ -269,11 +274,14 @@ def start_kafka(bootstrap_servers: str | None = None, *,
 
 # --------------------------------------------------------------------------- containers
 # Containers run on the host network (the engine has no bridge: scripts/docker-engine.sh)
-# and listen on 127.0.0.1 ports chosen here; nothing is published. The images are the
+# and are told to listen on 127.0.0.1 ports chosen here, whatever their image's default;
+# nothing is published. The images are the
 # ones scripts/build-images.sh builds from Debian packages and Maven Central when they
 # are there, else Docker Hub's; OFFSET_JOURNAL_IMAGES=local or =official forces one, and
 # OFFSET_JOURNAL_POSTGRES_IMAGE / OFFSET_JOURNAL_KAFKA_IMAGE name an image outright.
 
+LOOPBACK = "127.0.0.1"
+"""The one address every container the harness starts listens on."""
 OFFICIAL_IMAGES = {"postgres": "postgres:16", "kafka": "apache/kafka:3.8.0"}
 LOCAL_IMAGES = {"postgres": "offset-journal/postgres:local", "kafka": "offset-journal/kafka:local"}
 _CONTAINER_START_TIMEOUT_S = 120.0
@@ -326,6 +334,45 @@ def _no_reaper() -> None:
     testcontainers_config.ryuk_disabled = True
 
 
+@dataclass(frozen=True)
+class ContainerSpec:
+    """What the harness asks the engine to run: an image, its environment and its
+    command, on the host network. Plain data, so what each container is told to listen
+    on can be checked without an engine."""
+
+    image: str
+    env: dict[str, str]
+    command: tuple[str, ...] = ()
+    network_mode: str = "host"
+
+
+def postgres_container_spec(image: str, port: int) -> ContainerSpec:
+    """The Postgres container: superuser journal/journal, database journal, on
+    127.0.0.1:``port`` only (postgres:16 listens on ``'*'`` unless told; on the host
+    network that is every interface the host has)."""
+    return ContainerSpec(image, {"POSTGRES_USER": "journal", "POSTGRES_PASSWORD": "journal",
+                                 "POSTGRES_DB": "journal", "PGPORT": str(port)},
+                         ("postgres", "-c", f"listen_addresses={LOOPBACK}"))
+
+
+def kafka_container_spec(image: str, port: int, controller: int, cluster: str) -> ContainerSpec:
+    """The Kafka container (KRaft, one node), its broker on 127.0.0.1:``port`` and its
+    controller on 127.0.0.1:``controller``, nothing else. The environment speaks both to
+    the image built here (KAFKA_HOST) and to apache/kafka's (its listeners)."""
+    return ContainerSpec(image, {
+        "KAFKA_HOST": LOOPBACK, "KAFKA_PORT": str(port), "KAFKA_CONTROLLER_PORT": str(controller),
+        "KAFKA_CLUSTER_ID": cluster, "CLUSTER_ID": cluster, "KAFKA_NODE_ID": "1",
+        "KAFKA_PROCESS_ROLES": "broker,controller",
+        "KAFKA_LISTENERS": f"PLAINTEXT://{LOOPBACK}:{port},CONTROLLER://{LOOPBACK}:{controller}",
+        "KAFKA_ADVERTISED_LISTENERS": f"PLAINTEXT://{LOOPBACK}:{port}",
+        "KAFKA_CONTROLLER_LISTENER_NAMES": "CONTROLLER",
+        "KAFKA_CONTROLLER_QUORUM_VOTERS": f"1@{LOOPBACK}:{controller}",
+        "KAFKA_LISTENER_SECURITY_PROTOCOL_MAP": "CONTROLLER:PLAINTEXT,PLAINTEXT:PLAINTEXT",
+        "KAFKA_OFFSETS_TOPIC_REPLICATION_FACTOR": "1", "KAFKA_AUTO_CREATE_TOPICS_ENABLE": "false",
+        "KAFKA_TRANSACTION_STATE_LOG_REPLICATION_FACTOR": "1", "KAFKA_LOG_RETENTION_MS": "-1",
+        "KAFKA_TRANSACTION_STATE_LOG_MIN_ISR": "1", "KAFKA_GROUP_INITIAL_REBALANCE_DELAY_MS": "0"})
+
+
 def _postgres_container() -> PostgresServer:
     """testcontainers' PostgresContainer (its own readiness check: psql in the container,
     which reads PGPORT), on the host network and a free port."""
@@ -333,36 +380,33 @@ def _postgres_container() -> PostgresServer:
     from testcontainers.postgres import PostgresContainer
 
     port = free_port()
-    container = PostgresContainer(postgres_image(), username="journal", password="journal",
-                                  dbname="journal", driver="psycopg")
+    spec = postgres_container_spec(postgres_image(), port)
+    container = PostgresContainer(spec.image, username=spec.env["POSTGRES_USER"],
+                                  password=spec.env["POSTGRES_PASSWORD"],
+                                  dbname=spec.env["POSTGRES_DB"], driver="psycopg")
     container.ports = {}  # host network: nothing to publish
-    container.with_env("PGPORT", str(port)).with_kwargs(network_mode="host")
+    container.with_envs(**spec.env).with_kwargs(network_mode=spec.network_mode)
+    if spec.command:
+        container.with_command(list(spec.command))
     container.start()
     url = f"postgresql+psycopg://journal:journal@127.0.0.1:{port}/journal"
     return PostgresServer(url, "testcontainers", container=container, _stop=container.stop)
 
 
 def _kafka_container() -> KafkaCluster:
-    """A plain DockerContainer running the Kafka image on the host network, ready when
-    the admin API lists the broker (:mod:`offset_journal.local_kafka`'s check). The
-    environment speaks both to the image built here and to apache/kafka's."""
+    """A plain DockerContainer running :func:`kafka_container_spec` on the host network,
+    ready when the admin API lists the broker (:mod:`offset_journal.local_kafka`'s check)."""
     _no_reaper()
     from testcontainers.core.container import DockerContainer
 
     from .local_kafka import cluster_id
 
-    port, controller = free_port(), free_port()
-    voters = f"1@127.0.0.1:{controller}"
-    container = DockerContainer(kafka_image()).with_kwargs(network_mode="host").with_envs(
-        KAFKA_PORT=str(port), KAFKA_CONTROLLER_PORT=str(controller), KAFKA_CLUSTER_ID=cluster_id(),
-        CLUSTER_ID=cluster_id(), KAFKA_NODE_ID="1", KAFKA_PROCESS_ROLES="broker,controller",
-        KAFKA_LISTENERS=f"PLAINTEXT://127.0.0.1:{port},CONTROLLER://127.0.0.1:{controller}",
-        KAFKA_ADVERTISED_LISTENERS=f"PLAINTEXT://127.0.0.1:{port}",
-        KAFKA_CONTROLLER_LISTENER_NAMES="CONTROLLER", KAFKA_CONTROLLER_QUORUM_VOTERS=voters,
-        KAFKA_LISTENER_SECURITY_PROTOCOL_MAP="CONTROLLER:PLAINTEXT,PLAINTEXT:PLAINTEXT",
-        KAFKA_OFFSETS_TOPIC_REPLICATION_FACTOR="1", KAFKA_AUTO_CREATE_TOPICS_ENABLE="false",
-        KAFKA_TRANSACTION_STATE_LOG_REPLICATION_FACTOR="1", KAFKA_LOG_RETENTION_MS="-1",
-        KAFKA_TRANSACTION_STATE_LOG_MIN_ISR="1", KAFKA_GROUP_INITIAL_REBALANCE_DELAY_MS="0")
+    port = free_port()
+    spec = kafka_container_spec(kafka_image(), port, free_port(), cluster_id())
+    container = DockerContainer(spec.image).with_kwargs(network_mode=spec.network_mode)
+    container.with_envs(**spec.env)
+    if spec.command:
+        container.with_command(list(spec.command))
     container.start()
     cluster = KafkaCluster(f"127.0.0.1:{port}", "testcontainers", container=container,
                            _stop=container.stop)
@@ -376,10 +420,11 @@ def _kafka_container() -> KafkaCluster:
 
 def wait_for_kafka(cluster: KafkaCluster, timeout: float = _CONTAINER_START_TIMEOUT_S) -> None:
     """Until the admin API lists a broker and a controller, or the container has exited,
-    or time is up (BrokerStartError with the container's last log lines)."""
+    or time is up: BrokerStartError with the container's last log lines, or for a
+    cluster that is no container of ours, KafkaUnavailable."""
     from confluent_kafka.admin import AdminClient
 
-    from .errors import BrokerStartError
+    from .errors import BrokerStartError, KafkaUnavailable
     from .local_kafka import QuietLogger, broker_answers
 
     conf: dict[str, Any] = {"bootstrap.servers": cluster.bootstrap_servers, "log_level": 0,
@@ -395,9 +440,10 @@ def wait_for_kafka(cluster: KafkaCluster, timeout: float = _CONTAINER_START_TIME
             if wrapped.status == "exited":
                 break
         time.sleep(0.25)
-    tail = ""
-    if cluster.container is not None:
-        out, err = cluster.container.get_logs()
-        tail = "\n".join((out + err).decode(errors="replace").splitlines()[-25:])
+    if cluster.container is None:
+        raise KafkaUnavailable(f"Kafka at {cluster.bootstrap_servers} did not answer (a broker "
+                               f"and a controller) within {timeout:g} s")
+    out, err = cluster.container.get_logs()
+    tail = "\n".join((out + err).decode(errors="replace").splitlines()[-25:])
     raise BrokerStartError(f"Kafka in its container was not ready within {timeout:.0f} s; "
                            f"its last lines:\n{tail}")

@@ -102,3 +102,21 @@ def test_compose_up_a_job_upgraded_from_the_journal_is_exactly_once_and_down(
     assert sorted(got) == sorted((p, o) for p, o, _k, _v in produced)
     assert runs is not None and runs[0] == 2
     kafka.stop()
+
+
+def test_compose_then_the_readme_commands_run_the_demo_on_the_fresh_broker(
+        compose_project: dict[str, str], tmp_path: Path) -> None:
+    """docker-compose.yml's own instructions, at once after `up -d`: `offset-journal db
+    upgrade`, then `offset-journal demo --bootstrap-servers ...` on a broker that is
+    still starting, and that auto-creates topics when asked about them by name."""
+    env = dict(compose_project, PYSPARK_PYTHON=sys.executable, OFFSET_JOURNAL_DATABASE_URL=(
+        f"postgresql://journal:journal@127.0.0.1:{compose_project['POSTGRES_PORT']}/journal"))
+    _wait_for_postgres(env["OFFSET_JOURNAL_DATABASE_URL"])
+    exe = str(Path(sys.executable).with_name("offset-journal"))
+    for argv in (["db", "upgrade"], ["demo", "--bootstrap-servers",
+                                     f"127.0.0.1:{env['KAFKA_PORT']}", "--records", "40",
+                                     "--workdir", str(tmp_path)]):
+        done = subprocess.run([exe, *argv], env=env, capture_output=True, text=True,
+                              timeout=600)
+        assert done.returncode == 0, (argv, done.stdout[-2000:], done.stderr[-2000:])
+    assert "RESULT: every record exactly once" in done.stdout

@@ -34,3 +34,34 @@ def test_demo_proves_every_record_exactly_once(tmp_path):
     # The new run's first batch shows where its plan started it, not a blank start.
     history = lines.split("Offset history of partition 0 in SQL", 1)[1].split("runs journaled")[0]
     assert " (plan " in history, history
+
+
+def test_demo_given_a_broker_that_is_still_starting_waits_for_it(journal_url, tmp_path):
+    """docker-compose up -d, then the demo at once: the broker answers some seconds later
+    (here a real broker started 12 s after the demo, on the port it was given: later
+    than a first metadata request's 10 s)."""
+    import threading
+
+    from offset_journal.local_kafka import start_local_kafka
+    from offset_journal.services import free_port
+
+    port = free_port()
+    brokers = []
+    starter = threading.Timer(12, lambda: brokers.append(start_local_kafka(port=port)))
+    starter.start()
+    exe = Path(sys.executable).with_name("offset-journal")
+    env = {k: v for k, v in os.environ.items() if k != "OFFSET_JOURNAL_DATABASE_URL"}
+    env["PYSPARK_PYTHON"] = sys.executable
+    try:
+        out = subprocess.run([str(exe), "demo", "--records", "40", "--workdir", str(tmp_path),
+                              "--database-url", journal_url,
+                              "--bootstrap-servers", f"127.0.0.1:{port}"],
+                             env=env, capture_output=True, text=True, timeout=600)
+    finally:
+        starter.join()
+        for broker in brokers:
+            broker.stop()
+    assert out.returncode == 0, out.stdout[-3000:] + out.stderr[-3000:]
+    assert f"waiting for Kafka at 127.0.0.1:{port} to answer (up to 60 s)" in out.stdout
+    assert "RESULT: every record exactly once" in out.stdout
+    assert brokers  # it was the late broker the demo used

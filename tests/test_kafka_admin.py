@@ -14,6 +14,7 @@ from offset_journal.kafka_admin import (
     KafkaUnavailable,
     commit_group,
     committed_offsets,
+    create_topic,
     topic_state,
 )
 from offset_journal.testing import KafkaCluster
@@ -94,3 +95,27 @@ def test_unreachable_cluster_is_one_quick_line() -> None:
 def test_bad_client_configuration_is_a_kafka_error(kafka_cluster: KafkaCluster) -> None:
     with pytest.raises(KafkaAdminError, match="configuration"):
         topic_state(kafka_cluster.bootstrap_servers, ["x"], config={"no.such.property": "1"})
+
+
+def test_creating_a_topic_that_exists_with_the_asked_partitions_is_not_an_error(
+        kafka_cluster: KafkaCluster) -> None:
+    """As on a just-started broker, where the client retries its own timed-out create
+    request, or a cluster that auto-creates made the topic first: it is there as asked."""
+    topic = _topic()
+    kafka_cluster.create_topic(topic, 3)
+    kafka_cluster.create_topic(topic, 3)
+    create_topic(kafka_cluster.admin(), topic, 3, timeout=5)
+    assert kafka_cluster.partitions(topic) == 3
+    assert len(kafka_cluster.produce(topic, 6)) == 6
+
+
+def test_a_topic_that_exists_with_other_partitions_is_one_line(
+        kafka_cluster: KafkaCluster) -> None:
+    topic = _topic()
+    kafka_cluster.create_topic(topic, 3)
+    servers = kafka_cluster.bootstrap_servers
+    with pytest.raises(KafkaAdminError) as info:
+        kafka_cluster.create_topic(topic, 2)
+    assert str(info.value) == (f"topic {topic} already exists at {servers} with 3 partitions, "
+                               "not the 2 asked for")
+    assert kafka_cluster.partitions(topic) == 3  # left as it was

@@ -8,6 +8,7 @@ import os
 import subprocess
 import sys
 import textwrap
+import time
 from pathlib import Path
 
 import pytest
@@ -133,3 +134,45 @@ def test_start_kafka_with_servers_uses_them_and_leaves_them_running(kafka_cluste
     assert len(acked) == 8 and cluster.partitions(kafka_topic) == 4
     cluster.stop()
     assert kafka_cluster.watermarks(kafka_topic) == {p: (0, 2) for p in range(4)}
+
+
+def _closed_port() -> int:
+    import socket
+
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return int(sock.getsockname()[1])
+
+
+def test_the_demo_takes_verbose_flags_after_its_name_too(tmp_path):
+    """The demo's error line says "-vv for details": -vv works after "demo" as before it."""
+    url = f"postgresql://journal:journal@127.0.0.1:{_closed_port()}/journal"
+    env = {k: v for k, v in os.environ.items() if k != "OFFSET_JOURNAL_DATABASE_URL"}
+    runs = {}
+    for name, argv in {"after": ["demo", "-vv"], "before": ["-vv", "demo"],
+                       "split": ["-v", "demo", "--verbose"], "none": ["demo"]}.items():
+        runs[name] = subprocess.run([str(EXE), *argv, "--database-url", url, "--workdir",
+                                     str(tmp_path / name)], env=env, capture_output=True,
+                                    text=True, timeout=120)
+    for name, out in runs.items():
+        assert out.returncode == 1, (name, out.stderr)
+        last = out.stderr.splitlines()[-1]
+        assert last.startswith("offset-journal: error: ") and "connect" in last, (name, last)
+        assert ("Traceback" in out.stderr) == (name != "none"), (name, out.stderr)
+
+
+def test_the_demo_waits_for_a_given_kafka_within_a_bound_then_says_so_in_one_line(
+        journal_url, tmp_path):
+    servers = f"127.0.0.1:{_closed_port()}"
+    env = {k: v for k, v in os.environ.items() if k != "OFFSET_JOURNAL_DATABASE_URL"}
+    started = time.monotonic()
+    out = subprocess.run([str(EXE), "demo", "--database-url", journal_url,
+                          "--bootstrap-servers", servers, "--kafka-wait", "3",
+                          "--workdir", str(tmp_path / "work")],
+                         env=env, capture_output=True, text=True, timeout=120)
+    waited = time.monotonic() - started
+    assert out.returncode == 1, out.stderr
+    assert out.stderr == (f"offset-journal: error: Kafka at {servers} did not answer (a broker "
+                          "and a controller) within 3 s\n")
+    assert f"waiting for Kafka at {servers} to answer (up to 3 s)" in out.stdout
+    assert 3 <= waited < 60

@@ -1,6 +1,8 @@
 #!/bin/sh
 # First start: initdb with POSTGRES_USER as superuser (password POSTGRES_PASSWORD) and
-# create POSTGRES_DB. Every start: postgres on 127.0.0.1:${PGPORT:-5432} (host network).
+# create POSTGRES_DB. Every start: postgres on 127.0.0.1:${PGPORT:-5432} (host network),
+# then the arguments given, as the official image takes them ("postgres -c name=value
+# ..."; a later -c wins): the harness and docker-compose.yml pass listen_addresses.
 set -eu
 : "${POSTGRES_USER:=postgres}" "${POSTGRES_PASSWORD:?POSTGRES_PASSWORD must be set}"
 : "${POSTGRES_DB:=$POSTGRES_USER}" "${PGPORT:=5432}"
@@ -19,4 +21,5 @@ CREATE DATABASE "$POSTGRES_DB" OWNER "$POSTGRES_USER";
 SQL
     fi
 fi
-exec su postgres -c "exec postgres -D '$PGDATA' -c listen_addresses=127.0.0.1 -p $PGPORT"
+if [ "${1:-}" = postgres ]; then shift; fi
+exec runuser -u postgres -- postgres -D "$PGDATA" -c listen_addresses=127.0.0.1 -p "$PGPORT" "$@"

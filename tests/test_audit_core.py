@@ -412,7 +412,10 @@ def _row(request: Any, options: Any, kafka_offsets: Any) -> dict[str, Any]:
 
 
 WRITTEN = {"allow_data_loss": True, "recreated_topics": ["orders"], "warnings": ["w"],
-           "translate_from": "west", "as_of": "2026-01-01T00:00:00Z"}
+           "translate_from": "west", "as_of": "2026-01-01T00:00:00Z",
+           "accept_cluster": "c-1",
+           "translation": [[0, "orders", 0, 50, "west.orders", 0, 0, 50],
+                           [0, "orders", 1, 7, "west.orders", 3, 2]]}
 
 
 def test_a_plan_row_as_the_plan_commands_write_it_is_read_whole() -> None:
@@ -422,6 +425,8 @@ def test_a_plan_row_as_the_plan_commands_write_it_is_read_whole() -> None:
     assert rec.kafka_offsets == ((0, "orders", 0, 12), (0, "orders", 1, -2))
     assert (rec.allow_data_loss, rec.recreated_topics, rec.warnings, rec.translated_from) == (
         True, ("orders",), ("w",), "west")
+    assert rec.accepted_cluster == "c-1"
+    assert rec.not_replicated == {("west.orders", 0): ("orders", 0, 50, 50)}
 
 
 @pytest.mark.parametrize(("column", "value", "named"), [
@@ -430,6 +435,10 @@ def test_a_plan_row_as_the_plan_commands_write_it_is_read_whole() -> None:
     ("request", {"warnings": [1, 2]}, "request field warnings"),
     ("request", {"allow_data_loss": "false"}, "request field allow_data_loss"),
     ("request", {"translate_from": ["west"]}, "request field translate_from"),
+    ("request", {"accept_cluster": 7}, "request field accept_cluster"),
+    ("request", {"translation": [[0, "orders", 0, "50", "west.orders", 0, 0, 50]]},
+     "request field translation"),
+    ("request", {"translation": {"orders": 1}}, "request field translation"),
     ("request", [1], "request"), ("request", None, "request"),
     ("options", "x", "options"), ("options", {"0": 5}, "options"),
     ("kafka_offsets", {"orders": 1}, "kafka_offsets"),

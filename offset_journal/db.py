@@ -86,7 +86,7 @@ def make_engine(url: str | None = None, *, connect_timeout: int = 5,
     kwargs.setdefault("pool_pre_ping", True)
     engine = sa.create_engine(resolved, connect_args=connect_args, **kwargs)
     if engine.dialect.driver == "psycopg":
-        sa.event.listen(engine, "first_connect", _initialize_in_safe_path)
+        _initialize_in_safe_path(engine.dialect)
         sa.event.listen(engine, "connect", _read_infinite_times)
         sa.event.listen(engine, "connect", _no_prepared_statements)
     settings = transaction_statements(statement_timeout_ms)
@@ -125,13 +125,33 @@ def transaction_settings(engine: sa.Engine) -> tuple[str, ...]:
     return _TRANSACTION_SETTINGS.get(engine, ())
 
 
-def _initialize_in_safe_path(dbapi_connection: Any, _record: Any) -> None:
-    """Open a transaction on the search path for SQLAlchemy's first-connect queries
-    (``current_schema()``, the hstore type lookup...), which run before any ``begin``
-    hook and would otherwise resolve names on the session's own search path; SQLAlchemy
-    rolls it back when it is done."""
-    if isinstance(dbapi_connection, psycopg.Connection):
-        _begin_with(dbapi_connection, f"BEGIN; SET LOCAL search_path = {SEARCH_PATH}".encode())
+def _initialize_in_safe_path(dialect: Any) -> None:
+    """Run SQLAlchemy's first-connect queries (``current_schema()``, the hstore type
+    lookup...) in a transaction on :data:`SEARCH_PATH`: they run before any ``begin``
+    hook, and would otherwise resolve names on the session's own search path. Wraps this
+    engine's dialect (one per engine), so that it runs after the connection's isolation
+    level is set (an ``isolation_level=`` engine sets it as it connects)."""
+    original = dialect.initialize
+    opening = f"BEGIN; SET LOCAL search_path = {SEARCH_PATH}".encode()
+
+    def initialize(connection: Any) -> None:
+        driver = connection.connection.driver_connection
+        pgconn = driver.pgconn if isinstance(driver, psycopg.Connection) else None
+        opened = False
+        if pgconn is not None and pgconn.transaction_status == pq.TransactionStatus.IDLE:
+            # Sent on the wire whatever psycopg's autocommit says: psycopg reads the
+            # transaction status from the connection, so it adds no BEGIN of its own.
+            with driver.lock:
+                opened = pgconn.exec_(opening).status == pq.ExecStatus.COMMAND_OK
+        try:
+            original(connection)
+        finally:
+            if opened and pgconn is not None and (
+                    pgconn.transaction_status != pq.TransactionStatus.IDLE):
+                with driver.lock:
+                    pgconn.exec_(b"ROLLBACK")
+
+    dialect.initialize = initialize
 
 
 def _no_prepared_statements(dbapi_connection: Any, _record: Any) -> None:

@@ -236,3 +236,48 @@ def test_downgrade_to_0001_restores_the_foreign_key_and_offsets_json(journal_url
             assert _count_partitions(conn) == 6
     finally:
         engine.dispose()
+
+
+def test_0015_downgrade_gives_the_views_back_as_others_left_them(empty_database_url):
+    """0015's downgrade drops and creates the three views again (a view's column cannot
+    be dropped): grants with their grant option, grants on single columns, comments a
+    DBA wrote and the owner come back as they were at 0014."""
+    import uuid
+
+    from alembic import command
+
+    from offset_journal.db import alembic_config
+
+    url = empty_database_url
+    upgrade(url, "0014_batch_in_one_call")
+    role = f"oj_dg_{uuid.uuid4().hex[:8]}"
+    engine = sa.create_engine(resolve_url(url), poolclass=sa.pool.NullPool)
+    snapshot = sa.text("""
+        SELECT c.relname, c.relowner::regrole::text, c.relacl::text,
+               (SELECT array_agg(a.attname || '=' || a.attacl::text ORDER BY a.attname)
+                FROM pg_attribute a WHERE a.attrelid = c.oid AND a.attacl IS NOT NULL),
+               (SELECT array_agg(d.objsubid || ':' || d.description ORDER BY d.objsubid)
+                FROM pg_description d WHERE d.objoid = c.oid)
+        FROM pg_class c
+        WHERE c.relnamespace = 'offset_journal'::regnamespace
+          AND c.relname IN ('kafka_partitions', 'source_offsets', 'partition_lag')
+        ORDER BY c.relname""")
+    with engine.begin() as conn:
+        conn.exec_driver_sql(f"CREATE ROLE {role}")
+        conn.exec_driver_sql(f"GRANT SELECT ON offset_journal.kafka_partitions TO {role} "
+                             "WITH GRANT OPTION")
+        conn.exec_driver_sql(f"GRANT SELECT (topic, lag) ON offset_journal.partition_lag "
+                             f"TO {role}")
+        conn.exec_driver_sql("GRANT SELECT ON offset_journal.source_offsets TO PUBLIC")
+        conn.exec_driver_sql("COMMENT ON COLUMN offset_journal.partition_lag.lag IS "
+                             "'a DBA''s note'")
+        before = conn.execute(snapshot).all()
+    upgrade(url)
+    command.downgrade(alembic_config(url), "0014_batch_in_one_call")
+    with engine.begin() as conn:
+        after = conn.execute(snapshot).all()
+        conn.exec_driver_sql(f"DROP OWNED BY {role}")
+        conn.exec_driver_sql(f"DROP ROLE {role}")
+    engine.dispose()
+    assert after == before
+    assert "WITH GRANT OPTION" not in str(before) and f"{role}=r*" in str(before)

@@ -95,6 +95,17 @@ def test_after_last_batch_starts_at_its_end_offsets() -> None:
     json.dumps(plan.to_dict())
 
 
+@pytest.mark.parametrize("end", [-1, -2, -7])
+def test_a_journaled_end_offset_below_zero_is_never_handed_out(end: int) -> None:
+    """-1 in startingOffsets means latest and -2 earliest: a forged end offset (the
+    database refuses them since 0015; a row from before is skipped on read) would send
+    the new query elsewhere. The planner refuses it too."""
+    plan = compute_plan("orders", mk(5, kafka_src({("orders", 0): (10, 20),
+                                                   ("orders", 1): (3, end)})))
+    assert not plan.ok
+    assert any("end offsets below 0" in e and f"orders-1 at {end}" in e for e in plan.errors)
+
+
 def test_partition_without_end_is_left_out_with_a_note() -> None:
     anchor = mk(5, kafka_src({("orders", 0): (10, 20), ("gone", 0): (4, None)}))
     plan = compute_plan("orders", anchor)

@@ -346,3 +346,21 @@ def test_a_planted_function_cannot_take_the_owners_rights_in_prune(
     capsys.readouterr()
     _run(owner, "starting-offsets", "q")
     assert capsys.readouterr().out.strip() == '{"t":{"0":40,"1":12}}'
+
+
+@pytest.mark.parametrize("isolation_level", ["AUTOCOMMIT", "SERIALIZABLE"])
+def test_an_engine_with_an_isolation_level_connects_on_the_safe_path_too(
+        planted: Planted, isolation_level: str) -> None:
+    """The first-connect queries run after the isolation level is set (a hook before it
+    left the connection in a transaction, and setting the level then failed)."""
+    before = planted.calls()
+    engine = make_engine(planted.url(OWNER), poolclass=sa.pool.NullPool,
+                         isolation_level=isolation_level)
+    try:
+        with engine.connect() as conn:
+            assert conn.execute(sa.text("SHOW search_path")).scalar() == "pg_catalog, pg_temp"
+            assert conn.execute(sa.text("SELECT cardinality(ARRAY[1, 2]::bigint[])")
+                                ).scalar() == 2
+    finally:
+        engine.dispose()
+    assert planted.calls() == before

@@ -27,6 +27,7 @@ from offset_journal.mirror import (
     translate_offset,
 )
 from offset_journal.restart import RestartError, RestartPlan, compute_plan
+from offset_journal.journal.plan_rows import recorded_plan
 from offset_journal.restart.record import plan_row
 from offset_journal.restart.request import PlanRequest
 from offset_journal.restart.translate import ClusterFacts, MirrorFacts
@@ -241,12 +242,26 @@ def test_a_compacted_sync_history_is_not_taken_for_a_loss() -> None:
 
 
 def _recorded(p: RestartPlan, request: PlanRequest, minute: float) -> RecordedPlan:
-    """``p`` as the journal records it and the audit reads it back (JSON)."""
+    """``p`` as the journal records it (JSON) and the audit reads it back: through the
+    reader of restart_plans rows, which must take every field the planner writes."""
     row = json.loads(json.dumps(plan_row(p, request, "plan"), default=str))
-    return RecordedPlan(1, "q", T0 + timedelta(minutes=minute), row["position"], row["mode"],
-                        row["command"], row["ok"],
-                        tuple((i, t, n, o) for i, t, n, o in row["kafka_offsets"]),
-                        request=row["request"])
+    row.update(id=1, query_name="q", created_at=T0 + timedelta(minutes=minute))
+    recorded = recorded_plan(row, {})
+    assert recorded.ignored == ()
+    return recorded
+
+
+def test_a_translated_plan_is_read_back_whole_with_partitions_no_sync_bounds() -> None:
+    """The translation rows of a plan whose partitions have no sync at or below the
+    journaled offset (read again: unbounded, None) are the planner's own: kept, with the
+    records never replicated of the others."""
+    compacted = _failover(index_syncs([OffsetSync("orders", 0, 200, 150)]))
+    assert [row[6] for row in plan_row(compacted, PlanRequest("orders"), "plan")["request"][
+        "translation"]] == [None]
+    _recorded(compacted, PlanRequest("orders", translate_from="primary"), minute=1)
+    lost = _recorded(_failover(allow_data_loss=True),
+                     PlanRequest("orders", translate_from="primary", allow_data_loss=True), 1)
+    assert lost.not_replicated == {("primary.orders", 0): ("orders", 0, 50, 50)}
 
 
 def test_the_audit_shows_records_a_failover_lost() -> None:

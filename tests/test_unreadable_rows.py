@@ -61,8 +61,8 @@ def test_rows_written_before_the_check_do_not_stop_the_readers(
 # Issue 30 item 2: offsets whose derived values overflow a bigint.
 
 FORGED_CALL = """
-SELECT offset_journal.journal_batch('run-a', 'qid-a', 'orders', true, 2,
-    now() - interval '1 minute', 1, '{}', 1, 0, 0, NULL, NULL, NULL, NULL, NULL, 'x', 0,
+SELECT offset_journal.journal_batch('run-a', 'qid-a', 'orders', true, CAST(:batch AS bigint),
+    now() - CAST(:ago AS interval), 1, '{}', 1, 0, 0, NULL, NULL, NULL, NULL, NULL, 'x', 0,
     '{}', jsonb_build_array(jsonb_build_object(
         'source_index', 0, 'description', 'KafkaV2[Subscribe[orders]]', 'kind', 'kafka',
         'kafka_layout', (SELECT '\\x' || encode(kafka_layout, 'hex')
@@ -79,18 +79,23 @@ def _two_good_batches(url: str) -> None:
 
 
 @pytest.mark.parametrize(("ends", "spans", "lags"), [
+    ("{-1}", "{0}", "{0}"),  # -1 is "latest" in startingOffsets
     ("{-9223372036854775808}", "{1}", "{0}"),  # start = end - 1
     ("{9223372036854775807}", "{-1}", "{0}"),  # start = end + 1
     ("{9223372036854775800}", "{0}", "{100}"),  # latest = end + 100
-    ("{-9223372036854775800}", "{0}", "{-100}"),
+    ("{9223372036854775800}", "{-100}", "{0}"),
 ])
 def test_offsets_whose_derived_values_overflow_are_refused(
         journal_url: str, ends: str, spans: str, lags: str) -> None:
     _two_good_batches(journal_url)
     with pytest.raises(sa.exc.IntegrityError, match="batch_sources offsets out of range"):
-        _sql(journal_url, FORGED_CALL, ends=ends, spans=spans, lags=lags)
+        _sql(journal_url, FORGED_CALL, ends=ends, spans=spans, lags=lags, batch="2",
+             ago="1 minute")
     # The largest values that fit are taken.
-    _sql(journal_url, FORGED_CALL, ends="{-9223372036854775807}", spans="{1}", lags="{0}")
+    _sql(journal_url, FORGED_CALL, ends="{9223372036854775807}", spans="{1}", lags="{0}",
+         batch="2", ago="1 minute")
+    _sql(journal_url, FORGED_CALL, ends="{9223372036854775800}", spans="{-7}", lags="{7}",
+         batch="3", ago="1 minute")
     with pytest.raises(sa.exc.IntegrityError, match="kafka_partition_rows_offsets_fit"):
         _sql(journal_url,
              "INSERT INTO offset_journal.kafka_partitions (batch_pk, source_index, topic, "
@@ -107,7 +112,12 @@ def test_a_row_whose_offsets_overflow_is_skipped_and_reported_by_every_reader(
     # batch 3 (of another run) in the rows of a previous release's listener.
     _sql(journal_url,
          "ALTER TABLE offset_journal.batch_sources DISABLE TRIGGER batch_sources_fit_layout")
-    _sql(journal_url, FORGED_CALL, ends="{-9223372036854775808}", spans="{1}", lags="{0}")
+    _sql(journal_url, FORGED_CALL, ends="{-9223372036854775808}", spans="{1}", lags="{0}",
+         batch="2", ago="1 minute")
+    _sql(journal_url, FORGED_CALL, ends="{-1}", spans="{0}", lags="{0}", batch="3",
+         ago="50 seconds")  # -1: "latest"
+    _sql(journal_url, FORGED_CALL, ends="{20}", spans="{21}", lags="{0}", batch="4",
+         ago="40 seconds")  # a start of -1
     _sql(journal_url,
          "ALTER TABLE offset_journal.batch_sources ENABLE TRIGGER batch_sources_fit_layout",
          "ALTER TABLE offset_journal.kafka_partition_rows "
@@ -134,7 +144,8 @@ def test_a_row_whose_offsets_overflow_is_skipped_and_reported_by_every_reader(
     assert main(["--database-url", journal_url, "starting-offsets", "orders"]) == 0
     assert capsys.readouterr().out.strip() == '{"orders":{"0":40}}'  # batch 1's end
     warned = "\n".join(r.getMessage() for r in caplog.records)
-    assert "batch 2 of run run-a (query orders) is skipped" in warned
+    for batch_id in (2, 3, 4):
+        assert f"batch {batch_id} of run run-a (query orders) is skipped" in warned
     assert "batch 0 of run run-b (query orders) is skipped" in warned
     # The views read it without error too (what the cookbook and the dashboard query).
     engine = sa.create_engine(resolve_url(journal_url), poolclass=sa.pool.NullPool)
@@ -147,4 +158,24 @@ def test_a_row_whose_offsets_overflow_is_skipped_and_reported_by_every_reader(
             "SELECT count(*) FROM offset_journal.kafka_partitions WHERE out_of_range"
         )).scalar_one()
     engine.dispose()
-    assert flagged == 2 and (2, None) in lags
+    assert flagged == 4 and (2, None) in lags
+
+
+def test_values_no_listener_writes_in_other_columns_do_not_stop_plan_or_report(
+        journal_url: str, capsys: pytest.CaptureFixture[str], tmp_path) -> None:
+    """A source's metrics and a run's async progress interval, both the writer role's to
+    write, as no Spark reports them: the report's and the plan's arithmetic on them
+    must not fail their query's commands."""
+    _two_good_batches(journal_url)
+    _sql(journal_url,
+         "UPDATE offset_journal.batch_sources SET metrics = "
+         """'{"maxOffsetsBehindLatest": 1e400}'""",
+         "UPDATE offset_journal.query_runs SET execution = "
+         "'AsyncProgressTrackingMicroBatchExecution', "
+         "async_interval_ms = 9223372036854775807")
+    for argv in (["plan", "orders"], ["starting-offsets", "orders"],
+                 ["report", "orders", "-o", str(tmp_path / "report.html")]):
+        code = main(["--database-url", journal_url, *argv])
+        out, err = capsys.readouterr()
+        assert code == 0, (argv, out, err)
+        assert "Traceback" not in err and "unexpected" not in err, (argv, err)

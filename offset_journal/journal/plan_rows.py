@@ -45,8 +45,10 @@ def _translation(value: Any) -> bool:
     (restart.record._translation; the last element since issue 30)."""
     return isinstance(value, list) and all(
         isinstance(v, list) and len(v) in (7, 8) and _is_int(v[0]) and isinstance(v[1], str)
-        and _is_int(v[2]) and isinstance(v[4], str)
-        and all(_is_int(x, EARLIEST) for x in (v[3], v[5], *v[6:]))
+        and _is_int(v[2]) and _is_int(v[3], EARLIEST) and isinstance(v[4], str)
+        and _is_int(v[5], EARLIEST)
+        and (v[6] is None or _is_int(v[6]))  # None: no sync bounds the re-read
+        and (len(v) == 7 or _is_int(v[7]))
         for v in value)
 
 

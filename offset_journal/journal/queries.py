@@ -3,6 +3,7 @@ need, as named methods: each is one read (or one transaction) whose SQL lives he
 
 from __future__ import annotations
 
+import logging
 from collections.abc import Mapping, Sequence
 from datetime import datetime, timedelta
 
@@ -18,6 +19,9 @@ from ..schema import batch_sources, batches, kafka_partitions, query_runs, rejec
 from .aggregates import ReportRows, report_rows
 from .read import Reads
 from .rows import without_out_of_range
+
+
+log = logging.getLogger("offset_journal.journal")
 
 
 class Queries(Reads):
@@ -122,7 +126,17 @@ class Queries(Reads):
                     .order_by(b.trigger_at.desc().nulls_last(), b.batch_id.desc()).limit(1)).first()
                 if last is None or last[0] is None:
                     return None
-                since = last[0] - timedelta(milliseconds=interval + int(last[1] or 0))
+                try:
+                    since = last[0] - timedelta(milliseconds=interval + int(last[1] or 0))
+                except (OverflowError, ValueError):
+                    # Spark's interval and a batch's duration, as no listener writes
+                    # them (the writer role can): the tail is unknown, as on an old
+                    # journal, rather than every plan of the query failing.
+                    log.warning("run %s of query %s: its async progress interval (%s ms) "
+                                "or batch duration (%s ms) is out of range; its async "
+                                "tail is ignored", anchor.run_id, anchor.query_name,
+                                interval, last[1])
+                    return None
                 rows = conn.execute(
                     sa.select(b.run_id, b.batch_id, b.query_id, b.trigger_at)
                     .where(b.run_id == anchor.run_id, b.trigger_at >= since)

@@ -184,6 +184,20 @@ def _went_backwards(src: SourceOffsets, anchor: Batch) -> list[str]:
     ]
 
 
+def _below_zero(offsets: KafkaOffsets, anchor: Batch) -> list[str]:
+    """An error for journaled end offsets below 0: in startingOffsets -1 means latest
+    and -2 earliest, so handing one out would start the query somewhere the journal
+    never was (Spark reports none; the database refuses them since migration 0015)."""
+    bad = [(t, p, o) for t, parts in sorted(offsets.items())
+           for p, o in sorted(parts.items()) if o < 0]
+    if not bad:
+        return []
+    return [f"end offsets below 0 in {BatchRef.of(anchor).label()}: "
+            + ", ".join(f"{tp(t, p)} at {o}" for t, p, o in bad[:8])
+            + (f" and {len(bad) - 8} more" if len(bad) > 8 else "")
+            + ": a row no listener wrote; start from another batch (--batch, --as-of)"]
+
+
 # --------------------------------------------------------------------------- the cluster
 
 
@@ -447,7 +461,8 @@ def kafka_source_plan(inp: PlanInputs, start: Start, src: SourceOffsets) -> Sour
     if start.from_batches is None:
         offsets, notes = end_offsets_of(inp.anchor, index)
         plan.journaled = src.end_offset
-        plan.add(Findings(notes=notes, errors=_went_backwards(src, inp.anchor)))
+        plan.add(Findings(notes=notes, errors=_went_backwards(src, inp.anchor)
+                          + _below_zero(offsets, inp.anchor)))
     else:
         offsets, found = start_offsets_from(start.from_batches, start.before, index)
         first_sources = {s.source_index: s for s in start.from_batches[0].sources}

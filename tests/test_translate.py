@@ -15,6 +15,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from offset_journal.audit import GAP, OVERLAP, PLANNED, UNEXPLAINED, audit_batches
+from offset_journal.journal.plan_rows import recorded_plan
 from offset_journal.journal_rows import RecordedPlan
 from offset_journal.mirror import (
     OffsetSync,
@@ -27,7 +28,6 @@ from offset_journal.mirror import (
     translate_offset,
 )
 from offset_journal.restart import RestartError, RestartPlan, compute_plan
-from offset_journal.journal.plan_rows import recorded_plan
 from offset_journal.restart.record import plan_row
 from offset_journal.restart.request import PlanRequest
 from offset_journal.restart.translate import ClusterFacts, MirrorFacts

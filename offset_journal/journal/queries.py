@@ -20,7 +20,6 @@ from .aggregates import ReportRows, report_rows
 from .read import Reads
 from .rows import without_out_of_range
 
-
 log = logging.getLogger("offset_journal.journal")
 
 

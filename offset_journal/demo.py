@@ -194,11 +194,25 @@ def _audit_and_report(url: str, name: str, work: Path) -> bool:
     return bool(audited.ok)
 
 
+class _Parser(argparse.ArgumentParser):
+    """Bad arguments are one line and exit 2, as for every other command."""
+
+    def error(self, message: str) -> Any:
+        self.exit(2, f"{self.prog}: error: {message}\n")
+
+
+def _seconds(text: str) -> float:
+    try:
+        return parse_timeout(text)
+    except ValueError as exc:  # argparse shows an ArgumentTypeError's own words
+        raise argparse.ArgumentTypeError(str(exc)) from None
+
+
 def parser() -> argparse.ArgumentParser:
-    p = argparse.ArgumentParser(prog="offset-journal demo", description=__doc__.splitlines()[0])
+    p = _Parser(prog="offset-journal demo", description=__doc__.splitlines()[0])
     p.add_argument("--database-url", help="journal database (default: an embedded Postgres)")
     p.add_argument("--bootstrap-servers", help="Kafka (default: a local single-node broker)")
-    p.add_argument("--kafka-wait", type=parse_timeout, default=60.0, metavar="SECONDS",
+    p.add_argument("--kafka-wait", type=_seconds, default=60.0, metavar="SECONDS",
                    help="how long to wait for --bootstrap-servers to answer (default 60)")
     p.add_argument("--records", type=int, default=400, help="records produced per phase")
     p.add_argument("--workdir", help="where checkpoints and output go (default: a temp dir)")

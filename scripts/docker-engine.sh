@@ -12,8 +12,11 @@ set -euo pipefail
 
 # Deny every service start while packages install (policy-rc.d, exit 101: invoke-rc.d
 # and deb-systemd-invoke ask it); a policy-rc.d already there is kept aside and put back.
+# A run killed mid-install left the host's own aside already: that one stays the kept one
+# (the file in place is then this script's deny file).
 hold_service_starts() {  # policy-file
-    if [ -e "$1" ]; then mv "$1" "$1.offset-journal-kept"; fi
+    if [ -e "$1.offset-journal-kept" ]; then :
+    elif [ -e "$1" ]; then mv "$1" "$1.offset-journal-kept"; fi
     printf '#!/bin/sh\n# scripts/docker-engine.sh: no service starts while it installs\nexit 101\n' \
         >"$1"
     chmod 755 "$1"

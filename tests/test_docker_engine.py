@@ -57,12 +57,18 @@ KEPT_POLICY = "#!/bin/sh\n# the host's own\nexit 0\n"
 
 
 def _install(tmp_path: Path, *, systemd: bool, apt_fails: bool = False,
-             ) -> subprocess.CompletedProcess[str]:
+             killed_before: bool = False) -> subprocess.CompletedProcess[str]:
     """Source the script and run its install_packages with apt-get and systemctl as shell
-    functions: apt-get asks the policy, as invoke-rc.d does, whether docker may start."""
+    functions: apt-get asks the policy, as invoke-rc.d does, whether docker may start.
+    ``killed_before``: a run killed mid-install left the host's policy aside and its own
+    deny file in place."""
     policy = tmp_path / "policy-rc.d"
     policy.write_text(KEPT_POLICY)
     policy.chmod(0o755)
+    if killed_before:
+        policy.rename(tmp_path / "policy-rc.d.offset-journal-kept")
+        policy.write_text("#!/bin/sh\n# scripts/docker-engine.sh: no service starts\nexit 101\n")
+        policy.chmod(0o755)
     systemd_dir = tmp_path / "run-systemd-system"
     if systemd:
         systemd_dir.mkdir()
@@ -100,5 +106,13 @@ def test_without_systemd_nothing_is_masked_and_a_failed_install_restores_the_pol
     out = _install(tmp_path, systemd=False, apt_fails=True)
     assert out.returncode == 100
     assert out.stdout.splitlines() == ["docker start: denied (101)"]
+    assert (tmp_path / "policy-rc.d").read_text() == KEPT_POLICY
+    assert [p.name for p in tmp_path.iterdir()] == ["policy-rc.d"]
+
+
+def test_a_run_killed_mid_install_leaves_the_hosts_policy_to_the_next_run(tmp_path):
+    out = _install(tmp_path, systemd=False, killed_before=True)
+    assert out.returncode == 0, out.stderr
+    assert "docker start: denied (101)" in out.stdout
     assert (tmp_path / "policy-rc.d").read_text() == KEPT_POLICY
     assert [p.name for p in tmp_path.iterdir()] == ["policy-rc.d"]

@@ -281,3 +281,15 @@ def test_0015_downgrade_gives_the_views_back_as_others_left_them(empty_database_
     engine.dispose()
     assert after == before
     assert "WITH GRANT OPTION" not in str(before) and f"{role}=r*" in str(before)
+
+
+def test_a_command_on_a_journal_older_than_this_release_says_so(empty_database_url, capsys):
+    from offset_journal.cli import main
+    from tests.support import journal_batches, kafka_progress, one_error_line
+
+    upgrade(empty_database_url, "0014_batch_in_one_call")
+    journal_batches(empty_database_url, [kafka_progress(0, None, {"t": {"0": 5}}, minute=0)])
+    code = main(["--database-url", empty_database_url, "history", "orders"])
+    line = one_error_line(code, capsys.readouterr().err)
+    assert "older than this release (at 0014_batch_in_one_call)" in line
+    assert "offset-journal db upgrade" in line

@@ -161,6 +161,17 @@ def test_the_demo_takes_verbose_flags_after_its_name_too(tmp_path):
         assert ("Traceback" in out.stderr) == (name != "none"), (name, out.stderr)
 
 
+@pytest.mark.parametrize("value", ["abc", "-5", "0"])
+def test_a_bad_demo_argument_is_one_line(value):
+    out = subprocess.run([str(EXE), "demo", "--kafka-wait", value], capture_output=True,
+                         text=True, timeout=60)
+    assert out.returncode == 2
+    assert out.stderr.splitlines() == [
+        f"offset-journal demo: error: argument --kafka-wait: bad timeout '{value}': "
+        + ("not a number of seconds" if value == "abc" else
+           "use seconds above 0, at most 86400")]
+
+
 def test_the_demo_waits_for_a_given_kafka_within_a_bound_then_says_so_in_one_line(
         journal_url, tmp_path):
     servers = f"127.0.0.1:{_closed_port()}"

@@ -9,7 +9,7 @@ import sqlalchemy as sa
 
 from offset_journal.cli import main
 from offset_journal.db import resolve_url
-from tests.support import journal_batches, kafka_progress
+from tests.support import count_rows, journal_batches, kafka_progress
 
 
 def _sql(url: str, *statements: str, **params: str) -> None:
@@ -179,3 +179,55 @@ def test_values_no_listener_writes_in_other_columns_do_not_stop_plan_or_report(
         out, err = capsys.readouterr()
         assert code == 0, (argv, out, err)
         assert "Traceback" not in err and "unexpected" not in err, (argv, err)
+
+
+def _forge_before_0015(url: str, **call: str) -> None:
+    """A source row as a journal from before migration 0015 could hold it."""
+    _sql(url, "ALTER TABLE offset_journal.batch_sources DISABLE TRIGGER batch_sources_fit_layout")
+    try:
+        _sql(url, FORGED_CALL, **call)
+    finally:
+        _sql(url,
+             "ALTER TABLE offset_journal.batch_sources ENABLE TRIGGER batch_sources_fit_layout")
+
+
+def test_reads_page_past_rows_they_skip_and_fall_back_in_the_journals_own_order(
+        journal_url: str) -> None:
+    from offset_journal import Journal
+    from offset_journal.audit.edge import iter_audit_batches
+    from offset_journal.records import batch_from_progress
+
+    # run-b first (journaled first, but triggered later by its driver's clock), then
+    # run-a's batches 0, 1 and a forged 2: the journal's last is run-a's, whose last
+    # readable batch is 1.
+    journal_batches(journal_url, [kafka_progress(0, None, {"orders": {"0": 77}}, minute=9,
+                                                 run_id="run-b")])
+    _two_good_batches(journal_url)
+    _forge_before_0015(journal_url, ends="{-1}", spans="{0}", lags="{0}", batch="2",
+                       ago="0 seconds")
+    _sql(journal_url, "UPDATE offset_journal.batches SET trigger_at = '2024-01-01T00:01:30Z' "
+                      "WHERE batch_id = 2")
+    journal_batches(journal_url, [kafka_progress(3, {"orders": {"0": 40}}, {"orders": {"0": 45}},
+                                                 minute=2)])
+    journal = Journal(journal_url)
+    try:
+        last = journal.last_batch("orders")
+        assert last is not None and (last.run_id, last.batch_id) == ("run-a", 3)
+        _sql(journal_url, "DELETE FROM offset_journal.batches WHERE batch_id = 3")
+        last = journal.last_batch("orders")
+        assert last is not None and (last.run_id, last.batch_id) == ("run-a", 1)
+        journal_batches(journal_url, [kafka_progress(
+            3, {"orders": {"0": 40}}, {"orders": {"0": 45}}, minute=2)])
+        for page in (1, 2):  # the skipped batch on a page boundary, and inside a page
+            assert [(b.run_id, b.batch_id) for b in journal.iter_history("orders", page=page)] == [
+                ("run-a", 0), ("run-a", 1), ("run-a", 3), ("run-b", 0)]
+            assert [(b.run_id, b.batch_id) for b in iter_audit_batches(
+                journal, "orders", page=page)] == [("run-b", 0), ("run-a", 0), ("run-a", 1),
+                                                   ("run-a", 3)]
+        assert [b.batch_id for b in journal.history("orders", limit=2)] == [3, 0]
+        # The real batch 2, replayed late: its journaled copy is not it.
+        assert not journal.record_batch(batch_from_progress(kafka_progress(
+            2, {"orders": {"0": 40}}, {"orders": {"0": 40}}, minute=1.5)))
+    finally:
+        journal.close()
+    assert count_rows(journal_url, "rejected_events") == 1

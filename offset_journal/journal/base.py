@@ -13,6 +13,7 @@ import sqlalchemy as sa
 from ..db import make_engine, redact
 from ..errors import JournalError
 from ..formatting import first_line
+from ..schema import SCHEMA
 from .arrays import Layout, layout_id
 from .write_state import Ends
 
@@ -109,8 +110,20 @@ class JournalBase:
                 return fn(conn)
             except sa.exc.ProgrammingError as exc:
                 if "does not exist" in str(exc.orig):
-                    raise JournalError(
-                        "the journal schema is missing: run `offset-journal db upgrade`"
-                    ) from None
+                    raise JournalError(self._schema_problem()) from None
                 raise
+
+    def _schema_problem(self) -> str:
+        """What to say when a read names a table or column the database lacks: the
+        schema is missing, or older than this release."""
+        try:
+            with self.connect() as conn:
+                revision = conn.execute(sa.text(
+                    f"SELECT version_num FROM {SCHEMA}.alembic_version")).scalar()  # noqa: S608
+        except (sa.exc.DBAPIError, JournalError):
+            revision = None
+        if revision is None:
+            return "the journal schema is missing: run `offset-journal db upgrade`"
+        return (f"the journal schema is older than this release (at {revision}): run "
+                "`offset-journal db upgrade`")
 

@@ -323,10 +323,25 @@ class Reads(JournalBase):
 
 def _last_readable(conn: sa.Connection, query_name: str, heads: list[sa.RowMapping],
                    ) -> list[Batch]:
-    """``heads`` (a query's last batches by some order) with their offsets; where none
-    of them can be computed (rows no listener wrote), the newest batch that can, in
+    """``heads`` (a query's last batches by some order, the journal's own first) with
+    their offsets; where none of them can be computed (rows no listener wrote), the
+    batch before the first of them in its run that can, else the newest that can in
     journal order: a restart then reads again rather than skips."""
     found = with_sources(conn, heads)
     if found or not heads:
         return found
-    return readable_batches(conn, batches.c.query_name == query_name, limit=1)
+    b = batches.c
+    head = heads[0]
+    before = (sa.select(batches)
+              .where(b.query_name == query_name, b.run_id == head["run_id"],
+                     b.batch_id < head["batch_id"])
+              .order_by(b.batch_id.desc()))
+    want = 8
+    while True:
+        rows = conn.execute(before.limit(want)).mappings().all()
+        found = with_sources(conn, rows)
+        if found:
+            return found[:1]
+        if len(rows) < want:
+            return readable_batches(conn, b.query_name == query_name, limit=1)
+        want *= 8

@@ -363,6 +363,13 @@ def check_duplicate(journal: Writes, conn: sa.Connection, rec: BatchRecord) -> N
                                                  b.batch_id == rec.batch_id)).mappings().all()
     found = with_sources(conn, head)
     if not found:
+        if head:  # journaled with offsets that cannot be computed: not this batch
+            reason = (f"batch {rec.batch_id} of run {rec.run_id} (query {rec.query_name}) "
+                      "is journaled with offsets out of range, a row no listener wrote; "
+                      "this copy is kept here")
+            log.warning("offset-journal: %s", reason)
+            journal.record_rejected(reason, rec.raw_progress or dumps(dataclasses.asdict(rec)),
+                                    conn)
         return
     have: dict[int, Any] = {}
     for src in found[0].sources:

@@ -362,23 +362,22 @@ def check_duplicate(journal: Writes, conn: sa.Connection, rec: BatchRecord) -> N
     head = conn.execute(sa.select(batches).where(b.run_id == rec.run_id,
                                                  b.batch_id == rec.batch_id)).mappings().all()
     found = with_sources(conn, head)
-    if not found:
-        if head:  # journaled with offsets that cannot be computed: not this batch
-            reason = (f"batch {rec.batch_id} of run {rec.run_id} (query {rec.query_name}) "
-                      "is journaled with offsets out of range, a row no listener wrote; "
-                      "this copy is kept here")
-            log.warning("offset-journal: %s", reason)
-            journal.record_rejected(reason, rec.raw_progress or dumps(dataclasses.asdict(rec)),
-                                    conn)
+    if not head:
         return
-    have: dict[int, Any] = {}
-    for src in found[0].sources:
-        if src.partitions:
-            have[src.source_index] = sorted((p.topic, p.partition, p.start, p.end)
-                                            for p in src.partitions)
-        else:
-            have[src.source_index] = (src.start_offset, src.end_offset)
-    reason = duplicate_problem(have, rec)
+    reason: str | None
+    if not found:  # journaled with offsets that cannot be computed: not this batch
+        reason = (f"batch {rec.batch_id} of run {rec.run_id} (query {rec.query_name}) is "
+                  "journaled with offsets out of range, a row no listener wrote; this copy "
+                  "is kept here")
+    else:
+        have: dict[int, Any] = {}
+        for src in found[0].sources:
+            if src.partitions:
+                have[src.source_index] = sorted((p.topic, p.partition, p.start, p.end)
+                                                for p in src.partitions)
+            else:
+                have[src.source_index] = (src.start_offset, src.end_offset)
+        reason = duplicate_problem(have, rec)
     if reason is None:
         return
     log.warning("offset-journal: %s", reason)

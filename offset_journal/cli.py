@@ -78,7 +78,7 @@ def _journal(args: argparse.Namespace) -> Any:
 
 
 def cmd_db_upgrade(args: argparse.Namespace) -> int:
-    from .db import current_revision, upgrade, upgrade_sql
+    from .db import current_revision, foreign_bindings, upgrade, upgrade_sql
 
     if args.sql:  # the script for a DBA: no database is read or changed
         sys.stdout.write(upgrade_sql(start=args.start))
@@ -88,6 +88,14 @@ def cmd_db_upgrade(args: argparse.Namespace) -> int:
     url = _url(args)
     upgrade(url)
     _out(f"journal schema at {current_revision(url)} in {redact(url)}")
+    bound = foreign_bindings(url)
+    if bound:
+        raise ConfigError(
+            f"{len(bound)} of the journal's objects use code outside pg_catalog and its "
+            "schema, which a role that may create there could have planted: "
+            + "; ".join(f"{what} uses {uses}" for what, uses in bound[:5])
+            + (f" and {len(bound) - 5} more" if len(bound) > 5 else "")
+            + " (see docs/security.md, 'the search path')")
     return EXIT_OK
 
 

@@ -302,3 +302,34 @@ def current_revision(url: str | None = None) -> str | None:
             return ctx.get_current_revision()
     finally:
         engine.dispose()
+
+
+_FOREIGN_BINDINGS = """
+SELECT DISTINCT pg_describe_object(d.classid, d.objid, d.objsubid),
+       pg_describe_object(d.refclassid, d.refobjid, 0)
+FROM pg_depend d
+CROSS JOIN LATERAL pg_identify_object(d.classid, d.objid, d.objsubid) AS o
+CROSS JOIN LATERAL pg_identify_object(d.refclassid, d.refobjid, 0) AS r
+WHERE d.refclassid IN ('pg_proc'::regclass, 'pg_operator'::regclass, 'pg_type'::regclass)
+  AND (o.schema = :schema OR o.identity LIKE '% on ' || :schema || '.%')
+  AND r.schema NOT IN ('pg_catalog', :schema)
+ORDER BY 1, 2
+"""
+
+
+def foreign_bindings(url: str | None = None) -> list[tuple[str, str]]:
+    """The journal's views, constraints, defaults and triggers bound to a function,
+    operator or type outside ``pg_catalog`` and the journal's schema: (object, what it
+    uses). A view or CHECK keeps what its names resolved to when it was created, so a
+    journal migrated on a search path holding ``public`` by a release before the search
+    path was fixed may call a function another role planted there."""
+    from .schema import SCHEMA
+
+    engine = make_engine(url, poolclass=sa.pool.NullPool)
+    try:
+        with engine.connect() as conn:
+            rows = conn.execute(sa.text(_FOREIGN_BINDINGS), {"schema": SCHEMA}).all()
+    finally:
+        engine.dispose()
+    return [(str(a), str(b)) for a, b in rows]
+

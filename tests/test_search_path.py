@@ -364,3 +364,31 @@ def test_an_engine_with_an_isolation_level_connects_on_the_safe_path_too(
     finally:
         engine.dispose()
     assert planted.calls() == before
+
+
+def test_db_upgrade_names_journal_objects_bound_to_code_outside_pg_catalog(
+        planted: Planted, capsys: pytest.CaptureFixture[str]) -> None:
+    """A journal migrated by a release before the search path was fixed, on a search
+    path holding public, may have views or CHECKs bound to a planted function: `db
+    upgrade` says so, in one line, naming them (nothing else can tell)."""
+    from tests.support import one_error_line
+
+    owner = planted.url(OWNER)
+    _run(owner, "db", "upgrade")
+    capsys.readouterr()
+    engine = make_engine(owner, poolclass=sa.pool.NullPool)
+    try:
+        with engine.begin() as conn:  # as such a migration would have bound it
+            conn.exec_driver_sql(
+                "ALTER TABLE offset_journal.spool_losses ADD CONSTRAINT bound_elsewhere "
+                "CHECK (public.cardinality(ARRAY[events]::bigint[]) >= 0)")
+        code = main(["--database-url", owner, "db", "upgrade"])
+        line = one_error_line(code, capsys.readouterr().err)
+        assert "constraint bound_elsewhere on table offset_journal.spool_losses uses " \
+               "function public.cardinality(bigint[])" in line
+    finally:
+        with engine.begin() as conn:
+            conn.exec_driver_sql(
+                "ALTER TABLE offset_journal.spool_losses DROP CONSTRAINT bound_elsewhere")
+        engine.dispose()
+    _run(owner, "db", "upgrade")

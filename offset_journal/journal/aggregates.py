@@ -37,7 +37,7 @@ SELECT bucket, count(*), COALESCE(sum(num_input_rows), 0), avg(batch_duration_ms
        max((SELECT max(CAST(s.metrics ->> 'maxOffsetsBehindLatest' AS double precision))
             FROM {SCHEMA}.batch_sources s
             WHERE s.batch_pk = bb.id
-              AND s.metrics ->> 'maxOffsetsBehindLatest' ~ '^[0-9]{1,18}([.][0-9]{1,18})?$'))
+              AND s.metrics ->> 'maxOffsetsBehindLatest' ~ '^[0-9]{{1,18}}([.][0-9]{{1,18}})?$'))
 FROM bb GROUP BY bucket ORDER BY bucket
 """)  # noqa: S608 (SCHEMA is a constant; values are bind parameters)
 

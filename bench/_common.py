@@ -444,23 +444,26 @@ def check_stored_as_journaled(url: str, batch_pk: int, progress: str) -> None:
 
     from offset_journal.journal import Journal
     from offset_journal.records import batch_from_progress
+    from offset_journal.schema import batch_sources, batches, kafka_partitions
 
-    sources = sa.text(f"SELECT source_index, {', '.join(STORED_OFFSETS)} FROM "
-                      "offset_journal.batch_sources WHERE batch_pk = :pk "
-                      "ORDER BY source_index")
-    parts = sa.text("SELECT source_index, topic, partition, start_offset, end_offset, "
-                    "latest_offset FROM offset_journal.kafka_partitions WHERE batch_pk = :pk "
-                    "ORDER BY source_index, topic, partition")
+    s, k = batch_sources.c, kafka_partitions.c
+
+    def stored(conn: Any, pk: int) -> list[Any]:
+        return [conn.execute(sa.select(s.source_index, *(s[c] for c in STORED_OFFSETS))
+                             .where(s.batch_pk == pk).order_by(s.source_index)).all(),
+                conn.execute(sa.select(k.source_index, k.topic, k.partition, k.start_offset,
+                                       k.end_offset, k.latest_offset)
+                             .where(k.batch_pk == pk)
+                             .order_by(k.source_index, k.topic, k.partition)).all()]
+
     rec = batch_from_progress(progress)
     with Journal(url) as journal, journal.engine.connect() as conn:
         tx = conn.begin()
         try:
             journal.record_batch(rec, conn)
-            probe = conn.execute(sa.text(
-                "SELECT id FROM offset_journal.batches WHERE run_id = :run AND batch_id = :b"),
-                {"run": rec.run_id, "b": rec.batch_id}).scalar_one()
-            loaded, written = ([conn.execute(q, {"pk": pk}).all() for q in (sources, parts)]
-                               for pk in (batch_pk, probe))
+            probe = conn.execute(sa.select(batches.c.id).where(
+                batches.c.run_id == rec.run_id, batches.c.batch_id == rec.batch_id)).scalar_one()
+            loaded, written = stored(conn, batch_pk), stored(conn, probe)
         finally:
             tx.rollback()
     if not loaded[1] or loaded != written:

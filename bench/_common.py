@@ -351,7 +351,7 @@ def kafka_progress(batch_id: int, partitions: int, *, name: str = "bench_q",
     everywhere) and latestOffset == endOffset. See realistic_progress for data that
     does not flatter compression."""
     end = kafka_offsets(partitions, (batch_id + 1) * 1000)
-    return _progress_json(batch_id, kafka_offsets(partitions, batch_id * 1000), end, end,
+    return progress_json(batch_id, kafka_offsets(partitions, batch_id * 1000), end, end,
                           rows=1000 * partitions, lags=None, name=name, run_id=run_id,
                           query_id=query_id, timestamp=timestamp)
 
@@ -385,17 +385,19 @@ def realistic_progress(partitions: int, batches: int, *, seed: int, name: str = 
         log_end = [e + rng.randint(0, 2000) for e in log_end]
         end = [max(s, e - (rng.randint(0, 500) if rng.random() < 0.8 else 0))
                for s, e in zip(start, log_end, strict=True)]
-        yield _progress_json(batch_id, nest(start), nest(end), nest(log_end),
+        yield progress_json(batch_id, nest(start), nest(end), nest(log_end),
                              rows=sum(end) - sum(start),
                              lags=[e - x for e, x in zip(log_end, end, strict=True)],
                              name=name, run_id=run_id, query_id=query_id,
                              timestamp=timestamp(batch_id))
 
 
-def _progress_json(batch_id: int, start: dict[str, dict[str, int]],
+def progress_json(batch_id: int, start: dict[str, dict[str, int]],
                    end: dict[str, dict[str, int]], latest: dict[str, dict[str, int]], *,
                    rows: int, lags: list[int] | None, name: str, run_id: str, query_id: str,
                    timestamp: str) -> str:
+    """A progress JSON of one Kafka source reading ``start`` to ``end`` (topic ->
+    partition -> offset), Spark's shape; ``lags``: its offsets-behind-latest metrics."""
     topics = ",".join(sorted(end))
     metrics = ({"avgOffsetsBehindLatest": "0.0", "maxOffsetsBehindLatest": "0",
                 "minOffsetsBehindLatest": "0"} if lags is None else
@@ -423,6 +425,50 @@ def _progress_json(batch_id: int, start: dict[str, dict[str, int]],
         "sink": {"description": "DeltaSink[s3://bucket/table]", "numOutputRows": 1000},
     }
     return json.dumps(body)
+
+
+# The columns of a batch_sources row that hold a Kafka source's offsets (migration 0013).
+STORED_OFFSETS = ("description", "kind", "start_offset", "end_offset", "latest_offset",
+                  "num_input_rows", "problem", "kafka_layout", "end_offsets", "read_spans",
+                  "latest_lags", "read_spans_wide", "latest_lags_wide")
+
+
+def check_stored_as_journaled(url: str, batch_pk: int, progress: str) -> None:
+    """Exit with one line unless the source rows a benchmark loaded in SQL for batch
+    ``batch_pk`` hold what the journal's own writer stores for ``progress`` (that
+    batch's progress JSON, under a run of its own): the same offsets columns, and the
+    same partitions through the kafka_partitions view. The writer's batch is written in
+    a transaction that is rolled back. A loader that writes another storage than the
+    journal's (as restart_planning's did after migration 0013) stops here."""
+    import sqlalchemy as sa
+
+    from offset_journal.journal import Journal
+    from offset_journal.records import batch_from_progress
+    from offset_journal.schema import batch_sources, batches, kafka_partitions
+
+    s, k = batch_sources.c, kafka_partitions.c
+
+    def stored(conn: Any, pk: int) -> list[Any]:
+        return [conn.execute(sa.select(s.source_index, *(s[c] for c in STORED_OFFSETS))
+                             .where(s.batch_pk == pk).order_by(s.source_index)).all(),
+                conn.execute(sa.select(k.source_index, k.topic, k.partition, k.start_offset,
+                                       k.end_offset, k.latest_offset)
+                             .where(k.batch_pk == pk)
+                             .order_by(k.source_index, k.topic, k.partition)).all()]
+
+    rec = batch_from_progress(progress)
+    with Journal(url) as journal, journal.engine.connect() as conn:
+        tx = conn.begin()
+        try:
+            journal.record_batch(rec, conn)
+            probe = conn.execute(sa.select(batches.c.id).where(
+                batches.c.run_id == rec.run_id, batches.c.batch_id == rec.batch_id)).scalar_one()
+            loaded, written = stored(conn, batch_pk), stored(conn, probe)
+        finally:
+            tx.rollback()
+    if not loaded[1] or loaded != written:
+        raise SystemExit(f"bench: batch {batch_pk} as loaded is not what the journal stores "
+                         f"for it: {loaded} != {written}")
 
 
 class Progress:

@@ -3,7 +3,9 @@
 A journal of one query with ``--partitions`` Kafka partitions (topics of 100) and
 ``--batches`` batches over ``--runs`` runs (two checkpoints), one batch every 10 s, is
 filled by SQL (generate_series, as the schema's owner: minutes instead of hours through
-the writer); some partitions fall behind. Then, ``--reps`` times: the report's SQL
+the writer), stored as the journal stores it since migration 0013 (each source's
+offsets as arrays over a layout; the last batch is checked against what the journal's
+own writer stores for it); some partitions fall behind. Then, ``--reps`` times: the report's SQL
 (gather), its rendering (render) and the file's size. The issue's scale is 1,000
 partitions and 10^5 batches (10^8 partition rows, about 10 GB of journal): the default is
 small, as this machine is shared.
@@ -14,10 +16,19 @@ small, as this machine is shared.
 from __future__ import annotations
 
 import argparse
+import json
 import sys
 import time
 
-from _common import header, journal_database, postgres, quantile, table
+from _common import (
+    check_stored_as_journaled,
+    header,
+    journal_database,
+    postgres,
+    progress_json,
+    quantile,
+    table,
+)
 
 FILL = """
 INSERT INTO offset_journal.query_runs (run_id, query_id, query_name, named, started_at,
@@ -34,19 +45,41 @@ SELECT 'run-' || (n / :per_run), 'qid-' || ((n / :per_run) % 2), 'big', n,
        1000 + (n % 101), timestamptz '2026-01-01' + (n * 10 - 3 - n % 7) * interval '1 second'
 FROM generate_series(0, :batches - 1) n;
 
-INSERT INTO offset_journal.batch_sources (batch_pk, source_index, kind)
-SELECT id, 0, 'kafka' FROM offset_journal.batches WHERE query_name = 'big';
+INSERT INTO offset_journal.kafka_layouts (layout_id, topics, partitions)
+SELECT offset_journal.kafka_layout_id(t, p), t, p
+FROM (SELECT array_agg('topic-' || lpad((n / 100)::text, 3, '0') ORDER BY n) AS t,
+             array_agg((n % 100)::int ORDER BY n) AS p
+      FROM generate_series(0, :partitions - 1) n) l;
 
-INSERT INTO offset_journal.kafka_partitions (batch_pk, source_index, topic, partition,
-                                             start_offset, end_offset, latest_offset)
-SELECT b.id, 0, 'topic-' || lpad((p / 100)::text, 3, '0'), p % 100, b.batch_id * 10,
-       b.batch_id * 10 + 10,
-       b.batch_id * 10 + 10 + CASE WHEN p % 97 = 0 THEN (b.batch_id * 7 + p) % 5000
-                                   ELSE (b.batch_id + p) % 3 END
-FROM offset_journal.batches b, generate_series(0, :partitions - 1) p
+INSERT INTO offset_journal.batch_sources (batch_pk, source_index, description, kind,
+    num_input_rows, kafka_layout, end_offsets, read_spans, latest_lags)
+SELECT b.id, 0, :description, 'kafka', b.num_input_rows,
+       (SELECT layout_id FROM offset_journal.kafka_layouts LIMIT 1),
+       array_fill(b.batch_id * 10 + 10, ARRAY[:partitions]),
+       array_fill(10::smallint, ARRAY[:partitions]),
+       array(SELECT (CASE WHEN p % 97 = 0 THEN (b.batch_id * 7 + p) % 5000
+                          ELSE (b.batch_id + p) % 3 END)::smallint
+             FROM generate_series(0, :partitions - 1) p ORDER BY p)
+FROM offset_journal.batches b
 WHERE b.query_name = 'big';
 ANALYZE;
 """
+
+
+def progress(partitions: int, b: int) -> str:
+    """Batch ``b``'s progress JSON as Spark would report what FILL journals for it (under
+    a run of its own)."""
+    def offsets(value: int, lag: bool = False) -> dict[str, dict[str, int]]:
+        out: dict[str, dict[str, int]] = {}
+        for p in range(partitions):
+            behind = ((b * 7 + p) % 5000 if p % 97 == 0 else (b + p) % 3) if lag else 0
+            out.setdefault(f"topic-{p // 100:03d}", {})[str(p % 100)] = value + behind
+        return out
+
+    return progress_json(b, offsets(b * 10), offsets(b * 10 + 10),
+                         offsets(b * 10 + 10, lag=True), rows=1000 + b % 101, lags=None,
+                         name="big", run_id="probe-run", query_id="qid-probe",
+                         timestamp="2026-01-01T00:00:00.000Z")
 
 
 def main(args: argparse.Namespace) -> None:
@@ -63,13 +96,19 @@ def main(args: argparse.Namespace) -> None:
         url = journal_database(server)
         engine = sa.create_engine(resolve_url(url))
         t0 = time.perf_counter()
+        last = progress(args.partitions, args.batches - 1)
         params = {"runs": args.runs, "per_run": -(-args.batches // args.runs),
-                  "batches": args.batches, "partitions": args.partitions}
+                  "batches": args.batches, "partitions": args.partitions,
+                  "description": json.loads(last)["sources"][0]["description"]}
         with engine.begin() as conn:
             for statement in FILL.split(";\n"):
                 if statement.strip():
                     conn.execute(sa.text(statement), params)
+            last_pk = conn.execute(sa.text(
+                "SELECT id FROM offset_journal.batches WHERE query_name = 'big' "
+                "AND batch_id = :b"), {"b": args.batches - 1}).scalar_one()
         engine.dispose()
+        check_stored_as_journaled(url, last_pk, last)
         fill = time.perf_counter() - t0
         print(f"filled {args.batches:,} batches x {args.partitions:,} partitions in "
               f"{fill:.1f} s", file=sys.stderr, flush=True)

@@ -2,9 +2,12 @@
 
     .venv/bin/python bench/run_all.py            # quick sizes (a few minutes)
     .venv/bin/python bench/run_all.py --full     # the sizes reported in bench/README.md
+    .venv/bin/python bench/run_all.py --tiny     # each script once, tiny: does it run?
     .venv/bin/python bench/run_all.py --only journal_write,restart_planning
 
-Each script's progress goes to stderr; the tables go to stdout (and to ``--out``).
+Each script's progress goes to stderr; the tables go to stdout (and to ``--out``). The
+tiny sizes are what tests/test_bench.py runs, so that a benchmark the code has moved
+away from fails the suite instead of the next person measuring with it.
 """
 
 from __future__ import annotations
@@ -28,7 +31,12 @@ QUICK = {
     "parse": ("parse", ["--rounds", "10"]),
     "replay": ("replay", ["--events", "100", "--rounds", "3"]),
     "capacity": ("capacity", ["--jobs", "2", "--batches", "300"]),
+    "prune": ("prune", ["--jobs", "10", "--batches", "500"]),
+    "migration": ("migration", ["--jobs", "10", "--batches", "200"]),
+    "report_scale": ("report_scale", ["--reps", "1"]),
     "fleet": ("fleet", ["--drivers", "1,8", "--rounds", "1", "--paced", "5", "--burst", "5"]),
+    "fleet_pgbouncer": ("fleet", ["--pgbouncer", "--pool-size", "4", "--drivers", "8",
+                                  "--rounds", "1", "--paced", "5", "--burst", "5"]),
 }
 
 FULL = {
@@ -45,20 +53,61 @@ FULL = {
     "parse": ("parse", ["--rounds", "40"]),
     "replay": ("replay", ["--events", "300", "--rounds", "8"]),
     "capacity": ("capacity", ["--jobs", "3", "--batches", "1000"]),
+    "prune": ("prune", ["--jobs", "100", "--batches", "1000"]),
+    "migration": ("migration", []),
+    "report_scale": ("report_scale", []),
     "fleet": ("fleet", ["--drivers", "1,8,32", "--rounds", "2", "--paced", "8", "--burst", "6"]),
+    "fleet_pgbouncer": ("fleet", ["--pgbouncer", "--pool-size", "10", "--drivers", "100",
+                                  "--rounds", "2", "--paced", "15", "--burst", "10",
+                                  "--gap", "10", "--max-behind", "10"]),
+}
+
+# Every script once, as small as it goes: seconds each (the Spark one about 30).
+TINY = {
+    "journal_write": ("journal_write", ["--reps", "1", "--warmup", "0", "--sizes", "1,10"]),
+    "callback_handoff": ("callback_handoff", ["--events", "20", "--rounds", "1",
+                                              "--warmup", "2", "--rate", "200",
+                                              "--partitions", "3", "--rtt-ms", "5"]),
+    "restart_planning": ("restart_planning", ["--sizes", "100,200", "--rounds", "1",
+                                              "--cli-reps", "1", "--batches-per-run", "50"]),
+    "outage_memory": ("outage_memory", ["--minutes", "0.1", "--rate", "30",
+                                        "--partitions", "3", "--retry-max", "1"]),
+    "stream_overhead": ("stream_overhead", ["--rounds", "1", "--files", "2",
+                                            "--rows-per-file", "100"]),
+    "parse": ("parse", ["--rounds", "2", "--warmup", "0", "--sizes", "10,100"]),
+    "replay": ("replay", ["--events", "5", "--rounds", "1", "--warmup", "0",
+                          "--partitions", "3"]),
+    "capacity": ("capacity", ["--jobs", "1", "--batches", "10", "--partitions", "3"]),
+    "prune": ("prune", ["--jobs", "2", "--batches", "20", "--partitions", "3"]),
+    "migration": ("migration", ["--jobs", "2", "--batches", "10", "--partitions", "3",
+                                "--sample", "0.1"]),
+    "report_scale": ("report_scale", ["--partitions", "3", "--batches", "40", "--runs", "2",
+                                      "--reps", "1"]),
+    "fleet": ("fleet", ["--drivers", "2", "--rounds", "1", "--paced", "1", "--burst", "1",
+                        "--gap", "0.5", "--partitions", "3"]),
+    "fleet_pgbouncer": ("fleet", ["--pgbouncer", "--pool-size", "2", "--drivers", "2",
+                                  "--rounds", "1", "--paced", "1", "--burst", "1",
+                                  "--gap", "0.5", "--partitions", "3", "--max-behind", "5"]),
 }
 
 
 def main() -> int:
     p = argparse.ArgumentParser(description=__doc__,
                                 formatter_class=argparse.RawDescriptionHelpFormatter)
-    p.add_argument("--full", action="store_true", help="the full sizes (an hour or more)")
+    sizes = p.add_mutually_exclusive_group()
+    sizes.add_argument("--full", action="store_true", help="the full sizes (an hour or more)")
+    sizes.add_argument("--tiny", action="store_true",
+                       help="every script once at a tiny size (a few minutes): does it run?")
     p.add_argument("--only", type=lambda s: s.split(","),
-                   help="comma-separated names (see QUICK and FULL)")
+                   help="comma-separated names (see QUICK, FULL and TINY)")
     p.add_argument("--out", help="also write the tables to this file")
     args = p.parse_args()
-    plan = FULL if args.full else QUICK
+    plan = FULL if args.full else TINY if args.tiny else QUICK
     names = args.only or list(plan)
+    unknown = [n for n in names if n not in plan]
+    if unknown:
+        p.error(f"no benchmark named {', '.join(unknown)} at these sizes "
+                f"(there are: {', '.join(plan)})")
     outputs, failed = [], []
     for name in names:
         script, script_args = plan[name]

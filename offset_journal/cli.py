@@ -221,7 +221,13 @@ def _plan(args: argparse.Namespace, source: int | None) -> Any:
             window=args.window, subscribe=args.subscribe)
     except RestartError as exc:
         raise UsageError(str(exc)) from None
-    return plan_restart(_url(args), request, record=not args.no_record,
+    # `plan` is a preview unless --record; what starting-offsets prints is what a job
+    # starts from: recorded unless --no-record.
+    record = getattr(args, "record", None)
+    if record and args.no_record:
+        raise UsageError("--record and --no-record: give one or the other")
+    return plan_restart(_url(args), request,
+                        record=record if record is not None else not args.no_record,
                         command=args.command)
 
 

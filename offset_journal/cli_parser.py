@@ -315,7 +315,13 @@ def _add_plans(subs: Subparsers, parents: tuple[argparse.ArgumentParser, ...],
 
     plan = subs.add_parser("plan", parents=[common, plan_opts, kafka_opts],
                            help="explain how a query restarts on a new checkpoint",
-                           description="Explain the restart plan; exits 1 when it has errors.")
+                           description="Explain the restart plan; exits 1 when it has errors. "
+                                       "A preview: not recorded unless --record "
+                                       "(starting-offsets and a job's --from-journal record "
+                                       "the plan they hand out).")
+    plan.add_argument("--record", action="store_true",
+                      help="record this plan (restart_plans) as the one a job starts from: "
+                           "when you start it by hand with the options printed here")
     plan.add_argument("--source", type=_non_negative, default=None, metavar="N",
                       help="only this source (default: all)")
     plan.add_argument("--output-path", metavar="PATH",

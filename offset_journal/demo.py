@@ -208,6 +208,22 @@ def _seconds(text: str) -> float:
         raise argparse.ArgumentTypeError(str(exc)) from None
 
 
+def _started_from(url: str, name: str, run_id: str, preview: Any) -> str:
+    """Which recorded plan the v2 run started from (the one its --from-journal recorded
+    and linked), and whether it hands out the offsets of the preview shown."""
+    from offset_journal.restart.record import handed_out
+
+    with Journal(url) as j:
+        linked = [p for p in j.recorded_plans(name) if run_id in p.run_ids]
+    if not linked:
+        return f"v2 (run {run_id}) is linked to no recorded plan"
+    plan = linked[-1]
+    same = ("the offsets shown above" if plan.kafka_offsets == tuple(handed_out(preview))
+            else "NOT the offsets shown above: the journal changed in between")
+    return (f"v2 (run {run_id}) started from plan {plan.id}, which its --from-journal "
+            f"recorded and linked to the run: {same}")
+
+
 def parser() -> argparse.ArgumentParser:
     p = _Parser(prog="offset-journal demo", description=__doc__.splitlines()[0])
     p.add_argument("--database-url", help="journal database (default: an embedded Postgres)")
@@ -285,14 +301,20 @@ def main(argv: list[str] | None = None) -> int:
         produced += more
         _say(f"meanwhile {len(more)} more records arrived")
 
-        plan_text = plan_restart(
+        # What `offset-journal plan` shows: a preview, not recorded. The job records the
+        # plan it starts from (--from-journal) and links its run to it: one plan, one
+        # number, for one upgrade.
+        preview = plan_restart(
             url, name, bootstrap_servers=kafka.bootstrap_servers,
-            checkpoint=str(work / "checkpoint-v2"), subscribe=[topic]).explain()
-        _say("v2: the restart plan from the journal:\n" + plan_text)
-        _say("v2: running the upgraded job on a NEW, empty checkpoint ...")
+            checkpoint=str(work / "checkpoint-v2"), subscribe=[topic], record=False)
+        _say(f"v2: the restart plan from the journal, as `offset-journal plan {name}` "
+             "shows it:\n" + preview.explain())
+        _say("v2: running the upgraded job on a NEW, empty checkpoint, with --from-journal "
+             "...")
         v2 = job.build_query(spark, job.parser().parse_args(
             common + ["--checkpoint", str(work / "checkpoint-v2"), "--from-journal",
                       "--trigger", "available-now"]))
+        _say(_started_from(url, name, str(v2.runId), preview))
         v2.awaitTermination()
         listener.wait_terminated(v2.runId, 60)
         _say(f"v2 caught up in {len(v2.recentProgress)} batches")

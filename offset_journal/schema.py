@@ -63,6 +63,11 @@ batches = sa.Table(
              sa.text("batch_id DESC")),
     # The journal's own order (migration 0005_planner): clocks cannot skew it.
     sa.Index("batches_query_order_idx", "query_name", "id"),
+    # Where a state-aware plan rewinds to (migration 0016): the batches whose event
+    # times pass a threshold, without reading the history before them.
+    sa.Index("batches_event_time_idx", "query_name", "query_id", "event_time_max",
+             postgresql_where=sa.text("event_time_max IS NOT NULL "
+                                      "OR num_input_rows IS DISTINCT FROM 0")),
 )
 
 batch_sources = sa.Table(

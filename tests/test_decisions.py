@@ -71,11 +71,12 @@ def test_each_command_records_its_position_unless_told_not_to(journaled: str, cl
     code, out, err = cli(*url, "starting-offsets", "orders", "--batch", f"{RUN}:1")
     assert code == 0 and json.loads(out) == {"orders": {"0": 4, "1": 2}}
     assert "not recorded" not in err
-    assert cli(*url, "plan", "orders", "--as-of", "2024-01-01T00:01:30Z")[0] == 0
-    assert cli(*url, "plan", "orders", "--state-aware", "--window", "1m")[0] == 0
+    assert cli(*url, "plan", "orders", "--as-of", "2024-01-01T00:01:30Z", "--record")[0] == 0
+    assert cli(*url, "plan", "orders", "--state-aware", "--window", "1m", "--record")[0] == 0
     # A plan refused outright (no such batch) hands nothing out: nothing recorded.
-    assert cli(*url, "plan", "orders", "--batch", f"{RUN}:77")[0] == 1
+    assert cli(*url, "plan", "orders", "--batch", f"{RUN}:77", "--record")[0] == 1
     before = count_rows(journaled, "restart_plans")
+    assert cli(*url, "plan", "orders")[0] == 0  # a preview
     assert cli(*url, "plan", "orders", "--no-record")[0] == 0
     assert cli(*url, "starting-offsets", "orders", "--no-record")[0] == 0
     assert count_rows(journaled, "restart_plans") == before == 4
@@ -87,6 +88,32 @@ def test_each_command_records_its_position_unless_told_not_to(journaled: str, cl
     assert all(p.ok for p in plans)
     assert plans[1].kafka_offsets == ((0, "orders", 0, 4), (0, "orders", 1, 2))
     assert plans[2].kafka_offsets == ((0, "orders", 0, 9), (0, "orders", 1, 5))
+
+
+def test_plan_is_a_preview_and_the_plan_handed_out_is_the_one_recorded(
+        journaled: str, cli: Any) -> None:
+    """Issue 30 item 9: every `plan` recorded a plan, so a person who looked at the plan
+    before an upgrade and then started the job (which records its own) saw two numbers
+    for one restart. `plan` is a preview, recorded only with --record; what
+    starting-offsets prints, and what a job starts from, is recorded, once."""
+    url = ["--database-url", journaled]
+    code, out, err = cli(*url, "plan", "orders")
+    assert code == 0 and "Not recorded in the journal: a preview." in " ".join(out.split())
+    assert "Recorded in the journal" not in out and "recorded" not in err
+    code, out, _ = cli(*url, "plan", "orders", "--format", "json")
+    assert code == 0 and json.loads(out)["plan_id"] is None
+    assert count_rows(journaled, "restart_plans") == 0
+    code, out, _ = cli(*url, "starting-offsets", "orders")
+    assert code == 0 and json.loads(out) == {"orders": {"0": 12, "1": 5}}
+    code, out, _ = cli(*url, "plan", "orders", "--record")
+    assert code == 0 and "Recorded in the journal as plan 2 (restart_plans)." in out
+    with Journal(journaled) as j:
+        assert [(p.id, p.command) for p in j.recorded_plans("orders")] == [
+            (1, "starting-offsets"), (2, "plan")]
+    code, _, err = cli(*url, "plan", "orders", "--record", "--no-record")
+    assert code == 2 and err.strip() == (
+        "offset-journal: error: --record and --no-record: give one or the other")
+    assert count_rows(journaled, "restart_plans") == 2
 
 
 def _role_url(admin_url: str, role: str) -> str:
@@ -116,15 +143,16 @@ def test_a_reader_gets_its_plan_unrecorded_and_a_planner_records_it(journaled: s
                                  "starting-offsets", "orders", "--no-record")[2]
     # Issue 20 item 11: as a person runs it (the console, logging set up by the command),
     # the warning is said once, not also as a logged WARNING.
-    for command in ("plan", "starting-offsets"):
+    for command in (["plan", "--record"], ["starting-offsets"]):
         done = subprocess.run([sys.executable, "-m", "offset_journal.cli", "--database-url",
-                               _role_url(journaled, reader), command, "orders"],
+                               _role_url(journaled, reader), *command, "orders"],
                               capture_output=True, text=True, timeout=120, check=False)
         assert done.returncode == 0, done.stderr
         said = [x for x in done.stderr.splitlines() if "not recorded" in x]
         assert len(said) == 1 and said[0].startswith("offset-journal: warning: "), said
 
-    code, out, err = cli("--database-url", _role_url(journaled, planner), "plan", "orders")
+    code, out, err = cli("--database-url", _role_url(journaled, planner), "plan", "orders",
+                         "--record")
     assert code == 0 and "recorded" not in err and "Recorded in the journal as plan" in out
     with Journal(_role_url(journaled, planner)) as j:
         (rec,) = j.recorded_plans("orders")

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -34,6 +35,15 @@ def test_demo_proves_every_record_exactly_once(tmp_path):
     # The new run's first batch shows where its plan started it, not a blank start.
     history = lines.split("Offset history of partition 0 in SQL", 1)[1].split("runs journaled")[0]
     assert " (plan " in history, history
+    # Issue 30 item 9: one number for one upgrade. The plan shown before v2 starts is a
+    # preview, not recorded; v2 starts from the plan its --from-journal records and links
+    # (plan 1, with the offsets shown), and the history names that one.
+    said = " ".join(lines.split())
+    assert "Not recorded in the journal: a preview." in said
+    assert "started from plan 1, which its --from-journal recorded and linked to the run: " \
+           "the offsets shown above" in said
+    assert " (plan 1)" in history
+    assert set(re.findall(r"\bplan (\d+)", lines)) == {"1"}, re.findall(r".*plan \d+.*", lines)
 
 
 def test_demo_given_a_broker_that_is_still_starting_waits_for_it(journal_url, tmp_path):

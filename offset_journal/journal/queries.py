@@ -18,7 +18,7 @@ from ..restart.state_aware import order_key
 from ..schema import batch_sources, batches, kafka_partitions, query_runs, rejected_events
 from .aggregates import ReportRows, report_rows
 from .read import Reads
-from .rows import without_out_of_range
+from .rows import up_to, with_sources, without_out_of_range
 
 log = logging.getLogger("offset_journal.journal")
 
@@ -51,12 +51,8 @@ class Queries(Reads):
             return [anchor]
         chain[cut[0].pk] = cut[0]
         threshold = cut[0].watermark - window if window is not None else cut[0].watermark
-        may_be_open = sa.or_(b.event_time_max >= threshold,
-                             sa.and_(b.event_time_max.is_(None),
-                                     b.num_input_rows.is_distinct_from(0)))
-        first = self.checkpoint_batches(anchor, may_be_open, limit=1)
-        if first:
-            k = first[0]
+        k = self.first_may_be_open(anchor, threshold)
+        if k is not None:
             if k.trigger_at is not None:  # then so has every batch of the chain
                 col = sa.tuple_(b.trigger_at, b.batch_id, b.id)
                 key = sa.tuple_(sa.literal(k.trigger_at), sa.literal(k.batch_id),
@@ -69,6 +65,32 @@ class Queries(Reads):
                           *self.checkpoint_batches(anchor, col >= key)):
                 chain[batch.pk] = batch
         return sorted(chain.values(), key=order_key)
+
+    def first_may_be_open(self, anchor: Batch, threshold: datetime) -> Batch | None:
+        """The first batch of ``anchor``'s checkpoint, up to it in journal order, that may
+        hold a record at or after ``threshold`` (rewind_index's rule: its event time max
+        is at or after it, or it read records and journaled no event time).
+
+        The batches that match are gathered first, through batches_event_time_idx
+        (migration 0016), and ordered after: the cost follows how many batches reach the
+        threshold (those a restart after the last batch reads again), not the history's
+        length. Asked in journal order with LIMIT 1, Postgres walks the history from its
+        start to the first match, near the end (999,339 rows at 10^6 batches): the
+        MATERIALIZED fence keeps it from that plan. The 0 is written out, not bound, as
+        the index's predicate writes it, for Postgres to prove the index covers it."""
+        b = batches.c
+        may_be_open = sa.or_(b.event_time_max >= threshold,
+                             sa.and_(b.event_time_max.is_(None),
+                                     b.num_input_rows.is_distinct_from(sa.literal_column("0"))))
+        matches = (sa.select(b.id, b.trigger_at, b.batch_id)
+                   .where(up_to(anchor), may_be_open)
+                   .cte("may_be_open").prefix_with("MATERIALIZED"))
+        m = matches.c
+        first = (sa.select(m.id).order_by(m.trigger_at.asc().nulls_first(), m.batch_id, m.id)
+                 .limit(1).scalar_subquery())
+        found: list[Batch] = self.run_read(lambda c: with_sources(
+            c, c.execute(sa.select(batches).where(b.id == first)).mappings().all()))
+        return found[0] if found else None
 
     def reread_runs(self, query_name: str, start: Mapping[str, Mapping[int, int]],
                     source: int | None = None) -> list[RereadRun]:

@@ -32,7 +32,7 @@ from ..schema import (
 )
 from .base import JournalBase
 from .plan_rows import recorded_plan
-from .rows import batch_rows, last_rows, readable_batches, with_sources
+from .rows import batch_rows, last_rows, readable_batches, up_to, with_sources
 
 log = logging.getLogger("offset_journal.journal")
 
@@ -190,19 +190,7 @@ class Reads(JournalBase):
         """Batches of ``anchor``'s checkpoint (its query id, under its query name) up to
         and including ``anchor`` in journal order, that also match ``where``; the
         selection is made in SQL (state-aware plans search a long history this way)."""
-        b = batches.c
-        conds = [b.query_name == anchor.query_name, b.query_id == anchor.query_id]
-        if anchor.trigger_at is not None:
-            conds += [b.trigger_at <= anchor.trigger_at,
-                      sa.tuple_(b.trigger_at, b.batch_id, b.id)
-                      <= sa.tuple_(sa.literal(anchor.trigger_at), sa.literal(anchor.batch_id),
-                                   sa.literal(anchor.pk))]
-        else:
-            conds += [b.trigger_at.is_(None),
-                      sa.tuple_(b.batch_id, b.id)
-                      <= sa.tuple_(sa.literal(anchor.batch_id), sa.literal(anchor.pk))]
-        if where is not None:
-            conds.append(where)
+        conds = [up_to(anchor)] if where is None else [up_to(anchor), where]
         found: list[Batch] = self.run_read(lambda c: self._batches_where(
             c, sa.and_(*conds), order_desc=newest_first, limit=limit))
         return found

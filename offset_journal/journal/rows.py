@@ -55,6 +55,23 @@ def batch_rows(conn: sa.Connection, where: Any, *, order_desc: bool = True,
 
 
 
+def up_to(anchor: Batch) -> Any:
+    """The batches of ``anchor``'s checkpoint (its query id, under its query name) up to
+    and including ``anchor`` in journal order."""
+    b = batches.c
+    conds = [b.query_name == anchor.query_name, b.query_id == anchor.query_id]
+    if anchor.trigger_at is not None:
+        conds += [b.trigger_at <= anchor.trigger_at,
+                  sa.tuple_(b.trigger_at, b.batch_id, b.id)
+                  <= sa.tuple_(sa.literal(anchor.trigger_at), sa.literal(anchor.batch_id),
+                               sa.literal(anchor.pk))]
+    else:
+        conds += [b.trigger_at.is_(None),
+                  sa.tuple_(b.batch_id, b.id)
+                  <= sa.tuple_(sa.literal(anchor.batch_id), sa.literal(anchor.pk))]
+    return sa.and_(*conds)
+
+
 def with_sources(conn: sa.Connection, head: Sequence[sa.RowMapping]) -> list[Batch]:
     """``head`` (batches rows) as Batch objects with their sources and partitions; a
     batch whose offsets cannot be computed is left out, with a warning.

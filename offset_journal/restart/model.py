@@ -375,4 +375,8 @@ class RestartPlan:
             out += [fill(w, "  * ") for w in self.warnings]
         if self.plan_id is not None:
             out += ["", f"Recorded in the journal as plan {self.plan_id} (restart_plans)."]
+        elif self.record_problem is None:
+            out += ["", fill("Not recorded in the journal: a preview. The plan a job starts "
+                             "from is recorded when it is handed out (`starting-offsets`, a "
+                             "job's --from-journal, `plan --record`).")]
         return "\n".join(out).rstrip() + "\n"

@@ -1,9 +1,12 @@
 """Restart plans journaled as decisions: what a recorded plan holds (pure), and the
 recording itself (the I/O edge, handed an open Journal).
 
-Every plan :func:`~offset_journal.restart.plan_restart` hands out (the ``plan`` and
-``starting-offsets`` commands too) is recorded in ``restart_plans`` unless asked not
-to (``record=False``, ``--no-record``). A role that may not record (the reader) still
+Every plan :func:`~offset_journal.restart.plan_restart` hands out is recorded in
+``restart_plans`` unless asked not to (``record=False``): the ``starting-offsets``
+command's (``--no-record`` opts out) and a job's ``--from-journal`` (which links its run
+to it). The ``plan`` command is a preview, recorded only with ``--record``: a person
+reading it before an upgrade and the job starting from its own plan would otherwise
+record two plans for one restart. A role that may not record (the reader) still
 gets its plan: the plan says why it was not recorded (``record_problem``), the command
 prints that as a warning, and the audit will show the run started from it as
 *unexplained* until it is linked. Handing out a restart is never blocked by the
@@ -65,10 +68,6 @@ def plan_row(plan: RestartPlan, request: PlanRequest, command: str) -> dict[str,
     new log such a plan makes by them; accept_cluster: a cluster check overruled), the
     warnings the plan was handed out with and the log starts its earliest offsets stood
     for."""
-    offsets: list[list[Any]] = []
-    for source in plan.sources:
-        for topic, parts in sorted((source.offsets or {}).items()):
-            offsets += [[source.index, topic, int(p), int(o)] for p, o in sorted(parts.items())]
     asked = {"as_of": format_time(request.as_of),
              "batch": list(request.batch) if request.batch else None,
              "from_time": format_time(request.from_time),
@@ -92,7 +91,8 @@ def plan_row(plan: RestartPlan, request: PlanRequest, command: str) -> dict[str,
         "anchor_batch_id": plan.anchor.batch_id,
         "request": {k: v for k, v in asked.items() if v not in (None, False)},
         "options": {str(s.index): dict(s.options) for s in plan.sources},
-        "kafka_offsets": offsets, "checkpoint": plan.checkpoint or request.checkpoint,
+        "kafka_offsets": [list(o) for o in handed_out(plan)],
+        "checkpoint": plan.checkpoint or request.checkpoint,
         "host": _host(), "os_user": _os_user(),
     }
 
@@ -103,6 +103,14 @@ def _log_starts(plan: RestartPlan) -> list[list[Any]] | None:
     where its first batch starts exactly there (the audit's match)."""
     starts = {key: low for s in plan.sources for key, low in s.log_starts.items()}
     return [[t, p, low] for (t, p), low in sorted(starts.items())] or None
+
+
+def handed_out(plan: RestartPlan) -> list[tuple[int, str, int, int]]:
+    """The Kafka start offsets a plan hands out, as a recorded plan keeps them: (source
+    index, topic, partition, offset; -2 = earliest), in that order."""
+    return [(source.index, topic, int(p), int(o)) for source in plan.sources
+            for topic, parts in sorted((source.offsets or {}).items())
+            for p, o in sorted(parts.items())]
 
 
 def _translation(plan: RestartPlan) -> dict[str, Any]:

@@ -228,7 +228,7 @@ def test_another_cluster_is_refused_unless_overruled_as_a_decision(
                              "--accept-cluster", wrong)
         assert code == 1 and out == "" and real in one_error_line(code, err)
     code, out, err = cli(*url, "plan", "orders", "--bootstrap-servers", servers,
-                         "--accept-cluster", real)
+                         "--accept-cluster", real, "--record")
     assert code == 0, err
     assert f"(--accept-cluster {real})" in " ".join(out.split())
     with Journal(journal_url) as j:

@@ -11,8 +11,6 @@ import threading
 import time
 from typing import Any
 
-import pytest
-
 from confluent_kafka import Consumer, TopicPartition
 
 from offset_journal.journal import Journal
@@ -21,7 +19,6 @@ from offset_journal.records import batch_from_progress
 from offset_journal.testing import KafkaCluster
 from tests.payloads import kafka_source, progress
 from tests.support import Cli, cli  # noqa: F401 (the fixture)
-
 
 
 def kafka_cluster_consumer(servers: str) -> Any:
@@ -83,17 +80,17 @@ def _log(cluster: KafkaCluster, topic: str) -> tuple[int, int]:
     return topic_state(cluster.bootstrap_servers, [topic], timeout=5)[topic][0]
 
 
-def _retention(cli: Cli, url: str, servers: str, *names: str, **extra: str,
+def _retention(run: Cli, url: str, servers: str, *names: str, **extra: str,
                ) -> tuple[int, dict[str, Any]]:
     args = [a for kv in extra.items() for a in kv]
-    code, out, err = cli("--database-url", url, "retention", *names, "--bootstrap-servers",
+    code, out, err = run("--database-url", url, "retention", *names, "--bootstrap-servers",
                          servers, "--format", "json", *args)
     assert code in (0, 1), err
     return code, json.loads(out)
 
 
 def test_forecast_holds_for_time_and_size_retention_and_check_warns_first(
-        kafka_cluster: KafkaCluster, journal_url: str, cli: Cli) -> None:
+        kafka_cluster: KafkaCluster, journal_url: str, cli: Cli) -> None:  # noqa: F811
     servers = kafka_cluster.bootstrap_servers
     suffix = str(time.time_ns())
     by_time, by_size, keeps = f"ret-time-{suffix}", f"ret-size-{suffix}", f"ret-keeps-{suffix}"

@@ -115,9 +115,10 @@ class CheckResult:
     def summary(self) -> str:
         n = {s: sum(p.severity == s for p in self.problems)
              for s in ("critical", "warning", "unknown")}
+        checked = f"{self.queries} quer{'y' if self.queries == 1 else 'ies'} checked"
         if not self.problems:
-            return f"OK: {count(self.queries, 'query')} checked, no problem"
-        return (f"{self.exit_code.name}: {count(self.queries, 'query')} checked: "
+            return f"OK: {checked}, no problem"
+        return (f"{self.exit_code.name}: {checked}: "
                 f"{n['critical']} critical, {n['warning']} warning, {n['unknown']} unknown")
 
     def to_json(self) -> str:

@@ -162,12 +162,11 @@ def check_fleet(journal: Journal, names: Sequence[str] | None, limits: Threshold
     total, payloads = journal.rejected_since(limits.since)
     checked = {f.query_name for f in facts}
     per_query: dict[str, int] = {}
-    unattributed = total - len(payloads)
+    # Events of no query (or past the ones read) are the fleet's: said for --all only.
+    unattributed = total - len(payloads) if names is None else 0
     for payload in payloads:
         name = query_of(payload)
-        if name is None:
-            unattributed += 1
-        elif name in checked:
+        if name is not None and name in checked:
             per_query[name] = per_query.get(name, 0) + 1
         elif names is None:
             unattributed += 1

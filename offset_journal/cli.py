@@ -499,12 +499,10 @@ def cmd_retention(args: argparse.Namespace) -> int:
     names = _names(args, [args.query] if args.query else [])
     with _journal(args) as journal:
         asked = journal.query_names() if names is None else names
-        found = forecasts_for(journal, asked, _kafka_access(args))
+        found = forecasts_for(journal, asked, _kafka_access(args), missing_ok=names is None)
         if args.record:
             journal.record_forecasts([n for n in asked if n not in found.missing],
                                      [f.row() for f in found.forecasts])
-    if names is not None and found.missing:
-        raise _NotFound(f"no journaled batches for query {found.missing[0]!r}")
     now = found.now_ms
     losses = loss_errors(found.forecasts)
     if args.format == "json":

@@ -17,8 +17,11 @@ from offset_journal.health.edge import check_fleet
 from offset_journal.journal import Journal
 from offset_journal.records import batch_from_progress
 from offset_journal.roles import grant
+from tests import support
 from tests.payloads import kafka_source, progress
-from tests.support import Cli, cli  # noqa: F401 (the fixture)
+from tests.support import Cli
+
+cli = support.cli
 
 
 def _now_ts(seconds_ago: float = 0) -> str:
@@ -55,7 +58,7 @@ def _forecast_row(name: str, partition: int, status: str, **kw: Any) -> dict[str
     return row
 
 
-def test_check_finds_each_problem_from_the_journal(journal_url: str, cli: Cli) -> None:  # noqa: F811
+def test_check_finds_each_problem_from_the_journal(journal_url: str, cli: Cli) -> None:
     soon = datetime.now(timezone.utc) + timedelta(minutes=30)
     with Journal(journal_url) as journal:
         _fleet(journal, 2, "fine")
@@ -128,7 +131,7 @@ def test_check_reads_a_fleet_in_the_same_few_statements_whatever_its_size(
     assert counts[0][1] == counts[1][1] <= 5, counts
 
 
-def test_only_the_planner_and_the_owner_record_forecasts(journal_url: str, cli: Cli) -> None:  # noqa: F811
+def test_only_the_planner_and_the_owner_record_forecasts(journal_url: str, cli: Cli) -> None:
     suffix = uuid.uuid4().hex[:8]
     writer, reader, planner = (f"oj_w_{suffix}", f"oj_r_{suffix}", f"oj_p_{suffix}")
     engine = sa.create_engine(resolve_url(journal_url), poolclass=sa.pool.NullPool)
@@ -151,3 +154,18 @@ def test_only_the_planner_and_the_owner_record_forecasts(journal_url: str, cli: 
             assert len(j.recorded_forecasts("q")) == 1
             with pytest.raises(sa.exc.ProgrammingError, match="permission denied"):
                 j.record_forecasts(["q"], [row])
+
+
+def test_an_unreachable_cluster_or_unknown_query_is_one_line(journal_url: str,
+                                                              cli: Cli) -> None:
+    with Journal(journal_url) as journal:
+        _fleet(journal, 1)
+    far = ["--bootstrap-servers", "127.0.0.1:1", "--kafka-timeout", "1"]
+    for argv, expected in ((["retention", "q0000", *far], 1),
+                           (["retention", "nobody", *far], 1),
+                           (["check", "q0000", *far], 3)):
+        code, out, err = cli("--database-url", journal_url, *argv)
+        assert (code, out) == (expected, ""), (argv, out, err)
+        assert len(err.splitlines()) == 1 and err.startswith("offset-journal: error: "), err
+    assert "no journaled batches for query 'nobody'" in cli(
+        "--database-url", journal_url, "retention", "nobody", *far)[2]

@@ -17,8 +17,11 @@ from offset_journal.journal import Journal
 from offset_journal.kafka_admin import admin_client, topic_configs, topic_state
 from offset_journal.records import batch_from_progress
 from offset_journal.testing import KafkaCluster
+from tests import support
 from tests.payloads import kafka_source, progress
-from tests.support import Cli, cli  # noqa: F401 (the fixture)
+from tests.support import Cli
+
+cli = support.cli
 
 
 def kafka_cluster_consumer(servers: str) -> Any:
@@ -90,7 +93,7 @@ def _retention(run: Cli, url: str, servers: str, *names: str, **extra: str,
 
 
 def test_forecast_holds_for_time_and_size_retention_and_check_warns_first(
-        kafka_cluster: KafkaCluster, journal_url: str, cli: Cli) -> None:  # noqa: F811
+        kafka_cluster: KafkaCluster, journal_url: str, cli: Cli) -> None:
     servers = kafka_cluster.bootstrap_servers
     suffix = str(time.time_ns())
     by_time, by_size, keeps = f"ret-time-{suffix}", f"ret-size-{suffix}", f"ret-keeps-{suffix}"

@@ -17,6 +17,7 @@ from dataclasses import dataclass, field, replace
 from datetime import datetime, timedelta, timezone
 from typing import Any
 
+from ..errors import RestartError
 from ..journal import Journal
 from ..kafka_admin import (
     admin_client,
@@ -129,9 +130,14 @@ def read_cluster(kafka: KafkaAccess, wanted: Sequence[Position], now_ms: int,
     return ranges, cfgs, firsts, rates
 
 
-def forecasts_for(journal: Journal, names: Iterable[str], kafka: KafkaAccess) -> Forecasts:
-    """The retention forecast of every Kafka partition the queries ``names`` read."""
+def forecasts_for(journal: Journal, names: Iterable[str], kafka: KafkaAccess, *,
+                  missing_ok: bool = True) -> Forecasts:
+    """The retention forecast of every Kafka partition the queries ``names`` read;
+    RestartError, before the cluster is asked, for a name with no journaled batch unless
+    ``missing_ok``."""
     wanted, missing = positions(journal, names)
+    if missing and not missing_ok:
+        raise RestartError(f"no journaled batches for query {missing[0]!r}")
     now_ms = int(time.time() * 1000)
     ranges, cfgs, firsts, rates = read_cluster(kafka, wanted, now_ms)
     out = []

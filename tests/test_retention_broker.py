@@ -7,6 +7,7 @@ the forecast, not Spark)."""
 from __future__ import annotations
 
 import json
+import re
 import threading
 import time
 from typing import Any
@@ -34,6 +35,7 @@ RETENTION_MS = 15_000
 RETENTION_BYTES = 60_000
 VALUE = b"x" * 1000
 PER_SECOND = 10
+SLACK = 1.0
 
 
 class Producing:
@@ -127,6 +129,14 @@ def test_forecast_holds_for_time_and_size_retention_and_check_warns_first(
         assert forecast["stopped-time"]["basis"] == "time"
         assert forecast["stopped-size"]["basis"] == "size"
 
+        code, out, _err = cli("--database-url", journal_url, "retention", "stopped-time",
+                              "--bootstrap-servers", servers)
+        assert code == 0 and out.splitlines()[0].split()[:3] == ["QUERY", "SOURCE", "TOPIC"]
+        assert re.search(f"partition 0 of {by_time} loses unread records in about [0-9]+ s",
+                         out), out
+        assert "(time retention, at the earliest" in out and "unless stopped-time catches up" \
+            in out
+
         # Critical before the loss: the loss is due within the 60 s asked for.
         code, out, _err = cli("--database-url", journal_url, "check", "stopped-time",
                               "stopped-size", "--min-time-to-loss", "5m,60s",
@@ -169,10 +179,11 @@ def test_forecast_holds_for_time_and_size_retention_and_check_warns_first(
             latest = _epoch(forecast[name]["loss_latest"])
             last_there, first_gone = deleted[name]
             # Never before the forecast; within one segment's span (and one retention
-            # check) after it.
+            # check) after it, give or take a second of a loaded machine's scheduling
+            # (the producer's pace decides a size-limited log's growth).
             info = (name, earliest, latest, last_there, first_gone)
-            assert first_gone >= earliest and last_there <= latest, info
-            assert last_there - earliest <= SEGMENT_MS / 1000 + 1.0, info
+            assert first_gone >= earliest and last_there <= latest + SLACK, info
+            assert last_there - earliest <= SEGMENT_MS / 1000 + 1.0 + SLACK, info
 
         code, after = _retention(cli, journal_url, servers, "--all", "--record")
         assert code == 1
@@ -180,15 +191,23 @@ def test_forecast_holds_for_time_and_size_retention_and_check_warns_first(
         assert status["stopped-time"]["status"] == status["stopped-size"]["status"] == "lost"
         assert status["keeps-up"]["status"] in ("caught-up", "at-risk")
         assert status["keeps-up"]["lost"] == 0
-        # DATA LOSS, in the planner's own words.
-        for name in ("stopped-time", "stopped-size"):
+        # DATA LOSS, as the planner says it (the same words: tests/test_health.py; the
+        # counts here move on as retention goes on deleting).
+        for name, topic in (("stopped-time", by_time), ("stopped-size", by_size)):
             code, out, _err = cli("--database-url", journal_url, "plan", name,
                                   "--bootstrap-servers", servers, "--no-record",
                                   "--format", "json")
             assert code == 1
             (error,) = [e for e in json.loads(out)["sources"][0]["errors"]
                         if e.startswith("DATA LOSS")]
-            assert f"query {name}, source 0: {error}" in after["data_loss"]
+            (mine,) = [e for e in after["data_loss"] if e.startswith(f"query {name},")]
+            starts = f"{topic}-0 starts at {ends[topic]} but its log starts at "
+            assert starts in error and starts in mine, (error, mine)
+            assert mine.startswith(f"query {name}, source 0: DATA LOSS: ")
+        code, out, err = cli("--database-url", journal_url, "retention", "stopped-size",
+                             "--bootstrap-servers", servers)
+        assert code == 1 and " lost" in out
+        assert err.startswith("offset-journal: error: query stopped-size, source 0: DATA LOSS: ")
 
         # check says DATA LOSS, from the broker and from the recorded forecast alike;
         # the job that kept up is fine.

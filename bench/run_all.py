@@ -29,6 +29,9 @@ QUICK = {
     "replay": ("replay", ["--events", "100", "--rounds", "3"]),
     "capacity": ("capacity", ["--jobs", "2", "--batches", "300"]),
     "fleet": ("fleet", ["--drivers", "1,8", "--rounds", "1", "--paced", "5", "--burst", "5"]),
+    "check_fleet": ("check_fleet", ["--queries", "200", "--batches", "5", "--repeat", "3"]),
+    "ceiling": ("ceiling", ["--partitions", "100", "--cores", "2", "--duration", "3",
+                            "--drivers", "8", "--refine", "0"]),
 }
 
 FULL = {
@@ -46,6 +49,9 @@ FULL = {
     "replay": ("replay", ["--events", "300", "--rounds", "8"]),
     "capacity": ("capacity", ["--jobs", "3", "--batches", "1000"]),
     "fleet": ("fleet", ["--drivers", "1,8,32", "--rounds", "2", "--paced", "8", "--burst", "6"]),
+    "check_fleet": ("check_fleet", ["--queries", "1000", "--batches", "5,20", "--repeat", "5"]),
+    "ceiling": ("ceiling", ["--partitions", "10,100,1000", "--cores", "1,2", "--duration",
+                            "30"]),
 }
 
 

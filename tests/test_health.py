@@ -195,6 +195,8 @@ def test_data_loss_flagged_batches_and_unknown_queries() -> None:
                  Thresholds(), NOW_DT).exit_code == CheckExit.UNKNOWN
     assert '"exit_code": 3' in check([QueryFacts("x", exists=False)], Thresholds(),
                                      NOW_DT).to_json()
+    # --all on a journal with no query at all: not "ok"
+    assert check([], Thresholds(), NOW_DT).exit_code == CheckExit.UNKNOWN
 
 
 @pytest.mark.parametrize("argv", [

@@ -148,6 +148,9 @@ def check(facts: list[QueryFacts], limits: Thresholds, now: datetime,
           rejected_unattributed: int = 0) -> CheckResult:
     """Every problem of every query, worst first (then by query name)."""
     out: list[Problem] = []
+    if not facts:
+        out.append(Problem("unknown", None, "no-queries", "the journal holds no query: is a "
+                           "listener writing to this database?"))
     for q in facts:
         out += _query_problems(q, limits, now)
     if rejected_unattributed:
@@ -184,8 +187,8 @@ def _query_problems(q: QueryFacts, limits: Thresholds, now: datetime) -> list[Pr
         part = tp(*q.loss_partition) if q.loss_partition else "a partition"
         add(limits.min_time_to_loss.level(left, below=True), "time-to-loss",
             f"{part} loses unread records to retention in about "
-            f"{duration(left.total_seconds())} (at the earliest {format_time(q.loss_at)}; "
-            f"under {_td(limits.min_time_to_loss)})")
+            f"{duration(left.total_seconds())} (at the earliest {format_time(q.loss_at)}, "
+            f"as forecast {format_time(q.forecast_at)}; under {_td(limits.min_time_to_loss)})")
     if limits.max_lag is not None and q.total_lag is not None:
         worst = (f"; furthest behind: {tp(q.worst[0], q.worst[1])} by {q.worst[2]:,}"
                  if q.worst else "")

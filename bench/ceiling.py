@@ -13,9 +13,10 @@ offered; then it bisects between the last step that held and the first that fail
 the CPU seconds Postgres's processes spent per batch (from /proc), which gives the
 formula for another machine: batches/s ~ cores x busy share / CPU per batch.
 
-The drivers, PgBouncer and the coordinator run on every core; on a 2-core machine they
-take CPU from Postgres, so the figures are a floor for a machine where Postgres has its
-cores to itself. The load average is printed with each step: other work on the machine
+When Postgres has fewer cores than the machine, the drivers and PgBouncer are pinned to
+the others (``--shared`` leaves them on every core); when it has them all, they share
+them with it, so the figures are a floor for a machine where Postgres has its cores to
+itself. The load average is printed with each step: other work on the machine
 shows there.
 
     .venv/bin/python bench/ceiling.py [--partitions 10,100,1000 --cores 1,2 --duration 10]
@@ -46,6 +47,8 @@ def child(args: argparse.Namespace) -> None:
     the step's rate, wait for the writer to commit, print the step's commits."""
     from fleet import Driver
 
+    if args.cpus:
+        os.sched_setaffinity(0, {int(c) for c in args.cpus.split(",")})
     driver = Driver(args.url, args.index, args.n, args.partitions, pooled=True,
                     max_behind=1_000_000)
     print("ready", flush=True)
@@ -115,12 +118,14 @@ def cpu_seconds(pids: list[int]) -> float:
 # ------------------------------------------------------------------ coordinator
 
 
-def start_drivers(url: str, n: int, partitions: int) -> list[subprocess.Popen[str]]:
+def start_drivers(url: str, n: int, partitions: int, cpus: set[int]
+                  ) -> list[subprocess.Popen[str]]:
     procs = []
     for i in range(n):
         procs.append(subprocess.Popen(
             [sys.executable, __file__, "--child", "--url", url, "--index", str(i), "--n",
-             str(n), "--partitions", str(partitions)],
+             str(n), "--partitions", str(partitions), "--cpus",
+             ",".join(map(str, sorted(cpus)))],
             stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True))
         if i % 4 == 3:  # a few interpreters importing at once, not all
             for p in procs[-4:]:
@@ -212,6 +217,9 @@ def main() -> None:
     parser.add_argument("--start-rate", type=float, default=50.0)
     parser.add_argument("--max-rate", type=float, default=6400.0)
     parser.add_argument("--refine", type=int, default=2)
+    parser.add_argument("--shared", action="store_true",
+                        help="leave the drivers and PgBouncer on every core")
+    parser.add_argument("--cpus", default="", help=argparse.SUPPRESS)
     args = parser.parse_args()
     if args.child:
         args.partitions = int(args.partitions)
@@ -236,7 +244,11 @@ def main() -> None:
                     url = journal_database(server, "oj_ceiling")
                     pids = postgres_pids(conn)
                     pin(pids, set(all_cores[:cores]))
-                    procs = start_drivers(bouncer.url_for(url), args.drivers, parts)
+                    others = set(all_cores[cores:])
+                    clients = set(all_cores) if args.shared or not others else others
+                    pin([bouncer.process.pid], clients)
+                    procs = start_drivers(bouncer.url_for(url), args.drivers, parts,
+                                          clients)
                     try:
                         best, steps = ladder(procs, args, (conn, pids),
                                              f"{parts} partitions, {cores} core(s)")
@@ -249,7 +261,8 @@ def main() -> None:
                             p.wait(60)
                     held = [s for s in steps if s["held"]]
                     at = max(held, key=lambda s: s["rate"]) if held else None
-                    rows.append([parts, cores, f"{best:,.0f}", f"{best * 10:,.0f}",
+                    rows.append([parts, cores, "shared" if clients & set(all_cores[:cores])
+                                 else f"{len(clients)} other", f"{best:,.0f}", f"{best * 10:,.0f}",
                                  f"{at['p99'] * 1e3:.0f}" if at else "-",
                                  f"{at['cpu_per_batch'] * 1e3:.2f}" if at else "-",
                                  f"{min(s['load'] for s in steps):.1f}-"
@@ -257,7 +270,7 @@ def main() -> None:
                     pin(postgres_pids(conn), set(all_cores))
         finally:
             bouncer.stop()
-    print(table(["partitions/batch", "Postgres cores", "batches/s (p99 < 1 s)",
+    print(table(["partitions/batch", "Postgres cores", "drivers' cores", "batches/s (p99 < 1 s)",
                  "jobs at 1 batch / 10 s", "p99 ms there", "Postgres CPU ms/batch",
                  "load average"], rows))
 

@@ -29,7 +29,6 @@ from typing import Any, Literal
 
 from ..formatting import format_time, from_epoch_ms
 from ..restart.kafka_offsets import data_loss_error
-from ..restart.text import count
 
 Status = Literal["lost", "at-risk", "safe", "caught-up", "unknown", "gone"]
 """A partition's state: records already deleted unread; unread records retention will
@@ -243,7 +242,8 @@ def sentence(f: Forecast, now_ms: int) -> str:
     when = "any moment now" if left == 0 else f"in about {duration(left)}"
     return (f"partition {f.partition} of {f.topic} loses unread records {when} ({f.basis} "
             f"retention, at the earliest {_iso(f.loss_earliest)}; "
-            f"{count(f.unread, 'record')} unread) unless {f.query_name} catches up")
+            f"{f.unread:,} record{'' if f.unread == 1 else 's'} unread) unless "
+            f"{f.query_name} catches up")
 
 
 def loss_errors(forecasts: list[Forecast]) -> list[str]:

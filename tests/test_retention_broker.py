@@ -32,7 +32,7 @@ def kafka_cluster_consumer(servers: str) -> Any:
 
 SEGMENT_MS = 2000
 RETENTION_MS = 15_000
-RETENTION_BYTES = 60_000
+RETENTION_BYTES = 100_000
 VALUE = b"x" * 1000
 PER_SECOND = 10
 SLACK = 1.0

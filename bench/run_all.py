@@ -37,6 +37,9 @@ QUICK = {
     "fleet": ("fleet", ["--drivers", "1,8", "--rounds", "1", "--paced", "5", "--burst", "5"]),
     "fleet_pgbouncer": ("fleet", ["--pgbouncer", "--pool-size", "4", "--drivers", "8",
                                   "--rounds", "1", "--paced", "5", "--burst", "5"]),
+    "check_fleet": ("check_fleet", ["--queries", "200", "--batches", "5", "--repeat", "3"]),
+    "ceiling": ("ceiling", ["--partitions", "100", "--cores", "2", "--duration", "3",
+                            "--drivers", "8", "--refine", "0"]),
 }
 
 FULL = {
@@ -60,6 +63,9 @@ FULL = {
     "fleet_pgbouncer": ("fleet", ["--pgbouncer", "--pool-size", "10", "--drivers", "100",
                                   "--rounds", "2", "--paced", "15", "--burst", "10",
                                   "--gap", "10", "--max-behind", "10"]),
+    "check_fleet": ("check_fleet", ["--queries", "1000", "--batches", "5,20", "--repeat", "5"]),
+    "ceiling": ("ceiling", ["--partitions", "10,100,1000", "--cores", "1,2", "--duration",
+                            "30"]),
 }
 
 # Every script once, as small as it goes: seconds each (the Spark one about 30).
@@ -88,6 +94,11 @@ TINY = {
     "fleet_pgbouncer": ("fleet", ["--pgbouncer", "--pool-size", "2", "--drivers", "2",
                                   "--rounds", "1", "--paced", "1", "--burst", "1",
                                   "--gap", "0.5", "--partitions", "3", "--max-behind", "5"]),
+    "check_fleet": ("check_fleet", ["--queries", "20", "--batches", "2", "--repeat", "1",
+                                    "--partitions", "3"]),
+    "ceiling": ("ceiling", ["--partitions", "10", "--cores", "2", "--duration", "1",
+                            "--drivers", "2", "--refine", "0", "--start-rate", "20",
+                            "--max-rate", "40"]),
 }
 
 

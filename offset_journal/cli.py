@@ -3,7 +3,8 @@
 Output meant for programs goes to stdout alone (``starting-offsets`` prints only the
 JSON to paste into ``startingOffsets``); warnings and errors go to stderr. Bad input
 ends with one line, ``offset-journal: error: ...``, exit status 2 for usage errors and
-1 for everything else, and changes nothing. Database URLs are redacted wherever they
+1 for everything else (``check``: 3 for both, since its 1 and 2 are warning and
+critical), and changes nothing. Database URLs are redacted wherever they
 may appear.
 """
 
@@ -39,6 +40,9 @@ log = logging.getLogger(__name__)
 EXIT_OK = 0
 EXIT_RUNTIME = 1
 EXIT_USAGE = 2
+EXIT_UNKNOWN = 3
+"""``check``'s exit for every error (bad arguments, no answer): the monitoring plugins'
+UNKNOWN, since its 1 and 2 mean warning and critical."""
 
 
 # --------------------------------------------------------------------------- output
@@ -485,6 +489,85 @@ def cmd_demo(args: argparse.Namespace) -> int:
     return int(demo.main(list(args.demo_args)) or 0)
 
 
+def _kafka_access(args: argparse.Namespace) -> Any:
+    from .health.edge import RATE_WINDOW, KafkaAccess
+
+    return KafkaAccess(args.bootstrap_servers, dict(args.kafka_config or []),
+                       args.kafka_timeout, getattr(args, "rate_window", None) or RATE_WINDOW)
+
+
+def _names(args: argparse.Namespace, given: list[str]) -> list[str] | None:
+    """The queries asked about (None: --all)."""
+    if args.all and given:
+        raise UsageError("name queries or --all, not both")
+    if not args.all and not given:
+        raise UsageError("name a query, or --all")
+    return None if args.all else given
+
+
+def cmd_retention(args: argparse.Namespace) -> int:
+    """Exit 1 when a partition has lost records (as ``plan`` would refuse it)."""
+    from .health.edge import forecasts_for
+    from .health.forecast import loss_errors, sentence
+
+    names = _names(args, [args.query] if args.query else [])
+    with _journal(args) as journal:
+        asked = journal.query_names() if names is None else names
+        found = forecasts_for(journal, asked, _kafka_access(args), missing_ok=names is None)
+        if args.record:
+            journal.record_forecasts([n for n in asked if n not in found.missing],
+                                     [f.row() for f in found.forecasts])
+    now = found.now_ms
+    losses = loss_errors(found.forecasts)
+    if args.format == "json":
+        _out(json.dumps({"now": _iso(from_epoch_ms(now)),
+                         "topics": {t: c.to_dict() for t, c in sorted(found.topics.items())},
+                         "partitions": [f.to_dict(now) for f in found.forecasts],
+                         "data_loss": losses}, indent=2))
+        return EXIT_RUNTIME if losses else EXIT_OK
+    from .health.forecast import duration
+
+    rows = []
+    for f in found.forecasts:
+        left = f.seconds_left(now)
+        rows.append([f.query_name, f.source_index, f.topic, f.partition, f.next_offset,
+                     cell(f.log_start), cell(f.log_end), f.unread, f.lost or "",
+                     _iso(from_epoch_ms(f.first_unread_ms)),
+                     duration(left) if left is not None and f.status == "at-risk" else "",
+                     f.basis, f.status])
+    _out(table(["QUERY", "SOURCE", "TOPIC", "PARTITION", "NEXT", "LOG START", "LOG END",
+                "UNREAD", "LOST", "FIRST UNREAD AT", "LOSS IN", "BY", "STATUS"], rows))
+    for error in losses:
+        _err("error", error)
+    for f in found.forecasts:
+        if f.status == "at-risk":
+            _out(sentence(f, now))
+    if args.record:
+        _out(f"recorded {len(found.forecasts)} partition forecasts")
+    return EXIT_RUNTIME if losses else EXIT_OK
+
+
+def cmd_check(args: argparse.Namespace) -> int:
+    from datetime import timedelta
+
+    from .health.check import Thresholds
+    from .health.edge import check_fleet
+
+    names = _names(args, list(args.queries))
+    since = args.since or datetime.now(timezone.utc) - timedelta(days=1)
+    limits = Thresholds(args.max_lag, args.max_staleness, args.min_time_to_loss, since)
+    kafka = _kafka_access(args) if args.bootstrap_servers else None
+    with _journal(args) as journal:
+        result = check_fleet(journal, names, limits, kafka)
+    if args.format == "json":
+        _out(result.to_json())
+    else:
+        for problem in result.problems:
+            _out(problem.line())
+        _out(result.summary())
+    return int(result.exit_code)
+
+
 class _NotFound(OffsetJournalError, RuntimeError):
     """Nothing to show (unknown query, empty checkpoint): exit status 1."""
 
@@ -497,10 +580,11 @@ def build_parser() -> argparse.ArgumentParser:
     return cli_parser.build_parser(sys.modules[__name__])
 
 
-def _exit_now(seconds: float) -> None:  # pragma: no cover - the last resort
+def _exit_now(seconds: float, code: int = EXIT_RUNTIME) -> None:  # pragma: no cover
+    """The last resort: the deadline passed and the command did not stop."""
     _err("error", timed_out_line(seconds))
     sys.stderr.flush()
-    os._exit(EXIT_RUNTIME)
+    os._exit(code)
 
 
 # --------------------------------------------------------------------------- main
@@ -550,6 +634,10 @@ def main(argv: Sequence[str] | None = None) -> int:
     argv = list(sys.argv[1:] if argv is None else argv)
     demo_args: list[str] | None = None
     index = _command_index(argv)
+    # check's 1 and 2 are warning and critical: its errors are 3, UNKNOWN
+    health = index is not None and argv[index] == "check"
+    usage = EXIT_UNKNOWN if health else EXIT_USAGE
+    runtime = EXIT_UNKNOWN if health else EXIT_RUNTIME
     if index is not None and argv[index] == "demo":
         argv, demo_args = argv[: index + 1], argv[index + 1:]
     try:
@@ -561,26 +649,27 @@ def main(argv: Sequence[str] | None = None) -> int:
             args.demo_args = [t for t in demo_args if t not in more]
     except UsageError as exc:
         _err("error", str(exc))
-        return EXIT_USAGE
+        return usage
     except SystemExit as exc:  # --help, --version
-        return int(exc.code or 0) if not isinstance(exc.code, str) else EXIT_USAGE
+        return int(exc.code or 0) if not isinstance(exc.code, str) else usage
     _setup_logging(args.verbose)
     func: Callable[[argparse.Namespace], int] = args.func
     seconds: float | None = None
     try:
         seconds = command_deadline(getattr(args, "timeout", None),
                                    getattr(args, "command", None))
-        with watchdog(seconds, last_resort=_exit_now if console else None):
+        last: Callable[[float], None] = lambda s: _exit_now(s, runtime)  # noqa: E731
+        with watchdog(seconds, last_resort=last if console else None):
             return func(args)
     except DeadlineExceeded:
         _err("error", timed_out_line(seconds or 0.0))
-        return EXIT_RUNTIME
+        return runtime
     except UsageError as exc:
         _err("error", str(exc))
-        return EXIT_USAGE
+        return usage
     except ConfigError as exc:
         _err("error", str(exc))
-        return EXIT_USAGE
+        return usage
     except KeyboardInterrupt:
         _err("error", "interrupted")
         return 130
@@ -591,11 +680,11 @@ def main(argv: Sequence[str] | None = None) -> int:
             if args.verbose >= 2:
                 traceback.print_exc()
             _err("error", one_line(exc))
-            return EXIT_RUNTIME
+            return runtime
         if args.verbose >= 2:
             traceback.print_exc()
         _err("error", f"unexpected {type(exc).__name__}: {one_line(exc)} (-vv for details)")
-        return EXIT_RUNTIME
+        return runtime
 
 
 if __name__ == "__main__":  # pragma: no cover

@@ -84,6 +84,33 @@ def _positive(text: str) -> int:
     return value
 
 
+def _lag_threshold(text: str) -> Any:
+    from .health.check import parse_threshold
+
+    return argument_type(lambda t: parse_threshold(t, _count))(text)
+
+
+def _count(text: str) -> int:
+    try:
+        value = int(text)
+    except ValueError:
+        raise ValueError(f"not a number: {text!r}") from None
+    if value < 0:
+        raise ValueError(f"must be >= 0: {text!r}")
+    return value
+
+
+def _duration_threshold(minimum: bool) -> Callable[[str], Any]:
+    def convert(text: str) -> Any:
+        from .health.check import parse_threshold
+
+        return argument_type(lambda t: parse_threshold(t, values.parse_duration,
+                                                       minimum=minimum))(text)
+
+    convert.__name__ = "threshold"
+    return convert
+
+
 def _bounded(low: int, high: int) -> Callable[[str], int]:
     def convert(text: str) -> int:
         value = _non_negative(text)
@@ -129,6 +156,7 @@ def build_parser(commands: Any) -> argparse.ArgumentParser:
     _add_prune(subs, common, commands)
     _add_checkpoint(subs, common, commands)
     _add_tools(subs, (common, kafka_opts), commands)
+    _add_health(subs, (common, kafka_opts), commands)
     return parser
 
 
@@ -396,3 +424,61 @@ def _add_tools(subs: Subparsers, parents: tuple[argparse.ArgumentParser, ...],
     demo = subs.add_parser("demo", help="run the demo (arguments are passed on)",
                            add_help=False)
     demo.set_defaults(func=commands.cmd_demo, demo_args=[])
+
+
+def _add_health(subs: Subparsers, parents: tuple[argparse.ArgumentParser, ...],
+                commands: Any) -> None:
+    common, kafka_opts = parents
+    retention = subs.add_parser(
+        "retention", parents=[common, kafka_opts],
+        help="when Kafka's retention deletes records a query has not read",
+        description="Per query and Kafka partition it reads: the next offset to read (its "
+                    "last journaled batch's end), the log start and end, the unread "
+                    "records, and when retention deletes the first of them at the "
+                    "earliest (from that record's timestamp, the topic's retention.ms, "
+                    "retention.bytes and segment settings, and the log's growth). "
+                    "Records already deleted unread are DATA LOSS, as `plan` says. "
+                    "Exits 1 when a partition has lost records.")
+    retention.add_argument("query", nargs="?", type=_name("the query name"),
+                           help="query name (or --all)")
+    retention.add_argument("--all", action="store_true", help="every journaled query")
+    retention.add_argument("--bootstrap-servers", required=True, metavar="HOSTS")
+    retention.add_argument("--format", choices=("text", "json"), default="text")
+    retention.add_argument("--record", action="store_true",
+                           help="keep the forecast in offset_journal.retention_forecasts "
+                                "(replacing these queries' rows), for `check` and Grafana; "
+                                "needs the planner role or the owner")
+    retention.add_argument("--rate-window", type=parse_duration, default=None,
+                           metavar="DURATION",
+                           help="how far back a size-limited log's growth is measured "
+                                "(default 10m)")
+    retention.set_defaults(func=commands.cmd_retention)
+
+    check = subs.add_parser(
+        "check", parents=[common, kafka_opts],
+        help="one health check for a fleet of queries (exit 0 ok, 1 warning, 2 critical, "
+             "3 unknown)",
+        description="Check every query named (or --all) and print one line per problem, "
+                    "worst first, then a summary. Exit 0: ok; 1: a warning; 2: something "
+                    "critical; 3: unknown (bad arguments, the journal or cluster did not "
+                    "answer, a query with no batch), as monitoring plugins do. A threshold "
+                    "is CRITICAL or WARNING,CRITICAL.")
+    check.add_argument("queries", nargs="*", metavar="QUERY", type=_name("the query name"))
+    check.add_argument("--all", action="store_true", help="every journaled query")
+    check.add_argument("--max-lag", type=_lag_threshold, metavar="N[,N]",
+                       help="records behind in the last batch (all partitions)")
+    check.add_argument("--max-staleness", type=_duration_threshold(False), metavar="D[,D]",
+                       help="time since the last batch was journaled (e.g. 10m,30m)")
+    check.add_argument("--min-time-to-loss", type=_duration_threshold(True),
+                       metavar="D[,D]",
+                       help="time until retention deletes an unread record (e.g. 6h,1h); "
+                            "from the forecasts `retention --record` kept, or live with "
+                            "--bootstrap-servers. DATA LOSS is always critical")
+    check.add_argument("--since", type=parse_time, default=None, metavar="TIME",
+                       help="count problems flagged on batches, spool losses and rejected "
+                            "events from TIME on (ISO 8601 or -1d; default: -1d)")
+    check.add_argument("--bootstrap-servers", metavar="HOSTS",
+                       help="forecast retention live from this cluster instead of reading "
+                            "the recorded forecasts")
+    check.add_argument("--format", choices=("text", "json"), default="text")
+    check.set_defaults(func=commands.cmd_check)

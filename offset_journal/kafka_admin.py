@@ -273,27 +273,147 @@ def offsets_for_time(bootstrap_servers: str, topics: Iterable[str], when_ms: int
     wanted = sorted(set(topics))
     if not wanted:
         return {}, {}
-    ck = _confluent()
     consumer = _consumer(bootstrap_servers, config, None, timeout)
     try:
         state = topic_state_with(consumer, wanted, timeout=timeout, where=bootstrap_servers)
-        tps = [ck.TopicPartition(t, p, int(when_ms)) for t in sorted(state)
-               for p in sorted(state[t])]
-        if not tps:
-            return state, {}
-        try:
-            found = consumer.offsets_for_times(tps, timeout=timeout)
-        except ck.KafkaException as exc:
-            raise _raise("cannot look offsets up by time", exc, bootstrap_servers) from None
+        pairs = [(t, p) for t in sorted(state) for p in sorted(state[t])]
+        found = offsets_for_time_with(consumer, pairs, when_ms, timeout=timeout,
+                                      where=bootstrap_servers)
     finally:
         consumer.close()
     lookup: TimeLookup = {}
+    for (topic, partition), offset in found.items():
+        lookup.setdefault(topic, {})[partition] = offset
+    return state, lookup
+
+
+def offsets_for_time_with(consumer: Any, partitions: Iterable[tuple[str, int]], when_ms: int,
+                          *, timeout: float = 10, where: str = "the cluster",
+                          ) -> dict[tuple[str, int], int | None]:
+    """:func:`offsets_for_time` for (topic, partition) pairs through an open consumer:
+    per pair the first offset stamped at or after ``when_ms`` (None: no such record)."""
+    ck = _confluent()
+    tps = [ck.TopicPartition(t, p, int(when_ms)) for t, p in sorted(set(partitions))]
+    if not tps:
+        return {}
+    try:
+        found = consumer.offsets_for_times(tps, timeout=timeout)
+    except ck.KafkaException as exc:
+        raise _raise("cannot look offsets up by time", exc, where) from None
+    out: dict[tuple[str, int], int | None] = {}
     for tp in found:
         if tp.error is not None:
             raise KafkaAdminError(f"cannot look up {tp.topic}-{tp.partition} by time at "
-                                  f"{bootstrap_servers}: {_message(ck.KafkaException(tp.error))}")
-        lookup.setdefault(tp.topic, {})[tp.partition] = int(tp.offset) if tp.offset >= 0 else None
-    return state, lookup
+                                  f"{where}: {_message(ck.KafkaException(tp.error))}")
+        out[(tp.topic, tp.partition)] = int(tp.offset) if tp.offset >= 0 else None
+    return out
+
+
+RecordSample = tuple[int, int, int, int]
+"""(offset, timestamp ms) of the first record read at or after an offset, and the
+records and bytes (keys, values and headers) read from there to size them."""
+
+
+def records_at(bootstrap_servers: str, offsets: Mapping[tuple[str, int], int], *,
+               timeout: float = 10, config: Mapping[str, Any] | None = None,
+               sample: int = 100) -> dict[tuple[str, int], RecordSample]:
+    """The first record at or after each (topic, partition)'s offset: its offset and
+    timestamp (Kafka's own: CreateTime or LogAppendTime, the one retention goes by), with
+    up to ``sample`` records' sizes from the same fetch. A partition with no record
+    there (its end reached, or only markers left) is left out. Nothing is committed."""
+    if not offsets:
+        return {}
+    ck = _confluent()
+    consumer = _consumer(bootstrap_servers, {**(config or {}), "enable.partition.eof": True,
+                                             "auto.offset.reset": "earliest"},
+                         None, timeout)
+    try:
+        consumer.assign([ck.TopicPartition(t, p, int(o)) for (t, p), o in sorted(offsets.items())])
+        return _first_records(consumer, set(offsets), timeout, sample, bootstrap_servers)
+    finally:
+        consumer.close()
+
+
+def _first_records(consumer: Any, left: set[tuple[str, int]], timeout: float, sample: int,
+                   where: str) -> dict[tuple[str, int], RecordSample]:
+    out: dict[tuple[str, int], list[int]] = {}
+    waiting = set(left)
+    deadline = time.monotonic() + timeout
+    while waiting:
+        if time.monotonic() > deadline:
+            raise KafkaUnavailable(f"reading the first unread records at {where} did not "
+                                   f"finish within {timeout:g} s ({len(waiting)} "
+                                   "partitions left)")
+        for msg in consumer.consume(num_messages=1000, timeout=0.5):
+            key = (msg.topic(), msg.partition())
+            if msg.error() is not None:
+                if msg.error().code() == _confluent().KafkaError._PARTITION_EOF:
+                    waiting.discard(key)
+                continue  # a transient error: the deadline decides
+            size = len(msg.key() or b"") + len(msg.value() or b"") + sum(
+                len(k) + len(v or b"") for k, v in (msg.headers() or ()))
+            if key not in out:
+                out[key] = [int(msg.offset()), int(msg.timestamp()[1]), 1, size]
+                waiting.discard(key)
+            elif out[key][2] < sample:
+                out[key][2] += 1
+                out[key][3] += size
+    return {k: (v[0], v[1], v[2], v[3]) for k, v in out.items()}
+
+
+RETENTION_CONFIGS = ("retention.ms", "retention.bytes", "segment.ms", "segment.bytes",
+                     "cleanup.policy")
+"""The topic configs that say when Kafka deletes a partition's records."""
+
+
+def admin_client(bootstrap_servers: str, config: Mapping[str, Any] | None = None) -> Any:
+    """A confluent-kafka AdminClient with the caller's settings (security, SASL), its
+    connect chatter at DEBUG."""
+    ck = _confluent()
+    from confluent_kafka.admin import AdminClient
+
+    conf: dict[str, Any] = {"bootstrap.servers": bootstrap_servers, "logger": _DebugLogger(),
+                            **dict(config or {})}
+    try:
+        return AdminClient(conf)
+    except (ck.KafkaException, ValueError, TypeError) as exc:
+        raise KafkaAdminError(f"bad Kafka client configuration: {_message(exc)}") from None
+
+
+def topic_configs(admin: Any, topics: Iterable[str], *, timeout: float = 10,
+                  where: str = "the cluster", names: Iterable[str] = RETENTION_CONFIGS,
+                  ) -> tuple[dict[str, dict[str, str]], dict[str, str]]:
+    """Each topic's configs in ``names`` (as the broker resolves them: the topic's own,
+    else the broker's default) and, of one broker, ``log.retention.check.interval.ms``
+    (how often it applies retention), through an open AdminClient. Topics the cluster
+    lacks are left out."""
+    from confluent_kafka.admin import ConfigResource
+
+    ck = _confluent()
+    wanted = set(names)
+    metadata = _metadata(admin, where, timeout)
+    present = sorted(t for t in set(topics) if t in metadata.topics
+                     and metadata.topics[t].error is None)
+    resources = [ConfigResource(ConfigResource.Type.TOPIC, t) for t in present]
+    brokers = sorted(metadata.brokers)
+    if brokers:
+        resources.append(ConfigResource(ConfigResource.Type.BROKER, str(brokers[0])))
+    out: dict[str, dict[str, str]] = {}
+    broker: dict[str, str] = {}
+    try:
+        futures = admin.describe_configs(resources, request_timeout=timeout)
+        for resource, future in futures.items():
+            entries = future.result(timeout)
+            if resource.restype == ConfigResource.Type.BROKER:
+                entry = entries.get("log.retention.check.interval.ms")
+                if entry is not None and entry.value is not None:
+                    broker["log.retention.check.interval.ms"] = str(entry.value)
+                continue
+            out[resource.name] = {k: str(e.value) for k, e in entries.items()
+                                  if k in wanted and e.value is not None}
+    except ck.KafkaException as exc:
+        raise _raise("cannot read topic configs", exc, where) from None
+    return out, broker
 
 
 def commit_group(bootstrap_servers: str, group: str, offsets: Mapping[str, Mapping[int, int]],
@@ -377,12 +497,18 @@ __all__ = [
     "KafkaAdminError",
     "KafkaUnavailable",
     "PartitionState",
+    "RETENTION_CONFIGS",
+    "admin_client",
+    "RecordSample",
     "TimeLookup",
     "TopicState",
     "commit_group",
     "committed_offsets",
     "create_topic",
     "offsets_for_time",
+    "offsets_for_time_with",
+    "records_at",
+    "topic_configs",
     "partition_count",
     "topic_state",
     "topic_state_with",

@@ -59,6 +59,11 @@ def event_of(payload: str) -> dict[str, Any] | None:
     return None
 
 
+def query_of(payload: str) -> str | None:
+    """The query name a rejected payload is about (None: it names none)."""
+    return _describe(event_of(payload))[0]
+
+
 def _describe(event: dict[str, Any] | None) -> tuple[str | None, str]:
     if event is None:
         return None, "unreadable"

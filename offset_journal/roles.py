@@ -10,6 +10,8 @@
 * The **planner** is the reader plus INSERT on the plan tables (``restart_plans``,
   ``plan_runs``): people who plan restarts, so that the audit knows where each new run
   began. The writer may record plans too (jobs plan their own restarts with its URL).
+  The planner also replaces the retention forecasts (``retention --record``: INSERT and
+  DELETE on ``retention_forecasts``, which the writer only reads).
 
 The schema itself (``offset-journal db upgrade``) is created by the role that owns it;
 neither role can change it. ``ALL TABLES``/``ALL SEQUENCES`` cover what exists when
@@ -63,6 +65,10 @@ PLAN_TABLES: tuple[str, ...] = ("restart_plans", "plan_runs")
 """Where restart plans are recorded (migration 0008_decisions): the writer (jobs plan
 their own restarts with the listener's URL) and the planner role may add to them."""
 
+FORECAST_TABLES: tuple[str, ...] = ("retention_forecasts",)
+"""What ``offset-journal retention --record`` replaces (migration 0017): the planner role
+(people and their cron jobs) may insert and delete its rows; the writer only reads it."""
+
 RUN_UPDATE_COLUMNS: tuple[str, ...] = (
     "started_at", "terminated_at", "exception", "error_class", "host", "pid",
     "query_name", "named", "execution", "async_interval_ms", "kafka_cluster_id",
@@ -85,7 +91,7 @@ def _quote_insert_columns(table: str) -> str:
 def writer_statements(role: str) -> list[str]:
     """GRANTs for the role the listener writes as."""
     guarded = ("query_runs", "batches", *PLAN_TABLES)
-    free = tuple(t for t in JOURNAL_TABLES if t not in guarded)
+    free = tuple(t for t in JOURNAL_TABLES if t not in guarded and t not in FORECAST_TABLES)
     out = [
         f"GRANT USAGE ON SCHEMA {quote_ident(SCHEMA)} TO {quote_ident(role)}",
         # A writer granted by an older release held INSERT and UPDATE on whole tables:
@@ -127,6 +133,9 @@ def planner_statements(role: str) -> list[str]:
             f"TO {quote_ident(role)}" for t in PLAN_TABLES]
     out.append(
         f"GRANT USAGE ON ALL SEQUENCES IN SCHEMA {quote_ident(SCHEMA)} TO {quote_ident(role)}")
+    # Forecasts are replaced whole per query: no UPDATE, and nothing of the history.
+    out.append(f"GRANT INSERT, DELETE ON TABLE {_quote_tables(FORECAST_TABLES)} "
+               f"TO {quote_ident(role)}")
     return out
 
 

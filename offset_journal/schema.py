@@ -179,6 +179,33 @@ spool_losses = sa.Table(
     sa.Index("spool_losses_query_idx", "query_name"),
 )
 
+# offset-journal retention --record (migration 0017_retention_forecasts).
+FORECAST_STATUSES = ("lost", "at-risk", "safe", "caught-up", "unknown", "gone")
+
+retention_forecasts = sa.Table(
+    "retention_forecasts",
+    metadata,
+    sa.Column("query_name", sa.Text, primary_key=True),
+    sa.Column("source_index", sa.Integer, primary_key=True),
+    sa.Column("topic", sa.Text, primary_key=True),
+    sa.Column("partition", sa.Integer, primary_key=True),
+    sa.Column("status", sa.Text, nullable=False),
+    sa.Column("next_offset", sa.BigInteger, nullable=False),
+    sa.Column("log_start", sa.BigInteger),
+    sa.Column("log_end", sa.BigInteger),
+    sa.Column("unread", sa.BigInteger, nullable=False),
+    sa.Column("lost", sa.BigInteger, nullable=False),
+    sa.Column("first_unread_at", sa.DateTime(timezone=True)),
+    sa.Column("loss_earliest", sa.DateTime(timezone=True)),
+    sa.Column("loss_latest", sa.DateTime(timezone=True)),
+    sa.Column("basis", sa.Text),
+    sa.Column("recorded_at", sa.DateTime(timezone=True), nullable=False,
+              server_default=sa.func.now()),
+    sa.CheckConstraint(
+        "status IN ('lost', 'at-risk', 'safe', 'caught-up', 'unknown', 'gone')",
+        name="retention_forecasts_status_check"),
+)
+
 # Restarts journaled as decisions (migration 0008_decisions).
 RECORDED_POSITIONS = ("after", "at", "as-of", "rewind", "from-time")
 

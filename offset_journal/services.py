@@ -370,7 +370,10 @@ def kafka_container_spec(image: str, port: int, controller: int, cluster: str) -
         "KAFKA_LISTENER_SECURITY_PROTOCOL_MAP": "CONTROLLER:PLAINTEXT,PLAINTEXT:PLAINTEXT",
         "KAFKA_OFFSETS_TOPIC_REPLICATION_FACTOR": "1", "KAFKA_AUTO_CREATE_TOPICS_ENABLE": "false",
         "KAFKA_TRANSACTION_STATE_LOG_REPLICATION_FACTOR": "1", "KAFKA_LOG_RETENTION_MS": "-1",
-        "KAFKA_TRANSACTION_STATE_LOG_MIN_ISR": "1", "KAFKA_GROUP_INITIAL_REBALANCE_DELAY_MS": "0"})
+        "KAFKA_TRANSACTION_STATE_LOG_MIN_ISR": "1", "KAFKA_GROUP_INITIAL_REBALANCE_DELAY_MS": "0",
+        # retention applied every second, as by the local broker (tests/test_retention.py)
+        "KAFKA_LOG_RETENTION_CHECK_INTERVAL_MS": "1000",
+        "KAFKA_LOG_SEGMENT_DELETE_DELAY_MS": "0"})
 
 
 def _postgres_container() -> PostgresServer:

@@ -28,7 +28,8 @@ from offset_journal.testing import ENV_ADMIN_URL
 
 BENCH = Path(__file__).resolve().parents[1] / "bench"
 HELPERS = {"_common", "delay_proxy", "run_all"}  # not benchmarks themselves
-NEEDS = {"stream_overhead": pytest.mark.spark, "fleet_pgbouncer": pytest.mark.pgbouncer}
+NEEDS = {"stream_overhead": pytest.mark.spark, "fleet_pgbouncer": pytest.mark.pgbouncer,
+         "ceiling": pytest.mark.pgbouncer}
 
 
 def _run_all() -> ModuleType:

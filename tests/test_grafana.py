@@ -39,6 +39,8 @@ EXPECTED = {
                                   "trigger_at"],
     "Runs": ["run_id", "checkpoint_query_id", "started_at", "terminated_at", "failed", "host",
              "batches", "first_batch", "last_batch"],
+    "Time to data loss": ["topic", "partition", "status", "unread", "lost", "loss_earliest",
+                          "seconds_left", "basis", "recorded_at"],
 }
 
 
@@ -113,8 +115,26 @@ def test_expand_knows_grafanas_macros() -> None:
         expand("SELECT $__unixEpochFilter(t)", {})
 
 
+def _record_forecasts(url: str) -> None:
+    """What `retention --record` keeps for 'orders': one partition lost, one at risk."""
+    from datetime import timedelta
+
+    from offset_journal.journal import Journal
+
+    row = {"query_name": "orders", "source_index": 0, "topic": "orders", "unread": 400,
+           "next_offset": 100, "log_end": 500, "first_unread_at": None, "loss_latest": None}
+    with Journal(url) as j:
+        j.record_forecasts(["orders"], [
+            {**row, "partition": 1, "status": "lost", "log_start": 160, "lost": 60,
+             "loss_earliest": None, "basis": None},
+            {**row, "partition": 2, "status": "at-risk", "log_start": 0, "lost": 0,
+             "loss_earliest": datetime.now(timezone.utc) + timedelta(hours=5),
+             "basis": "time"}])
+
+
 def test_every_panel_answers_from_a_real_journal(journal_url: str) -> None:
     journal_report_runs(journal_url)
+    _record_forecasts(journal_url)
     dash = _dashboard()
     [variable] = dash["templating"]["list"]
     _, names = _run(journal_url, variable["query"])
@@ -138,6 +158,9 @@ def test_every_panel_answers_from_a_real_journal(journal_url: str) -> None:
     assert {r[1] for r in rows} == {f"{t}-{p}" for t in ("orders", "refunds") for p in range(3)}
     _, [(runs,)] = _run(journal_url, expand(_sql(dash, "Runs in range"), {"query": "orders"}))
     assert runs == 3
+    _, rows = _run(journal_url, expand(_sql(dash, "Time to data loss"), {"query": "orders"}))
+    assert [(r[1], r[2], r[4]) for r in rows] == [(1, "lost", 60), (2, "at-risk", 0)]
+    assert 4.9 * 3600 < rows[1][6] <= 5 * 3600
 
 
 HOSTILE = ["\\' OR true --", "\\'; DROP TABLE offset_journal.batches; --",
@@ -150,6 +173,7 @@ def test_a_query_name_cannot_change_a_panels_sql(journal_url: str) -> None:
     rest runs as SQL (the stat panels then show every query's data). Each panel, for
     each hostile name, must answer exactly as for a name the journal does not hold."""
     journal_report_runs(journal_url)
+    _record_forecasts(journal_url)
     hostile_journaled = "ord\\'ers$$ --"
     journal_batches(journal_url, [progress(0, name=hostile_journaled, run_id="h1",
                                            timestamp=ts(5))])

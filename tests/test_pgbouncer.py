@@ -165,6 +165,9 @@ def test_every_command_works_through_the_pooler(
     code, _out, err = cli("--database-url", pooled, "db", "upgrade")
     assert code == 0, err
     journal_report_runs(pooled)
+    code, out, err = cli("--database-url", pooled, "check", "--all")
+    assert code == 2, err  # the journal's deliberate gap, flagged when written: critical
+    assert out.startswith("CRITICAL: orders: 1 batch source flagged"), out
     for argv in (("db", "current"), ("runs", "orders"), ("history", "orders"),
                  ("plan", "orders"), ("starting-offsets", "orders"),
                  ("report", "orders", "-o", str(tmp_path / "r.html")),

@@ -258,3 +258,26 @@ def test_one_restart_across_a_thousand_partitions_is_one_folded_row() -> None:
     assert html.count("<tr class=") == 2
     assert "<details class=\"partitions\"><summary>orders: 1,000 partitions</summary>" in html
     assert "<li>orders-999" not in html and "<li>orders-0 [10, 15): 5 records</li>" in html
+
+
+def test_the_report_shows_the_recorded_retention_forecast(journal: str) -> None:
+    from datetime import datetime, timedelta, timezone
+
+    with Journal(journal) as j:
+        assert "No retention forecast recorded" in render(gather(j, "orders"))
+        soon = datetime.now(timezone.utc) + timedelta(hours=5)
+        row = {"query_name": "orders", "source_index": 0, "unread": 400, "first_unread_at":
+               None, "loss_latest": None, "next_offset": 100, "log_end": 500}
+        j.record_forecasts(["orders"], [
+            {**row, "topic": "<i>orders</i>", "partition": 3, "status": "at-risk",
+             "log_start": 0, "lost": 0, "loss_earliest": soon, "basis": "time"},
+            {**row, "topic": "orders", "partition": 1, "status": "lost", "log_start": 160,
+             "lost": 60, "loss_earliest": None, "basis": None}])
+        data = gather(j, "orders")
+    assert [(r.topic, r.partition, r.status) for r in data.retention] == [
+        ("orders", 1, "lost"), ("<i>orders</i>", 3, "at-risk")]
+    page = render(data)
+    section = page[page.index("<h2>Retention</h2>"):page.index("<h2>Runs and checkpoints")]
+    assert '<tr class="defect"><td>0</td><td>orders-1</td>' in section
+    assert "DATA LOSS: 60" in section and "&lt;i&gt;orders&lt;/i&gt;-3" in section
+    assert "<i>" not in section

@@ -17,7 +17,9 @@ from __future__ import annotations
 import re
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
+from datetime import datetime, timezone
 from pathlib import Path
+from typing import Any
 
 import pytest
 import sqlalchemy as sa
@@ -25,6 +27,7 @@ from psycopg import sql as psql
 
 from offset_journal.cli import main
 from offset_journal.db import make_engine, resolve_url
+from offset_journal.journal import Journal
 from offset_journal.records import PROGRESS
 from offset_journal.writer import Writer, WriterConfig
 from tests.support import OwnPostgres, kafka_progress, ts, write_checkpoint
@@ -249,6 +252,14 @@ def _run(url: str, *argv: str) -> None:
     assert code == 0, argv
 
 
+def _forecast(status: str) -> dict[str, Any]:
+    return {"query_name": "q", "source_index": 0, "topic": "t",
+            "partition": 0 if status == "lost" else 1, "status": status, "next_offset": 5,
+            "log_start": 9, "log_end": 12, "unread": 3, "lost": 4 if status == "lost" else 0,
+            "first_unread_at": None, "loss_earliest": datetime.now(timezone.utc),
+            "loss_latest": None, "basis": "time"}
+
+
 def test_no_command_runs_a_function_or_operator_another_role_planted(
         planted: Planted, tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     assert planted.shadows > 500, planted.shadows  # cardinality, unnest, =, -> ... all there
@@ -292,12 +303,20 @@ def test_no_command_runs_a_function_or_operator_another_role_planted(
         (owner, ["rejected", "list"]), (owner, ["rejected", "replay"]),
         (owner, ["prune", "--before", "2024-01-01T00:01:30Z", "--dry-run"]),
         (owner, ["prune", "--before", "2024-01-01T00:01:30Z"]),
+        (reader, ["check", "--all", "--max-lag", "1", "--max-staleness", "1m",
+                  "--min-time-to-loss", "1h"]),
         (owner, ["starting-offsets", "q"]),
     ]:
+        if argv[0] == "check":  # with a forecast the planner recorded (retention --record)
+            with Journal(planner) as j:
+                j.record_forecasts(["q"], [_forecast("lost"), _forecast("at-risk")])
         code = main(["--database-url", url, *argv])
         out, err = capsys.readouterr()
-        # audit: 3 when it finds something; rejected replay: 1, the event is still bad
-        assert code in ((1,) if argv == ["rejected", "replay"] else (0, 3)), (argv, out, err)
+        # audit: 3 when it finds something; rejected replay: 1, the event is still bad;
+        # check: 2, critical
+        expected = {("rejected", "replay"): (1,), ("check", "--all"): (2,)}.get(
+            tuple(argv[:2]), (0, 3))
+        assert code in expected, (argv, out, err)
         assert "Traceback" not in err, (argv, err)
     calls = planted.calls()
     assert not calls, "\n".join(calls)

@@ -19,6 +19,8 @@ The modules, in the order data flows:
   out with a note (pure);
 * ``queries.py`` with ``aggregates.py``: what the planner, the audit, the report,
   ``rejected`` and checkpoint import read, as named methods;
+* ``health.py``: the fleet's health in a few statements (``check``) and the recorded
+  retention forecasts (``retention --record``);
 * ``retention.py``: prune.
 
 What comes out is plain data (:mod:`offset_journal.journal_rows`).
@@ -44,12 +46,13 @@ from ..journal_rows import (
     SpoolLoss,
 )
 from .aggregates import ReportRows
+from .health import Health
 from .queries import Queries
 from .retention import prune
 from .write import Writes, record_all
 
 
-class Journal(Writes, Queries):
+class Journal(Writes, Queries, Health):
     """The offset journal in one Postgres database.
 
     ``Journal(url)`` opens no connection until first used. Reading methods answer for a

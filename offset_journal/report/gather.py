@@ -19,7 +19,7 @@ from collections.abc import Callable, Sequence
 from datetime import datetime, timezone
 from typing import TYPE_CHECKING, Any
 
-from ..errors import OffsetJournalError
+from ..errors import JournalError, OffsetJournalError
 from .model import (
     BatchBucket,
     OthersBand,
@@ -27,6 +27,7 @@ from .model import (
     ReportData,
     ReportFinding,
     RestartMarker,
+    RetentionRow,
     RunBar,
 )
 
@@ -78,8 +79,21 @@ def gather(journal: Journal, query_name: str, *, since: datetime | None = None,
         current_lag=int(current_lag) if current_lag is not None else None,
         current_freshness_s=freshness,
         findings=tuple(journal_findings(journal, query_name) if findings is None else findings),
-        since=since,
+        since=since, retention=tuple(retention_rows(journal, query_name)),
     )
+
+
+def retention_rows(journal: Journal, query_name: str) -> list[RetentionRow]:
+    """The query's retention forecast as last recorded (``retention --record``): none
+    when never recorded, or on a journal from before migration 0017."""
+    try:
+        rows = journal.recorded_forecasts(query_name)
+    except JournalError:
+        return []
+    return [RetentionRow(r["source_index"], r["topic"], r["partition"], r["status"],
+                         r["next_offset"], r["log_start"], r["log_end"], r["unread"],
+                         r["lost"], r["loss_earliest"], r["basis"], r["recorded_at"])
+            for r in rows]
 
 
 def _lag_series(rows: Sequence[Any]) -> tuple[tuple[PartitionSeries, ...], OthersBand | None,

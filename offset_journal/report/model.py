@@ -98,6 +98,24 @@ class OthersBand:
 
 
 @dataclass(frozen=True)
+class RetentionRow:
+    """One partition's retention forecast as ``retention --record`` last kept it."""
+
+    source_index: int
+    topic: str
+    partition: int
+    status: str
+    next_offset: int
+    log_start: int | None
+    log_end: int | None
+    unread: int
+    lost: int
+    loss_earliest: datetime | None
+    basis: str | None
+    recorded_at: datetime
+
+
+@dataclass(frozen=True)
 class ReportData:
     """Everything one report shows; times are UTC."""
 
@@ -120,3 +138,4 @@ class ReportData:
     current_freshness_s: float | None = None
     findings: tuple[ReportFinding, ...] = field(default_factory=tuple)
     since: datetime | None = None
+    retention: tuple[RetentionRow, ...] = ()

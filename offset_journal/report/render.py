@@ -132,6 +132,30 @@ def _runs_table(runs: Iterable[RunBar]) -> str:
             f"<th>batches</th><th>batch ids</th><th>state</th><th>host</th></tr>{rows}</table>")
 
 
+_DEFECT = ' class="defect"'
+
+
+def _retention(data: ReportData) -> str:
+    """The recorded retention forecast: lost partitions, then the soonest loss first."""
+    if not data.retention:
+        return ('<p class="note">No retention forecast recorded: run <code>offset-journal '
+                "retention QUERY --bootstrap-servers ... --record</code>.</p>")
+    recorded = max(r.recorded_at for r in data.retention)
+    rows = "".join(
+        f'<tr{_DEFECT if r.status == "lost" else ""}><td>{r.source_index}</td>'
+        f"<td>{escape(r.topic)}-{r.partition}</td><td>{r.next_offset:,}</td>"
+        f"<td>{escape(_num(r.log_start))}</td><td>{escape(_num(r.log_end))}</td>"
+        f"<td>{r.unread:,}</td><td>{'DATA LOSS: ' + format(r.lost, ',') if r.lost else ''}"
+        f"</td><td>{escape(_iso(r.loss_earliest))}</td><td>{escape(r.basis or '')}</td>"
+        f"<td>{escape(r.status)}</td></tr>" for r in data.retention)
+    return (f'<p class="note">As recorded {escape(_iso(recorded))}: when Kafka&#x27;s retention '
+            "deletes the first record the query has not read, at the earliest.</p>"
+            "<table><tr><th>source</th><th>partition</th><th>next offset</th>"
+            "<th>log start</th><th>log end</th><th>unread</th><th>lost</th>"
+            "<th>loss at the earliest</th><th>by</th><th>status</th></tr>"
+            f"{rows}</table>")
+
+
 def render(data: ReportData) -> str:
     """The report's HTML."""
     q = escape(data.query_name)
@@ -159,6 +183,8 @@ def render(data: ReportData) -> str:
 <noscript><p class="note">The charts need JavaScript; the tables below do not.</p></noscript>
 <h2>Findings</h2>
 {_findings(data.findings)}
+<h2>Retention</h2>
+{_retention(data)}
 <h2>Runs and checkpoints</h2>
 <p class="note">One lane per checkpoint (query id), a bar per run (red: failed; dashed: no
 termination seen); triangles mark starts and restarts, diamonds the findings. Hover for

@@ -433,6 +433,14 @@ def _below_the_log_start(out: KafkaOffsets, state: TopicState, allow_data_loss: 
     ])
 
 
+def data_loss_error(offsets: KafkaOffsets, state: TopicState) -> str | None:
+    """The plan's DATA LOSS error, word for word, for a job that starts at ``offsets``
+    on the logs in ``state`` (None: nothing was deleted unread): what ``retention`` and
+    ``check`` say, so that they and ``plan`` agree."""
+    found = _below_the_log_start({t: dict(p) for t, p in offsets.items()}, state, False)
+    return found.errors[0] if found.errors else None
+
+
 def _planned(topic: str, part: int, offset: int, fresh: set[tuple[str, int]],
              journaled: str) -> str:
     """Where a lost range's planned start came from, for the DATA LOSS message."""

@@ -1,0 +1,3 @@
+"""A fleet's health: when retention deletes what a query has not read
+(:mod:`.forecast`, pure), one check with thresholds and exit codes (:mod:`.check`,
+pure), and the edge that reads the journal and the broker for them (:mod:`.edge`)."""

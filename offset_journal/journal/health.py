@@ -1,0 +1,140 @@
+"""What ``check`` and ``retention`` read and write: a fleet's health in a few statements.
+
+:meth:`Health.check_facts` answers for every query at once: each query's last batch
+(two index lookups, as :meth:`~.read.Reads.last_batch` finds it), its lag from that
+batch's arrays, and one grouped pass each over the flagged sources (a partial index),
+spool losses and recorded forecasts. Its cost grows with the queries asked about, not
+with their history.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Sequence
+from datetime import datetime, timezone
+from typing import Any
+
+import sqlalchemy as sa
+
+from ..health.check import QueryFacts
+from ..schema import SCHEMA, rejected_events, retention_forecasts
+from .read import Reads
+
+_EPOCH = datetime(1970, 1, 1, tzinfo=timezone.utc)
+
+_ALL_NAMES = f"SELECT DISTINCT query_name FROM {SCHEMA}.query_runs"  # noqa: S608 (SCHEMA is a constant)
+_GIVEN_NAMES = "SELECT DISTINCT unnest(CAST(:names AS text[]))"
+
+# Constant text over SCHEMA, values bound (S608: nothing user-given is formatted in).
+_FACTS = """
+WITH names(query_name) AS ({names}),
+flagged AS (
+    SELECT b.query_name, count(*) AS n,
+           (array_agg(b.run_id || ':' || b.batch_id || ': ' || s.problem
+                      ORDER BY b.id DESC))[1] AS example
+    FROM {s}.batch_sources s JOIN {s}.batches b ON b.id = s.batch_pk
+    WHERE s.problem IS NOT NULL AND b.recorded_at >= :since
+    GROUP BY b.query_name),
+spooled AS (
+    SELECT query_name, sum(events) AS events FROM {s}.spool_losses
+    WHERE recorded_at >= :since GROUP BY query_name),
+at_risk AS (
+    SELECT DISTINCT ON (query_name) query_name, loss_earliest, topic, partition, recorded_at
+    FROM {s}.retention_forecasts WHERE status = 'at-risk'
+    ORDER BY query_name, loss_earliest, topic, partition),
+lost AS (
+    SELECT query_name, sum(lost) AS lost, max(recorded_at) AS recorded_at
+    FROM {s}.retention_forecasts WHERE status = 'lost' GROUP BY query_name)
+SELECT n.query_name, last.id AS batch_pk, last.trigger_at, last.recorded_at,
+       lag.total_lag, worst.topic, worst.partition, worst.lag,
+       f.n AS flagged, f.example, sp.events AS spooled,
+       r.loss_earliest, r.topic AS loss_topic, r.partition AS loss_partition,
+       coalesce(l.lost, 0) AS lost, coalesce(l.recorded_at, r.recorded_at) AS forecast_at
+FROM names n
+LEFT JOIN LATERAL (
+    SELECT b.id, b.trigger_at, b.recorded_at FROM {s}.batches b
+    WHERE b.query_name = n.query_name AND b.trigger_at IS NOT NULL
+      AND b.run_id = (SELECT x.run_id FROM {s}.batches x
+                      WHERE x.query_name = n.query_name AND x.trigger_at IS NOT NULL
+                      ORDER BY x.id DESC LIMIT 1)
+    ORDER BY b.batch_id DESC LIMIT 1) last ON true
+LEFT JOIN LATERAL (
+    SELECT sum(k.latest_offset - k.end_offset) AS total_lag FROM {s}.kafka_partitions k
+    WHERE k.batch_pk = last.id AND NOT k.out_of_range) lag ON true
+LEFT JOIN LATERAL (
+    SELECT k.topic, k.partition, k.latest_offset - k.end_offset AS lag
+    FROM {s}.kafka_partitions k
+    WHERE k.batch_pk = last.id AND NOT k.out_of_range AND k.latest_offset IS NOT NULL
+    ORDER BY 3 DESC, 1, 2 LIMIT 1) worst ON true
+LEFT JOIN flagged f ON f.query_name = n.query_name
+LEFT JOIN spooled sp ON sp.query_name = n.query_name
+LEFT JOIN at_risk r ON r.query_name = n.query_name
+LEFT JOIN lost l ON l.query_name = n.query_name
+ORDER BY n.query_name
+"""
+
+REJECTED_READ = 10_000
+"""The most recent rejected events read to name their queries (all are counted)."""
+
+
+class Health(Reads):
+    """The health check's and the retention forecast's reads and writes."""
+
+    def check_facts(self, names: Sequence[str] | None, since: datetime | None,
+                    ) -> list[QueryFacts]:
+        """Per query (``names``, or every query the journal knows), what ``check`` holds
+        it to; a name with no batch comes back with ``exists=False``."""
+        sql = _FACTS.format(s=SCHEMA, names=_ALL_NAMES if names is None else _GIVEN_NAMES)
+        params: dict[str, Any] = {"since": since or _EPOCH}
+        if names is not None:
+            params["names"] = list(names)
+        rows = self.run_read(lambda c: c.execute(sa.text(sql), params).mappings().all())
+        return [QueryFacts(
+            query_name=r["query_name"], last_trigger_at=r["trigger_at"],
+            last_recorded_at=r["recorded_at"],
+            total_lag=int(r["total_lag"]) if r["total_lag"] is not None else None,
+            worst=(r["topic"], r["partition"], int(r["lag"])) if r["topic"] is not None
+            else None,
+            flagged=int(r["flagged"] or 0), flagged_example=r["example"],
+            spool_lost_events=int(r["spooled"] or 0),
+            loss_at=r["loss_earliest"],
+            loss_partition=(r["loss_topic"], r["loss_partition"])
+            if r["loss_topic"] is not None else None,
+            lost_records=int(r["lost"]), forecast_at=r["forecast_at"],
+            exists=r["batch_pk"] is not None) for r in rows]
+
+    def rejected_since(self, since: datetime | None) -> tuple[int, list[str]]:
+        """How many events were rejected since ``since``, and the payloads of the
+        :data:`REJECTED_READ` most recent (to name their queries)."""
+        t = rejected_events.c
+        when = t.received_at >= (since or _EPOCH)
+
+        def read(conn: sa.Connection) -> tuple[int, list[str]]:
+            total = conn.execute(sa.select(sa.func.count()).where(when)).scalar_one()
+            payloads = conn.execute(sa.select(t.payload).where(when).order_by(t.id.desc())
+                                    .limit(REJECTED_READ)).scalars().all()
+            return int(total), list(payloads)
+
+        found: tuple[int, list[str]] = self.run_read(read)
+        return found
+
+    def record_forecasts(self, names: Iterable[str], rows: Sequence[dict[str, Any]]) -> None:
+        """Replace the recorded forecasts of ``names`` by ``rows`` (retention_forecasts
+        columns), in one transaction."""
+        t = retention_forecasts
+        with self.engine.begin() as conn:
+            conn.execute(t.delete().where(t.c.query_name == sa.any_(
+                sa.bindparam("names", sorted(set(names)), type_=sa.ARRAY(sa.Text)))))
+            if rows:
+                conn.execute(t.insert(), list(rows))
+
+    def recorded_forecasts(self, query_name: str) -> list[sa.RowMapping]:
+        """A query's recorded forecasts (the report shows them), soonest loss first."""
+        c = retention_forecasts.c
+        stmt = (sa.select(retention_forecasts, (c.loss_earliest - sa.func.now())
+                          .label("left"))
+                .where(c.query_name == query_name)
+                .order_by(c.status != "lost", c.loss_earliest.nulls_last(), c.topic,
+                          c.partition))
+        rows: list[sa.RowMapping] = self.run_read(
+            lambda conn: list(conn.execute(stmt).mappings().all()))
+        return rows

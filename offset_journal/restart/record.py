@@ -12,12 +12,11 @@ bookkeeping about it.
 
 from __future__ import annotations
 
-import getpass
 import logging
-import socket
 from typing import TYPE_CHECKING, Any, Literal
 
 from ..formatting import first_line, format_time
+from ..origin import host_name, os_user
 from .model import (
     MODE_STATE_AWARE,
     POSITION_AFTER,
@@ -93,7 +92,7 @@ def plan_row(plan: RestartPlan, request: PlanRequest, command: str) -> dict[str,
         "request": {k: v for k, v in asked.items() if v not in (None, False)},
         "options": {str(s.index): dict(s.options) for s in plan.sources},
         "kafka_offsets": offsets, "checkpoint": plan.checkpoint or request.checkpoint,
-        "host": _host(), "os_user": _os_user(),
+        "host": host_name(), "os_user": os_user(),
     }
 
 
@@ -120,21 +119,6 @@ def _translation(plan: RestartPlan) -> dict[str, Any]:
             for s in done if s.translation is not None for p in s.translation.partitions]
     return {"translate_from": first.alias, "replication_policy": first.policy,
             "translation": rows}
-
-
-def _host() -> str | None:
-    try:
-        return socket.gethostname() or None
-    except OSError:
-        return None
-
-
-def _os_user() -> str | None:
-    """The operating-system user that asked (never a database credential)."""
-    try:
-        return getpass.getuser() or None
-    except (OSError, KeyError, ImportError):
-        return None
 
 
 def record_plan(journal: Journal, plan: RestartPlan, request: PlanRequest,

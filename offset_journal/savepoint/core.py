@@ -222,8 +222,9 @@ def export_columns(kind: PartKind, operator: OperatorKind, schema: Any,
                    ) -> tuple[list[Column], list[str], list[str]]:
     """The flat columns a part is exported with, from the State Data Source's schema (a
     struct type as JSON): the key's fields first (the grouping key), then the state's.
-    Returns (columns, opaque fields, dropped fields). Fields are taken by position;
-    a name already taken gets a prefix (``value_``, ``map_key_``) or a number."""
+    Returns (columns, opaque fields, dropped fields). Fields are taken by position: a
+    name repeated in its struct gets its position (``count``, ``count_1``, ``sum``,
+    ``count_3``), one the key already has a prefix (``value_``, ``map_key_``)."""
     names = _Names()
     columns: list[Column] = []
     opaque: list[str] = []
@@ -242,8 +243,14 @@ def export_columns(kind: PartKind, operator: OperatorKind, schema: Any,
 
     def struct(head: str, path: tuple[str | int, ...], t: Any, prefix: str = "value_",
                key: bool = False) -> None:
+        """A struct's fields, by position; a name repeated inside it (an aggregation's
+        ``count``, ``count``) gets its position: ``count``, ``count_1``."""
+        seen: set[str] = set()
         for i, f in enumerate(_fields(t)):
-            leaf(str(f["name"]), (head, *path, i), f["type"], key=key, prefix=prefix)
+            name = str(f["name"])
+            leaf(f"{name}_{i}" if name in seen else name, (head, *path, i), f["type"],
+                 key=key, prefix=prefix)
+            seen.add(name)
 
     def state(head: str) -> None:
         """A value struct: flattened (TTL unwrapped; applyInPandasWithState's groupState

@@ -14,6 +14,8 @@ the RocksDB provider (:data:`ROCKSDB_PROVIDER`), which the NEW query's session s
 from __future__ import annotations
 
 import logging
+from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import replace
 from datetime import datetime, timezone
 from typing import TYPE_CHECKING, Any
@@ -46,6 +48,10 @@ ROCKSDB_PROVIDER = "org.apache.spark.sql.execution.streaming.state.RocksDBStateS
 """``spark.sql.streaming.stateStore.providerClass`` for a transformWithState query (Spark
 refuses the HDFS-backed provider for it)."""
 PROVIDER_CONF = "spark.sql.streaming.stateStore.providerClass"
+FORMAT_CONF = "spark.sql.streaming.stateStore.checkpointFormatVersion"
+"""RocksDB's checkpoint format: v2 commits (``commits/N`` starting ``v2``) name each
+partition's state files by id, and Spark's reader follows them only when the SESSION
+says so (it reads the format from this setting, not from the checkpoint)."""
 
 
 def _join(location: str, path: str) -> str:
@@ -166,25 +172,52 @@ def export_state(spark: Any, checkpoint: str, target: str, batch_id: int,
     if store.kind(store.join(root, "state")) != "dir":
         return [], []  # a stateless query: nothing to carry
     spark.streams.active  # noqa: B018 - a session needs its StateStoreCoordinator
-    try:
-        rows = [r.asDict() for r in
-                spark.read.format("state-metadata").load(str(checkpoint)).collect()]
-    except Exception as exc:
-        raise SavepointError(f"cannot read the state metadata of {checkpoint}: "
-                             f"{first_line(exc)}") from None
-    operators: list[Operator] = []
-    parts: list[Part] = []
-    for op in operators_of(rows):
-        gone = state_gone(op, batch_id)
-        if gone:
-            raise SavepointError(gone)
-        for spec in read_specs(op):
-            part = _export_part(spark, checkpoint, target, batch_id, op, spec, len(parts))
-            if spec.kind == "store" and op.kind == "aggregation":
-                op = replace(op, windowed=windowed_key(part.schema))
-            parts.append(part)
-        operators.append(op)
+    version = commit_version(store.read(store.join(root, "commits", str(batch_id))))
+    with session_conf(spark, FORMAT_CONF, "2" if version >= 2 else None):
+        try:
+            rows = [r.asDict() for r in
+                    spark.read.format("state-metadata").load(str(checkpoint)).collect()]
+        except Exception as exc:
+            raise SavepointError(f"cannot read the state metadata of {checkpoint}: "
+                                 f"{first_line(exc)}") from None
+        operators: list[Operator] = []
+        parts: list[Part] = []
+        for op in operators_of(rows):
+            gone = state_gone(op, batch_id)
+            if gone:
+                raise SavepointError(gone)
+            for spec in read_specs(op):
+                part = _export_part(spark, checkpoint, target, batch_id, op, spec, len(parts))
+                if spec.kind == "store" and op.kind == "aggregation":
+                    op = replace(op, windowed=windowed_key(part.schema))
+                parts.append(part)
+            operators.append(op)
     return operators, parts
+
+
+def commit_version(data: bytes) -> int:
+    """A ``commits/N`` file's log version (``v2``: RocksDB checkpoint format v2); 1 when
+    it cannot be told."""
+    head = data.split(b"\n", 1)[0].strip()
+    return int(head[1:]) if head[:1] == b"v" and head[1:].isdigit() else 1
+
+
+@contextmanager
+def session_conf(spark: Any, key: str, value: str | None) -> Iterator[None]:
+    """``key`` set to ``value`` in the session while reading (None: left as it is), put
+    back after: the caller's session is shared."""
+    if value is None:
+        yield
+        return
+    before = spark.conf.get(key, None)
+    spark.conf.set(key, value)
+    try:
+        yield
+    finally:
+        if before is None:
+            spark.conf.unset(key)
+        else:
+            spark.conf.set(key, before)
 
 
 def _export_part(spark: Any, checkpoint: str, target: str, batch_id: int, op: Operator,
@@ -225,6 +258,8 @@ def _selected(column: Column, schema: Any) -> Any:
         expr = expr.cast(StructType.fromJson(positional(top)))
         for i in positions:
             expr = expr.getField(f"_{i}")
+        if isinstance(column.type, dict):  # a struct kept whole: its own names back
+            expr = expr.cast(StructType.fromJson(column.type))
     return expr.alias(column.name)
 
 

@@ -23,6 +23,7 @@ from .model import (
     POSITION_AT,
     POSITION_FROM_TIME,
     POSITION_REWIND,
+    POSITION_SAVEPOINT,
     RestartPlan,
 )
 
@@ -36,7 +37,7 @@ COMMANDS = ("starting-offsets", "plan", "api")
 """Who handed the plan out: the two commands, or the Python API (jobs)."""
 
 
-RecordedPosition = Literal["after", "at", "as-of", "rewind", "from-time"]
+RecordedPosition = Literal["after", "at", "as-of", "rewind", "from-time", "savepoint"]
 """A recorded plan's position: a plan's :data:`~.model.Position`, or ``as-of`` (after the
 last batch at a time), which the audit tells from ``after``."""
 RECORDED_AS_OF: RecordedPosition = "as-of"
@@ -45,7 +46,10 @@ RECORDED_AS_OF: RecordedPosition = "as-of"
 def recorded_position(plan: RestartPlan, request: PlanRequest) -> RecordedPosition:
     """The position a recorded plan starts from: after (the last batch), at (a batch,
     reprocessing it), as-of (after the last batch at a time), rewind (state-aware) or
-    from-time (the first record at a time). All but "after" read again on purpose."""
+    from-time (the first record at a time) or savepoint (after a savepoint's batch, with
+    its state). All but "after" read again on purpose."""
+    if plan.position == POSITION_SAVEPOINT:
+        return POSITION_SAVEPOINT
     if plan.mode == MODE_STATE_AWARE or plan.position == POSITION_REWIND:
         return POSITION_REWIND
     if plan.position == POSITION_AT:
@@ -83,7 +87,7 @@ def plan_row(plan: RestartPlan, request: PlanRequest, command: str) -> dict[str,
              "log_starts": _log_starts(plan),
              "kafka_cluster_id": plan.kafka_cluster_id,
              "journaled_kafka_cluster_id": plan.journaled_cluster_id,
-             **_translation(plan)}
+             **_translation(plan), **_state(plan, request)}
     return {
         "query_name": plan.query_name, "position": recorded_position(plan, request),
         "mode": plan.mode, "command": command if command in COMMANDS else "api",
@@ -102,6 +106,18 @@ def _log_starts(plan: RestartPlan) -> list[list[Any]] | None:
     where its first batch starts exactly there (the audit's match)."""
     starts = {key: low for s in plan.sources for key, low in s.log_starts.items()}
     return [[t, p, low] for (t, p), low in sorted(starts.items())] or None
+
+
+def _state(plan: RestartPlan, request: PlanRequest) -> dict[str, Any]:
+    """A plan from a savepoint: which (id, location), what was asked (seed,
+    discard_state: a loss accepted is a decision) and each operator's state with what
+    became of it: [[operator id, kind, keys, decision], ...]."""
+    if plan.savepoint_location is None:
+        return {}
+    seed = request.seed if isinstance(request.seed, str) else list(request.seed)
+    return {"savepoint": {"id": plan.savepoint_id, "location": plan.savepoint_location},
+            "seed": seed or None, "discard_state": request.discard_state,
+            "state": [[c.operator_id, c.kind, c.keys, c.decision] for c in plan.state]}
 
 
 def _translation(plan: RestartPlan) -> dict[str, Any]:

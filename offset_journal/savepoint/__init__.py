@@ -20,13 +20,20 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Any
 
 from ..errors import SavepointError
-from .load import load_savepoint, savepoint_ref
+from .load import load_savepoint
 from .model import BUILT_IN, Manifest, Operator, OperatorKind, Part, PartKind, Savepoint
 
 if TYPE_CHECKING:
-    from .spark import ROCKSDB_PROVIDER, create_savepoint, initial_state, state_frame
+    from .spark import (
+        ROCKSDB_PROVIDER,
+        create_savepoint,
+        initial_state,
+        prepare_savepoint,
+        state_frame,
+    )
 
-_EDGE = ("ROCKSDB_PROVIDER", "create_savepoint", "initial_state", "state_frame")
+_EDGE = ("ROCKSDB_PROVIDER", "create_savepoint", "initial_state", "prepare_savepoint",
+         "state_frame")
 
 
 def __getattr__(name: str) -> Any:
@@ -39,4 +46,4 @@ def __getattr__(name: str) -> Any:
 
 __all__ = ["BUILT_IN", "ROCKSDB_PROVIDER", "Manifest", "Operator", "OperatorKind", "Part",
            "PartKind", "Savepoint", "SavepointError", "create_savepoint", "initial_state",
-           "load_savepoint", "savepoint_ref", "state_frame"]
+           "load_savepoint", "prepare_savepoint", "state_frame"]

@@ -19,15 +19,6 @@ if TYPE_CHECKING:
     from ..journal import Journal
 
 
-def savepoint_ref(text: str) -> int | str:
-    """``--savepoint`` as given: digits are a savepoint id in the journal, anything else
-    its directory."""
-    value = str(text).strip()
-    if not value:
-        raise SavepointError("--savepoint needs a savepoint id or directory")
-    return int(value) if value.isdigit() else value
-
-
 def load_savepoint(ref: int | str | Savepoint, journal: Journal | None = None, *,
                    query_name: str | None = None, verify: bool = True) -> Savepoint:
     """The savepoint ``ref`` names (an id in ``journal``'s ``savepoints``, a directory,

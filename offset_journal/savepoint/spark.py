@@ -16,7 +16,7 @@ from __future__ import annotations
 import logging
 from collections.abc import Iterator
 from contextlib import contextmanager
-from dataclasses import replace
+from dataclasses import dataclass, replace
 from datetime import datetime, timezone
 from typing import TYPE_CHECKING, Any
 
@@ -61,17 +61,26 @@ def _join(location: str, path: str) -> str:
 # --------------------------------------------------------------------------- create
 
 
-def create_savepoint(spark: Any, journal: Journal, query_name: str, checkpoint: str,
-                     target: str, *, record: bool = True) -> Savepoint:
-    """Export the state of every stateful operator of ``checkpoint`` (a checkpoint of
-    ``query_name``) at the newest batch both its ``commits/`` and the journal have, to
-    Parquet under ``target`` (a new or empty directory) with a manifest, and record it in
-    the journal's ``savepoints`` (unless ``record=False``; a journal that refuses it
-    leaves the savepoint usable by its directory, and ``warnings`` says why).
+@dataclass(frozen=True)
+class Prepared:
+    """What a savepoint is taken of, checked before Spark starts: the checkpoint, the
+    batch both it and the journal have (with notes on which was ahead), and where."""
 
-    SavepointError or CheckpointError (one line) when the checkpoint is missing, not a
-    checkpoint, another query's, its state at that batch is gone, or ``target`` is not
-    empty; nothing is recorded then, and nothing is left in ``target``."""
+    query_name: str
+    checkpoint: str
+    target: str
+    batch: Batch
+    notes: tuple[str, ...]
+    provider: str | None
+
+
+def prepare_savepoint(journal: Journal, query_name: str, checkpoint: str,
+                      target: str) -> Prepared:
+    """The checks a savepoint makes before reading any state (no Spark): the checkpoint
+    is one, of ``query_name`` (a query id the journal holds under that name), ``target``
+    is new or empty, and the batch to take is the newest both the checkpoint committed
+    and the journal holds, having read the same offsets in both. SavepointError or
+    CheckpointError (one line) otherwise."""
     from ..checkpoint import read_checkpoint
 
     ckpt = read_checkpoint(checkpoint)
@@ -90,26 +99,50 @@ def create_savepoint(spark: Any, journal: Journal, query_name: str, checkpoint: 
     _check_same_offsets(ckpt, batch)
     chosen = ckpt.batch(batch_id)
     conf = (chosen.conf if chosen is not None else None) or {}
+    return Prepared(query_name, str(checkpoint), str(target), batch, tuple(notes),
+                    conf.get(PROVIDER_CONF))
+
+
+def create_savepoint(spark: Any, journal: Journal, query_name: str, checkpoint: str,
+                     target: str, *, record: bool = True) -> Savepoint:
+    """Export the state of every stateful operator of ``checkpoint`` (a checkpoint of
+    ``query_name``) at the newest batch both its ``commits/`` and the journal have, to
+    Parquet under ``target`` (a new or empty directory) with a manifest, and record it in
+    the journal's ``savepoints`` (unless ``record=False``; a journal that refuses it
+    leaves the savepoint usable by its directory, and ``warnings`` says why).
+
+    SavepointError or CheckpointError (one line) when the checkpoint is missing, not a
+    checkpoint, another query's, its state at that batch is gone, or ``target`` is not
+    empty; nothing is recorded then, and nothing is left in ``target``."""
+    prepared = prepare_savepoint(journal, query_name, checkpoint, target)
+    return export_savepoint(spark, journal, prepared, record=record)
+
+
+def export_savepoint(spark: Any, journal: Journal, prepared: Prepared, *,
+                     record: bool = True) -> Savepoint:
+    """The second half of :func:`create_savepoint`: read and write the state, the
+    manifest, and record it."""
+    batch, target = prepared.batch, prepared.target
     try:
-        operators, parts = export_state(spark, checkpoint, target, batch_id)
+        operators, parts = export_state(spark, prepared.checkpoint, target, batch.batch_id)
         manifest = Manifest(
-            query_name=query_name, run_id=batch.run_id, query_id=batch.query_id,
-            batch_id=batch_id, checkpoint=str(checkpoint),
+            query_name=prepared.query_name, run_id=batch.run_id, query_id=batch.query_id,
+            batch_id=batch.batch_id, checkpoint=prepared.checkpoint,
             end_offsets=tuple(SourceEnd(s.source_index, s.description, s.kind, s.end_offset)
                               for s in batch.sources),
             operators=tuple(operators), parts=tuple(parts),
             created_at=datetime.now(timezone.utc).isoformat(timespec="milliseconds"),
-            spark_version=str(spark.version), provider=conf.get(PROVIDER_CONF),
-            notes=tuple(notes))
+            spark_version=str(spark.version), provider=prepared.provider,
+            notes=prepared.notes)
         digest = write_manifest(target, manifest)
     except BaseException:
         remove_partial(target)
         raise
-    for note in notes:
-        log.info("savepoint of %s: %s", query_name, note)
+    for note in prepared.notes:
+        log.info("savepoint of %s: %s", prepared.query_name, note)
     if not record:
-        return Savepoint(manifest, str(target), None)
-    return _recorded(journal, manifest, str(target), digest)
+        return Savepoint(manifest, target, None)
+    return _recorded(journal, manifest, target, digest)
 
 
 def _not_this_query(journal: Journal, query_name: str, checkpoint: str, query_id: str) -> str:

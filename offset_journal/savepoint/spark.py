@@ -368,13 +368,13 @@ def initial_state(spark: Any, savepoint: Savepoint | str | int, *, operator: int
 
 
 def savepoint_session(master: str | None = None) -> tuple[Any, bool]:
-    """The active SparkSession (False: not ours to stop), else a local one for
+    """The running SparkSession (False: not ours to stop), else a local one for
     ``savepoint create`` (True)."""
+    from pyspark import SparkContext
     from pyspark.sql import SparkSession
 
-    active = SparkSession.getActiveSession()
-    if active is not None:
-        return active, False
+    if SparkContext._active_spark_context is not None:  # a notebook's, or a test's
+        return SparkSession.builder.getOrCreate(), False
     builder = (SparkSession.builder.appName("offset-journal-savepoint")
                .master(master or "local[*]").config("spark.ui.enabled", "false"))
     return builder.getOrCreate(), True

@@ -110,3 +110,172 @@ def test_aggregation_upgraded_to_transform_with_state_keeps_every_key(
 
     code, out, err = _cli(capsys, "--database-url", journal_url, "audit", QUERY)
     assert code == 0, out
+
+
+# --------------------------------------------------------------------------- transformWithState
+
+FAR = 4_102_444_800_000  # 2100-01-01: timers that never fire during the test
+TTL_MS = 3_600_000
+
+
+def _kafka(spark: Any, servers: str, topic: str, starting: str = "earliest") -> Any:
+    from pyspark.sql import functions as F
+
+    values = F.split(F.col("value").cast("string"), ",")
+    return (spark.readStream.format("kafka").option("kafka.bootstrap.servers", servers)
+            .option("subscribe", topic).option("startingOffsets", starting)
+            .option("maxOffsetsPerTrigger", "30").load()
+            .select(values[0].alias("grp"), values[1].cast("long").alias("amount"),
+                    F.col("topic")))
+
+
+def _processor(initial: bool) -> Any:
+    """A transformWithState processor with a value, a list and a map state (the last two
+    with a TTL) and a processing-time timer per key: v1, the reference and (``initial``)
+    v2, which seeds all four from a savepoint."""
+    from pyspark.sql import Row
+    from pyspark.sql.streaming import StatefulProcessor
+    from pyspark.sql.types import LongType, StringType, StructField, StructType
+
+    class Sessions(StatefulProcessor):
+        def init(self, handle: Any) -> None:
+            self.handle = handle
+            self.cnt = handle.getValueState("cnt", StructType([StructField("n", LongType())]))
+            self.seen = handle.getListState(
+                "seen", StructType([StructField("amount", LongType())]), TTL_MS)
+            self.m = handle.getMapState("m", StructType([StructField("mk", StringType())]),
+                                        StructType([StructField("mv", LongType())]), TTL_MS)
+
+        def handleInputRows(self, key: Any, rows: Any, timerValues: Any) -> Any:
+            n = self.cnt.get()[0] if self.cnt.exists() else 0
+            for row in rows:
+                n += 1
+                self.seen.appendValue((row.amount,))
+                mk = f"a{row.amount % 3}"
+                old = self.m.getValue((mk,)) if self.m.containsKey((mk,)) else None
+                self.m.updateValue((mk,), ((old[0] if old else 0) + row.amount,))
+            self.cnt.update((n,))
+            for timer in list(self.handle.listTimers()):
+                self.handle.deleteTimer(timer)
+            self.handle.registerTimer(FAR + n)
+            yield Row(grp=key[0], n=n)
+
+        def handleInitialState(self, key: Any, row: Any, timerValues: Any) -> None:
+            if not initial:
+                return
+            if row.state_var == "cnt":
+                self.cnt.update((row.n,))
+            elif row.state_var == "seen":
+                self.seen.appendValue((row.amount,))
+            elif row.state_var == "m":
+                self.m.updateValue((row.mk,), (row.mv,))
+            elif row.state_var == "timers":
+                self.handle.registerTimer(row.expiration_timestamp_ms)
+
+        def close(self) -> None:
+            pass
+
+    return Sessions()
+
+
+def _start_tws(df: Any, keys: list[str], processor: Any, checkpoint: Path, name: str,
+               initial: Any = None, *, format_v2: bool = False) -> Any:
+    """A transformWithState query to completion: RocksDB (which it needs), processing
+    time (which TTL needs) without no-data batches (availableNow would never end), set
+    for this query only: the session is shared."""
+    from contextlib import ExitStack
+
+    from offset_journal.savepoint.spark import (
+        FORMAT_CONF,
+        PROVIDER_CONF,
+        ROCKSDB_PROVIDER,
+        session_conf,
+    )
+
+    out = df.groupBy(*keys).transformWithState(processor, "grp string, n long", "Update",
+                                               "ProcessingTime", initialState=initial)
+    spark = df.sparkSession
+    with ExitStack() as confs:
+        confs.enter_context(session_conf(spark, PROVIDER_CONF, ROCKSDB_PROVIDER))
+        confs.enter_context(session_conf(spark, "spark.sql.streaming.noDataMicroBatches.enabled",
+                                         "false"))
+        confs.enter_context(session_conf(spark, FORMAT_CONF, "2" if format_v2 else None))
+        q = (out.writeStream.format("noop").outputMode("update").queryName(name)
+             .option("checkpointLocation", str(checkpoint)).trigger(availableNow=True).start())
+    q.awaitTermination(300)
+    assert q.exception() is None, q.exception()
+    return q
+
+
+def _tws_state(spark: Any, checkpoint: Path) -> dict[str, dict[str, Any]]:
+    """Per group: cnt, the list (sorted), the map, the timers; and whether every list and
+    map entry has a TTL."""
+    got: dict[str, dict[str, Any]] = defaultdict(lambda: {"seen": [], "m": {}, "timers": []})
+    for r in _state(spark, checkpoint, stateVarName="cnt"):
+        got[r.key.grp]["cnt"] = r.value.n
+    for r in _state(spark, checkpoint, stateVarName="seen"):
+        got[r.key.grp]["seen"].append(r.list_element.value.amount)
+        assert r.list_element.ttlExpirationMs is not None
+    for r in _state(spark, checkpoint, stateVarName="m"):
+        got[r.key.grp]["m"][r.user_map_key.mk] = r.user_map_value.value.mv
+        assert r.user_map_value.ttlExpirationMs is not None
+    for r in _state(spark, checkpoint, readRegisteredTimers="true"):
+        got[r.key.grp]["timers"].append(r.expiration_timestamp_ms)
+    return {g: {**v, "seen": sorted(v["seen"]), "timers": sorted(v["timers"])}
+            for g, v in got.items()}
+
+
+def test_transform_with_state_regrouped_keeps_value_list_map_ttl_and_timers(
+        journaled_spark, journal_url, kafka_cluster, kafka_topic, tmp_path, capsys):
+    """v1: transformWithState with a value, a list and a map state (TTL) and a timer, on
+    RocksDB with checkpoint format v2; v2 groups by (grp, topic), so a new checkpoint is
+    required, and is seeded from v1's savepoint: per key, its state equals a run that
+    never stopped."""
+    import sys
+
+    from pyspark import cloudpickle
+    from pyspark.sql import functions as F
+
+    from offset_journal.savepoint import state_frame
+
+    cloudpickle.register_pickle_by_value(sys.modules[__name__])
+    spark, listener = journaled_spark
+    servers = kafka_cluster.bootstrap_servers
+    kafka_cluster.produce(kafka_topic, 40, value=_amounts)
+    v1_ck = tmp_path / "ck-v1"
+    q = _start_tws(_kafka(spark, servers, kafka_topic), ["grp"], _processor(False), v1_ck,
+                   "sessions", format_v2=True)
+    kafka_cluster.produce(kafka_topic, 20, start=40, value=_amounts)
+    q = _start_tws(_kafka(spark, servers, kafka_topic), ["grp"], _processor(False), v1_ck,
+                   "sessions", format_v2=True)
+    assert listener.wait_terminated(q.runId, 60)
+    assert (v1_ck / "commits" / "1").read_text().startswith("v2")  # checkpoint format v2
+
+    code, out, err = _cli(capsys, "--database-url", journal_url, "savepoint", "create",
+                          "sessions", "--checkpoint", str(v1_ck), "--to", str(tmp_path / "sp"))
+    assert code == 0, err
+    for part in ("cnt", "seen", "m", "timers"):
+        assert f" {part} " in out, out
+    kafka_cluster.produce(kafka_topic, 30, start=60, value=_amounts)
+
+    code, out, err = _cli(capsys, "--database-url", journal_url, "plan", "sessions",
+                          "--savepoint", str(tmp_path / "sp"), "--seed", "all",
+                          "--checkpoint", str(tmp_path / "ck-v2"), "--format", "json")
+    assert code == 0, out + err
+    plan = json.loads(out)
+    seeded = plan["state"][0]
+    assert seeded["decision"] == "seeded" and seeded["keys"] == 7
+    starting = plan["sources"][0]["options"]["startingOffsets"]
+
+    frame = state_frame(spark, str(tmp_path / "sp"), operator=0)
+    initial = frame.withColumn("topic", F.lit(kafka_topic)).groupBy("grp", "topic")
+    q = _start_tws(_kafka(spark, servers, kafka_topic, starting), ["grp", "topic"],
+                   _processor(True), tmp_path / "ck-v2", "sessions", initial)
+    assert listener.wait_terminated(q.runId, 60)
+
+    _start_tws(_kafka(spark, servers, kafka_topic), ["grp"], _processor(False),
+               tmp_path / "ck-ref", "sessions-reference")
+    reference = _tws_state(spark, tmp_path / "ck-ref")
+    assert len(reference) == 7 and all(v["timers"] == [FAR + v["cnt"]]
+                                       for v in reference.values())
+    assert _tws_state(spark, tmp_path / "ck-v2") == reference

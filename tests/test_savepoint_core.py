@@ -51,8 +51,11 @@ def test_the_newest_batch_both_have_and_which_is_ahead():
     assert "commits up to batch 7, journal up to 5" in notes[0]
     batch, notes = core.choose_batch([3, 4], [3, 4, 5])
     assert batch == 4 and "the journal is ahead of the checkpoint" in notes[0]
-    with pytest.raises(SavepointError, match="no batch in common"):
+    with pytest.raises(SavepointError, match="no longer holds batch 2, the journal's newest "
+                                             "of it: the oldest batch still there is 7"):
         core.choose_batch([7, 8], [1, 2])
+    with pytest.raises(SavepointError, match=r"no batch in common \(commits 1..3, journal"):
+        core.choose_batch([1, 3], [2])
 
 
 # --------------------------------------------------------------------------- operators

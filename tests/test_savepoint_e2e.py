@@ -279,3 +279,114 @@ def test_transform_with_state_regrouped_keeps_value_list_map_ttl_and_timers(
     assert len(reference) == 7 and all(v["timers"] == [FAR + v["cnt"]]
                                        for v in reference.values())
     assert _tws_state(spark, tmp_path / "ck-v2") == reference
+
+
+# --------------------------------------------------------------------------- bad input
+
+
+def _recorded(url: str) -> tuple[int, int]:
+    from tests.payloads import sql_rows
+
+    return sql_rows(url, "SELECT (SELECT count(*) FROM offset_journal.savepoints), "
+                         "(SELECT count(*) FROM offset_journal.restart_plans)")[0]
+
+
+def _one_line(code: int, out: str, err: str) -> str:
+    lines = err.strip().splitlines()
+    assert code != 0 and len(lines) == 1, (code, out, err)
+    assert lines[0].startswith("offset-journal: error: ") and "Traceback" not in err
+    return lines[0]
+
+
+def test_bad_savepoint_input_is_one_line_and_records_nothing(
+        journaled_spark, journal_url, kafka_cluster, kafka_topic, tmp_path, capsys):
+    import shutil
+
+    from offset_journal.errors import SavepointError
+    from offset_journal.savepoint import initial_state
+    from tests.payloads import sql_execute
+
+    spark, listener = journaled_spark
+    job = load_job("stateful_counts")
+    kafka_cluster.produce(kafka_topic, 40, value=_amounts)
+    v1_ck, sp = tmp_path / "ck-v1", tmp_path / "sp"
+    _run(spark, listener, job, ["--bootstrap-servers", kafka_cluster.bootstrap_servers,
+                                "--topics", kafka_topic, "--query-name", QUERY,
+                                "--database-url", journal_url, "--checkpoint", str(v1_ck),
+                                "--output", str(tmp_path / "out"),
+                                "--max-offsets-per-trigger", "15"])
+    url = ["--database-url", journal_url]
+
+    def create(*argv: str) -> str:
+        before = _recorded(journal_url)
+        line = _one_line(*_cli(capsys, *url, "savepoint", "create", *argv))
+        assert _recorded(journal_url) == before
+        return line
+
+    def plan(*argv: str) -> str:
+        before = _recorded(journal_url)
+        line = _one_line(*_cli(capsys, *url, "plan", *argv))
+        assert _recorded(journal_url) == before
+        return line
+
+    assert "does not exist" in create(QUERY, "--checkpoint", str(tmp_path / "nope"),
+                                      "--to", str(sp))
+    (tmp_path / "plain").mkdir()
+    (tmp_path / "plain" / "notes.txt").write_text("x")
+    assert "not a Spark checkpoint" in create(QUERY, "--checkpoint", str(tmp_path / "plain"),
+                                              "--to", str(sp))
+    assert "is the checkpoint of query 'totals', not of 'other'" in create(
+        "other", "--checkpoint", str(v1_ck), "--to", str(sp))
+    assert "is not empty" in create(QUERY, "--checkpoint", str(v1_ck),
+                                    "--to", str(tmp_path / "plain"))
+    assert not sp.exists()
+
+    code, out, err = _cli(capsys, *url, "savepoint", "create", QUERY, "--checkpoint",
+                          str(v1_ck), "--to", str(sp))
+    assert code == 0, err
+    assert _recorded(journal_url) == (1, 0)
+
+    assert "holds the state of query 'totals', not of 'other'" in plan(
+        "other", "--savepoint", "1")
+    assert "--seed 5: savepoint 1 at" in plan(QUERY, "--savepoint", "1", "--seed", "5")
+    assert "no savepoint 9 in the journal" in plan(QUERY, "--savepoint", "9")
+    with pytest.raises(SavepointError, match="has no state variable 'nope'"):
+        initial_state(spark, str(sp), operator=0, state_var="nope")
+    with pytest.raises(SavepointError, match="has no operator 3"):
+        initial_state(spark, str(sp), operator=3)
+
+    parquet = next((sp / "operator=0" / "part=0").glob("part-*.parquet"))
+    original = parquet.read_bytes()
+    parquet.write_bytes(original[:-9] + bytes([original[-9] ^ 1]) + original[-8:])
+    assert "does not match its checksum" in plan(QUERY, "--savepoint", str(sp))
+    with pytest.raises(SavepointError, match="does not match its checksum"):
+        initial_state(spark, str(sp), operator=0)
+    parquet.write_bytes(original)
+    manifest = json.loads((sp / "manifest.json").read_text())
+    changed = json.loads(json.dumps(manifest))
+    changed["manifest"]["parts"][0]["keys"] += 1
+    (sp / "manifest.json").write_text(json.dumps(changed))
+    assert "does not match its checksum: the savepoint was altered" in plan(
+        QUERY, "--savepoint", "1")
+    from offset_journal.savepoint.model import digest_of
+
+    changed["sha256"] = digest_of(changed["manifest"])  # altered, and re-signed
+    (sp / "manifest.json").write_text(json.dumps(changed))
+    assert "is not the one the journal recorded as savepoint 1" in plan(
+        QUERY, "--savepoint", "1")
+    (sp / "manifest.json").write_text(json.dumps(manifest))
+    code, out, err = _cli(capsys, *url, "savepoint", "show", "1")
+    assert code == 0 and "checksums verified" in out, err
+
+    # The journal far behind a checkpoint Spark has purged (minBatchesToRetain): one
+    # line naming the oldest batch still there.
+    purged = tmp_path / "ck-purged"
+    shutil.copytree(v1_ck, purged)
+    for log_dir in ("commits", "offsets"):
+        for f in (purged / log_dir).iterdir():
+            if f.name.lstrip(".").split(".")[0] in ("0", "1"):
+                f.unlink()
+    sql_execute(journal_url, "DELETE FROM offset_journal.batches WHERE query_name = 'totals' "
+                             "AND batch_id > 0")
+    line = create(QUERY, "--checkpoint", str(purged), "--to", str(tmp_path / "sp2"))
+    assert "no longer holds batch 0" in line and "oldest batch still there is 2" in line

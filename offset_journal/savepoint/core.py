@@ -48,7 +48,13 @@ def choose_batch(committed: Iterable[int], journaled: Iterable[int]) -> tuple[in
     done, known = set(committed), set(journaled)
     both = done & known
     if not both:
-        have = (f"commits up to {max(done)}" if done else "no commit")
+        if done and known and max(known) < min(done):
+            raise SavepointError(
+                f"the checkpoint no longer holds batch {max(known)}, the journal's newest "
+                f"of it: the oldest batch still there is {min(done)} "
+                "(spark.sql.streaming.minBatchesToRetain), so no state matches offsets the "
+                "journal has")
+        have = (f"commits {min(done)}..{max(done)}" if done else "no commit")
         jour = (f"journal up to {max(known)}" if known else "no journaled batch")
         raise SavepointError(f"the checkpoint and the journal have no batch in common "
                              f"({have}, {jour}): no state can be matched to offsets")

@@ -179,7 +179,8 @@ def _processor(initial: bool) -> Any:
 
 
 def _start_tws(df: Any, keys: list[str], processor: Any, checkpoint: Path, name: str,
-               initial: Any = None, *, format_v2: bool = False) -> Any:
+               initial: Any = None, *, format_v2: bool = False,
+               schema: str = "grp string, n long", each_batch: Any = None) -> Any:
     """A transformWithState query to completion: RocksDB (which it needs), processing
     time (which TTL needs) without no-data batches (availableNow would never end), set
     for this query only: the session is shared."""
@@ -192,7 +193,7 @@ def _start_tws(df: Any, keys: list[str], processor: Any, checkpoint: Path, name:
         session_conf,
     )
 
-    out = df.groupBy(*keys).transformWithState(processor, "grp string, n long", "Update",
+    out = df.groupBy(*keys).transformWithState(processor, schema, "Update",
                                                "ProcessingTime", initialState=initial)
     spark = df.sparkSession
     with ExitStack() as confs:
@@ -200,8 +201,10 @@ def _start_tws(df: Any, keys: list[str], processor: Any, checkpoint: Path, name:
         confs.enter_context(session_conf(spark, "spark.sql.streaming.noDataMicroBatches.enabled",
                                          "false"))
         confs.enter_context(session_conf(spark, FORMAT_CONF, "2" if format_v2 else None))
-        q = (out.writeStream.format("noop").outputMode("update").queryName(name)
-             .option("checkpointLocation", str(checkpoint)).trigger(availableNow=True).start())
+        writer = out.writeStream.outputMode("update").queryName(name)
+        writer = writer.foreachBatch(each_batch) if each_batch else writer.format("noop")
+        q = (writer.option("checkpointLocation", str(checkpoint)).trigger(availableNow=True)
+             .start())
     q.awaitTermination(300)
     assert q.exception() is None, q.exception()
     return q
@@ -390,3 +393,149 @@ def test_bad_savepoint_input_is_one_line_and_records_nothing(
                              "AND batch_id > 0")
     line = create(QUERY, "--checkpoint", str(purged), "--to", str(tmp_path / "sp2"))
     assert "no longer holds batch 0" in line and "oldest batch still there is 2" in line
+
+
+# --------------------------------------------------------------------------- dedup, pandas
+
+
+def _ids(i: int) -> str:
+    return f"g{i % 5},u{i % 23 if i < 50 else i % 31}"
+
+
+def _dedup_processor() -> Any:
+    """v2 of the deduplication: a value state with a TTL per id, seeded with the ids
+    dropDuplicates had seen; an id is written the first time only."""
+    from pyspark.sql import Row
+    from pyspark.sql.streaming import StatefulProcessor
+    from pyspark.sql.types import BooleanType, StructField, StructType
+
+    class FirstSeen(StatefulProcessor):
+        def init(self, handle: Any) -> None:
+            self.seen = handle.getValueState(
+                "seen", StructType([StructField("seen", BooleanType())]), TTL_MS)
+
+        def handleInitialState(self, key: Any, row: Any, timerValues: Any) -> None:
+            self.seen.update((True,))
+
+        def handleInputRows(self, key: Any, rows: Any, timerValues: Any) -> Any:
+            for _row in rows:
+                pass
+            if not self.seen.exists():
+                self.seen.update((True,))
+                yield Row(id=key[0])
+
+        def close(self) -> None:
+            pass
+
+    return FirstSeen()
+
+
+def _count_processor() -> Any:
+    """v2 of applyInPandasWithState's count per group: a value state seeded with the
+    group state."""
+    from pyspark.sql import Row
+    from pyspark.sql.streaming import StatefulProcessor
+    from pyspark.sql.types import LongType, StructField, StructType
+
+    class Count(StatefulProcessor):
+        def init(self, handle: Any) -> None:
+            self.n = handle.getValueState("n", StructType([StructField("n", LongType())]))
+
+        def handleInitialState(self, key: Any, row: Any, timerValues: Any) -> None:
+            self.n.update((row.n,))
+
+        def handleInputRows(self, key: Any, rows: Any, timerValues: Any) -> Any:
+            n = (self.n.get()[0] if self.n.exists() else 0) + sum(1 for _ in rows)
+            self.n.update((n,))
+            yield Row(grp=key[0], n=n)
+
+        def close(self) -> None:
+            pass
+
+    return Count()
+
+
+def _count_in_pandas(key: Any, frames: Any, state: Any) -> Any:
+    import pandas as pd
+
+    n = state.get[0] if state.exists else 0
+    n += sum(len(f) for f in frames)
+    state.update((n,))
+    yield pd.DataFrame({"grp": [key[0]], "n": [n]})
+
+
+def test_deduplication_and_apply_in_pandas_with_state_carried_across_the_upgrade(
+        journaled_spark, journal_url, kafka_cluster, kafka_topic, tmp_path, capsys):
+    """v1: dropDuplicates(id), and applyInPandasWithState counting per group (both read
+    by the State Data Source: its groupState); v2 of each: a transformWithState seeded
+    from their savepoints. No id is written twice, none is missing; every group's count
+    is the count over all records."""
+    import sys
+
+    from pyspark import cloudpickle
+    from pyspark.sql import functions as F
+    from pyspark.sql.streaming.state import GroupStateTimeout
+
+    from offset_journal.savepoint import initial_state
+
+    cloudpickle.register_pickle_by_value(sys.modules[__name__])
+    spark, listener = journaled_spark
+    servers = kafka_cluster.bootstrap_servers
+    produced = kafka_cluster.produce(kafka_topic, 50, value=_ids)
+
+    def events(starting: str = "earliest") -> Any:
+        values = F.split(F.col("value").cast("string"), ",")
+        return (spark.readStream.format("kafka").option("kafka.bootstrap.servers", servers)
+                .option("subscribe", kafka_topic).option("startingOffsets", starting)
+                .option("maxOffsetsPerTrigger", "30").load()
+                .select(values[0].alias("grp"), values[1].alias("id")))
+
+    emitted: list[str] = []
+
+    def keep(df: Any, _batch_id: int) -> None:
+        emitted.extend(r.id for r in df.collect())
+
+    dedup = (events().dropDuplicates(["id"]).select("id").writeStream.queryName("ids")
+             .foreachBatch(keep).option("checkpointLocation", str(tmp_path / "ids-v1"))
+             .trigger(availableNow=True).start())
+    counts = (events().groupBy("grp").applyInPandasWithState(
+        _count_in_pandas, "grp string, n long", "n long", "update", GroupStateTimeout.NoTimeout)
+        .writeStream.queryName("groups").format("noop").outputMode("update")
+        .option("checkpointLocation", str(tmp_path / "groups-v1"))
+        .trigger(availableNow=True).start())
+    for q in (dedup, counts):
+        q.awaitTermination(300)
+        assert q.exception() is None, q.exception()
+        assert listener.wait_terminated(q.runId, 60)
+    assert sorted(emitted) == sorted({f"u{i}" for i in range(23)})
+
+    starts = {}
+    for name in ("ids", "groups"):
+        sp = str(tmp_path / f"sp-{name}")
+        code, out, err = _cli(capsys, "--database-url", journal_url, "savepoint", "create",
+                              name, "--checkpoint", str(tmp_path / f"{name}-v1"), "--to", sp)
+        assert code == 0, err
+        code, out, err = _cli(capsys, "--database-url", journal_url, "starting-offsets",
+                              name, "--savepoint", sp, "--seed", "0")
+        assert code == 0, err
+        starts[name] = out.strip()
+    produced += kafka_cluster.produce(kafka_topic, 40, start=50, value=_ids)
+
+    v2_ids = _start_tws(events(starts["ids"]), ["id"], _dedup_processor(),
+                        tmp_path / "ids-v2", "ids",
+                        initial_state(spark, str(tmp_path / "sp-ids"), operator=0),
+                        schema="id string", each_batch=keep)
+    v2_groups = _start_tws(events(starts["groups"]), ["grp"], _count_processor(),
+                           tmp_path / "groups-v2", "groups",
+                           initial_state(spark, str(tmp_path / "sp-groups"), operator=0))
+    for q in (v2_ids, v2_groups):
+        assert listener.wait_terminated(q.runId, 60)
+    every_id = {v.decode().split(",")[1] for _p, _o, _k, v in produced}
+    assert len(emitted) == len(set(emitted)), "an id was written twice"
+    assert set(emitted) == every_id, "an id was dropped"
+    reference: dict[str, int] = defaultdict(int)
+    for _p, _o, _k, v in produced:
+        reference[v.decode().split(",")[0]] += 1
+    got = {r.key.grp: r.value.n for r in _state(spark, tmp_path / "groups-v2",
+                                                stateVarName="n")}
+    assert got == dict(reference)

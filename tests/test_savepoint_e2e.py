@@ -244,13 +244,10 @@ def test_transform_with_state_regrouped_keeps_value_list_map_ttl_and_timers(
     cloudpickle.register_pickle_by_value(sys.modules[__name__])
     spark, listener = journaled_spark
     servers = kafka_cluster.bootstrap_servers
-    kafka_cluster.produce(kafka_topic, 40, value=_amounts)
+    kafka_cluster.produce(kafka_topic, 60, value=_amounts)
     v1_ck = tmp_path / "ck-v1"
     q = _start_tws(_kafka(spark, servers, kafka_topic), ["grp"], _processor(False), v1_ck,
-                   "sessions", format_v2=True)
-    kafka_cluster.produce(kafka_topic, 20, start=40, value=_amounts)
-    q = _start_tws(_kafka(spark, servers, kafka_topic), ["grp"], _processor(False), v1_ck,
-                   "sessions", format_v2=True)
+                   "sessions", format_v2=True)  # two batches of 30
     assert listener.wait_terminated(q.runId, 60)
     assert (v1_ck / "commits" / "1").read_text().startswith("v2")  # checkpoint format v2
 
@@ -539,3 +536,61 @@ def test_deduplication_and_apply_in_pandas_with_state_carried_across_the_upgrade
     got = {r.key.grp: r.value.n for r in _state(spark, tmp_path / "groups-v2",
                                                 stateVarName="n")}
     assert got == dict(reference)
+
+
+# --------------------------------------------------------------------------- SIGKILL
+
+
+def test_killed_mid_stream_the_savepoint_takes_the_consistent_batch(
+        journaled_spark, journal_url, kafka_cluster, kafka_topic, tmp_path, capsys):
+    """v1 SIGKILLed mid-stream, and its checkpoint's last journaled commit lost too: the
+    journal and commits/ disagree, the savepoint takes the newest batch both have, and
+    v2 from it counts every record exactly once (its state equals the totals)."""
+    import os
+    import signal
+    import time
+
+    from tests.jobs_support import start_driver
+
+    spark, listener = journaled_spark
+    job = load_job("stateful_counts")
+    produced = kafka_cluster.produce(kafka_topic, 150, value=_amounts)
+    v1_ck, sp = tmp_path / "ck-v1", tmp_path / "sp"
+    common = ["--bootstrap-servers", kafka_cluster.bootstrap_servers, "--topics", kafka_topic,
+              "--query-name", QUERY, "--database-url", journal_url,
+              "--output", str(tmp_path / "out"), "--max-offsets-per-trigger", "10"]
+    log = tmp_path / "v1.log"
+    proc = start_driver("stateful_counts", [*common, "--checkpoint", str(v1_ck),
+                                            "--trigger", "1 second"], log)
+    journal = Journal(journal_url)
+    deadline = time.monotonic() + 240
+    try:
+        while len(journal.history(QUERY)) < 4:
+            assert proc.poll() is None, log.read_text()[-3000:]
+            assert time.monotonic() < deadline, "v1 journaled too few batches"
+            time.sleep(0.2)
+    finally:
+        os.killpg(proc.pid, signal.SIGKILL)
+        proc.wait(30)
+    journaled = max(b.batch_id for b in journal.history(QUERY))
+    committed = max(int(f.name) for f in (v1_ck / "commits").iterdir() if f.name.isdigit())
+    assert committed >= journaled  # the listener journals a batch after Spark commits it
+    (v1_ck / "commits" / str(journaled)).unlink()  # and that commit lost
+    produced += kafka_cluster.produce(kafka_topic, 30, start=150, value=_amounts)
+
+    code, out, err = _cli(capsys, "--database-url", journal_url, "savepoint", "create", QUERY,
+                          "--checkpoint", str(v1_ck), "--to", str(sp))
+    assert code == 0, err
+    assert f"the savepoint takes batch {journaled - 1}, the newest both have" in err
+    assert f"the state at batch {journaled - 1} of run" in out
+
+    _run(spark, listener, job, [*common, "--checkpoint", str(tmp_path / "ck-v2"), "--engine",
+                                "transform-with-state", "--from-journal",
+                                "--savepoint", str(sp), "--seed", "0"])
+    v2_state = {r.key.grp: tuple(r.value) for r in _state(spark, tmp_path / "ck-v2",
+                                                          stateVarName="totals")}
+    assert v2_state == _reference(produced), "every record counted exactly once"
+    (plan,) = [p for p in Journal(journal_url).recorded_plans(QUERY)]
+    assert plan.position == "savepoint" and plan.anchor_batch_id == journaled - 1
+    assert any(f"goes on past the savepoint's batch, to batch {journaled}" in w
+               for w in plan.request.get("warnings", []))

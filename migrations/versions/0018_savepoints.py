@@ -16,6 +16,9 @@ guard, for every role but the owner: a savepoint row must name a batch the journ
 (same query name, run, query id and batch id), so no role can record the state of a
 batch the journal never had.
 
+``partition_lag`` gives no lag below zero: in real-time mode (``trigger(realTime=...)``)
+Spark takes ``latestOffset`` when a batch starts and ends the batch further on.
+
 Revision ID: 0018_savepoints
 Revises: 0015_offsets_that_fit
 Create Date: 2026-11-25
@@ -59,6 +62,25 @@ CREATE TRIGGER savepoints_name_a_journaled_batch
     FOR EACH ROW EXECUTE FUNCTION offset_journal.savepoints_name_a_journaled_batch();
 """
 
+# Real-time mode (trigger(realTime=...)) reads latestOffset when a batch starts and ends
+# the batch further on: latest < end, and a lag below zero means nothing left behind.
+LAG = """
+CREATE OR REPLACE VIEW offset_journal.partition_lag AS
+SELECT b.query_name, b.run_id, b.query_id, b.batch_id, b.id AS batch_pk, b.trigger_at,
+       k.source_index, k.topic, k.partition, k.start_offset, k.end_offset, k.latest_offset,
+       CASE WHEN NOT k.out_of_range THEN greatest(k.latest_offset - k.end_offset, 0) END AS lag
+FROM offset_journal.kafka_partitions k
+JOIN offset_journal.batches b ON b.id = k.batch_pk;
+"""
+LAG_BEFORE = """
+CREATE OR REPLACE VIEW offset_journal.partition_lag AS
+SELECT b.query_name, b.run_id, b.query_id, b.batch_id, b.id AS batch_pk, b.trigger_at,
+       k.source_index, k.topic, k.partition, k.start_offset, k.end_offset, k.latest_offset,
+       CASE WHEN NOT k.out_of_range THEN k.latest_offset - k.end_offset END AS lag
+FROM offset_journal.kafka_partitions k
+JOIN offset_journal.batches b ON b.id = k.batch_pk;
+"""
+
 POSITIONS_BEFORE = "position IN ('after', 'at', 'as-of', 'rewind', 'from-time')"
 POSITIONS_AFTER = "position IN ('after', 'at', 'as-of', 'rewind', 'from-time', 'savepoint')"
 
@@ -91,9 +113,11 @@ def upgrade() -> None:
     op.drop_constraint("restart_plans_position_check", "restart_plans", schema=S)
     op.create_check_constraint("restart_plans_position_check", "restart_plans",
                                POSITIONS_AFTER, schema=S)
+    op.execute(LAG)
 
 
 def downgrade() -> None:
+    op.execute(LAG_BEFORE)
     op.drop_constraint("restart_plans_position_check", "restart_plans", schema=S)
     op.execute("DELETE FROM offset_journal.restart_plans WHERE position = 'savepoint'")
     op.create_check_constraint("restart_plans_position_check", "restart_plans",

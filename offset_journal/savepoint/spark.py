@@ -20,7 +20,7 @@ from dataclasses import dataclass, replace
 from datetime import datetime, timezone
 from typing import TYPE_CHECKING, Any
 
-from ..errors import OffsetJournalError, SavepointError
+from ..errors import ConfigError, OffsetJournalError, SavepointError
 from ..formatting import first_line
 from ..origin import host_name, os_user
 from .core import (
@@ -83,6 +83,7 @@ def prepare_savepoint(journal: Journal, query_name: str, checkpoint: str,
     CheckpointError (one line) otherwise."""
     from ..checkpoint import read_checkpoint
 
+    checkpoint, target = _absolute(checkpoint), _absolute(target)
     ckpt = read_checkpoint(checkpoint)
     if ckpt.query_id is None:
         raise SavepointError(f"{checkpoint} has no metadata file: not the checkpoint of a "
@@ -143,6 +144,15 @@ def export_savepoint(spark: Any, journal: Journal, prepared: Prepared, *,
     if not record:
         return Savepoint(manifest, target, None)
     return _recorded(journal, manifest, target, digest)
+
+
+def _absolute(path: str) -> str:
+    """A local path made absolute (a savepoint is found again from anywhere); a URL as
+    it is."""
+    import os
+
+    text = str(path)
+    return text if "://" in text else os.path.abspath(text)
 
 
 def _not_this_query(journal: Journal, query_name: str, checkpoint: str, query_id: str) -> str:
@@ -370,9 +380,12 @@ def initial_state(spark: Any, savepoint: Savepoint | str | int, *, operator: int
 def savepoint_session(master: str | None = None) -> tuple[Any, bool]:
     """The running SparkSession (False: not ours to stop), else a local one for
     ``savepoint create`` (True)."""
-    from pyspark import SparkContext
-    from pyspark.sql import SparkSession
-
+    try:
+        from pyspark import SparkContext
+        from pyspark.sql import SparkSession
+    except ImportError:
+        raise ConfigError("savepoint create reads the state with Spark: install PySpark "
+                          "(pip install 'offset-journal[demo]')") from None
     if SparkContext._active_spark_context is not None:  # a notebook's, or a test's
         return SparkSession.builder.getOrCreate(), False
     builder = (SparkSession.builder.appName("offset-journal-savepoint")

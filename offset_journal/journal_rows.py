@@ -197,6 +197,14 @@ class RecordedPlan:
         return out
 
     @property
+    def real_time(self) -> dict[str, Any] | None:
+        """A plan made after a run in real-time mode: that run, its last journaled batch
+        and the records a batch it stopped mid-way may have written that the new run
+        writes again (``bound``; None: not counted)."""
+        found = self.request.get("real_time")
+        return found if isinstance(found, dict) else None
+
+    @property
     def accepted_cluster(self) -> str | None:
         """The cluster the plan was made for although the journal said its runs read
         another (--accept-cluster): a person overruled the cluster check."""

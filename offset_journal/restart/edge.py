@@ -37,6 +37,7 @@ from .model import (
     POSITION_SAVEPOINT,
     CheckpointState,
     Position,
+    RealTimeTail,
     RestartPlan,
     SinkState,
 )
@@ -48,6 +49,7 @@ from .text import count, tp
 from .translate import ClusterFacts, MirrorFacts
 
 if TYPE_CHECKING:
+    from ..kafka_admin import TimeLookup
     from ..savepoint.model import Savepoint
 
 log = logging.getLogger(__name__)
@@ -143,6 +145,10 @@ def plan_from_journal(journal: Journal, request: PlanRequest,
         mirror=mirror_facts(request),
         loaded_savepoint=found.savepoint, latest=found.latest,
     )
+    real_time = journal.real_time_tail(found.anchor)
+    if real_time is not None:
+        inputs = replace(inputs, real_time=real_time,
+                         real_time_ends=real_time_ends(request, found, real_time))
     losses = _spool_losses(journal, request.query_name)
     if request.from_time is not None:
         plan = decide(replace(inputs, **time_facts(journal, request, found)))
@@ -354,6 +360,23 @@ def cluster_state(request: PlanRequest, found: Gathered) -> TopicState | None:
         return None
     return topic_state(request.bootstrap_servers, topics, timeout=request.kafka_timeout,
                        config=request.kafka_config)
+
+
+def real_time_ends(request: PlanRequest, found: Gathered, tail: RealTimeTail,
+                   ) -> TimeLookup | None:
+    """Per partition of the anchor's Kafka topics, the first offset timestamped after a
+    real-time run stopped (None per partition: no such record); None when the cluster
+    is not asked or the stop time is unknown."""
+    if not request.bootstrap_servers or tail.stopped_by is None:
+        return None
+    topics = kafka_topics([found.anchor], request.source)
+    if not topics:
+        return None
+    _state, lookup = offsets_for_time(request.bootstrap_servers, topics,
+                                      epoch_millis(tail.stopped_by) + 1,
+                                      timeout=request.kafka_timeout,
+                                      config=request.kafka_config)
+    return lookup
 
 
 def time_facts(journal: Journal, request: PlanRequest, found: Gathered) -> dict[str, Any]:

@@ -16,6 +16,7 @@ from .model import (
     CheckpointState,
     Mode,
     Position,
+    RealTimeTail,
     RereadRun,
     SinkState,
 )
@@ -53,6 +54,8 @@ class PlanInputs:
     servers); ``mirror``: MM2's offset syncs on a replica (a translated plan).
     ``loaded_savepoint``: the savepoint a plan starts from (loaded and checked; the anchor is
     its batch), and ``latest`` the journal's last batch, to say what is read again.
+    ``real_time``: the anchor's run ran in real-time mode; ``real_time_ends``: per
+    partition, the first offset the cluster timestamps after it stopped (None: none).
     """
 
     request: PlanRequest
@@ -73,6 +76,8 @@ class PlanInputs:
     mirror: MirrorFacts | None = None
     loaded_savepoint: Savepoint | None = None
     latest: Batch | None = None
+    real_time: RealTimeTail | None = None
+    real_time_ends: TimeLookup | None = None
 
     @property
     def mode(self) -> Mode:

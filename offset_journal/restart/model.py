@@ -126,6 +126,20 @@ class AsyncTail:
 
 
 @dataclass(frozen=True)
+class RealTimeTail:
+    """The anchor's run ran in real-time mode (``trigger(realTime=...)``): a batch after
+    its last journaled one (``last``) may have been stopped mid-way, its rows written to
+    the sink but never journaled (no progress event, offsets entry or commit). Such a
+    batch ran no later than ``stopped_by``: the run's termination, else (killed) the
+    last journaled batch's end plus one more batch."""
+
+    run_id: str
+    last: BatchRef
+    stopped_by: datetime | None
+    terminated: bool
+
+
+@dataclass(frozen=True)
 class RereadRun:
     """The journaled batches of one run that a record-time plan processes again: those
     that read past the plan's start offset of some partition (from the journal, one
@@ -328,6 +342,10 @@ class RestartPlan:
     savepoint_location: str | None = None
     state: list[CarriedState] = field(default_factory=list)
     """A plan from a savepoint: each old operator's state and what becomes of it."""
+    real_time: dict[str, Any] | None = None
+    """The anchor's run ran in real-time mode: the rows of a batch stopped mid-way may be
+    written again (run_id, after_batch, stopped_by, bound: records at most, None when
+    not counted; by_partition)."""
 
     @property
     def warnings(self) -> list[str]:
@@ -379,6 +397,7 @@ class RestartPlan:
             "savepoint": ({"id": self.savepoint_id, "location": self.savepoint_location}
                           if self.savepoint_location is not None else None),
             "state": [c.to_dict() for c in self.state],
+            "real_time": self.real_time,
             "notes": list(self.notes), "warnings": self.warnings, "errors": self.errors,
         }
 

@@ -40,6 +40,7 @@ from .model import (
     source_kind,
 )
 from .other_sources import journaled_offset, other_source_plan, sink_findings
+from .real_time import real_time_findings
 from .request import REQUEST_FIELDS, PlanRequest, check_request
 from .seeding import carried_state, savepoint_start
 from .state_aware import order_key, state_aware_start
@@ -87,6 +88,8 @@ def decide(inp: PlanInputs) -> RestartPlan:
     found.merge(async_findings(inp, start))
     found.merge(cluster_findings(inp.cluster, inp.request.translate_from,
                                  inp.request.accept_cluster))
+    real_time, rt_record = real_time_findings(inp, start, sources)
+    found.merge(real_time)
     state: list[CarriedState] = []
     if inp.loaded_savepoint is not None:
         state, carried = carried_state(inp, inp.loaded_savepoint)
@@ -106,7 +109,7 @@ def decide(inp: PlanInputs) -> RestartPlan:
         journaled_cluster_id=inp.cluster.journaled if inp.cluster else None,
         savepoint_id=inp.loaded_savepoint.id if inp.loaded_savepoint else None,
         savepoint_location=inp.loaded_savepoint.location if inp.loaded_savepoint else None,
-        state=state,
+        state=state, real_time=rt_record,
     )
 
 

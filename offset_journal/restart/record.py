@@ -87,6 +87,7 @@ def plan_row(plan: RestartPlan, request: PlanRequest, command: str) -> dict[str,
              "log_starts": _log_starts(plan),
              "kafka_cluster_id": plan.kafka_cluster_id,
              "journaled_kafka_cluster_id": plan.journaled_cluster_id,
+             "real_time": plan.real_time,
              **_translation(plan), **_state(plan, request)}
     return {
         "query_name": plan.query_name, "position": recorded_position(plan, request),

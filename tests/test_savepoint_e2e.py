@@ -13,20 +13,11 @@ import pytest
 
 from offset_journal import Journal
 from offset_journal.cli import main
-from tests.jobs_support import load_job
+from tests.jobs_support import load_job, run_to_end
 
 pytestmark = [pytest.mark.spark, pytest.mark.slow]
 
 QUERY = "totals"
-
-
-def _run(spark: Any, listener: Any, module: Any, argv: list[str]) -> Any:
-    args = module.parser().parse_args(argv)
-    q = module.build_query(spark, args)
-    q.awaitTermination(300)
-    assert q.exception() is None, q.exception()
-    assert listener.wait_terminated(q.runId, 60)
-    return q
 
 
 def _cli(capsys: Any, *argv: str) -> tuple[int, str, str]:
@@ -66,7 +57,7 @@ def test_aggregation_upgraded_to_transform_with_state_keeps_every_key(
               "--query-name", QUERY, "--database-url", journal_url,
               "--output", str(tmp_path / "out"), "--max-offsets-per-trigger", "30"]
     v1_ck, v2_ck, sp_dir = tmp_path / "ck-v1", tmp_path / "ck-v2", tmp_path / "sp"
-    _run(spark, listener, job, [*common, "--checkpoint", str(v1_ck)])
+    run_to_end(spark, listener, job, [*common, "--checkpoint", str(v1_ck)])
     v1_state = {r.key.grp: tuple(r.value) for r in _state(spark, v1_ck)}
     assert v1_state == _reference(produced)  # what v1 held: the savepoint must carry it
 
@@ -94,7 +85,7 @@ def test_aggregation_upgraded_to_transform_with_state_keeps_every_key(
     assert code == 0, out + err
     assert "operator 0 (aggregation, stateStoreSave): 7 keys, seeded" in out
 
-    _run(spark, listener, job, [*common, "--checkpoint", str(v2_ck), "--engine",
+    run_to_end(spark, listener, job, [*common, "--checkpoint", str(v2_ck), "--engine",
                                 "transform-with-state", "--from-journal",
                                 "--savepoint", str(sp_dir), "--seed", "0"])
     reference = _reference(produced)
@@ -310,7 +301,7 @@ def test_bad_savepoint_input_is_one_line_and_records_nothing(
     job = load_job("stateful_counts")
     kafka_cluster.produce(kafka_topic, 40, value=_amounts)
     v1_ck, sp = tmp_path / "ck-v1", tmp_path / "sp"
-    _run(spark, listener, job, ["--bootstrap-servers", kafka_cluster.bootstrap_servers,
+    run_to_end(spark, listener, job, ["--bootstrap-servers", kafka_cluster.bootstrap_servers,
                                 "--topics", kafka_topic, "--query-name", QUERY,
                                 "--database-url", journal_url, "--checkpoint", str(v1_ck),
                                 "--output", str(tmp_path / "out"),
@@ -584,7 +575,7 @@ def test_killed_mid_stream_the_savepoint_takes_the_consistent_batch(
     assert f"the savepoint takes batch {journaled - 1}, the newest both have" in err
     assert f"the state at batch {journaled - 1} of run" in out
 
-    _run(spark, listener, job, [*common, "--checkpoint", str(tmp_path / "ck-v2"), "--engine",
+    run_to_end(spark, listener, job, [*common, "--checkpoint", str(tmp_path / "ck-v2"), "--engine",
                                 "transform-with-state", "--from-journal",
                                 "--savepoint", str(sp), "--seed", "0"])
     v2_state = {r.key.grp: tuple(r.value) for r in _state(spark, tmp_path / "ck-v2",

@@ -63,12 +63,15 @@ CREATE TRIGGER savepoints_name_a_journaled_batch
 """
 
 # Real-time mode (trigger(realTime=...)) reads latestOffset when a batch starts and ends
-# the batch further on: latest < end, and a lag below zero means nothing left behind.
+# the batch further on: latest < end, and a lag below zero means nothing left behind
+# (no latest: no lag, NULL; greatest() would take 0 for it).
 LAG = """
 CREATE OR REPLACE VIEW offset_journal.partition_lag AS
 SELECT b.query_name, b.run_id, b.query_id, b.batch_id, b.id AS batch_pk, b.trigger_at,
        k.source_index, k.topic, k.partition, k.start_offset, k.end_offset, k.latest_offset,
-       CASE WHEN NOT k.out_of_range THEN greatest(k.latest_offset - k.end_offset, 0) END AS lag
+       CASE WHEN NOT k.out_of_range THEN
+           CASE WHEN k.latest_offset < k.end_offset THEN 0
+                ELSE k.latest_offset - k.end_offset END END AS lag
 FROM offset_journal.kafka_partitions k
 JOIN offset_journal.batches b ON b.id = k.batch_pk;
 """

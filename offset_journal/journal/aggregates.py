@@ -48,7 +48,8 @@ pick AS (SELECT DISTINCT ON (bucket) bucket, id FROM bb
 cell AS MATERIALIZED (
   SELECT pick.bucket, k.topic, k.partition,
          max(CASE WHEN NOT k.out_of_range
-                   THEN greatest(k.latest_offset - k.end_offset, 0) END) AS lag,
+                  THEN CASE WHEN k.latest_offset < k.end_offset THEN 0
+                            ELSE k.latest_offset - k.end_offset END END) AS lag,
          max(k.end_offset) AS end_offset, max(k.latest_offset) AS latest_offset
   FROM {SCHEMA}.kafka_partitions k JOIN pick ON pick.id = k.batch_pk
   GROUP BY pick.bucket, k.topic, k.partition),
@@ -88,7 +89,8 @@ WITH last AS (SELECT id, trigger_at - event_time_max AS fresh
               FROM {SCHEMA}.batches WHERE query_name = :q
               ORDER BY trigger_at DESC NULLS LAST, batch_id DESC LIMIT 1)
 SELECT (SELECT sum(CASE WHEN NOT k.out_of_range
-                   THEN greatest(k.latest_offset - k.end_offset, 0) END)
+                        THEN CASE WHEN k.latest_offset < k.end_offset THEN 0
+                                  ELSE k.latest_offset - k.end_offset END END)
         FROM {SCHEMA}.kafka_partitions k
         WHERE k.batch_pk = last.id),
        extract(epoch FROM last.fresh)::double precision

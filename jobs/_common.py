@@ -77,6 +77,8 @@ class Start:
     reason: str
     event_time_cutoff: datetime | None = None
     plan_id: int | None = None  # the recorded restart plan (restart_plans), if any
+    savepoint: str | None = None  # a plan from a savepoint: its directory
+    seeded: tuple[int, ...] = ()  # the savepoint's operators the new query seeds
 
 
 def output_dir_for(base: str, checkpoint: str) -> str:
@@ -125,8 +127,9 @@ def decide_start(args: argparse.Namespace, *, state_aware: bool = False,
     if not plan.ok:
         raise JobError("restart plan has errors: " + "; ".join(plan.errors))
     log.info("restart plan:\n%s", plan.explain())
+    seeded = tuple(c.operator_id for c in plan.state if c.decision == "seeded")
     return Start(plan.starting_offsets(0), "from the journal", plan.event_time_cutoff,
-                 plan.plan_id)
+                 plan.plan_id, plan.savepoint_location, seeded)
 
 
 def link_start(args: argparse.Namespace, start: Start, query: Any) -> Any:

@@ -568,6 +568,73 @@ def cmd_check(args: argparse.Namespace) -> int:
     return int(result.exit_code)
 
 
+def cmd_savepoint_create(args: argparse.Namespace) -> int:
+    """Checks first (no Spark: a bad checkpoint or target is one line at once), then the
+    export in a local SparkSession (the active one when called in-process)."""
+    from .savepoint.spark import export_savepoint, prepare_savepoint, savepoint_session
+
+    with _journal(args) as journal:
+        prepared = prepare_savepoint(journal, args.query, args.checkpoint, args.to)
+        for note in prepared.notes:
+            _err("note", note)
+        spark, own = savepoint_session(args.master)
+        try:
+            made = export_savepoint(spark, journal, prepared, record=not args.no_record)
+        finally:
+            if own:
+                spark.stop()
+    for warning in made.warnings:
+        _err("warning", warning)
+    m = made.manifest
+    which = f"savepoint {made.id}" if made.id is not None else "savepoint (not recorded)"
+    _out(f"{which} of query {m.query_name!r}: the state at batch {m.batch_id} of run "
+         f"{m.run_id} (query id {m.query_id}), in {made.location}")
+    _savepoint_table(m)
+    return EXIT_OK
+
+
+def _savepoint_table(m: Any) -> None:
+    rows = [[p.operator_id, (m.operator(p.operator_id) or p).kind, p.name, p.kind, p.keys,
+             p.rows, len(p.files), ", ".join(c.name for c in p.columns)] for p in m.parts]
+    if rows:
+        _out(table(["OPERATOR", "KIND", "PART", "STATE", "KEYS", "ROWS", "FILES", "COLUMNS"],
+                   rows))
+    else:
+        _out("no stateful operator: the savepoint holds only where the query stood")
+
+
+def cmd_savepoint_list(args: argparse.Namespace) -> int:
+    with _journal(args) as journal:
+        found = journal.savepoints(args.query)
+    if not found:
+        raise _NotFound(f"no savepoint recorded for query {args.query!r}")
+    rows = []
+    for r in found:
+        ops = (r.manifest or {}).get("operators") or [] if isinstance(r.manifest, dict) else []
+        rows.append([r.id, _iso(r.created_at), r.batch_id, r.run_id, len(ops), r.location])
+    _out(table(["ID", "CREATED", "BATCH", "RUN", "OPERATORS", "LOCATION"], rows))
+    return EXIT_OK
+
+
+def cmd_savepoint_show(args: argparse.Namespace) -> int:
+    """A savepoint checked (manifest, journal record, every file's checksum) and shown."""
+    from .savepoint import load_savepoint
+
+    with _journal(args) as journal:
+        found = load_savepoint(args.savepoint, journal, query_name=args.query)
+    for warning in found.warnings:
+        _err("warning", warning)
+    m = found.manifest
+    if args.format == "json":
+        _out(json.dumps({"id": found.id, "location": found.location, **m.to_dict()},
+                        indent=2, default=str))
+        return EXIT_OK
+    _out(f"{found.label()}: query {m.query_name!r}, batch {m.batch_id} of run {m.run_id}, "
+         f"made {m.created_at}; checksums verified")
+    _savepoint_table(m)
+    return EXIT_OK
+
+
 class _NotFound(OffsetJournalError, RuntimeError):
     """Nothing to show (unknown query, empty checkpoint): exit status 1."""
 

@@ -155,6 +155,7 @@ def build_parser(commands: Any) -> argparse.ArgumentParser:
     _add_plans(subs, (common, plan_opts, kafka_opts), commands)
     _add_prune(subs, common, commands)
     _add_checkpoint(subs, common, commands)
+    _add_savepoint(subs, common, commands)
     _add_tools(subs, (common, kafka_opts), commands)
     _add_health(subs, (common, kafka_opts), commands)
     return parser
@@ -383,6 +384,45 @@ def _add_checkpoint(subs: Subparsers, common: argparse.ArgumentParser, commands:
     compare.add_argument("query")
     compare.add_argument("--format", choices=("table", "json"), default="table")
     compare.set_defaults(func=commands.cmd_checkpoint_compare)
+
+
+def _add_savepoint(subs: Subparsers, common: argparse.ArgumentParser, commands: Any) -> None:
+    sp = subs.add_parser("savepoint", parents=[common],
+                         help="a stateful query's state at one batch, for a new checkpoint")
+    sp_subs = sp.add_subparsers(dest="savepoint_command", metavar="ACTION",
+                                parser_class=_Parser)
+    sp_subs.required = True
+    create = sp_subs.add_parser(
+        "create", parents=[common],
+        help="export every stateful operator's state at the newest batch both the "
+             "checkpoint and the journal have, and record it",
+        description="Export the state of every stateful operator of the old checkpoint "
+                    "at the newest batch both its commits/ and the journal have, to "
+                    "Parquet under DIR with a manifest (operators, schemas, row counts, "
+                    "checksums), and record the savepoint in the journal. Needs PySpark "
+                    "(a local session; --master for another).")
+    create.add_argument("query", type=_name("the query name"), help="query name")
+    create.add_argument("--checkpoint", required=True, metavar="OLD_CHECKPOINT",
+                        help="the old query's checkpoint directory (or URL)")
+    create.add_argument("--to", required=True, metavar="DIR",
+                        help="a new or empty directory for the savepoint")
+    create.add_argument("--master", default=None,
+                        help="Spark master for the export (default local[*])")
+    create.add_argument("--no-record", action="store_true",
+                        help="leave the savepoint unrecorded in the journal (savepoints)")
+    create.set_defaults(func=commands.cmd_savepoint_create)
+    listed = sp_subs.add_parser("list", parents=[common],
+                                help="the savepoints recorded for a query")
+    listed.add_argument("query", type=_name("the query name"), help="query name")
+    listed.set_defaults(func=commands.cmd_savepoint_list)
+    show = sp_subs.add_parser("show", parents=[common],
+                              help="check a savepoint (manifest, files) and show it")
+    show.add_argument("savepoint", metavar="ID|DIR",
+                      help="the savepoint's id in the journal, or its directory")
+    show.add_argument("--query", metavar="NAME", default=None,
+                      help="refuse a savepoint of another query")
+    show.add_argument("--format", choices=("text", "json"), default="text")
+    show.set_defaults(func=commands.cmd_savepoint_show)
 
 
 def _add_tools(subs: Subparsers, parents: tuple[argparse.ArgumentParser, ...],

@@ -21,9 +21,9 @@ from .values import parse_timeout
 ENV_TIMEOUT = "OFFSET_JOURNAL_TIMEOUT"
 DEFAULT_TIMEOUT = 120.0
 """Seconds a command may take before it gives up (--timeout, $OFFSET_JOURNAL_TIMEOUT)."""
-UNBOUNDED = frozenset({"jars", "demo"})
+UNBOUNDED = frozenset({"jars", "demo", "savepoint"})
 """Commands that run as long as they need unless a deadline is asked for: a first
-Maven download, the demo's streaming jobs."""
+Maven download, the demo's streaming jobs, a savepoint's export of a large state."""
 GRACE = 5.0
 """Seconds past the deadline after which the last resort runs if unwinding hangs."""
 
@@ -36,7 +36,7 @@ class DeadlineExceeded(BaseException):
 
 def command_deadline(timeout: float | None, command: str | None) -> float | None:
     """The command's deadline in seconds: ``timeout`` (--timeout), else
-    $OFFSET_JOURNAL_TIMEOUT, else the default (none for jars and demo)."""
+    $OFFSET_JOURNAL_TIMEOUT, else the default (none for jars, demo and savepoint)."""
     if timeout is not None:
         return float(timeout)
     env = os.environ.get(ENV_TIMEOUT, "").strip()

@@ -17,6 +17,7 @@ The tree::
     ├── CheckpointError (ValueError)       not a readable checkpoint (checkpoint.py)
     ├── JournalError (RuntimeError)        the journal cannot answer (journal.py)
     ├── RestartError (RuntimeError)        no plan can be made (restart/)
+    ├── SavepointError (RuntimeError)      no savepoint can be made or used (savepoint/)
     ├── GrantError (RuntimeError)          grants refused: nothing granted (roles.py)
     └── KafkaAdminError (RuntimeError)     a Kafka request failed (kafka_admin.py)
         └── KafkaUnavailable               the cluster did not answer
@@ -67,6 +68,11 @@ class RestartError(OffsetJournalError, RuntimeError):
     """No plan can be made (unknown query, checkpoint not new, bad arguments); one line."""
 
 
+class SavepointError(OffsetJournalError, RuntimeError):
+    """No savepoint can be made or used (checkpoint missing or another query's, target
+    not empty, files altered, an unknown operator); one line, nothing recorded."""
+
+
 class GrantError(OffsetJournalError, RuntimeError):
     """The role running the grants may not give (all of) them: nothing was granted."""
 
@@ -93,4 +99,5 @@ __all__ = [
     "OffsetJournalError",
     "ProgressFormatError",
     "RestartError",
+    "SavepointError",
 ]

@@ -197,6 +197,14 @@ class RecordedPlan:
         return out
 
     @property
+    def real_time(self) -> dict[str, Any] | None:
+        """A plan made after a run in real-time mode: that run, its last journaled batch
+        and the records a batch it stopped mid-way may have written that the new run
+        writes again (``bound``; None: not counted)."""
+        found = self.request.get("real_time")
+        return found if isinstance(found, dict) else None
+
+    @property
     def accepted_cluster(self) -> str | None:
         """The cluster the plan was made for although the journal said its runs read
         another (--accept-cluster): a person overruled the cluster check."""
@@ -227,3 +235,24 @@ class RecordedPlan:
         the plan did not ask the cluster (no bootstrap servers) or was recorded before
         plans kept them."""
         return {(str(t), int(p)): int(o) for t, p, o in self.request.get("log_starts") or ()}
+
+
+@dataclass(frozen=True)
+class RecordedSavepoint:
+    """A savepoint as the journal recorded it (``savepoints``; migration 0018): the
+    query, the run, query id and batch whose state it holds, the checkpoint it was read
+    from, where it was written, its manifest and the manifest's SHA-256.
+    ``created_at`` is the database's clock."""
+
+    id: int
+    query_name: str
+    created_at: datetime
+    run_id: str
+    query_id: str
+    batch_id: int
+    checkpoint: str
+    location: str
+    manifest_sha256: str
+    manifest: Any
+    host: str | None = None
+    os_user: str | None = None

@@ -23,7 +23,14 @@ from datetime import datetime, timezone
 from typing import Any
 
 from .db import redact, resolve_url
-from .records import ASYNC_EXECUTION, CLUSTER, PROGRESS, STARTED, TERMINATED
+from .records import (
+    ASYNC_EXECUTION,
+    CLUSTER,
+    PROGRESS,
+    REAL_TIME_TRIGGER,
+    STARTED,
+    TERMINATED,
+)
 from .spool import Spool, default_spool_dir
 from .writer import Writer, WriterConfig, WriterStats
 
@@ -287,8 +294,9 @@ class OffsetJournalListener(_Base):
             log.exception("offset-journal: journaling run %s's Kafka cluster failed", run_id)
 
     def _execution_of(self, query_id: str) -> dict[str, Any]:
-        """How Spark executes the query: its StreamExecution class and, with async
-        progress tracking, the checkpoint interval (its progress events do not say).
+        """How Spark executes the query: its StreamExecution class (with
+        ``:RealTimeTrigger`` in real-time mode) and, with async progress tracking, the
+        checkpoint interval (its progress events do not say).
         Classic sessions attached with attach() only; {} when unknown."""
         streams = self.__dict__.get("_jstreams")
         if streams is None:
@@ -300,6 +308,9 @@ class OffsetJournalListener(_Base):
             execution = wrapper.streamingQuery()
             name = str(execution.getClass().getSimpleName())
             if name != ASYNC_EXECUTION:
+                trigger = str(execution.trigger().getClass().getSimpleName())
+                if trigger == REAL_TIME_TRIGGER:
+                    return {"execution": f"{name}:{trigger}"}
                 return {"execution": name}
             interval = int(execution.asyncProgressTrackingCheckpointingIntervalMs())
             return {"execution": name, "async_interval_ms": interval}

@@ -2,7 +2,8 @@
 ``offset-journal plan`` / ``starting-offsets`` and the jobs' ``--from-journal``.
 
 :func:`add_plan_options` adds where to start (``--as-of`` / ``--batch`` /
-``--from-time``), what to do when the cluster no longer has what the journal says
+``--from-time``, or after a savepoint's batch: ``--savepoint`` with ``--seed`` and
+``--discard-state``), what to do when the cluster no longer has what the journal says
 (``--allow-data-loss``, ``--restart-recreated-topic``, ``--restart-recreated-table``,
 ``--accept-cluster``), the translation to a replica (``--translate-from``,
 ``--replication-policy``) and ``--no-record``; :func:`request_from_args` turns them,
@@ -39,6 +40,24 @@ def argument_type(parse: Callable[[str], Any]) -> Callable[[str], Any]:
 
 def _name(what: str) -> Callable[[str], str]:
     return argument_type(lambda text: values.check_name(text, what))
+
+
+def _savepoint(text: str) -> int | str:
+    """``--savepoint``: digits are an id in the journal, anything else a directory."""
+    value = text.strip()
+    if not value:
+        raise argparse.ArgumentTypeError("give a savepoint id or directory")
+    return int(value) if value.isdigit() else value
+
+
+def _seed(text: str) -> int | str:
+    """``--seed``: an operator id, or ``all``."""
+    value = text.strip()
+    if value == "all":
+        return value
+    if not value.isdigit():
+        raise argparse.ArgumentTypeError(f"not an operator id: {text!r} (a number, or all)")
+    return int(value)
 
 
 def add_plan_options(parser: argparse.ArgumentParser, *, job: bool = False) -> None:
@@ -85,9 +104,28 @@ def add_plan_options(parser: argparse.ArgumentParser, *, job: bool = False) -> N
                         help=f"{only}the Kafka cluster at --bootstrap-servers, whose id is "
                              "ID, is the one the journal's runs read, although the journal "
                              "says another: overrule the refusal (recorded with the plan)")
+    parser.add_argument("--savepoint", metavar="ID|DIR", type=_savepoint,
+                        help=f"{only}start right after a savepoint's batch (its id in the "
+                             "journal, or its directory), where its state stands, instead "
+                             "of after the journal's last batch")
+    parser.add_argument("--seed", metavar="OPERATOR", action="append", type=_seed,
+                        help=f"{only}a plan from --savepoint: the new query seeds a "
+                             "transformWithState with this old operator's state "
+                             "(initial_state); repeatable, or 'all'")
+    parser.add_argument("--discard-state", action="store_true",
+                        help=f"{only}a plan from --savepoint: accept losing the state of the "
+                             "operators not seeded (recorded with the plan as its decision) "
+                             "instead of refusing")
     parser.add_argument("--no-record", action="store_true",
                         help=f"{only}leave this plan unrecorded (restart_plans): the audit then "
                              "cannot tell where a run started from it began")
+
+
+def _seeds(given: list[int | str] | None) -> tuple[int, ...] | str:
+    values = list(given or ())
+    if "all" in values:
+        return "all"
+    return tuple(int(v) for v in values)
 
 
 def request_from_args(args: argparse.Namespace, query_name: str,
@@ -105,6 +143,9 @@ def request_from_args(args: argparse.Namespace, query_name: str,
         "translate_from": args.translate_from,
         "replication_policy": args.replication_policy,
         "accept_cluster": args.accept_cluster,
+        "savepoint": args.savepoint,
+        "seed": _seeds(args.seed),
+        "discard_state": args.discard_state,
     }
     given.update(known)
     return PlanRequest(query_name, **given).checked()

@@ -64,6 +64,16 @@ def parse_timestamp(value: Any) -> datetime | None:
 ASYNC_EXECUTION = "AsyncProgressTrackingMicroBatchExecution"
 """Spark's StreamExecution with asyncProgressTrackingEnabled: offset and commit logs
 written asynchronously, at most once per asyncProgressTrackingCheckpointIntervalMs."""
+REAL_TIME_TRIGGER = "RealTimeTrigger"
+"""Real-time mode (``trigger(realTime="5 seconds")``): journaled as the execution's
+class and this trigger, ``MicroBatchExecution:RealTimeTrigger`` (progress events do not
+say). A batch stopped mid-way leaves no progress event, offsets entry or commit, though
+its rows may already be in the sink."""
+
+
+def is_real_time(execution: str | None) -> bool:
+    """Whether a run's journaled execution (``query_runs.execution``) is real-time mode."""
+    return bool(execution) and str(execution).endswith(":" + REAL_TIME_TRIGGER)
 
 
 @dataclass(frozen=True)

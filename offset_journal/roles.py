@@ -8,10 +8,11 @@
   history``/``audit``, SQL dashboards): SELECT only. A reader's ``plan`` is handed
   out but not recorded (a warning says so).
 * The **planner** is the reader plus INSERT on the plan tables (``restart_plans``,
-  ``plan_runs``): people who plan restarts, so that the audit knows where each new run
-  began. The writer may record plans too (jobs plan their own restarts with its URL).
-  The planner also replaces the retention forecasts (``retention --record``: INSERT and
-  DELETE on ``retention_forecasts``, which the writer only reads).
+  ``plan_runs``, ``savepoints``): people who plan restarts, so that the audit knows
+  where each new run began. The writer may record plans too (jobs plan their own
+  restarts with its URL). The planner also replaces the retention forecasts
+  (``retention --record``: INSERT and DELETE on ``retention_forecasts``, which the
+  writer only reads).
 
 The schema itself (``offset-journal db upgrade``) is created by the role that owns it;
 neither role can change it. ``ALL TABLES``/``ALL SEQUENCES`` cover what exists when
@@ -61,9 +62,10 @@ WRITE_FUNCTION = "journal_batch"
 """The function the writer journals a batch with (migration 0014): EXECUTE is PUBLIC's by
 default, granted explicitly for journals where that default was revoked."""
 
-PLAN_TABLES: tuple[str, ...] = ("restart_plans", "plan_runs")
-"""Where restart plans are recorded (migration 0008_decisions): the writer (jobs plan
-their own restarts with the listener's URL) and the planner role may add to them."""
+PLAN_TABLES: tuple[str, ...] = ("restart_plans", "plan_runs", "savepoints")
+"""Where restart plans (migration 0008_decisions) and savepoints (0018_savepoints) are
+recorded: the writer (jobs plan their own restarts with the listener's URL) and the
+planner role may add to them."""
 
 FORECAST_TABLES: tuple[str, ...] = ("retention_forecasts",)
 """What ``offset-journal retention --record`` replaces (migration 0017): the planner role

@@ -207,7 +207,7 @@ retention_forecasts = sa.Table(
 )
 
 # Restarts journaled as decisions (migration 0008_decisions).
-RECORDED_POSITIONS = ("after", "at", "as-of", "rewind", "from-time")
+RECORDED_POSITIONS = ("after", "at", "as-of", "rewind", "from-time", "savepoint")
 
 restart_plans = sa.Table(
     "restart_plans",
@@ -230,7 +230,8 @@ restart_plans = sa.Table(
     sa.Column("host", sa.Text),
     sa.Column("os_user", sa.Text),
     sa.CheckConstraint(
-        "position IN ('after', 'at', 'as-of', 'rewind', 'from-time')",
+        # 'savepoint': migration 0018_savepoints
+        "position IN ('after', 'at', 'as-of', 'rewind', 'from-time', 'savepoint')",
         name="restart_plans_position_check"),
     sa.Index("restart_plans_query_idx", "query_name", "id"),
 )
@@ -244,4 +245,27 @@ plan_runs = sa.Table(
     sa.Column("recorded_at", sa.DateTime(timezone=True), nullable=False,
               server_default=sa.func.now()),
     sa.Index("plan_runs_plan_idx", "plan_id"),
+)
+
+# Savepoints: a stateful query's state at one journaled batch (migration 0018_savepoints).
+savepoints = sa.Table(
+    "savepoints",
+    metadata,
+    sa.Column("id", sa.BigInteger, sa.Identity(), primary_key=True),
+    sa.Column("query_name", sa.Text, nullable=False),
+    sa.Column("created_at", sa.DateTime(timezone=True), nullable=False,
+              server_default=sa.func.now()),
+    sa.Column("run_id", sa.Text, nullable=False),
+    sa.Column("query_id", sa.Text, nullable=False),
+    sa.Column("batch_id", sa.BigInteger, nullable=False),
+    sa.Column("checkpoint", sa.Text, nullable=False),
+    sa.Column("location", sa.Text, nullable=False),
+    sa.Column("manifest_sha256", sa.Text, nullable=False),
+    sa.Column("manifest", JSONB, nullable=False),
+    sa.Column("host", sa.Text),
+    sa.Column("os_user", sa.Text),
+    sa.CheckConstraint("manifest_sha256 ~ '^[0-9a-f]{64}$'",
+                       name="savepoints_manifest_sha256_check"),
+    sa.Index("savepoints_query_idx", "query_name", "id"),
+    sa.Index("savepoints_manifest_idx", "manifest_sha256"),
 )

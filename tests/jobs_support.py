@@ -16,6 +16,17 @@ def load_job(name: str) -> Any:
     return importlib.import_module(name)
 
 
+def run_to_end(spark: Any, listener: Any, module: Any, argv: list[str]) -> Any:
+    """Run a job's query in this process until it ends (``--trigger available-now``), and
+    wait until the listener has journaled its end."""
+    args = module.parser().parse_args(argv)
+    q = module.build_query(spark, args)
+    q.awaitTermination(300)
+    assert q.exception() is None, q.exception()
+    assert listener.wait_terminated(q.runId, 60)
+    return q
+
+
 def read_parquet_outputs(spark: Any, base: Path, columns: list[str]) -> list[tuple]:
     """Rows of every per-checkpoint output directory under ``base``, each read through its
     own ``_spark_metadata`` log (files of uncommitted batches are not read)."""

@@ -6,18 +6,9 @@ from __future__ import annotations
 import pytest
 
 from offset_journal import Journal
-from tests.jobs_support import load_job, read_parquet_outputs
+from tests.jobs_support import load_job, read_parquet_outputs, run_to_end
 
 pytestmark = [pytest.mark.spark, pytest.mark.slow, pytest.mark.containers]
-
-
-def _run(spark, listener, module, argv):
-    args = module.parser().parse_args(argv)
-    q = module.build_query(spark, args)
-    q.awaitTermination(300)
-    assert q.exception() is None, q.exception()
-    assert listener.wait_terminated(q.runId, 60)
-    return q
 
 
 def test_stateless_upgrade_with_new_checkpoint_loses_nothing(
@@ -34,7 +25,7 @@ def test_stateless_upgrade_with_new_checkpoint_loses_nothing(
     # Spark's connector fails a query subscribed to a topic that does not exist
     # (UnknownTopicOrPartitionException), so v1 reads only the first topic; the upgraded
     # v2 also subscribes to a topic created since, which the journal has never seen.
-    v1 = _run(spark, listener, job, common + ["--topics", kafka_topic,
+    v1 = run_to_end(spark, listener, job, common + ["--topics", kafka_topic,
                                               "--checkpoint", str(tmp_path / "ck-v1")])
     assert len(v1.recentProgress) >= 3  # 60 records, 25 per trigger
 
@@ -44,10 +35,10 @@ def test_stateless_upgrade_with_new_checkpoint_loses_nothing(
     produced += [(second, *r) for r in kafka_cluster.produce(second, 12)]
     v2_args = common + ["--topics", f"{kafka_topic},{second}",
                         "--checkpoint", str(tmp_path / "ck-v2"), "--from-journal"]
-    _run(spark, listener, job, v2_args)
+    run_to_end(spark, listener, job, v2_args)
 
     produced += [(kafka_topic, *r) for r in kafka_cluster.produce(kafka_topic, 20, start=100)]
-    _run(spark, listener, job, v2_args)  # v2 resumes from its own checkpoint
+    run_to_end(spark, listener, job, v2_args)  # v2 resumes from its own checkpoint
 
     got = read_parquet_outputs(spark, tmp_path / "out", ["topic", "partition", "offset", "key"])
     expected = sorted((t, p, o, k) for t, p, o, k, _v in produced)
@@ -77,7 +68,7 @@ def test_windowed_upgrade_emits_every_window_once_with_exact_counts(
               "--query-name", "clicks-per-window", "--database-url", journal_url,
               "--output", str(tmp_path / "out"), "--window", "10 seconds",
               "--watermark", "4 seconds", "--max-offsets-per-trigger", "16"]
-    _run(spark, listener, job, common + ["--checkpoint", str(tmp_path / "ck-v1")])
+    run_to_end(spark, listener, job, common + ["--checkpoint", str(tmp_path / "ck-v1")])
     v1_rows = read_parquet_outputs(spark, tmp_path / "out", ["window_start", "count"])
     assert v1_rows, "v1 emitted no window: the test would prove nothing"
 
@@ -85,7 +76,7 @@ def test_windowed_upgrade_emits_every_window_once_with_exact_counts(
     # One record far ahead moves the watermark past every real window, so all of them
     # are emitted; its own window stays open.
     kafka_cluster.produce(kafka_topic, 1, start=10_000, timestamp_ms=lambda i: t0 + 3_600_000)
-    _run(spark, listener, job, common + ["--checkpoint", str(tmp_path / "ck-v2"),
+    run_to_end(spark, listener, job, common + ["--checkpoint", str(tmp_path / "ck-v2"),
                                          "--from-journal"])
 
     rows = read_parquet_outputs(spark, tmp_path / "out", ["window_start", "count"])
@@ -106,7 +97,7 @@ def test_point_in_time_restart_reprocesses_exactly_that_range(
     common = ["--bootstrap-servers", kafka_cluster.bootstrap_servers, "--topics", kafka_topic,
               "--query-name", "reprocess-me", "--database-url", journal_url,
               "--sink", "parquet", "--max-offsets-per-trigger", "20"]
-    v1 = _run(spark, listener, job, common + ["--checkpoint", str(tmp_path / "ck-v1"),
+    v1 = run_to_end(spark, listener, job, common + ["--checkpoint", str(tmp_path / "ck-v1"),
                                               "--output", str(tmp_path / "v1")])
     batches = Journal(journal_url).history("reprocess-me", run_id=str(v1.runId))
     assert len(batches) >= 4
@@ -114,7 +105,7 @@ def test_point_in_time_restart_reprocesses_exactly_that_range(
     start = {(p.topic, p.partition): p.start for p in target.sources[0].partitions}
     assert all(v is not None for v in start.values())
 
-    _run(spark, listener, job, common + [
+    run_to_end(spark, listener, job, common + [
         "--checkpoint", str(tmp_path / "ck-v2"), "--output", str(tmp_path / "v2"),
         "--from-journal", "--batch", f"{target.run_id}:{target.batch_id}"])
 

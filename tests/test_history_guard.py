@@ -280,3 +280,36 @@ def test_a_journal_without_the_cluster_column_loses_only_the_id(
             runs = conn.exec_driver_sql("SELECT run_id FROM offset_journal.query_runs").all()
     assert {r[0] for r in runs} == {"run-old-schema", "run-after"}
     assert any("cluster id is not journaled" in r.getMessage() for r in caplog.records)
+
+
+def test_savepoints_are_written_like_plans_and_name_a_journaled_batch(granted: Secure) -> None:
+    """Issue 31: the writer (and a planner) may record a savepoint, never change or
+    delete one, nor set what the database sets; and a savepoint row must name a batch
+    the journal holds, so no role records the state of a batch the journal never had."""
+    run = str(uuid.uuid4())
+    with Journal(granted.writer_url) as j:
+        assert j.record_batch(_rec(run, 4, 9))
+        row = {"query_name": "guarded", "run_id": run, "query_id": "qid", "batch_id": 4,
+               "checkpoint": "/chk", "location": "/sp", "manifest_sha256": "a" * 64,
+               "manifest": {"format": "offset-journal-savepoint"}, "host": "h",
+               "os_user": "u"}
+        saved = j.record_savepoint(row)
+        assert [s.id for s in j.savepoints("guarded")] == [saved]
+        for forged in ({"batch_id": 5}, {"run_id": "another-run"}, {"query_id": "other"},
+                       {"query_name": "other"}):
+            with pytest.raises(sa.exc.ProgrammingError, match="a savepoint names a journaled "
+                                                               "batch"):
+                j.record_savepoint({**row, **forged})
+        with pytest.raises(sa.exc.IntegrityError, match="manifest_sha256_check"):
+            j.record_savepoint({**row, "manifest_sha256": "not a digest"})
+    for statement in (
+            f"UPDATE offset_journal.savepoints SET batch_id = 3 WHERE id = {saved}",
+            f"DELETE FROM offset_journal.savepoints WHERE id = {saved}",
+            "INSERT INTO offset_journal.savepoints (id, query_name, run_id, query_id, "
+            f"batch_id, checkpoint, location, manifest_sha256, manifest) VALUES (99, "
+            f"'guarded', '{run}', 'qid', 4, '/c', '/s', '{'b' * 64}', '{{}}')"):
+        assert "permission denied" in denied(granted.writer_url, statement)
+    assert "permission denied" in denied(
+        granted.reader_url, "INSERT INTO offset_journal.savepoints (query_name, run_id, "
+        f"query_id, batch_id, checkpoint, location, manifest_sha256, manifest) VALUES "
+        f"('guarded', '{run}', 'qid', 4, '/c', '/s', '{'b' * 64}', '{{}}')")

@@ -44,6 +44,24 @@ def test_partition_rows_keep_latest_and_the_view_gives_lag(journal_url):
     assert fresh[1][1] == 2.5 and fresh[1][2].total_seconds() == 2.5
 
 
+def test_a_latest_below_the_end_is_no_lag(journal_url):
+    """Real-time mode (trigger(realTime=...)) takes latestOffset when a batch starts and
+    reads on past it: latest < end. The journal keeps the latest as Spark gave it; lag,
+    in the view and the report, is never below zero (issue 31)."""
+    from offset_journal.report import gather
+
+    with Journal(journal_url) as j:
+        j.record_batch(batch_from_progress(_batch(
+            0, {"orders": {"0": 0, "1": 0}}, {"orders": {"0": 30, "1": 12}},
+            {"orders": {"0": 21, "1": 15}}, timestamp="2026-11-25T10:00:00.000Z")))
+        rows = sql_rows(journal_url, "SELECT partition, end_offset, latest_offset, lag "
+                        "FROM offset_journal.partition_lag ORDER BY partition")
+        assert rows == [(0, 30, 21, 0), (1, 12, 15, 3)]
+        data = gather(j, "myQuery")
+    assert data.current_lag == 3
+    assert [(s.partition, s.max_lag) for s in data.top_partitions] == [(1, 3), (0, 0)]
+
+
 def test_latest_per_partition_is_none_where_spark_gave_none():
     rec = batch_from_progress(_batch(3, {"t": {"0": 1, "1": 1}}, {"t": {"0": 2, "1": 3}},
                                      {"t": {"1": 8}}))

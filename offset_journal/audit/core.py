@@ -104,6 +104,20 @@ def _translated_why(run: _Run) -> str:
             "log on another cluster, planned")
 
 
+def _real_time_note(run_id: str, plan: RecordedPlan) -> str:
+    """Why a restart after a run in real-time mode may have written rows twice, which no
+    journaled batch shows."""
+    rt = plan.real_time or {}
+    bound = rt.get("bound")
+    limit = (f"up to {bound} record(s)" if isinstance(bound, int)
+             else "an uncounted number of records")
+    return (f"run {run_id} started from plan {plan.id}, after batch {rt.get('after_batch')} "
+            f"of run {rt.get('run_id')}, which ran in real-time mode: a batch it stopped "
+            f"mid-way was never journaled, yet may have written rows to the sink, which "
+            f"this run wrote again ({limit}, as the plan said); not an overlap of "
+            "journaled batches")
+
+
 def is_new_checkpoint(batch: AuditBatch) -> bool:
     """A run's first batch on a new checkpoint: Spark reports no start offset at all."""
     parts = [p for s in batch.sources for p in s.partitions]
@@ -265,6 +279,8 @@ class _Walk:
                     f"journal's cluster check (--accept-cluster {plan.accepted_cluster}): the "
                     "journal said the batches it continues were read on another Kafka "
                     "cluster; the audit compares their offsets as one cluster's")))
+            if plan.real_time is not None:
+                self.notes.append((ref, _real_time_note(batch.run_id, plan)))
         if not self.runs:
             self.origin = batch.run_id
         start = RunStart(batch.run_id, batch.query_id, ref, how, plan.id if plan else None,

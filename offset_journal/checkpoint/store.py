@@ -82,6 +82,23 @@ class Store:
                 return f.read()
         return bytes(self.fs.cat_file(path))
 
+    def open_read(self, path: str) -> Any:
+        """A binary file object for reading ``path`` in pieces (a large file)."""
+        if self.fs is None:
+            return open(path, "rb")  # noqa: SIM115 - the caller closes it
+        return self.fs.open(path, "rb")
+
+    def write(self, path: str, data: bytes) -> None:
+        """Write ``data`` to ``path`` (its directory made first); a savepoint's manifest."""
+        if self.fs is None:
+            os.makedirs(os.path.dirname(path) or ".", exist_ok=True)
+            with open(path, "wb") as f:
+                f.write(data)
+            return
+        self.fs.makedirs(posixpath.dirname(path), exist_ok=True)
+        with self.fs.open(path, "wb") as f:
+            f.write(data)
+
 
 def open_store(path: str | os.PathLike[str], fs: Any) -> tuple[Store, str]:
     """Pick local or fsspec access for ``path``; fsspec is optional, so import lazily."""

@@ -12,7 +12,8 @@ The modules, in the order data flows:
   is missing);
 * ``batch_args.py``: a batch as the arguments of its one call (pure);
 * ``driver.py``: that call on psycopg, in a transaction or alone in one round trip;
-* ``write.py``: runs, batches, rejected events, spool losses and restart plans in;
+* ``write.py``: runs, batches, rejected events, spool losses, restart plans and
+  savepoints in;
 * ``rows.py``: batches read back with their sources and partitions, in journal order;
 * ``read.py``: history, runs, plans and problems for people and plans;
 * ``plan_rows.py``: a recorded plan's row read back, fields no plan command writes left
@@ -40,6 +41,7 @@ from ..journal_rows import (
     FlaggedProblem,
     PruneResult,
     RecordedPlan,
+    RecordedSavepoint,
     Run,
     RunBounds,
     SourceOffsets,
@@ -68,5 +70,5 @@ class Journal(Writes, Queries, Health):
 
 __all__: Sequence[str] = ["FLAGGED_PROBLEMS", "HISTORY_PAGE", "RECENT_RUNS", "Batch",
                           "FlaggedProblem", "Journal", "JournalError", "PruneResult",
-                          "RecordedPlan", "ReportRows", "Run", "RunBounds", "SourceOffsets",
-                          "SpoolLoss", "record_all"]
+                          "RecordedPlan", "RecordedSavepoint", "ReportRows", "Run",
+                          "RunBounds", "SourceOffsets", "SpoolLoss", "record_all"]

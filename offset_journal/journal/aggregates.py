@@ -47,7 +47,9 @@ pick AS (SELECT DISTINCT ON (bucket) bucket, id FROM bb
          ORDER BY bucket, trigger_at DESC, batch_id DESC),
 cell AS MATERIALIZED (
   SELECT pick.bucket, k.topic, k.partition,
-         max(CASE WHEN NOT k.out_of_range THEN k.latest_offset - k.end_offset END) AS lag,
+         max(CASE WHEN NOT k.out_of_range
+                  THEN CASE WHEN k.latest_offset < k.end_offset THEN 0
+                            ELSE k.latest_offset - k.end_offset END END) AS lag,
          max(k.end_offset) AS end_offset, max(k.latest_offset) AS latest_offset
   FROM {SCHEMA}.kafka_partitions k JOIN pick ON pick.id = k.batch_pk
   GROUP BY pick.bucket, k.topic, k.partition),
@@ -86,7 +88,9 @@ _CURRENT = sa.text(f"""
 WITH last AS (SELECT id, trigger_at - event_time_max AS fresh
               FROM {SCHEMA}.batches WHERE query_name = :q
               ORDER BY trigger_at DESC NULLS LAST, batch_id DESC LIMIT 1)
-SELECT (SELECT sum(CASE WHEN NOT k.out_of_range THEN k.latest_offset - k.end_offset END)
+SELECT (SELECT sum(CASE WHEN NOT k.out_of_range
+                        THEN CASE WHEN k.latest_offset < k.end_offset THEN 0
+                                  ELSE k.latest_offset - k.end_offset END END)
         FROM {SCHEMA}.kafka_partitions k
         WHERE k.batch_pk = last.id),
        extract(epoch FROM last.fresh)::double precision

@@ -52,6 +52,13 @@ def _translation(value: Any) -> bool:
         for v in value)
 
 
+def _real_time(value: Any) -> bool:
+    """{run_id, after_batch, stopped_by, bound, by_partition} (restart.real_time)."""
+    return (isinstance(value, dict) and isinstance(value.get("run_id"), str)
+            and _is_int(value.get("after_batch"))
+            and (value.get("bound") is None or _is_int(value.get("bound"))))
+
+
 REQUEST_FIELDS: dict[str, Callable[[Any], bool]] = {
     "allow_data_loss": lambda v: isinstance(v, bool),
     "recreated_topics": _texts,
@@ -60,6 +67,7 @@ REQUEST_FIELDS: dict[str, Callable[[Any], bool]] = {
     "log_starts": _log_starts,
     "accept_cluster": lambda v: isinstance(v, str),
     "translation": _translation,
+    "real_time": _real_time,
 }
 """The request fields a reader of recorded plans uses, and what a plan command writes
 there."""

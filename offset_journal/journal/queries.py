@@ -12,8 +12,8 @@ import sqlalchemy as sa
 from ..audit.model import AuditBatch, AuditSource
 from ..journal_rows import Batch
 from ..offsets import PartitionOffset
-from ..records import ASYNC_EXECUTION
-from ..restart.model import AsyncTail, BatchRef, RereadRun
+from ..records import ASYNC_EXECUTION, is_real_time
+from ..restart.model import AsyncTail, BatchRef, RealTimeTail, RereadRun
 from ..restart.state_aware import order_key
 from ..schema import batch_sources, batches, kafka_partitions, query_runs, rejected_events
 from .aggregates import ReportRows, report_rows
@@ -166,6 +166,34 @@ class Queries(Reads):
             return None
         return AsyncTail(anchor.run_id, interval,
                          tuple(BatchRef(x[0], int(x[1]), x[2], x[3]) for x in rows))
+
+    def real_time_tail(self, anchor: Batch) -> RealTimeTail | None:
+        """The anchor's run when the listener saw Spark run it in real-time mode
+        (query_runs.execution): its last journaled batch and when a batch after it
+        stopped at the latest (the run's termination; killed: that batch's end plus one
+        more batch). None otherwise, or on a journal without the execution column."""
+        r, b = query_runs.c, batches.c
+        try:
+            with self.engine.connect() as conn:
+                row = conn.execute(sa.select(r.execution, r.terminated_at)
+                                   .where(r.run_id == anchor.run_id)).first()
+                if row is None or not is_real_time(row[0]):
+                    return None
+                last = conn.execute(
+                    sa.select(b.run_id, b.batch_id, b.query_id, b.trigger_at,
+                              b.batch_duration_ms)
+                    .where(b.run_id == anchor.run_id)
+                    .order_by(b.batch_id.desc()).limit(1)).first()
+        except sa.exc.ProgrammingError:  # no execution column yet
+            return None
+        if last is None:
+            return None
+        ref = BatchRef(last[0], int(last[1]), last[2], last[3])
+        if row[1] is not None:
+            return RealTimeTail(anchor.run_id, ref, row[1], True)
+        stopped_by = (last[3] + timedelta(milliseconds=2 * int(last[4] or 0))
+                      if last[3] is not None else None)
+        return RealTimeTail(anchor.run_id, ref, stopped_by, False)
 
     def audit_page(self, query_name: str, after: int, page: int) -> list[AuditBatch]:
         """The query's next ``page`` batches after ``batches.id`` ``after``, in that

@@ -16,6 +16,7 @@ from ..journal_rows import (
     Batch,
     FlaggedProblem,
     RecordedPlan,
+    RecordedSavepoint,
     Run,
     RunBounds,
     SourceOffsets,
@@ -28,6 +29,7 @@ from ..schema import (
     plan_runs,
     query_runs,
     restart_plans,
+    savepoints,
     spool_losses,
 )
 from .base import JournalBase
@@ -291,6 +293,38 @@ class Reads(JournalBase):
         # A row no plan command wrote (a writer's credentials can insert one) is read
         # without its malformed fields, which the plan names (RecordedPlan.ignored).
         return [recorded_plan(m, runs.get(m["id"], {})) for m in rows]
+
+    def savepoints(self, query_name: str | None = None, *, id: int | None = None,
+                   manifest_sha256: str | None = None) -> list[RecordedSavepoint]:
+        """Recorded savepoints, oldest first: of a query, by id, or by the SHA-256 of
+        their manifest (any combination)."""
+        t = savepoints.c
+        stmt = sa.select(savepoints).order_by(t.id)
+        if query_name is not None:
+            stmt = stmt.where(t.query_name == query_name)
+        if id is not None:
+            stmt = stmt.where(t.id == id)
+        if manifest_sha256 is not None:
+            stmt = stmt.where(t.manifest_sha256 == manifest_sha256)
+        rows = self.run_read(lambda c: c.execute(stmt).mappings().all())
+        return [RecordedSavepoint(**dict(r)) for r in rows]
+
+    def journaled_batch_ids(self, query_name: str, query_id: str) -> dict[int, str]:
+        """The batch ids the journal holds of one checkpoint (query id) of a query, with
+        the run that journaled each (the newest run, should two have)."""
+        b = batches.c
+        stmt = (sa.select(b.batch_id, b.run_id).where(b.query_name == query_name,
+                                                      b.query_id == query_id)
+                .order_by(b.id))
+        rows = self.run_read(lambda c: c.execute(stmt).all())
+        return {int(batch_id): str(run_id) for batch_id, run_id in rows}
+
+    def query_names_of(self, query_id: str) -> list[str]:
+        """The query names the journal holds runs of a query id (a checkpoint) under."""
+        r = query_runs.c
+        stmt = (sa.select(r.query_name).where(r.query_id == query_id).distinct()
+                .order_by(r.query_name))
+        return list(self.run_read(lambda c: c.execute(stmt).scalars().all()))
 
     def query_names(self) -> list[str]:
         stmt = sa.select(query_runs.c.query_name).distinct().order_by(query_runs.c.query_name)

@@ -31,6 +31,7 @@ from ..schema import (
     query_runs,
     rejected_events,
     restart_plans,
+    savepoints,
     spool_losses,
 )
 from .arrays import Arrays
@@ -314,6 +315,14 @@ class Writes(JournalBase):
         with self._engine.begin() as conn:
             return int(conn.execute(restart_plans.insert().values(row)
                                     .returning(restart_plans.c.id)).scalar_one())
+
+    def record_savepoint(self, row: dict[str, Any]) -> int:
+        """Record a savepoint made (a ``savepoints`` row: query_name, run_id, query_id,
+        batch_id, checkpoint, location, manifest_sha256, manifest, host, os_user);
+        returns its id. Raises SQLAlchemy's error when the journal refuses it."""
+        with self._engine.begin() as conn:
+            return int(conn.execute(savepoints.insert().values(row)
+                                    .returning(savepoints.c.id)).scalar_one())
 
     def link_plan(self, plan_id: int, run_id: str) -> bool:
         """Say that run ``run_id`` started from recorded plan ``plan_id`` (a job calls

@@ -11,7 +11,7 @@ import logging
 from collections.abc import Iterable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass, field, replace
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from ..errors import CheckpointError, JournalError, RestartError
 from ..formatting import format_time
@@ -34,8 +34,10 @@ from .model import (
     MODE_STATE_AWARE,
     POSITION_AFTER,
     POSITION_AT,
+    POSITION_SAVEPOINT,
     CheckpointState,
     Position,
+    RealTimeTail,
     RestartPlan,
     SinkState,
 )
@@ -45,6 +47,10 @@ from .request import PlanRequest
 from .state_aware import order_key
 from .text import count, tp
 from .translate import ClusterFacts, MirrorFacts
+
+if TYPE_CHECKING:
+    from ..kafka_admin import TimeLookup
+    from ..savepoint.model import Savepoint
 
 log = logging.getLogger(__name__)
 
@@ -61,6 +67,8 @@ class Gathered:
     before: Batch | None = None
     chain: list[Batch] = field(default_factory=list)
     warnings: list[str] = field(default_factory=list)
+    savepoint: Savepoint | None = None
+    latest: Batch | None = None
 
 
 def check_delta_tables(plan: RestartPlan, recreated: Sequence[str]) -> list[str]:
@@ -135,7 +143,12 @@ def plan_from_journal(journal: Journal, request: PlanRequest,
         async_tail=journal.async_tail(found.anchor),
         cluster=cluster_facts(journal, request, found),
         mirror=mirror_facts(request),
+        loaded_savepoint=found.savepoint, latest=found.latest,
     )
+    real_time = journal.real_time_tail(found.anchor)
+    if real_time is not None:
+        inputs = replace(inputs, real_time=real_time,
+                         real_time_ends=real_time_ends(request, found, real_time))
     losses = _spool_losses(journal, request.query_name)
     if request.from_time is not None:
         plan = decide(replace(inputs, **time_facts(journal, request, found)))
@@ -166,6 +179,8 @@ def gather(journal: Journal, request: PlanRequest) -> Gathered:
     """The anchor (the batch asked for, the last one at ``as_of``, or the last one),
     the batch before what is re-read, and a state-aware plan's chain."""
     name = request.query_name
+    if request.savepoint is not None:
+        return from_savepoint(journal, request)
     # The default plan needs every order's last batch (check_last_batch); the
     # journal's own comes first.
     default = request.batch is None and request.as_of is None
@@ -193,6 +208,25 @@ def gather(journal: Journal, request: PlanRequest) -> Gathered:
         found.chain = journal.state_chain(found.anchor, request.window)
         found.before = batch_before(journal, name, found.chain[0])
     return found
+
+
+def from_savepoint(journal: Journal, request: PlanRequest) -> Gathered:
+    """A plan from a savepoint: the savepoint found and checked (its manifest and every
+    file against the checksums, of this query), its batch as the anchor, and the
+    journal's last batch (what the plan reads again)."""
+    from ..savepoint import load_savepoint
+
+    assert request.savepoint is not None
+    name = request.query_name
+    savepoint = load_savepoint(request.savepoint, journal, query_name=name)
+    m = savepoint.manifest
+    anchor = journal.batch(name, m.run_id, m.batch_id)
+    if anchor is None:
+        raise RestartError(f"batch {m.batch_id} of run {m.run_id}, the batch of "
+                           f"{savepoint.label()}, is no longer in the journal (pruned?): "
+                           "its end offsets cannot be checked")
+    return Gathered(anchor, POSITION_SAVEPOINT, batch_before(journal, name, anchor),
+                    savepoint=savepoint, latest=journal.last_batch(name))
 
 
 def batch_before(journal: Journal, query_name: str, batch: Batch) -> Batch | None:
@@ -326,6 +360,23 @@ def cluster_state(request: PlanRequest, found: Gathered) -> TopicState | None:
         return None
     return topic_state(request.bootstrap_servers, topics, timeout=request.kafka_timeout,
                        config=request.kafka_config)
+
+
+def real_time_ends(request: PlanRequest, found: Gathered, tail: RealTimeTail,
+                   ) -> TimeLookup | None:
+    """Per partition of the anchor's Kafka topics, the first offset timestamped after a
+    real-time run stopped (None per partition: no such record); None when the cluster
+    is not asked or the stop time is unknown."""
+    if not request.bootstrap_servers or tail.stopped_by is None:
+        return None
+    topics = kafka_topics([found.anchor], request.source)
+    if not topics:
+        return None
+    _state, lookup = offsets_for_time(request.bootstrap_servers, topics,
+                                      epoch_millis(tail.stopped_by) + 1,
+                                      timeout=request.kafka_timeout,
+                                      config=request.kafka_config)
+    return lookup
 
 
 def time_facts(journal: Journal, request: PlanRequest, found: Gathered) -> dict[str, Any]:

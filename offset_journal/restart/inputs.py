@@ -16,6 +16,7 @@ from .model import (
     CheckpointState,
     Mode,
     Position,
+    RealTimeTail,
     RereadRun,
     SinkState,
 )
@@ -24,6 +25,7 @@ from .translate import ClusterFacts, MirrorFacts
 
 if TYPE_CHECKING:
     from ..kafka_admin import TimeLookup, TopicState
+    from ..savepoint.model import Savepoint
 
 
 @dataclass(frozen=True)
@@ -50,6 +52,10 @@ class PlanInputs:
     progress tracking (their end offsets may not be final). ``cluster``: the id of the
     cluster the anchor's run read and of the one asked now (None: no bootstrap
     servers); ``mirror``: MM2's offset syncs on a replica (a translated plan).
+    ``loaded_savepoint``: the savepoint a plan starts from (loaded and checked; the anchor is
+    its batch), and ``latest`` the journal's last batch, to say what is read again.
+    ``real_time``: the anchor's run ran in real-time mode; ``real_time_ends``: per
+    partition, the first offset the cluster timestamps after it stopped (None: none).
     """
 
     request: PlanRequest
@@ -68,6 +74,10 @@ class PlanInputs:
     async_tail: AsyncTail | None = None
     cluster: ClusterFacts | None = None
     mirror: MirrorFacts | None = None
+    loaded_savepoint: Savepoint | None = None
+    latest: Batch | None = None
+    real_time: RealTimeTail | None = None
+    real_time_ends: TimeLookup | None = None
 
     @property
     def mode(self) -> Mode:

@@ -20,10 +20,15 @@ from .text import fill
 if TYPE_CHECKING:
     from .translate import Translation
 
+StateDecision = Literal["seeded", "discarded", "refused", "empty"]
+"""What a plan from a savepoint does with one operator's state: the new query seeds a
+transformWithState with it, the person accepted losing it (--discard-state), the plan
+refuses to lose it, or there was none."""
+
 Mode = Literal["stateless", "state-aware"]
 """stateless: start after (or at) a batch; state-aware: also re-read what the old
 checkpoint's state held of windows not emitted yet."""
-Position = Literal["after", "at", "rewind", "from-time"]
+Position = Literal["after", "at", "rewind", "from-time", "savepoint"]
 """Where a plan starts: see the package docstring."""
 SourceKind = Literal["kafka", "delta", "file", "rate", "other"]
 
@@ -35,8 +40,10 @@ POSITION_AFTER: Position = "after"
 POSITION_AT: Position = "at"
 POSITION_REWIND: Position = "rewind"
 POSITION_FROM_TIME: Position = "from-time"
+POSITION_SAVEPOINT: Position = "savepoint"
+"""After a savepoint's batch: its END offsets, where the carried state stands."""
 POSITIONS: tuple[Position, ...] = (POSITION_AFTER, POSITION_AT, POSITION_REWIND,
-                                   POSITION_FROM_TIME)
+                                   POSITION_FROM_TIME, POSITION_SAVEPOINT)
 
 KIND_KAFKA: SourceKind = "kafka"
 KIND_DELTA: SourceKind = "delta"
@@ -119,6 +126,20 @@ class AsyncTail:
 
 
 @dataclass(frozen=True)
+class RealTimeTail:
+    """The anchor's run ran in real-time mode (``trigger(realTime=...)``): a batch after
+    its last journaled one (``last``) may have been stopped mid-way, its rows written to
+    the sink but never journaled (no progress event, offsets entry or commit). Such a
+    batch ran no later than ``stopped_by``: the run's termination, else (killed) the
+    last journaled batch's end plus one more batch."""
+
+    run_id: str
+    last: BatchRef
+    stopped_by: datetime | None
+    terminated: bool
+
+
+@dataclass(frozen=True)
 class RereadRun:
     """The journaled batches of one run that a record-time plan processes again: those
     that read past the plan's start offset of some partition (from the journal, one
@@ -186,6 +207,26 @@ class Start:
 
 
 # --------------------------------------------------------------------------- the plan
+
+
+@dataclass(frozen=True)
+class CarriedState:
+    """One old operator's state in a plan from a savepoint: what it is, how many keys,
+    what the plan does with it (``decision``) and what carries it (``how``: the
+    initial_state call, or why not)."""
+
+    operator_id: int
+    kind: str
+    name: str
+    keys: int
+    decision: StateDecision
+    how: str
+    parts: tuple[str, ...] = ()
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"operator_id": self.operator_id, "kind": self.kind, "name": self.name,
+                "keys": self.keys, "decision": self.decision, "how": self.how,
+                "parts": list(self.parts)}
 
 
 @dataclass
@@ -296,6 +337,15 @@ class RestartPlan:
     """The id of the cluster at the plan's bootstrap servers (None: not asked)."""
     journaled_cluster_id: str | None = None
     """The id of the cluster the anchor's run read (None: not journaled)."""
+    savepoint_id: int | None = None
+    """A plan from a savepoint: its id in the journal (None: not recorded there)."""
+    savepoint_location: str | None = None
+    state: list[CarriedState] = field(default_factory=list)
+    """A plan from a savepoint: each old operator's state and what becomes of it."""
+    real_time: dict[str, Any] | None = None
+    """The anchor's run ran in real-time mode: the rows of a batch stopped mid-way may be
+    written again (run_id, after_batch, stopped_by, bound: records at most, None when
+    not counted; by_partition)."""
 
     @property
     def warnings(self) -> list[str]:
@@ -344,6 +394,10 @@ class RestartPlan:
             "kafka_cluster_id": self.kafka_cluster_id,
             "journaled_kafka_cluster_id": self.journaled_cluster_id,
             "sources": [s.to_dict() for s in self.sources],
+            "savepoint": ({"id": self.savepoint_id, "location": self.savepoint_location}
+                          if self.savepoint_location is not None else None),
+            "state": [c.to_dict() for c in self.state],
+            "real_time": self.real_time,
             "notes": list(self.notes), "warnings": self.warnings, "errors": self.errors,
         }
 
@@ -367,6 +421,16 @@ class RestartPlan:
             if s.translation is not None:
                 out.append("  translated, per partition (journaled -> replica):")
                 out += [f"    {line}" for line in s.translation.lines()]
+        if self.savepoint_location is not None:
+            which = (f"savepoint {self.savepoint_id}" if self.savepoint_id is not None
+                     else "savepoint")
+            out += ["", f"State ({which} at {self.savepoint_location}):"]
+            if not self.state:
+                out.append("  none: the old query had no stateful operator")
+            for c in self.state:
+                out.append(f"  operator {c.operator_id} ({c.kind}, {c.name}): "
+                           f"{c.keys:,} keys, {c.decision}")
+                out.append(fill(c.how, "    "))
         if self.errors:
             out += ["", "ERRORS (do not start the job with this plan as it is):"]
             out += [fill(e, "  ! ") for e in self.errors]

@@ -29,7 +29,9 @@ from .model import (
     POSITION_AFTER,
     POSITION_AT,
     POSITION_FROM_TIME,
+    POSITION_SAVEPOINT,
     BatchRef,
+    CarriedState,
     CheckpointState,
     Findings,
     RestartPlan,
@@ -38,7 +40,9 @@ from .model import (
     source_kind,
 )
 from .other_sources import journaled_offset, other_source_plan, sink_findings
+from .real_time import real_time_findings
 from .request import REQUEST_FIELDS, PlanRequest, check_request
+from .seeding import carried_state, savepoint_start
 from .state_aware import order_key, state_aware_start
 from .text import count, tp
 from .translate import cluster_findings, refuse_other_cluster
@@ -84,6 +88,12 @@ def decide(inp: PlanInputs) -> RestartPlan:
     found.merge(async_findings(inp, start))
     found.merge(cluster_findings(inp.cluster, inp.request.translate_from,
                                  inp.request.accept_cluster))
+    real_time, rt_record = real_time_findings(inp, start, sources)
+    found.merge(real_time)
+    state: list[CarriedState] = []
+    if inp.loaded_savepoint is not None:
+        state, carried = carried_state(inp, inp.loaded_savepoint)
+        found.merge(carried)
     return RestartPlan(
         query_name=inp.request.query_name, mode=inp.mode, position=start.position,
         anchor=BatchRef.of(inp.anchor), start_batch=start.start_ref, sources=sources,
@@ -97,6 +107,9 @@ def decide(inp: PlanInputs) -> RestartPlan:
         reread=list(inp.reread) if start.position == POSITION_FROM_TIME else [],
         kafka_cluster_id=inp.cluster.now if inp.cluster else None,
         journaled_cluster_id=inp.cluster.journaled if inp.cluster else None,
+        savepoint_id=inp.loaded_savepoint.id if inp.loaded_savepoint else None,
+        savepoint_location=inp.loaded_savepoint.location if inp.loaded_savepoint else None,
+        state=state, real_time=rt_record,
     )
 
 
@@ -158,6 +171,8 @@ def where_to_start(inp: PlanInputs, flagged: Flagged) -> Start:
     as_of = inp.request.as_of
     when = f" triggered at or before {format_time(as_of)}" if as_of is not None else ""
     anchor_ref = BatchRef.of(inp.anchor)
+    if inp.loaded_savepoint is not None:
+        return savepoint_start(inp, inp.loaded_savepoint)
     if inp.mode == MODE_STATE_AWARE:
         start = state_aware_start(inp, when)
     elif inp.position == POSITION_FROM_TIME:
@@ -257,7 +272,9 @@ def flagged_findings(inp: PlanInputs, start: Start, flagged: Flagged) -> Finding
     after it); re-read batches (at, rewind) and earlier ones get a warning: reading
     a batch again is how a person repairs what was flagged on it."""
     found = Findings()
-    affected = {inp.anchor.pk} if start.position == POSITION_AFTER else set()
+    # Plans that take the anchor's END offsets: after it, or after a savepoint's batch.
+    affected = ({inp.anchor.pk} if start.position in (POSITION_AFTER, POSITION_SAVEPOINT)
+                else set())
     for (pk, index), (label, problem) in sorted(flagged.items(), key=lambda x: x[0]):
         if inp.request.source is not None and index != inp.request.source:
             continue

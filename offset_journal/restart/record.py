@@ -15,18 +15,18 @@ bookkeeping about it.
 
 from __future__ import annotations
 
-import getpass
 import logging
-import socket
 from typing import TYPE_CHECKING, Any, Literal
 
 from ..formatting import first_line, format_time
+from ..origin import host_name, os_user
 from .model import (
     MODE_STATE_AWARE,
     POSITION_AFTER,
     POSITION_AT,
     POSITION_FROM_TIME,
     POSITION_REWIND,
+    POSITION_SAVEPOINT,
     RestartPlan,
 )
 
@@ -40,7 +40,7 @@ COMMANDS = ("starting-offsets", "plan", "api")
 """Who handed the plan out: the two commands, or the Python API (jobs)."""
 
 
-RecordedPosition = Literal["after", "at", "as-of", "rewind", "from-time"]
+RecordedPosition = Literal["after", "at", "as-of", "rewind", "from-time", "savepoint"]
 """A recorded plan's position: a plan's :data:`~.model.Position`, or ``as-of`` (after the
 last batch at a time), which the audit tells from ``after``."""
 RECORDED_AS_OF: RecordedPosition = "as-of"
@@ -49,7 +49,10 @@ RECORDED_AS_OF: RecordedPosition = "as-of"
 def recorded_position(plan: RestartPlan, request: PlanRequest) -> RecordedPosition:
     """The position a recorded plan starts from: after (the last batch), at (a batch,
     reprocessing it), as-of (after the last batch at a time), rewind (state-aware) or
-    from-time (the first record at a time). All but "after" read again on purpose."""
+    from-time (the first record at a time) or savepoint (after a savepoint's batch, with
+    its state). All but "after" read again on purpose."""
+    if plan.position == POSITION_SAVEPOINT:
+        return POSITION_SAVEPOINT
     if plan.mode == MODE_STATE_AWARE or plan.position == POSITION_REWIND:
         return POSITION_REWIND
     if plan.position == POSITION_AT:
@@ -83,7 +86,8 @@ def plan_row(plan: RestartPlan, request: PlanRequest, command: str) -> dict[str,
              "log_starts": _log_starts(plan),
              "kafka_cluster_id": plan.kafka_cluster_id,
              "journaled_kafka_cluster_id": plan.journaled_cluster_id,
-             **_translation(plan)}
+             "real_time": plan.real_time,
+             **_translation(plan), **_state(plan, request)}
     return {
         "query_name": plan.query_name, "position": recorded_position(plan, request),
         "mode": plan.mode, "command": command if command in COMMANDS else "api",
@@ -93,7 +97,7 @@ def plan_row(plan: RestartPlan, request: PlanRequest, command: str) -> dict[str,
         "options": {str(s.index): dict(s.options) for s in plan.sources},
         "kafka_offsets": [list(o) for o in handed_out(plan)],
         "checkpoint": plan.checkpoint or request.checkpoint,
-        "host": _host(), "os_user": _os_user(),
+        "host": host_name(), "os_user": os_user(),
     }
 
 
@@ -113,6 +117,18 @@ def handed_out(plan: RestartPlan) -> list[tuple[int, str, int, int]]:
             for p, o in sorted(parts.items())]
 
 
+def _state(plan: RestartPlan, request: PlanRequest) -> dict[str, Any]:
+    """A plan from a savepoint: which (id, location), what was asked (seed,
+    discard_state: a loss accepted is a decision) and each operator's state with what
+    became of it: [[operator id, kind, keys, decision], ...]."""
+    if plan.savepoint_location is None:
+        return {}
+    seed = request.seed if isinstance(request.seed, str) else list(request.seed)
+    return {"savepoint": {"id": plan.savepoint_id, "location": plan.savepoint_location},
+            "seed": seed or None, "discard_state": request.discard_state,
+            "state": [[c.operator_id, c.kind, c.keys, c.decision] for c in plan.state]}
+
+
 def _translation(plan: RestartPlan) -> dict[str, Any]:
     """A translated plan's alias, policy and per partition rows ([source index, journaled
     topic, partition, journaled offset, replica topic, replica offset, read again at
@@ -128,21 +144,6 @@ def _translation(plan: RestartPlan) -> dict[str, Any]:
             for s in done if s.translation is not None for p in s.translation.partitions]
     return {"translate_from": first.alias, "replication_policy": first.policy,
             "translation": rows}
-
-
-def _host() -> str | None:
-    try:
-        return socket.gethostname() or None
-    except OSError:
-        return None
-
-
-def _os_user() -> str | None:
-    """The operating-system user that asked (never a database credential)."""
-    try:
-        return getpass.getuser() or None
-    except (OSError, KeyError, ImportError):
-        return None
 
 
 def record_plan(journal: Journal, plan: RestartPlan, request: PlanRequest,

@@ -21,9 +21,13 @@ from .model import (
     POSITION_AFTER,
     POSITION_AT,
     POSITION_FROM_TIME,
+    POSITION_SAVEPOINT,
     Mode,
     Position,
 )
+
+SEED_ALL = "all"
+"""``--seed all``: the new query seeds every old operator's state."""
 
 
 def check_request(mode: str, position: str) -> None:
@@ -31,7 +35,7 @@ def check_request(mode: str, position: str) -> None:
     to start AT a batch. The one check of a plan's request (library, CLI and jobs)."""
     if mode not in MODES:
         raise RestartError(f"unknown mode {mode!r}: use one of {', '.join(MODES)}")
-    if position not in (POSITION_AFTER, POSITION_AT, POSITION_FROM_TIME):
+    if position not in (POSITION_AFTER, POSITION_AT, POSITION_FROM_TIME, POSITION_SAVEPOINT):
         raise RestartError(f"unknown position {position!r}")
     if mode == MODE_STATE_AWARE and position == POSITION_AT:
         raise RestartError("a state-aware plan starts after a batch: use as_of (--as-of), "
@@ -70,6 +74,11 @@ class PlanRequest:
     one the journal's runs read although the journal says another (a writer role can
     fill a run's empty cluster id with any value): the refusal is overruled, with a
     warning, and recorded as the plan's decision.
+    ``savepoint``: a savepoint's id in the journal or its directory: the plan starts
+    right after the savepoint's batch (the state's), not the journal's last; ``seed``:
+    the old operators (ids, or ``"all"``) whose state the new query seeds a
+    transformWithState with (``initial_state``); any other operator's state is lost,
+    which the plan refuses unless ``discard_state`` (recorded as the plan's decision).
     """
 
     query_name: str
@@ -91,6 +100,9 @@ class PlanRequest:
     translate_from: str | None = None
     replication_policy: ReplicationPolicy | None = None
     accept_cluster: str | None = None
+    savepoint: str | int | None = None
+    seed: Sequence[int] | str = ()
+    discard_state: bool = False
 
     @property
     def policy(self) -> ReplicationPolicy:
@@ -99,6 +111,8 @@ class PlanRequest:
 
     @property
     def position(self) -> Position:
+        if self.savepoint is not None:
+            return POSITION_SAVEPOINT
         if self.from_time is not None:
             return POSITION_FROM_TIME
         return POSITION_AT if self.batch is not None else POSITION_AFTER
@@ -139,9 +153,38 @@ class PlanRequest:
                                "(--bootstrap-servers)")
         self._check_translation()
         self._check_accepted_cluster()
+        seed = self._checked_savepoint(mode)
         return replace(self, mode=mode, as_of=as_of, kafka_timeout=timeout,
                        recreated_topics=recreated, recreated_tables=tables,
-                       from_time=from_time)
+                       from_time=from_time, seed=seed)
+
+    def _checked_savepoint(self, mode: Mode) -> tuple[int, ...] | str:
+        """The operators to seed (``"all"`` or ids); RestartError for seeding without a
+        savepoint, or a savepoint with another starting point."""
+        seed = self.seed
+        if isinstance(seed, str):
+            if seed != SEED_ALL:
+                raise RestartError(f"bad operator to seed {seed!r}: an operator id, or all")
+            ids: tuple[int, ...] | str = SEED_ALL
+        else:
+            if any(isinstance(i, bool) or not isinstance(i, int) or i < 0 for i in seed):
+                raise RestartError(f"bad operator to seed in {list(seed)!r}: operator ids "
+                                   "are numbers >= 0")
+            ids = tuple(sorted(set(seed)))
+        if self.savepoint is None:
+            if ids or self.discard_state:
+                what = "--seed" if ids else "--discard-state"
+                raise RestartError(f"{what} applies to a plan from a savepoint: give "
+                                   "--savepoint ID|DIR too")
+            return ids
+        if self.as_of is not None or self.batch is not None or self.from_time is not None:
+            raise RestartError("a plan from a savepoint starts right after the savepoint's "
+                               "batch: give --savepoint or --as-of/--batch/--from-time, not "
+                               "both")
+        if mode == MODE_STATE_AWARE:
+            raise RestartError("give --savepoint (carry the state) or --state-aware (rebuild "
+                               "a windowed aggregation's state by rewinding), not both")
+        return ids
 
 
     def _check_translation(self) -> None:

@@ -1,0 +1,142 @@
+"""Running totals per group (count, max, sum) from Kafka, journaled, upgradable onto a
+new checkpoint with its state kept (a savepoint).
+
+    # v1: Spark's built-in aggregation
+    spark-submit jobs/stateful_counts.py --bootstrap-servers HOST:9092 --topics amounts \\
+        --query-name totals --checkpoint /chk/totals-v1 --output /lake/totals \\
+        --database-url postgresql://...
+    # stop it, take a savepoint of its checkpoint
+    offset-journal savepoint create totals --checkpoint /chk/totals-v1 --to /sp/totals-1
+    # v2: transformWithState (one more output column), on a NEW checkpoint, seeded
+    spark-submit jobs/stateful_counts.py ... --checkpoint /chk/totals-v2 \\
+        --engine transform-with-state --from-journal --savepoint /sp/totals-1 --seed 0
+
+Each record's value is ``GROUP,AMOUNT``. Output (update mode, one Parquet directory per
+checkpoint, a ``batch_id`` column): per group that received records in a batch, its
+``n`` (records), ``mx`` (largest amount) and ``total``; v2 adds ``mean``. With
+``--from-journal`` on a new checkpoint this job needs ``--savepoint``: a stateful job
+restarted from offsets alone would start its totals from zero.
+"""
+
+from __future__ import annotations
+
+import logging
+import sys
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+
+from _common import (  # noqa: E402
+    JobError,
+    apply_trigger,
+    base_parser,
+    decide_start,
+    link_start,
+    output_dir_for,
+    read_kafka,
+    run_job,
+)
+from pyspark.sql import Row  # noqa: E402
+from pyspark.sql.streaming import StatefulProcessor, StatefulProcessorHandle  # noqa: E402
+from pyspark.sql.types import LongType, StructField, StructType  # noqa: E402
+
+log = logging.getLogger("offset_journal.jobs.stateful_counts")
+
+ENGINES = ("builtin", "transform-with-state")
+TOTALS = StructType([StructField("n", LongType()), StructField("mx", LongType()),
+                     StructField("total", LongType())])
+V2_OUTPUT = "grp string, n long, mx long, total long, mean double"
+
+
+class Totals(StatefulProcessor):
+    """v2's totals per group in one value state. Its initial state is a savepoint's: a
+    built-in aggregation's buffer (count, max, sum, taken by position) or this
+    processor's own value state (n, mx, total): the same three values in that order."""
+
+    def init(self, handle: StatefulProcessorHandle) -> None:
+        self.totals = handle.getValueState("totals", TOTALS)
+
+    def handleInitialState(self, key: Any, initialState: Row, timerValues: Any) -> None:
+        n, mx, total = initialState[1], initialState[2], initialState[3]
+        self.totals.update((n, mx, total))
+
+    def handleInputRows(self, key: Any, rows: Iterator[Row], timerValues: Any,
+                        ) -> Iterator[Row]:
+        n, mx, total = self.totals.get() if self.totals.exists() else (0, None, 0)
+        for row in rows:
+            n, total = n + 1, total + row.amount
+            mx = row.amount if mx is None or row.amount > mx else mx
+        self.totals.update((n, mx, total))
+        yield Row(grp=key[0], n=n, mx=mx, total=total, mean=total / n)
+
+    def close(self) -> None:
+        pass
+
+
+def parser() -> Any:
+    p = base_parser(__doc__.splitlines()[0])
+    p.add_argument("--output", required=True, help="base output directory")
+    p.add_argument("--engine", choices=ENGINES, default="builtin",
+                   help="builtin (groupBy().agg(), v1) or transform-with-state (v2)")
+    return p
+
+
+def build_query(spark: Any, args: Any) -> Any:
+    from pyspark import cloudpickle
+    from pyspark.sql import functions as F
+
+    from offset_journal.savepoint import initial_state
+    from offset_journal.savepoint.spark import PROVIDER_CONF, ROCKSDB_PROVIDER, session_conf
+
+    out = output_dir_for(args.output, args.checkpoint)
+    if args.from_journal and args.savepoint is None:
+        from offset_journal.checkpoint import is_new_checkpoint
+
+        if is_new_checkpoint(args.checkpoint):
+            raise JobError("a stateful job on a new checkpoint needs its state: give "
+                           "--savepoint ID|DIR (offset-journal savepoint create)")
+    start = decide_start(args, output_path=out)
+    values = F.split(F.col("value").cast("string"), ",")
+    events = read_kafka(spark, args, start).select(
+        values[0].alias("grp"), values[1].cast("long").alias("amount"))
+    grouped = events.groupBy("grp")
+    tws = args.engine == "transform-with-state"
+    if not tws:
+        if start.seeded:
+            raise JobError("the built-in aggregation takes no initial state: run the "
+                           "upgraded job with --engine transform-with-state")
+        totals = grouped.agg(F.count("*").alias("n"), F.max("amount").alias("mx"),
+                             F.sum("amount").alias("total"))
+    else:
+        # The processor class travels to Python workers by value: they cannot import jobs/.
+        cloudpickle.register_pickle_by_value(sys.modules[__name__])
+        seed = None
+        if start.savepoint is not None and start.seeded:
+            if len(start.seeded) != 1:
+                raise JobError(f"this job seeds one operator, not {list(start.seeded)}")
+            seed = initial_state(spark, start.savepoint, operator=start.seeded[0])
+        totals = grouped.transformWithState(Totals(), V2_OUTPUT, "Update", "None",
+                                            initialState=seed)
+
+    def write(batch: Any, batch_id: int) -> None:
+        batch.withColumn("batch_id", F.lit(batch_id)).write.mode("append").parquet(out)
+
+    log.info("starting %s (%s): startingOffsets=%s (%s)", args.query_name, args.engine,
+             start.starting_offsets, start.reason)
+    writer = (totals.writeStream.outputMode("update").foreachBatch(write)
+              .option("checkpointLocation", args.checkpoint).queryName(args.query_name))
+    # transformWithState runs on the RocksDB state store only; the setting is taken when
+    # the query starts (and kept in its checkpoint), so the session is left as it was.
+    with session_conf(spark, PROVIDER_CONF, ROCKSDB_PROVIDER if tws else None):
+        query = apply_trigger(writer, args.trigger).start()
+    return link_start(args, start, query)
+
+
+def main(argv: list[str] | None = None) -> int:
+    return run_job("stateful_counts", parser(), build_query, argv)
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,156 @@
+"""A plan from a savepoint (pure): where it starts, and what becomes of each old
+operator's state.
+
+The plan starts right after the savepoint's batch B, at B's END offsets: the carried
+state holds every record up to them, so each later record is counted once into it. Per
+operator, the new query either seeds a ``transformWithState`` with its state
+(``--seed``: :func:`offset_journal.savepoint.initial_state`) or loses it: Spark gives a
+built-in operator (aggregation, dropDuplicates, stream-stream join, session window) no
+initial state. Losing state is never silent: the plan refuses unless
+``--discard-state``, recorded as its decision, and offers the state-aware rewind for a
+windowed aggregation, which rebuilds such state from the records instead.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Sequence
+from typing import Any
+
+from ..errors import RestartError
+from ..savepoint.model import BUILT_IN, Operator, Savepoint
+from .inputs import PlanInputs
+from .model import POSITION_SAVEPOINT, BatchRef, CarriedState, Findings, Start
+from .request import SEED_ALL
+
+
+def seeded_ids(seed: Sequence[int] | str, savepoint: Savepoint) -> set[int]:
+    """The operator ids asked to be seeded; RestartError for one the savepoint lacks."""
+    have = {op.id for op in savepoint.manifest.operators}
+    if isinstance(seed, str):
+        return have if seed == SEED_ALL else set()
+    unknown = sorted(set(seed) - have)
+    if unknown:
+        listed = ", ".join(str(i) for i in sorted(have)) or "none"
+        raise RestartError(f"--seed {unknown[0]}: {savepoint.label()} has no operator "
+                           f"{unknown[0]} (operators: {listed})")
+    return set(seed)
+
+
+def savepoint_start(inp: PlanInputs, savepoint: Savepoint) -> Start:
+    """Start AFTER the savepoint's batch (the anchor), with the notes saying why, and a
+    warning when the journal goes on past it (those batches are read again)."""
+    anchor = BatchRef.of(inp.anchor)
+    m = savepoint.manifest
+    start = Start(POSITION_SAVEPOINT, None, inp.before, Findings(), start_ref=None)
+    start.findings.notes.append(
+        f"Starts AFTER {anchor.label()}, the batch of {savepoint.label()}: at its END "
+        "offsets, where the carried state stands (the state holds every record before "
+        "them), so each later record is counted once into it: state and offsets agree.")
+    start.findings.notes += list(m.notes)
+    start.findings.errors += _offsets_differ(inp, savepoint)
+    latest = inp.latest
+    if latest is not None and latest.pk != inp.anchor.pk:
+        start.findings.warnings.append(
+            f"the journal goes on past the savepoint's batch, to "
+            f"{BatchRef.of(latest).label()}: the records the old query processed after "
+            f"batch {m.batch_id} are read again, counted once into the carried state (it "
+            "does not hold them), but their output is written again: the sink receives "
+            "those rows a second time unless it is idempotent")
+    start.findings.warnings += list(savepoint.warnings)
+    return start
+
+
+def _offsets_differ(inp: PlanInputs, savepoint: Savepoint) -> list[str]:
+    """An error per source whose end offset the savepoint recorded is not the
+    journal's (the state would not match the offsets the plan starts from)."""
+    out = []
+    for end in savepoint.manifest.end_offsets:
+        try:
+            journaled = inp.anchor.source(end.index).end_offset
+        except KeyError:
+            journaled = None
+        if _canonical(journaled) != _canonical(end.offset):
+            out.append(f"source {end.index}: the savepoint recorded other end offsets for "
+                       f"batch {savepoint.manifest.batch_id} than the journal holds now: "
+                       "the state would not match the offsets the plan starts from")
+    return out
+
+
+def _canonical(value: Any) -> str:
+    return json.dumps(value, sort_keys=True, separators=(",", ":"), default=str)
+
+
+def carried_state(inp: PlanInputs, savepoint: Savepoint) -> tuple[list[CarriedState], Findings]:
+    """Each old operator's state and what becomes of it, with the findings: a note per
+    operator carried, an error per operator whose state would be lost (a warning with
+    ``--discard-state``)."""
+    request = inp.request
+    seeded = seeded_ids(request.seed, savepoint)
+    found = Findings()
+    out = []
+    location = savepoint.location
+    ref = str(savepoint.id) if savepoint.id is not None else repr(location)
+    m = savepoint.manifest
+    for op in m.operators:
+        keys = m.keys(op.id)
+        parts = tuple(p.name for p in m.parts_of(op.id))
+        opaque = [f for p in m.parts_of(op.id) for f in p.opaque]
+        label = f"{op.label()}, {keys:,} keys at batch {m.batch_id}"
+        if keys == 0 and not op.problem:
+            out.append(CarriedState(op.id, op.kind, op.name, 0, "empty",
+                                    "no state to carry", parts))
+            continue
+        if op.id in seeded and not op.problem and not opaque:
+            how = (f"carried: initial_state(spark, {ref}, operator={op.id}) is the new "
+                   "query's transformWithState(initialState=...); its handleInitialState "
+                   f"gets each key's {_what(m.parts_of(op.id))}")
+            found.notes.append(f"State of {label}: {how}.")
+            out.append(CarriedState(op.id, op.kind, op.name, keys, "seeded", how, parts))
+            continue
+        why = _why_lost(op, op.id in seeded, opaque, request.query_name)
+        if request.discard_state:
+            found.warnings.append(f"the state of {label} is discarded (--discard-state, "
+                                  f"recorded with the plan as its decision): {why}")
+            out.append(CarriedState(op.id, op.kind, op.name, keys, "discarded", why, parts))
+        else:
+            found.errors.append(f"the state of {label} would be lost: {why}; or accept "
+                                "losing it with --discard-state")
+            out.append(CarriedState(op.id, op.kind, op.name, keys, "refused", why, parts))
+    if not m.operators:
+        found.notes.append(f"{savepoint.label()} holds no state: the old query had no "
+                           "stateful operator; the plan only starts after its batch.")
+    return out, found
+
+
+def _what(parts: Sequence[Any]) -> str:
+    names = []
+    for p in parts:
+        values = [c.name for c in p.columns if not c.key]
+        kind = {"store": "state", "join-side": "join side", "value": "value state",
+                "list": "list state (one row per element)",
+                "map": "map state (one row per entry)",
+                "timers": "timers (one row per timer)"}[p.kind]
+        names.append(f"{p.name} ({kind}: {', '.join(values) or 'the key only'})")
+    return "; ".join(names)
+
+
+def _why_lost(op: Operator, seeded: bool, opaque: Sequence[str], query: str) -> str:
+    """Why an operator's state does not reach the new query, and what else can be done."""
+    if op.problem:
+        return f"it was not exported ({op.problem})"
+    if seeded and opaque:
+        return (f"its field(s) {', '.join(opaque)} are aggregate buffers Spark keeps as "
+                "bytes (collect_list, percentile...): they cannot be carried")
+    if op.kind in BUILT_IN:
+        why = (f"a built-in {op.kind} takes no initial state in Spark, so the new query's "
+               f"starts empty unless a transformWithState is seeded with it "
+               f"(--seed {op.id})")
+    else:
+        why = (f"no transformWithState of the new query is seeded with it (--seed {op.id} "
+               "when one is)")
+    if op.kind == "aggregation" and op.windowed:
+        why += (f"; it is a windowed aggregation: the state-aware rewind rebuilds its state "
+                f"from the records instead (plan {query!r} --state-aware --window LENGTH, "
+                "without --savepoint)")
+    return why

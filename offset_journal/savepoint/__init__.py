@@ -1,0 +1,49 @@
+"""Savepoints: a stateful query's state and offsets taken from the SAME batch, so an
+upgraded query on a NEW checkpoint keeps its state, exactly once.
+
+``offset-journal savepoint create QUERY --checkpoint OLD --to DIR`` (or
+:func:`create_savepoint`) finds the newest batch B both the old checkpoint committed and
+the journal holds, exports every stateful operator's state at B with Spark's State Data
+Source to Parquet under DIR, with a manifest (query, run, B, B's end offsets, operators,
+state schemas, row counts, checksums), and records it in the journal (``savepoints``).
+A plan from it (``plan QUERY --savepoint ID|DIR``) starts right after B, and
+:func:`initial_state` gives the new query's ``transformWithState(initialState=...)``.
+
+The modules: ``model.py`` (the data), ``core.py`` (the decisions, pure), ``files.py``
+(the directory: manifest, checksums), ``load.py`` (find and check a savepoint),
+``spark.py`` (the Spark edge). The plan's side is :mod:`offset_journal.restart.seeding`.
+What needs Spark is imported on first use.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any
+
+from ..errors import SavepointError
+from .load import load_savepoint
+from .model import BUILT_IN, Manifest, Operator, OperatorKind, Part, PartKind, Savepoint
+
+if TYPE_CHECKING:
+    from .spark import (
+        ROCKSDB_PROVIDER,
+        create_savepoint,
+        initial_state,
+        prepare_savepoint,
+        state_frame,
+    )
+
+_EDGE = ("ROCKSDB_PROVIDER", "create_savepoint", "initial_state", "prepare_savepoint",
+         "state_frame")
+
+
+def __getattr__(name: str) -> Any:
+    if name in _EDGE:
+        from . import spark
+
+        return getattr(spark, name)
+    raise AttributeError(f"module 'offset_journal.savepoint' has no attribute {name!r}")
+
+
+__all__ = ["BUILT_IN", "ROCKSDB_PROVIDER", "Manifest", "Operator", "OperatorKind", "Part",
+           "PartKind", "Savepoint", "SavepointError", "create_savepoint", "initial_state",
+           "load_savepoint", "prepare_savepoint", "state_frame"]

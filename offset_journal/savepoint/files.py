@@ -1,0 +1,124 @@
+"""A savepoint's directory, without Spark: is the target empty, the manifest written and
+read back (its own SHA-256 checked), each part's files against their checksums.
+
+Local paths are read directly, URLs through fsspec (as checkpoints are:
+:mod:`offset_journal.checkpoint.store`). Only the files Spark reads are checksummed: a
+name starting with ``.`` (Hadoop's ``.crc``) or ``_`` (``_SUCCESS``) is not data.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+from collections.abc import Iterable
+from typing import Any
+
+from ..checkpoint.store import open_store
+from ..errors import SavepointError
+from .core import check_files, manifest_from_dict
+from .model import MANIFEST_NAME, FileSum, Manifest, Part, digest_of
+
+_CHUNK = 1 << 20
+
+
+def data_file(name: str) -> bool:
+    """A file Spark reads as data (not ``.crc``, ``_SUCCESS``, ``_metadata``)."""
+    return not name.startswith((".", "_"))
+
+
+def require_empty(location: str) -> None:
+    """SavepointError unless ``location`` is missing or an empty directory: a savepoint
+    never mixes its files with others (nor overwrites another savepoint)."""
+    store, root = open_store(location, None)
+    kind = store.kind(root)
+    if kind is None:
+        return
+    if kind != "dir":
+        raise SavepointError(f"{location} is a file: give a new or empty directory (--to)")
+    entries = store.files(root) + store.dirs(root)
+    if entries:
+        raise SavepointError(f"{location} is not empty ({len(entries)} entries, e.g. "
+                             f"{sorted(entries)[0]}): give a new or empty directory (--to)")
+
+
+def sums(location: str, part_path: str) -> dict[str, FileSum]:
+    """The data files of one part's directory with their sizes and SHA-256."""
+    store, root = open_store(location, None)
+    directory = store.join(root, *part_path.split("/"))
+    out = {}
+    for name in sorted(store.files(directory)):
+        if not data_file(name):
+            continue
+        digest = hashlib.sha256()
+        size = 0
+        with store.open_read(store.join(directory, name)) as f:
+            while chunk := f.read(_CHUNK):
+                digest.update(chunk)
+                size += len(chunk)
+        out[name] = FileSum(name, size, digest.hexdigest())
+    return out
+
+
+def write_manifest(location: str, manifest: Manifest) -> str:
+    """Write ``manifest.json`` (the manifest and its SHA-256); returns the SHA-256."""
+    store, root = open_store(location, None)
+    document = manifest.to_dict()
+    digest = digest_of(document)
+    text = json.dumps({"sha256": digest, "manifest": document}, indent=1, sort_keys=True)
+    store.write(store.join(root, MANIFEST_NAME), text.encode("utf-8"))
+    return digest
+
+
+def read_manifest(location: str) -> tuple[Manifest, str]:
+    """The manifest at ``location`` and its SHA-256, checked against the one written
+    with it. SavepointError: no savepoint there, or its manifest altered."""
+    store, root = open_store(location, None)
+    if store.kind(root) != "dir":
+        raise SavepointError(f"no savepoint at {location}: not a directory")
+    path = store.join(root, MANIFEST_NAME)
+    if store.kind(path) != "file":
+        raise SavepointError(f"no savepoint at {location}: no {MANIFEST_NAME}")
+    try:
+        document: Any = json.loads(store.read(path).decode("utf-8"))
+    except (UnicodeDecodeError, ValueError) as exc:
+        raise SavepointError(f"the savepoint manifest at {location} is not JSON: "
+                             f"{exc}") from None
+    if not isinstance(document, dict) or not isinstance(document.get("manifest"), dict):
+        raise SavepointError(f"the savepoint manifest at {location} is malformed")
+    digest = digest_of(document["manifest"])
+    if document.get("sha256") != digest:
+        raise SavepointError(f"the savepoint manifest at {location} does not match its "
+                             "checksum: the savepoint was altered")
+    return manifest_from_dict(document["manifest"]), digest
+
+
+def check_parts(location: str, parts: Iterable[Part]) -> None:
+    """Every file of ``parts`` as the manifest lists it (SavepointError otherwise)."""
+    for part in parts:
+        check_files(part, sums(location, part.path), location)
+
+
+def same_location(a: str, b: str) -> bool:
+    """Two spellings of one local directory (URLs compared as written)."""
+    if "://" in a or "://" in b:
+        return a.rstrip("/") == b.rstrip("/")
+    return os.path.realpath(a) == os.path.realpath(b)
+
+
+def remove_partial(store_location: str) -> None:
+    """Remove what a failed savepoint wrote to a local directory it found empty."""
+    import shutil
+
+    store, root = open_store(store_location, None)
+    if store.fs is None and os.path.isdir(root):
+        for name in os.listdir(root):
+            path = os.path.join(root, name)
+            if os.path.isdir(path):
+                shutil.rmtree(path, ignore_errors=True)
+            else:
+                os.unlink(path)
+
+
+__all__ = ["check_parts", "data_file", "read_manifest", "remove_partial",
+           "require_empty", "same_location", "sums", "write_manifest"]

@@ -1,0 +1,69 @@
+"""Find a savepoint (by its id in the journal, or its directory) and check it, without
+Spark: the manifest against its own SHA-256 and the journal's record of it, the query it
+belongs to, and every Parquet file against the checksum its manifest lists.
+
+A plan from a savepoint (``--savepoint ID|DIR``) and
+:func:`~offset_journal.savepoint.initial_state` both come through here: a savepoint
+altered since it was made, or another query's, is refused in one line.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+from ..errors import SavepointError
+from .files import check_parts, read_manifest, same_location
+from .model import Savepoint
+
+if TYPE_CHECKING:
+    from ..journal import Journal
+
+
+def load_savepoint(ref: int | str | Savepoint, journal: Journal | None = None, *,
+                   query_name: str | None = None, verify: bool = True) -> Savepoint:
+    """The savepoint ``ref`` names (an id in ``journal``'s ``savepoints``, a directory,
+    or one already loaded), checked: its manifest unaltered and, when the journal
+    recorded it, the same as recorded; of ``query_name`` when given; with ``verify``,
+    every file against its checksum. SavepointError (one line) otherwise."""
+    if isinstance(ref, Savepoint):
+        found = ref
+    elif isinstance(ref, int) or (isinstance(ref, str) and ref.isdigit()):
+        found = _by_id(int(ref), journal)
+    else:
+        found = _by_location(str(ref), journal)
+    manifest = found.manifest
+    if query_name is not None and manifest.query_name != query_name:
+        raise SavepointError(f"{found.label()} holds the state of query "
+                             f"{manifest.query_name!r}, not of {query_name!r}")
+    if verify:
+        check_parts(found.location, manifest.parts)
+    return found
+
+
+def _by_id(savepoint_id: int, journal: Journal | None) -> Savepoint:
+    if journal is None:
+        raise SavepointError(f"savepoint {savepoint_id} is an id in the journal: give the "
+                             "journal (database_url), or the savepoint's directory")
+    rows = journal.savepoints(id=savepoint_id)
+    if not rows:
+        raise SavepointError(f"no savepoint {savepoint_id} in the journal")
+    row = rows[0]
+    manifest, digest = read_manifest(row.location)
+    if digest != row.manifest_sha256:
+        raise SavepointError(f"the savepoint manifest at {row.location} is not the one the "
+                             f"journal recorded as savepoint {savepoint_id}: the savepoint "
+                             "was altered or replaced")
+    return Savepoint(manifest, row.location, row.id)
+
+
+def _by_location(location: str, journal: Journal | None) -> Savepoint:
+    manifest, digest = read_manifest(location)
+    if journal is None:
+        return Savepoint(manifest, location, None)
+    rows = journal.savepoints(manifest_sha256=digest)
+    mine = [r for r in rows if same_location(r.location, location)] or rows
+    if not mine:
+        return Savepoint(manifest, location, None, (
+            f"the savepoint at {location} is not recorded in this journal: only its own "
+            "checksums vouch for it",))
+    return Savepoint(manifest, location, mine[-1].id)

@@ -1,0 +1,339 @@
+"""Savepoints, the pure part (issue 31): which batch, which parts and columns, the
+manifest and its checksums, and what a plan from a savepoint says and refuses. No Spark,
+broker or database: the quick tier."""
+
+from __future__ import annotations
+
+import json
+from dataclasses import replace
+from datetime import datetime, timezone
+from pathlib import Path
+
+import pytest
+
+from offset_journal.errors import RestartError, SavepointError
+from offset_journal.journal_rows import Batch, SourceOffsets
+from offset_journal.offsets import PartitionOffset
+from offset_journal.restart import PlanRequest, compute_plan
+from offset_journal.restart.model import POSITION_SAVEPOINT
+from offset_journal.restart.record import plan_row
+from offset_journal.savepoint import core
+from offset_journal.savepoint.files import (
+    check_parts,
+    read_manifest,
+    require_empty,
+    sums,
+    write_manifest,
+)
+from offset_journal.savepoint.model import (
+    Column,
+    FileSum,
+    Manifest,
+    Operator,
+    Part,
+    Savepoint,
+    SourceEnd,
+)
+
+
+def _struct(*fields: tuple[str, object]) -> dict:
+    return {"type": "struct", "fields": [
+        {"name": n, "type": t, "nullable": True, "metadata": {}} for n, t in fields]}
+
+
+# --------------------------------------------------------------------------- the batch
+
+
+def test_the_newest_batch_both_have_and_which_is_ahead():
+    assert core.choose_batch([3, 4, 5], [3, 4, 5]) == (5, [])
+    batch, notes = core.choose_batch([3, 4, 5, 6, 7], [2, 3, 4, 5])
+    assert batch == 5 and "the checkpoint is ahead of the journal" in notes[0]
+    assert "commits up to batch 7, journal up to 5" in notes[0]
+    batch, notes = core.choose_batch([3, 4], [3, 4, 5])
+    assert batch == 4 and "the journal is ahead of the checkpoint" in notes[0]
+    with pytest.raises(SavepointError, match="no longer holds batch 2, the journal's newest "
+                                             "of it: the oldest batch still there is 7"):
+        core.choose_batch([7, 8], [1, 2])
+    with pytest.raises(SavepointError, match=r"no batch in common \(commits 1..3, journal"):
+        core.choose_batch([1, 3], [2])
+
+
+# --------------------------------------------------------------------------- operators
+
+
+TWS_PROPS = json.dumps({"timeMode": "ProcessingTime", "outputMode": "Update", "stateVariables": [
+    {"stateName": "cnt", "stateVariableType": "ValueState", "ttlEnabled": False},
+    {"stateName": "$procTimers_keyToTimestamp", "stateVariableType": "TimerState",
+     "ttlEnabled": False},
+    {"stateName": "m", "stateVariableType": "MapState", "ttlEnabled": True},
+    {"stateName": "seen", "stateVariableType": "ListState", "ttlEnabled": True}]})
+
+
+def _row(op: int, name: str, store: str = "default", props: str | None = None,
+         lo: int = 0, hi: int = 5) -> dict:
+    return {"operatorId": op, "operatorName": name, "stateStoreName": store,
+            "numPartitions": 2, "minBatchId": lo, "maxBatchId": hi,
+            "operatorProperties": props}
+
+
+def test_metadata_rows_become_operators_and_parts_to_read():
+    ops = core.operators_of([
+        _row(1, "symmetricHashJoin", s) for s in ("left-keyToNumValues",
+                                                  "left-keyWithIndexToValue",
+                                                  "right-keyToNumValues",
+                                                  "right-keyWithIndexToValue")
+    ] + [_row(0, "transformWithStateInPySparkExec", props=TWS_PROPS),
+         _row(2, "stateStoreSave"), _row(3, "somethingNew")])
+    assert [(o.id, o.kind) for o in ops] == [
+        (0, "transform-with-state"), (1, "stream-stream-join"), (2, "aggregation"),
+        (3, "other")]
+    tws = core.read_specs(ops[0])
+    assert [(s.name, s.kind, s.ttl) for s in tws] == [
+        ("cnt", "value", False), ("m", "map", True), ("seen", "list", True),
+        ("timers", "timers", False)]
+    assert tws[1].options == {"operatorId": "0", "stateVarName": "m"}
+    assert tws[3].options == {"operatorId": "0", "readRegisteredTimers": "true"}
+    assert [s.options for s in core.read_specs(ops[1])] == [
+        {"operatorId": "1", "joinSide": "left"}, {"operatorId": "1", "joinSide": "right"}]
+    assert [s.options for s in core.read_specs(ops[2])] == [{"operatorId": "2"}]
+
+
+def test_state_cleaned_past_retention_names_the_oldest_batch_still_there():
+    op = core.operators_of([_row(0, "stateStoreSave", lo=40, hi=45)])[0]
+    assert core.state_gone(op, 40) is None
+    gone = core.state_gone(op, 12)
+    assert gone is not None and "oldest batch still there is 40" in gone
+    assert "\n" not in gone
+
+
+# --------------------------------------------------------------------------- columns
+
+
+def test_aggregation_fields_by_position_and_opaque_buffers():
+    schema = _struct(("key", _struct(("k", "string"))),
+                     ("value", _struct(("count", "long"), ("count", "long"), ("sum", "double"),
+                                       ("count", "long"), ("buf", "binary"))),
+                     ("partition_id", "integer"))
+    cols, opaque, dropped = core.export_columns("store", "aggregation", schema)
+    assert [(c.name, c.source, c.key) for c in cols] == [
+        ("k", ("key", 0), True), ("count", ("value", 0), False),
+        ("count_1", ("value", 1), False), ("sum", ("value", 2), False),
+        ("count_3", ("value", 3), False), ("buf", ("value", 4), False)]
+    assert opaque == ["buf"] and dropped == []
+    assert core.positional(schema["fields"][1]["type"])["fields"][1]["name"] == "_1"
+
+
+def test_state_variables_flatten_with_their_ttl_and_timers():
+    key = ("key", _struct(("k", "string")))
+    ttl_value = _struct(("value", _struct(("v", "long"))), ("ttlExpirationMs", "long"))
+    cols, _, _ = core.export_columns("list", "transform-with-state",
+                                     _struct(key, ("list_element", ttl_value)))
+    assert [(c.name, c.source) for c in cols] == [
+        ("k", ("key", 0)), ("v", ("list_element", 0, 0)),
+        ("ttl_expiration_ms", ("list_element", 1))]
+    cols, _, _ = core.export_columns("map", "transform-with-state", _struct(
+        key, ("user_map_key", _struct(("k", "string"))), ("user_map_value", ttl_value)))
+    assert [c.name for c in cols] == ["k", "map_key_k", "v", "ttl_expiration_ms"]
+    cols, _, _ = core.export_columns("timers", "transform-with-state", _struct(
+        key, ("expiration_timestamp_ms", "long"), ("partition_id", "integer")))
+    assert [c.name for c in cols] == ["k", "expiration_timestamp_ms"]
+
+
+def test_group_state_dedup_and_session_windows():
+    key = ("key", _struct(("k", "string")))
+    cols, _, _ = core.export_columns("store", "apply-in-pandas-with-state", _struct(
+        key, ("value", _struct(("groupState", _struct(("n", "long"))),
+                               ("timeoutTimestamp", "long")))))
+    assert [(c.name, c.source) for c in cols] == [
+        ("k", ("key", 0)), ("n", ("value", 0, 0)), ("timeoutTimestamp", ("value", 1))]
+    cols, _, dropped = core.export_columns("store", "dedup", _struct(
+        key, ("value", _struct(("__dummy__", "void")))))
+    assert [c.name for c in cols] == ["k"] and dropped == ["__dummy__"]
+    window = _struct(("start", "timestamp"), ("end", "timestamp"))
+    session = _struct(("key", _struct(("k", "string"), ("sessionStartTime", "timestamp"))),
+                      ("value", _struct(("session_window", window), ("k", "string"),
+                                        ("count", "long"))))
+    cols, _, _ = core.export_columns("store", "session-window", session)
+    assert [c.name for c in cols] == ["k", "sessionStartTime", "session_window", "value_k",
+                                      "count"]
+    assert cols[2].type == window  # a struct kept whole keeps its field names
+    assert core.windowed_key(_struct(("key", _struct(("window", window), ("k", "string")))))
+    assert not core.windowed_key(session)
+
+
+# --------------------------------------------------------------------------- manifests
+
+
+def _part(op: int = 0, name: str = "default", kind="store", keys: int = 3,
+          columns: tuple[Column, ...] | None = None, files=(), opaque=()) -> Part:
+    cols = columns or (Column("k", ("key", 0), "string", True),
+                       Column("count", ("value", 0), "long"))
+    return Part(op, name, kind, f"operator={op}/part=0", {"operatorId": str(op)},
+                _struct(), cols, keys, keys, tuple(files), opaque=tuple(opaque))
+
+
+def _manifest(operators=None, parts=None, batch_id: int = 4, end=None) -> Manifest:
+    return Manifest(
+        query_name="counts", run_id="run-1", query_id="qid", batch_id=batch_id,
+        checkpoint="/chk/v1",
+        end_offsets=(SourceEnd(0, "KafkaV2[Subscribe[t]]", "kafka", end or {"t": {"0": 50}}),),
+        operators=tuple(operators if operators is not None else
+                        [Operator(0, "stateStoreSave", "aggregation", 2, ("default",))]),
+        parts=tuple(parts if parts is not None else [_part()]),
+        created_at="2026-11-25T10:00:00.000+00:00", spark_version="4.2.0")
+
+
+def test_a_manifest_reads_back_as_written_and_its_digest_is_stable():
+    m = _manifest(parts=[_part(files=[FileSum("part-0.parquet", 10, "a" * 64)])])
+    again = core.manifest_from_dict(json.loads(json.dumps(m.to_dict())))
+    assert again == m and again.digest == m.digest
+    assert replace(m, batch_id=5).digest != m.digest
+    for bad in ({}, {**m.to_dict(), "version": 9}, {**m.to_dict(), "batch_id": "4"},
+                {**m.to_dict(), "parts": [{**m.parts[0].to_dict(), "path": "../../etc"}]}):
+        with pytest.raises(SavepointError, match="manifest is malformed"):
+            core.manifest_from_dict(bad)
+
+
+def test_manifest_and_parquet_files_altered_are_refused(tmp_path: Path):
+    root = tmp_path / "sp"
+    part_dir = root / "operator=0" / "part=0"
+    part_dir.mkdir(parents=True)
+    (part_dir / "part-0.parquet").write_bytes(b"PAR1 data PAR1")
+    (part_dir / "_SUCCESS").write_bytes(b"")
+    (part_dir / ".part-0.parquet.crc").write_bytes(b"crc")
+    found = sums(str(root), "operator=0/part=0")
+    assert list(found) == ["part-0.parquet"]  # only what Spark reads as data
+    m = _manifest(parts=[_part(files=found.values())])
+    digest = write_manifest(str(root), m)
+    assert read_manifest(str(root)) == (m, digest)
+    check_parts(str(root), m.parts)
+
+    (part_dir / "part-0.parquet").write_bytes(b"PAR1 dat4 PAR1")
+    with pytest.raises(SavepointError, match="does not match its checksum"):
+        check_parts(str(root), m.parts)
+    (part_dir / "part-0.parquet").unlink()
+    with pytest.raises(SavepointError, match="is missing"):
+        check_parts(str(root), m.parts)
+    (part_dir / "part-1.parquet").write_bytes(b"x")
+    with pytest.raises(SavepointError, match="not in the manifest"):
+        check_parts(str(root), [replace(m.parts[0], files=())])
+
+    text = json.loads((root / "manifest.json").read_text())
+    text["manifest"]["batch_id"] = 3
+    (root / "manifest.json").write_text(json.dumps(text))
+    with pytest.raises(SavepointError, match="does not match its checksum"):
+        read_manifest(str(root))
+    with pytest.raises(SavepointError, match="no manifest.json"):
+        read_manifest(str(tmp_path))
+
+
+def test_the_target_must_be_new_or_empty(tmp_path: Path):
+    require_empty(str(tmp_path / "new"))
+    require_empty(str(tmp_path))
+    (tmp_path / "x").write_text("")
+    with pytest.raises(SavepointError, match="is not empty"):
+        require_empty(str(tmp_path))
+    with pytest.raises(SavepointError, match="is a file"):
+        require_empty(str(tmp_path / "x"))
+
+
+def test_operators_and_state_variables_that_do_not_exist():
+    tws = Operator(0, "transformWithStateInPySparkExec", "transform-with-state", 2,
+                   ("default",))
+    m = _manifest([tws], [_part(name="cnt", kind="value"), _part(name="seen", kind="list")])
+    op, parts = core.choose_parts(m, None, None)
+    assert op.id == 0 and [p.name for p in parts] == ["cnt", "seen"]
+    assert [p.name for p in core.choose_parts(m, 0, "seen")[1]] == ["seen"]
+    with pytest.raises(SavepointError, match="no operator 7 .operators: 0."):
+        core.choose_parts(m, 7, None)
+    with pytest.raises(SavepointError, match="no state variable 'nope' .it has: cnt, seen."):
+        core.choose_parts(m, 0, ["cnt", "nope"])
+    two = _manifest([tws, replace(tws, id=1)])
+    with pytest.raises(SavepointError, match="operators 0, 1: name one"):
+        core.choose_parts(two, None, None)
+
+
+# --------------------------------------------------------------------------- the plan
+
+
+def _anchor(batch_id: int = 4, end: int = 50, run: str = "run-1", pk: int = 9) -> Batch:
+    src = SourceOffsets(0, "KafkaV2[Subscribe[t]]", "kafka", {"t": {"0": end - 10}},
+                        {"t": {"0": end}}, 10, (PartitionOffset("t", 0, end - 10, end),))
+    return Batch("counts", "qid", run, batch_id,
+                 datetime(2026, 11, 25, 10, batch_id, tzinfo=timezone.utc), 10, 10, None,
+                 None, None, (src,), pk=pk)
+
+
+def _plan(savepoint: Savepoint, latest: Batch | None = None, **asked):
+    return compute_plan("counts", _anchor(), savepoint="/sp", position=POSITION_SAVEPOINT,
+                        loaded_savepoint=savepoint, latest=latest or _anchor(), **asked)
+
+
+def test_a_plan_from_a_savepoint_starts_after_its_batch_and_names_what_is_carried():
+    sp = Savepoint(_manifest(), "/sp", 7)
+    plan = _plan(sp, seed=(0,))
+    assert plan.ok, plan.errors
+    assert plan.position == "savepoint" and plan.starting_offsets() == '{"t":{"0":50}}'
+    assert [(c.operator_id, c.keys, c.decision) for c in plan.state] == [(0, 3, "seeded")]
+    assert "initial_state(spark, 7, operator=0)" in plan.state[0].how
+    text = plan.explain()
+    assert "State (savepoint 7 at /sp):" in text and "3 keys, seeded" in text
+    row = plan_row(plan, PlanRequest("counts", savepoint="/sp", seed=(0,)).checked(), "plan")
+    assert row["position"] == "savepoint"
+    assert row["request"]["savepoint"] == {"id": 7, "location": "/sp"}
+    assert row["request"]["state"] == [[0, "aggregation", 3, "seeded"]]
+
+
+def test_state_a_built_in_operator_cannot_take_is_refused_unless_discarded():
+    windowed = Operator(0, "stateStoreSave", "aggregation", 2, ("default",), windowed=True)
+    dedup = Operator(1, "dedupe", "dedup", 2, ("default",))
+    sp = Savepoint(_manifest([windowed, dedup], [_part(0), _part(1, keys=5)]), "/sp", 7)
+    refused = _plan(sp)
+    assert not refused.ok
+    assert [c.decision for c in refused.state] == ["refused", "refused"]
+    agg_error, dedup_error = refused.errors
+    assert "a built-in aggregation takes no initial state in Spark" in agg_error
+    assert "--state-aware --window" in agg_error and "--discard-state" in agg_error
+    assert "5 keys" in dedup_error and "--state-aware" not in dedup_error
+    kept = _plan(sp, seed=(1,), discard_state=True)
+    assert kept.ok
+    assert [c.decision for c in kept.state] == ["discarded", "seeded"]
+    assert any("discarded (--discard-state, recorded with the plan" in w
+               for w in kept.warnings)
+    row = plan_row(kept, PlanRequest("counts", savepoint="/sp", seed=(1,),
+                                     discard_state=True).checked(), "plan")
+    assert row["request"]["discard_state"] is True and row["request"]["seed"] == [1]
+    assert row["request"]["state"] == [[0, "aggregation", 3, "discarded"],
+                                       [1, "dedup", 5, "seeded"]]
+
+
+def test_opaque_buffers_unknown_operators_and_a_moved_journal():
+    sp = Savepoint(_manifest(parts=[_part(opaque=["buf"])]), "/sp", 7)
+    assert any("buf are aggregate buffers" in e for e in _plan(sp, seed="all").errors)
+    with pytest.raises(RestartError, match="--seed 3: savepoint 7 at /sp has no operator 3"):
+        _plan(sp, seed=(3,))
+    later = _anchor(batch_id=9, end=90, pk=20)
+    plan = _plan(Savepoint(_manifest(), "/sp", 7), later, seed="all")
+    assert plan.ok and any("goes on past the savepoint's batch, to batch 9" in w
+                           for w in plan.warnings)
+    moved = Savepoint(_manifest(end={"t": {"0": 49}}), "/sp", 7)
+    assert any("other end offsets" in e for e in _plan(moved, seed="all").errors)
+    empty = _plan(Savepoint(_manifest([], []), "/sp", None))
+    assert empty.ok and any("holds no state" in n for n in empty.notes)
+
+
+def test_savepoint_requests_that_make_no_sense():
+    base = PlanRequest("counts", savepoint="/sp")
+    assert base.checked().position == "savepoint"
+    for bad, match in [
+        (replace(base, as_of=datetime(2026, 1, 1, tzinfo=timezone.utc)), "not both"),
+        (replace(base, batch=("r", 1)), "not both"),
+        (replace(base, mode="state-aware"), "--state-aware"),
+        (PlanRequest("counts", seed=(0,)), "--seed applies to a plan from a savepoint"),
+        (PlanRequest("counts", discard_state=True), "--discard-state applies"),
+        (replace(base, seed="some"), "bad operator to seed"),
+        (replace(base, seed=(-1,)), "bad operator to seed"),
+    ]:
+        with pytest.raises(RestartError, match=match):
+            bad.checked()
+    assert replace(base, seed=(2, 0, 2)).checked().seed == (0, 2)

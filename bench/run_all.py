@@ -40,6 +40,7 @@ QUICK = {
     "check_fleet": ("check_fleet", ["--queries", "200", "--batches", "5", "--repeat", "3"]),
     "ceiling": ("ceiling", ["--partitions", "100", "--cores", "2", "--duration", "3",
                             "--drivers", "8", "--refine", "0"]),
+    "savepoint": ("savepoint", ["--sizes", "100000", "--seeded-max", "100000"]),
 }
 
 FULL = {
@@ -66,6 +67,7 @@ FULL = {
     "check_fleet": ("check_fleet", ["--queries", "1000", "--batches", "5,20", "--repeat", "5"]),
     "ceiling": ("ceiling", ["--partitions", "10,100,1000", "--cores", "1,2", "--duration",
                             "30"]),
+    "savepoint": ("savepoint", ["--sizes", "100000,1000000,10000000"]),
 }
 
 # Every script once, as small as it goes: seconds each (the Spark one about 30).
@@ -99,6 +101,7 @@ TINY = {
     "ceiling": ("ceiling", ["--partitions", "10", "--cores", "2", "--duration", "1",
                             "--drivers", "2", "--refine", "0", "--start-rate", "20",
                             "--max-rate", "40"]),
+    "savepoint": ("savepoint", ["--sizes", "200", "--seeded-max", "200", "--memory", "1g"]),
 }
 
 

@@ -29,7 +29,7 @@ from offset_journal.testing import ENV_ADMIN_URL
 BENCH = Path(__file__).resolve().parents[1] / "bench"
 HELPERS = {"_common", "delay_proxy", "run_all"}  # not benchmarks themselves
 NEEDS = {"stream_overhead": pytest.mark.spark, "fleet_pgbouncer": pytest.mark.pgbouncer,
-         "ceiling": pytest.mark.pgbouncer}
+         "ceiling": pytest.mark.pgbouncer, "savepoint": pytest.mark.spark}
 
 
 def _run_all() -> ModuleType:

@@ -240,8 +240,10 @@ def test_forecast_holds_for_time_and_size_retention_and_check_warns_first(
 
 
 def _retention_running(cluster: KafkaCluster, topic: str) -> None:
-    """Wait until the broker's retention task has run once: it starts 30 s after the
-    broker (Kafka's LogManager), so a test right after start-up would time that delay."""
+    """Wait until the broker's retention task has run once: Kafka's LogManager starts it
+    log.initial.task.delay.ms after the broker (30 s by default; 0 on the test brokers,
+    local_kafka.py and the containers), so a test right after start-up would otherwise
+    time that delay."""
     cluster.create_topic(topic, 1, config={"retention.ms": "100", "segment.ms": "100"})
     producer = cluster.producer()
     deadline = time.monotonic() + 45

@@ -11,7 +11,7 @@ alone); exit codes are the monitoring plugins' (Nagios): 0 ok, 1 warning, 2 crit
 from __future__ import annotations
 
 import json
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta, timezone
 from enum import IntEnum
@@ -231,11 +231,7 @@ def _query_problems(q: QueryFacts, limits: Thresholds, now: datetime) -> list[Pr
         return [Problem("unknown", name, "unknown-query",
                         f"{name}: no batch journaled under this name")]
     out: list[Problem] = []
-
-    def add(level: Severity | None, kind: str, text: str) -> None:
-        if level is not None:
-            out.append(Problem(level, name, kind, f"{name}: {text}"))
-
+    add = _adder(name, out)
     out += _forecast_problems(q, limits, now)
     if limits.max_lag is not None and q.total_lag is not None:
         worst = (f"; furthest behind: {tp(q.worst[0], q.worst[1])} by {q.worst[2]:,}"
@@ -266,6 +262,15 @@ def _query_problems(q: QueryFacts, limits: Thresholds, now: datetime) -> list[Pr
     return out
 
 
+def _adder(name: str, out: list[Problem]) -> Callable[[Severity | None, str, str], None]:
+    """``add(level, kind, text)``: a problem of query ``name`` into ``out`` (None: none)."""
+    def add(level: Severity | None, kind: str, text: str) -> None:
+        if level is not None:
+            out.append(Problem(level, name, kind, f"{name}: {text}"))
+
+    return add
+
+
 def _forecast_problems(q: QueryFacts, limits: Thresholds, now: datetime) -> list[Problem]:
     """What the retention forecast says: DATA LOSS and a plan refused always; with
     ``--min-time-to-loss``, the time left, and unknown when there is no forecast to
@@ -273,11 +278,7 @@ def _forecast_problems(q: QueryFacts, limits: Thresholds, now: datetime) -> list
     partition."""
     name, f = q.query_name, q.forecast
     out: list[Problem] = []
-
-    def add(level: Severity | None, kind: str, text: str) -> None:
-        if level is not None:
-            out.append(Problem(level, name, kind, f"{name}: {text}"))
-
+    add = _adder(name, out)
     made = ("forecast now" if q.live else
             f"forecast recorded {format_time(f.made_at)}" if f is not None else "")
     see = f"see `offset-journal retention {name}`"

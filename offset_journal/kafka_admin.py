@@ -315,9 +315,10 @@ RecordSample = tuple[int, "int | None", int, int]
 None when it has none), and the records and bytes (keys, values and headers) read from
 there to size them."""
 
-PROBE_FETCH_BYTES = 64 * 1024
+PROBE_FETCH_BYTES = 16 * 1024
 """What a probe fetches of a partition at a time: one record's timestamp and a sample of
-sizes, not the 1 MiB a consumer fetches by default (times thousands of partitions)."""
+sizes, not the 1 MiB a consumer fetches by default (times thousands of partitions). A
+larger record still comes whole (Kafka returns at least one batch)."""
 
 
 @contextmanager
@@ -329,8 +330,8 @@ def record_probe(bootstrap_servers: str, config: Mapping[str, Any] | None = None
     taken for it. Closed on exit; nothing is committed."""
     consumer = _consumer(bootstrap_servers, {
         **(config or {}), "enable.partition.eof": True, "auto.offset.reset": "error",
-        "max.partition.fetch.bytes": PROBE_FETCH_BYTES,
-        "queued.max.messages.kbytes": 4 * PROBE_FETCH_BYTES // 1024}, None, timeout)
+        "max.partition.fetch.bytes": PROBE_FETCH_BYTES, "fetch.wait.max.ms": 100}, None,
+        timeout)
     try:
         yield consumer
     finally:
@@ -338,7 +339,7 @@ def record_probe(bootstrap_servers: str, config: Mapping[str, Any] | None = None
 
 
 def records_at_with(consumer: Any, wanted: Iterable[tuple[str, int, int]], *,
-                    timeout: float = 10, sample: int = 100,
+                    timeout: float = 10, sample: int = 20,
                     ) -> dict[tuple[str, int, int], RecordSample]:
     """The first record at or after each (topic, partition, offset), through a
     :func:`record_probe` consumer: its offset and timestamp (Kafka's own: CreateTime or
@@ -385,16 +386,20 @@ def _first_records(consumer: Any, offsets: Mapping[tuple[str, int], int], timeou
     consumer.assign([ck.TopicPartition(t, p, int(o)) for (t, p), o in sorted(offsets.items())])
     found: dict[tuple[str, int], list[Any]] = {}
     waiting = set(offsets)
+    sampling = set(offsets)
+    paused: list[Any] = []
     deadline = time.monotonic() + timeout
     while waiting and time.monotonic() < deadline:
-        for msg in consumer.consume(num_messages=1000, timeout=0.2):
+        full = []
+        for msg in consumer.consume(num_messages=1000, timeout=0.05):
             key = (msg.topic(), msg.partition())
-            if key not in offsets:
+            if key not in sampling:
                 continue
             if msg.error() is not None:
                 if msg.error().code() in (ck.KafkaError._PARTITION_EOF,
                                           ck.KafkaError._AUTO_OFFSET_RESET):
                     waiting.discard(key)  # nothing there (deleted meanwhile: not a later one)
+                    sampling.discard(key)
                 continue  # a transient error: the deadline decides
             if msg.offset() < offsets[key]:
                 continue  # fetched before the seek
@@ -405,9 +410,17 @@ def _first_records(consumer: Any, offsets: Mapping[tuple[str, int], int], timeou
                 known = kind != ck.TIMESTAMP_NOT_AVAILABLE and stamp >= 0
                 found[key] = [int(msg.offset()), int(stamp) if known else None, 1, size]
                 waiting.discard(key)
-            elif found[key][2] < sample:
+            else:
                 found[key][2] += 1
                 found[key][3] += size
+            if found[key][2] >= sample:
+                sampling.discard(key)
+                full.append(ck.TopicPartition(*key))
+        if full:
+            consumer.pause(full)  # sized: fetch no more of them
+            paused += full
+    if paused:
+        consumer.resume(paused)  # a pause outlives the assignment: the next round's own
     consumer.assign([])
     return {k: (v[0], v[1], v[2], v[3]) for k, v in found.items()}, waiting
 

@@ -506,19 +506,23 @@ def _names(args: argparse.Namespace, given: list[str]) -> list[str] | None:
 
 
 def cmd_retention(args: argparse.Namespace) -> int:
-    """Exit 1 when a partition has lost records (as ``plan`` would refuse it)."""
-    from .health.edge import forecasts_for
-    from .health.forecast import loss_errors, sentence
+    """Exit 1 when ``plan`` would refuse a query: a partition has lost records, or its
+    next offset lies beyond the log end."""
+    from .health.edge import fleet_names, forecasts_for
+    from .health.forecast import sentence
 
     names = _names(args, [args.query] if args.query else [])
+    if names is not None and (args.exclude or args.active_within):
+        raise UsageError("--exclude and --active-within narrow --all, not a named query")
     with _journal(args) as journal:
-        asked = journal.query_names() if names is None else names
+        asked = (fleet_names(journal, args.exclude or (), args.active_within)
+                 if names is None else names)
         found = forecasts_for(journal, asked, _kafka_access(args), missing_ok=names is None)
         if args.record:
             journal.record_forecasts([n for n in asked if n not in found.missing],
                                      [f.row() for f in found.forecasts])
     now = found.now_ms
-    losses = loss_errors(found.forecasts)
+    losses = found.errors
     if args.format == "json":
         _out(json.dumps({"now": _iso(from_epoch_ms(now)),
                          "topics": {t: c.to_dict() for t, c in sorted(found.topics.items())},
@@ -554,11 +558,15 @@ def cmd_check(args: argparse.Namespace) -> int:
     from .health.edge import check_fleet
 
     names = _names(args, list(args.queries))
+    if names is not None and (args.exclude or args.active_within):
+        raise UsageError("--exclude and --active-within narrow --all, not named queries")
     since = args.since or datetime.now(timezone.utc) - timedelta(days=1)
-    limits = Thresholds(args.max_lag, args.max_staleness, args.min_time_to_loss, since)
+    limits = Thresholds(args.max_lag, args.max_staleness, args.min_time_to_loss, since,
+                        args.max_forecast_age)
     kafka = _kafka_access(args) if args.bootstrap_servers else None
     with _journal(args) as journal:
-        result = check_fleet(journal, names, limits, kafka)
+        result = check_fleet(journal, names, limits, kafka, exclude=args.exclude or (),
+                             active_within=args.active_within)
     if args.format == "json":
         _out(result.to_json())
     else:
@@ -694,6 +702,12 @@ def _command_index(argv: Sequence[str]) -> int | None:
     return None
 
 
+def _asks_json(argv: Sequence[str]) -> bool:
+    """Whether ``argv`` asks for ``--format json`` (read before parsing, which may fail)."""
+    return any(a == "--format=json" or (a == "--format" and b == "json")
+               for a, b in zip(argv, [*argv[1:], ""], strict=True))
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     """Run the command line; returns the exit status (tests call this in-process)."""
     parser = build_parser()
@@ -705,6 +719,15 @@ def main(argv: Sequence[str] | None = None) -> int:
     health = index is not None and argv[index] == "check"
     usage = EXIT_UNKNOWN if health else EXIT_USAGE
     runtime = EXIT_UNKNOWN if health else EXIT_RUNTIME
+    as_json = health and _asks_json(argv)
+
+    def fail(text: str) -> None:
+        """One line on stderr; for ``check --format json`` an object on stdout too, so
+        that a machine reading stdout sees UNKNOWN rather than nothing."""
+        _err("error", text)
+        if as_json:
+            _out(json.dumps({"status": "unknown", "exit_code": EXIT_UNKNOWN,
+                             "error": cell(redact(text))}, indent=2))
     if index is not None and argv[index] == "demo":
         argv, demo_args = argv[: index + 1], argv[index + 1:]
     try:
@@ -715,7 +738,7 @@ def main(argv: Sequence[str] | None = None) -> int:
             args.verbose += sum(1 if t == "--verbose" else len(t) - 1 for t in more)
             args.demo_args = [t for t in demo_args if t not in more]
     except UsageError as exc:
-        _err("error", str(exc))
+        fail(str(exc))
         return usage
     except SystemExit as exc:  # --help, --version
         return int(exc.code or 0) if not isinstance(exc.code, str) else usage
@@ -729,16 +752,16 @@ def main(argv: Sequence[str] | None = None) -> int:
         with watchdog(seconds, last_resort=last if console else None):
             return func(args)
     except DeadlineExceeded:
-        _err("error", timed_out_line(seconds or 0.0))
+        fail(timed_out_line(seconds or 0.0))
         return runtime
     except UsageError as exc:
-        _err("error", str(exc))
+        fail(str(exc))
         return usage
     except ConfigError as exc:
-        _err("error", str(exc))
+        fail(str(exc))
         return usage
     except KeyboardInterrupt:
-        _err("error", "interrupted")
+        fail("interrupted")
         return 130
     except BrokenPipeError:
         return EXIT_OK
@@ -746,11 +769,11 @@ def main(argv: Sequence[str] | None = None) -> int:
         if _runtime_error(exc):
             if args.verbose >= 2:
                 traceback.print_exc()
-            _err("error", one_line(exc))
+            fail(one_line(exc))
             return runtime
         if args.verbose >= 2:
             traceback.print_exc()
-        _err("error", f"unexpected {type(exc).__name__}: {one_line(exc)} (-vv for details)")
+        fail(f"unexpected {type(exc).__name__}: {one_line(exc)} (-vv for details)")
         return runtime
 
 

@@ -488,10 +488,8 @@ def _add_health(subs: Subparsers, parents: tuple[argparse.ArgumentParser, ...],
                            help="keep the forecast in offset_journal.retention_forecasts "
                                 "(replacing these queries' rows), for `check` and Grafana; "
                                 "needs the planner role or the owner")
-    retention.add_argument("--rate-window", type=parse_duration, default=None,
-                           metavar="DURATION",
-                           help="how far back a size-limited log's growth is measured "
-                                "(default 10m)")
+    _add_rate_window(retention)
+    _add_scope(retention)
     retention.set_defaults(func=commands.cmd_retention)
 
     check = subs.add_parser(
@@ -501,8 +499,8 @@ def _add_health(subs: Subparsers, parents: tuple[argparse.ArgumentParser, ...],
         description="Check every query named (or --all) and print one line per problem, "
                     "worst first, then a summary. Exit 0: ok; 1: a warning; 2: something "
                     "critical; 3: unknown (bad arguments, the journal or cluster did not "
-                    "answer, a query with no batch), as monitoring plugins do. A threshold "
-                    "is CRITICAL or WARNING,CRITICAL.")
+                    "answer, a query with no batch, no forecast to go by), as monitoring "
+                    "plugins do. A threshold is CRITICAL or WARNING,CRITICAL.")
     check.add_argument("queries", nargs="*", metavar="QUERY", type=_name("the query name"))
     check.add_argument("--all", action="store_true", help="every journaled query")
     check.add_argument("--max-lag", type=_lag_threshold, metavar="N[,N]",
@@ -513,12 +511,38 @@ def _add_health(subs: Subparsers, parents: tuple[argparse.ArgumentParser, ...],
                        metavar="D[,D]",
                        help="time until retention deletes an unread record (e.g. 6h,1h); "
                             "from the forecasts `retention --record` kept, or live with "
-                            "--bootstrap-servers. DATA LOSS is always critical")
+                            "--bootstrap-servers. A query with no forecast (none recorded, "
+                            "older than --max-forecast-age, a partition not forecast) is "
+                            "unknown, a partition gone a warning. DATA LOSS is always "
+                            "critical")
+    check.add_argument("--max-forecast-age", type=parse_duration,
+                       default=timedelta(minutes=15), metavar="DURATION",
+                       help="recorded forecasts older than this are unknown: `retention "
+                            "--record` stopped running (default 15m)")
     check.add_argument("--since", type=parse_time, default=None, metavar="TIME",
                        help="count problems flagged on batches, spool losses and rejected "
                             "events from TIME on (ISO 8601 or -1d; default: -1d)")
     check.add_argument("--bootstrap-servers", metavar="HOSTS",
                        help="forecast retention live from this cluster instead of reading "
                             "the recorded forecasts")
+    _add_rate_window(check)
+    _add_scope(check)
     check.add_argument("--format", choices=("text", "json"), default="text")
     check.set_defaults(func=commands.cmd_check)
+
+
+def _add_rate_window(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--rate-window", type=parse_duration, default=None,
+                        metavar="DURATION",
+                        help="how far back a size-limited log's growth is measured, with "
+                             "--bootstrap-servers (default 10m; a younger log over its age)")
+
+
+def _add_scope(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--exclude", action="append", metavar="PATTERN",
+                        help="with --all: leave out the queries matching PATTERN "
+                             "(shell-style, e.g. 'retired-*'; repeatable)")
+    parser.add_argument("--active-within", type=parse_duration, default=None,
+                        metavar="DURATION",
+                        help="with --all: only the queries with a batch journaled within "
+                             "DURATION (e.g. 7d): a retired query is left out")

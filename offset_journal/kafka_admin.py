@@ -18,7 +18,8 @@ from __future__ import annotations
 
 import logging
 import time
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Iterator, Mapping
+from contextlib import contextmanager
 from typing import Any
 
 from .errors import KafkaAdminError, KafkaUnavailable
@@ -309,56 +310,119 @@ def offsets_for_time_with(consumer: Any, partitions: Iterable[tuple[str, int]], 
     return out
 
 
-RecordSample = tuple[int, int, int, int]
-"""(offset, timestamp ms) of the first record read at or after an offset, and the
-records and bytes (keys, values and headers) read from there to size them."""
+RecordSample = tuple[int, "int | None", int, int]
+"""The first record read at or after an offset: its offset and timestamp (epoch ms;
+None when it has none), and the records and bytes (keys, values and headers) read from
+there to size them."""
+
+PROBE_FETCH_BYTES = 16 * 1024
+"""What a probe fetches of a partition at a time: one record's timestamp and a sample of
+sizes, not the 1 MiB a consumer fetches by default (times thousands of partitions). A
+larger record still comes whole (Kafka returns at least one batch)."""
 
 
-def records_at(bootstrap_servers: str, offsets: Mapping[tuple[str, int], int], *,
-               timeout: float = 10, config: Mapping[str, Any] | None = None,
-               sample: int = 100) -> dict[tuple[str, int], RecordSample]:
-    """The first record at or after each (topic, partition)'s offset: its offset and
-    timestamp (Kafka's own: CreateTime or LogAppendTime, the one retention goes by), with
-    up to ``sample`` records' sizes from the same fetch. A partition with no record
-    there (its end reached, or only markers left) is left out. Nothing is committed."""
-    if not offsets:
-        return {}
-    ck = _confluent()
-    consumer = _consumer(bootstrap_servers, {**(config or {}), "enable.partition.eof": True,
-                                             "auto.offset.reset": "earliest"},
-                         None, timeout)
+@contextmanager
+def record_probe(bootstrap_servers: str, config: Mapping[str, Any] | None = None,
+                 timeout: float = 10) -> Iterator[Any]:
+    """One consumer for :func:`topic_state_with`, :func:`offsets_for_time_with` and
+    :func:`records_at_with`: small fetches, end of partition reported, and an offset
+    deleted meanwhile an error (``auto.offset.reset=error``) rather than a later record
+    taken for it. Closed on exit; nothing is committed."""
+    consumer = _consumer(bootstrap_servers, {
+        **(config or {}), "enable.partition.eof": True, "auto.offset.reset": "error",
+        "max.partition.fetch.bytes": PROBE_FETCH_BYTES, "fetch.wait.max.ms": 100}, None,
+        timeout)
     try:
-        consumer.assign([ck.TopicPartition(t, p, int(o)) for (t, p), o in sorted(offsets.items())])
-        return _first_records(consumer, set(offsets), timeout, sample, bootstrap_servers)
+        yield consumer
     finally:
         consumer.close()
 
 
-def _first_records(consumer: Any, left: set[tuple[str, int]], timeout: float, sample: int,
-                   where: str) -> dict[tuple[str, int], RecordSample]:
-    out: dict[tuple[str, int], list[int]] = {}
-    waiting = set(left)
+def records_at_with(consumer: Any, wanted: Iterable[tuple[str, int, int]], *,
+                    timeout: float = 10, sample: int = 20,
+                    ) -> dict[tuple[str, int, int], RecordSample]:
+    """The first record at or after each (topic, partition, offset), through a
+    :func:`record_probe` consumer: its offset and timestamp (Kafka's own: CreateTime or
+    LogAppendTime, the one retention goes by), with up to ``sample`` records' sizes from
+    the same fetch.
+
+    One consumer for all: each round reads one offset per partition (a partition asked
+    at several offsets takes several rounds, the consumer seeking between them). An
+    offset with no record there (its end reached, only markers left, deleted meanwhile)
+    or not answered within ``timeout`` is left out, and so are that partition's later
+    offsets when it did not answer: one slow partition costs its own answer, not the
+    others'."""
+    todo = sorted(set(wanted))
+    out: dict[tuple[str, int, int], RecordSample] = {}
+    silent: set[tuple[str, int]] = set()
+    while todo:
+        round_: dict[tuple[str, int], int] = {}
+        rest = []
+        for t, p, o in todo:
+            if (t, p) in silent:
+                continue
+            if (t, p) in round_:
+                rest.append((t, p, o))
+            else:
+                round_[(t, p)] = o
+        if not round_:
+            break
+        found, unanswered = _first_records(consumer, round_, timeout, sample)
+        out.update({(t, p, round_[(t, p)]): v for (t, p), v in found.items()})
+        silent |= unanswered
+        todo = rest
+    if silent:
+        log.debug("no answer within %g s for %d partitions: %s", timeout, len(silent),
+                  sorted(silent)[:8])
+    return out
+
+
+def _first_records(consumer: Any, offsets: Mapping[tuple[str, int], int], timeout: float,
+                   sample: int) -> tuple[dict[tuple[str, int], RecordSample],
+                                         set[tuple[str, int]]]:
+    """One round of :func:`records_at_with`: what was found, and the partitions that did
+    not answer within ``timeout``."""
+    ck = _confluent()
+    consumer.assign([ck.TopicPartition(t, p, int(o)) for (t, p), o in sorted(offsets.items())])
+    found: dict[tuple[str, int], list[Any]] = {}
+    waiting = set(offsets)
+    sampling = set(offsets)
+    paused: list[Any] = []
     deadline = time.monotonic() + timeout
-    while waiting:
-        if time.monotonic() > deadline:
-            raise KafkaUnavailable(f"reading the first unread records at {where} did not "
-                                   f"finish within {timeout:g} s ({len(waiting)} "
-                                   "partitions left)")
-        for msg in consumer.consume(num_messages=1000, timeout=0.5):
+    while waiting and time.monotonic() < deadline:
+        full = []
+        for msg in consumer.consume(num_messages=1000, timeout=0.05):
             key = (msg.topic(), msg.partition())
+            if key not in sampling:
+                continue
             if msg.error() is not None:
-                if msg.error().code() == _confluent().KafkaError._PARTITION_EOF:
-                    waiting.discard(key)
+                if msg.error().code() in (ck.KafkaError._PARTITION_EOF,
+                                          ck.KafkaError._AUTO_OFFSET_RESET):
+                    waiting.discard(key)  # nothing there (deleted meanwhile: not a later one)
+                    sampling.discard(key)
                 continue  # a transient error: the deadline decides
+            if msg.offset() < offsets[key]:
+                continue  # fetched before the seek
             size = len(msg.key() or b"") + len(msg.value() or b"") + sum(
                 len(k) + len(v or b"") for k, v in (msg.headers() or ()))
-            if key not in out:
-                out[key] = [int(msg.offset()), int(msg.timestamp()[1]), 1, size]
+            if key not in found:
+                kind, stamp = msg.timestamp()
+                known = kind != ck.TIMESTAMP_NOT_AVAILABLE and stamp >= 0
+                found[key] = [int(msg.offset()), int(stamp) if known else None, 1, size]
                 waiting.discard(key)
-            elif out[key][2] < sample:
-                out[key][2] += 1
-                out[key][3] += size
-    return {k: (v[0], v[1], v[2], v[3]) for k, v in out.items()}
+            else:
+                found[key][2] += 1
+                found[key][3] += size
+            if found[key][2] >= sample:
+                sampling.discard(key)
+                full.append(ck.TopicPartition(*key))
+        if full:
+            consumer.pause(full)  # sized: fetch no more of them
+            paused += full
+    if paused:
+        consumer.resume(paused)  # a pause outlives the assignment: the next round's own
+    consumer.assign([])
+    return {k: (v[0], v[1], v[2], v[3]) for k, v in found.items()}, waiting
 
 
 RETENTION_CONFIGS = ("retention.ms", "retention.bytes", "segment.ms", "segment.bytes",
@@ -507,7 +571,9 @@ __all__ = [
     "create_topic",
     "offsets_for_time",
     "offsets_for_time_with",
-    "records_at",
+    "PROBE_FETCH_BYTES",
+    "record_probe",
+    "records_at_with",
     "topic_configs",
     "partition_count",
     "topic_state",

@@ -209,6 +209,9 @@ def _write_config(broker: LocalKafka) -> None:
         "delete.topic.enable": "true",
         "group.initial.rebalance.delay.ms": "0",
         "log.retention.check.interval.ms": "1000",
+        # The log manager's tasks (retention among them) start at once, not 30 s after
+        # the broker (an internal config since Kafka 3.8, KAFKA-16552).
+        "log.initial.task.delay.ms": "0",
         # Kept until a topic sets retention.ms: tests produce records with event times
         # years back, which the default 7 days would delete within a second.
         "log.retention.ms": "-1",

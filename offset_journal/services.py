@@ -373,6 +373,7 @@ def kafka_container_spec(image: str, port: int, controller: int, cluster: str) -
         "KAFKA_TRANSACTION_STATE_LOG_MIN_ISR": "1", "KAFKA_GROUP_INITIAL_REBALANCE_DELAY_MS": "0",
         # retention applied every second, as by the local broker (tests/test_retention.py)
         "KAFKA_LOG_RETENTION_CHECK_INTERVAL_MS": "1000",
+        "KAFKA_LOG_INITIAL_TASK_DELAY_MS": "0",  # retention from the start (KAFKA-16552)
         "KAFKA_LOG_SEGMENT_DELETE_DELAY_MS": "0"})
 
 

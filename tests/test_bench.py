@@ -24,10 +24,11 @@ import sqlalchemy as sa
 
 from offset_journal.db import resolve_url
 from offset_journal.services import PostgresServer
-from offset_journal.testing import ENV_ADMIN_URL
+from offset_journal.testing import ENV_ADMIN_URL, ENV_BOOTSTRAP
 
 BENCH = Path(__file__).resolve().parents[1] / "bench"
 HELPERS = {"_common", "delay_proxy", "run_all"}  # not benchmarks themselves
+LIVE_KAFKA = {"check_fleet"}  # its live check asks a broker
 NEEDS = {"stream_overhead": pytest.mark.spark, "fleet_pgbouncer": pytest.mark.pgbouncer,
          "ceiling": pytest.mark.pgbouncer, "savepoint": pytest.mark.spark}
 
@@ -61,10 +62,12 @@ def _databases(admin_url: str) -> set[str]:
 @pytest.mark.slow
 @pytest.mark.parametrize("name", [pytest.param(n, marks=NEEDS.get(n, ()))
                                   for n in RUN_ALL.TINY])
-def test_each_benchmark_runs_at_a_tiny_size(name: str,
-                                            journal_server: PostgresServer) -> None:
+def test_each_benchmark_runs_at_a_tiny_size(name: str, journal_server: PostgresServer,
+                                            request: pytest.FixtureRequest) -> None:
     before = _databases(journal_server.admin_url)
     env = {**os.environ, ENV_ADMIN_URL: journal_server.admin_url}
+    if name in LIVE_KAFKA:  # the session's broker, not one more of its own
+        env[ENV_BOOTSTRAP] = request.getfixturevalue("kafka_cluster").bootstrap_servers
     try:
         done = subprocess.run([sys.executable, str(BENCH / "run_all.py"), "--tiny", "--only",
                                name], capture_output=True, text=True, env=env, timeout=300,

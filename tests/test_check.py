@@ -68,7 +68,8 @@ def test_check_finds_each_problem_from_the_journal(journal_url: str, cli: Cli) -
         _batch(journal, "at-risk", 0, None, 100, 100)
         _batch(journal, "lost", 0, None, 100, 100)
         journal.record_forecasts(["at-risk", "lost"], [
-            _forecast_row("at-risk", 0, "at-risk", loss_earliest=soon, basis="time"),
+            _forecast_row("at-risk", 0, "at-risk", loss_earliest=soon, loss_latest=soon,
+                          basis="time"),
             _forecast_row("at-risk", 1, "caught-up"),
             _forecast_row("lost", 0, "lost", log_start=160, lost=60)])
         with journal.engine.begin() as conn:
@@ -78,16 +79,31 @@ def test_check_finds_each_problem_from_the_journal(journal_url: str, cli: Cli) -
         journal.record_rejected("bad", "{not json")
 
     code, out, err = cli("--database-url", journal_url, "check", "--all", "--max-lag",
-                         "1000,5000", "--min-time-to-loss", "6h,1h", "--max-staleness", "1h")
+                         "1000,5000", "--min-time-to-loss", "6h,1h", "--max-staleness", "1h",
+                         "--exclude", "gappy", "--exclude", "fine*", "--exclude", "behind")
+    assert code == 2, out
+    # the excluded are not checked, nor are their rejected events counted as the fleet's
+    assert out.splitlines()[-1] == \
+        "CRITICAL: 2 queries checked: 2 critical, 1 warning, 0 unknown", out
+    assert "WARNING: 1 rejected event of no query" in out
+    code, out, err = cli("--database-url", journal_url, "check", "--all", "--max-lag",
+                         "1000,5000", "--min-time-to-loss", "6h,1h", "--max-staleness", "1h",
+                         "--exclude", "other*")
     assert code == 2, err
     lines = out.splitlines()
-    assert lines[-1] == "CRITICAL: 6 queries checked: 4 critical, 3 warning, 0 unknown"
+    assert lines[-1] == "CRITICAL: 6 queries checked: 4 critical, 3 warning, 4 unknown"
     assert [line.split(": ")[:2] for line in lines[:4]] == [
         ["CRITICAL", "at-risk"], ["CRITICAL", "behind"], ["CRITICAL", "gappy"],
         ["CRITICAL", "lost"]]
-    assert lines[4].startswith("WARNING: 1 rejected event of no query since ")
-    assert [line.split(": ")[:2] for line in lines[5:7]] == [["WARNING", "behind"],
-                                                           ["WARNING", "fine0000"]]
+    # --min-time-to-loss on queries with no recorded forecast: UNKNOWN, not OK
+    assert [line.split(": ")[:2] for line in lines[4:8]] == [
+        ["UNKNOWN", "behind"], ["UNKNOWN", "fine0000"], ["UNKNOWN", "fine0001"],
+        ["UNKNOWN", "gappy"]]
+    assert lines[4].endswith("behind: no retention forecast recorded: run `offset-journal "
+                             "retention --record` (cron), or check with --bootstrap-servers")
+    assert lines[8].startswith("WARNING: 1 rejected event of no query since ")
+    assert [line.split(": ")[:2] for line in lines[9:11]] == [["WARNING", "behind"],
+                                                            ["WARNING", "fine0000"]]
     text = "\n".join(lines)
     assert "behind: 6,002 records behind in its last batch (over 1,000,5,000); furthest " \
            "behind: orders-1 by 3,002" in text
@@ -169,3 +185,120 @@ def test_an_unreachable_cluster_or_unknown_query_is_one_line(journal_url: str,
         assert len(err.splitlines()) == 1 and err.startswith("offset-journal: error: "), err
     assert "no journaled batches for query 'nobody'" in cli(
         "--database-url", journal_url, "retention", "nobody", *far)[2]
+
+
+def test_recorded_forecasts_read_past_or_too_old_are_not_trusted(journal_url: str,
+                                                                  cli: Cli) -> None:
+    """A forecast row whose partition the query has read past since says nothing any
+    more (the job caught up, or restarted past a loss with --allow-data-loss); a
+    recording older than --max-forecast-age is UNKNOWN (the cron stopped)."""
+    soon = datetime.now(timezone.utc) + timedelta(minutes=5)
+    with Journal(journal_url) as journal:
+        for name in ("caught", "restarted"):
+            _batch(journal, name, 0, None, 100, 100)
+        journal.record_forecasts(["caught", "restarted"], [
+            _forecast_row("caught", 0, "at-risk", loss_earliest=soon, loss_latest=soon,
+                          basis="time"),
+            _forecast_row("caught", 1, "caught-up", next_offset=101),
+            _forecast_row("restarted", 1, "lost", next_offset=101, log_start=160, lost=59)])
+    check = ["--database-url", journal_url, "check", "caught", "restarted",
+             "--min-time-to-loss", "1h"]
+    code, out, _err = cli(*check)
+    assert code == 2, out
+    assert "CRITICAL: caught: orders-0 loses unread records to retention in about 5 min" in out
+    assert "CRITICAL: restarted: DATA LOSS: 59 records" in out
+    with Journal(journal_url) as journal:
+        for name in ("caught", "restarted"):  # each reads on past its rows
+            _batch(journal, name, 1, 100, 200, 200)
+    code, out, _err = cli(*check)
+    assert (code, out.splitlines()[-1]) == (0, "OK: 2 queries checked, no problem"), out
+    engine = sa.create_engine(resolve_url(journal_url), poolclass=sa.pool.NullPool)
+    with engine.begin() as conn:
+        conn.exec_driver_sql("UPDATE offset_journal.retention_forecasts "
+                             "SET recorded_at = now() - interval '20 minutes'")
+    engine.dispose()
+    code, out, _err = cli(*check)
+    assert code == 3 and "UNKNOWN: caught: the retention forecast is 20 min old" in out, out
+    assert "UNKNOWN: restarted: the retention forecast is 20 min old" in out, out
+    assert cli(*check, "--max-forecast-age", "30m")[0] == 0
+
+
+def test_check_errors_are_unknown_in_json_too_and_say_what_is_missing(
+        journal_url: str, cli: Cli) -> None:
+    code, out, err = cli("--database-url", "postgresql://x@127.0.0.1:1/x", "check", "--all",
+                         "--format", "json")
+    assert code == 3 and len(err.splitlines()) == 1
+    found = json.loads(out)
+    assert (found["status"], found["exit_code"]) == ("unknown", 3)
+    assert found["error"] == err.split("error: ", 1)[1].strip()
+    # A reader granted before 0017 (here: the grant on the new table taken back).
+    reader = f"oj_r_{uuid.uuid4().hex[:8]}"
+    engine = sa.create_engine(resolve_url(journal_url), poolclass=sa.pool.NullPool)
+    with engine.begin() as conn:
+        conn.exec_driver_sql(f'CREATE ROLE "{reader}" LOGIN')
+    grant(journal_url, None, reader, None)
+    with engine.begin() as conn:
+        revoke = f'REVOKE SELECT ON offset_journal.retention_forecasts FROM "{reader}"'  # noqa: S608
+        conn.exec_driver_sql(revoke)
+    engine.dispose()
+    url = sa.engine.make_url(journal_url).set(username=reader).render_as_string(False)
+    code, out, err = cli("--database-url", url, "check", "--all")
+    assert (code, out) == (3, "") and len(err.splitlines()) == 1, err
+    assert "a role granted before migration 0017 lacks retention_forecasts; grant it " \
+           "again (`offset-journal db grant`" in err
+
+
+def test_overlapping_recordings_wait_for_each_other(journal_url: str) -> None:
+    """Two `retention --record` runs at once: the second waits for the first (an
+    advisory lock) instead of failing on its rows. A trigger holds the first between
+    its delete and its insert, where the second would otherwise slip in."""
+    import threading
+    import time
+
+    rows = [_forecast_row("q", p, "safe") for p in range(3)]
+    engine = sa.create_engine(resolve_url(journal_url), poolclass=sa.pool.NullPool)
+    with engine.begin() as conn:
+        conn.exec_driver_sql("""
+            CREATE SCHEMA slow;
+            CREATE FUNCTION slow.pause() RETURNS trigger LANGUAGE plpgsql
+                SET search_path = pg_catalog, pg_temp
+                AS $$ BEGIN PERFORM pg_catalog.pg_sleep(0.6); RETURN NULL; END $$;
+            CREATE TRIGGER slow AFTER DELETE ON offset_journal.retention_forecasts
+                FOR EACH STATEMENT EXECUTE FUNCTION slow.pause();""")
+    errors: list[BaseException] = []
+
+    def record() -> None:
+        try:
+            with Journal(journal_url) as j:
+                j.record_forecasts(["q"], rows)
+        except BaseException as exc:  # noqa: BLE001 - reported below
+            errors.append(exc)
+
+    try:
+        with Journal(journal_url) as j:
+            j.record_forecasts(["q"], rows)
+        threads = [threading.Thread(target=record) for _ in range(2)]
+        threads[0].start()
+        time.sleep(0.2)  # the first is in its pause, its delete not committed
+        threads[1].start()
+        for t in threads:
+            t.join(30)
+    finally:
+        with engine.begin() as conn:
+            conn.exec_driver_sql("DROP TRIGGER slow ON offset_journal.retention_forecasts; "
+                                 "DROP SCHEMA slow CASCADE")
+        engine.dispose()
+    assert errors == []
+    with Journal(journal_url) as j:
+        assert len(j.recorded_forecasts("q")) == 3
+
+
+def test_recorded_rows_must_be_consistent(journal_url: str) -> None:
+    """What check believes of a row is held by the table: lost only with a count, a
+    loss foreseen only with its time and limit, no negative counts."""
+    with Journal(journal_url) as journal:
+        for bad in (_forecast_row("q", 0, "lost"), _forecast_row("q", 0, "safe", lost=3),
+                    _forecast_row("q", 0, "at-risk"), _forecast_row("q", 0, "safe", unread=-1),
+                    _forecast_row("q", 0, "safe", basis="hunch")):
+            with pytest.raises(sa.exc.IntegrityError, match="retention_forecasts_"):
+                journal.record_forecasts(["q"], [bad])

@@ -116,7 +116,8 @@ def test_expand_knows_grafanas_macros() -> None:
 
 
 def _record_forecasts(url: str) -> None:
-    """What `retention --record` keeps for 'orders': one partition lost, one at risk."""
+    """What `retention --record` keeps for 'orders': one partition lost, one at risk, one
+    at risk and overdue (recorded a while ago)."""
     from datetime import timedelta
 
     from offset_journal.journal import Journal
@@ -129,6 +130,11 @@ def _record_forecasts(url: str) -> None:
              "loss_earliest": None, "basis": None},
             {**row, "partition": 2, "status": "at-risk", "log_start": 0, "lost": 0,
              "loss_earliest": datetime.now(timezone.utc) + timedelta(hours=5),
+             "loss_latest": datetime.now(timezone.utc) + timedelta(hours=6),
+             "basis": "time"},
+            {**row, "partition": 3, "status": "at-risk", "log_start": 0, "lost": 0,
+             "loss_earliest": datetime.now(timezone.utc) - timedelta(minutes=5),
+             "loss_latest": datetime.now(timezone.utc) + timedelta(minutes=1),
              "basis": "time"}])
 
 
@@ -159,8 +165,9 @@ def test_every_panel_answers_from_a_real_journal(journal_url: str) -> None:
     _, [(runs,)] = _run(journal_url, expand(_sql(dash, "Runs in range"), {"query": "orders"}))
     assert runs == 3
     _, rows = _run(journal_url, expand(_sql(dash, "Time to data loss"), {"query": "orders"}))
-    assert [(r[1], r[2], r[4]) for r in rows] == [(1, "lost", 60), (2, "at-risk", 0)]
-    assert 4.9 * 3600 < rows[1][6] <= 5 * 3600
+    assert [(r[1], r[2], r[4]) for r in rows] == [(1, "lost", 60), (3, "at-risk", 0),
+                                                   (2, "at-risk", 0)]
+    assert rows[1][6] == 0 and 4.9 * 3600 < rows[2][6] <= 5 * 3600  # overdue: 0, not < 0
 
 
 HOSTILE = ["\\' OR true --", "\\'; DROP TABLE offset_journal.batches; --",

@@ -10,10 +10,12 @@ import pytest
 from offset_journal.cli import main as cli_main
 from offset_journal.health.check import (
     CheckExit,
+    ForecastFacts,
     QueryFacts,
     Threshold,
     Thresholds,
     check,
+    in_scope,
     parse_threshold,
 )
 from offset_journal.health.forecast import (
@@ -22,13 +24,16 @@ from offset_journal.health.forecast import (
     TopicRetention,
     first_loss,
     forecast,
-    loss_errors,
+    growth_rate,
     sentence,
     size_window,
     time_window,
     topic_retention,
 )
-from offset_journal.restart.kafka_offsets import check_against_cluster
+from offset_journal.journal import Batch, SourceOffsets
+from offset_journal.offsets import EARLIEST, PartitionOffset
+from offset_journal.restart import compute_plan
+from offset_journal.restart.kafka_offsets import check_against_cluster, default_start
 from offset_journal.values import parse_duration
 
 NOW = 1_800_000_000_000  # epoch ms
@@ -69,10 +74,42 @@ def test_size_retention_follows_the_logs_growth() -> None:
     assert latest == NOW + 15_100 + 1000
     f = forecast("q", 0, "t", 0, 1000, log, cfg, NOW)
     assert (f.status, f.basis, f.loss_earliest) == ("at-risk", "size", NOW + 5100)
-    # A log that does not grow never reaches its limit; one past it goes now.
+    # A log that does not grow never reaches its limit.
     assert size_window(1000, PartitionLog(900, 1050, NOW, 1000, 0.0), cfg, NOW) is None
-    assert size_window(1000, PartitionLog(900, 1200, NOW, 1000, 0.0), cfg, NOW) == (
+
+
+def test_a_size_limit_already_passed_waits_for_the_records_segment() -> None:
+    cfg = TopicRetention(retention_ms=None, retention_bytes=100_000, segment_ms=10_000,
+                         segment_bytes=1 << 20, check_interval_ms=1000)
+    # Past the limit (due at 1,101, the log ends at 1,200): at the earliest now, at the
+    # latest once one more segment (10 s of records: 100) is written after the due end
+    # (0.1 s) and a retention check later, not just a check later.
+    log = PartitionLog(900, 1200, NOW, 1000, 10.0)
+    assert size_window(1000, log, cfg, NOW) == (NOW, NOW + 100 + 1000)
+    # A log that stopped growing may hold the record in its active segment, which size
+    # retention never deletes: no loss foreseen, not "any moment now"...
+    assert size_window(1000, PartitionLog(900, 1200, NOW, 1000, 0.0), cfg, NOW) is None
+    # ...unless a full segment (1,048 records) lies after the record: then it is closed.
+    assert size_window(1000, PartitionLog(900, 3000, NOW, 1000, 0.0), cfg, NOW) == (
         NOW, NOW + 1000)
+
+
+def test_growth_is_measured_over_the_logs_own_span_when_younger_than_the_window() -> None:
+    # 85 records written over the last 8.5 s; offsetsForTimes(now - 10 min) finds the
+    # log start (0, stamped 8.5 s ago): 10 records a second, not 85 / 600.
+    assert growth_rate(85, 0, NOW - 8500, 85, None, NOW) == 10.0
+    # Since the first unread record (40, stamped 2 s ago) when that is faster.
+    assert growth_rate(85, 0, NOW - 8500, 45, NOW - 2000, NOW) == 20.0
+    # Nothing to measure over: no record found, the record just written (1 s at least).
+    assert growth_rate(85, None, None, 85, None, NOW) == 0.0
+    assert growth_rate(85, 84, NOW, 85, None, NOW) == 1.0
+    # So the size forecast of such a young log comes when it is due: the 100 records
+    # the log keeps after the record at 0 are written 10.1 s after it, 1.6 s from now.
+    cfg = TopicRetention(None, 100_000, 2000, 1 << 30, check_interval_ms=1000)
+    log = PartitionLog(0, 85, NOW - 8500, 1000, growth_rate(85, 0, NOW - 8500, 0,
+                                                           NOW - 8500, NOW))
+    f = forecast("q", 0, "t", 0, 0, log, cfg, NOW)
+    assert (f.status, f.basis, f.loss_earliest) == ("at-risk", "size", NOW + 1600)
 
 
 def test_the_first_limit_reached_decides() -> None:
@@ -91,20 +128,58 @@ def test_what_is_not_at_risk() -> None:
     assert forecast("q", 0, "t", 0, 50, log, forever, NOW).status == "safe"
     compacted = TopicRetention(HOUR, None, HOUR, 1 << 30, deletes=False)
     assert forecast("q", 0, "t", 0, 50, log, compacted, NOW).status == "safe"
-    unread = PartitionLog(0, 100)  # the record could not be read
+    unread = PartitionLog(0, 100)  # the record could not be read, or has no timestamp
     assert forecast("q", 0, "t", 0, 50, unread, TIME_ONLY, NOW).status == "unknown"
+    sized = TopicRetention(None, 1000, HOUR, 1 << 30)
+    assert forecast("q", 0, "t", 0, 50, unread, sized, NOW).status == "unknown"
+    # a size limit needs no timestamp: a record without one is still forecast by size
+    assert forecast("q", 0, "t", 0, 50, PartitionLog(0, 100, None, 100, 1.0), sized,
+                    NOW).status == "at-risk"
     assert forecast("q", 0, "t", 0, 50, None, None, NOW).status == "gone"
+    assert forecast("q", 0, "t", 0, 150, log, TIME_ONLY, NOW).status == "beyond-end"
     assert first_loss([forecast("q", 0, "t", 0, 100, log, TIME_ONLY, NOW)]) is None
 
 
-def test_records_deleted_unread_are_data_loss_in_the_planners_words() -> None:
+def test_records_deleted_unread_are_data_loss() -> None:
     lost = forecast("q", 1, "orders", 2, 40, PartitionLog(100, 300), TIME_ONLY, NOW)
     assert (lost.status, lost.lost, lost.seconds_left(NOW)) == ("lost", 60, 0.0)
     _offsets, found = check_against_cluster({"orders": {2: 40}}, {"orders": {2: (100, 300)}})
-    assert loss_errors([lost]) == [f"query q, source 1: {found.errors[0]}"]
     assert found.errors[0].startswith("DATA LOSS: 60 records in 1 partition were deleted")
     at_risk = forecast("q", 1, "orders", 3, 100, PartitionLog(0, 300, NOW), TIME_ONLY, NOW)
     assert first_loss([at_risk, lost]) is lost
+
+
+def test_the_forecast_starts_where_the_default_plan_does() -> None:
+    """Partitions added since the last batch are read from 0 (a log start above it is
+    DATA LOSS, as the plan says), a subscribed topic never journaled from its log
+    start, offsets beyond a log end refused, a deleted topic left out: the forecast's
+    next offsets and errors are the plan's."""
+    ends = {"orders": {0: 100, 1: 50}, "refunds": {0: 500}, "gone": {0: 7}}
+    rows = tuple(PartitionOffset(t, p, o - 10, o) for t in sorted(ends)
+                 for p, o in sorted(ends[t].items()))
+    src = SourceOffsets(0, "KafkaV2[Subscribe[orders, refunds, gone, fresh]]", "kafka",
+                        None, {t: {str(p): o for p, o in v.items()} for t, v in ends.items()},
+                        10, rows)
+    batch = Batch("q", "qid", "run-1", 7, _at(NOW), 100, 10, None, None, None, (src,), pk=7)
+    state = {"orders": {0: (0, 300), 1: (60, 300), 2: (5, 20)}, "refunds": {0: (0, 10)},
+             "fresh": {0: (3, 9)}}
+    journaled, starts, found = default_start(batch, 0, state)
+    plan = compute_plan("q", batch, kafka_state=state).sources[0]
+    assert plan.offsets is not None
+    assert {t: {p: (0 if o == EARLIEST and t == "orders" else o) for p, o in parts.items()}
+            for t, parts in plan.offsets.items() if t != "fresh"} == \
+        {t: parts for t, parts in starts.items() if t != "fresh"}
+    assert plan.log_starts[("fresh", 0)] == starts["fresh"][0] == 3
+    assert found.errors == plan.errors
+    assert [e.split(":")[0] for e in found.errors] == [
+        "refunds-0 starts at 500, beyond its log end 10", "DATA LOSS"]
+    assert "orders-2 starts at 0 but its log starts at 5" in found.errors[1]
+    assert journaled["gone"] == {0: 7} and "gone" not in starts
+    status = {(t, p): forecast("q", 0, t, p, o, PartitionLog(*state[t][p], NOW), TIME_ONLY,
+                               NOW).status for t, parts in starts.items()
+              for p, o in parts.items()}
+    assert status == {("orders", 0): "at-risk", ("orders", 1): "lost", ("orders", 2): "lost",
+                      ("refunds", 0): "beyond-end", ("fresh", 0): "at-risk"}
 
 
 def test_topic_configs_as_the_broker_describes_them() -> None:
@@ -143,14 +218,19 @@ LIMITS = Thresholds(max_lag=Threshold(5000, 1000),
 
 def _fresh(name: str, **kw: object) -> QueryFacts:
     base: dict[str, object] = {"last_recorded_at": NOW_DT - timedelta(seconds=30),
-                               "total_lag": 10}
+                               "total_lag": 10, "forecast": _foreseen()}
     base.update(kw)
     return QueryFacts(name, **base)  # type: ignore[arg-type]
 
 
+def _foreseen(loss_at: datetime | None = None, part: tuple[str, int] | None = None,
+              made: datetime = NOW_DT - timedelta(minutes=2), **kw: int) -> ForecastFacts:
+    return ForecastFacts(made, 4, loss_at=loss_at, loss_partition=part, **kw)
+
+
 def test_a_healthy_fleet_exits_0() -> None:
-    result = check([_fresh("a"), _fresh("b", loss_at=NOW_DT + timedelta(days=2),
-                                        loss_partition=("t", 1))], LIMITS, NOW_DT)
+    result = check([_fresh("a"), _fresh("b", forecast=_foreseen(NOW_DT + timedelta(days=2),
+                                                                 ("t", 1)))], LIMITS, NOW_DT)
     assert (result.exit_code, result.problems) == (CheckExit.OK, [])
     assert result.summary() == "OK: 2 queries checked, no problem"
 
@@ -160,9 +240,9 @@ def test_each_threshold_warns_then_turns_critical() -> None:
         _fresh("lag-warn", total_lag=2000, worst=("orders", 3, 1500)),
         _fresh("lag-crit", total_lag=9000),
         _fresh("stale", last_recorded_at=NOW_DT - timedelta(minutes=15)),
-        _fresh("loss-soon", loss_at=NOW_DT + timedelta(minutes=20),
-               loss_partition=("orders", 3)),
-        _fresh("loss-later", loss_at=NOW_DT + timedelta(hours=3)),
+        _fresh("loss-soon", forecast=_foreseen(NOW_DT + timedelta(minutes=20),
+                                               ("orders", 3))),
+        _fresh("loss-later", forecast=_foreseen(NOW_DT + timedelta(hours=3))),
     ]
     result = check(facts, LIMITS, NOW_DT)
     got = [(p.severity, p.query_name, p.kind) for p in result.problems]
@@ -178,7 +258,7 @@ def test_each_threshold_warns_then_turns_critical() -> None:
 
 
 def test_data_loss_flagged_batches_and_unknown_queries() -> None:
-    result = check([_fresh("lost", lost_records=60, forecast_at=NOW_DT),
+    result = check([_fresh("lost", forecast=_foreseen(lost=60)),
                     _fresh("gappy", flagged=2, flagged_example="r:5: gap"),
                     _fresh("spooled", spool_lost_events=3, rejected=1),
                     QueryFacts("nobody", exists=False)], Thresholds(), NOW_DT,
@@ -197,6 +277,45 @@ def test_data_loss_flagged_batches_and_unknown_queries() -> None:
                                      NOW_DT).to_json()
     # --all on a journal with no query at all: not "ok"
     assert check([], Thresholds(), NOW_DT).exit_code == CheckExit.UNKNOWN
+
+
+def test_no_forecast_to_go_by_is_unknown_and_a_gone_partition_a_warning() -> None:
+    """--min-time-to-loss passes only on a forecast: a query with none recorded, one
+    older than --max-forecast-age, or a partition not forecast is UNKNOWN; a partition
+    of a deleted topic a warning; offsets beyond the log end critical, as plan refuses."""
+    facts = [
+        _fresh("none", forecast=None),
+        _fresh("old", forecast=_foreseen(made=NOW_DT - timedelta(minutes=16))),
+        _fresh("unreadable", forecast=_foreseen(unknown=1)),
+        _fresh("gone", forecast=_foreseen(gone=2)),
+        _fresh("recreated", forecast=_foreseen(beyond_end=1)),
+        _fresh("read-on", forecast=ForecastFacts(NOW_DT, 0)),  # rows read past: fine
+        _fresh("no-kafka", forecast=None, reads_kafka=False),
+    ]
+    result = check(facts, LIMITS, NOW_DT)
+    got = [(p.severity, p.query_name, p.kind) for p in result.problems]
+    assert got == [("critical", "recreated", "beyond-end"), ("unknown", "none", "no-forecast"),
+                   ("unknown", "old", "old-forecast"),
+                   ("unknown", "unreadable", "unknown-forecast"), ("warning", "gone", "gone")]
+    assert "16 min old" in result.problems[2].text
+    assert "`plan` refuses to start there" in result.problems[0].text
+    assert check(facts[:1], LIMITS, NOW_DT).exit_code == CheckExit.UNKNOWN
+    # Without --min-time-to-loss none of it is asked, but beyond the log end still is.
+    quiet = Thresholds(max_lag=Threshold(5000))
+    assert [p.query_name for p in check(facts, quiet, NOW_DT).problems] == ["recreated"]
+    # A live forecast is as old as the check.
+    live = _fresh("live", live=True, forecast=_foreseen(made=NOW_DT - timedelta(hours=1)))
+    assert check([live], LIMITS, NOW_DT).problems == []
+
+
+def test_all_leaves_out_excluded_and_retired_queries() -> None:
+    facts = [_fresh("orders"), _fresh("retired-2024"),
+             _fresh("stopped", last_recorded_at=NOW_DT - timedelta(days=30)),
+             QueryFacts("never")]
+    assert [q.query_name for q in in_scope(facts, ("retired-*",))] == [
+        "orders", "stopped", "never"]
+    assert [q.query_name for q in in_scope(facts, (), timedelta(days=7), NOW_DT)] == [
+        "orders", "retired-2024"]
 
 
 @pytest.mark.parametrize("argv", [

@@ -15,6 +15,8 @@ from offset_journal.kafka_admin import (
     commit_group,
     committed_offsets,
     create_topic,
+    record_probe,
+    records_at_with,
     topic_state,
 )
 from offset_journal.testing import KafkaCluster
@@ -51,6 +53,26 @@ def test_missing_topic_is_absent_and_not_created(kafka_cluster: KafkaCluster) ->
                         config={"allow.auto.create.topics": True})
     assert set(state) == {present}
     assert kafka_cluster.partitions(missing, timeout=5) == 0
+
+
+def test_records_at_reads_each_offset_through_one_consumer_and_never_a_later_one(
+        kafka_cluster: KafkaCluster) -> None:
+    """A partition asked at three offsets: three rounds of one consumer, each the record
+    asked for. An offset deleted meanwhile is no answer (retention's forecast would go by
+    a later record's timestamp), nor is the log end."""
+    topic = _topic()
+    fill(kafka_cluster, topic, {0: 10, 1: 10})
+    kafka_cluster.delete_records(topic, {1: 5})
+    wanted = [(topic, 0, 7), (topic, 0, 0), (topic, 0, 2), (topic, 1, 2), (topic, 1, 6),
+              (topic, 1, 10)]
+    with record_probe(kafka_cluster.bootstrap_servers, timeout=10) as consumer:
+        found = records_at_with(consumer, wanted, timeout=10, sample=3)
+    assert {k: v[0] for k, v in found.items()} == {
+        (topic, 0, 0): 0, (topic, 0, 2): 2, (topic, 0, 7): 7, (topic, 1, 6): 6}
+    now_ms = time.time() * 1000
+    assert all(now_ms - 60_000 < (v[1] or 0) <= now_ms + 1000 for v in found.values())
+    # sizes from the records read after it (up to the sample): "v7".."v9" are 2 bytes
+    assert found[(topic, 0, 7)][2:] == (3, 6)
 
 
 def test_no_topics_asks_nothing() -> None:

@@ -270,7 +270,8 @@ def test_the_report_shows_the_recorded_retention_forecast(journal: str) -> None:
                None, "loss_latest": None, "next_offset": 100, "log_end": 500}
         j.record_forecasts(["orders"], [
             {**row, "topic": "<i>orders</i>", "partition": 3, "status": "at-risk",
-             "log_start": 0, "lost": 0, "loss_earliest": soon, "basis": "time"},
+             "log_start": 0, "lost": 0, "loss_earliest": soon, "basis": "time",
+             "loss_latest": soon},
             {**row, "topic": "orders", "partition": 1, "status": "lost", "log_start": 160,
              "lost": 60, "loss_earliest": None, "basis": None}])
         data = gather(j, "orders")

@@ -253,11 +253,15 @@ def _run(url: str, *argv: str) -> None:
 
 
 def _forecast(status: str) -> dict[str, Any]:
-    return {"query_name": "q", "source_index": 0, "topic": "t",
-            "partition": 0 if status == "lost" else 1, "status": status, "next_offset": 5,
-            "log_start": 9, "log_end": 12, "unread": 3, "lost": 4 if status == "lost" else 0,
-            "first_unread_at": None, "loss_earliest": datetime.now(timezone.utc),
-            "loss_latest": None, "basis": "time"}
+    """A row at the last batch's end offsets (t-0 at 40, t-1 at 12), so check reads it."""
+    lost = status == "lost"
+    now = datetime.now(timezone.utc)
+    return {"query_name": "q", "source_index": 0, "topic": "t", "partition": 0 if lost else 1,
+            "status": status, "next_offset": 40 if lost else 12,
+            "log_start": 44 if lost else 9, "log_end": 50 if lost else 15,
+            "unread": 6 if lost else 3, "lost": 4 if lost else 0, "first_unread_at": None,
+            "loss_earliest": None if lost else now, "loss_latest": None if lost else now,
+            "basis": None if lost else "time"}
 
 
 def test_no_command_runs_a_function_or_operator_another_role_planted(
@@ -292,6 +296,9 @@ def test_no_command_runs_a_function_or_operator_another_role_planted(
     checkpoint = write_checkpoint(tmp_path / "chk", "qid-c", [
         ([{"t": {"0": 3}}], True), ([{"t": {"0": 7}}], True)])
     _run(writer, "checkpoint", "import", "--query-name", "q-imported", str(checkpoint))
+    # A forecast the planner recorded (retention --record), for the report and check.
+    with Journal(planner) as j:
+        j.record_forecasts(["q"], [_forecast("lost"), _forecast("at-risk")])
     for url, argv in [
         (owner, ["db", "current"]), (owner, ["db", "upgrade"]),
         (reader, ["starting-offsets", "q"]), (planner, ["starting-offsets", "q"]),
@@ -307,9 +314,6 @@ def test_no_command_runs_a_function_or_operator_another_role_planted(
                   "--min-time-to-loss", "1h"]),
         (owner, ["starting-offsets", "q"]),
     ]:
-        if argv[0] == "check":  # with a forecast the planner recorded (retention --record)
-            with Journal(planner) as j:
-                j.record_forecasts(["q"], [_forecast("lost"), _forecast("at-risk")])
         code = main(["--database-url", url, *argv])
         out, err = capsys.readouterr()
         # audit: 3 when it finds something; rejected replay: 1, the event is still bad;

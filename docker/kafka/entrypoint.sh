@@ -21,6 +21,7 @@ auto.create.topics.enable=$KAFKA_AUTO_CREATE_TOPICS
 delete.topic.enable=true
 group.initial.rebalance.delay.ms=0
 log.retention.check.interval.ms=1000
+log.initial.task.delay.ms=0
 log.retention.ms=-1
 offsets.topic.replication.factor=1
 offsets.topic.num.partitions=4

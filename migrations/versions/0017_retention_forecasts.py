@@ -45,8 +45,18 @@ def upgrade() -> None:
         sa.Column("recorded_at", sa.DateTime(timezone=True), nullable=False,
                   server_default=sa.func.now()),
         sa.CheckConstraint(
-            "status IN ('lost', 'at-risk', 'safe', 'caught-up', 'unknown', 'gone')",
-            name="retention_forecasts_status_check"),
+            "status IN ('lost', 'at-risk', 'safe', 'caught-up', 'unknown', 'gone', "
+            "'beyond-end')", name="retention_forecasts_status_check"),
+        # What check believes of a row: lost records are said with their count and
+        # only so; a loss foreseen has a time and a limit; counts are counts.
+        sa.CheckConstraint("(status = 'lost') = (lost > 0)",
+                           name="retention_forecasts_lost_check"),
+        sa.CheckConstraint("status <> 'at-risk' OR (loss_earliest IS NOT NULL "
+                           "AND loss_latest IS NOT NULL AND basis IS NOT NULL)",
+                           name="retention_forecasts_at_risk_check"),
+        sa.CheckConstraint("basis IN ('time', 'size')", name="retention_forecasts_basis_check"),
+        sa.CheckConstraint("unread >= 0 AND lost >= 0 AND next_offset >= 0",
+                           name="retention_forecasts_counts_check"),
         schema=S,
     )
     op.execute(f"COMMENT ON TABLE {S}.retention_forecasts IS 'When Kafka retention deletes "

@@ -1,8 +1,8 @@
 """One health check for a fleet of queries (pure): facts in, problems and an exit code out.
 
 The facts are what the journal holds per query (its last batch, lag, problems flagged
-and spool losses since a time, the last recorded retention forecast) and the rejected
-events since that time; :mod:`offset_journal.health.edge` reads them in a few
+and spool losses since a time, the last recorded retention forecast, or one made live)
+and the rejected events since that time; :mod:`offset_journal.health.edge` reads them in a few
 statements for the whole fleet. Each threshold is ``WARN,CRIT`` or one value (critical
 alone); exit codes are the monitoring plugins' (Nagios): 0 ok, 1 warning, 2 critical,
 3 unknown (the check could not be made).
@@ -11,14 +11,16 @@ alone); exit codes are the monitoring plugins' (Nagios): 0 ok, 1 warning, 2 crit
 from __future__ import annotations
 
 import json
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
-from datetime import datetime, timedelta
+from datetime import datetime, timedelta, timezone
 from enum import IntEnum
+from fnmatch import fnmatchcase
 from typing import Any, Generic, Literal, TypeVar
 
 from ..formatting import format_time
 from ..restart.text import count, tp
-from .forecast import duration
+from .forecast import Forecast, duration
 
 Severity = Literal["warning", "critical", "unknown"]
 
@@ -61,6 +63,47 @@ class Thresholds:
     max_staleness: Threshold[timedelta] | None = None
     min_time_to_loss: Threshold[timedelta] | None = None
     since: datetime | None = None  # problems, spool losses and rejected events from then on
+    max_forecast_age: timedelta = timedelta(minutes=15)  # older recorded forecasts: unknown
+
+
+@dataclass(frozen=True)
+class ForecastFacts:
+    """A query's retention forecast, summed over its partitions (recorded rows the query
+    has read past since are left out: its loss comes later than they said).
+
+    ``made_at``: when it was made (recorded, or now when live); ``partitions``: the
+    partitions it still speaks for; ``loss_at``/``loss_partition``: the earliest loss
+    of an unread record; ``lost``: records already deleted unread; ``beyond_end``,
+    ``unknown``, ``gone``: partitions in those states."""
+
+    made_at: datetime
+    partitions: int = 0
+    loss_at: datetime | None = None
+    loss_partition: tuple[str, int] | None = None
+    lost: int = 0
+    beyond_end: int = 0
+    unknown: int = 0
+    gone: int = 0
+
+    @classmethod
+    def of(cls, forecasts: Sequence[Forecast], made_at: datetime) -> ForecastFacts:
+        """The facts of one query's live forecasts."""
+        risky = [f for f in forecasts if f.status == "at-risk" and f.loss_earliest is not None]
+        first = min(risky, key=lambda f: (f.loss_earliest or 0, f.topic, f.partition),
+                    default=None)
+
+        def n(status: str) -> int:
+            return sum(f.status == status for f in forecasts)
+
+        return cls(made_at, len(forecasts),
+                   loss_at=_at_ms(first.loss_earliest) if first is not None else None,
+                   loss_partition=(first.topic, first.partition) if first else None,
+                   lost=sum(f.lost for f in forecasts), beyond_end=n("beyond-end"),
+                   unknown=n("unknown"), gone=n("gone"))
+
+
+def _at_ms(ms: int | None) -> datetime | None:
+    return datetime.fromtimestamp(ms / 1000, tz=timezone.utc) if ms is not None else None
 
 
 @dataclass(frozen=True)
@@ -76,10 +119,9 @@ class QueryFacts:
     flagged_example: str | None = None
     spool_lost_events: int = 0
     rejected: int = 0
-    loss_at: datetime | None = None  # earliest recorded loss of an unread record
-    loss_partition: tuple[str, int] | None = None
-    lost_records: int = 0
-    forecast_at: datetime | None = None  # when the forecast was recorded
+    forecast: ForecastFacts | None = None  # None: none recorded (or live: not asked)
+    reads_kafka: bool = True  # its last batch reads a Kafka source (so has a forecast)
+    live: bool = False  # the forecast was made now, from the broker
     exists: bool = True
 
 
@@ -144,6 +186,23 @@ def parse_threshold(text: str, parse: Any, *, minimum: bool = False) -> Threshol
     return Threshold(critical, warning)
 
 
+def in_scope(facts: Iterable[QueryFacts], exclude: Sequence[str] = (),
+             active_within: timedelta | None = None, now: datetime | None = None,
+             ) -> list[QueryFacts]:
+    """The queries ``check --all`` holds to its thresholds: not matching an ``exclude``
+    pattern (shell-style, ``retired-*``), and with ``active_within``, with a batch
+    journaled within that time of ``now`` (a retired query is not stale forever)."""
+    out = []
+    for q in facts:
+        if any(fnmatchcase(q.query_name, p) for p in exclude):
+            continue
+        if active_within is not None and now is not None and (
+                q.last_recorded_at is None or now - q.last_recorded_at > active_within):
+            continue
+        out.append(q)
+    return out
+
+
 def check(facts: list[QueryFacts], limits: Thresholds, now: datetime,
           rejected_unattributed: int = 0) -> CheckResult:
     """Every problem of every query, worst first (then by query name)."""
@@ -172,23 +231,8 @@ def _query_problems(q: QueryFacts, limits: Thresholds, now: datetime) -> list[Pr
         return [Problem("unknown", name, "unknown-query",
                         f"{name}: no batch journaled under this name")]
     out: list[Problem] = []
-
-    def add(level: Severity | None, kind: str, text: str) -> None:
-        if level is not None:
-            out.append(Problem(level, name, kind, f"{name}: {text}"))
-
-    if q.lost_records:
-        add("critical", "data-loss",
-            f"DATA LOSS: {count(q.lost_records, 'record')} deleted by retention before "
-            f"being read (forecast recorded {format_time(q.forecast_at)}; see "
-            f"`offset-journal retention {name}`)")
-    elif limits.min_time_to_loss is not None and q.loss_at is not None:
-        left = max(q.loss_at - now, timedelta(0))
-        part = tp(*q.loss_partition) if q.loss_partition else "a partition"
-        add(limits.min_time_to_loss.level(left, below=True), "time-to-loss",
-            f"{part} loses unread records to retention in about "
-            f"{duration(left.total_seconds())} (at the earliest {format_time(q.loss_at)}, "
-            f"as forecast {format_time(q.forecast_at)}; under {_td(limits.min_time_to_loss)})")
+    add = _adder(name, out)
+    out += _forecast_problems(q, limits, now)
     if limits.max_lag is not None and q.total_lag is not None:
         worst = (f"; furthest behind: {tp(q.worst[0], q.worst[1])} by {q.worst[2]:,}"
                  if q.worst else "")
@@ -215,6 +259,67 @@ def _query_problems(q: QueryFacts, limits: Thresholds, now: datetime) -> list[Pr
         add("warning", "rejected",
             f"{count(q.rejected, 'rejected event')} since {_since(limits)} (see "
             "`offset-journal rejected list`)")
+    return out
+
+
+def _adder(name: str, out: list[Problem]) -> Callable[[Severity | None, str, str], None]:
+    """``add(level, kind, text)``: a problem of query ``name`` into ``out`` (None: none)."""
+    def add(level: Severity | None, kind: str, text: str) -> None:
+        if level is not None:
+            out.append(Problem(level, name, kind, f"{name}: {text}"))
+
+    return add
+
+
+def _forecast_problems(q: QueryFacts, limits: Thresholds, now: datetime) -> list[Problem]:
+    """What the retention forecast says: DATA LOSS and a plan refused always; with
+    ``--min-time-to-loss``, the time left, and unknown when there is no forecast to
+    go by (none recorded, too old, a partition not forecast), a warning for a gone
+    partition."""
+    name, f = q.query_name, q.forecast
+    out: list[Problem] = []
+    add = _adder(name, out)
+    made = ("forecast now" if q.live else
+            f"forecast recorded {format_time(f.made_at)}" if f is not None else "")
+    see = f"see `offset-journal retention {name}`"
+    if f is not None and f.lost:
+        add("critical", "data-loss",
+            f"DATA LOSS: {count(f.lost, 'record')} deleted by retention before being read "
+            f"({made}; {see})")
+    if f is not None and f.beyond_end:
+        add("critical", "beyond-end",
+            f"{count(f.beyond_end, 'partition')} to read from beyond the log end: `plan` "
+            f"refuses to start there (topic deleted and recreated?) ({made}; {see})")
+    wanted = limits.min_time_to_loss
+    if wanted is None or not q.reads_kafka:
+        return out
+    if f is None:
+        add("unknown", "no-forecast",
+            "no retention forecast recorded: run `offset-journal retention --record` "
+            "(cron), or check with --bootstrap-servers")
+        return out
+    age = now - f.made_at
+    if not q.live and age > limits.max_forecast_age:
+        add("unknown", "old-forecast",
+            f"the retention forecast is {duration(max(age.total_seconds(), 0))} old "
+            f"({made}; over --max-forecast-age {duration(limits.max_forecast_age.total_seconds())})"
+            ": is `retention --record` still running?")
+        return out
+    if f.unknown:
+        add("unknown", "unknown-forecast",
+            f"{count(f.unknown, 'partition')} could not be forecast (its first unread "
+            f"record not readable, or without a timestamp) ({made}; {see})")
+    if f.gone:
+        add("warning", "gone",
+            f"{count(f.gone, 'partition')} it read no longer on the cluster (topic "
+            f"deleted?) ({made}; {see})")
+    if f.loss_at is not None and not f.lost:
+        left = max(f.loss_at - now, timedelta(0))
+        part = tp(*f.loss_partition) if f.loss_partition else "a partition"
+        add(wanted.level(left, below=True), "time-to-loss",
+            f"{part} loses unread records to retention in about "
+            f"{duration(left.total_seconds())} (at the earliest {format_time(f.loss_at)}, "
+            f"{made}; under {_td(wanted)})")
     return out
 
 

@@ -1,12 +1,15 @@
 """The I/O edge of the health check and the retention forecast: read the journal and the
 broker, hand plain data to :mod:`.forecast` and :mod:`.check`.
 
-Where each query is: the end offsets of its last durable batch, per Kafka source, as
-the planner's default plan starts it (:meth:`Journal.last_batch`,
-:func:`~offset_journal.restart.kafka_offsets.end_offsets_of`). What the broker says:
-each partition's log start and end, the topics' retention configs and the broker's
-retention check interval, the first unread record's timestamp (one fetch per
-partition), and for size-limited topics the log's growth over ``rate_window``.
+Where each query is: where the default plan starts it after its last durable batch, per
+Kafka source (:meth:`Journal.last_batch`,
+:func:`~offset_journal.restart.kafka_offsets.default_start`: the journaled end offsets
+checked against the cluster as ``plan`` checks them, partitions added since from 0).
+What the broker says, through one consumer: each partition's log start and end, the
+topics' retention configs and the broker's retention check interval, the first unread
+record's timestamp (one small fetch per partition and offset), and for size-limited
+topics the log's growth since ``rate_window`` ago (offsetsForTimes, and the timestamp of
+the record found there).
 """
 
 from __future__ import annotations
@@ -19,29 +22,28 @@ from typing import Any
 
 from ..errors import RestartError
 from ..journal import Journal
+from ..journal_rows import Batch
 from ..kafka_admin import (
     admin_client,
-    offsets_for_time,
-    records_at,
+    offsets_for_time_with,
+    record_probe,
+    records_at_with,
     topic_configs,
-    topic_state,
+    topic_state_with,
 )
 from ..rejected import query_of
-from ..restart.kafka_offsets import end_offsets_of
+from ..restart.kafka_offsets import default_start, kafka_topics
 from ..restart.model import KIND_KAFKA, source_kind
-from .check import CheckResult, QueryFacts, Thresholds, check
+from .check import CheckResult, ForecastFacts, Thresholds, check, in_scope
 from .forecast import (
     RECORD_OVERHEAD,
     Forecast,
     PartitionLog,
     TopicRetention,
-    first_loss,
     forecast,
+    growth_rate,
     topic_retention,
 )
-
-Position = tuple[str, int, str, int, int]
-"""(query name, source index, topic, partition, next offset to read)."""
 
 RATE_WINDOW = timedelta(minutes=10)
 """How far back a size-limited log's growth is measured (records a second)."""
@@ -50,7 +52,7 @@ RATE_WINDOW = timedelta(minutes=10)
 @dataclass
 class KafkaAccess:
     """How to reach the cluster: ``--bootstrap-servers``, ``--kafka-config``,
-    ``--kafka-timeout``."""
+    ``--kafka-timeout``, ``--rate-window``."""
 
     bootstrap_servers: str
     config: Mapping[str, Any] = field(default_factory=dict)
@@ -60,74 +62,39 @@ class KafkaAccess:
 
 @dataclass
 class Forecasts:
-    """Every partition's forecast, the names with no journaled batch, and the time
-    (epoch ms) it was made at."""
+    """Every partition's forecast, the names with no journaled batch, the time (epoch
+    ms) it was made at, the topics' retention, and the plan's errors per source (DATA
+    LOSS, offsets beyond a log end: ``plan`` would refuse to start the query)."""
 
     forecasts: list[Forecast]
     missing: list[str]
     now_ms: int
     topics: dict[str, TopicRetention] = field(default_factory=dict)
+    errors: list[str] = field(default_factory=list)
 
 
-def positions(journal: Journal, names: Iterable[str]) -> tuple[list[Position], list[str]]:
-    """Where each query reads next, per Kafka source and partition, and the names with
-    no journaled batch."""
-    out: list[Position] = []
+@dataclass(frozen=True)
+class SourceAt:
+    """A Kafka source of a query's last journaled batch."""
+
+    query_name: str
+    batch: Batch
+    index: int
+
+
+def kafka_sources(journal: Journal, names: Iterable[str]) -> tuple[list[SourceAt], list[str]]:
+    """The Kafka sources of each query's last batch, and the names with no journaled
+    batch."""
+    out: list[SourceAt] = []
     missing: list[str] = []
     for name in names:
         batch = journal.last_batch(name)
         if batch is None:
             missing.append(name)
             continue
-        for source in batch.sources:
-            if source_kind(source) != KIND_KAFKA:
-                continue
-            offsets, _notes = end_offsets_of(batch, source.source_index)
-            out += [(name, source.source_index, t, p, o)
-                    for t in sorted(offsets) for p, o in sorted(offsets[t].items())]
+        out += [SourceAt(name, batch, s.source_index) for s in batch.sources
+                if source_kind(s) == KIND_KAFKA]
     return out, missing
-
-
-def read_cluster(kafka: KafkaAccess, wanted: Sequence[Position], now_ms: int,
-                 ) -> tuple[dict[tuple[str, int], tuple[int, int]], dict[str, TopicRetention],
-                            dict[tuple[str, int, int], tuple[int, int, int, int]],
-                            dict[tuple[str, int], float]]:
-    """What the broker says for ``wanted``: (low, high) per partition, each topic's
-    retention, the first record at each distinct (topic, partition, next offset) and the
-    growth rate (records/s) of the partitions of size-limited topics."""
-    topics = sorted({p[2] for p in wanted})
-    state = topic_state(kafka.bootstrap_servers, topics, timeout=kafka.timeout,
-                        config=kafka.config)
-    ranges = {(t, p): lh for t, parts in state.items() for p, lh in parts.items()}
-    admin = admin_client(kafka.bootstrap_servers, kafka.config)
-    configs, broker = topic_configs(admin, list(state), timeout=kafka.timeout,
-                                    where=kafka.bootstrap_servers)
-    cfgs = {t: topic_retention(c, broker) for t, c in configs.items()}
-    # One fetch per distinct offset; a partition read at two offsets takes two rounds.
-    todo = sorted({(t, p, o) for _n, _i, t, p, o in wanted
-                   if (t, p) in ranges and ranges[(t, p)][0] <= o < ranges[(t, p)][1]})
-    firsts: dict[tuple[str, int, int], tuple[int, int, int, int]] = {}
-    while todo:
-        round_: dict[tuple[str, int], int] = {}
-        rest = []
-        for t, p, o in todo:
-            (rest.append((t, p, o)) if (t, p) in round_ else round_.__setitem__((t, p), o))
-        found = records_at(kafka.bootstrap_servers, round_, timeout=kafka.timeout,
-                           config=kafka.config)
-        firsts.update({(t, p, round_[(t, p)]): v for (t, p), v in found.items()})
-        todo = rest
-    sized = [t for t, c in cfgs.items() if c.retention_bytes is not None and c.deletes]
-    rates: dict[tuple[str, int], float] = {}
-    if sized:
-        window = kafka.rate_window.total_seconds()
-        _state, lookup = offsets_for_time(kafka.bootstrap_servers, sized,
-                                          now_ms - int(window * 1000),
-                                          timeout=kafka.timeout, config=kafka.config)
-        for t, parts in lookup.items():
-            for p, since in parts.items():
-                high = ranges.get((t, p), (0, 0))[1]
-                rates[(t, p)] = (high - since) / window if since is not None else 0.0
-    return ranges, cfgs, firsts, rates
 
 
 def forecasts_for(journal: Journal, names: Iterable[str], kafka: KafkaAccess, *,
@@ -135,57 +102,115 @@ def forecasts_for(journal: Journal, names: Iterable[str], kafka: KafkaAccess, *,
     """The retention forecast of every Kafka partition the queries ``names`` read;
     RestartError, before the cluster is asked, for a name with no journaled batch unless
     ``missing_ok``."""
-    wanted, missing = positions(journal, names)
+    sources, missing = kafka_sources(journal, names)
     if missing and not missing_ok:
         raise RestartError(f"no journaled batches for query {missing[0]!r}")
-    now_ms = int(time.time() * 1000)
-    ranges, cfgs, firsts, rates = read_cluster(kafka, wanted, now_ms)
+    found = forecast_sources(sources, kafka, int(time.time() * 1000))
+    found.missing = missing
+    return found
+
+
+def forecast_sources(sources: Sequence[SourceAt], kafka: KafkaAccess, now_ms: int,
+                     ) -> Forecasts:
+    """Ask the cluster (one consumer, one admin client) and forecast every partition the
+    default plan would start ``sources`` at."""
+    where = kafka.bootstrap_servers
+    topics = sorted({t for s in sources for t in kafka_topics([s.batch], s.index)})
+    with record_probe(where, kafka.config, kafka.timeout) as consumer:
+        state = topic_state_with(consumer, topics, timeout=kafka.timeout, where=where)
+        configs, broker = topic_configs(admin_client(where, kafka.config), list(state),
+                                        timeout=kafka.timeout, where=where)
+        cfgs = {t: topic_retention(c, broker) for t, c in configs.items()}
+        planned = []
+        errors: list[str] = []
+        for s in sources:
+            journaled, starts, found = default_start(s.batch, s.index, state)
+            planned.append((s, journaled, starts))
+            errors += [f"query {s.query_name}, source {s.index}: {e}" for e in found.errors]
+        sized = [(t, p) for t, c in cfgs.items() if c.retention_bytes is not None and c.deletes
+                 for p in state[t]]
+        since = offsets_for_time_with(
+            consumer, sized, now_ms - int(kafka.rate_window.total_seconds() * 1000),
+            timeout=kafka.timeout, where=where)
+        wanted = {(t, p, o) for _s, _j, starts in planned for t, parts in starts.items()
+                  for p, o in parts.items() if state[t][p][0] <= o < state[t][p][1]}
+        wanted |= {(t, p, o) for (t, p), o in since.items()
+                   if o is not None and o < state[t][p][1]}
+        records = records_at_with(consumer, wanted, timeout=kafka.timeout)
     out = []
-    for name, index, t, p, o in wanted:
-        if (t, p) not in ranges:
-            out.append(forecast(name, index, t, p, o, None, None, now_ms))
-            continue
-        low, high = ranges[(t, p)]
-        first = firsts.get((t, p, o))
-        log = PartitionLog(
-            low, high, first_unread_ms=first[1] if first else None,
-            record_bytes=first[3] / first[2] + RECORD_OVERHEAD if first else None,
-            records_per_s=rates.get((t, p), 0.0))
-        out.append(forecast(name, index, t, p, o, log, cfgs.get(t), now_ms))
-    return Forecasts(out, missing, now_ms, cfgs)
+    for s, journaled, starts in planned:
+        for t, parts in sorted(starts.items()):
+            for p, o in sorted(parts.items()):
+                low, high = state[t][p]
+                first = records.get((t, p, o))
+                at = since.get((t, p))
+                rate = growth_rate(high, at, _stamp(records, t, p, at), o,
+                                   first[1] if first else None, now_ms)
+                log = PartitionLog(
+                    low, high, first_unread_ms=first[1] if first else None,
+                    record_bytes=first[3] / first[2] + RECORD_OVERHEAD if first else None,
+                    records_per_s=rate)
+                out.append(forecast(s.query_name, s.index, t, p, o, log, cfgs.get(t), now_ms))
+        out += [forecast(s.query_name, s.index, t, p, o, None, None, now_ms)
+                for t, parts in sorted(journaled.items()) for p, o in sorted(parts.items())
+                if p not in starts.get(t, {})]
+    return Forecasts(out, [], now_ms, cfgs, errors)
+
+
+def _stamp(records: Mapping[tuple[str, int, int], tuple[int, int | None, int, int]],
+           topic: str, partition: int, offset: int | None) -> int | None:
+    found = records.get((topic, partition, offset)) if offset is not None else None
+    return found[1] if found else None
+
+
+def fleet_names(journal: Journal, exclude: Sequence[str] = (),
+                active_within: timedelta | None = None) -> list[str]:
+    """``--all``: every journaled query, less those :func:`~.check.in_scope` leaves out."""
+    if not exclude and active_within is None:
+        return journal.query_names()
+    now = journal.database_now() or datetime.now(timezone.utc)
+    return [f.query_name for f in in_scope(journal.check_facts(None, None), exclude,
+                                           active_within, now)]
 
 
 def check_fleet(journal: Journal, names: Sequence[str] | None, limits: Thresholds,
-                kafka: KafkaAccess | None = None) -> CheckResult:
-    """``offset-journal check``: every query's facts in a few statements, the forecast
-    live from the broker when ``kafka`` is given (else as last recorded), then
-    :func:`~.check.check`."""
+                kafka: KafkaAccess | None = None, *, exclude: Sequence[str] = (),
+                active_within: timedelta | None = None) -> CheckResult:
+    """``offset-journal check``: every query's facts in a few statements (with
+    ``names`` None, those :func:`~.check.in_scope` of ``exclude`` and ``active_within``),
+    the forecast live from the broker when ``kafka`` is given (else as last recorded),
+    then :func:`~.check.check`."""
     facts = journal.check_facts(names, limits.since)
     now = journal.database_now() or datetime.now(timezone.utc)
+    if names is None:
+        everyone = {f.query_name for f in facts}
+        facts = in_scope(facts, exclude, active_within, now)
+        left_out = everyone - {f.query_name for f in facts}
+    else:
+        left_out = set()
     if kafka is not None:
-        live = forecasts_for(journal, [f.query_name for f in facts if f.exists], kafka)
-        facts = [_with_forecast(f, live) for f in facts]
+        asked = [f.query_name for f in facts if f.exists]
+        sources, _missing = kafka_sources(journal, asked)
+        live = forecast_sources(sources, kafka, int(time.time() * 1000))
+        made = datetime.fromtimestamp(live.now_ms / 1000, tz=timezone.utc)
+        reading = {s.query_name for s in sources}
+        by_query: dict[str, list[Forecast]] = {}
+        for x in live.forecasts:
+            by_query.setdefault(x.query_name, []).append(x)
+        facts = [replace(f, live=True, reads_kafka=f.query_name in reading,
+                         forecast=ForecastFacts.of(by_query.get(f.query_name, []), made))
+                 for f in facts]
     total, payloads = journal.rejected_since(limits.since)
     checked = {f.query_name for f in facts}
     per_query: dict[str, int] = {}
-    # Events of no query (or past the ones read) are the fleet's: said for --all only.
+    # Events of no query (or past the ones read) are the fleet's: said for --all only;
+    # those of a query left out of --all are left out with it.
     unattributed = total - len(payloads) if names is None else 0
     for payload in payloads:
         name = query_of(payload)
         if name is not None and name in checked:
             per_query[name] = per_query.get(name, 0) + 1
-        elif names is None:
+        elif names is None and name not in left_out:
             unattributed += 1
     facts = [replace(f, rejected=per_query.get(f.query_name, 0)) for f in facts]
     return check(facts, limits, now, unattributed)
-
-
-def _with_forecast(facts: QueryFacts, live: Forecasts) -> QueryFacts:
-    mine = [f for f in live.forecasts if f.query_name == facts.query_name]
-    first = first_loss(mine)
-    when = (datetime.fromtimestamp(first.loss_earliest / 1000, tz=timezone.utc)
-            if first is not None and first.loss_earliest is not None else None)
-    return replace(facts, loss_at=when,
-                   loss_partition=(first.topic, first.partition) if first else None,
-                   lost_records=sum(f.lost for f in mine),
-                   forecast_at=datetime.fromtimestamp(live.now_ms / 1000, tz=timezone.utc))

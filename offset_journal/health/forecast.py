@@ -10,10 +10,16 @@ Kafka deletes a partition's log a whole segment at a time, every
   earliest) and at most until then + one segment's span (``segment.ms``: a segment is
   rolled when its records span that long) + one check interval (the latest);
 * by size, the oldest segments go while the log without them still holds at least
-  ``retention.bytes``. The record's segment goes once the log holds ``retention.bytes``
-  *after* that segment: at the earliest when the records written after the first
-  unread one weigh ``retention.bytes`` (its segment ending right after it), at the
-  latest one segment later. When that happens follows from the log's growth rate.
+  ``retention.bytes`` (never the active segment). The record's segment goes once the
+  log holds ``retention.bytes`` *after* that segment: at the earliest when the records
+  written after the first unread one weigh ``retention.bytes`` (its segment ending
+  right after it), at the latest one segment later. When that happens follows from the
+  log's growth rate (:func:`growth_rate`). Sizes are taken as uncompressed records,
+  each alone in its batch: on a compressed topic, or one written in large batches, the
+  log holds more records than that and the forecast comes early.
+
+Which offset is the first unread is the planner's (:func:`~offset_journal.restart.
+kafka_offsets.default_start`): where ``plan QUERY`` would start the job.
 
 Everything here is arithmetic over plain values the edge reads
 (:mod:`offset_journal.health.edge`): offsets, one record's timestamp, the topic's
@@ -28,13 +34,13 @@ from dataclasses import dataclass, replace
 from typing import Any, Literal
 
 from ..formatting import format_time, from_epoch_ms
-from ..restart.kafka_offsets import data_loss_error
 
-Status = Literal["lost", "at-risk", "safe", "caught-up", "unknown", "gone"]
+Status = Literal["lost", "at-risk", "safe", "caught-up", "unknown", "gone", "beyond-end"]
 """A partition's state: records already deleted unread; unread records retention will
 delete (when: ``loss_earliest``); unread records no retention deletes (no time or size
 limit, or a log that does not grow); nothing unread; not knowable (a record that could
-not be read); the partition is not on the cluster."""
+not be read, or has no timestamp); the partition is not on the cluster; the next offset
+lies beyond the log end (the topic recreated?): ``plan`` refuses to start there."""
 
 Basis = Literal["time", "size", ""]
 """Which limit deletes the first unread record first ("" when none does)."""
@@ -175,21 +181,46 @@ def time_window(first_unread_ms: int, cfg: TopicRetention) -> tuple[int, int] | 
 def size_window(next_offset: int, log: PartitionLog, cfg: TopicRetention,
                 now_ms: int) -> tuple[int, int] | None:
     """(earliest, latest) epoch ms at which size retention deletes the record at
-    ``next_offset`` (None: no size limit, no size known, or a log that does not grow)."""
+    ``next_offset`` (None: no size limit, no size known, or a log that does not grow
+    and may hold the record in its active segment, which size retention never deletes).
+
+    The latest is when the log end is one segment past the earliest's: the record's
+    segment is closed by then, also when the limit is already passed."""
     if cfg.retention_bytes is None or not cfg.deletes or not log.record_bytes:
         return None
     kept = cfg.retention_bytes / log.record_bytes  # records the log keeps after a segment
-    segment = cfg.segment_bytes / log.record_bytes
-    if log.records_per_s > 0:
-        segment = min(segment, log.records_per_s * cfg.segment_ms / 1000)
+    full = cfg.segment_bytes / log.record_bytes  # records in a full segment
+    rate = log.records_per_s
+    segment = min(full, rate * cfg.segment_ms / 1000) if rate > 0 else full
     due = next_offset + 1 + kept  # the log end at which the record can go
-    if due <= log.log_end:
-        return now_ms, now_ms + cfg.check_interval_ms
-    if log.records_per_s <= 0:
+    if rate <= 0:
+        # No growth: no segment rolls, so the record goes only if a full segment already
+        # lies after it (it is not in the active one) and the limit is passed.
+        if due <= log.log_end and log.log_end - next_offset > full:
+            return now_ms, now_ms + cfg.check_interval_ms
         return None
-    earliest = now_ms + (due - log.log_end) / log.records_per_s * 1000
-    latest = now_ms + (due + segment - log.log_end) / log.records_per_s * 1000
+    earliest = now_ms + max(0.0, due - log.log_end) / rate * 1000
+    latest = now_ms + max(0.0, due + segment - log.log_end) / rate * 1000
     return int(earliest), int(math.ceil(latest)) + cfg.check_interval_ms
+
+
+MIN_SPAN_MS = 1000
+"""The shortest span a growth rate is measured over (a record written a moment ago
+would make any rate)."""
+
+
+def growth_rate(log_end: int, since: int | None, since_ms: int | None, next_offset: int,
+                first_unread_ms: int | None, now_ms: int) -> float:
+    """Records a second the log grows by: over the recent window, from the first record
+    at or after its start (``since``, stamped ``since_ms``: a log younger than the window
+    starts there, so the span is that record's age, not the window's), or since the first
+    unread record was written, whichever is faster (a forecast early rather than late).
+    0.0 when neither can be measured."""
+    rates = [0.0]
+    for offset, stamped in ((since, since_ms), (next_offset, first_unread_ms)):
+        if offset is not None and stamped is not None and log_end > offset:
+            rates.append((log_end - offset) * 1000 / max(now_ms - stamped, MIN_SPAN_MS))
+    return max(rates)
 
 
 def forecast(query_name: str, source_index: int, topic: str, partition: int,
@@ -203,19 +234,27 @@ def forecast(query_name: str, source_index: int, topic: str, partition: int,
     if next_offset < log.log_start:
         return replace(base, status="lost", lost=log.log_start - next_offset,
                        unread=log.log_end - log.log_start)
-    unread = max(0, log.log_end - next_offset)
+    if next_offset > log.log_end:
+        return replace(base, status="beyond-end")
+    unread = log.log_end - next_offset
     if unread == 0:
         return replace(base, status="caught-up")
     base = replace(base, unread=unread, first_unread_ms=log.first_unread_ms)
-    if cfg is None or log.first_unread_ms is None:
+    if cfg is None:
         return replace(base, status="unknown")
     windows: list[tuple[int, int, Basis]] = []
-    by_time = time_window(log.first_unread_ms, cfg)
-    if by_time is not None:
+    if cfg.deletes and cfg.retention_ms is not None:
+        if log.first_unread_ms is None:
+            return replace(base, status="unknown")
+        by_time = time_window(log.first_unread_ms, cfg)
+        assert by_time is not None
         windows.append((*by_time, "time"))
-    by_size = size_window(next_offset, log, cfg, now_ms)
-    if by_size is not None:
-        windows.append((*by_size, "size"))
+    if cfg.deletes and cfg.retention_bytes is not None:
+        if not log.record_bytes:
+            return replace(base, status="unknown")
+        by_size = size_window(next_offset, log, cfg, now_ms)
+        if by_size is not None:
+            windows.append((*by_size, "size"))
     if not windows:
         return replace(base, status="safe")
     earliest, _latest, basis = min(windows)
@@ -236,7 +275,7 @@ def duration(seconds: float) -> str:
 
 def sentence(f: Forecast, now_ms: int) -> str:
     """What to tell a person about one partition at risk (a lost one: the planner's
-    words, :func:`offset_journal.restart.kafka_offsets.data_loss_error`)."""
+    own error, :func:`offset_journal.restart.kafka_offsets.default_start`)."""
     left = f.seconds_left(now_ms)
     assert left is not None
     when = "any moment now" if left == 0 else f"in about {duration(left)}"
@@ -244,27 +283,6 @@ def sentence(f: Forecast, now_ms: int) -> str:
             f"retention, at the earliest {_iso(f.loss_earliest)}; "
             f"{f.unread:,} record{'' if f.unread == 1 else 's'} unread) unless "
             f"{f.query_name} catches up")
-
-
-def loss_errors(forecasts: list[Forecast]) -> list[str]:
-    """The DATA LOSS error of each (query, source) with partitions already lost, as the
-    planner words it."""
-    by_source: dict[tuple[str, int], list[Forecast]] = {}
-    for f in forecasts:
-        if f.status == "lost":
-            by_source.setdefault((f.query_name, f.source_index), []).append(f)
-    out = []
-    for (name, index), lost in sorted(by_source.items()):
-        offsets: dict[str, dict[int, int]] = {}
-        state: dict[str, dict[int, tuple[int, int]]] = {}
-        for f in lost:
-            assert f.log_start is not None and f.log_end is not None
-            offsets.setdefault(f.topic, {})[f.partition] = f.next_offset
-            state.setdefault(f.topic, {})[f.partition] = (f.log_start, f.log_end)
-        error = data_loss_error(offsets, state)
-        if error:
-            out.append(f"query {name}, source {index}: {error}")
-    return out
 
 
 def first_loss(forecasts: list[Forecast]) -> Forecast | None:

@@ -15,7 +15,9 @@ from typing import Any
 
 import sqlalchemy as sa
 
-from ..health.check import QueryFacts
+from ..errors import JournalError
+from ..formatting import first_line
+from ..health.check import ForecastFacts, QueryFacts
 from ..schema import SCHEMA, rejected_events, retention_forecasts
 from .read import Reads
 
@@ -36,19 +38,12 @@ flagged AS (
     GROUP BY b.query_name),
 spooled AS (
     SELECT query_name, sum(events) AS events FROM {s}.spool_losses
-    WHERE recorded_at >= :since GROUP BY query_name),
-at_risk AS (
-    SELECT DISTINCT ON (query_name) query_name, loss_earliest, topic, partition, recorded_at
-    FROM {s}.retention_forecasts WHERE status = 'at-risk'
-    ORDER BY query_name, loss_earliest, topic, partition),
-lost AS (
-    SELECT query_name, sum(lost) AS lost, max(recorded_at) AS recorded_at
-    FROM {s}.retention_forecasts WHERE status = 'lost' GROUP BY query_name)
+    WHERE recorded_at >= :since GROUP BY query_name)
 SELECT n.query_name, last.id AS batch_pk, last.trigger_at, last.recorded_at,
        lag.total_lag, worst.topic, worst.partition, worst.lag,
-       f.n AS flagged, f.example, sp.events AS spooled,
-       r.loss_earliest, r.topic AS loss_topic, r.partition AS loss_partition,
-       coalesce(l.lost, 0) AS lost, coalesce(l.recorded_at, r.recorded_at) AS forecast_at
+       f.n AS flagged, f.example, sp.events AS spooled, kafka.reads_kafka,
+       fc.made_at, fc.partitions, fc.loss_earliest, fc.loss_topic, fc.loss_partition,
+       fc.lost, fc.beyond_end, fc.unknown, fc.gone
 FROM names n
 LEFT JOIN LATERAL (
     SELECT b.id, b.trigger_at, b.recorded_at FROM {s}.batches b
@@ -65,12 +60,46 @@ LEFT JOIN LATERAL (
     FROM {s}.kafka_partitions k
     WHERE k.batch_pk = last.id AND NOT k.out_of_range AND k.latest_offset IS NOT NULL
     ORDER BY 3 DESC, 1, 2 LIMIT 1) worst ON true
+LEFT JOIN LATERAL (
+    SELECT EXISTS (SELECT FROM {s}.kafka_partitions k WHERE k.batch_pk = last.id)
+        AS reads_kafka) kafka ON true
+LEFT JOIN LATERAL (
+    -- The recorded forecast, without the partitions the last batch has read past (the
+    -- job read on since: the loss they said comes later, and a loss is not one).
+    SELECT max(r.recorded_at) AS made_at, count(*) FILTER (WHERE r.kept) AS partitions,
+           min(r.loss_earliest) FILTER (WHERE r.kept AND r.status = 'at-risk')
+               AS loss_earliest,
+           (array_agg(r.topic ORDER BY r.loss_earliest, r.topic, r.partition)
+               FILTER (WHERE r.kept AND r.status = 'at-risk'))[1] AS loss_topic,
+           (array_agg(r.partition ORDER BY r.loss_earliest, r.topic, r.partition)
+               FILTER (WHERE r.kept AND r.status = 'at-risk'))[1] AS loss_partition,
+           coalesce(sum(r.lost) FILTER (WHERE r.kept), 0) AS lost,
+           count(*) FILTER (WHERE r.kept AND r.status = 'beyond-end') AS beyond_end,
+           count(*) FILTER (WHERE r.kept AND r.status = 'unknown') AS unknown,
+           count(*) FILTER (WHERE r.kept AND r.status = 'gone') AS gone
+    FROM (SELECT rf.*, k.end_offset IS NULL OR k.end_offset <= rf.next_offset AS kept
+          FROM {s}.retention_forecasts rf
+          LEFT JOIN {s}.kafka_partitions k
+            ON k.batch_pk = last.id AND k.source_index = rf.source_index
+           AND k.topic = rf.topic AND k.partition = rf.partition
+          WHERE rf.query_name = n.query_name) r) fc ON true
 LEFT JOIN flagged f ON f.query_name = n.query_name
 LEFT JOIN spooled sp ON sp.query_name = n.query_name
-LEFT JOIN at_risk r ON r.query_name = n.query_name
-LEFT JOIN lost l ON l.query_name = n.query_name
 ORDER BY n.query_name
 """
+
+FORECAST_LOCK = 0x6F6A_7265_7465_6E74  # "ojretent": the advisory lock of record_forecasts
+
+
+def _forecast(r: sa.RowMapping) -> ForecastFacts | None:
+    if r["made_at"] is None:
+        return None
+    return ForecastFacts(
+        r["made_at"], int(r["partitions"]), loss_at=r["loss_earliest"],
+        loss_partition=(r["loss_topic"], r["loss_partition"])
+        if r["loss_topic"] is not None else None, lost=int(r["lost"]),
+        beyond_end=int(r["beyond_end"]), unknown=int(r["unknown"]), gone=int(r["gone"]))
+
 
 REJECTED_READ = 10_000
 """The most recent rejected events read to name their queries (all are counted)."""
@@ -87,7 +116,15 @@ class Health(Reads):
         params: dict[str, Any] = {"since": since or _EPOCH}
         if names is not None:
             params["names"] = list(names)
-        rows = self.run_read(lambda c: c.execute(sa.text(sql), params).mappings().all())
+        try:
+            rows = self.run_read(lambda c: c.execute(sa.text(sql), params).mappings().all())
+        except sa.exc.ProgrammingError as exc:
+            if getattr(exc.orig, "sqlstate", None) != "42501":
+                raise
+            raise JournalError(
+                f"this role may not read the journal's tables ({first_line(exc)}): a role "
+                "granted before migration 0017 lacks retention_forecasts; grant it again "
+                "(`offset-journal db grant`, docs/security.md)") from None
         return [QueryFacts(
             query_name=r["query_name"], last_trigger_at=r["trigger_at"],
             last_recorded_at=r["recorded_at"],
@@ -96,10 +133,7 @@ class Health(Reads):
             else None,
             flagged=int(r["flagged"] or 0), flagged_example=r["example"],
             spool_lost_events=int(r["spooled"] or 0),
-            loss_at=r["loss_earliest"],
-            loss_partition=(r["loss_topic"], r["loss_partition"])
-            if r["loss_topic"] is not None else None,
-            lost_records=int(r["lost"]), forecast_at=r["forecast_at"],
+            forecast=_forecast(r), reads_kafka=bool(r["reads_kafka"]),
             exists=r["batch_pk"] is not None) for r in rows]
 
     def rejected_since(self, since: datetime | None) -> tuple[int, list[str]]:
@@ -122,6 +156,10 @@ class Health(Reads):
         columns), in one transaction."""
         t = retention_forecasts
         with self.engine.begin() as conn:
+            # Two overlapping runs would both delete the old rows, then the second's
+            # insert would meet the first's rows: one at a time instead.
+            conn.execute(sa.text("SELECT pg_catalog.pg_advisory_xact_lock(:key)"),
+                         {"key": FORECAST_LOCK})
             conn.execute(t.delete().where(t.c.query_name == sa.any_(
                 sa.bindparam("names", sorted(set(names)), type_=sa.ARRAY(sa.Text)))))
             if rows:

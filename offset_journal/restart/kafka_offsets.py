@@ -220,6 +220,16 @@ def check_against_cluster(offsets: KafkaOffsets, state: TopicState, *,
     start above 0 there is DATA LOSS too (Spark says the same of a partition it finds
     while running), since no job read what retention deleted from them.
     """
+    out, found, _from_zero = _reconcile(offsets, state, strategy, subscribed, allow_data_loss,
+                                        recreated)
+    return out, found
+
+
+def _reconcile(offsets: KafkaOffsets, state: TopicState, strategy: Strategy,
+               subscribed: Sequence[str], allow_data_loss: bool, recreated: Sequence[str],
+               ) -> tuple[KafkaOffsets, Findings, list[tuple[str, int]]]:
+    """:func:`check_against_cluster`, and the partitions planned at -2 that begin at
+    offset 0 for the job (added since, or a recreated topic's)."""
     out, found = drop_missing(offsets, state, recreated)
     added, more = _add_new_partitions(out, offsets, state, strategy, subscribed)
     found.merge(more)
@@ -227,7 +237,39 @@ def check_against_cluster(offsets: KafkaOffsets, state: TopicState, *,
     found.merge(more)
     found.merge(_beyond_the_log_end(out, state))
     found.merge(_below_the_log_start(out, state, allow_data_loss, from_zero=added + restarted))
-    return out, found
+    return out, found, added + restarted
+
+
+def default_start(batch: Batch, index: int, state: TopicState,
+                  ) -> tuple[KafkaOffsets, KafkaOffsets, Findings]:
+    """Where the default plan (``plan QUERY``: after ``batch``, the query's last, with no
+    option) starts Kafka source ``index`` on the cluster in ``state``: the journaled end
+    offsets, then the plan's checks against the cluster, -2 made concrete (0 for a
+    partition the job would have begun at 0, else the log start: where Spark begins it).
+
+    Returns (journaled end offsets, planned next offsets, the plan's findings for the
+    source): what ``retention`` and ``check`` forecast from, the same steps as
+    :func:`kafka_source_plan`'s, so that they and ``plan`` agree by construction."""
+    src = batch.source(index)
+    journaled, found = journaled_end(batch, src)
+    strategy, items = kafka_strategy(src.description)
+    out, more, from_zero = _reconcile(journaled, state, strategy, items, False, ())
+    found.merge(more)
+    fresh = set(from_zero)
+    for topic, parts in out.items():
+        for part, offset in parts.items():
+            if offset == EARLIEST:
+                parts[part] = 0 if (topic, part) in fresh else state[topic][part][0]
+    return journaled, out, found
+
+
+def journaled_end(anchor: Batch, src: SourceOffsets) -> tuple[KafkaOffsets, Findings]:
+    """A Kafka source's end offsets in ``anchor`` (where a plan after it starts), with
+    the notes on partitions left out and the errors that refuse them (offsets that went
+    backwards, offsets below 0)."""
+    offsets, notes = end_offsets_of(anchor, src.source_index)
+    return offsets, Findings(notes=notes, errors=_went_backwards(src, anchor)
+                             + _below_zero(offsets, anchor))
 
 
 def drop_missing(offsets: KafkaOffsets, state: TopicState,
@@ -433,14 +475,6 @@ def _below_the_log_start(out: KafkaOffsets, state: TopicState, allow_data_loss: 
     ])
 
 
-def data_loss_error(offsets: KafkaOffsets, state: TopicState) -> str | None:
-    """The plan's DATA LOSS error, word for word, for a job that starts at ``offsets``
-    on the logs in ``state`` (None: nothing was deleted unread): what ``retention`` and
-    ``check`` say, so that they and ``plan`` agree."""
-    found = _below_the_log_start({t: dict(p) for t, p in offsets.items()}, state, False)
-    return found.errors[0] if found.errors else None
-
-
 def _planned(topic: str, part: int, offset: int, fresh: set[tuple[str, int]],
              journaled: str) -> str:
     """Where a lost range's planned start came from, for the DATA LOSS message."""
@@ -467,10 +501,9 @@ def kafka_source_plan(inp: PlanInputs, start: Start, src: SourceOffsets) -> Sour
         plan.journaled = src.end_offset
         return plan
     if start.from_batches is None:
-        offsets, notes = end_offsets_of(inp.anchor, index)
+        offsets, found = journaled_end(inp.anchor, src)
         plan.journaled = src.end_offset
-        plan.add(Findings(notes=notes, errors=_went_backwards(src, inp.anchor)
-                          + _below_zero(offsets, inp.anchor)))
+        plan.add(found)
     else:
         offsets, found = start_offsets_from(start.from_batches, start.before, index)
         first_sources = {s.source_index: s for s in start.from_batches[0].sources}

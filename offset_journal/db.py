@@ -8,8 +8,10 @@ prints :func:`redact` of it, so passwords never reach logs or error messages.
 from __future__ import annotations
 
 import os
+import re
 import weakref
 from collections.abc import Callable
+from dataclasses import dataclass
 from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any
@@ -35,6 +37,7 @@ def resolve_url(url: str | None = None) -> str:
         url = "postgresql://" + url[len("postgres://"):]
     if url.startswith("postgresql://"):
         url = "postgresql+psycopg://" + url[len("postgresql://"):]
+    url = _hosts_in_query(url)
     try:
         parsed = sa.engine.make_url(url)
     except (sa.exc.ArgumentError, ValueError):  # ValueError: a port that is not a number
@@ -51,8 +54,73 @@ def resolve_url(url: str | None = None) -> str:
     return url
 
 
+def _hosts_in_query(url: str) -> str:
+    """A multi-host URL in libpq's form (``postgresql://h1:5432,h2:5432/db?...``: the
+    hosts libpq tries in turn, ``target_session_attrs`` picking the one that takes
+    writes) in the form SQLAlchemy reads: the hosts as ``host`` query options
+    (``?host=h1:5432&host=h2:5432``; IPv6 addresses, written in brackets, as the lists
+    ``?host=::1,h2&port=5432,5432``). A host without a port gets libpq's default. Any
+    other URL is returned as it is."""
+    scheme, sep, rest = url.partition("://")
+    cut = min((i for i in (rest.find("/"), rest.find("?")) if i >= 0), default=len(rest))
+    authority, tail = rest[:cut], rest[cut:]
+    userinfo, at, hostlist = authority.rpartition("@")
+    if not sep or "," not in hostlist:
+        return url
+    hosts, ports = [], []
+    for one in hostlist.split(","):
+        if one.startswith("["):  # [IPv6]:port
+            host, _, port = one[1:].partition("]")
+            port = port.removeprefix(":")
+        else:
+            host, _, port = one.partition(":")
+        if not host or (port and not port.isdigit()):
+            raise ConfigError(f"malformed database URL: host {one!r} of {redact(url)}")
+        hosts.append(host)
+        ports.append(port)
+    path, qmark, query = tail.partition("?")
+    if re.search(r"(?:^|&)(?:host|hostaddr|port)=", query):
+        raise ConfigError(f"malformed database URL: hosts both before the path and as "
+                          f"query options: {redact(url)}")
+    if any(":" in host for host in hosts):  # IPv6: host and port lists apart
+        given = [f"host={','.join(hosts)}", f"port={','.join(ports)}" if any(ports) else ""]
+    else:  # as the query-string spelling of the same URL: the same spool directory
+        given = [f"host={host}:{port}" if port else f"host={host}"
+                 for host, port in zip(hosts, ports, strict=True)]
+    options = "&".join(filter(None, (query, *given)))
+    return f"{scheme}://{userinfo}{at}{path or '/'}?{options}"
+
+
+READ_ONLY = "25006"
+"""SQLSTATE read_only_sql_transaction: a standby (or default_transaction_read_only)."""
+
+
+def read_only(exc: BaseException) -> bool:
+    """Whether the database refused a write because it is read-only here: a standby
+    (in recovery), or a server set to default_transaction_read_only."""
+    orig = getattr(exc, "orig", None) or exc
+    return getattr(orig, "sqlstate", None) == READ_ONLY
+
+
+def writable_url(url: str) -> str:
+    """``url`` for a connection that must write (the listener's writer): a multi-host
+    URL that does not say which host to pick gets ``target_session_attrs=read-write``,
+    so that libpq passes over standbys to the primary rather than taking the first
+    host that answers."""
+    resolved = resolve_url(url)
+    parsed = sa.engine.make_url(resolved)
+    hosts = parsed.query.get("host")
+    several = (len(hosts) > 1 if isinstance(hosts, tuple)
+               else hosts is not None and "," in hosts)
+    if not several or "target_session_attrs" in parsed.query:
+        return resolved
+    return parsed.update_query_dict({"target_session_attrs": "read-write"}) \
+        .render_as_string(hide_password=False)
+
+
 def make_engine(url: str | None = None, *, connect_timeout: int = 5,
-                statement_timeout_ms: int | None = None, **kwargs: object) -> sa.Engine:
+                statement_timeout_ms: int | None = None, identify_server: bool = False,
+                **kwargs: object) -> sa.Engine:
     """An engine that fails fast when the database is absent or hangs.
 
     A bounded connect time for a database that is down; TCP keepalives (and, for the
@@ -74,6 +142,11 @@ def make_engine(url: str | None = None, *, connect_timeout: int = 5,
     path sends JSON as UTF-8 bytes, which a connection in the database's own encoding
     (LATIN1, say) or in ``PGCLIENTENCODING`` would store garbled; in UTF-8 the server
     converts each value to its encoding, or refuses one it cannot hold.
+
+    ``identify_server``: every transaction also reads which server it runs on
+    (:data:`SERVER_IDENTITY`, for :func:`server_seen`), or once told which one to
+    expect (:func:`expect_server`) refuses to run on any other, in the same round trip
+    as its settings (the listener's writer: a failover, see writer.py).
     """
     resolved = resolve_url(url)
     connect_args: dict[str, object] = {}
@@ -90,8 +163,10 @@ def make_engine(url: str | None = None, *, connect_timeout: int = 5,
         sa.event.listen(engine, "connect", _read_infinite_times)
         sa.event.listen(engine, "connect", _no_prepared_statements)
     settings = transaction_statements(statement_timeout_ms)
-    sa.event.listen(engine, "begin", _settings_hook(settings))
     _TRANSACTION_SETTINGS[engine] = settings
+    if identify_server:
+        expect_server(engine, None)
+    sa.event.listen(engine, "begin", _settings_hook(engine))
     return engine
 
 
@@ -107,6 +182,96 @@ _TRANSACTION_SETTINGS: weakref.WeakKeyDictionary[sa.Engine, tuple[str, ...]] = (
     weakref.WeakKeyDictionary())
 
 
+_IDENTITY = ("pg_catalog.pg_postmaster_start_time()::text || '/' || CASE WHEN "
+             "pg_catalog.pg_is_in_recovery() THEN 'recovery' ELSE pg_catalog.left("
+             "pg_catalog.pg_walfile_name(pg_catalog.pg_current_wal_lsn()), 8) END")
+SERVER_IDENTITY = f"SELECT {_IDENTITY}"
+"""Which server a transaction runs on, as one text: when its postmaster started, and
+its timeline (from the name of the WAL file it writes), or ``recovery`` on a standby.
+A standby promoted to primary writes on a new timeline from the moment it is promoted
+(``pg_control_checkpoint()`` says the old one until its next checkpoint); a different
+server (another system identifier) or a restarted one has another start time. Every
+function here is PUBLIC's to execute by default and reads shared memory
+(``pg_control_system()``, which gives the system identifier, reads a file)."""
+_GUARD = "offset-journal: another server: "
+
+
+def _server_guard(expected: ServerIdentity) -> str:
+    """A statement that fails (SQLSTATE 22P02, the server's identity in its message,
+    :func:`server_changed`) unless the transaction runs on ``expected``: sent before
+    the write in the same round trip, it keeps a transaction from writing anything on
+    a server other than the one the writer knows."""
+    literal = "'" + expected.key.replace("'", "''") + "'"
+    return (f"SELECT CASE WHEN {_IDENTITY} = {literal} THEN 0 "
+            f"ELSE pg_catalog.int4('{_GUARD}' || {_IDENTITY}) END")
+
+
+@dataclass(frozen=True)
+class ServerIdentity:
+    """A server, as :data:`SERVER_IDENTITY` reads it (``key``)."""
+
+    key: str
+
+    @property
+    def in_recovery(self) -> bool:
+        return self.key.endswith("/recovery")
+
+    def describe(self) -> str:
+        started, _, timeline = self.key.rpartition("/")
+        if self.in_recovery:
+            return f"a standby (in recovery) started {started}"
+        tli = int(timeline, 16) if timeline.isalnum() else timeline
+        return f"the server started {started}, on timeline {tli}"
+
+
+def server_changed(exc: BaseException) -> ServerIdentity | None:
+    """The server a transaction found instead of the one its engine expects
+    (:func:`expect_server`), when ``exc`` is that refusal; else None."""
+    found = re.search(re.escape(_GUARD) + r'([^"]+)"', str(exc))
+    return ServerIdentity(found.group(1)) if found is not None else None
+
+
+_EXPECTED: weakref.WeakKeyDictionary[sa.Engine, ServerIdentity | None] = (
+    weakref.WeakKeyDictionary())
+_SEEN: weakref.WeakKeyDictionary[Any, ServerIdentity] = weakref.WeakKeyDictionary()
+
+
+def expect_server(engine: sa.Engine, server: ServerIdentity | None) -> None:
+    """From now on, every transaction of ``engine`` (made with ``identify_server``)
+    refuses to run on any server but ``server`` (None: each reads which server it runs
+    on instead, for :func:`server_seen`)."""
+    _EXPECTED[engine] = server
+
+
+def _server_statement(engine: sa.Engine) -> str | None:
+    if engine not in _EXPECTED:
+        return None
+    expected = _EXPECTED[engine]
+    return SERVER_IDENTITY if expected is None else _server_guard(expected)
+
+
+def _note_server(driver: Any, value: Any) -> None:
+    if isinstance(value, bytes):  # the simple protocol's text
+        value = value.decode()
+    if isinstance(value, str):
+        _SEEN[driver] = ServerIdentity(value)
+
+
+def note_server(conn: sa.Connection, row: Any) -> None:
+    """For a caller that ran the engine's settings itself (journal/driver.py): keep the
+    row :data:`SERVER_IDENTITY` returned on ``conn``."""
+    if row is not None:
+        _note_server(conn.connection.driver_connection, row[0])
+
+
+def server_seen(conn: sa.Connection) -> ServerIdentity | None:
+    """The server ``conn``'s last transaction read it ran on (an engine that expects
+    none), once; None on a connection cut since (it is not connected anew here)."""
+    if conn.closed or conn.invalidated:
+        return None
+    return _SEEN.pop(conn.connection.driver_connection, None)
+
+
 def transaction_statements(statement_timeout_ms: int | None = None) -> tuple[str, ...]:
     """The ``SET LOCAL`` statements that open each transaction: the search path, and the
     statement timeout when there is one. Per transaction, not per session: behind a
@@ -119,10 +284,13 @@ def transaction_statements(statement_timeout_ms: int | None = None) -> tuple[str
 
 
 def transaction_settings(engine: sa.Engine) -> tuple[str, ...]:
-    """What ``engine`` sets at the start of each transaction (:func:`transaction_statements`;
-    none for an engine the project did not make), for a caller that opens a transaction
-    without SQLAlchemy's begin (journal/driver.py)."""
-    return _TRANSACTION_SETTINGS.get(engine, ())
+    """What ``engine`` sends at the start of each transaction (:func:`transaction_statements`,
+    and for the writer's engine the server's identity or guard; none for an engine the
+    project did not make), for a caller that opens a transaction without SQLAlchemy's
+    begin (journal/driver.py)."""
+    settings = _TRANSACTION_SETTINGS.get(engine, ())
+    server = _server_statement(engine)
+    return settings if server is None else (*settings, server)
 
 
 def _initialize_in_safe_path(dbapi_connection: Any, _record: Any) -> None:
@@ -140,26 +308,31 @@ def _no_prepared_statements(dbapi_connection: Any, _record: Any) -> None:
     dbapi_connection.prepare_threshold = None
 
 
-def _settings_hook(settings: tuple[str, ...]) -> Callable[[sa.Connection], None]:
-    """A ``begin`` hook that opens every transaction with ``settings`` (the search path,
-    the statement timeout), so that they hold on whichever server connection a pooler
-    picks. A connection in autocommit has no transaction to scope them to: it gets the
-    search path for its session."""
-    statement = "; ".join(settings)
-    begin_and_set = f"BEGIN; {statement}".encode()
+def _settings_hook(engine: sa.Engine) -> Callable[[sa.Connection], None]:
+    """A ``begin`` hook that opens every transaction with ``engine``'s settings (the
+    search path, the statement timeout, the server's identity or guard:
+    :func:`transaction_settings`), so that they hold on whichever server connection a
+    pooler picks. A connection in autocommit has no transaction to scope them to: it
+    gets the search path for its session."""
+    engine_ref = weakref.ref(engine)
 
     def begin(conn: sa.Connection) -> None:
+        made = engine_ref()
+        settings = transaction_settings(made) if made is not None else ()
         driver = conn.connection.driver_connection
         if isinstance(driver, psycopg.Connection):
             if driver.autocommit:
                 conn.exec_driver_sql(f"SET search_path = {SEARCH_PATH}")
                 return
-            if _begin_with(driver, begin_and_set):
+            if _begin_with(driver, f"BEGIN; {'; '.join(settings)}".encode()):
                 return
         # Through SQLAlchemy, so that an error reads as any other: a stale connection
         # raises its invalidating error, which the writer retries at once.
         for one in settings:
-            conn.exec_driver_sql(one)
+            result = conn.exec_driver_sql(one)
+            if one is SERVER_IDENTITY:
+                row = result.first()
+                _note_server(driver, row[0] if row is not None else None)
 
     return begin
 
@@ -185,6 +358,11 @@ def _begin_with(driver: psycopg.Connection[Any], command: bytes) -> bool:
     with driver.lock:
         result = pgconn.exec_(command)
         if result.status == pq.ExecStatus.COMMAND_OK:
+            return True
+        if result.status == pq.ExecStatus.TUPLES_OK:  # ends with the server's identity
+            value = result.get_value(0, 0)
+            if value is not None and result.nfields == 1 and not value.isdigit():
+                _note_server(driver, value)  # (the guard returns 0)
             return True
         if pgconn.transaction_status == pq.TransactionStatus.INERROR:
             pgconn.exec_(b"ROLLBACK")

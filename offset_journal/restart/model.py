@@ -339,6 +339,7 @@ class RestartPlan:
             "window_seconds": self.window.total_seconds() if self.window else None,
             "checkpoint": self.checkpoint, "output_path": self.output_path,
             "kafka_checked": self.kafka_checked, "plan_id": self.plan_id,
+            "record_problem": self.record_problem,
             "from_time": format_time(self.from_time),
             "reprocessed_batches": [r.to_dict() for r in self.reread],
             "kafka_cluster_id": self.kafka_cluster_id,
@@ -375,4 +376,6 @@ class RestartPlan:
             out += [fill(w, "  * ") for w in self.warnings]
         if self.plan_id is not None:
             out += ["", f"Recorded in the journal as plan {self.plan_id} (restart_plans)."]
+        elif self.record_problem is not None:
+            out += ["", fill(f"Not recorded: {self.record_problem}")]
         return "\n".join(out).rstrip() + "\n"

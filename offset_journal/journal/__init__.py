@@ -46,7 +46,7 @@ from ..journal_rows import (
 from .aggregates import ReportRows
 from .queries import Queries
 from .retention import prune
-from .write import Writes, record_all
+from .write import Writes, record_all, record_each
 
 
 class Journal(Writes, Queries):
@@ -66,4 +66,4 @@ class Journal(Writes, Queries):
 __all__: Sequence[str] = ["FLAGGED_PROBLEMS", "HISTORY_PAGE", "RECENT_RUNS", "Batch",
                           "FlaggedProblem", "Journal", "JournalError", "PruneResult",
                           "RecordedPlan", "ReportRows", "Run", "RunBounds", "SourceOffsets",
-                          "SpoolLoss", "record_all"]
+                          "SpoolLoss", "record_all", "record_each"]

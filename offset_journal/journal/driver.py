@@ -20,7 +20,7 @@ import sqlalchemy as sa
 from psycopg import pq
 from psycopg.types.json import Jsonb
 
-from ..db import plain_and_idle, transaction_settings
+from ..db import SERVER_IDENTITY, note_server, plain_and_idle, transaction_settings
 
 Row = tuple[Any, ...]
 
@@ -88,7 +88,9 @@ def run_alone(conn: sa.Connection, statement: str, params: Mapping[str, Any]) ->
         driver.autocommit = True  # no BEGIN of psycopg's: the query is the transaction
         with psycopg.ClientCursor(driver) as cur:
             cur.execute("; ".join((*settings, statement)), params)
-            for _ in settings:
+            for one in settings:
+                if one is SERVER_IDENTITY:
+                    note_server(conn, cur.fetchone())
                 cur.nextset()
             return cur.fetchone()
     except psycopg.Error as exc:

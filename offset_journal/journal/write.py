@@ -403,14 +403,23 @@ def record_cluster(journal: Writes, run: RunRecord, conn: sa.Connection) -> None
 def record_all(journal: Writes, records: Iterable[RunRecord | BatchRecord],
                conn: sa.Connection) -> int:
     """Record runs and batches in one transaction; returns how many batches were new."""
-    new = 0
+    return sum(record_each(journal, records, conn))
+
+
+def record_each(journal: Writes, records: Iterable[RunRecord | BatchRecord],
+                conn: sa.Connection) -> list[bool]:
+    """Record runs and batches in one transaction; for each, whether it was a batch
+    new to the journal."""
+    new = []
     for rec in records:
         if isinstance(rec, RunRecord) and rec.kafka_cluster_id is not None:
             record_cluster(journal, rec, conn)
         elif isinstance(rec, RunRecord):
             journal.record_run(rec, conn)
-        elif journal.record_batch(rec, conn):
-            new += 1
+        else:
+            new.append(journal.record_batch(rec, conn))
+            continue
+        new.append(False)
     return new
 
 

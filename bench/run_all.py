@@ -29,6 +29,8 @@ QUICK = {
     "replay": ("replay", ["--events", "100", "--rounds", "3"]),
     "capacity": ("capacity", ["--jobs", "2", "--batches", "300"]),
     "fleet": ("fleet", ["--drivers", "1,8", "--rounds", "1", "--paced", "5", "--burst", "5"]),
+    "db_failover": ("db_failover", ["--rounds", "1", "--reps", "40", "--seconds", "20",
+                                    "--window", "8"]),
 }
 
 FULL = {
@@ -46,6 +48,7 @@ FULL = {
     "replay": ("replay", ["--events", "300", "--rounds", "8"]),
     "capacity": ("capacity", ["--jobs", "3", "--batches", "1000"]),
     "fleet": ("fleet", ["--drivers", "1,8,32", "--rounds", "2", "--paced", "8", "--burst", "6"]),
+    "db_failover": ("db_failover", []),
 }
 
 

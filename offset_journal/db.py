@@ -102,6 +102,17 @@ def read_only(exc: BaseException) -> bool:
     return getattr(orig, "sqlstate", None) == READ_ONLY
 
 
+def host_count(url: str) -> int:
+    """How many hosts ``url`` names (libpq tries them in turn)."""
+    try:
+        hosts = sa.engine.make_url(resolve_url(url)).query.get("host")
+    except ConfigError:
+        return 1
+    if isinstance(hosts, tuple):
+        return len(hosts)
+    return len(hosts.split(",")) if hosts else 1
+
+
 def writable_url(url: str) -> str:
     """``url`` for a connection that must write (the listener's writer): a multi-host
     URL that does not say which host to pick gets ``target_session_attrs=read-write``,
@@ -109,10 +120,7 @@ def writable_url(url: str) -> str:
     host that answers."""
     resolved = resolve_url(url)
     parsed = sa.engine.make_url(resolved)
-    hosts = parsed.query.get("host")
-    several = (len(hosts) > 1 if isinstance(hosts, tuple)
-               else hosts is not None and "," in hosts)
-    if not several or "target_session_attrs" in parsed.query:
+    if host_count(resolved) < 2 or "target_session_attrs" in parsed.query:
         return resolved
     return parsed.update_query_dict({"target_session_attrs": "read-write"}) \
         .render_as_string(hide_password=False)

@@ -23,8 +23,8 @@ from datetime import datetime, timezone
 from typing import Any
 
 from .db import redact, resolve_url
-from .records import ASYNC_EXECUTION, CLUSTER, PROGRESS, STARTED, TERMINATED
 from .recent import DEFAULT_SECONDS
+from .records import ASYNC_EXECUTION, CLUSTER, PROGRESS, STARTED, TERMINATED
 from .spool import Spool, default_spool_dir
 from .writer import Writer, WriterConfig, WriterStats
 

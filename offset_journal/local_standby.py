@@ -18,6 +18,7 @@ import shutil
 import signal
 import socket
 import subprocess
+import sys
 import tempfile
 import time
 from dataclasses import dataclass, field
@@ -254,3 +255,72 @@ def multi_host_url(servers: list[LocalPostgres], database: str, user: str,
     hosts = ",".join(f"127.0.0.1:{s.port}" for s in servers)
     query = "&".join(f"{k}={v}" for k, v in options.items())
     return f"postgresql://{user}@{hosts}/{database}" + (f"?{query}" if query else "")
+
+
+def journal_template(base: Path, writer: str = "oj_writer", database: str = "journal") -> Path:
+    """A stopped primary's data directory under ``base`` with database ``database``,
+    the journal migrated to head in it, and ``writer`` granted the writer's privileges
+    (``db grant --writer``): what :class:`ServerSet` copies for each primary."""
+    from .db import upgrade
+    from .roles import grant, quote_ident
+
+    setup = start_primary(init_cluster(base), base / "setup")
+    try:
+        setup.sql(f"CREATE ROLE {quote_ident(writer)} LOGIN")
+        setup.sql(f"CREATE DATABASE {quote_ident(database)}")
+        upgrade(setup.url(database))
+        grant(setup.url(database), writer)
+    finally:
+        setup.stop("fast")
+    return setup.datadir
+
+
+class ServerSet:
+    """Primaries (copies of a template) and their standbys, with the delaying proxies
+    between them; :meth:`close` stops them all and removes their data."""
+
+    def __init__(self, template: Path) -> None:
+        self.template = template
+        self.dir = Path(tempfile.mkdtemp(prefix="set-", dir=template.parent))
+        _own(self.dir)
+        self.servers: list[LocalPostgres] = []
+        self.proxies: list[subprocess.Popen[bytes]] = []
+
+    def primary(self, name: str = "primary", **settings: str) -> LocalPostgres:
+        server = start_primary(self.template, self.dir / name, settings=settings)
+        self.servers.append(server)
+        return server
+
+    def standby(self, primary: LocalPostgres, name: str = "standby", *,
+                held_ms: float = 0) -> LocalPostgres:
+        """A standby of ``primary``; with ``held_ms``, it streams through a proxy that
+        holds every chunk that long (offset_journal.delay_proxy), lost with the
+        primary (:meth:`lose`): so it lags, and loses what the proxy held."""
+        upstream = None
+        if held_ms:
+            upstream = free_port()
+            proxy = subprocess.Popen(
+                [sys.executable, "-m", "offset_journal.delay_proxy", "--listen",
+                 str(upstream), "--target", f"127.0.0.1:{primary.port}", "--rtt-ms",
+                 str(2 * held_ms)], stdout=subprocess.PIPE, stderr=subprocess.DEVNULL)
+            assert proxy.stdout is not None
+            if not proxy.stdout.readline().startswith(b"listening"):
+                raise ConfigError("the delay proxy did not start")
+            self.proxies.append(proxy)
+        server = start_standby(primary, name, upstream_port=upstream)
+        self.servers.append(server)
+        return server
+
+    def lose(self, primary: LocalPostgres) -> None:
+        """The primary's machine is gone: its processes, and what the proxies held."""
+        for proxy in self.proxies:
+            proxy.kill()
+        primary.kill()
+
+    def close(self) -> None:
+        for proxy in self.proxies:
+            proxy.kill()
+            proxy.wait()
+        for server in self.servers:
+            server.stop()
+        shutil.rmtree(self.dir, ignore_errors=True)

@@ -33,6 +33,7 @@ import sqlalchemy as sa
 from .db import (
     ServerIdentity,
     expect_server,
+    host_count,
     make_engine,
     read_only,
     redact,
@@ -122,6 +123,9 @@ _POOLER_HINT = ("a transaction pooler (PgBouncer) does not keep server-side prep
 _MISCONFIGURED_STATES.update({"26000": _POOLER_HINT, "42P05": _POOLER_HINT})
 _POOLER_STARTUP = "unsupported startup parameter"
 _LAYOUT_KEY = "batch_sources_kafka_layout_fkey"
+FAILOVER_RETRY_MAX = 1.0
+"""The longest wait between two tries through a multi-host URL while no host takes
+writes: a standby promoted in the meantime is found within it."""
 REJOURNAL = "rejournal"
 """The key that marks an event taken back from the failover window, to be journaled
 again on a new server (counted apart: it was counted when first journaled)."""
@@ -228,6 +232,8 @@ class Writer:
         self._pending = 0
         self._cond = threading.Condition()
         self._down_until = 0.0
+        self._quiet_until = 0.0  # repeated outage warnings are held until then
+        self._hosts = host_count(config.database_url)
         self._backoff = config.retry_initial
         self._stop = threading.Event()
         self._thread = threading.Thread(target=self._run, name="offset-journal-writer",
@@ -623,7 +629,7 @@ class Writer:
         if self._backoff != self.config.retry_initial:
             log.warning("offset-journal: journal database is back")
         self._backoff = self.config.retry_initial
-        self._down_until = 0.0
+        self._down_until = self._quiet_until = 0.0
         return True
 
     def _drop_connection(self) -> None:
@@ -645,15 +651,24 @@ class Writer:
             return
         if read_only(exc) or other is not None:  # a standby: find the
             self._drop_connection()  # primary on the next try
-        if classify_error(exc) is Fault.MISCONFIGURED:
+        fault = classify_error(exc)
+        now = time.monotonic()
+        if fault is Fault.MISCONFIGURED:
             log.error("offset-journal: cannot write to %s: %s (%s). The events are not "
                       "bad: they wait (in the spool) and are retried in %.1fs.", url,
                       fault_hint(exc), redact(first_line(exc)), self._backoff)
-        else:
+        elif now >= self._quiet_until:
             log.warning("offset-journal: cannot write to %s (%s); retry in %.1fs", url,
                         redact(first_line(exc)), self._backoff)
-        self._down_until = time.monotonic() + self._backoff
-        self._backoff = min(self._backoff * 2, self.config.retry_max)
+        self._down_until = now + self._backoff
+        ceiling = self.config.retry_max
+        if fault is Fault.OUTAGE and self._hosts > 1:
+            # A primary and its standbys: one of them is promoted any time now, and
+            # trying every host costs little; said once per retry_max meanwhile.
+            ceiling = min(ceiling, FAILOVER_RETRY_MAX)
+            if self._backoff >= ceiling and now >= self._quiet_until:
+                self._quiet_until = now + self.config.retry_max
+        self._backoff = min(self._backoff * 2, ceiling)
 
     def _replay(self) -> bool:
         self._record_spool_losses()

@@ -20,10 +20,7 @@ is given a libpq multi-host URL over both.
 from __future__ import annotations
 
 import shutil
-import subprocess
-import sys
 import time
-import uuid
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -31,27 +28,22 @@ from typing import Any
 import pytest
 
 from offset_journal import Journal
-from offset_journal.audit import audit_query
+from offset_journal.audit import audit_query, format_table
 from offset_journal.cli import main as cli_main
-from offset_journal.db import upgrade
 from offset_journal.local_standby import (
     LocalPostgres,
-    free_port,
-    init_cluster,
+    ServerSet,
+    journal_template,
     make_synchronous,
     multi_host_url,
-    start_primary,
-    start_standby,
     workdir,
 )
 from offset_journal.records import PROGRESS, STARTED, batch_from_progress
-from offset_journal.roles import grant
 from offset_journal.writer import Writer, WriterConfig, WriterStats
 from tests.payloads import kafka_source, progress, sql_rows
 
 pytestmark = pytest.mark.slow
 
-ROOT = Path(__file__).resolve().parent.parent
 DB = "journal"
 WRITER = "oj_writer"
 QUERY = "orders"
@@ -67,68 +59,14 @@ def template() -> Iterator[Path]:
     (db grant --writer): each test's servers are copies of it."""
     base = workdir()
     try:
-        setup = start_primary(init_cluster(base), base / "setup")
-        setup.sql(f"CREATE ROLE {WRITER} LOGIN")
-        setup.sql(f"CREATE DATABASE {DB}")
-        upgrade(setup.url(DB))
-        grant(setup.url(DB), WRITER)
-        setup.stop("fast")
-        yield setup.datadir
+        yield journal_template(base, WRITER, DB)
     finally:
         shutil.rmtree(base, ignore_errors=True)
 
 
-class Servers:
-    """This test's servers, and the proxies in front of them; all stopped at its end."""
-
-    def __init__(self, template: Path) -> None:
-        self.template = template
-        self.dir = template.parent / f"t-{uuid.uuid4().hex[:8]}"
-        self.dir.mkdir()
-        shutil.chown(self.dir, *(2 * [template.owner()]))
-        self.servers: list[LocalPostgres] = []
-        self.proxies: list[subprocess.Popen[bytes]] = []
-
-    def primary(self, **settings: str) -> LocalPostgres:
-        server = start_primary(self.template, self.dir / "primary", settings=settings)
-        self.servers.append(server)
-        return server
-
-    def standby(self, primary: LocalPostgres, name: str = "standby", *,
-                held_ms: float = 0) -> LocalPostgres:
-        """A standby of ``primary``; with ``held_ms``, it streams through a proxy that
-        holds each chunk that long (bench/delay_proxy.py), killed with the primary."""
-        upstream = None
-        if held_ms:
-            upstream = free_port()
-            proxy = subprocess.Popen(
-                [sys.executable, str(ROOT / "bench" / "delay_proxy.py"), "--listen",
-                 str(upstream), "--target", f"127.0.0.1:{primary.port}", "--rtt-ms",
-                 str(2 * held_ms)], stdout=subprocess.PIPE, stderr=subprocess.DEVNULL)
-            assert proxy.stdout is not None and b"listening" in proxy.stdout.readline()
-            self.proxies.append(proxy)
-        server = start_standby(primary, name, upstream_port=upstream)
-        self.servers.append(server)
-        return server
-
-    def lose(self, primary: LocalPostgres) -> None:
-        """The primary's machine is gone: its processes, and what the proxy held."""
-        for proxy in self.proxies:
-            proxy.kill()
-        primary.kill()
-
-    def close(self) -> None:
-        for proxy in self.proxies:
-            proxy.kill()
-            proxy.wait()
-        for server in self.servers:
-            server.stop()
-        shutil.rmtree(self.dir, ignore_errors=True)
-
-
 @pytest.fixture
-def servers(template: Path) -> Iterator[Servers]:
-    made = Servers(template)
+def servers(template: Path) -> Iterator[ServerSet]:
+    made = ServerSet(template)
     try:
         yield made
     finally:
@@ -138,41 +76,42 @@ def servers(template: Path) -> Iterator[Servers]:
 # --------------------------------------------------------------------------- events
 
 
-def _batch(i: int, *, partitions: int = 1, run_id: str = RUN) -> dict[str, Any]:
+def _batch(i: int, *, partitions: int = 1, run_id: str = RUN,
+           name: str = QUERY) -> dict[str, Any]:
     """Batch ``i`` of the run: ``partitions`` partitions of topic t, each advancing 10."""
     parts = range(partitions)
     return {"type": PROGRESS, "json": progress(
-        i, run_id=run_id, query_id="q-" + run_id[:8], name=QUERY,
+        i, run_id=run_id, query_id="q-" + run_id[:8], name=name,
         timestamp=f"2026-01-01T00:{i // 60:02d}:{i % 60:02d}.000Z",
         sources=[kafka_source("t", {"t": {str(p): 10 * i for p in parts}},
                               {"t": {str(p): 10 * (i + 1) for p in parts}})])}
 
 
-def _started(run_id: str = RUN) -> dict[str, Any]:
-    return {"type": STARTED, "query_id": "q-" + run_id[:8], "run_id": run_id, "name": QUERY,
+def _started(run_id: str = RUN, name: str = QUERY) -> dict[str, Any]:
+    return {"type": STARTED, "query_id": "q-" + run_id[:8], "run_id": run_id, "name": name,
             "timestamp": "2026-01-01T00:00:00.000Z"}
 
 
 def _writer(url: str, tmp_path: Path, **config: Any) -> Writer:
-    writer = Writer(WriterConfig(url, str(tmp_path / "spool"), retry_initial=0.05,
-                                 retry_max=0.5, connect_timeout=2, **config))
+    config = {"retry_initial": 0.05, "retry_max": 0.5, **config}
+    writer = Writer(WriterConfig(url, str(tmp_path / "spool"), connect_timeout=2, **config))
     writer.start()
     return writer
 
 
-def _batch_ids(server: LocalPostgres) -> list[int]:
+def _batch_ids(server: LocalPostgres, name: str = QUERY) -> list[int]:
     return [r[0] for r in sql_rows(server.url(DB), "SELECT batch_id FROM offset_journal.batches "
-                                                   "ORDER BY batch_id")]
+                                                   "WHERE query_name = :q ORDER BY batch_id",
+                                   q=name)]
 
 
-def _check_whole(server: LocalPostgres, batches: int) -> None:
+def _check_whole(server: LocalPostgres, batches: int, name: str = QUERY) -> None:
     """Every batch of the run once, no flag, nothing rejected, the audit clean."""
-    assert _batch_ids(server) == list(range(batches))
+    assert _batch_ids(server, name) == list(range(batches))
     with Journal(server.url(DB)) as journal:
-        assert journal.flagged_problems(QUERY) == []
+        assert journal.flagged_problems(name) == []
         assert journal.rejected_rows() == []
-        report = audit_query(journal, QUERY)
-        from offset_journal.audit import format_table
+        report = audit_query(journal, name)
         assert report.exit_code == 0, format_table(report)
 
 
@@ -244,26 +183,33 @@ def test_two_standbys_and_no_primary_keep_everything_in_the_spool(servers, tmp_p
     for standby in (one, two):
         standby.wait_replayed(primary.wal_lsn())
     servers.lose(primary)
-    # a multi-host URL (the writer asks for the read-write one), and a URL naming one
-    # standby alone (it refuses the write: read-only, SQLSTATE 25006)
-    both = _writer(multi_host_url([one, two], DB, WRITER), tmp_path / "both")
+    # a multi-host URL (the writer asks for the read-write host), with the listener's
+    # retries; and a URL naming one standby alone (it refuses the write: read-only)
+    started = time.monotonic()
+    both = _writer(multi_host_url([one, two], DB, WRITER), tmp_path / "both",
+                   retry_initial=0.5, retry_max=30.0)
     alone = _writer(two.url(DB, WRITER), tmp_path / "alone")
-    events = [_started(), *(_batch(i) for i in range(10))]
-    for writer in (both, alone):
+    for writer, name, run in ((both, QUERY, RUN), (alone, "alone", RUN[::-1])):
+        events = [_started(run, name), *(_batch(i, run_id=run, name=name) for i in range(10))]
         for ev in events:
             writer.submit(ev)
         assert writer.flush(1.5) is False
         assert writer.flush(10, to_database=False)
-    for writer in (both, alone):
         stats = writer.stats()
         assert (stats.journaled, stats.rejected, stats.lost) == (0, 0, 0)
         assert stats.spooled == len(events)
+    while time.monotonic() - started < 5:  # long enough for a backoff to reach 4 s
+        time.sleep(0.1)
     two.promote()
+    # found within a second of its promotion, by the writer on its own (no flush)
+    deadline = time.monotonic() + 2.5
+    while len(_batch_ids(two)) < 10:
+        assert time.monotonic() < deadline, "the promoted standby was not found in time"
+        time.sleep(0.05)
     for writer in (both, alone):
-        assert writer.flush(60)
-        assert writer.close(10)
+        assert writer.close(60)
     _check_whole(two, 10)
-    assert both.stats().journaled + alone.stats().journaled == 10
+    _check_whole(two, 10, "alone")
 
 
 # --------------------------------------------------------------------------- the commands

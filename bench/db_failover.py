@@ -15,10 +15,11 @@ Three parts, in one run:
    loopback speed, held ``--held-ms`` behind by offset_journal.delay_proxy, and
    synchronous replication.
 2. **Write cost.** ``Journal.write_batch`` as the writer journals it, on the embedded
-   Postgres (fsync on), at 1 and 100 partitions: today's (no window) against the
-   window's (the guard statement in the same round trip, the event appended to the
-   window's segment, the window checked), alternating which goes first, ``--reps``
-   reps after ``--warmup``.
+   Postgres (fsync on), at 1 and 100 partitions, in one database: today's (no window)
+   against the window's (the guard in the write's own statement, the event appended
+   to the window, the window checked), two writers of each kind taking turns in an
+   order that rotates each rep, ``--reps`` reps after ``--warmup``; the two of a kind
+   against each other show the noise.
 3. **Memory and disk.** A Writer with the default window (``--window`` seconds) fed
    ``--rate`` batches a second for ``--seconds`` seconds, at 1 and 100 partitions:
    the window's segments on disk (sampled each second) and the Python memory its code
@@ -155,8 +156,9 @@ def _sql(url: str, statement: str, **params: Any) -> list[Any]:
 
     engine = sa.create_engine(resolve_url(url), poolclass=sa.pool.NullPool)
     try:
-        with engine.connect() as conn:
-            return list(conn.execute(sa.text(statement), params))
+        with engine.begin() as conn:
+            result = conn.execute(sa.text(statement), params)
+            return list(result) if result.returns_rows else []
     finally:
         engine.dispose()
 
@@ -194,57 +196,126 @@ def failover(make: Callable[[], Any], args: argparse.Namespace) -> None:
 
 
 def write_cost(args: argparse.Namespace) -> list[list[Any]]:
-    from offset_journal.db import ServerIdentity, expect_server
+    """Per way in (straight to Postgres, through PgBouncer in transaction mode) and size,
+    in one database: two writers' journals as today (no window) and two with the window,
+    their writes taking turns (the order rotating each rep); the second of each kind
+    shows how far two identical writers differ here (noise)."""
+    from offset_journal.db_server import expect_server, server_seen
+    from offset_journal.local_pgbouncer import start_pgbouncer
+
+    rows = []
+    with postgres(args.admin_url) as server:
+        url = journal_database(server)
+        if args.commit == "off":  # no flush to wait for: the write's own work only
+            database = url.rpartition("/")[2].partition("?")[0]
+            _sql(server.admin_url, f"ALTER DATABASE {database} SET synchronous_commit = off")
+        bouncer = start_pgbouncer(server.admin_url, pool_size=4)
+        try:
+            for via, via_url in (("direct", url), ("PgBouncer", bouncer.url_for(url))):
+                folder = tempfile.mkdtemp(prefix="oj-bench-window-")
+                try:
+                    rows += _cost_rows(args, via, via_url, Path(folder), expect_server,
+                                       server_seen)
+                finally:
+                    shutil.rmtree(folder, ignore_errors=True)
+        finally:
+            bouncer.stop()
+    return rows
+
+
+KINDS = ("today", "window", "today again", "window again")
+
+
+def _cost_rows(args: argparse.Namespace, via: str, url: str, folder: Path,
+               expect_server: Any, server_seen: Any) -> list[list[Any]]:
     from offset_journal.recent import RecentWindow
     from offset_journal.records import batch_from_progress
     from offset_journal.writer import WriterConfig, writer_journal
 
-    rows = []
-    with postgres(args.admin_url) as server:
-        for size in (1, 100):
-            journals: dict[str, Any] = {}
-            for variant, window_s in (("today", 0.0), ("window", 60.0)):
-                url = journal_database(server)
-                journal = writer_journal(WriterConfig(url, "unused",
-                                                      failover_window=window_s))
-                conn = journal.engine.connect()
-                journals[variant] = (journal, conn)
-            journal, conn = journals["window"]
-            with conn.begin():  # which server: what the writer's first probe reads
-                pass
-            from offset_journal.db import server_seen
-
+    journals: dict[str, Any] = {}
+    for kind in KINDS:
+        window_s = 0.0 if kind.startswith("today") else 60.0
+        journal = writer_journal(WriterConfig(url, "unused", failover_window=window_s))
+        conn = journal.engine.connect()
+        window = None
+        if window_s:  # as the writer: the server its connection found, expected
             seen = server_seen(conn)
-            assert isinstance(seen, ServerIdentity)
+            assert seen is not None
             expect_server(journal.engine, seen)
-            folder = tempfile.mkdtemp(prefix="oj-bench-window-")
-            window = RecentWindow(folder, 60.0)
-            times: dict[str, list[float]] = {"today": [], "window": []}
-            for rep in range(args.warmup + args.reps):
-                order = ("today", "window") if rep % 2 else ("window", "today")
-                for variant in order:
-                    event = _event(rep, size, f"cost-{variant}-{size}")
-                    rec = batch_from_progress(event["json"])
-                    journal, conn = journals[variant]
-                    t0 = time.perf_counter()
-                    assert journal.write_batch(rec, conn)
-                    if variant == "window":
-                        window.append([event], seen.key)
-                        window.check(seen.key, lambda _: None)
-                    if rep >= args.warmup:
-                        times[variant].append(time.perf_counter() - t0)
-            window.close()
-            shutil.rmtree(folder, ignore_errors=True)
-            for journal, conn in journals.values():
-                conn.close()
-                journal.close()
-            ratios = [w / t for w, t in zip(times["window"], times["today"], strict=True)]
-            rows.append([size, _ms(times["today"]), _ms(times["window"]),
-                         f"{median(times['window']) / median(times['today']):.3f}",
-                         f"{quantile(ratios, .5):.3f} ({quantile(ratios, .25):.2f}-"
-                         f"{quantile(ratios, .75):.2f})"])
-            print(f"write cost: {size} partitions done", file=sys.stderr, flush=True)
+            window = (RecentWindow(folder / kind.replace(" ", "-"), window_s), seen.key)
+        journals[kind] = (journal, conn, window)
+    rows = []
+    for size in (1, 100):
+        times: dict[str, list[float]] = {k: [] for k in KINDS}
+        cpu: dict[str, list[float]] = {k: [] for k in KINDS}
+        for rep in range(args.warmup + args.reps):
+            for kind in KINDS[rep % 4:] + KINDS[:rep % 4]:
+                event = _event(rep, size, f"cost-{via}-{kind}-{size}".replace(" ", "-"))
+                rec = batch_from_progress(event["json"])
+                journal, conn, window = journals[kind]
+                backend = _backend_cpu_ns(conn)
+                c0 = time.thread_time_ns()
+                t0 = time.perf_counter()
+                assert journal.write_batch(rec, conn)
+                if window is not None:  # what the writer does once it committed
+                    window[0].append([event], window[1])
+                    window[0].check(window[1], lambda _: None)
+                t1 = time.perf_counter()
+                c1 = time.thread_time_ns()
+                if rep >= args.warmup:
+                    times[kind].append(t1 - t0)
+                    cpu[kind].append((c1 - c0 + _backend_cpu_ns(conn) - backend) / 1e9)
+        rows.append([via, size, _ms(times["today"]), _ms(times["window"]),
+                     _ratio(times["window"], times["today"]),
+                     _ratio(times["window again"], times["today again"]),
+                     _ratio(times["today again"], times["today"]),
+                     _ms(cpu["today"]), _ms(cpu["window"]),
+                     _ratio(cpu["window"], cpu["today"]),
+                     _ratio(cpu["window again"], cpu["today again"]),
+                     _ratio(cpu["today again"], cpu["today"])])
+        print(f"write cost: {via}, {size} partitions done", file=sys.stderr, flush=True)
+    for journal, conn, window in journals.values():
+        if window is not None:
+            window[0].close()
+        conn.close()
+        journal.close()
     return rows
+
+
+def _backend_cpu_ns(conn: Any) -> int:
+    """CPU time the connection's server process has run (/proc/PID/schedstat, in ns):
+    the server here is on this machine. Through PgBouncer: every server process of the
+    database's pool (idle ones add nothing)."""
+    import sqlalchemy as sa
+
+    pids = _POOL_PIDS.get(id(conn))
+    if pids is None:
+        pid = conn.connection.driver_connection.info.backend_pid
+        if Path(f"/proc/{pid}/schedstat").exists():
+            pids = [pid]
+        else:  # a pooler's key: the server processes are Postgres's of this database
+            with conn.begin():
+                pids = [r[0] for r in conn.execute(sa.text(
+                    "SELECT pid FROM pg_catalog.pg_stat_activity WHERE datname = "
+                    "pg_catalog.current_database() AND backend_type = 'client backend'"))]
+        _POOL_PIDS[id(conn)] = pids
+    total = 0
+    for pid in pids:
+        try:
+            total += int(Path(f"/proc/{pid}/schedstat").read_text().split()[0])
+        except FileNotFoundError:
+            continue
+    return total
+
+
+_POOL_PIDS: dict[int, list[int]] = {}
+
+
+def _ratio(num: list[float], den: list[float]) -> str:
+    """Median over median, and the median of the per-rep ratios (p25-p75)."""
+    per_rep = [a / b for a, b in zip(num, den, strict=True)]
+    return (f"{median(num) / median(den):.3f}; {quantile(per_rep, .5):.3f} "
+            f"({quantile(per_rep, .25):.2f}-{quantile(per_rep, .75):.2f})")
 
 
 def _ms(xs: list[float]) -> str:
@@ -300,9 +371,16 @@ def main(args: argparse.Namespace) -> None:
     if "cost" in args.parts:
         rows = write_cost(args)
         print(f"\n### 2. Write cost of the window: {args.reps} reps per size (after "
-              f"{args.warmup} warm-up), alternating, medians (p25-p75), ms\n")
-        print(table(["partitions", "today", "with the window", "median / median",
-                     "per-rep ratio (p25-p75)"], rows))
+              f"{args.warmup} warm-up), synchronous_commit {args.commit}, taking turns, "
+              "medians (p25-p75), ms\n")
+        heads = ["way in", "partitions", "today", "with the window", "window / today",
+                 "the same, second pair", "noise: today / today (two writers alike)"]
+        print("Wall time, as the writer sees it:\n")
+        print(table(heads, [row[:7] for row in rows]))
+        print("\nCPU time spent on it, the writer's thread and the server processes "
+              "(/proc/PID/schedstat), which other work on the machine disturbs less:\n")
+        print(table(heads, [row[:2] + row[7:] for row in rows]))
+        print("\nRatios: median over median; median of the per-rep ratios (p25-p75).")
     if "footprint" in args.parts:
         rows = footprint(args)
         print(f"\n### 3. The window at {args.rate:g} batches/s for {args.seconds:g} s, "
@@ -324,9 +402,12 @@ if __name__ == "__main__":
     p.add_argument("--after", type=float, default=4.0, help="seconds after the promotion")
     p.add_argument("--late", type=float, default=5.0, help="the late promotion's delay")
     p.add_argument("--held-ms", type=float, default=700.0)
-    p.add_argument("--reps", type=int, default=300)
+    p.add_argument("--reps", type=int, default=500)
     p.add_argument("--warmup", type=int, default=30)
     p.add_argument("--seconds", type=float, default=150.0)
     p.add_argument("--window", type=float, default=60.0)
+    p.add_argument("--commit", choices=("on", "off"), default="on",
+                   help="synchronous_commit of the write-cost database (off: no flush "
+                        "waited for, the strictest ratio)")
     p.add_argument("--admin-url", default=None)
     main(p.parse_args())

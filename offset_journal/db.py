@@ -11,7 +11,6 @@ import os
 import re
 import weakref
 from collections.abc import Callable
-from dataclasses import dataclass
 from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any
@@ -20,6 +19,7 @@ import psycopg
 import sqlalchemy as sa
 from psycopg import pq
 
+from .db_server import SERVER_IDENTITY, guard_for, note_connection, server_guard
 from .errors import ConfigError
 from .redaction import redact
 
@@ -151,10 +151,10 @@ def make_engine(url: str | None = None, *, connect_timeout: int = 5,
     (LATIN1, say) or in ``PGCLIENTENCODING`` would store garbled; in UTF-8 the server
     converts each value to its encoding, or refuses one it cannot hold.
 
-    ``identify_server``: every transaction also reads which server it runs on
-    (:data:`SERVER_IDENTITY`, for :func:`server_seen`), or once told which one to
-    expect (:func:`expect_server`) refuses to run on any other, in the same round trip
-    as its settings (the listener's writer: a failover, see writer.py).
+    ``identify_server``: every new connection reads which server it is on and whether
+    a pooler is in between, and behind a pooler every transaction is guarded against
+    another server than the one expected (the listener's writer: a failover, see
+    db_server.py and writer.py).
     """
     resolved = resolve_url(url)
     connect_args: dict[str, object] = {}
@@ -172,8 +172,8 @@ def make_engine(url: str | None = None, *, connect_timeout: int = 5,
         sa.event.listen(engine, "connect", _no_prepared_statements)
     settings = transaction_statements(statement_timeout_ms)
     _TRANSACTION_SETTINGS[engine] = settings
-    if identify_server:
-        expect_server(engine, None)
+    if identify_server and engine.dialect.driver == "psycopg":
+        sa.event.listen(engine, "connect", _identify_server)
     sa.event.listen(engine, "begin", _settings_hook(engine))
     return engine
 
@@ -190,96 +190,6 @@ _TRANSACTION_SETTINGS: weakref.WeakKeyDictionary[sa.Engine, tuple[str, ...]] = (
     weakref.WeakKeyDictionary())
 
 
-_IDENTITY = ("pg_catalog.pg_postmaster_start_time()::text || '/' || CASE WHEN "
-             "pg_catalog.pg_is_in_recovery() THEN 'recovery' ELSE pg_catalog.left("
-             "pg_catalog.pg_walfile_name(pg_catalog.pg_current_wal_lsn()), 8) END")
-SERVER_IDENTITY = f"SELECT {_IDENTITY}"
-"""Which server a transaction runs on, as one text: when its postmaster started, and
-its timeline (from the name of the WAL file it writes), or ``recovery`` on a standby.
-A standby promoted to primary writes on a new timeline from the moment it is promoted
-(``pg_control_checkpoint()`` says the old one until its next checkpoint); a different
-server (another system identifier) or a restarted one has another start time. Every
-function here is PUBLIC's to execute by default and reads shared memory
-(``pg_control_system()``, which gives the system identifier, reads a file)."""
-_GUARD = "offset-journal: another server: "
-
-
-def _server_guard(expected: ServerIdentity) -> str:
-    """A statement that fails (SQLSTATE 22P02, the server's identity in its message,
-    :func:`server_changed`) unless the transaction runs on ``expected``: sent before
-    the write in the same round trip, it keeps a transaction from writing anything on
-    a server other than the one the writer knows."""
-    literal = "'" + expected.key.replace("'", "''") + "'"
-    return (f"SELECT CASE WHEN {_IDENTITY} = {literal} THEN 0 "
-            f"ELSE pg_catalog.int4('{_GUARD}' || {_IDENTITY}) END")
-
-
-@dataclass(frozen=True)
-class ServerIdentity:
-    """A server, as :data:`SERVER_IDENTITY` reads it (``key``)."""
-
-    key: str
-
-    @property
-    def in_recovery(self) -> bool:
-        return self.key.endswith("/recovery")
-
-    def describe(self) -> str:
-        started, _, timeline = self.key.rpartition("/")
-        if self.in_recovery:
-            return f"a standby (in recovery) started {started}"
-        tli = int(timeline, 16) if timeline.isalnum() else timeline
-        return f"the server started {started}, on timeline {tli}"
-
-
-def server_changed(exc: BaseException) -> ServerIdentity | None:
-    """The server a transaction found instead of the one its engine expects
-    (:func:`expect_server`), when ``exc`` is that refusal; else None."""
-    found = re.search(re.escape(_GUARD) + r'([^"]+)"', str(exc))
-    return ServerIdentity(found.group(1)) if found is not None else None
-
-
-_EXPECTED: weakref.WeakKeyDictionary[sa.Engine, ServerIdentity | None] = (
-    weakref.WeakKeyDictionary())
-_SEEN: weakref.WeakKeyDictionary[Any, ServerIdentity] = weakref.WeakKeyDictionary()
-
-
-def expect_server(engine: sa.Engine, server: ServerIdentity | None) -> None:
-    """From now on, every transaction of ``engine`` (made with ``identify_server``)
-    refuses to run on any server but ``server`` (None: each reads which server it runs
-    on instead, for :func:`server_seen`)."""
-    _EXPECTED[engine] = server
-
-
-def _server_statement(engine: sa.Engine) -> str | None:
-    if engine not in _EXPECTED:
-        return None
-    expected = _EXPECTED[engine]
-    return SERVER_IDENTITY if expected is None else _server_guard(expected)
-
-
-def _note_server(driver: Any, value: Any) -> None:
-    if isinstance(value, bytes):  # the simple protocol's text
-        value = value.decode()
-    if isinstance(value, str):
-        _SEEN[driver] = ServerIdentity(value)
-
-
-def note_server(conn: sa.Connection, row: Any) -> None:
-    """For a caller that ran the engine's settings itself (journal/driver.py): keep the
-    row :data:`SERVER_IDENTITY` returned on ``conn``."""
-    if row is not None:
-        _note_server(conn.connection.driver_connection, row[0])
-
-
-def server_seen(conn: sa.Connection) -> ServerIdentity | None:
-    """The server ``conn``'s last transaction read it ran on (an engine that expects
-    none), once; None on a connection cut since (it is not connected anew here)."""
-    if conn.closed or conn.invalidated:
-        return None
-    return _SEEN.pop(conn.connection.driver_connection, None)
-
-
 def transaction_statements(statement_timeout_ms: int | None = None) -> tuple[str, ...]:
     """The ``SET LOCAL`` statements that open each transaction: the search path, and the
     statement timeout when there is one. Per transaction, not per session: behind a
@@ -291,14 +201,17 @@ def transaction_statements(statement_timeout_ms: int | None = None) -> tuple[str
     return tuple(statements)
 
 
-def transaction_settings(engine: sa.Engine) -> tuple[str, ...]:
-    """What ``engine`` sends at the start of each transaction (:func:`transaction_statements`,
-    and for the writer's engine the server's identity or guard; none for an engine the
-    project did not make), for a caller that opens a transaction without SQLAlchemy's
-    begin (journal/driver.py)."""
+def transaction_settings(engine: sa.Engine, driver: Any = None, *,
+                         guarded_here: bool = False) -> tuple[str, ...]:
+    """What ``engine`` sends at the start of each transaction on ``driver``
+    (:func:`transaction_statements`; none for an engine the project did not make), for
+    a caller that opens a transaction without SQLAlchemy's begin (journal/driver.py).
+    For the writer's engine behind a transaction pooler, also the guard against another
+    server (db_server.py), unless the transaction's statement carries it itself
+    (``guarded_here``: a statement less on the write path)."""
     settings = _TRANSACTION_SETTINGS.get(engine, ())
-    server = _server_statement(engine)
-    return settings if server is None else (*settings, server)
+    expected = None if guarded_here else guard_for(engine, driver)
+    return settings if expected is None else (*settings, server_guard(expected))
 
 
 def _initialize_in_safe_path(dbapi_connection: Any, _record: Any) -> None:
@@ -308,6 +221,20 @@ def _initialize_in_safe_path(dbapi_connection: Any, _record: Any) -> None:
     rolls it back when it is done."""
     if isinstance(dbapi_connection, psycopg.Connection):
         _begin_with(dbapi_connection, f"BEGIN; SET LOCAL search_path = {SEARCH_PATH}".encode())
+
+
+def _identify_server(dbapi_connection: Any, _record: Any) -> None:
+    """Read which server a new connection is on (db_server.py), in a transaction of its
+    own on the search path."""
+    if not isinstance(dbapi_connection, psycopg.Connection) or not _begin_with(
+            dbapi_connection, f"BEGIN; SET LOCAL search_path = {SEARCH_PATH}".encode()):
+        return
+    try:
+        with dbapi_connection.cursor() as cur:
+            row = cur.execute(SERVER_IDENTITY).fetchone()
+    finally:
+        dbapi_connection.rollback()
+    note_connection(dbapi_connection, row)
 
 
 def _no_prepared_statements(dbapi_connection: Any, _record: Any) -> None:
@@ -325,9 +252,9 @@ def _settings_hook(engine: sa.Engine) -> Callable[[sa.Connection], None]:
     engine_ref = weakref.ref(engine)
 
     def begin(conn: sa.Connection) -> None:
-        made = engine_ref()
-        settings = transaction_settings(made) if made is not None else ()
         driver = conn.connection.driver_connection
+        made = engine_ref()
+        settings = transaction_settings(made, driver) if made is not None else ()
         if isinstance(driver, psycopg.Connection):
             if driver.autocommit:
                 conn.exec_driver_sql(f"SET search_path = {SEARCH_PATH}")
@@ -337,10 +264,7 @@ def _settings_hook(engine: sa.Engine) -> Callable[[sa.Connection], None]:
         # Through SQLAlchemy, so that an error reads as any other: a stale connection
         # raises its invalidating error, which the writer retries at once.
         for one in settings:
-            result = conn.exec_driver_sql(one)
-            if one is SERVER_IDENTITY:
-                row = result.first()
-                _note_server(driver, row[0] if row is not None else None)
+            conn.exec_driver_sql(one)
 
     return begin
 
@@ -365,12 +289,8 @@ def _begin_with(driver: psycopg.Connection[Any], command: bytes) -> bool:
     pgconn = driver.pgconn
     with driver.lock:
         result = pgconn.exec_(command)
-        if result.status == pq.ExecStatus.COMMAND_OK:
-            return True
-        if result.status == pq.ExecStatus.TUPLES_OK:  # ends with the server's identity
-            value = result.get_value(0, 0)
-            if value is not None and result.nfields == 1 and not value.isdigit():
-                _note_server(driver, value)  # (the guard returns 0)
+        if result.status in (pq.ExecStatus.COMMAND_OK,
+                             pq.ExecStatus.TUPLES_OK):  # (the guard's 0)
             return True
         if pgconn.transaction_status == pq.TransactionStatus.INERROR:
             pgconn.exec_(b"ROLLBACK")

@@ -5,7 +5,7 @@ database fails over").
 With asynchronous replication, a standby promoted after its primary was lost lacks the
 last transactions the primary had acknowledged. So the writer appends every event it
 journaled to a segment file of this window, in its spool directory, under the server
-it was journaled on (:attr:`offset_journal.db.ServerIdentity.key`). A segment is
+it was journaled on (:attr:`offset_journal.db_server.ServerIdentity.key`). A segment is
 deleted once the writer, ``seconds`` or more after the segment's newest event, finds
 the same server still there: a standby that replicates with less lag than that has
 the events by then. Finding another server, the writer takes the segments of every
@@ -13,10 +13,12 @@ server before it (:meth:`RecentWindow.check`) and journals their events again: t
 journal keeps a (run, batch) once, so what the new server has is a no-op and what it
 lacks is written.
 
-Segments are written without fsync: they outlive the driver's crash (the page cache),
-not the machine's. Each process writes its own, locked while open; a segment a dead
-process left (its newest event: the file's mtime) is retired, or journaled again, by
-the next writer on the directory.
+Segments are written without fsync, at most :data:`WRITE_EVERY` after an event (and
+whenever the writer is idle): they outlive the driver's crash (the page cache) but for
+that last second, not the machine's. A progress event is kept as its JSON text (no
+encoding on the write path). Each process writes its own segments, locked while open;
+a segment a dead process left (its newest event: the file's mtime) is retired, or
+journaled again, by the next writer on the directory.
 """
 
 from __future__ import annotations
@@ -30,17 +32,20 @@ import socket
 import time
 import uuid
 from collections.abc import Callable, Iterator
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import IO, Any
 
-from .spool import SPOOL_DIR_MODE, SPOOL_FILE_MODE, event_line, read_events
+from .records import PROGRESS
+from .spool import SPOOL_DIR_MODE, SPOOL_FILE_MODE, event_line
 
 log = logging.getLogger(__name__)
 
 SEGMENTS = "recent-*.jsonl"
 DEFAULT_SECONDS = 60.0
 DEFAULT_MAX_BYTES = 256 * 1024 * 1024
+WRITE_EVERY = 1.0
+"""Seconds events may wait in memory before their segment file is written."""
 
 
 @dataclass
@@ -54,6 +59,34 @@ class _Segment:
     last_at: float
     events: int = 0
     size: int = 0
+    unwritten: list[str] = field(default_factory=list)
+
+
+def _line(event: dict[str, Any]) -> str:
+    """An event as a segment's line: a progress event as ``P`` and its JSON text as it
+    came (compact JSON holds no line break), anything else as ``E`` and its JSON."""
+    text = event.get("json")
+    if (event.get("type") == PROGRESS and len(event) == 2 and isinstance(text, str)
+            and "\n" not in text):
+        return f"P{text}\n"
+    return "E" + event_line(event)
+
+
+def _events(f: IO[str], path: Path) -> list[dict[str, Any]]:
+    events: list[dict[str, Any]] = []
+    for n, line in enumerate(f, 2):
+        if not line.endswith("\n"):
+            log.warning("offset-journal failover window %s: skipping a line cut short at %d",
+                        path.name, n)
+        elif line.startswith("P"):
+            events.append({"type": PROGRESS, "json": line[1:-1]})
+        else:
+            try:
+                events.append(json.loads(line[1:]))
+            except ValueError:
+                log.warning("offset-journal failover window %s: skipping unreadable line "
+                            "%d", path.name, n)
+    return events
 
 
 def _read(f: IO[str], path: Path) -> tuple[str | None, list[dict[str, Any]]]:
@@ -63,7 +96,7 @@ def _read(f: IO[str], path: Path) -> tuple[str | None, list[dict[str, Any]]]:
         server = json.loads(f.readline()).get("server")
     except (ValueError, AttributeError):
         return None, []
-    return (server if isinstance(server, str) else None), read_events(f, path, first=2)
+    return (server if isinstance(server, str) else None), _events(f, path)
 
 
 @contextlib.contextmanager
@@ -95,6 +128,7 @@ class RecentWindow:
         self.max_bytes = max_bytes
         self._own: list[_Segment] = []  # oldest first; the last one is written to
         self._scanned_at = float("-inf")
+        self._written_at = float("-inf")
         self.dropped = 0
         """Events dropped before they were safe, to keep within ``max_bytes``."""
 
@@ -118,15 +152,26 @@ class RecentWindow:
         if not self.enabled or not events:
             return
         now = time.time() if now is None else now
-        lines = "".join(event_line(e) for e in events)
+        lines = "".join(_line(e) for e in events)
         segment = self._segment(server, now)
-        segment.file.write(lines)
-        segment.file.flush()  # to the page cache: the driver's crash does not lose it
+        segment.unwritten.append(lines)
         segment.last_at = now
         segment.events += len(events)
         segment.size += len(lines)
         if sum(s.size for s in self._own) > self.max_bytes:
             self._make_room()
+        if now - self._written_at >= WRITE_EVERY:
+            self.write_out(now)
+
+    def write_out(self, now: float | None = None) -> None:
+        """Write what waits in memory to the segments' files (the page cache: the
+        driver's crash does not lose it)."""
+        for segment in self._own:
+            if segment.unwritten:
+                segment.file.write("".join(segment.unwritten))
+                segment.file.flush()
+                segment.unwritten.clear()
+        self._written_at = time.time() if now is None else now
 
     def _segment(self, server: str, now: float) -> _Segment:
         """The segment to write to: a new one per server, and every seconds / 2 (so
@@ -180,6 +225,9 @@ class RecentWindow:
         Returns how many events went to ``keep``."""
         now = time.time() if now is None else now
         scan = now - self._scanned_at >= self.seconds / 2
+        if not scan and all(s.server == server and s.last_at + self.seconds > now
+                            for s in self._own):
+            return 0  # nothing to hand over nor to let go: the common case, cheap
         handed = 0
         if scan or any(s.server != server for s in self._own):
             handed = self._hand_over(server, keep, orphans=scan)
@@ -193,6 +241,7 @@ class RecentWindow:
 
     def _hand_over(self, server: str, keep: Callable[[list[dict[str, Any]]], None], *,
                    orphans: bool) -> int:
+        self.write_out()
         mine = [s for s in self._own if s.server != server]
         with contextlib.ExitStack() as stack:
             found: list[tuple[float, Path, list[dict[str, Any]]]] = []
@@ -240,6 +289,7 @@ class RecentWindow:
     def close(self) -> None:
         """Release this process's segments: they stay on disk until a writer on the
         directory finds them safe (or journals them again)."""
+        self.write_out()
         for segment in self._own:
             segment.file.close()
         self._own.clear()

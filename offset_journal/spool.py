@@ -95,9 +95,13 @@ ROOM_FACTOR = 0.9
 without rewriting the spool each time."""
 
 
+_LINE = json.JSONEncoder(separators=(",", ":"), default=str)
+"""One encoder for every line: json.dumps with options makes a new one each call."""
+
+
 def event_line(event: dict[str, Any]) -> str:
-    """An event as one line of a spool file (or of the writer's recent window)."""
-    return json.dumps(event, separators=(",", ":"), default=str) + "\n"
+    """An event as one line of a spool file (or of the writer's failover window)."""
+    return _LINE.encode(event) + "\n"
 
 
 def _query_key(event: dict[str, Any]) -> str:
@@ -190,11 +194,11 @@ def merge_losses(into: dict[str, dict[str, Any]], more: dict[str, dict[str, Any]
             cur[1] = max((x for x in (cur[1], end) if x is not None), default=None)
 
 
-def read_events(f: IO[str], path: Path, first: int = 1) -> list[dict[str, Any]]:
-    """The events of a spool file (or a recent-window segment) from ``f``'s position
-    (line ``first``); a line cut short by a crash, or unreadable, is skipped."""
+def read_events(f: IO[str], path: Path) -> list[dict[str, Any]]:
+    """The events of a spool file; a line cut short by a crash, or unreadable, is
+    skipped."""
     events: list[dict[str, Any]] = []
-    for n, line in enumerate(f, first):
+    for n, line in enumerate(f, 1):
         if not line.endswith("\n"):
             log.warning("offset-journal spool %s: skipping a line cut short at %d",
                         path.name, n)

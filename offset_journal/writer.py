@@ -6,12 +6,13 @@ retries with exponential backoff; once the database answers again the spool is
 replayed before new events, so the journal fills up in order and nothing is lost.
 
 What it journaled stays in its failover window (recent.py) until it is safe beyond the
-primary: every transaction also reads which server it ran on (db.SERVER_IDENTITY, in
-the same round trip), and on another server (a standby promoted after the primary was
-lost, which with asynchronous replication may lack the last transactions) the events
-journaled on the servers before go back through the spool, journaled again where
-missing. A standby, which refuses writes, is an outage: the connection is dropped so
-that a multi-host URL's next connection finds the primary.
+primary. Each new connection reads which server it is on before anything is written
+there, and behind a pooler each transaction is guarded to that server (db_server.py);
+on another server (a standby promoted after the primary was lost, which with
+asynchronous replication may lack the last transactions), the events journaled on the
+servers before go back through the spool first, journaled again where missing. A
+standby, which refuses writes, is an outage: the connection is dropped so that a
+multi-host URL's next connection finds the primary.
 """
 
 from __future__ import annotations
@@ -30,17 +31,8 @@ from typing import Any
 import psycopg
 import sqlalchemy as sa
 
-from .db import (
-    ServerIdentity,
-    expect_server,
-    host_count,
-    make_engine,
-    read_only,
-    redact,
-    server_changed,
-    server_seen,
-    writable_url,
-)
+from .db import host_count, make_engine, read_only, redact, writable_url
+from .db_server import ServerIdentity, expect_server, server_changed, server_seen
 from .errors import JournalError
 from .formatting import first_line
 from .journal import Journal, record_each
@@ -147,9 +139,11 @@ def classify_error(exc: BaseException) -> Fault:
     its driver) refuses is about the event itself."""
     if _POOLER_STARTUP in str(exc):
         return Fault.MISCONFIGURED
+    if isinstance(exc, _Switched):
+        return Fault.OUTAGE
     if isinstance(exc, sa.exc.DBAPIError) and exc.connection_invalidated:
         return Fault.OUTAGE
-    if server_changed(exc) is not None:  # another server than the one written to
+    if server_changed(exc):  # another server than the one written to
         return Fault.OUTAGE
     state = sqlstate(exc)
     if state is not None:
@@ -456,7 +450,21 @@ class Writer:
             if self._conn.in_transaction():
                 self._conn.rollback()
             self._conn.connection  # noqa: B018
+        seen = server_seen(self._conn)  # a new connection: which server is it on?
+        if seen is not None:
+            self._connected_to(journal, seen)
         return self._conn
+
+    def _connected_to(self, journal: Journal, seen: ServerIdentity) -> None:
+        """A new connection is on ``seen``, before anything was written on it: a standby
+        is an outage; on another server than before, what the window holds goes to the
+        spool first, and the events at hand wait behind it (_Switched)."""
+        if seen.in_recovery:
+            self._drop_connection()
+            raise JournalError("the journal database is a standby (in recovery): waiting "
+                               "for a primary")
+        if self._arrive(journal, seen):
+            raise _Switched()
 
     def _release_connection(self) -> None:
         conn, self._conn = self._conn, None
@@ -513,7 +521,9 @@ class Writer:
         self.window.append(events, self._server.key)
         self._check_window()
 
-    def _check_window(self) -> None:
+    def _check_window(self) -> int:
+        """Let the window go of what is safe, and hand what it holds of other servers to
+        the spool; how many events it handed over."""
         assert self._server is not None
         try:
             taken = self.window.check(self._server.key, self._rejournal)
@@ -521,21 +531,22 @@ class Writer:
             log.error("offset-journal: cannot move the failover window to the spool %s "
                       "(%s); tried again after the next transaction", self.spool.directory,
                       exc.strerror or type(exc).__name__)
-            return
+            return 0
         if taken:
             log.warning("offset-journal: %d event(s) journaled on a server before this one "
                         "go through the spool again, first (journaled where missing)", taken)
+        return taken
 
     def _rejournal(self, events: list[dict[str, Any]]) -> None:
         """Window events of a server before: to the spool, ahead of all it holds."""
         self._keep([{**ev, REJOURNAL: True} for ev in events], again=True)
 
-    def _arrive(self, journal: Journal, server: ServerIdentity) -> None:
+    def _arrive(self, journal: Journal, server: ServerIdentity) -> int:
         """The writer is on ``server`` (the first it knows, or another than before): its
         transactions refuse any other from now on; on another, the Journal forgets what
-        it remembers of the one before, and the window's events of the servers before
-        go to the spool first."""
-        if self._server is not None:
+        it remembers of the one before. The window's events of the servers before go to
+        the spool first; returns how many."""
+        if self._server is not None and server.key != self._server.key:
             log.warning("offset-journal: the journal database %s is another server now "
                         "(%s): it may lack what was journaled last on the one before (a "
                         "failover with asynchronous replication); journaling again what "
@@ -544,27 +555,19 @@ class Writer:
             journal.forget_remembered()
         self._server = server
         expect_server(journal.engine, server)
-        self._check_window()
+        return self._check_window()
 
     def _probe(self) -> None:
-        """Ask the database which server it is (a transaction of nothing): before the
-        writer's first write, for flush(), and for the window to let go of what is safe
-        when no batch comes. A server other than the one expected refuses the
-        transaction (see _mark_down)."""
+        """Make sure the server is the one written to (a transaction of nothing, guarded
+        behind a pooler; a connection made anew reads which it is), for flush(), and for
+        the window to let go of what is safe when no batch comes."""
         with self._cond:
             asked = self._probes_asked
         journal = self._get_journal()
         conn = self._connection(journal)
         with self._deadline(conn), conn.begin():
             pass
-        seen = server_seen(conn) if self._server is None else None
-        if seen is not None and seen.in_recovery:
-            self._drop_connection()
-            raise JournalError("the journal database is a standby (in recovery): waiting "
-                               "for a primary")
-        if seen is not None:
-            self._arrive(journal, seen)
-        elif self._server is not None:
+        if self._server is not None:
             self._check_window()
         with self._cond:
             self._probes_done = max(self._probes_done, asked)
@@ -577,8 +580,6 @@ class Writer:
         Raises on an outage or a misconfiguration, so that the caller keeps the events.
         """
         journal = self._get_journal()
-        if self._server is None and self.window.enabled:
-            self._probe()  # which server it is, before anything is written there
         try:
             self._transaction(journal, events)
             return
@@ -642,15 +643,19 @@ class Writer:
 
     def _mark_down(self, exc: BaseException) -> None:
         url = redact(self.config.database_url)
-        other = server_changed(exc)
-        if other is not None and not other.in_recovery and self._journal is not None:
-            # Not an outage: nothing was written there; what the window holds goes
-            # first, and the events are journaled after it at once.
-            self._arrive(self._journal, other)
+        if isinstance(exc, _Switched) or server_changed(exc):
+            # Not an outage: nothing was written there. What the window holds goes
+            # first, the events after it; refused behind a pooler, a connection made
+            # anew reads which server it is.
+            if server_changed(exc):
+                log.info("offset-journal: a transaction was refused before it wrote "
+                         "anything: %s is not the server written to before (a pooler "
+                         "connected to another); connecting anew to see which it is", url)
+                self._drop_connection()
             self._down_until = 0.0
             return
-        if read_only(exc) or other is not None:  # a standby: find the
-            self._drop_connection()  # primary on the next try
+        if read_only(exc):  # a standby: find the primary on the next try
+            self._drop_connection()
         fault = classify_error(exc)
         now = time.monotonic()
         if fault is Fault.MISCONFIGURED:
@@ -744,6 +749,7 @@ class Writer:
     def _idle(self) -> None:
         """No event waiting: replay the spool, then ask the database which server it is
         when flush() wants to know or the window holds events long enough to let go."""
+        self.window.write_out()
         if time.monotonic() < self._down_until:
             return
         if (self.spool.pending() or self.spool.has_losses()) and not self._replay():
@@ -759,6 +765,11 @@ class Writer:
         if up and self._replay() and self._try(self._write, events):
             return
         self._keep(events)
+
+
+class _Switched(Exception):  # noqa: N818 - a signal, not an error
+    """The writer found itself on another server before writing: the events wait, the
+    window's go first."""
 
 
 @dataclass(frozen=True)

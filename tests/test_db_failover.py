@@ -19,6 +19,7 @@ is given a libpq multi-host URL over both.
 
 from __future__ import annotations
 
+import logging
 import shutil
 import time
 from collections.abc import Iterator
@@ -335,3 +336,41 @@ def test_a_spark_job_journals_through_a_failover_and_restarts_exactly_once(
     read = [r.key for d in ("v1", "v2") for r in spark.read.parquet(str(tmp_path / d))
             .select("key").collect()]
     assert sorted(read) == sorted(keys), "a record lost or read twice"
+
+
+@pytest.mark.pgbouncer
+def test_behind_pgbouncer_nothing_is_written_on_the_new_server_before_what_it_lacked(
+        servers, tmp_path, caplog):
+    from offset_journal.local_pgbouncer import start_pgbouncer
+
+    caplog.set_level(logging.INFO, logger="offset_journal.writer")
+
+    primary = servers.primary()
+    standby = servers.standby(primary, held_ms=700)
+    bouncer = start_pgbouncer(primary.url(), pool_size=2)
+    try:
+        writer = _writer(bouncer.url_for(primary.url(DB)), tmp_path)
+        writer.submit(_started())
+        for i in range(10):
+            writer.submit(_batch(i))
+        assert writer.flush(30)
+        standby.wait_replayed(primary.wal_lsn())
+        for i in range(10, 20):
+            writer.submit(_batch(i))
+        assert writer.flush(30)
+        # The primary is lost, the standby promoted, and the pooler sends its new
+        # server connections there: the writer's own connection to it never breaks, so
+        # only the guard on each transaction can tell it is on another server.
+        servers.lose(primary)
+        standby.promote()
+        bouncer.repoint(standby.url())
+        lacked = 20 - len(_batch_ids(standby))
+        assert lacked >= 5, f"the standby lacked only {lacked} batches"
+        for i in range(20, 25):
+            writer.submit(_batch(i))
+        assert writer.close(60)
+        _check_whole(standby, 25)
+        assert writer.stats().rejournaled == lacked
+        assert "a transaction was refused before it wrote anything" in caplog.text
+    finally:
+        bouncer.stop()

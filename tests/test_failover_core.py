@@ -10,17 +10,12 @@ from pathlib import Path
 
 import pytest
 
-from offset_journal.db import (
-    ServerIdentity,
-    make_engine,
-    redact,
-    resolve_url,
-    server_changed,
-    writable_url,
-)
+from offset_journal.db import make_engine, redact, resolve_url, writable_url
+from offset_journal.db_server import ServerIdentity, server_changed
 from offset_journal.errors import ConfigError
 from offset_journal.recent import RecentWindow
 from offset_journal.spool import Spool, default_spool_dir
+from offset_journal.writer import Fault, classify_error
 
 # --------------------------------------------------------------------------- URLs
 
@@ -72,14 +67,17 @@ def test_the_writer_asks_a_multi_host_url_for_the_host_that_takes_writes():
 # --------------------------------------------------------------------------- the server
 
 
-def test_the_guard_names_the_server_it_found():
-    refused = ('invalid input syntax for type integer: "offset-journal: another server: '
-               '2026-11-25 22:32:18.765603+00/00000002"')
-    found = server_changed(RuntimeError(refused))
-    assert found == ServerIdentity("2026-11-25 22:32:18.765603+00/00000002")
-    assert not found.in_recovery and "timeline 2" in found.describe()
+def test_the_server_and_the_guard_against_another():
+    server = ServerIdentity("2026-11-25 22:32:18.765603+00/00000002")
+    assert not server.in_recovery and "timeline 2" in server.describe()
+    assert server.started_at == "2026-11-25 22:32:18.765603+00"
     assert ServerIdentity("2026-11-25 22:32:18+00/recovery").in_recovery
-    assert server_changed(RuntimeError('invalid input syntax for type integer: "x"')) is None
+    refused = ('unrecognized configuration parameter "offset-journal: not the server '
+               'written to before"')
+    assert server_changed(RuntimeError(refused))
+    assert not server_changed(RuntimeError('unrecognized configuration parameter "x"'))
+    # an outage, never the event's fault (it would go to rejected_events)
+    assert classify_error(RuntimeError(refused)) is Fault.OUTAGE
 
 
 # --------------------------------------------------------------------------- the window
@@ -125,7 +123,7 @@ def test_what_a_dead_process_left_is_journaled_again_on_another_server(tmp_path)
 
 
 def test_a_full_window_drops_its_oldest_segment_and_says_so(tmp_path, caplog):
-    window = RecentWindow(tmp_path, seconds=10, max_bytes=200)
+    window = RecentWindow(tmp_path, seconds=10, max_bytes=80)
     window.append([_ev(i) for i in range(3)], "A", now=100.0)
     window.append([_ev(i) for i in range(3, 6)], "A", now=106.0)
     assert window.dropped == 3 and "failover window" in caplog.text

@@ -20,7 +20,7 @@ import sqlalchemy as sa
 from psycopg import pq
 from psycopg.types.json import Jsonb
 
-from ..db import SERVER_IDENTITY, note_server, plain_and_idle, transaction_settings
+from ..db import plain_and_idle, transaction_settings
 
 Row = tuple[Any, ...]
 
@@ -67,11 +67,14 @@ def execute(conn: sa.Connection, statement: str, params: Mapping[str, Any]) -> R
         raise _as_sqlalchemy(conn, fairy, statement, params, exc) from exc
 
 
-def run_alone(conn: sa.Connection, statement: str, params: Mapping[str, Any]) -> Row | None:
+def run_alone(conn: sa.Connection, statement: str, params: Mapping[str, Any], *,
+              guarded: bool = False) -> Row | None:
     """``statement`` as a transaction of its own, in one round trip; its first row.
 
     ``conn`` is not in a transaction. The engine's per-transaction settings (the search
-    path, the statement timeout) and the statement go as one query of the simple protocol, which
+    path, the statement timeout; for the writer's engine behind a pooler, the guard
+    against another server, unless the statement is ``guarded`` itself) and the
+    statement go as one query of the simple protocol, which
     Postgres runs as one implicit transaction: committed when all of it succeeds,
     rolled back when anything fails, the connection idle after it either way. The
     parameters are bound in the client for that (psycopg's ClientCursor quotes them).
@@ -83,14 +86,12 @@ def run_alone(conn: sa.Connection, statement: str, params: Mapping[str, Any]) ->
     if not isinstance(driver, psycopg.Connection) or not plain_and_idle(driver):
         with conn.begin():
             return execute(conn, statement, params)
-    settings = transaction_settings(conn.engine)
+    settings = transaction_settings(conn.engine, driver, guarded_here=guarded)
     try:
         driver.autocommit = True  # no BEGIN of psycopg's: the query is the transaction
         with psycopg.ClientCursor(driver) as cur:
             cur.execute("; ".join((*settings, statement)), params)
-            for one in settings:
-                if one is SERVER_IDENTITY:
-                    note_server(conn, cur.fetchone())
+            for _ in settings:
                 cur.nextset()
             return cur.fetchone()
     except psycopg.Error as exc:

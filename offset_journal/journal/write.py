@@ -12,6 +12,7 @@ from typing import Any
 import sqlalchemy as sa
 from sqlalchemy.dialects.postgresql import insert as pg_insert
 
+from ..db_server import guard_for
 from ..errors import JournalError
 from ..journal_checks import (
     PartitionEnds,
@@ -37,6 +38,7 @@ from .arrays import Arrays
 from .base import JournalBase
 from .batch_args import (
     JOURNAL_BATCH,
+    JOURNAL_BATCH_GUARDED,
     JSON_ARGUMENTS,
     BatchWrite,
     continued_sources,
@@ -178,8 +180,16 @@ class Writes(JournalBase):
         (``alone``): (the new batch's id or None, whether its successor is in)."""
         arguments = {k: jsonb(v) if k in JSON_ARGUMENTS and v is not None else v
                      for k, v in arguments.items()}
+        # the writer's behind a pooler: never on another server than it expects
+        expected = guard_for(conn.engine, conn.connection.driver_connection)
         try:
-            row = (run_alone if alone else execute)(conn, JOURNAL_BATCH, arguments)
+            if expected is None:
+                row = (run_alone if alone else execute)(conn, JOURNAL_BATCH, arguments)
+            elif alone:
+                row = run_alone(conn, JOURNAL_BATCH_GUARDED, {
+                    **arguments, "expected_started_at": expected.started_at}, guarded=True)
+            else:  # guarded when its transaction began
+                row = execute(conn, JOURNAL_BATCH, arguments)
         except sa.exc.IntegrityError as exc:
             if "kafka_layout" in str(exc.orig):  # a layout remembered but not there
                 self._forget_layouts()

@@ -19,7 +19,13 @@ import psycopg
 import sqlalchemy as sa
 from psycopg import pq
 
-from .db_server import SERVER_IDENTITY, guard_for, note_connection, server_guard
+from .db_server import (
+    GUARD_PARAMETER,
+    SERVER_GUARD,
+    SERVER_IDENTITY,
+    guard_for,
+    note_connection,
+)
 from .errors import ConfigError
 from .redaction import redact
 
@@ -201,17 +207,11 @@ def transaction_statements(statement_timeout_ms: int | None = None) -> tuple[str
     return tuple(statements)
 
 
-def transaction_settings(engine: sa.Engine, driver: Any = None, *,
-                         guarded_here: bool = False) -> tuple[str, ...]:
-    """What ``engine`` sends at the start of each transaction on ``driver``
-    (:func:`transaction_statements`; none for an engine the project did not make), for
-    a caller that opens a transaction without SQLAlchemy's begin (journal/driver.py).
-    For the writer's engine behind a transaction pooler, also the guard against another
-    server (db_server.py), unless the transaction's statement carries it itself
-    (``guarded_here``: a statement less on the write path)."""
-    settings = _TRANSACTION_SETTINGS.get(engine, ())
-    expected = None if guarded_here else guard_for(engine, driver)
-    return settings if expected is None else (*settings, server_guard(expected))
+def transaction_settings(engine: sa.Engine) -> tuple[str, ...]:
+    """What ``engine`` sets at the start of each transaction (:func:`transaction_statements`;
+    none for an engine the project did not make), for a caller that opens a transaction
+    without SQLAlchemy's begin (journal/driver.py)."""
+    return _TRANSACTION_SETTINGS.get(engine, ())
 
 
 def _initialize_in_safe_path(dbapi_connection: Any, _record: Any) -> None:
@@ -254,17 +254,19 @@ def _settings_hook(engine: sa.Engine) -> Callable[[sa.Connection], None]:
     def begin(conn: sa.Connection) -> None:
         driver = conn.connection.driver_connection
         made = engine_ref()
-        settings = transaction_settings(made, driver) if made is not None else ()
-        if isinstance(driver, psycopg.Connection):
-            if driver.autocommit:
-                conn.exec_driver_sql(f"SET search_path = {SEARCH_PATH}")
-                return
-            if _begin_with(driver, f"BEGIN; {'; '.join(settings)}".encode()):
-                return
-        # Through SQLAlchemy, so that an error reads as any other: a stale connection
-        # raises its invalidating error, which the writer retries at once.
-        for one in settings:
-            conn.exec_driver_sql(one)
+        settings = transaction_settings(made) if made is not None else ()
+        expected = guard_for(made, driver) if made is not None else None
+        if isinstance(driver, psycopg.Connection) and driver.autocommit:
+            conn.exec_driver_sql(f"SET search_path = {SEARCH_PATH}")
+            return
+        if not (isinstance(driver, psycopg.Connection)
+                and _begin_with(driver, f"BEGIN; {'; '.join(settings)}".encode())):
+            # Through SQLAlchemy, so that an error reads as any other: a stale
+            # connection raises its invalidating error, which the writer retries.
+            for one in settings:
+                conn.exec_driver_sql(one)
+        if expected is not None:  # behind a pooler: the writer's server, or nothing
+            conn.exec_driver_sql(SERVER_GUARD, {GUARD_PARAMETER: expected.started_at})
 
     return begin
 
@@ -289,8 +291,7 @@ def _begin_with(driver: psycopg.Connection[Any], command: bytes) -> bool:
     pgconn = driver.pgconn
     with driver.lock:
         result = pgconn.exec_(command)
-        if result.status in (pq.ExecStatus.COMMAND_OK,
-                             pq.ExecStatus.TUPLES_OK):  # (the guard's 0)
+        if result.status == pq.ExecStatus.COMMAND_OK:
             return True
         if pgconn.transaction_status == pq.TransactionStatus.INERROR:
             pgconn.exec_(b"ROLLBACK")

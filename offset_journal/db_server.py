@@ -58,26 +58,30 @@ class ServerIdentity:
         return f"the server started {started}, on timeline {tli}"
 
 
-def guarded(value: str, started: str) -> str:
+GUARD_PARAMETER = "expected_started_at"
+"""The bind parameter of :func:`guarded` and :data:`SERVER_GUARD`: the expected server's
+``ServerIdentity.started_at``."""
+_SAME_SERVER = ("pg_catalog.pg_postmaster_start_time() = "
+                f"CAST(%({GUARD_PARAMETER})s AS timestamptz)")
+_REFUSED = f"pg_catalog.current_setting('{_GUARD}') IS NULL"
+
+
+def guarded(value: str) -> str:
     """``value`` (SQL of a boolean) when the transaction runs on the server process that
-    started at ``started`` (SQL of a text), else an error (:func:`server_changed`):
+    started at :data:`GUARD_PARAMETER`, else an error (:func:`server_changed`):
     evaluated before the statement it is in does anything, it keeps a transaction from
     writing anywhere but on the server the writer expects. The start time alone tells:
     a standby promoted, a restarted server and another one each have their own (a
     timeline changes only on a standby, never written to). The error is asking for a
     setting no server has, named for what happened: ``current_setting`` is not
     immutable, so neither folded beforehand nor run unless reached, and it costs less to
-    parse than any cast (this goes with every transaction behind a pooler)."""
-    return (f"CASE WHEN pg_catalog.pg_postmaster_start_time() = CAST({started} AS "
-            f"timestamptz) THEN {value} ELSE pg_catalog.current_setting('{_GUARD}') IS NULL "
-            "END")
+    parse than any cast (this goes with every write behind a pooler)."""
+    return f"CASE WHEN {_SAME_SERVER} THEN {value} ELSE {_REFUSED} END"
 
 
-def server_guard(expected: ServerIdentity) -> str:
-    """:func:`guarded` as a statement of its own, sent before a transaction's others in
-    the same round trip (where the write cannot carry it itself)."""
-    literal = "'" + expected.started_at.replace("'", "''") + "'"
-    return f"SELECT {guarded('true', literal)}"
+SERVER_GUARD = f"SELECT CASE WHEN {_SAME_SERVER} THEN true ELSE {_REFUSED} END"
+""":func:`guarded` as a statement of its own, at the start of a transaction whose
+statements do not carry it (all but the one-round-trip write)."""
 
 
 def server_changed(exc: BaseException) -> bool:

@@ -238,7 +238,7 @@ def start_standby(primary: LocalPostgres, name: str = "standby", *,
 def make_synchronous(primary: LocalPostgres, standby: LocalPostgres) -> None:
     """Commits on ``primary`` wait until ``standby`` has flushed them
     (synchronous_commit = on, the default, with it as the synchronous standby)."""
-    primary.sql(f"ALTER SYSTEM SET synchronous_standby_names = '\"{standby.name}\"'")
+    _configure(primary.datadir, {"synchronous_standby_names": f"'\"{standby.name}\"'"})
     primary.sql("SELECT pg_reload_conf()")
     deadline = time.monotonic() + _WAIT_S
     while time.monotonic() < deadline:

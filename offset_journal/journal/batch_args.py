@@ -47,11 +47,10 @@ JOURNAL_BATCH = """SELECT new_batch_pk, next_journaled FROM offset_journal.journ
 
 _CHECK_NEXT = "p_check_next => (%(check_next)s)::boolean"
 JOURNAL_BATCH_GUARDED = JOURNAL_BATCH.replace(_CHECK_NEXT, "p_check_next => " + guarded(
-    "(%(check_next)s)::boolean", "%(expected_started_at)s"))
-"""``JOURNAL_BATCH`` that refuses to write on any server but the one whose postmaster
-started at ``expected_started_at`` (db_server.guarded, in its last argument: evaluated before
-the function runs), so that the writer's one-round-trip write needs no guard statement
-of its own."""
+    "(%(check_next)s)::boolean"))
+"""``JOURNAL_BATCH`` that refuses to write on any server but the one expected
+(db_server.guarded, in its last argument: evaluated before the function runs), so that
+the writer's one-round-trip write needs no guard statement of its own."""
 
 JSON_ARGUMENTS = frozenset({"durations_ms", "state_operators", "sources", "layouts"})
 """The arguments of ``JOURNAL_BATCH`` that go as jsonb."""

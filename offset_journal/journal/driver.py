@@ -67,13 +67,11 @@ def execute(conn: sa.Connection, statement: str, params: Mapping[str, Any]) -> R
         raise _as_sqlalchemy(conn, fairy, statement, params, exc) from exc
 
 
-def run_alone(conn: sa.Connection, statement: str, params: Mapping[str, Any], *,
-              guarded: bool = False) -> Row | None:
+def run_alone(conn: sa.Connection, statement: str, params: Mapping[str, Any]) -> Row | None:
     """``statement`` as a transaction of its own, in one round trip; its first row.
 
     ``conn`` is not in a transaction. The engine's per-transaction settings (the search
-    path, the statement timeout; for the writer's engine behind a pooler, the guard
-    against another server, unless the statement is ``guarded`` itself) and the
+    path, the statement timeout) and the
     statement go as one query of the simple protocol, which
     Postgres runs as one implicit transaction: committed when all of it succeeds,
     rolled back when anything fails, the connection idle after it either way. The
@@ -86,7 +84,7 @@ def run_alone(conn: sa.Connection, statement: str, params: Mapping[str, Any], *,
     if not isinstance(driver, psycopg.Connection) or not plain_and_idle(driver):
         with conn.begin():
             return execute(conn, statement, params)
-    settings = transaction_settings(conn.engine, driver, guarded_here=guarded)
+    settings = transaction_settings(conn.engine)
     try:
         driver.autocommit = True  # no BEGIN of psycopg's: the query is the transaction
         with psycopg.ClientCursor(driver) as cur:

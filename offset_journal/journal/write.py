@@ -12,7 +12,7 @@ from typing import Any
 import sqlalchemy as sa
 from sqlalchemy.dialects.postgresql import insert as pg_insert
 
-from ..db_server import guard_for
+from ..db_server import GUARD_PARAMETER, guard_for
 from ..errors import JournalError
 from ..journal_checks import (
     PartitionEnds,
@@ -187,7 +187,7 @@ class Writes(JournalBase):
                 row = (run_alone if alone else execute)(conn, JOURNAL_BATCH, arguments)
             elif alone:
                 row = run_alone(conn, JOURNAL_BATCH_GUARDED, {
-                    **arguments, "expected_started_at": expected.started_at}, guarded=True)
+                    **arguments, GUARD_PARAMETER: expected.started_at})
             else:  # guarded when its transaction began
                 row = execute(conn, JOURNAL_BATCH, arguments)
         except sa.exc.IntegrityError as exc:

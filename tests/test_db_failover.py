@@ -102,6 +102,20 @@ def _writer(url: str, tmp_path: Path, **config: Any) -> Writer:
     return writer
 
 
+def _on_standby_then_burst(writer: Writer, primary: LocalPostgres, standby: LocalPostgres,
+                           upto: int, partitions: int = 1) -> None:
+    """Batches 0..9 journaled and replayed on the standby, then 10..``upto`` - 1 in a
+    burst the standby has not received yet (its proxy holds it): all acknowledged."""
+    writer.submit(_started())
+    for i in range(10):
+        writer.submit(_batch(i))
+    assert writer.flush(30)
+    standby.wait_replayed(primary.wal_lsn())
+    for i in range(10, upto):
+        writer.submit(_batch(i, partitions=partitions))
+    assert writer.flush(30)
+
+
 def _batch_ids(server: LocalPostgres, name: str = QUERY) -> list[int]:
     return [r[0] for r in sql_rows(server.url(DB), "SELECT batch_id FROM offset_journal.batches "
                                                    "WHERE query_name = :q ORDER BY batch_id",
@@ -127,16 +141,8 @@ def test_a_standby_held_behind_loses_nothing_acknowledged(servers, tmp_path, fou
     standby = servers.standby(primary, held_ms=700)
     url = multi_host_url([primary, standby], DB, WRITER)
     writer = _writer(url, tmp_path)
-    writer.submit(_started())
-    for i in range(10):
-        writer.submit(_batch(i))
-    assert writer.flush(30)
-    standby.wait_replayed(primary.wal_lsn())
-    # A burst the standby has not received yet (the proxy holds it), with a partition
-    # (a Kafka layout) the journal first sees in it; acknowledged, then the machine dies.
-    for i in range(10, 25):
-        writer.submit(_batch(i, partitions=2))
-    assert writer.flush(30)
+    # the burst has a partition (a Kafka layout) the journal first sees in it
+    _on_standby_then_burst(writer, primary, standby, 25, partitions=2)
     servers.lose(primary)
     standby.promote()
     lacked = 25 - len(_batch_ids(standby))
@@ -353,14 +359,7 @@ def test_behind_pgbouncer_nothing_is_written_on_the_new_server_before_what_it_la
     bouncer = start_pgbouncer(primary.url(), pool_size=2)
     try:
         writer = _writer(bouncer.url_for(primary.url(DB)), tmp_path)
-        writer.submit(_started())
-        for i in range(10):
-            writer.submit(_batch(i))
-        assert writer.flush(30)
-        standby.wait_replayed(primary.wal_lsn())
-        for i in range(10, 20):
-            writer.submit(_batch(i))
-        assert writer.flush(30)
+        _on_standby_then_burst(writer, primary, standby, 20)
         # The primary is lost, the standby promoted, and the pooler sends its new
         # server connections there: the writer's own connection to it never breaks, so
         # only the guard on each transaction can tell it is on another server.

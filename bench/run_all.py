@@ -41,6 +41,8 @@ QUICK = {
     "ceiling": ("ceiling", ["--partitions", "100", "--cores", "2", "--duration", "3",
                             "--drivers", "8", "--refine", "0"]),
     "savepoint": ("savepoint", ["--sizes", "100000", "--seeded-max", "100000"]),
+    "db_failover": ("db_failover", ["--rounds", "1", "--reps", "40", "--seconds", "20",
+                                    "--window", "8"]),
 }
 
 FULL = {
@@ -68,6 +70,7 @@ FULL = {
     "ceiling": ("ceiling", ["--partitions", "10,100,1000", "--cores", "1,2", "--duration",
                             "30"]),
     "savepoint": ("savepoint", ["--sizes", "100000,1000000,10000000"]),
+    "db_failover": ("db_failover", []),
 }
 
 # Every script once, as small as it goes: seconds each (the Spark one about 30).
@@ -103,6 +106,9 @@ TINY = {
                             "--drivers", "2", "--refine", "0", "--start-rate", "20",
                             "--max-rate", "40"]),
     "savepoint": ("savepoint", ["--sizes", "200", "--seeded-max", "200", "--memory", "1g"]),
+    "db_failover": ("db_failover", ["--rounds", "1", "--warm", "1", "--after", "1", "--late", "1",
+                                    "--reps", "2", "--warmup", "0", "--seconds", "2",
+                                    "--window", "1", "--rate", "5"]),
 }
 
 

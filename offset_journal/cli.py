@@ -675,6 +675,21 @@ def _runtime_error(exc: BaseException) -> bool:
     return isinstance(exc, (*_RUNTIME_ERRORS, sa.exc.SQLAlchemyError))
 
 
+def _read_only_line(args: argparse.Namespace, exc: BaseException) -> str | None:
+    """What to say when a command that writes ran on a read-only server (a standby):
+    it needs the primary."""
+    from .db import read_only
+
+    if not read_only(exc):
+        return None
+    words = [getattr(args, "command", None)]
+    words += [getattr(args, f"{words[0]}_command", None)]
+    name = " ".join(w for w in words if w)
+    return (f"`{PROG} {name}` writes to the journal, and its database is read-only here (a "
+            "standby, or default_transaction_read_only): it needs the primary (its URL, or "
+            "a multi-host URL with target_session_attrs=read-write)")
+
+
 def _setup_logging(verbose: int) -> None:
     level = logging.WARNING if verbose <= 0 else logging.INFO if verbose == 1 else logging.DEBUG
     # basicConfig only: main() also runs in-process (tests, notebooks), where the
@@ -769,7 +784,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         if _runtime_error(exc):
             if args.verbose >= 2:
                 traceback.print_exc()
-            fail(one_line(exc))
+            fail(_read_only_line(args, exc) or one_line(exc))
             return runtime
         if args.verbose >= 2:
             traceback.print_exc()

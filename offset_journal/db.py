@@ -8,6 +8,7 @@ prints :func:`redact` of it, so passwords never reach logs or error messages.
 from __future__ import annotations
 
 import os
+import re
 import weakref
 from collections.abc import Callable
 from datetime import datetime, timezone
@@ -18,6 +19,13 @@ import psycopg
 import sqlalchemy as sa
 from psycopg import pq
 
+from .db_server import (
+    GUARD_PARAMETER,
+    SERVER_GUARD,
+    SERVER_IDENTITY,
+    guard_for,
+    note_connection,
+)
 from .errors import ConfigError
 from .redaction import redact
 
@@ -35,6 +43,7 @@ def resolve_url(url: str | None = None) -> str:
         url = "postgresql://" + url[len("postgres://"):]
     if url.startswith("postgresql://"):
         url = "postgresql+psycopg://" + url[len("postgresql://"):]
+    url = _hosts_in_query(url)
     try:
         parsed = sa.engine.make_url(url)
     except (sa.exc.ArgumentError, ValueError):  # ValueError: a port that is not a number
@@ -51,8 +60,81 @@ def resolve_url(url: str | None = None) -> str:
     return url
 
 
+def _hosts_in_query(url: str) -> str:
+    """A multi-host URL in libpq's form (``postgresql://h1:5432,h2:5432/db?...``: the
+    hosts libpq tries in turn, ``target_session_attrs`` picking the one that takes
+    writes) in the form SQLAlchemy reads: the hosts as ``host`` query options
+    (``?host=h1:5432&host=h2:5432``; IPv6 addresses, written in brackets, as the lists
+    ``?host=::1,h2&port=5432,5432``). A host without a port gets libpq's default. Any
+    other URL is returned as it is."""
+    scheme, sep, rest = url.partition("://")
+    cut = min((i for i in (rest.find("/"), rest.find("?")) if i >= 0), default=len(rest))
+    authority, tail = rest[:cut], rest[cut:]
+    userinfo, at, hostlist = authority.rpartition("@")
+    if not sep or "," not in hostlist:
+        return url
+    hosts, ports = [], []
+    for one in hostlist.split(","):
+        if one.startswith("["):  # [IPv6]:port
+            host, _, port = one[1:].partition("]")
+            port = port.removeprefix(":")
+        else:
+            host, _, port = one.partition(":")
+        if not host or (port and not port.isdigit()):
+            raise ConfigError(f"malformed database URL: host {one!r} of {redact(url)}")
+        hosts.append(host)
+        ports.append(port)
+    path, qmark, query = tail.partition("?")
+    if re.search(r"(?:^|&)(?:host|hostaddr|port)=", query):
+        raise ConfigError(f"malformed database URL: hosts both before the path and as "
+                          f"query options: {redact(url)}")
+    if any(":" in host for host in hosts):  # IPv6: host and port lists apart
+        given = [f"host={','.join(hosts)}", f"port={','.join(ports)}" if any(ports) else ""]
+    else:  # as the query-string spelling of the same URL: the same spool directory
+        given = [f"host={host}:{port}" if port else f"host={host}"
+                 for host, port in zip(hosts, ports, strict=True)]
+    options = "&".join(filter(None, (query, *given)))
+    return f"{scheme}://{userinfo}{at}{path or '/'}?{options}"
+
+
+READ_ONLY = "25006"
+"""SQLSTATE read_only_sql_transaction: a standby (or default_transaction_read_only)."""
+
+
+def read_only(exc: BaseException) -> bool:
+    """Whether the database refused a write because it is read-only here: a standby
+    (in recovery), or a server set to default_transaction_read_only."""
+    orig = getattr(exc, "orig", None) or exc
+    return getattr(orig, "sqlstate", None) == READ_ONLY
+
+
+def host_count(url: str) -> int:
+    """How many hosts ``url`` names (libpq tries them in turn)."""
+    try:
+        hosts = sa.engine.make_url(resolve_url(url)).query.get("host")
+    except ConfigError:
+        return 1
+    if isinstance(hosts, tuple):
+        return len(hosts)
+    return len(hosts.split(",")) if hosts else 1
+
+
+def writable_url(url: str) -> str:
+    """``url`` for a connection that must write (the listener's writer): a multi-host
+    URL that does not say which host to pick gets ``target_session_attrs=read-write``,
+    so that libpq passes over standbys to the primary rather than taking the first
+    host that answers."""
+    resolved = resolve_url(url)
+    parsed = sa.engine.make_url(resolved)
+    if host_count(resolved) < 2 or "target_session_attrs" in parsed.query:
+        return resolved
+    return parsed.update_query_dict({"target_session_attrs": "read-write"}) \
+        .render_as_string(hide_password=False)
+
+
 def make_engine(url: str | None = None, *, connect_timeout: int = 5,
-                statement_timeout_ms: int | None = None, **kwargs: object) -> sa.Engine:
+                statement_timeout_ms: int | None = None, identify_server: bool = False,
+                **kwargs: object) -> sa.Engine:
     """An engine that fails fast when the database is absent or hangs.
 
     A bounded connect time for a database that is down; TCP keepalives (and, for the
@@ -74,6 +156,11 @@ def make_engine(url: str | None = None, *, connect_timeout: int = 5,
     path sends JSON as UTF-8 bytes, which a connection in the database's own encoding
     (LATIN1, say) or in ``PGCLIENTENCODING`` would store garbled; in UTF-8 the server
     converts each value to its encoding, or refuses one it cannot hold.
+
+    ``identify_server``: every new connection reads which server it is on and whether
+    a pooler is in between, and behind a pooler every transaction is guarded against
+    another server than the one expected (the listener's writer: a failover, see
+    db_server.py and writer.py).
     """
     resolved = resolve_url(url)
     connect_args: dict[str, object] = {}
@@ -90,8 +177,10 @@ def make_engine(url: str | None = None, *, connect_timeout: int = 5,
         sa.event.listen(engine, "connect", _read_infinite_times)
         sa.event.listen(engine, "connect", _no_prepared_statements)
     settings = transaction_statements(statement_timeout_ms)
-    sa.event.listen(engine, "begin", _settings_hook(settings))
     _TRANSACTION_SETTINGS[engine] = settings
+    if identify_server and engine.dialect.driver == "psycopg":
+        sa.event.listen(engine, "connect", _identify_server)
+    sa.event.listen(engine, "begin", _settings_hook(engine))
     return engine
 
 
@@ -154,32 +243,50 @@ def _initialize_in_safe_path(dialect: Any) -> None:
     dialect.initialize = initialize
 
 
+def _identify_server(dbapi_connection: Any, _record: Any) -> None:
+    """Read which server a new connection is on (db_server.py), in a transaction of its
+    own on the search path."""
+    if not isinstance(dbapi_connection, psycopg.Connection) or not _begin_with(
+            dbapi_connection, f"BEGIN; SET LOCAL search_path = {SEARCH_PATH}".encode()):
+        return
+    try:
+        with dbapi_connection.cursor() as cur:
+            row = cur.execute(SERVER_IDENTITY).fetchone()
+    finally:
+        dbapi_connection.rollback()
+    note_connection(dbapi_connection, row)
+
+
 def _no_prepared_statements(dbapi_connection: Any, _record: Any) -> None:
     """Never prepare on the server: a transaction pooler hands the next transaction to
     another server connection, where the prepared statement does not exist."""
     dbapi_connection.prepare_threshold = None
 
 
-def _settings_hook(settings: tuple[str, ...]) -> Callable[[sa.Connection], None]:
-    """A ``begin`` hook that opens every transaction with ``settings`` (the search path,
-    the statement timeout), so that they hold on whichever server connection a pooler
-    picks. A connection in autocommit has no transaction to scope them to: it gets the
-    search path for its session."""
-    statement = "; ".join(settings)
-    begin_and_set = f"BEGIN; {statement}".encode()
+def _settings_hook(engine: sa.Engine) -> Callable[[sa.Connection], None]:
+    """A ``begin`` hook that opens every transaction with ``engine``'s settings (the
+    search path, the statement timeout, the server's identity or guard:
+    :func:`transaction_settings`), so that they hold on whichever server connection a
+    pooler picks. A connection in autocommit has no transaction to scope them to: it
+    gets the search path for its session."""
+    engine_ref = weakref.ref(engine)
 
     def begin(conn: sa.Connection) -> None:
         driver = conn.connection.driver_connection
-        if isinstance(driver, psycopg.Connection):
-            if driver.autocommit:
-                conn.exec_driver_sql(f"SET search_path = {SEARCH_PATH}")
-                return
-            if _begin_with(driver, begin_and_set):
-                return
-        # Through SQLAlchemy, so that an error reads as any other: a stale connection
-        # raises its invalidating error, which the writer retries at once.
-        for one in settings:
-            conn.exec_driver_sql(one)
+        made = engine_ref()
+        settings = transaction_settings(made) if made is not None else ()
+        expected = guard_for(made, driver) if made is not None else None
+        if isinstance(driver, psycopg.Connection) and driver.autocommit:
+            conn.exec_driver_sql(f"SET search_path = {SEARCH_PATH}")
+            return
+        if not (isinstance(driver, psycopg.Connection)
+                and _begin_with(driver, f"BEGIN; {'; '.join(settings)}".encode())):
+            # Through SQLAlchemy, so that an error reads as any other: a stale
+            # connection raises its invalidating error, which the writer retries.
+            for one in settings:
+                conn.exec_driver_sql(one)
+        if expected is not None:  # behind a pooler: the writer's server, or nothing
+            conn.exec_driver_sql(SERVER_GUARD, {GUARD_PARAMETER: expected.started_at})
 
     return begin
 

@@ -53,6 +53,33 @@ class PruneResult:
     kept_newest: int  # query names whose newest batch was older than the cut-off, kept
 
 
+@dataclass(frozen=True)
+class ServerState:
+    """The server a read ran on: the host and port connected to, and, on a standby
+    (``in_recovery``), how far behind its primary it may be: the last transaction it
+    replayed (when the primary committed it), how long before the read that was, and
+    the WAL it received and has not replayed yet (bytes)."""
+
+    host: str | None
+    port: str | None
+    in_recovery: bool
+    replayed_at: datetime | None = None
+    replayed_ago_s: float | None = None
+    unreplayed_bytes: int | None = None
+
+    def describe(self) -> str:
+        where = f"{self.host}:{self.port}" if self.host else "the database"
+        if not self.in_recovery:
+            return f"{where}, a primary"
+        if self.replayed_at is None:
+            return f"{where}, a standby that has replayed no transaction yet"
+        behind = (f"; {self.unreplayed_bytes:,} bytes of WAL received and not replayed yet"
+                  if self.unreplayed_bytes else "")
+        return (f"{where}, a standby whose last replayed transaction was committed on the "
+                f"primary at {self.replayed_at:%Y-%m-%d %H:%M:%S} UTC, "
+                f"{self.replayed_ago_s or 0:.1f} s before this read{behind}")
+
+
 HISTORY_PAGE = 1000
 """How many batches :meth:`Journal.iter_history` reads per statement."""
 

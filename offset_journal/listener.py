@@ -23,6 +23,7 @@ from datetime import datetime, timezone
 from typing import Any
 
 from .db import redact, resolve_url
+from .recent import DEFAULT_SECONDS
 from .records import (
     ASYNC_EXECUTION,
     CLUSTER,
@@ -62,6 +63,10 @@ class OffsetJournalListener(_Base):
             stream's path) and journaled, so that a plan against another cluster (a
             replica, a rebuilt cluster) refuses instead of misreading the offsets.
         kafka_config: more Kafka client settings for that lookup (security).
+        failover_window: seconds what was journaled is kept on disk (in the spool
+            directory) to be journaled again if the journal's database fails over to a
+            standby that lacked it (asynchronous replication): cover the standby's
+            replication lag; 0 keeps nothing (synchronous replication needs nothing).
     """
 
     def __init__(self, database_url: str | None = None, *, spool_dir: str | None = None,
@@ -69,7 +74,8 @@ class OffsetJournalListener(_Base):
                  spool_max_bytes: int | None = None, connect_timeout: int = 5,
                  terminate_flush_timeout: float = 5.0, statement_timeout_ms: int = 30_000,
                  exit_flush_timeout: float = 10.0, kafka_bootstrap_servers: str | None = None,
-                 kafka_config: Mapping[str, Any] | None = None) -> None:
+                 kafka_config: Mapping[str, Any] | None = None,
+                 failover_window: float = DEFAULT_SECONDS) -> None:
         url = resolve_url(database_url)
         self._config = WriterConfig(
             database_url=url,
@@ -79,6 +85,7 @@ class OffsetJournalListener(_Base):
             connect_timeout=connect_timeout,
             spool_max_bytes=spool_max_bytes,
             statement_timeout_ms=statement_timeout_ms,
+            failover_window=failover_window,
         )
         self._terminate_flush_timeout = terminate_flush_timeout
         self._exit_flush_timeout = exit_flush_timeout

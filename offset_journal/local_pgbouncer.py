@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import os
 import shutil
+import signal
 import socket
 import subprocess
 import tempfile
@@ -54,6 +55,16 @@ class PgBouncer:
         query = {k: v for k, v in parsed.query.items() if k != "host"}
         return parsed.set(host="127.0.0.1", port=self.port, query=query) \
             .render_as_string(hide_password=False)
+
+    def repoint(self, server_url: str) -> None:
+        """Send new server connections to another Postgres (as after a failover, when
+        the pooler's host name moves): the configuration rewritten, then reloaded
+        (SIGHUP). Its clients stay connected."""
+        ini = self.workdir / "pgbouncer.ini"
+        backend, _user = _backend(server_url)
+        ini.write_text("".join(f"* = {backend}\n" if line.startswith("* = ") else line
+                               for line in ini.read_text().splitlines(keepends=True)))
+        self.process.send_signal(signal.SIGHUP)
 
     def log(self) -> str:
         path = self.workdir / "pgbouncer.log"

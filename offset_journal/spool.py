@@ -95,8 +95,13 @@ ROOM_FACTOR = 0.9
 without rewriting the spool each time."""
 
 
-def _line(event: dict[str, Any]) -> str:
-    return json.dumps(event, separators=(",", ":"), default=str) + "\n"
+_LINE = json.JSONEncoder(separators=(",", ":"), default=str)
+"""One encoder for every line: json.dumps with options makes a new one each call."""
+
+
+def event_line(event: dict[str, Any]) -> str:
+    """An event as one line of a spool file (or of the writer's failover window)."""
+    return _LINE.encode(event) + "\n"
 
 
 def _query_key(event: dict[str, Any]) -> str:
@@ -112,7 +117,7 @@ def make_room(events: list[dict[str, Any]], budget: int,
     """(kept, dropped): drop the oldest batch events until the lines fit in ``budget``
     bytes, but never a query's newest batch (the offsets a restart needs) nor a run's
     start or end (small, and they complete the run rows)."""
-    sizes = [len(_line(e).encode()) for e in events]
+    sizes = [len(event_line(e).encode()) for e in events]
     total = sum(sizes)
     newest: dict[str, int] = {}
     for i, e in enumerate(events):
@@ -189,6 +194,23 @@ def merge_losses(into: dict[str, dict[str, Any]], more: dict[str, dict[str, Any]
             cur[1] = max((x for x in (cur[1], end) if x is not None), default=None)
 
 
+def read_events(f: IO[str], path: Path) -> list[dict[str, Any]]:
+    """The events of a spool file; a line cut short by a crash, or unreadable, is
+    skipped."""
+    events: list[dict[str, Any]] = []
+    for n, line in enumerate(f, 1):
+        if not line.endswith("\n"):
+            log.warning("offset-journal spool %s: skipping a line cut short at %d",
+                        path.name, n)
+            continue
+        try:
+            events.append(json.loads(line))
+        except json.JSONDecodeError:
+            log.warning("offset-journal spool %s: skipping unreadable line %d",
+                        path.name, n)
+    return events
+
+
 class Spool:
     def __init__(self, directory: str | os.PathLike[str], *, max_bytes: int | None = None) -> None:
         self.directory = Path(directory)
@@ -239,11 +261,27 @@ class Spool:
         """
         if not events:
             return 0
-        lines = "".join(_line(e) for e in events)
+        lines = "".join(event_line(e) for e in events)
         with self._lock:
             if self.max_bytes is not None and self.size() + len(lines) > self.max_bytes:
                 return self._append_full(events)
             self._write(lines)
+        return len(events)
+
+    def append_first(self, events: list[dict[str, Any]]) -> int:
+        """Append events to be replayed before everything the spool holds now (events
+        of a run older than those waiting: journaled in the run's order): in a file of
+        their own, dated before the oldest one. Not cut to ``max_bytes``. Raises
+        OSError when the spool cannot be written."""
+        if not events:
+            return 0
+        with self._lock:
+            oldest = min((st.st_mtime for _, st in self._stats()), default=None)
+            self._rotate()
+            self._write("".join(event_line(e) for e in events))
+            if oldest is not None and self._path is not None:
+                os.utime(self._path, (oldest - 1, oldest - 1))
+            self._rotate()  # replayable now; what comes next goes to a newer file
         return len(events)
 
     def _write(self, lines: str) -> None:
@@ -263,7 +301,7 @@ class Spool:
         try:
             old: list[dict[str, Any]] = []
             for path, f in taken:
-                old += self._read(f, path)
+                old += read_events(f, path)
             mine = sum(path.stat().st_size for path, _ in taken)
             assert self.max_bytes is not None
             budget = int((self.max_bytes - (self.size() - mine)) * ROOM_FACTOR)
@@ -271,7 +309,7 @@ class Spool:
             dropped_ids = {id(e) for e in dropped}
             self._record_losses(summarize_losses(dropped))
             self._file = self._path = None
-            self._write("".join(_line(e) for e in kept))  # a new file, then the old go
+            self._write("".join(event_line(e) for e in kept))  # a new file, then the old go
             for path, _ in taken:
                 path.unlink(missing_ok=True)
         finally:
@@ -431,7 +469,7 @@ class Spool:
                     continue  # another live writer owns it
                 self._replaying = path
             try:
-                events = self._read(f, path)
+                events = read_events(f, path)
                 for i in range(0, len(events), chunk):
                     sink(events[i:i + chunk])
                 path.unlink(missing_ok=True)
@@ -441,21 +479,6 @@ class Spool:
                     self._replaying = None
             done += len(events)
         return done
-
-    @staticmethod
-    def _read(f: IO[str], path: Path) -> list[dict[str, Any]]:
-        events: list[dict[str, Any]] = []
-        for n, line in enumerate(f, 1):
-            if not line.endswith("\n"):
-                log.warning("offset-journal spool %s: skipping a line cut short at %d",
-                            path.name, n)
-                continue
-            try:
-                events.append(json.loads(line))
-            except json.JSONDecodeError:
-                log.warning("offset-journal spool %s: skipping unreadable line %d",
-                            path.name, n)
-        return events
 
     def close(self) -> None:
         with self._lock:

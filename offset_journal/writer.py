@@ -4,6 +4,15 @@ Listener callbacks only put an event on the queue; this thread does all database
 When the database does not answer, events go to the on-disk spool and the writer
 retries with exponential backoff; once the database answers again the spool is
 replayed before new events, so the journal fills up in order and nothing is lost.
+
+What it journaled stays in its failover window (recent.py) until it is safe beyond the
+primary. Each new connection reads which server it is on before anything is written
+there, and behind a pooler each transaction is guarded to that server (db_server.py);
+on another server (a standby promoted after the primary was lost, which with
+asynchronous replication may lack the last transactions), the events journaled on the
+servers before go back through the spool first, journaled again where missing. A
+standby, which refuses writes, is an outage: the connection is dropped so that a
+multi-host URL's next connection finds the primary.
 """
 
 from __future__ import annotations
@@ -22,9 +31,12 @@ from typing import Any
 import psycopg
 import sqlalchemy as sa
 
-from .db import make_engine, redact
+from .db import host_count, make_engine, read_only, redact, writable_url
+from .db_server import ServerIdentity, expect_server, server_changed, server_seen
+from .errors import JournalError
 from .formatting import first_line
-from .journal import Journal, record_all
+from .journal import Journal, record_each
+from .recent import DEFAULT_MAX_BYTES, DEFAULT_SECONDS, RecentWindow
 from .records import (
     PROGRESS,
     BatchRecord,
@@ -54,6 +66,11 @@ class WriterConfig:
     """Longest a transaction may take before its connection is cut (a database that
     hangs with the connection open: statement_timeout cannot fire when nothing
     answers). None: the statement timeout plus the connect timeout plus 5 s."""
+    failover_window: float = DEFAULT_SECONDS
+    """Seconds what was journaled stays on disk (recent.py) to be journaled again on a
+    standby promoted after a failover: cover the standby's replication lag (0: keep
+    nothing; with synchronous replication nothing is needed)."""
+    failover_window_max_bytes: int = DEFAULT_MAX_BYTES
 
     @property
     def transaction_timeout(self) -> float:
@@ -98,6 +115,12 @@ _POOLER_HINT = ("a transaction pooler (PgBouncer) does not keep server-side prep
 _MISCONFIGURED_STATES.update({"26000": _POOLER_HINT, "42P05": _POOLER_HINT})
 _POOLER_STARTUP = "unsupported startup parameter"
 _LAYOUT_KEY = "batch_sources_kafka_layout_fkey"
+FAILOVER_RETRY_MAX = 1.0
+"""The longest wait between two tries through a multi-host URL while no host takes
+writes: a standby promoted in the meantime is found within it."""
+REJOURNAL = "rejournal"
+"""The key that marks an event taken back from the failover window, to be journaled
+again on a new server (counted apart: it was counted when first journaled)."""
 _POOLER_STARTUP_HINT = ("the pooler (PgBouncer) refuses a startup parameter: remove "
                         "'options' from the database URL, or list it in PgBouncer's "
                         "ignore_startup_parameters")
@@ -116,7 +139,11 @@ def classify_error(exc: BaseException) -> Fault:
     its driver) refuses is about the event itself."""
     if _POOLER_STARTUP in str(exc):
         return Fault.MISCONFIGURED
+    if isinstance(exc, _Switched):
+        return Fault.OUTAGE
     if isinstance(exc, sa.exc.DBAPIError) and exc.connection_invalidated:
+        return Fault.OUTAGE
+    if server_changed(exc):  # another server than the one written to
         return Fault.OUTAGE
     state = sqlstate(exc)
     if state is not None:
@@ -162,7 +189,10 @@ class WriterStats:
 
     ``journaled``: batches newly in the journal; ``spooled``: events written to the
     on-disk spool (replayed later); ``rejected``: events the database refused, kept in
-    ``rejected_events``; ``lost``: events neither journaled nor kept, by reason.
+    ``rejected_events``; ``lost``: events neither journaled nor kept, by reason;
+    ``rejournaled``: batches journaled again, once each time the journal's database
+    turned out to be another server that lacked them (a failover; counted once in
+    ``journaled``).
     """
 
     journaled: int = 0
@@ -170,13 +200,14 @@ class WriterStats:
     rejected: int = 0
     lost: int = 0
     lost_reasons: dict[str, int] = field(default_factory=dict)
+    rejournaled: int = 0
 
     def __add__(self, other: WriterStats) -> WriterStats:
         reasons = Counter(self.lost_reasons)
         reasons.update(other.lost_reasons)
         return WriterStats(self.journaled + other.journaled, self.spooled + other.spooled,
                            self.rejected + other.rejected, self.lost + other.lost,
-                           dict(reasons))
+                           dict(reasons), self.rejournaled + other.rejournaled)
 
 
 class Writer:
@@ -184,12 +215,19 @@ class Writer:
         self.config = config
         self.queue: queue.Queue[dict[str, Any] | None] = queue.Queue(config.queue_size)
         self.spool = Spool(config.spool_dir, max_bytes=config.spool_max_bytes)
+        self.window = RecentWindow(config.spool_dir, config.failover_window,
+                                   config.failover_window_max_bytes)
+        self._server: ServerIdentity | None = None  # the server it writes to
+        self._probes_asked = 0  # by flush(): is the server still the one written to?
+        self._probes_done = 0
         self._journal: Journal | None = None
         self._conn: sa.Connection | None = None  # the writer thread's (_connection)
         self._watchdog = Watchdog()
         self._pending = 0
         self._cond = threading.Condition()
         self._down_until = 0.0
+        self._quiet_until = 0.0  # repeated outage warnings are held until then
+        self._hosts = host_count(config.database_url)
         self._backoff = config.retry_initial
         self._stop = threading.Event()
         self._thread = threading.Thread(target=self._run, name="offset-journal-writer",
@@ -202,6 +240,7 @@ class Writer:
         self.written = 0
         self.spooled = 0
         self.rejected = 0
+        self.rejournaled = 0
 
     # ---------------------------------------------------------------- caller side
 
@@ -221,7 +260,7 @@ class Writer:
         with self._cond:
             return WriterStats(journaled=self.written, spooled=self.spooled,
                                rejected=self.rejected, lost=sum(self._lost.values()),
-                               lost_reasons=dict(self._lost))
+                               lost_reasons=dict(self._lost), rejournaled=self.rejournaled)
 
     def submit(self, event: dict[str, Any]) -> None:
         """Hand an event over without waiting; spills to the spool when the queue is full."""
@@ -250,19 +289,25 @@ class Writer:
         log.error("offset-journal: %d event(s) LOST (not journaled, not kept): %s "
                   "[%d lost so far]", n, reason, total)
 
-    def _keep(self, events: list[dict[str, Any]]) -> None:
-        """Put events in the spool, or count them as lost when it cannot take them."""
+    def _keep(self, events: list[dict[str, Any]], *, again: bool = False) -> None:
+        """Put events in the spool, or count them as lost when it cannot take them.
+        ``again``: events taken back from the failover window (journaled before: ahead
+        of everything spooled, not counted as spooled; an unusable spool raises, so
+        that the window keeps them)."""
         if not events:
             return
         try:
-            n = self.spool.append(events)
+            n = self.spool.append_first(events) if again else self.spool.append(events)
         except OSError as exc:
+            if again:
+                raise
             self._lose(len(events), f"the database is not taking them and the spool "
                                     f"{self.spool.directory} is unusable: "
                                     f"{exc.strerror or type(exc).__name__}")
             return
         with self._cond:
-            self.spooled += n
+            if not again:
+                self.spooled += n
             dropped = self.spool.dropped - self._spool_dropped_seen
             self._spool_dropped_seen += dropped
         self._lose(dropped, f"the spool {self.spool.directory} is full (spool_max_bytes="
@@ -273,7 +318,9 @@ class Writer:
         """Wait until every submitted event is in the journal. False when the timeout
         ran out first (what is not in the journal yet is then safe in the spool), and
         False once any event was lost or went to ``rejected_events`` (not in the
-        journal either; see :meth:`stats`).
+        journal either; see :meth:`stats`). While the failover window holds events,
+        the writer first asks the database which server it is: on another one, what
+        it lacks is journaled again before this returns True.
 
         With ``to_database=False`` it waits only until every event is durable, in the
         journal or in the spool: what a query's termination and interpreter exit need,
@@ -284,18 +331,26 @@ class Writer:
         deadline = None if timeout is None else time.monotonic() + timeout
         with self._cond:
             self._down_until = 0.0  # try the database now rather than after backoff
+            ticket = 0
+            if self.window.holding() and self.alive:
+                self._probes_asked += 1
+                ticket = self._probes_asked
             self._cond.notify_all()
+        if ticket:
+            with contextlib.suppress(queue.Full):
+                self.queue.put_nowait(_WAKE)  # an idle writer asks at once
         while True:
             with self._cond:
                 remaining = None if deadline is None else deadline - time.monotonic()
-                if self._pending == 0 and not self.spool.pending():
+                if (self._pending == 0 and not self.spool.pending()
+                        and self._probes_done >= ticket):
                     return not self._lost and not self.rejected
                 if remaining is not None and remaining <= 0:
                     return False
                 self._cond.wait(0.05 if remaining is None else min(remaining, 0.05))
             if not self.alive:
                 return (self._pending == 0 and not self.spool.pending() and not self.lost
-                        and not self.rejected)
+                        and not self.rejected and self._probes_done >= ticket)
 
     def _wait_handed_over(self, timeout: float | None) -> bool:
         with self._cond:
@@ -312,7 +367,7 @@ class Writer:
                 ev = self.queue.get_nowait()
             except queue.Empty:
                 break
-            if ev is not None:
+            if ev is not None and ev is not _WAKE:
                 events.append(ev)
         with self._cond:
             inflight = self._inflight if not self._inflight_spilled else None
@@ -348,6 +403,7 @@ class Writer:
         if not self.alive:  # else the stuck thread still holds its connection
             self._release_connection()
             self._watchdog.close()
+            self.window.close()
         if self._journal is not None:
             self._journal.close()
         return flushed and not self.lost
@@ -359,10 +415,11 @@ class Writer:
             self._journal = writer_journal(self.config)
         return self._journal
 
-    def _parse(self, events: list[dict[str, Any]]
-               ) -> tuple[list[RunRecord | BatchRecord], list[tuple[str, str]]]:
-        """The events as records, and (reason, payload) of those that cannot be one."""
+    def _parse(self, events: list[dict[str, Any]]) -> _Parsed:
+        """The events as records (with the events they came from), and (reason, payload)
+        of those that cannot be one."""
         records: list[RunRecord | BatchRecord] = []
+        good: list[dict[str, Any]] = []
         bad: list[tuple[str, str]] = []
         for ev in events:
             try:
@@ -375,10 +432,11 @@ class Writer:
                     records.append(rec)
                 else:
                     records.append(run_from_event(ev))
+                good.append(ev)
             except (ProgressFormatError, KeyError, TypeError, ValueError) as exc:
                 payload = ev.get("json") if isinstance(ev.get("json"), str) else None
                 bad.append((str(exc), payload or _dump(ev)))
-        return records, bad
+        return _Parsed(records, good, bad)
 
     def _connection(self, journal: Journal) -> sa.Connection:
         """The writer thread's connection, held from one transaction to the next (a
@@ -392,7 +450,21 @@ class Writer:
             if self._conn.in_transaction():
                 self._conn.rollback()
             self._conn.connection  # noqa: B018
+        seen = server_seen(self._conn)  # a new connection: which server is it on?
+        if seen is not None:
+            self._connected_to(journal, seen)
         return self._conn
+
+    def _connected_to(self, journal: Journal, seen: ServerIdentity) -> None:
+        """A new connection is on ``seen``, before anything was written on it: a standby
+        is an outage; on another server than before, what the window holds goes to the
+        spool first, and the events at hand wait behind it (_Switched)."""
+        if seen.in_recovery:
+            self._drop_connection()
+            raise JournalError("the journal database is a standby (in recovery): waiting "
+                               "for a primary")
+        if self._arrive(journal, seen):
+            raise _Switched()
 
     def _release_connection(self) -> None:
         conn, self._conn = self._conn, None
@@ -410,25 +482,96 @@ class Writer:
             yield
 
     def _transaction(self, journal: Journal, events: list[dict[str, Any]]) -> None:
-        records, bad = self._parse(events)
-        for attempt in (1, 2):
+        parsed = self._parse(events)
+        retried: set[str] = set()
+        while True:
             try:
                 conn = self._connection(journal)
                 with self._deadline(conn):
-                    new = _journal_events(journal, conn, records, bad)
+                    new = _journal_events(journal, conn, parsed.records, parsed.bad)
             except sa.exc.DBAPIError as exc:
                 # A pooled connection gone stale (server restarted, idle timeout)
-                # invalidates the pool: one attempt on a fresh connection decides
-                # whether the database is really away.
-                if attempt == 2 or not exc.connection_invalidated:
+                # invalidates the pool, and a Kafka layout remembered as stored may be
+                # missing (another server, after a failover: the Journal forgot its
+                # layouts): one attempt more for each decides whether the database is
+                # away.
+                why = ("stale" if exc.connection_invalidated
+                       else "layout" if _LAYOUT_KEY in str(exc) else None)
+                if why is None or why in retried:
                     raise
+                retried.add(why)
                 continue
-            for reason, _ in bad:
+            for reason, _ in parsed.bad:
                 log.error("offset-journal: event kept in rejected_events: %s", reason)
+            again = sum(n for n, ev in zip(new, parsed.good, strict=True) if ev.get(REJOURNAL))
             with self._cond:
-                self.written += new
-                self.rejected += len(bad)
+                self.written += sum(new) - again
+                self.rejournaled += again
+                self.rejected += len(parsed.bad)
+            self._journaled(parsed.good)
             return
+
+    # ------------------------------------------------------------ the server written to
+
+    def _journaled(self, events: list[dict[str, Any]]) -> None:
+        """``events`` were just committed on the server the writer expects: they join
+        the failover window, and what it held long enough there is let go."""
+        if self._server is None or not self.window.enabled:
+            return
+        self.window.append(events, self._server.key)
+        self._check_window()
+
+    def _check_window(self) -> int:
+        """Let the window go of what is safe, and hand what it holds of other servers to
+        the spool; how many events it handed over."""
+        assert self._server is not None
+        try:
+            taken = self.window.check(self._server.key, self._rejournal)
+        except OSError as exc:  # the window keeps them; the next check tries again
+            log.error("offset-journal: cannot move the failover window to the spool %s "
+                      "(%s); tried again after the next transaction", self.spool.directory,
+                      exc.strerror or type(exc).__name__)
+            return 0
+        if taken:
+            log.warning("offset-journal: %d event(s) journaled on a server before this one "
+                        "go through the spool again, first (journaled where missing)", taken)
+        return taken
+
+    def _rejournal(self, events: list[dict[str, Any]]) -> None:
+        """Window events of a server before: to the spool, ahead of all it holds."""
+        self._keep([{**ev, REJOURNAL: True} for ev in events], again=True)
+
+    def _arrive(self, journal: Journal, server: ServerIdentity) -> int:
+        """The writer is on ``server`` (the first it knows, or another than before): its
+        transactions refuse any other from now on; on another, the Journal forgets what
+        it remembers of the one before. The window's events of the servers before go to
+        the spool first; returns how many."""
+        if self._server is not None and server.key != self._server.key:
+            log.warning("offset-journal: the journal database %s is another server now "
+                        "(%s): it may lack what was journaled last on the one before (a "
+                        "failover with asynchronous replication); journaling again what "
+                        "the failover window holds", redact(self.config.database_url),
+                        server.describe())
+            journal.forget_remembered()
+        self._server = server
+        expect_server(journal.engine, server)
+        return self._check_window()
+
+    def _probe(self) -> None:
+        """Make sure the server is the one written to (a transaction of nothing, guarded
+        behind a pooler; a connection made anew reads which it is), for flush(), and for
+        the window to let go of what is safe when no batch comes."""
+        with self._cond:
+            asked = self._probes_asked
+        journal = self._get_journal()
+        conn = self._connection(journal)
+        with self._deadline(conn), conn.begin():
+            pass
+        if self._server is not None:
+            self._check_window()
+        with self._cond:
+            self._probes_done = max(self._probes_done, asked)
+            self._cond.notify_all()
 
     def _write(self, events: list[dict[str, Any]]) -> None:
         """Journal events in one transaction; an event the database refuses is kept in
@@ -487,26 +630,59 @@ class Writer:
         if self._backoff != self.config.retry_initial:
             log.warning("offset-journal: journal database is back")
         self._backoff = self.config.retry_initial
-        self._down_until = 0.0
+        self._down_until = self._quiet_until = 0.0
         return True
+
+    def _drop_connection(self) -> None:
+        """Cut the writer's connection, so that the next transaction connects anew (a
+        multi-host URL's hosts are tried again for the one that takes writes)."""
+        conn = self._conn
+        if conn is not None and not conn.closed and not conn.invalidated:
+            with contextlib.suppress(Exception):
+                conn.invalidate()
 
     def _mark_down(self, exc: BaseException) -> None:
         url = redact(self.config.database_url)
-        if classify_error(exc) is Fault.MISCONFIGURED:
+        if isinstance(exc, _Switched) or server_changed(exc):
+            # Not an outage: nothing was written there. What the window holds goes
+            # first, the events after it; refused behind a pooler, a connection made
+            # anew reads which server it is.
+            if server_changed(exc):
+                log.info("offset-journal: a transaction was refused before it wrote "
+                         "anything: %s is not the server written to before (a pooler "
+                         "connected to another); connecting anew to see which it is", url)
+                self._drop_connection()
+            self._down_until = 0.0
+            return
+        if read_only(exc):  # a standby: find the primary on the next try
+            self._drop_connection()
+        fault = classify_error(exc)
+        now = time.monotonic()
+        if fault is Fault.MISCONFIGURED:
             log.error("offset-journal: cannot write to %s: %s (%s). The events are not "
                       "bad: they wait (in the spool) and are retried in %.1fs.", url,
                       fault_hint(exc), redact(first_line(exc)), self._backoff)
-        else:
+        elif now >= self._quiet_until:
             log.warning("offset-journal: cannot write to %s (%s); retry in %.1fs", url,
                         redact(first_line(exc)), self._backoff)
-        self._down_until = time.monotonic() + self._backoff
-        self._backoff = min(self._backoff * 2, self.config.retry_max)
+        self._down_until = now + self._backoff
+        ceiling = self.config.retry_max
+        if fault is Fault.OUTAGE and self._hosts > 1:
+            # A primary and its standbys: one of them is promoted any time now, and
+            # trying every host costs little; said once per retry_max meanwhile.
+            ceiling = min(ceiling, FAILOVER_RETRY_MAX)
+            if self._backoff >= ceiling and now >= self._quiet_until:
+                self._quiet_until = now + self.config.retry_max
+        self._backoff = min(self._backoff * 2, ceiling)
 
     def _replay(self) -> bool:
         self._record_spool_losses()
-        if not self.spool.pending():
-            return True
-        return self._try(self.spool.replay, self._write)
+        for _ in range(3):  # again for what a change of server moved there meanwhile
+            if not self.spool.pending():
+                return True
+            if not self._try(self.spool.replay, self._write):
+                return False
+        return True
 
     def _record_spool_losses(self) -> None:
         """Move the spool's record of what a full spool dropped into the journal."""
@@ -532,7 +708,8 @@ class Writer:
             if ev is None:
                 self._stop.set()
                 break
-            events.append(ev)
+            if ev is not _WAKE:
+                events.append(ev)
         return events
 
     def _run(self) -> None:
@@ -541,6 +718,7 @@ class Writer:
         finally:  # the thread's own: closed by it, never from another thread
             self._release_connection()
             self._watchdog.close()
+            self.window.close()
 
     def _loop(self) -> None:
         self._replay()  # what an earlier driver left behind
@@ -549,12 +727,10 @@ class Writer:
                 first = self.queue.get(timeout=0.2)
             except queue.Empty:
                 first = None
-            if first is None:
+            if first is None or first is _WAKE:
                 if self._stop.is_set() and self.queue.empty():
                     break
-                if ((self.spool.pending() or self.spool.has_losses())
-                        and time.monotonic() >= self._down_until):
-                    self._replay()
+                self._idle()
                 continue
             events = self._take(first)
             with self._cond:
@@ -570,11 +746,44 @@ class Writer:
                 if not spilled:
                     self._done(len(events))
 
+    def _idle(self) -> None:
+        """No event waiting: replay the spool, then ask the database which server it is
+        when flush() wants to know or the window holds events long enough to let go."""
+        self.window.write_out()
+        if time.monotonic() < self._down_until:
+            return
+        if (self.spool.pending() or self.spool.has_losses()) and not self._replay():
+            return
+        with self._cond:
+            asked = self._probes_asked > self._probes_done
+        due = self.window.due()
+        if asked or (due is not None and due <= time.time()):
+            self._try(self._probe)
+
     def _handle(self, events: list[dict[str, Any]]) -> None:
         up = time.monotonic() >= self._down_until
         if up and self._replay() and self._try(self._write, events):
             return
         self._keep(events)
+
+
+class _Switched(Exception):  # noqa: N818 - a signal, not an error
+    """The writer found itself on another server before writing: the events wait, the
+    window's go first."""
+
+
+@dataclass(frozen=True)
+class _Parsed:
+    """Events read for a transaction: the records, the events they came from (in the
+    same order), and (reason, payload) of the events that cannot be one."""
+
+    records: list[RunRecord | BatchRecord]
+    good: list[dict[str, Any]]
+    bad: list[tuple[str, str]]
+
+
+_WAKE: dict[str, Any] = {}
+"""Put on the queue (never journaled) to wake an idle writer: flush() asks a probe."""
 
 
 def _record_losses(writer: Writer, journal: Journal, entries: list[dict[str, Any]]) -> None:
@@ -585,16 +794,16 @@ def _record_losses(writer: Writer, journal: Journal, entries: list[dict[str, Any
 
 def _journal_events(journal: Journal, conn: sa.Connection,
                     records: list[RunRecord | BatchRecord],
-                    bad: list[tuple[str, str]]) -> int:
+                    bad: list[tuple[str, str]]) -> list[bool]:
     """One transaction on ``conn``: the records, and the events that cannot be one in
-    rejected_events; how many batches were new. The listener's common case, one batch
-    alone, is one round trip (Journal.write_batch)."""
+    rejected_events; for each record, whether it was a batch new to the journal. The
+    listener's common case, one batch alone, is one round trip (Journal.write_batch)."""
     if not bad and len(records) == 1 and isinstance(records[0], BatchRecord):
-        return int(journal.write_batch(records[0], conn))
+        return [journal.write_batch(records[0], conn)]
     with conn.begin():
         for reason, payload in bad:
             journal.record_rejected(reason, payload, conn)
-        return record_all(journal, records, conn)
+        return record_each(journal, records, conn)
 
 
 def _socket_of(conn: sa.Connection) -> int | None:
@@ -611,8 +820,10 @@ def writer_journal(config: WriterConfig) -> Journal:
     """The journal as the writer opens it: one connection, fail-fast timeouts, and no
     pre-ping round trip per transaction (a stale connection is retried once instead,
     in :meth:`Writer._write`)."""
-    engine = make_engine(config.database_url, connect_timeout=config.connect_timeout,
+    engine = make_engine(writable_url(config.database_url),
+                         connect_timeout=config.connect_timeout,
                          statement_timeout_ms=config.statement_timeout_ms,
+                         identify_server=config.failover_window > 0,
                          pool_size=1, max_overflow=1, pool_pre_ping=False)
     return Journal(engine=engine)
 

@@ -516,3 +516,29 @@ def test_an_unlinked_plan_at_earliest_explains_only_a_run_from_its_recorded_log_
     linked = _linked(1, {A0: -2}, "r2", minute=1.5, linked_minute=1.5, position="at")
     report = audit_batches("q", j.batches, [linked])
     assert (report.runs[1].plan_id, report.runs[1].link) == (1, "recorded")
+
+
+def _batch(pk: int, run: str, batch_id: int, start: int) -> AuditBatch:
+    return AuditBatch(pk, run, "q1", batch_id, None, None, (AuditSource(0, 10, (
+        PartitionOffset("t", 0, start if batch_id else None, start + 10),)),))
+
+
+def test_batch_ids_missing_inside_a_run_are_journal_rows_lost():
+    # batches 3..5 of the run are not in the journal (lost with a primary)
+    batches = [_batch(pk, "r", b, 10 * b) for pk, b in enumerate((0, 1, 2, 6, 7), 1)]
+    report = audit_batches("q", batches)
+    assert report.exit_code == 3
+    [finding] = report.findings
+    assert (finding.kind, finding.status, finding.first, finding.end) == (GAP, UNEXPLAINED,
+                                                                           30, 60)
+    assert "journal rows lost: batches 3..5 of run r are not in the journal" in finding.reason
+    assert "resumed a checkpoint" not in finding.reason
+    # journaled late (a spool replayed after the run went on): said so, not "lost"
+    late = audit_batches("q", [*batches, _batch(6, "r", 4, 40), _batch(7, "r", 3, 30),
+                               _batch(8, "r", 5, 50)])
+    assert "batches 3..5 of run r were journaled only after r:6" in late.findings[0].reason
+    # on a standby, ids that never came may only not be replayed yet: a note
+    standby = audit_batches("q", batches, standby="h2:5432, a standby 3.0 s behind")
+    assert standby.exit_code == 0 and standby.findings == []
+    assert any("batches 3..5 of run r (before r:6; offsets 30..59 of t-0) are not on this "
+               "standby: h2:5432, a standby 3.0 s behind" in n for n in standby.notes)

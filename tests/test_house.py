@@ -14,7 +14,7 @@ ROOT = Path(offset_journal.__file__).parent
 
 SQL_HOMES = ("journal.", "schema", "roles", "db")
 """Where SQL may live: the storage layer, and the schema, its roles and the engine."""
-SERVICES = ("services", "local_kafka", "local_pgbouncer", "demo", "testing")
+SERVICES = ("services", "local_kafka", "local_pgbouncer", "local_standby", "demo", "testing")
 """Starters of local services and the demo: they create databases, not journal SQL."""
 
 

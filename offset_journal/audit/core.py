@@ -41,6 +41,15 @@ running query is read from its log start), and in the first run audited (the jou
 begins there); otherwise it is an **unexplained start** (only the broker knows a log
 start, and offsets it deleted were never processed either).
 
+**Journal rows lost.** A run's batch ids follow one another: a batch whose run has
+journaled batches, and whose id is more than one past the highest of them, shows that
+the ids in between were not journaled before it. A gap there names them: as journal
+rows lost (its database failed over to a server that lacked them, or the listener lost
+events) when they never come, as journaled late when they come further on; never as a
+job reading from the wrong place. Read on a standby (``standby``, what the edge says
+of its lag), ids that never come may only not be replayed yet: a note says so, and
+there is no finding.
+
 Limits: a batch journaled late (from a listener's spool, after a newer run's) is
 placed where it was journaled; a query reading one topic-partition in two sources
 (a self-union) shows overlaps between them.
@@ -224,6 +233,52 @@ class _Run:
     plan: RecordedPlan | None
     offsets: dict[TP, int]
     first_pk: int
+    last_batch: int = -1
+    """The highest batch id of the run walked so far."""
+
+
+@dataclass
+class _Claim:
+    """Batch ids ``first``..``last`` of a run, not journaled before ``ref``: the gaps
+    they left (findings, with the text before their cause; on a standby, the offsets
+    for a note), and those of the ids that showed up further on."""
+
+    run_id: str
+    first: int
+    last: int
+    ref: HistoryRef
+    findings: list[tuple[Finding, str]] = field(default_factory=list)
+    offsets: list[str] = field(default_factory=list)
+    seen: set[int] = field(default_factory=set)
+
+    def unseen(self) -> list[int]:
+        return [i for i in range(self.first, self.last + 1) if i not in self.seen]
+
+    def cause(self) -> str:
+        """Why the ids were not there, now that the walk is over."""
+        unseen = self.unseen()
+        run = f"of run {self.run_id}"
+        if not unseen:
+            return (f"{_ids(self.seen)} {run} were journaled only after {self.ref.label()} "
+                    "(late, from a spool): the audit follows the journal's order")
+        late = (f" ({_ids(self.seen)} came later, from a spool)" if self.seen else "")
+        return (f"journal rows lost: {_ids(unseen)} {run} are not in the journal{late} (its "
+                "database failed over to a server that lacked them, or the listener lost "
+                "events: see `plan`); Spark ran them, so the offsets were most likely "
+                "processed, but the journal cannot show it")
+
+
+def _ids(ids: Iterable[int]) -> str:
+    """Batch ids as people read them: ``batch 4``, ``batches 4, 7..9``."""
+    ordered = sorted(ids)
+    spans: list[list[int]] = []
+    for i in ordered:
+        if spans and spans[-1][1] == i - 1:
+            spans[-1][1] = i
+        else:
+            spans.append([i, i])
+    text = ", ".join(f"{a}" if a == b else f"{a}..{b}" for a, b in spans)
+    return f"batch {text}" if len(ordered) == 1 else f"batches {text}"
 
 
 @dataclass(frozen=True)
@@ -233,6 +288,8 @@ class _At:
     run: _Run
     ref: HistoryRef
     key: TP
+    missing: tuple[int, int] | None = None
+    """The run's batch ids (first, last) not journaled right before this batch."""
 
 
 @dataclass
@@ -244,8 +301,9 @@ class _Open:
 
 
 class _Walk:
-    def __init__(self, plans: Sequence[RecordedPlan]) -> None:
+    def __init__(self, plans: Sequence[RecordedPlan], standby: str | None = None) -> None:
         self.plans = list(plans)
+        self.standby = standby
         self.linked = {run: plan for plan in self.plans for run in plan.run_ids}
         self.taken: set[int] = set()
         self.runs: dict[str, _Run] = {}
@@ -253,6 +311,7 @@ class _Walk:
         self.open: dict[tuple[TP, str], _Open] = {}
         self.findings: list[Finding] = []
         self.notes: list[tuple[HistoryRef, str]] = []
+        self.claims: dict[str, dict[tuple[int, int], _Claim]] = {}
         self.origin: str | None = None
         self.count = 0
 
@@ -326,13 +385,19 @@ class _Walk:
         self.count += 1
         run, first = self.run_of(batch)
         ref = HistoryRef.of(batch)
+        missing = (None if first or batch.batch_id <= run.last_batch + 1
+                   else (run.last_batch + 1, batch.batch_id - 1))
+        run.last_batch = max(run.last_batch, batch.batch_id)
+        for claim in self.claims.get(batch.run_id, {}).values():
+            if claim.first <= batch.batch_id <= claim.last:
+                claim.seen.add(batch.batch_id)
         for source in batch.sources:
             for p in source.partitions:
                 if p.end is None:
                     continue
                 start, how = self.start_of(run, first, source, p)
-                self.partition(_At(run, ref, (p.topic, p.partition)), start, p.end, how,
-                               source)
+                self.partition(_At(run, ref, (p.topic, p.partition), missing), start, p.end,
+                               how, source)
 
     def partition(self, at: _At, start: int | None, end: int, how: StartHow,
                   source: AuditSource) -> None:
@@ -444,13 +509,46 @@ class _Walk:
         return True
 
     def gap(self, at: _At, start: int, state: _Partition, how: StartHow) -> None:
-        status, why = self.verdict(at, start, how, GAP)
         key, ref = at.key, at.ref
-        self.add(Finding(GAP, status, key[0], key[1], state.frontier, start,
-                         at.run.start.run_id, [ref], [state.at], at.run.start.plan_id,
-                         f"offsets {state.frontier}..{start - 1} of {tp_label(*key)} were "
-                         f"never processed: {state.at.label()} ended at {state.frontier}, "
-                         f"{ref.label()} started at {start}; {why}"))
+        what = f"offsets {state.frontier}..{start - 1} of {tp_label(*key)}"
+        claim = self.claim(at)
+        if claim is not None and self.standby is not None:
+            claim.offsets.append(what)  # said in a note at the end, if still missing
+            return
+        status, why = self.verdict(at, start, how, GAP)
+        text = (f"{what} were never processed: {state.at.label()} ended at "
+                f"{state.frontier}, {ref.label()} started at {start}; ")
+        finding = Finding(GAP, status, key[0], key[1], state.frontier, start,
+                          at.run.start.run_id, [ref], [state.at], at.run.start.plan_id,
+                          text + why)
+        self.add(finding)
+        if claim is not None:
+            claim.findings.append((finding, text))
+
+    def claim(self, at: _At) -> _Claim | None:
+        """The claim of the ids missing before ``at``'s batch, if any."""
+        if at.missing is None:
+            return None
+        claims = self.claims.setdefault(at.run.start.run_id, {})
+        found = claims.get(at.missing)
+        if found is None:
+            found = claims[at.missing] = _Claim(at.run.start.run_id, *at.missing, at.ref)
+        return found
+
+    def settle(self) -> None:
+        """The walk is over: each claim's gaps say whether its ids came late or never
+        (on a standby, a note for those that never came)."""
+        for claims in self.claims.values():
+            for claim in claims.values():
+                for finding, text in claim.findings:
+                    finding.reason = text + claim.cause()
+                unseen = claim.unseen()
+                if claim.offsets and unseen:
+                    self.notes.append((claim.ref, (
+                        f"{_ids(unseen)} of run {claim.run_id} (before "
+                        f"{claim.ref.label()}; {', '.join(claim.offsets)}) are not on this "
+                        f"standby: {self.standby}; they may only not be replayed yet: audit "
+                        "the primary to know whether they are lost")))
 
     def overlap(self, at: _At, start: int, end: int, state: _Partition,
                 how: StartHow) -> None:
@@ -484,6 +582,8 @@ class _Walk:
     def verdict(self, at: _At, start: int, how: StartHow, kind: FindingKind,
                 ) -> tuple[Literal["planned", "unexplained"], str]:
         start_info, plan = at.run.start, at.run.plan
+        if kind == GAP and at.missing is not None:
+            return UNEXPLAINED, "batch ids are missing before it (see settle)"
         if how == "plan" and plan is not None:
             as_planned = at.run.offsets.get(at.key) == start
             if as_planned and kind == GAP and plan.allow_data_loss:
@@ -512,15 +612,19 @@ class _Walk:
 
 def audit_batches(query_name: str, batches: Iterable[AuditBatch],
                   plans: Sequence[RecordedPlan] = (), *, since: datetime | None = None,
-                  concurrent: Sequence[tuple[str, str]] = ()) -> AuditReport:
+                  concurrent: Sequence[tuple[str, str]] = (),
+                  standby: str | None = None) -> AuditReport:
     """Audit a query's journaled batches (in the journal's order) against the restart
     plans recorded for it; see the module docstring for the rules. ``since``: report
     only findings and runs whose first batch triggered at or after it (everything is
     still walked, to know where each partition stood). ``concurrent``: pairs of run
-    ids that journaled batches at the same time (overlap.concurrent_runs)."""
-    walk = _Walk(plans)
+    ids that journaled batches at the same time (overlap.concurrent_runs).
+    ``standby``: the journal was read on a standby, which this says how far behind
+    it is (batch ids missing inside a run are then notes, not journal rows lost)."""
+    walk = _Walk(plans, standby)
     for batch in batches:
         walk.step(batch)
+    walk.settle()
 
     def kept(ref: HistoryRef) -> bool:
         return since is None or ref.trigger_at is None or ref.trigger_at >= since

@@ -24,15 +24,21 @@ PAGE = 1000
 def audit_query(journal: Journal, query_name: str, since: datetime | None = None,
                 ) -> AuditReport:
     """Audit ``query_name`` in ``journal``: every batch walked in the journal's order
-    (streamed, a page at a time), against the plans recorded for it. JournalError when
-    the query has no journaled batch."""
+    (streamed, a page at a time), against the plans recorded for it. On a standby, the
+    report says which and how far behind it is, and batch ids missing inside a run are
+    notes (they may only not be replayed yet). JournalError when the query has no
+    journaled batch."""
+    server = journal.server_state()
+    standby = server.describe() if server.in_recovery else None
     plans = _plans(journal, query_name)
     spans = [span_of(b) for b in journal.run_bounds(query_name, limit=None)]
     pairs = [(a.run_id, b.run_id) for a, b in concurrent_runs(spans)]
     report = audit_batches(query_name, iter_audit_batches(journal, query_name), plans,
-                           since=since, concurrent=pairs)
+                           since=since, concurrent=pairs, standby=standby)
     if report.batches == 0:
         raise JournalError(f"no journaled batches for query {query_name!r}")
+    if standby is not None:  # what it read may be behind what the primary holds
+        report.notes.insert(0, f"read on {standby}: the primary may hold more")
     return report
 
 

@@ -51,7 +51,7 @@ from .aggregates import ReportRows
 from .health import Health
 from .queries import Queries
 from .retention import prune
-from .write import Writes, record_all
+from .write import Writes, record_all, record_each
 
 
 class Journal(Writes, Queries, Health):
@@ -71,4 +71,4 @@ class Journal(Writes, Queries, Health):
 __all__: Sequence[str] = ["FLAGGED_PROBLEMS", "HISTORY_PAGE", "RECENT_RUNS", "Batch",
                           "FlaggedProblem", "Journal", "JournalError", "PruneResult",
                           "RecordedPlan", "RecordedSavepoint", "ReportRows", "Run",
-                          "RunBounds", "SourceOffsets", "SpoolLoss", "record_all"]
+                          "RunBounds", "SourceOffsets", "SpoolLoss", "record_all", "record_each"]

@@ -77,6 +77,15 @@ class JournalBase:
         with self._ends_lock:
             self._sent_layouts.pop(id(conn), None)
 
+    def forget_remembered(self) -> None:
+        """Forget what this Journal remembers of what it wrote (each run's last ends, the
+        layouts stored): the journal is on another server now (a standby promoted after
+        a failover), which may lack any of it. Checks read the journal until they have
+        written again."""
+        with self._ends_lock:
+            self._ends.clear()
+            self._stored_layouts.clear()
+
     def _forget_layouts(self) -> None:
         """A layout remembered as stored is not there (the schema was re-created)."""
         with self._ends_lock:

@@ -10,6 +10,7 @@ import dataclasses
 from collections.abc import Callable
 from typing import Any
 
+from ..db_server import guarded
 from ..journal_checks import partition_latests, stored_offsets
 from ..records import BatchRecord, SourceRecord
 from .arrays import Arrays, Layout, array_literal, encode, latest_json
@@ -43,6 +44,13 @@ JOURNAL_BATCH = """SELECT new_batch_pk, next_journaled FROM offset_journal.journ
     p_sources => (%(sources)s)::jsonb, p_layouts => (%(layouts)s)::jsonb,
     p_check_next => (%(check_next)s)::boolean)"""
 
+
+_CHECK_NEXT = "p_check_next => (%(check_next)s)::boolean"
+JOURNAL_BATCH_GUARDED = JOURNAL_BATCH.replace(_CHECK_NEXT, "p_check_next => " + guarded(
+    "(%(check_next)s)::boolean"))
+"""``JOURNAL_BATCH`` that refuses to write on any server but the one expected
+(db_server.guarded, in its last argument: evaluated before the function runs), so that
+the writer's one-round-trip write needs no guard statement of its own."""
 
 JSON_ARGUMENTS = frozenset({"durations_ms", "state_operators", "sources", "layouts"})
 """The arguments of ``JOURNAL_BATCH`` that go as jsonb."""

@@ -71,7 +71,8 @@ def run_alone(conn: sa.Connection, statement: str, params: Mapping[str, Any]) ->
     """``statement`` as a transaction of its own, in one round trip; its first row.
 
     ``conn`` is not in a transaction. The engine's per-transaction settings (the search
-    path, the statement timeout) and the statement go as one query of the simple protocol, which
+    path, the statement timeout) and the
+    statement go as one query of the simple protocol, which
     Postgres runs as one implicit transaction: committed when all of it succeeds,
     rolled back when anything fails, the connection idle after it either way. The
     parameters are bound in the client for that (psycopg's ClientCursor quotes them).

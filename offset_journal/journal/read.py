@@ -19,6 +19,7 @@ from ..journal_rows import (
     RecordedSavepoint,
     Run,
     RunBounds,
+    ServerState,
     SourceOffsets,
     SpoolLoss,
 )
@@ -325,6 +326,25 @@ class Reads(JournalBase):
         stmt = (sa.select(r.query_name).where(r.query_id == query_id).distinct()
                 .order_by(r.query_name))
         return list(self.run_read(lambda c: c.execute(stmt).scalars().all()))
+
+    def server_state(self) -> ServerState:
+        """Which server the journal is read on, and on a standby how far behind it may
+        be (every function here is PUBLIC's to execute)."""
+        def read(conn: sa.Connection) -> ServerState:
+            row = conn.execute(sa.text(
+                "SELECT pg_catalog.pg_is_in_recovery(), "
+                "pg_catalog.pg_last_xact_replay_timestamp(), "
+                "pg_catalog.date_part('epoch', pg_catalog.clock_timestamp() - "
+                "pg_catalog.pg_last_xact_replay_timestamp()), "
+                "pg_catalog.pg_wal_lsn_diff(pg_catalog.pg_last_wal_receive_lsn(), "
+                "pg_catalog.pg_last_wal_replay_lsn())")).one()
+            info = getattr(conn.connection.driver_connection, "info", None)
+            host = getattr(info, "host", None)
+            port = getattr(info, "port", None)
+            return ServerState(str(host) if host else None, str(port) if port else None,
+                               bool(row[0]), row[1], None if row[2] is None else float(row[2]),
+                               None if row[3] is None else int(row[3]))
+        return self.run_read(read)
 
     def query_names(self) -> list[str]:
         stmt = sa.select(query_runs.c.query_name).distinct().order_by(query_runs.c.query_name)

@@ -12,6 +12,7 @@ from typing import Any
 import sqlalchemy as sa
 from sqlalchemy.dialects.postgresql import insert as pg_insert
 
+from ..db_server import GUARD_PARAMETER, guard_for
 from ..errors import JournalError
 from ..journal_checks import (
     PartitionEnds,
@@ -38,6 +39,7 @@ from .arrays import Arrays
 from .base import JournalBase
 from .batch_args import (
     JOURNAL_BATCH,
+    JOURNAL_BATCH_GUARDED,
     JSON_ARGUMENTS,
     BatchWrite,
     continued_sources,
@@ -179,8 +181,16 @@ class Writes(JournalBase):
         (``alone``): (the new batch's id or None, whether its successor is in)."""
         arguments = {k: jsonb(v) if k in JSON_ARGUMENTS and v is not None else v
                      for k, v in arguments.items()}
+        # the writer's behind a pooler: never on another server than it expects
+        expected = guard_for(conn.engine, conn.connection.driver_connection)
         try:
-            row = (run_alone if alone else execute)(conn, JOURNAL_BATCH, arguments)
+            if expected is None:
+                row = (run_alone if alone else execute)(conn, JOURNAL_BATCH, arguments)
+            elif alone:
+                row = run_alone(conn, JOURNAL_BATCH_GUARDED, {
+                    **arguments, GUARD_PARAMETER: expected.started_at})
+            else:  # guarded when its transaction began
+                row = execute(conn, JOURNAL_BATCH, arguments)
         except sa.exc.IntegrityError as exc:
             if "kafka_layout" in str(exc.orig):  # a layout remembered but not there
                 self._forget_layouts()
@@ -418,14 +428,23 @@ def record_cluster(journal: Writes, run: RunRecord, conn: sa.Connection) -> None
 def record_all(journal: Writes, records: Iterable[RunRecord | BatchRecord],
                conn: sa.Connection) -> int:
     """Record runs and batches in one transaction; returns how many batches were new."""
-    new = 0
+    return sum(record_each(journal, records, conn))
+
+
+def record_each(journal: Writes, records: Iterable[RunRecord | BatchRecord],
+                conn: sa.Connection) -> list[bool]:
+    """Record runs and batches in one transaction; for each, whether it was a batch
+    new to the journal."""
+    new = []
     for rec in records:
         if isinstance(rec, RunRecord) and rec.kafka_cluster_id is not None:
             record_cluster(journal, rec, conn)
         elif isinstance(rec, RunRecord):
             journal.record_run(rec, conn)
-        elif journal.record_batch(rec, conn):
-            new += 1
+        else:
+            new.append(journal.record_batch(rec, conn))
+            continue
+        new.append(False)
     return new
 
 

@@ -389,6 +389,7 @@ class RestartPlan:
             "window_seconds": self.window.total_seconds() if self.window else None,
             "checkpoint": self.checkpoint, "output_path": self.output_path,
             "kafka_checked": self.kafka_checked, "plan_id": self.plan_id,
+            "record_problem": self.record_problem,
             "from_time": format_time(self.from_time),
             "reprocessed_batches": [r.to_dict() for r in self.reread],
             "kafka_cluster_id": self.kafka_cluster_id,
@@ -443,4 +444,6 @@ class RestartPlan:
             out += ["", fill("Not recorded in the journal: a preview. The plan a job starts "
                              "from is recorded when it is handed out (`starting-offsets`, a "
                              "job's --from-journal, `plan --record`).")]
+        else:
+            out += ["", fill(f"Not recorded: {self.record_problem}")]
         return "\n".join(out).rstrip() + "\n"

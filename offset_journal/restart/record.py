@@ -153,12 +153,20 @@ def record_plan(journal: Journal, plan: RestartPlan, request: PlanRequest,
     role; a journal not upgraded to 0008_decisions). Returns the plan."""
     import sqlalchemy as sa
 
+    from ..db import read_only
     from ..redaction import redact
 
     try:
         plan.plan_id = journal.record_plan(plan_row(plan, request, command))
     except sa.exc.SQLAlchemyError as exc:
         reason = redact(first_line(getattr(exc, "orig", None) or exc))
+        if read_only(exc):
+            plan.record_problem = (
+                "this plan was not recorded in the journal: its database is read-only here "
+                "(a standby); recording needs the primary: plan against the primary's URL "
+                "before starting the job from it, or pass --no-record")
+            log.info("restart plan for %s: %s", plan.query_name, plan.record_problem)
+            return plan
         fix = ("upgrade the journal (`offset-journal db upgrade`)" if "does not exist" in reason
                else "record plans as a role with INSERT on offset_journal.restart_plans "
                     "(`offset-journal db grant --planner ROLE`)")

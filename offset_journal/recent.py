@@ -1,0 +1,295 @@
+"""What the listener's writer journaled recently, kept on disk until it is safe beyond
+the primary: the failover window (see writer.py and the README's "When the journal's
+database fails over").
+
+With asynchronous replication, a standby promoted after its primary was lost lacks the
+last transactions the primary had acknowledged. So the writer appends every event it
+journaled to a segment file of this window, in its spool directory, under the server
+it was journaled on (:attr:`offset_journal.db_server.ServerIdentity.key`). A segment is
+deleted once the writer, ``seconds`` or more after the segment's newest event, finds
+the same server still there: a standby that replicates with less lag than that has
+the events by then. Finding another server, the writer takes the segments of every
+server before it (:meth:`RecentWindow.check`) and journals their events again: the
+journal keeps a (run, batch) once, so what the new server has is a no-op and what it
+lacks is written.
+
+Segments are written without fsync, at most :data:`WRITE_EVERY` after an event (and
+whenever the writer is idle): they outlive the driver's crash (the page cache) but for
+that last second, not the machine's. A progress event is kept as its JSON text (no
+encoding on the write path). Each process writes its own segments, locked while open;
+a segment a dead process left (its newest event: the file's mtime) is retired, or
+journaled again, by the next writer on the directory.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import fcntl
+import json
+import logging
+import os
+import socket
+import time
+import uuid
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import IO, Any
+
+from .records import PROGRESS
+from .spool import SPOOL_DIR_MODE, SPOOL_FILE_MODE, event_line
+
+log = logging.getLogger(__name__)
+
+SEGMENTS = "recent-*.jsonl"
+DEFAULT_SECONDS = 60.0
+DEFAULT_MAX_BYTES = 256 * 1024 * 1024
+WRITE_EVERY = 1.0
+"""Seconds events may wait in memory before their segment file is written."""
+
+
+@dataclass
+class _Segment:
+    """One of this process's segment files: open, locked, and written in order."""
+
+    path: Path
+    file: IO[str]
+    server: str
+    first_at: float
+    last_at: float
+    events: int = 0
+    size: int = 0
+    unwritten: list[str] = field(default_factory=list)
+
+
+def _line(event: dict[str, Any]) -> str:
+    """An event as a segment's line: a progress event as ``P`` and its JSON text as it
+    came (compact JSON holds no line break), anything else as ``E`` and its JSON."""
+    text = event.get("json")
+    if (event.get("type") == PROGRESS and len(event) == 2 and isinstance(text, str)
+            and "\n" not in text):
+        return f"P{text}\n"
+    return "E" + event_line(event)
+
+
+def _events(f: IO[str], path: Path) -> list[dict[str, Any]]:
+    events: list[dict[str, Any]] = []
+    for n, line in enumerate(f, 2):
+        if not line.endswith("\n"):
+            log.warning("offset-journal failover window %s: skipping a line cut short at %d",
+                        path.name, n)
+        elif line.startswith("P"):
+            events.append({"type": PROGRESS, "json": line[1:-1]})
+        else:
+            try:
+                events.append(json.loads(line[1:]))
+            except ValueError:
+                log.warning("offset-journal failover window %s: skipping unreadable line "
+                            "%d", path.name, n)
+    return events
+
+
+def _read(f: IO[str], path: Path) -> tuple[str | None, list[dict[str, Any]]]:
+    """A segment's server (None: no readable header) and events, from ``f``."""
+    f.seek(0)
+    try:
+        server = json.loads(f.readline()).get("server")
+    except (ValueError, AttributeError):
+        return None, []
+    return (server if isinstance(server, str) else None), _events(f, path)
+
+
+@contextlib.contextmanager
+def _orphan(path: Path) -> Iterator[IO[str] | None]:
+    """``path`` open and locked when no live process holds it (else None)."""
+    try:
+        f = open(path, encoding="utf-8")  # noqa: SIM115 - closed below
+    except FileNotFoundError:
+        yield None
+        return
+    try:
+        try:
+            fcntl.flock(f.fileno(), fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            yield None
+            return
+        yield f
+    finally:
+        f.close()
+
+
+class RecentWindow:
+    """The failover window of one writer (its thread alone uses it)."""
+
+    def __init__(self, directory: str | os.PathLike[str], seconds: float = DEFAULT_SECONDS,
+                 max_bytes: int = DEFAULT_MAX_BYTES) -> None:
+        self.directory = Path(directory)
+        self.seconds = seconds
+        self.max_bytes = max_bytes
+        self._own: list[_Segment] = []  # oldest first; the last one is written to
+        self._scanned_at = float("-inf")
+        self._written_at = float("-inf")
+        self.dropped = 0
+        """Events dropped before they were safe, to keep within ``max_bytes``."""
+
+    @property
+    def enabled(self) -> bool:
+        return self.seconds > 0
+
+    def holding(self) -> bool:
+        """Whether events of this process are kept (not yet known to be safe)."""
+        return bool(self._own)
+
+    def due(self) -> float | None:
+        """When (time.time()) finding the same server would retire a segment."""
+        return min((s.last_at + self.seconds for s in self._own), default=None)
+
+    # -------------------------------------------------------------- writing
+
+    def append(self, events: list[dict[str, Any]], server: str,
+               now: float | None = None) -> None:
+        """Keep ``events``, just journaled on ``server``."""
+        if not self.enabled or not events:
+            return
+        now = time.time() if now is None else now
+        lines = "".join(_line(e) for e in events)
+        segment = self._segment(server, now)
+        segment.unwritten.append(lines)
+        segment.last_at = now
+        segment.events += len(events)
+        segment.size += len(lines)
+        if sum(s.size for s in self._own) > self.max_bytes:
+            self._make_room()
+        if now - self._written_at >= WRITE_EVERY:
+            self.write_out(now)
+
+    def write_out(self, now: float | None = None) -> None:
+        """Write what waits in memory to the segments' files (the page cache: the
+        driver's crash does not lose it)."""
+        for segment in self._own:
+            if segment.unwritten:
+                segment.file.write("".join(segment.unwritten))
+                segment.file.flush()
+                segment.unwritten.clear()
+        self._written_at = time.time() if now is None else now
+
+    def _segment(self, server: str, now: float) -> _Segment:
+        """The segment to write to: a new one per server, and every seconds / 2 (so
+        that the older ones can be retired as a whole)."""
+        if self._own:
+            last = self._own[-1]
+            if last.server == server and now - last.first_at < self.seconds / 2:
+                return last
+        if not self.directory.is_dir():
+            self.directory.mkdir(parents=True, exist_ok=True, mode=SPOOL_DIR_MODE)
+        name = (f"recent-{socket.gethostname()}-{os.getpid()}-{time.time_ns()}-"
+                f"{uuid.uuid4().hex[:8]}.jsonl")
+        # Locked with its header written under a name no scan lists, then renamed into
+        # place: another writer must never take it for a dead process's.
+        hidden = self.directory / f".{name}.new"
+        fd = os.open(hidden, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_APPEND,
+                     SPOOL_FILE_MODE)
+        f = open(fd, "a", encoding="utf-8")  # noqa: SIM115 - kept open while ours
+        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        f.write(json.dumps({"server": server, "at": now}) + "\n")
+        f.flush()
+        os.rename(hidden, self.directory / name)
+        segment = _Segment(self.directory / name, f, server, now, now)
+        self._own.append(segment)
+        return segment
+
+    def _make_room(self) -> None:
+        while len(self._own) > 1 and sum(s.size for s in self._own) > self.max_bytes:
+            oldest = self._own[0]
+            self._delete(oldest)
+            self.dropped += oldest.events
+            log.warning("offset-journal: the failover window %s is full (%d bytes): %d "
+                        "event(s) journaled since %s are no longer kept for a failover of "
+                        "the journal's database", self.directory, self.max_bytes,
+                        oldest.events, time.strftime("%H:%M:%S", time.localtime(
+                            oldest.first_at)))
+
+    def _delete(self, segment: _Segment) -> None:
+        self._own.remove(segment)
+        segment.path.unlink(missing_ok=True)
+        segment.file.close()
+
+    # -------------------------------------------------------------- the server seen
+
+    def check(self, server: str, keep: Callable[[list[dict[str, Any]]], None],
+              now: float | None = None) -> int:
+        """A transaction just ran on ``server`` at ``now``. The events kept for any other
+        server (this process's, or a dead one's) go to ``keep`` (which must hold them
+        durably, or raise: then they stay here), and their segments are deleted; the
+        segments of ``server`` whose newest event is ``seconds`` older are deleted (safe).
+        Returns how many events went to ``keep``."""
+        now = time.time() if now is None else now
+        scan = now - self._scanned_at >= self.seconds / 2
+        if not scan and all(s.server == server and s.last_at + self.seconds > now
+                            for s in self._own):
+            return 0  # nothing to hand over nor to let go: the common case, cheap
+        handed = 0
+        if scan or any(s.server != server for s in self._own):
+            handed = self._hand_over(server, keep, orphans=scan)
+        for segment in [s for s in self._own
+                        if s.server == server and s.last_at + self.seconds <= now]:
+            self._delete(segment)
+        if scan:
+            self._scanned_at = now
+            self._retire_orphans(server, now)
+        return handed
+
+    def _hand_over(self, server: str, keep: Callable[[list[dict[str, Any]]], None], *,
+                   orphans: bool) -> int:
+        self.write_out()
+        mine = [s for s in self._own if s.server != server]
+        with contextlib.ExitStack() as stack:
+            found: list[tuple[float, Path, list[dict[str, Any]]]] = []
+            for segment in mine:
+                with open(segment.path, encoding="utf-8") as f:
+                    found.append((segment.first_at, segment.path, _read(f, segment.path)[1]))
+            for path in self._orphans() if orphans else []:
+                held = stack.enter_context(_orphan(path))
+                if held is None:
+                    continue
+                owner, events = _read(held, path)
+                if owner is not None and owner != server:
+                    found.append((path.stat().st_mtime, path, events))
+            found.sort(key=lambda one: one[0])
+            events = [e for _, _, some in found for e in some]
+            if not found:
+                return 0
+            keep(events)  # held elsewhere now: the segments can go
+            for _, path, _ in found:
+                path.unlink(missing_ok=True)
+        for segment in mine:
+            self._own.remove(segment)
+            segment.file.close()
+        return len(events)
+
+    def _orphans(self) -> list[Path]:
+        if not self.directory.is_dir():
+            return []
+        own = {s.path for s in self._own}
+        return sorted(p for p in self.directory.glob(SEGMENTS) if p not in own)
+
+    def _retire_orphans(self, server: str, now: float) -> None:
+        """Delete the segments a dead process left for ``server`` once they are safe."""
+        for path in self._orphans():
+            with _orphan(path) as f:
+                if f is None:
+                    continue
+                with contextlib.suppress(FileNotFoundError):
+                    if path.stat().st_mtime + self.seconds > now:
+                        continue
+                    owner, _ = _read(f, path)
+                    if owner == server:
+                        path.unlink()
+
+    def close(self) -> None:
+        """Release this process's segments: they stay on disk until a writer on the
+        directory finds them safe (or journals them again)."""
+        self.write_out()
+        for segment in self._own:
+            segment.file.close()
+        self._own.clear()

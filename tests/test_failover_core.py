@@ -1,0 +1,144 @@
+"""A failover of the journal's database, the parts that need no server: libpq's
+multi-host URLs, the server's identity and its guard, the failover window on disk,
+and spooling ahead of what waits."""
+
+from __future__ import annotations
+
+import os
+import time
+from pathlib import Path
+
+import pytest
+
+from offset_journal.db import make_engine, redact, resolve_url, writable_url
+from offset_journal.db_server import ServerIdentity, server_changed
+from offset_journal.errors import ConfigError
+from offset_journal.recent import RecentWindow
+from offset_journal.spool import Spool, default_spool_dir
+from offset_journal.writer import Fault, classify_error
+
+# --------------------------------------------------------------------------- URLs
+
+
+def _connect_args(url: str) -> dict[str, object]:
+    engine = make_engine(url)
+    try:
+        args = engine.dialect.create_connect_args(engine.url)[1]
+    finally:
+        engine.dispose()
+    return {k: v for k, v in args.items() if k in ("host", "port", "dbname", "user",
+                                                      "password", "target_session_attrs")}
+
+
+@pytest.mark.parametrize(("url", "hosts", "ports"), [
+    ("postgresql://u:s3cret@h1:5432,h2:5433/db?target_session_attrs=read-write",
+     "h1,h2", "5432,5433"),
+    ("postgres://u:s3cret@h1,h2:6432/db", "h1,h2", ",6432"),
+    ("postgresql://u:s3cret@[::1]:5432,10.0.0.2:5432/db", "::1,10.0.0.2", "5432,5432"),
+])
+def test_libpq_multi_host_urls_reach_the_driver_as_libpq_lists(url, hosts, ports):
+    args = _connect_args(url)
+    assert (args["host"], args["port"], args["dbname"], args["user"], args["password"]) == (
+        hosts, ports, "db", "u", "s3cret")
+    assert "s3cret" not in redact(url) and hosts.split(",")[1] in redact(url)
+    # the same database as the query-string spelling: the same spool directory
+    query_form = "postgresql://u:s3cret@/db?host=h1:5432&host=h2:5433"
+    if url.startswith("postgresql://u:s3cret@h1:5432,"):
+        assert default_spool_dir(resolve_url(url.partition("?")[0])) == \
+            default_spool_dir(resolve_url(query_form))
+
+
+@pytest.mark.parametrize("url", [
+    "postgresql://u@h1:5432,:5433/db", "postgresql://u@h1:x,h2/db",
+    "postgresql://u@h1,h2/db?host=h3",
+])
+def test_a_malformed_multi_host_url_is_one_clear_error(url):
+    with pytest.raises(ConfigError, match="malformed database URL"):
+        resolve_url(url)
+
+
+def test_the_writer_asks_a_multi_host_url_for_the_host_that_takes_writes():
+    assert "target_session_attrs=read-write" in writable_url("postgresql://u@h1,h2/db")
+    assert "target_session_attrs=any" in writable_url(
+        "postgresql://u@h1,h2/db?target_session_attrs=any")
+    assert "target_session_attrs" not in writable_url("postgresql://u@h1:5432/db")
+
+
+# --------------------------------------------------------------------------- the server
+
+
+def test_the_server_and_the_guard_against_another():
+    server = ServerIdentity("2026-11-25 22:32:18.765603+00/00000002")
+    assert not server.in_recovery and "timeline 2" in server.describe()
+    assert server.started_at == "2026-11-25 22:32:18.765603+00"
+    assert ServerIdentity("2026-11-25 22:32:18+00/recovery").in_recovery
+    refused = ('unrecognized configuration parameter "offset-journal: not the server '
+               'written to before"')
+    assert server_changed(RuntimeError(refused))
+    assert not server_changed(RuntimeError('unrecognized configuration parameter "x"'))
+    # an outage, never the event's fault (it would go to rejected_events)
+    assert classify_error(RuntimeError(refused)) is Fault.OUTAGE
+
+
+# --------------------------------------------------------------------------- the window
+
+
+def _ev(i: int) -> dict[str, object]:
+    return {"type": "progress", "json": f'{{"batchId": {i}}}'}
+
+
+def test_the_window_lets_go_only_of_what_the_same_server_outlived(tmp_path):
+    window = RecentWindow(tmp_path, seconds=10)
+    kept: list[list[dict[str, object]]] = []
+    window.append([_ev(0), _ev(1)], "A", now=100.0)
+    window.append([_ev(2)], "A", now=104.0)
+    assert window.check("A", kept.append, now=110.0) == 0
+    assert window.holding() and window.due() == 114.0  # the newest is 6 s old
+    window.append([_ev(3)], "A", now=106.0)  # a new segment (every seconds / 2)
+    assert window.check("A", kept.append, now=114.5) == 0
+    assert window.holding() and window.due() == 116.0  # the first segment went
+    # Another server: what the window holds goes to keep(), oldest first, and only it.
+    window.append([_ev(4)], "A", now=115.0)
+    assert window.check("B", kept.append, now=115.5) == 2
+    assert kept == [[_ev(3), _ev(4)]] and not window.holding()
+    assert not list(tmp_path.glob("recent-*"))
+
+
+def test_what_a_dead_process_left_is_journaled_again_on_another_server(tmp_path):
+    dead = RecentWindow(tmp_path, seconds=10)
+    dead.append([_ev(0), _ev(1)], "A")
+    dead.close()  # its process is gone: the segment is no one's
+    same = RecentWindow(tmp_path, seconds=10)
+    kept: list[list[dict[str, object]]] = []
+    assert same.check("A", kept.append) == 0 and len(list(tmp_path.glob("recent-*"))) == 1
+    later = RecentWindow(tmp_path, seconds=10)  # a later start finds it safe
+    os.utime(next(tmp_path.glob("recent-*")), (time.time() - 20, time.time() - 20))
+    assert later.check("A", kept.append) == 0 and not list(tmp_path.glob("recent-*"))
+
+    dead = RecentWindow(tmp_path, seconds=10)
+    dead.append([_ev(2)], "A")
+    dead.close()
+    other = RecentWindow(tmp_path, seconds=10)
+    assert other.check("B", kept.append) == 1 and kept == [[_ev(2)]]
+
+
+def test_a_full_window_drops_its_oldest_segment_and_says_so(tmp_path, caplog):
+    window = RecentWindow(tmp_path, seconds=10, max_bytes=80)
+    window.append([_ev(i) for i in range(3)], "A", now=100.0)
+    window.append([_ev(i) for i in range(3, 6)], "A", now=106.0)
+    assert window.dropped == 3 and "failover window" in caplog.text
+    kept: list[list[dict[str, object]]] = []
+    window.check("B", kept.append, now=107.0)
+    assert kept == [[_ev(i) for i in range(3, 6)]]
+
+
+def test_events_put_first_are_replayed_before_what_was_spooled(tmp_path):
+    spool = Spool(tmp_path)
+    spool.append([_ev(10), _ev(11)])
+    time.sleep(0.01)
+    spool.append_first([_ev(1), _ev(2)])
+    spool.append([_ev(12)])
+    seen: list[dict[str, object]] = []
+    spool.replay(seen.extend)
+    assert seen == [_ev(1), _ev(2), _ev(10), _ev(11), _ev(12)]
+    assert not spool.pending() and Path(tmp_path).is_dir()

@@ -142,9 +142,12 @@ def test_a_writer_granted_before_0014_journals_where_public_cannot_execute(
     writer, stranger = (f"oj_w14_{uuid.uuid4().hex[:8]}", f"oj_s14_{uuid.uuid4().hex[:8]}")
     for role in (writer, stranger):
         sql_execute(url, f'CREATE ROLE "{role}" LOGIN')
+    later = ("offset_journal.retention_forecasts", "offset_journal.savepoints")  # 0017, 0018
     for statement in writer_statements(writer):
-        if "EXECUTE" not in statement:  # what `db grant` gave before 0014
-            sql_execute(url, statement)
+        for table in later:
+            statement = statement.replace(f", {table}", "")
+        if "EXECUTE" not in statement and not any(t in statement for t in later):
+            sql_execute(url, statement)  # what `db grant` gave before 0014
     # Global (this database's): per-schema defaults cannot take back PUBLIC's EXECUTE.
     sql_execute(url, "ALTER DEFAULT PRIVILEGES REVOKE EXECUTE ON FUNCTIONS FROM PUBLIC")
     upgrade(url)

@@ -192,7 +192,9 @@ class WriterStats:
     ``rejected_events``; ``lost``: events neither journaled nor kept, by reason;
     ``rejournaled``: batches journaled again, once each time the journal's database
     turned out to be another server that lacked them (a failover; counted once in
-    ``journaled``).
+    ``journaled``); ``unprotected``: events journaled but not kept in the failover
+    window (a disk error there, or dropped to keep within failover_window_max_bytes):
+    in the journal, but lost if its database fails over to a standby that lacks them.
     """
 
     journaled: int = 0
@@ -201,13 +203,15 @@ class WriterStats:
     lost: int = 0
     lost_reasons: dict[str, int] = field(default_factory=dict)
     rejournaled: int = 0
+    unprotected: int = 0
 
     def __add__(self, other: WriterStats) -> WriterStats:
         reasons = Counter(self.lost_reasons)
         reasons.update(other.lost_reasons)
         return WriterStats(self.journaled + other.journaled, self.spooled + other.spooled,
                            self.rejected + other.rejected, self.lost + other.lost,
-                           dict(reasons), self.rejournaled + other.rejournaled)
+                           dict(reasons), self.rejournaled + other.rejournaled,
+                           self.unprotected + other.unprotected)
 
 
 class Writer:
@@ -241,6 +245,8 @@ class Writer:
         self.spooled = 0
         self.rejected = 0
         self.rejournaled = 0
+        self._unprotected = 0  # not kept in the window for a fault of our own
+        self._window_warned_at = float("-inf")
 
     # ---------------------------------------------------------------- caller side
 
@@ -260,7 +266,8 @@ class Writer:
         with self._cond:
             return WriterStats(journaled=self.written, spooled=self.spooled,
                                rejected=self.rejected, lost=sum(self._lost.values()),
-                               lost_reasons=dict(self._lost), rejournaled=self.rejournaled)
+                               lost_reasons=dict(self._lost), rejournaled=self.rejournaled,
+                               unprotected=self.window.unprotected + self._unprotected)
 
     def submit(self, event: dict[str, Any]) -> None:
         """Hand an event over without waiting; spills to the spool when the queue is full."""
@@ -518,7 +525,13 @@ class Writer:
         the failover window, and what it held long enough there is let go."""
         if self._server is None or not self.window.enabled:
             return
-        self.window.append(events, self._server.key)
+        try:  # the window never fails the write: at worst they are not kept
+            self.window.append(events, self._server.key)
+        except Exception as exc:
+            with self._cond:
+                self._unprotected += len(events)
+            self._window_trouble(f"{len(events)} event(s) journaled are not kept in the "
+                                 "failover window", exc)
         self._check_window()
 
     def _check_window(self) -> int:
@@ -527,15 +540,27 @@ class Writer:
         assert self._server is not None
         try:
             taken = self.window.check(self._server.key, self._rejournal)
-        except OSError as exc:  # the window keeps them; the next check tries again
-            log.error("offset-journal: cannot move the failover window to the spool %s "
-                      "(%s); tried again after the next transaction", self.spool.directory,
-                      exc.strerror or type(exc).__name__)
+        except Exception as exc:  # the window keeps them; the next check tries again
+            self._window_trouble(f"cannot move the failover window to the spool "
+                                 f"{self.spool.directory}; tried again after the next "
+                                 f"transaction", exc)
             return 0
         if taken:
             log.warning("offset-journal: %d event(s) journaled on a server before this one "
                         "go through the spool again, first (journaled where missing)", taken)
         return taken
+
+    def _window_trouble(self, what: str, exc: BaseException) -> None:
+        """Say a fault of the failover window, once per retry_max (with its traceback
+        when it is not a disk error: ours)."""
+        now = time.monotonic()
+        if now < self._window_warned_at + self.config.retry_max:
+            return
+        self._window_warned_at = now
+        cause = (exc.strerror or type(exc).__name__) if isinstance(exc, OSError) \
+            else f"{type(exc).__name__}: {first_line(exc)}"
+        log.warning("offset-journal: %s (%s)", what, cause,
+                    exc_info=None if isinstance(exc, OSError) else exc)
 
     def _rejournal(self, events: list[dict[str, Any]]) -> None:
         """Window events of a server before: to the spool, ahead of all it holds."""
@@ -730,7 +755,11 @@ class Writer:
             if first is None or first is _WAKE:
                 if self._stop.is_set() and self.queue.empty():
                     break
-                self._idle()
+                try:
+                    self._idle()
+                except Exception as exc:  # never let the thread die
+                    log.error("offset-journal: writer error: %s", redact(first_line(exc)),
+                              exc_info=log.isEnabledFor(logging.DEBUG))
                 continue
             events = self._take(first)
             with self._cond:
@@ -749,7 +778,6 @@ class Writer:
     def _idle(self) -> None:
         """No event waiting: replay the spool, then ask the database which server it is
         when flush() wants to know or the window holds events long enough to let go."""
-        self.window.write_out()
         if time.monotonic() < self._down_until:
             return
         if (self.spool.pending() or self.spool.has_losses()) and not self._replay():

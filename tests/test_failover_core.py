@@ -142,3 +142,36 @@ def test_events_put_first_are_replayed_before_what_was_spooled(tmp_path):
     spool.replay(seen.extend)
     assert seen == [_ev(1), _ev(2), _ev(10), _ev(11), _ev(12)]
     assert not spool.pending() and Path(tmp_path).is_dir()
+
+
+def test_a_disk_error_in_the_window_never_raises_and_counts_what_it_cannot_keep(
+        tmp_path, caplog):
+    window = RecentWindow(tmp_path, seconds=10)
+    window.append([_ev(0), _ev(1)], "A", now=100.0)
+    (segment,) = window._own
+    segment.file.close()
+    segment.file = open("/dev/full", "a", encoding="utf-8")  # noqa: SIM115 - a full disk
+    window.append([_ev(2)], "A", now=101.0)  # its segment is given up, and said so
+    assert window.unprotected == 3 and not window.holding()
+    assert not list(tmp_path.glob("recent-*")) and "failover window" in caplog.text
+    window.append([_ev(3)], "A", now=102.0)  # a new segment: the disk is back
+    assert window.unprotected == 3 and window.holding()
+    window.close()
+
+    caplog.clear()
+    (tmp_path / "file").write_text("")
+    nowhere = RecentWindow(tmp_path / "file" / "spool", seconds=10)  # no directory there
+    for i in range(3):
+        nowhere.append([_ev(i)], "A")
+    assert nowhere.unprotected == 3 and not nowhere.holding()
+    assert len([r for r in caplog.records if "failover window" in r.getMessage()]) == 1
+    assert nowhere.check("B", lambda events: None) == 0
+    nowhere.close()
+
+
+def test_a_full_window_counts_what_it_drops_as_unprotected(tmp_path):
+    window = RecentWindow(tmp_path, seconds=10, max_bytes=80)
+    window.append([_ev(i) for i in range(3)], "A", now=100.0)
+    window.append([_ev(i) for i in range(3, 6)], "A", now=106.0)
+    assert window.unprotected == window.dropped == 3
+

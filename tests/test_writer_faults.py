@@ -7,6 +7,7 @@ import json
 import logging
 import random
 import string
+import time
 from pathlib import Path
 
 import pytest
@@ -253,6 +254,33 @@ def test_database_down_and_spool_unusable_counts_and_reports_the_loss(
                for r in errors)
     assert listener.close(timeout=1) is False
     assert listener.stats().lost == 6
+
+
+def test_a_disk_error_in_the_failover_window_never_stops_nor_fails_the_writer(
+        journal_url: str, tmp_path: Path, caplog: pytest.LogCaptureFixture) -> None:
+    """The window is a safeguard beside the write path: its file on a full disk (here
+    /dev/full) costs its protection, counted as unprotected, and nothing else."""
+    w = Writer(WriterConfig(journal_url, str(tmp_path / "spool"), retry_initial=0.05,
+                            retry_max=0.2))
+    w.start()
+    events = _events("run-w", "orders", 6)
+    for ev in events[:3]:
+        w.submit(ev)
+    assert w.flush(timeout=30)
+    (segment,) = w.window._own  # the writer is idle: nothing else touches it now
+    segment.file.close()
+    segment.file = open("/dev/full", "a", encoding="utf-8")  # noqa: SIM115
+    for ev in events[3:]:
+        w.submit(ev)
+    assert w.flush(timeout=30)
+    time.sleep(0.5)  # idle rounds of the writer
+    assert w.alive
+    stats = w.stats()
+    assert (stats.journaled, stats.spooled, stats.lost, stats.rejected) == (6, 0, 0, 0)
+    assert 4 <= stats.unprotected <= 7
+    assert w.close() is True
+    assert _batches(journal_url, "run-w") == list(range(6))
+    assert "failover window" in caplog.text
 
 
 # --------------------------------------------------------------------------- close, then more

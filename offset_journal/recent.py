@@ -18,7 +18,7 @@ write to the page cache): they outlive the driver's crash, not the machine's. A
 progress event is kept as its JSON text (no encoding on the write path). Each process
 writes its own segments, locked while open; a segment a dead process left (its newest
 event: the file's mtime) is retired, or journaled again, by the next writer on the
-directory.
+directory, at once when it finds another server.
 
 The window is a safeguard beside the write path, never on it: a disk error here is
 logged (once per kind every :data:`WARN_EVERY`) and the events it concerns are counted
@@ -132,6 +132,7 @@ class RecentWindow:
         self.max_bytes = max_bytes
         self._own: list[_Segment] = []  # oldest first; the last one is written to
         self._scanned_at = float("-inf")
+        self._checked_on: str | None = None  # the server of the last complete check
         self._warned_at: dict[str, float] = {}
         self.dropped = 0
         """Events dropped before they were safe, to keep within ``max_bytes``."""
@@ -267,15 +268,20 @@ class RecentWindow:
         server (this process's, or a dead one's) go to ``keep`` (which must hold them
         durably, or raise: then they stay here), and their segments are deleted; the
         segments of ``server`` whose newest event is ``seconds`` older are deleted (safe).
-        Returns how many events went to ``keep``."""
+        A dead process's segments are looked for every ``seconds`` / 2, and at once on
+        the first check and on another server than the last check's (what they hold
+        goes first there, not up to ``seconds`` / 2 after newer events). Returns how
+        many events went to ``keep``."""
         now = time.time() if now is None else now
-        scan = now - self._scanned_at >= self.seconds / 2
+        arrived = server != self._checked_on
+        scan = arrived or now - self._scanned_at >= self.seconds / 2
         if not scan and all(s.server == server and s.last_at + self.seconds > now
                             for s in self._own):
             return 0  # nothing to hand over nor to let go: the common case, cheap
         handed = 0
         if scan or any(s.server != server for s in self._own):
             handed = self._hand_over(server, keep, orphans=scan)
+        self._checked_on = server  # everything of the servers before is handed over
         for segment in [s for s in self._own
                         if s.server == server and s.last_at + self.seconds <= now]:
             self._delete(segment)

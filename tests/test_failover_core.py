@@ -175,3 +175,18 @@ def test_a_full_window_counts_what_it_drops_as_unprotected(tmp_path):
     window.append([_ev(i) for i in range(3, 6)], "A", now=106.0)
     assert window.unprotected == window.dropped == 3
 
+
+def test_on_another_server_a_dead_process_segments_go_first_at_once(tmp_path):
+    """Another server found: the segments a dead driver left are handed over with this
+    process's own, oldest first, not up to seconds / 2 later after newer events."""
+    now = time.time()
+    dead = RecentWindow(tmp_path, seconds=60)
+    dead.append([_ev(0), _ev(1)], "A", now=now - 2)
+    dead.close()
+    os.utime(next(tmp_path.glob("recent-*")), (now - 2, now - 2))
+    window = RecentWindow(tmp_path, seconds=60)
+    kept: list[list[dict[str, object]]] = []
+    assert window.check("A", kept.append, now=now) == 0  # the same server: kept there
+    window.append([_ev(2)], "A", now=now + 1)
+    assert window.check("B", kept.append, now=now + 2) == 3
+    assert kept == [[_ev(0), _ev(1), _ev(2)]] and not list(tmp_path.glob("recent-*"))

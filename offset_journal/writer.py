@@ -33,7 +33,6 @@ import sqlalchemy as sa
 
 from .db import host_count, make_engine, read_only, redact, writable_url
 from .db_server import ServerIdentity, expect_server, server_changed, server_seen
-from .errors import JournalError
 from .formatting import first_line
 from .journal import Journal, record_each
 from .recent import DEFAULT_MAX_BYTES, DEFAULT_SECONDS, RecentWindow
@@ -139,7 +138,7 @@ def classify_error(exc: BaseException) -> Fault:
     its driver) refuses is about the event itself."""
     if _POOLER_STARTUP in str(exc):
         return Fault.MISCONFIGURED
-    if isinstance(exc, _Switched):
+    if isinstance(exc, (_Switched, _Standby)):
         return Fault.OUTAGE
     if isinstance(exc, sa.exc.DBAPIError) and exc.connection_invalidated:
         return Fault.OUTAGE
@@ -468,8 +467,8 @@ class Writer:
         spool first, and the events at hand wait behind it (_Switched)."""
         if seen.in_recovery:
             self._drop_connection()
-            raise JournalError("the journal database is a standby (in recovery): waiting "
-                               "for a primary")
+            raise _Standby("the journal database is a standby (in recovery): waiting for "
+                           "a primary")
         if self._arrive(journal, seen):
             raise _Switched()
 
@@ -679,7 +678,8 @@ class Writer:
                 self._drop_connection()
             self._down_until = 0.0
             return
-        if read_only(exc):  # a standby: find the primary on the next try
+        standby = isinstance(exc, _Standby) or read_only(exc)
+        if standby:  # find the primary (or this one promoted) on the next try
             self._drop_connection()
         fault = classify_error(exc)
         now = time.monotonic()
@@ -692,9 +692,9 @@ class Writer:
                         redact(first_line(exc)), self._backoff)
         self._down_until = now + self._backoff
         ceiling = self.config.retry_max
-        if fault is Fault.OUTAGE and self._hosts > 1:
-            # A primary and its standbys: one of them is promoted any time now, and
-            # trying every host costs little; said once per retry_max meanwhile.
+        if fault is Fault.OUTAGE and (self._hosts > 1 or standby):
+            # A primary and its standbys, or a standby: one of them is promoted any time
+            # now, and trying again costs little; said once per retry_max meanwhile.
             ceiling = min(ceiling, FAILOVER_RETRY_MAX)
             if self._backoff >= ceiling and now >= self._quiet_until:
                 self._quiet_until = now + self.config.retry_max
@@ -798,6 +798,11 @@ class Writer:
 class _Switched(Exception):  # noqa: N818 - a signal, not an error
     """The writer found itself on another server before writing: the events wait, the
     window's go first."""
+
+
+class _Standby(Exception):  # noqa: N818 - a signal, not an error
+    """The writer's new connection is on a standby, before writing anything: an outage
+    (the events wait in the spool), never the events' fault."""
 
 
 @dataclass(frozen=True)

@@ -186,7 +186,8 @@ def test_synchronous_replication_loses_nothing_and_journals_nothing_again(server
     assert writer.stats() == WriterStats(journaled=25, spooled=writer.stats().spooled)
 
 
-def test_two_standbys_and_no_primary_keep_everything_in_the_spool(servers, tmp_path):
+def test_two_standbys_and_no_primary_keep_everything_in_the_spool(servers, tmp_path, caplog):
+    caplog.set_level(logging.INFO, logger="offset_journal")
     primary = servers.primary()
     one, two = servers.standby(primary, "one"), servers.standby(primary, "two")
     for standby in (one, two):
@@ -219,6 +220,10 @@ def test_two_standbys_and_no_primary_keep_everything_in_the_spool(servers, tmp_p
         assert writer.close(60)
     _check_whole(two, 10)
     _check_whole(two, 10, "alone")
+    # a standby is an outage: said as a warning, never an event's fault or ours
+    errors = [r for r in caplog.records if r.levelno >= logging.ERROR]
+    assert not errors, [r.getMessage() for r in errors]
+    assert "is a standby (in recovery)" in caplog.text
 
 
 # --------------------------------------------------------------------------- the commands

@@ -15,7 +15,7 @@ from offset_journal.db_server import ServerIdentity, server_changed
 from offset_journal.errors import ConfigError
 from offset_journal.recent import RecentWindow
 from offset_journal.spool import Spool, default_spool_dir
-from offset_journal.writer import Fault, classify_error
+from offset_journal.writer import Fault, _Standby, classify_error
 
 # --------------------------------------------------------------------------- URLs
 
@@ -78,6 +78,7 @@ def test_the_server_and_the_guard_against_another():
     assert not server_changed(RuntimeError('unrecognized configuration parameter "x"'))
     # an outage, never the event's fault (it would go to rejected_events)
     assert classify_error(RuntimeError(refused)) is Fault.OUTAGE
+    assert classify_error(_Standby("a standby")) is Fault.OUTAGE
 
 
 # --------------------------------------------------------------------------- the window

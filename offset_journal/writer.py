@@ -573,9 +573,10 @@ class Writer:
         if self._server is not None and server.key != self._server.key:
             log.warning("offset-journal: the journal database %s is another server now "
                         "(%s): it may lack what was journaled last on the one before (a "
-                        "failover with asynchronous replication); journaling again what "
-                        "the failover window holds", redact(self.config.database_url),
-                        server.describe())
+                        "failover with asynchronous replication)%s",
+                        redact(self.config.database_url), server.describe(),
+                        "; journaling again what the failover window holds"
+                        if self.window.enabled else " (no failover window: failover_window=0)")
             journal.forget_remembered()
         self._server = server
         expect_server(journal.engine, server)
@@ -852,11 +853,13 @@ def _socket_of(conn: sa.Connection) -> int | None:
 def writer_journal(config: WriterConfig) -> Journal:
     """The journal as the writer opens it: one connection, fail-fast timeouts, and no
     pre-ping round trip per transaction (a stale connection is retried once instead,
-    in :meth:`Writer._write`)."""
+    in :meth:`Writer._write`). Each new connection reads which server it is on, with
+    a failover window or without: continuity checks must never trust what the Journal
+    remembers across a change of server (one query per connection)."""
     engine = make_engine(writable_url(config.database_url),
                          connect_timeout=config.connect_timeout,
                          statement_timeout_ms=config.statement_timeout_ms,
-                         identify_server=config.failover_window > 0,
+                         identify_server=True,
                          pool_size=1, max_overflow=1, pool_pre_ping=False)
     return Journal(engine=engine)
 

@@ -594,6 +594,8 @@ class Writer:
             pass
         if self._server is not None:
             self._check_window()
+            if self.window.holds_other_than(self._server.key):
+                return  # not handed over yet: flush() waits, the next probe tries again
         with self._cond:
             self._probes_done = max(self._probes_done, asked)
             self._cond.notify_all()

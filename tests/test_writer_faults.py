@@ -283,6 +283,30 @@ def test_a_disk_error_in_the_failover_window_never_stops_nor_fails_the_writer(
     assert "failover window" in caplog.text
 
 
+def test_flush_waits_while_another_servers_events_cannot_go_to_the_spool(
+        journal_url: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    w = Writer(WriterConfig(journal_url, str(tmp_path / "spool"), retry_initial=0.05,
+                            retry_max=0.2))
+    w.start()
+    for ev in _events("run-h", "orders", 3):
+        w.submit(ev)
+    assert w.flush(timeout=30)
+    (segment,) = w.window._own  # the writer is idle: nothing else touches it now
+    segment.server = "a server before"  # as if journaled there before a failover
+
+    def unusable(events: list[dict]) -> None:
+        raise OSError(28, "No space left on device")
+
+    monkeypatch.setattr(w, "_rejournal", unusable)  # the spool cannot take them
+    assert w.flush(timeout=2) is False
+    assert w.window.holding() and w.alive
+    monkeypatch.undo()
+    assert w.flush(timeout=30)
+    assert all(s.server != "a server before" for s in w.window._own)
+    assert w.close() is True
+    assert _batches(journal_url, "run-h") == [0, 1, 2]
+
+
 # --------------------------------------------------------------------------- close, then more
 
 

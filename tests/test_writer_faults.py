@@ -307,6 +307,33 @@ def test_flush_waits_while_another_servers_events_cannot_go_to_the_spool(
     assert _batches(journal_url, "run-h") == [0, 1, 2]
 
 
+def test_the_servers_identity_does_not_depend_on_the_sessions_time_zone(
+        journal_url: str) -> None:
+    """``ALTER ROLE ... SET timezone`` (or DateStyle) between two connections must not
+    look like another server, nor trip the guard behind a pooler."""
+    import psycopg
+
+    from offset_journal.db_server import (
+        GUARD_PARAMETER,
+        SERVER_GUARD,
+        SERVER_IDENTITY,
+        ServerIdentity,
+    )
+
+    dsn = resolve_url(journal_url).replace("postgresql+psycopg://", "postgresql://")
+    keys = []
+    for zone, style in (("UTC", "ISO, MDY"), ("Asia/Kolkata", "SQL, DMY")):
+        with psycopg.connect(dsn, options=f"-c timezone={zone} "
+                                          f"-c datestyle={style.replace(' ', '')}") as conn:
+            (key, _pid) = conn.execute(SERVER_IDENTITY).fetchone()
+            keys.append(key)
+            if len(keys) == 2:
+                started = ServerIdentity(keys[0]).started_at
+                assert conn.execute(SERVER_GUARD.replace(f"%({GUARD_PARAMETER})s", "%s"),
+                                    (started,)).fetchone() == (True,)
+    assert keys[0] == keys[1]
+
+
 # --------------------------------------------------------------------------- close, then more
 
 

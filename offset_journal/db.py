@@ -79,11 +79,13 @@ def _hosts_in_query(url: str) -> str:
     hosts, ports = [], []
     for one in hostlist.split(","):
         if one.startswith("["):  # [IPv6]:port
-            host, _, port = one[1:].partition("]")
+            host, closed, port = one[1:].partition("]")
+            if not closed or (port and not port.startswith(":")):
+                host = ""  # an unclosed bracket, or something after it but a port
             port = port.removeprefix(":")
         else:
             host, _, port = one.partition(":")
-        if not host or (port and not port.isdigit()):
+        if not host or (port and not (port.isdigit() and 0 < int(port) < 65536)):
             raise ConfigError(f"malformed database URL: host {one!r} of {redact(url)}")
         hosts.append(host)
         ports.append(port)

@@ -50,7 +50,8 @@ def test_libpq_multi_host_urls_reach_the_driver_as_libpq_lists(url, hosts, ports
 
 @pytest.mark.parametrize("url", [
     "postgresql://u@h1:5432,:5433/db", "postgresql://u@h1:x,h2/db",
-    "postgresql://u@h1,h2/db?host=h3",
+    "postgresql://u@h1,h2/db?host=h3", "postgresql://u@[::1,h2/db",
+    "postgresql://u@h1:99999,h2/db", "postgresql://u@h1,[::1]x/db",
 ])
 def test_a_malformed_multi_host_url_is_one_clear_error(url):
     with pytest.raises(ConfigError, match="malformed database URL"):

@@ -7,6 +7,7 @@ prints :func:`redact` of it, so passwords never reach logs or error messages.
 
 from __future__ import annotations
 
+import logging
 import os
 import re
 import weakref
@@ -28,6 +29,8 @@ from .db_server import (
 )
 from .errors import ConfigError
 from .redaction import redact
+
+log = logging.getLogger(__name__)
 
 ENV_URL = "OFFSET_JOURNAL_DATABASE_URL"
 
@@ -76,11 +79,13 @@ def _hosts_in_query(url: str) -> str:
     hosts, ports = [], []
     for one in hostlist.split(","):
         if one.startswith("["):  # [IPv6]:port
-            host, _, port = one[1:].partition("]")
+            host, closed, port = one[1:].partition("]")
+            if not closed or (port and not port.startswith(":")):
+                host = ""  # an unclosed bracket, or something after it but a port
             port = port.removeprefix(":")
         else:
             host, _, port = one.partition(":")
-        if not host or (port and not port.isdigit()):
+        if not host or (port and not (port.isdigit() and 0 < int(port) < 65536)):
             raise ConfigError(f"malformed database URL: host {one!r} of {redact(url)}")
         hosts.append(host)
         ports.append(port)
@@ -245,9 +250,15 @@ def _initialize_in_safe_path(dialect: Any) -> None:
 
 def _identify_server(dbapi_connection: Any, _record: Any) -> None:
     """Read which server a new connection is on (db_server.py), in a transaction of its
-    own on the search path."""
-    if not isinstance(dbapi_connection, psycopg.Connection) or not _begin_with(
-            dbapi_connection, f"BEGIN; SET LOCAL search_path = {SEARCH_PATH}".encode()):
+    own on the search path. Unread, the writer cannot tell a change of server on this
+    connection (no failover window, no guard): said as a warning."""
+    if not isinstance(dbapi_connection, psycopg.Connection):
+        return
+    if not _begin_with(dbapi_connection,
+                       f"BEGIN; SET LOCAL search_path = {SEARCH_PATH}".encode()):
+        log.warning("offset-journal: could not open a transaction to read which server "
+                     "a new connection to the journal database is on: a failover is not "
+                     "seen on this connection (no failover window, no guard)")
         return
     try:
         with dbapi_connection.cursor() as cur:

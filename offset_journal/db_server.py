@@ -16,22 +16,28 @@ from __future__ import annotations
 
 import weakref
 from dataclasses import dataclass
+from datetime import datetime, timezone
 from typing import Any
 
 import sqlalchemy as sa
 
-_IDENTITY = ("pg_catalog.pg_postmaster_start_time()::text || '/' || CASE WHEN "
+_STARTED = ("CAST(pg_catalog.date_part('epoch', pg_catalog.pg_postmaster_start_time()) "
+            "* 1000000 AS int8)")
+"""When the server's postmaster started, in microseconds since the epoch: the same text
+whatever the session's TimeZone or DateStyle (``ALTER ROLE ... SET timezone`` must not
+look like another server)."""
+_IDENTITY = (f"{_STARTED}::text || '/' || CASE WHEN "
              "pg_catalog.pg_is_in_recovery() THEN 'recovery' ELSE pg_catalog.left("
              "pg_catalog.pg_walfile_name(pg_catalog.pg_current_wal_lsn()), 8) END")
 SERVER_IDENTITY = f"SELECT {_IDENTITY}, pg_catalog.pg_backend_pid()"
-"""Which server a connection is on, as one text: when its postmaster started, and its
-timeline (from the name of the WAL file it writes), or ``recovery`` on a standby; and
-the server process's pid. A standby promoted to primary writes on a new timeline from
-the moment it is promoted (``pg_control_checkpoint()`` says the old one until its
-next checkpoint); another server (another system identifier) or a restarted one has
-another start time. Every function here is PUBLIC's to execute by default and reads
-shared memory (``pg_control_system()``, which gives the system identifier, reads a
-file)."""
+"""Which server a connection is on, as one text: when its postmaster started
+(:data:`_STARTED`), and its timeline (from the name of the WAL file it writes), or
+``recovery`` on a standby; and the server process's pid. A standby promoted to
+primary writes on a new timeline from the moment it is promoted
+(``pg_control_checkpoint()`` says the old one until its next checkpoint); another
+server (another system identifier) or a restarted one has another start time. Every
+function here is PUBLIC's to execute by default and reads shared memory
+(``pg_control_system()``, which gives the system identifier, reads a file)."""
 _GUARD = "offset-journal: not the server written to before"
 
 
@@ -47,11 +53,14 @@ class ServerIdentity:
 
     @property
     def started_at(self) -> str:
-        """When its postmaster started (its text, in the session's DateStyle)."""
+        """When its postmaster started (microseconds since the epoch, as text)."""
         return self.key.rpartition("/")[0]
 
     def describe(self) -> str:
         started, _, timeline = self.key.rpartition("/")
+        if started.isdigit():
+            started = datetime.fromtimestamp(int(started) / 1e6, timezone.utc) \
+                .isoformat(sep=" ", timespec="seconds")
         if self.in_recovery:
             return f"a standby (in recovery) started {started}"
         tli = int(timeline, 16) if timeline.isalnum() else timeline
@@ -61,8 +70,7 @@ class ServerIdentity:
 GUARD_PARAMETER = "expected_started_at"
 """The bind parameter of :func:`guarded` and :data:`SERVER_GUARD`: the expected server's
 ``ServerIdentity.started_at``."""
-_SAME_SERVER = ("pg_catalog.pg_postmaster_start_time() = "
-                f"CAST(%({GUARD_PARAMETER})s AS timestamptz)")
+_SAME_SERVER = f"{_STARTED} = CAST(%({GUARD_PARAMETER})s AS int8)"
 _REFUSED = f"pg_catalog.current_setting('{_GUARD}') IS NULL"
 
 

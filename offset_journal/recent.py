@@ -13,12 +13,17 @@ server before it (:meth:`RecentWindow.check`) and journals their events again: t
 journal keeps a (run, batch) once, so what the new server has is a no-op and what it
 lacks is written.
 
-Segments are written without fsync, at most :data:`WRITE_EVERY` after an event (and
-whenever the writer is idle): they outlive the driver's crash (the page cache) but for
-that last second, not the machine's. A progress event is kept as its JSON text (no
-encoding on the write path). Each process writes its own segments, locked while open;
-a segment a dead process left (its newest event: the file's mtime) is retired, or
-journaled again, by the next writer on the directory.
+Segments are written without fsync as each transaction's events are appended (one
+write to the page cache): they outlive the driver's crash, not the machine's. A
+progress event is kept as its JSON text (no encoding on the write path). Each process
+writes its own segments, locked while open; a segment a dead process left (its newest
+event: the file's mtime) is retired, or journaled again, by the next writer on the
+directory, at once when it finds another server.
+
+The window is a safeguard beside the write path, never on it: a disk error here is
+logged (once per kind every :data:`WARN_EVERY`) and the events it concerns are counted
+as unprotected (:attr:`RecentWindow.unprotected`), as are those dropped to keep within
+``max_bytes``; nothing here raises an OSError but ``keep``'s.
 """
 
 from __future__ import annotations
@@ -32,7 +37,7 @@ import socket
 import time
 import uuid
 from collections.abc import Callable, Iterator
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 from typing import IO, Any
 
@@ -44,8 +49,8 @@ log = logging.getLogger(__name__)
 SEGMENTS = "recent-*.jsonl"
 DEFAULT_SECONDS = 60.0
 DEFAULT_MAX_BYTES = 256 * 1024 * 1024
-WRITE_EVERY = 1.0
-"""Seconds events may wait in memory before their segment file is written."""
+WARN_EVERY = 30.0
+"""Seconds between two warnings of the same kind of disk error in the window."""
 
 
 @dataclass
@@ -59,7 +64,6 @@ class _Segment:
     last_at: float
     events: int = 0
     size: int = 0
-    unwritten: list[str] = field(default_factory=list)
 
 
 def _line(event: dict[str, Any]) -> str:
@@ -128,9 +132,13 @@ class RecentWindow:
         self.max_bytes = max_bytes
         self._own: list[_Segment] = []  # oldest first; the last one is written to
         self._scanned_at = float("-inf")
-        self._written_at = float("-inf")
+        self._checked_on: str | None = None  # the server of the last complete check
+        self._warned_at: dict[str, float] = {}
         self.dropped = 0
         """Events dropped before they were safe, to keep within ``max_bytes``."""
+        self.unprotected = 0
+        """Events journaled but not kept here (a disk error, or dropped to keep within
+        ``max_bytes``): a failover of the journal's database may lose them."""
 
     @property
     def enabled(self) -> bool:
@@ -148,30 +156,47 @@ class RecentWindow:
 
     def append(self, events: list[dict[str, Any]], server: str,
                now: float | None = None) -> None:
-        """Keep ``events``, just journaled on ``server``."""
+        """Keep ``events``, just journaled on ``server``: written to its segment's file
+        at once (the page cache: the driver's crash does not lose them). On a disk error
+        they, and the segment's events before them, are counted unprotected."""
         if not self.enabled or not events:
             return
         now = time.time() if now is None else now
         lines = "".join(_line(e) for e in events)
-        segment = self._segment(server, now)
-        segment.unwritten.append(lines)
+        try:
+            segment = self._segment(server, now)
+        except OSError as exc:
+            self._unprotect(len(events), "create", f"cannot create a segment in {self.directory}",
+                            exc)
+            return
+        try:
+            segment.file.write(lines)
+            segment.file.flush()
+        except OSError as exc:
+            # What reached the file may end in half a line: the segment is given up.
+            self._abandon(segment)
+            self._unprotect(segment.events + len(events), "write",
+                            f"cannot write {segment.path}", exc)
+            return
         segment.last_at = now
         segment.events += len(events)
         segment.size += len(lines)
         if sum(s.size for s in self._own) > self.max_bytes:
             self._make_room()
-        if now - self._written_at >= WRITE_EVERY:
-            self.write_out(now)
 
-    def write_out(self, now: float | None = None) -> None:
-        """Write what waits in memory to the segments' files (the page cache: the
-        driver's crash does not lose it)."""
-        for segment in self._own:
-            if segment.unwritten:
-                segment.file.write("".join(segment.unwritten))
-                segment.file.flush()
-                segment.unwritten.clear()
-        self._written_at = time.time() if now is None else now
+    def _unprotect(self, n: int, kind: str, what: str, exc: OSError) -> None:
+        """Count ``n`` events as not kept, and say so once per kind every WARN_EVERY."""
+        self.unprotected += n
+        self._warn(kind, f"{what}: {n} event(s) journaled are not kept for a failover of "
+                         f"the journal's database ({self.unprotected} so far)", exc)
+
+    def _abandon(self, segment: _Segment) -> None:
+        """Give up a segment of this process: out of the window, its file deleted."""
+        self._own.remove(segment)
+        with contextlib.suppress(OSError):
+            segment.path.unlink(missing_ok=True)
+        with contextlib.suppress(OSError):
+            segment.file.close()
 
     def _segment(self, server: str, now: float) -> _Segment:
         """The segment to write to: a new one per server, and every seconds / 2 (so
@@ -190,10 +215,17 @@ class RecentWindow:
         fd = os.open(hidden, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_APPEND,
                      SPOOL_FILE_MODE)
         f = open(fd, "a", encoding="utf-8")  # noqa: SIM115 - kept open while ours
-        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-        f.write(json.dumps({"server": server, "at": now}) + "\n")
-        f.flush()
-        os.rename(hidden, self.directory / name)
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+            f.write(json.dumps({"server": server, "at": now}) + "\n")
+            f.flush()
+            os.rename(hidden, self.directory / name)
+        except OSError:
+            with contextlib.suppress(OSError):
+                hidden.unlink(missing_ok=True)
+            with contextlib.suppress(OSError):
+                f.close()
+            raise
         segment = _Segment(self.directory / name, f, server, now, now)
         self._own.append(segment)
         return segment
@@ -203,6 +235,7 @@ class RecentWindow:
             oldest = self._own[0]
             self._delete(oldest)
             self.dropped += oldest.events
+            self.unprotected += oldest.events
             log.warning("offset-journal: the failover window %s is full (%d bytes): %d "
                         "event(s) journaled since %s are no longer kept for a failover of "
                         "the journal's database", self.directory, self.max_bytes,
@@ -211,8 +244,21 @@ class RecentWindow:
 
     def _delete(self, segment: _Segment) -> None:
         self._own.remove(segment)
-        segment.path.unlink(missing_ok=True)
-        segment.file.close()
+        try:
+            segment.path.unlink(missing_ok=True)
+        except OSError as exc:  # a dead process's for the next writer: safe, or no one's
+            self._warn("delete", f"cannot delete {segment.path}", exc)
+        with contextlib.suppress(OSError):
+            segment.file.close()
+
+    def _warn(self, kind: str, what: str, exc: OSError) -> None:
+        """Say a disk error that loses nothing, once per kind every WARN_EVERY."""
+        now = time.monotonic()
+        if now < self._warned_at.get(kind, float("-inf")) + WARN_EVERY:
+            return
+        self._warned_at[kind] = now
+        log.warning("offset-journal: failover window: %s (%s; said again in %.0fs at most)",
+                    what, exc.strerror or type(exc).__name__, WARN_EVERY)
 
     # -------------------------------------------------------------- the server seen
 
@@ -222,15 +268,20 @@ class RecentWindow:
         server (this process's, or a dead one's) go to ``keep`` (which must hold them
         durably, or raise: then they stay here), and their segments are deleted; the
         segments of ``server`` whose newest event is ``seconds`` older are deleted (safe).
-        Returns how many events went to ``keep``."""
+        A dead process's segments are looked for every ``seconds`` / 2, and at once on
+        the first check and on another server than the last check's (what they hold
+        goes first there, not up to ``seconds`` / 2 after newer events). Returns how
+        many events went to ``keep``."""
         now = time.time() if now is None else now
-        scan = now - self._scanned_at >= self.seconds / 2
+        arrived = server != self._checked_on
+        scan = arrived or now - self._scanned_at >= self.seconds / 2
         if not scan and all(s.server == server and s.last_at + self.seconds > now
                             for s in self._own):
             return 0  # nothing to hand over nor to let go: the common case, cheap
         handed = 0
         if scan or any(s.server != server for s in self._own):
             handed = self._hand_over(server, keep, orphans=scan)
+        self._checked_on = server  # everything of the servers before is handed over
         for segment in [s for s in self._own
                         if s.server == server and s.last_at + self.seconds <= now]:
             self._delete(segment)
@@ -239,57 +290,82 @@ class RecentWindow:
             self._retire_orphans(server, now)
         return handed
 
+    def holds_other_than(self, server: str) -> bool:
+        """Whether this process's window still holds events of another server than
+        ``server`` (handing them over failed)."""
+        return any(s.server != server for s in self._own)
+
     def _hand_over(self, server: str, keep: Callable[[list[dict[str, Any]]], None], *,
                    orphans: bool) -> int:
-        self.write_out()
-        mine = [s for s in self._own if s.server != server]
+        mine = []
         with contextlib.ExitStack() as stack:
             found: list[tuple[float, Path, list[dict[str, Any]]]] = []
-            for segment in mine:
-                with open(segment.path, encoding="utf-8") as f:
-                    found.append((segment.first_at, segment.path, _read(f, segment.path)[1]))
-            for path in self._orphans() if orphans else []:
-                held = stack.enter_context(_orphan(path))
-                if held is None:
+            for segment in [s for s in self._own if s.server != server]:
+                try:
+                    with open(segment.path, encoding="utf-8") as f:
+                        events = _read(f, segment.path)[1]
+                except OSError as exc:  # never readable again: no use keeping it
+                    self._abandon(segment)
+                    self._unprotect(segment.events, "read", f"cannot read {segment.path}",
+                                    exc)
                     continue
-                owner, events = _read(held, path)
-                if owner is not None and owner != server:
-                    found.append((path.stat().st_mtime, path, events))
+                mine.append(segment)
+                found.append((segment.first_at, segment.path, events))
+            for path in self._orphans() if orphans else []:
+                try:
+                    held = stack.enter_context(_orphan(path))
+                    if held is None:
+                        continue
+                    owner, events = _read(held, path)
+                    if owner is not None and owner != server:
+                        found.append((path.stat().st_mtime, path, events))
+                except OSError as exc:  # left where it is: tried again on the next scan
+                    self._warn("orphan", f"cannot read {path}", exc)
             found.sort(key=lambda one: one[0])
             events = [e for _, _, some in found for e in some]
             if not found:
                 return 0
             keep(events)  # held elsewhere now: the segments can go
             for _, path, _ in found:
-                path.unlink(missing_ok=True)
+                try:
+                    path.unlink(missing_ok=True)
+                except OSError as exc:  # journaled again later: a no-op where it is
+                    self._warn("delete", f"cannot delete {path}", exc)
         for segment in mine:
             self._own.remove(segment)
-            segment.file.close()
+            with contextlib.suppress(OSError):
+                segment.file.close()
         return len(events)
 
     def _orphans(self) -> list[Path]:
-        if not self.directory.is_dir():
+        try:
+            if not self.directory.is_dir():
+                return []
+            own = {s.path for s in self._own}
+            return sorted(p for p in self.directory.glob(SEGMENTS) if p not in own)
+        except OSError as exc:
+            self._warn("scan", f"cannot list {self.directory}", exc)
             return []
-        own = {s.path for s in self._own}
-        return sorted(p for p in self.directory.glob(SEGMENTS) if p not in own)
 
     def _retire_orphans(self, server: str, now: float) -> None:
         """Delete the segments a dead process left for ``server`` once they are safe."""
         for path in self._orphans():
-            with _orphan(path) as f:
-                if f is None:
-                    continue
-                with contextlib.suppress(FileNotFoundError):
-                    if path.stat().st_mtime + self.seconds > now:
+            try:
+                with _orphan(path) as f:
+                    if f is None or path.stat().st_mtime + self.seconds > now:
                         continue
                     owner, _ = _read(f, path)
                     if owner == server:
                         path.unlink()
+            except FileNotFoundError:
+                continue
+            except OSError as exc:
+                self._warn("retire", f"cannot retire {path}", exc)
 
     def close(self) -> None:
         """Release this process's segments: they stay on disk until a writer on the
         directory finds them safe (or journals them again)."""
-        self.write_out()
         for segment in self._own:
-            segment.file.close()
+            with contextlib.suppress(OSError):
+                segment.file.close()
         self._own.clear()

@@ -33,7 +33,6 @@ import sqlalchemy as sa
 
 from .db import host_count, make_engine, read_only, redact, writable_url
 from .db_server import ServerIdentity, expect_server, server_changed, server_seen
-from .errors import JournalError
 from .formatting import first_line
 from .journal import Journal, record_each
 from .recent import DEFAULT_MAX_BYTES, DEFAULT_SECONDS, RecentWindow
@@ -139,7 +138,7 @@ def classify_error(exc: BaseException) -> Fault:
     its driver) refuses is about the event itself."""
     if _POOLER_STARTUP in str(exc):
         return Fault.MISCONFIGURED
-    if isinstance(exc, _Switched):
+    if isinstance(exc, (_Switched, _Standby)):
         return Fault.OUTAGE
     if isinstance(exc, sa.exc.DBAPIError) and exc.connection_invalidated:
         return Fault.OUTAGE
@@ -192,7 +191,9 @@ class WriterStats:
     ``rejected_events``; ``lost``: events neither journaled nor kept, by reason;
     ``rejournaled``: batches journaled again, once each time the journal's database
     turned out to be another server that lacked them (a failover; counted once in
-    ``journaled``).
+    ``journaled``); ``unprotected``: events journaled but not kept in the failover
+    window (a disk error there, or dropped to keep within failover_window_max_bytes):
+    in the journal, but lost if its database fails over to a standby that lacks them.
     """
 
     journaled: int = 0
@@ -201,13 +202,15 @@ class WriterStats:
     lost: int = 0
     lost_reasons: dict[str, int] = field(default_factory=dict)
     rejournaled: int = 0
+    unprotected: int = 0
 
     def __add__(self, other: WriterStats) -> WriterStats:
         reasons = Counter(self.lost_reasons)
         reasons.update(other.lost_reasons)
         return WriterStats(self.journaled + other.journaled, self.spooled + other.spooled,
                            self.rejected + other.rejected, self.lost + other.lost,
-                           dict(reasons), self.rejournaled + other.rejournaled)
+                           dict(reasons), self.rejournaled + other.rejournaled,
+                           self.unprotected + other.unprotected)
 
 
 class Writer:
@@ -241,6 +244,8 @@ class Writer:
         self.spooled = 0
         self.rejected = 0
         self.rejournaled = 0
+        self._unprotected = 0  # not kept in the window for a fault of our own
+        self._window_warned_at = float("-inf")
 
     # ---------------------------------------------------------------- caller side
 
@@ -260,7 +265,8 @@ class Writer:
         with self._cond:
             return WriterStats(journaled=self.written, spooled=self.spooled,
                                rejected=self.rejected, lost=sum(self._lost.values()),
-                               lost_reasons=dict(self._lost), rejournaled=self.rejournaled)
+                               lost_reasons=dict(self._lost), rejournaled=self.rejournaled,
+                               unprotected=self.window.unprotected + self._unprotected)
 
     def submit(self, event: dict[str, Any]) -> None:
         """Hand an event over without waiting; spills to the spool when the queue is full."""
@@ -461,8 +467,8 @@ class Writer:
         spool first, and the events at hand wait behind it (_Switched)."""
         if seen.in_recovery:
             self._drop_connection()
-            raise JournalError("the journal database is a standby (in recovery): waiting "
-                               "for a primary")
+            raise _Standby("the journal database is a standby (in recovery): waiting for "
+                           "a primary")
         if self._arrive(journal, seen):
             raise _Switched()
 
@@ -518,7 +524,13 @@ class Writer:
         the failover window, and what it held long enough there is let go."""
         if self._server is None or not self.window.enabled:
             return
-        self.window.append(events, self._server.key)
+        try:  # the window never fails the write: at worst they are not kept
+            self.window.append(events, self._server.key)
+        except Exception as exc:
+            with self._cond:
+                self._unprotected += len(events)
+            self._window_trouble(f"{len(events)} event(s) journaled are not kept in the "
+                                 "failover window", exc)
         self._check_window()
 
     def _check_window(self) -> int:
@@ -527,15 +539,27 @@ class Writer:
         assert self._server is not None
         try:
             taken = self.window.check(self._server.key, self._rejournal)
-        except OSError as exc:  # the window keeps them; the next check tries again
-            log.error("offset-journal: cannot move the failover window to the spool %s "
-                      "(%s); tried again after the next transaction", self.spool.directory,
-                      exc.strerror or type(exc).__name__)
+        except Exception as exc:  # the window keeps them; the next check tries again
+            self._window_trouble(f"cannot move the failover window to the spool "
+                                 f"{self.spool.directory}; tried again after the next "
+                                 f"transaction", exc)
             return 0
         if taken:
             log.warning("offset-journal: %d event(s) journaled on a server before this one "
                         "go through the spool again, first (journaled where missing)", taken)
         return taken
+
+    def _window_trouble(self, what: str, exc: BaseException) -> None:
+        """Say a fault of the failover window, once per retry_max (with its traceback
+        when it is not a disk error: ours)."""
+        now = time.monotonic()
+        if now < self._window_warned_at + self.config.retry_max:
+            return
+        self._window_warned_at = now
+        cause = (exc.strerror or type(exc).__name__) if isinstance(exc, OSError) \
+            else f"{type(exc).__name__}: {first_line(exc)}"
+        log.warning("offset-journal: %s (%s)", what, cause,
+                    exc_info=None if isinstance(exc, OSError) else exc)
 
     def _rejournal(self, events: list[dict[str, Any]]) -> None:
         """Window events of a server before: to the spool, ahead of all it holds."""
@@ -549,9 +573,10 @@ class Writer:
         if self._server is not None and server.key != self._server.key:
             log.warning("offset-journal: the journal database %s is another server now "
                         "(%s): it may lack what was journaled last on the one before (a "
-                        "failover with asynchronous replication); journaling again what "
-                        "the failover window holds", redact(self.config.database_url),
-                        server.describe())
+                        "failover with asynchronous replication)%s",
+                        redact(self.config.database_url), server.describe(),
+                        "; journaling again what the failover window holds"
+                        if self.window.enabled else " (no failover window: failover_window=0)")
             journal.forget_remembered()
         self._server = server
         expect_server(journal.engine, server)
@@ -569,6 +594,8 @@ class Writer:
             pass
         if self._server is not None:
             self._check_window()
+            if self.window.holds_other_than(self._server.key):
+                return  # not handed over yet: flush() waits, the next probe tries again
         with self._cond:
             self._probes_done = max(self._probes_done, asked)
             self._cond.notify_all()
@@ -654,7 +681,8 @@ class Writer:
                 self._drop_connection()
             self._down_until = 0.0
             return
-        if read_only(exc):  # a standby: find the primary on the next try
+        standby = isinstance(exc, _Standby) or read_only(exc)
+        if standby:  # find the primary (or this one promoted) on the next try
             self._drop_connection()
         fault = classify_error(exc)
         now = time.monotonic()
@@ -667,9 +695,9 @@ class Writer:
                         redact(first_line(exc)), self._backoff)
         self._down_until = now + self._backoff
         ceiling = self.config.retry_max
-        if fault is Fault.OUTAGE and self._hosts > 1:
-            # A primary and its standbys: one of them is promoted any time now, and
-            # trying every host costs little; said once per retry_max meanwhile.
+        if fault is Fault.OUTAGE and (self._hosts > 1 or standby):
+            # A primary and its standbys, or a standby: one of them is promoted any time
+            # now, and trying again costs little; said once per retry_max meanwhile.
             ceiling = min(ceiling, FAILOVER_RETRY_MAX)
             if self._backoff >= ceiling and now >= self._quiet_until:
                 self._quiet_until = now + self.config.retry_max
@@ -730,7 +758,11 @@ class Writer:
             if first is None or first is _WAKE:
                 if self._stop.is_set() and self.queue.empty():
                     break
-                self._idle()
+                try:
+                    self._idle()
+                except Exception as exc:  # never let the thread die
+                    log.error("offset-journal: writer error: %s", redact(first_line(exc)),
+                              exc_info=log.isEnabledFor(logging.DEBUG))
                 continue
             events = self._take(first)
             with self._cond:
@@ -749,7 +781,6 @@ class Writer:
     def _idle(self) -> None:
         """No event waiting: replay the spool, then ask the database which server it is
         when flush() wants to know or the window holds events long enough to let go."""
-        self.window.write_out()
         if time.monotonic() < self._down_until:
             return
         if (self.spool.pending() or self.spool.has_losses()) and not self._replay():
@@ -770,6 +801,11 @@ class Writer:
 class _Switched(Exception):  # noqa: N818 - a signal, not an error
     """The writer found itself on another server before writing: the events wait, the
     window's go first."""
+
+
+class _Standby(Exception):  # noqa: N818 - a signal, not an error
+    """The writer's new connection is on a standby, before writing anything: an outage
+    (the events wait in the spool), never the events' fault."""
 
 
 @dataclass(frozen=True)
@@ -819,11 +855,13 @@ def _socket_of(conn: sa.Connection) -> int | None:
 def writer_journal(config: WriterConfig) -> Journal:
     """The journal as the writer opens it: one connection, fail-fast timeouts, and no
     pre-ping round trip per transaction (a stale connection is retried once instead,
-    in :meth:`Writer._write`)."""
+    in :meth:`Writer._write`). Each new connection reads which server it is on, with
+    a failover window or without: continuity checks must never trust what the Journal
+    remembers across a change of server (one query per connection)."""
     engine = make_engine(writable_url(config.database_url),
                          connect_timeout=config.connect_timeout,
                          statement_timeout_ms=config.statement_timeout_ms,
-                         identify_server=config.failover_window > 0,
+                         identify_server=True,
                          pool_size=1, max_overflow=1, pool_pre_ping=False)
     return Journal(engine=engine)
 

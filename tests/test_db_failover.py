@@ -167,11 +167,15 @@ def test_a_standby_held_behind_loses_nothing_acknowledged(servers, tmp_path, fou
         _check_whole(standby, 33)
 
 
-def test_synchronous_replication_loses_nothing_and_journals_nothing_again(servers, tmp_path):
+@pytest.mark.parametrize("window", [60.0, 0.0])
+def test_synchronous_replication_loses_nothing_and_journals_nothing_again(
+        servers, tmp_path, caplog, window):
+    caplog.set_level(logging.INFO, logger="offset_journal")
     primary = servers.primary()
     standby = servers.standby(primary)
     make_synchronous(primary, standby)
-    writer = _writer(multi_host_url([primary, standby], DB, WRITER), tmp_path)
+    writer = _writer(multi_host_url([primary, standby], DB, WRITER), tmp_path,
+                     failover_window=window)
     writer.submit(_started())
     for i in range(20):
         writer.submit(_batch(i))
@@ -184,9 +188,13 @@ def test_synchronous_replication_loses_nothing_and_journals_nothing_again(server
     assert writer.close(60)
     _check_whole(standby, 25)
     assert writer.stats() == WriterStats(journaled=25, spooled=writer.stats().spooled)
+    # the change of server is seen without a window too: continuity checks forget
+    # what the Journal remembers of the server before
+    assert "is another server now" in caplog.text
 
 
-def test_two_standbys_and_no_primary_keep_everything_in_the_spool(servers, tmp_path):
+def test_two_standbys_and_no_primary_keep_everything_in_the_spool(servers, tmp_path, caplog):
+    caplog.set_level(logging.INFO, logger="offset_journal")
     primary = servers.primary()
     one, two = servers.standby(primary, "one"), servers.standby(primary, "two")
     for standby in (one, two):
@@ -219,6 +227,10 @@ def test_two_standbys_and_no_primary_keep_everything_in_the_spool(servers, tmp_p
         assert writer.close(60)
     _check_whole(two, 10)
     _check_whole(two, 10, "alone")
+    # a standby is an outage: said as a warning, never an event's fault or ours
+    errors = [r for r in caplog.records if r.levelno >= logging.ERROR]
+    assert not errors, [r.getMessage() for r in errors]
+    assert "is a standby (in recovery)" in caplog.text
 
 
 # --------------------------------------------------------------------------- the commands

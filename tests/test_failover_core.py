@@ -15,7 +15,7 @@ from offset_journal.db_server import ServerIdentity, server_changed
 from offset_journal.errors import ConfigError
 from offset_journal.recent import RecentWindow
 from offset_journal.spool import Spool, default_spool_dir
-from offset_journal.writer import Fault, classify_error
+from offset_journal.writer import Fault, _Standby, classify_error
 
 # --------------------------------------------------------------------------- URLs
 
@@ -50,7 +50,8 @@ def test_libpq_multi_host_urls_reach_the_driver_as_libpq_lists(url, hosts, ports
 
 @pytest.mark.parametrize("url", [
     "postgresql://u@h1:5432,:5433/db", "postgresql://u@h1:x,h2/db",
-    "postgresql://u@h1,h2/db?host=h3",
+    "postgresql://u@h1,h2/db?host=h3", "postgresql://u@[::1,h2/db",
+    "postgresql://u@h1:99999,h2/db", "postgresql://u@h1,[::1]x/db",
 ])
 def test_a_malformed_multi_host_url_is_one_clear_error(url):
     with pytest.raises(ConfigError, match="malformed database URL"):
@@ -68,16 +69,18 @@ def test_the_writer_asks_a_multi_host_url_for_the_host_that_takes_writes():
 
 
 def test_the_server_and_the_guard_against_another():
-    server = ServerIdentity("2026-11-25 22:32:18.765603+00/00000002")
+    server = ServerIdentity("1795645938765603/00000002")  # started 2026-11-25 22:32:18
     assert not server.in_recovery and "timeline 2" in server.describe()
-    assert server.started_at == "2026-11-25 22:32:18.765603+00"
-    assert ServerIdentity("2026-11-25 22:32:18+00/recovery").in_recovery
+    assert "2026-11-25 22:32:18+00:00" in server.describe()
+    assert server.started_at == "1795645938765603"
+    assert ServerIdentity("1795645938000000/recovery").in_recovery
     refused = ('unrecognized configuration parameter "offset-journal: not the server '
                'written to before"')
     assert server_changed(RuntimeError(refused))
     assert not server_changed(RuntimeError('unrecognized configuration parameter "x"'))
     # an outage, never the event's fault (it would go to rejected_events)
     assert classify_error(RuntimeError(refused)) is Fault.OUTAGE
+    assert classify_error(_Standby("a standby")) is Fault.OUTAGE
 
 
 # --------------------------------------------------------------------------- the window
@@ -142,3 +145,51 @@ def test_events_put_first_are_replayed_before_what_was_spooled(tmp_path):
     spool.replay(seen.extend)
     assert seen == [_ev(1), _ev(2), _ev(10), _ev(11), _ev(12)]
     assert not spool.pending() and Path(tmp_path).is_dir()
+
+
+def test_a_disk_error_in_the_window_never_raises_and_counts_what_it_cannot_keep(
+        tmp_path, caplog):
+    window = RecentWindow(tmp_path, seconds=10)
+    window.append([_ev(0), _ev(1)], "A", now=100.0)
+    (segment,) = window._own
+    segment.file.close()
+    segment.file = open("/dev/full", "a", encoding="utf-8")  # noqa: SIM115 - a full disk
+    window.append([_ev(2)], "A", now=101.0)  # its segment is given up, and said so
+    assert window.unprotected == 3 and not window.holding()
+    assert not list(tmp_path.glob("recent-*")) and "failover window" in caplog.text
+    window.append([_ev(3)], "A", now=102.0)  # a new segment: the disk is back
+    assert window.unprotected == 3 and window.holding()
+    window.close()
+
+    caplog.clear()
+    (tmp_path / "file").write_text("")
+    nowhere = RecentWindow(tmp_path / "file" / "spool", seconds=10)  # no directory there
+    for i in range(3):
+        nowhere.append([_ev(i)], "A")
+    assert nowhere.unprotected == 3 and not nowhere.holding()
+    assert len([r for r in caplog.records if "failover window" in r.getMessage()]) == 1
+    assert nowhere.check("B", lambda events: None) == 0
+    nowhere.close()
+
+
+def test_a_full_window_counts_what_it_drops_as_unprotected(tmp_path):
+    window = RecentWindow(tmp_path, seconds=10, max_bytes=80)
+    window.append([_ev(i) for i in range(3)], "A", now=100.0)
+    window.append([_ev(i) for i in range(3, 6)], "A", now=106.0)
+    assert window.unprotected == window.dropped == 3
+
+
+def test_on_another_server_a_dead_process_segments_go_first_at_once(tmp_path):
+    """Another server found: the segments a dead driver left are handed over with this
+    process's own, oldest first, not up to seconds / 2 later after newer events."""
+    now = time.time()
+    dead = RecentWindow(tmp_path, seconds=60)
+    dead.append([_ev(0), _ev(1)], "A", now=now - 2)
+    dead.close()
+    os.utime(next(tmp_path.glob("recent-*")), (now - 2, now - 2))
+    window = RecentWindow(tmp_path, seconds=60)
+    kept: list[list[dict[str, object]]] = []
+    assert window.check("A", kept.append, now=now) == 0  # the same server: kept there
+    window.append([_ev(2)], "A", now=now + 1)
+    assert window.check("B", kept.append, now=now + 2) == 3
+    assert kept == [[_ev(0), _ev(1), _ev(2)]] and not list(tmp_path.glob("recent-*"))

@@ -7,6 +7,7 @@ import json
 import logging
 import random
 import string
+import time
 from pathlib import Path
 
 import pytest
@@ -253,6 +254,84 @@ def test_database_down_and_spool_unusable_counts_and_reports_the_loss(
                for r in errors)
     assert listener.close(timeout=1) is False
     assert listener.stats().lost == 6
+
+
+def test_a_disk_error_in_the_failover_window_never_stops_nor_fails_the_writer(
+        journal_url: str, tmp_path: Path, caplog: pytest.LogCaptureFixture) -> None:
+    """The window is a safeguard beside the write path: its file on a full disk (here
+    /dev/full) costs its protection, counted as unprotected, and nothing else."""
+    w = Writer(WriterConfig(journal_url, str(tmp_path / "spool"), retry_initial=0.05,
+                            retry_max=0.2))
+    w.start()
+    events = _events("run-w", "orders", 6)
+    for ev in events[:3]:
+        w.submit(ev)
+    assert w.flush(timeout=30)
+    (segment,) = w.window._own  # the writer is idle: nothing else touches it now
+    segment.file.close()
+    segment.file = open("/dev/full", "a", encoding="utf-8")  # noqa: SIM115
+    for ev in events[3:]:
+        w.submit(ev)
+    assert w.flush(timeout=30)
+    time.sleep(0.5)  # idle rounds of the writer
+    assert w.alive
+    stats = w.stats()
+    assert (stats.journaled, stats.spooled, stats.lost, stats.rejected) == (6, 0, 0, 0)
+    assert 4 <= stats.unprotected <= 7
+    assert w.close() is True
+    assert _batches(journal_url, "run-w") == list(range(6))
+    assert "failover window" in caplog.text
+
+
+def test_flush_waits_while_another_servers_events_cannot_go_to_the_spool(
+        journal_url: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    w = Writer(WriterConfig(journal_url, str(tmp_path / "spool"), retry_initial=0.05,
+                            retry_max=0.2))
+    w.start()
+    for ev in _events("run-h", "orders", 3):
+        w.submit(ev)
+    assert w.flush(timeout=30)
+    (segment,) = w.window._own  # the writer is idle: nothing else touches it now
+    segment.server = "a server before"  # as if journaled there before a failover
+
+    def unusable(events: list[dict]) -> None:
+        raise OSError(28, "No space left on device")
+
+    monkeypatch.setattr(w, "_rejournal", unusable)  # the spool cannot take them
+    assert w.flush(timeout=2) is False
+    assert w.window.holding() and w.alive
+    monkeypatch.undo()
+    assert w.flush(timeout=30)
+    assert all(s.server != "a server before" for s in w.window._own)
+    assert w.close() is True
+    assert _batches(journal_url, "run-h") == [0, 1, 2]
+
+
+def test_the_servers_identity_does_not_depend_on_the_sessions_time_zone(
+        journal_url: str) -> None:
+    """``ALTER ROLE ... SET timezone`` (or DateStyle) between two connections must not
+    look like another server, nor trip the guard behind a pooler."""
+    import psycopg
+
+    from offset_journal.db_server import (
+        GUARD_PARAMETER,
+        SERVER_GUARD,
+        SERVER_IDENTITY,
+        ServerIdentity,
+    )
+
+    dsn = resolve_url(journal_url).replace("postgresql+psycopg://", "postgresql://")
+    keys = []
+    for zone, style in (("UTC", "ISO, MDY"), ("Asia/Kolkata", "SQL, DMY")):
+        with psycopg.connect(dsn, options=f"-c timezone={zone} "
+                                          f"-c datestyle={style.replace(' ', '')}") as conn:
+            (key, _pid) = conn.execute(SERVER_IDENTITY).fetchone()
+            keys.append(key)
+            if len(keys) == 2:
+                started = ServerIdentity(keys[0]).started_at
+                assert conn.execute(SERVER_GUARD.replace(f"%({GUARD_PARAMETER})s", "%s"),
+                                    (started,)).fetchone() == (True,)
+    assert keys[0] == keys[1]
 
 
 # --------------------------------------------------------------------------- close, then more

@@ -629,7 +629,8 @@ def cmd_savepoint_show(args: argparse.Namespace) -> int:
     from .savepoint import load_savepoint
 
     with _journal(args) as journal:
-        found = load_savepoint(args.savepoint, journal, query_name=args.query)
+        found = load_savepoint(args.savepoint, journal, query_name=args.query,
+                               unrecorded=args.unrecorded_savepoint)
     for warning in found.warnings:
         _err("warning", warning)
     m = found.manifest

@@ -421,6 +421,9 @@ def _add_savepoint(subs: Subparsers, common: argparse.ArgumentParser, commands: 
                       help="the savepoint's id in the journal, or its directory")
     show.add_argument("--query", metavar="NAME", default=None,
                       help="refuse a savepoint of another query")
+    show.add_argument("--unrecorded-savepoint", action="store_true",
+                      help="show a savepoint directory whose manifest the journal did not "
+                           "record (made with --no-record) instead of refusing it")
     show.add_argument("--format", choices=("text", "json"), default="text")
     show.set_defaults(func=commands.cmd_savepoint_show)
 

@@ -116,6 +116,11 @@ def add_plan_options(parser: argparse.ArgumentParser, *, job: bool = False) -> N
                         help=f"{only}a plan from --savepoint: accept losing the state of the "
                              "operators not seeded (recorded with the plan as its decision) "
                              "instead of refusing")
+    parser.add_argument("--unrecorded-savepoint", action="store_true",
+                        help=f"{only}a plan from --savepoint DIR: accept a savepoint whose "
+                             "manifest the journal did not record (made with --no-record), "
+                             "vouched for by its own checksums only (recorded with the plan "
+                             "as its decision) instead of refusing")
     parser.add_argument("--no-record", action="store_true",
                         help=f"{only}leave this plan unrecorded (restart_plans): the audit then "
                              "cannot tell where a run started from it began")
@@ -146,6 +151,7 @@ def request_from_args(args: argparse.Namespace, query_name: str,
         "savepoint": args.savepoint,
         "seed": _seeds(args.seed),
         "discard_state": args.discard_state,
+        "unrecorded_savepoint": args.unrecorded_savepoint,
     }
     given.update(known)
     return PlanRequest(query_name, **given).checked()

@@ -280,7 +280,8 @@ def test_a_plan_from_a_savepoint_starts_after_its_batch_and_names_what_is_carrie
     assert "State (savepoint 7 at /sp):" in text and "3 keys, seeded" in text
     row = plan_row(plan, PlanRequest("counts", savepoint="/sp", seed=(0,)).checked(), "plan")
     assert row["position"] == "savepoint"
-    assert row["request"]["savepoint"] == {"id": 7, "location": "/sp"}
+    assert row["request"]["savepoint"] == {"id": 7, "location": "/sp",
+                                           "sha256": sp.manifest.digest}
     assert row["request"]["state"] == [[0, "aggregation", 3, "seeded"]]
 
 
@@ -331,6 +332,7 @@ def test_savepoint_requests_that_make_no_sense():
         (replace(base, mode="state-aware"), "--state-aware"),
         (PlanRequest("counts", seed=(0,)), "--seed applies to a plan from a savepoint"),
         (PlanRequest("counts", discard_state=True), "--discard-state applies"),
+        (PlanRequest("counts", unrecorded_savepoint=True), "--unrecorded-savepoint applies"),
         (replace(base, seed="some"), "bad operator to seed"),
         (replace(base, seed=(-1,)), "bad operator to seed"),
     ]:

@@ -212,13 +212,21 @@ def digest_of(document: Any) -> str:
 
 @dataclass(frozen=True)
 class Savepoint:
-    """A savepoint found and checked: its manifest, its directory, and its id in the
-    journal's ``savepoints`` (None: not recorded there)."""
+    """A savepoint found and checked: its manifest, its directory, its id in the
+    journal's ``savepoints`` (None: not recorded there), and the SHA-256 its manifest
+    was read with (``sha256``; empty: computed from ``manifest``)."""
 
     manifest: Manifest
     location: str
     id: int | None = None
     warnings: tuple[str, ...] = ()
+    sha256: str = ""
+
+    @property
+    def digest(self) -> str:
+        """The manifest's SHA-256: what a plan from it names, and ``initial_state``
+        checks the manifest it reads against."""
+        return self.sha256 or self.manifest.digest
 
     def label(self) -> str:
         which = f"savepoint {self.id}" if self.id is not None else "savepoint"

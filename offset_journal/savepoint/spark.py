@@ -142,7 +142,7 @@ def export_savepoint(spark: Any, journal: Journal, prepared: Prepared, *,
     for note in prepared.notes:
         log.info("savepoint of %s: %s", prepared.query_name, note)
     if not record:
-        return Savepoint(manifest, target, None)
+        return Savepoint(manifest, target, None, sha256=digest)
     return _recorded(journal, manifest, target, digest)
 
 
@@ -197,13 +197,14 @@ def _recorded(journal: Journal, manifest: Manifest, location: str, digest: str) 
            "manifest_sha256": digest, "manifest": manifest.to_dict(),
            "host": host_name(), "os_user": os_user()}
     try:
-        return Savepoint(manifest, location, journal.record_savepoint(row))
+        return Savepoint(manifest, location, journal.record_savepoint(row), sha256=digest)
     except sa.exc.SQLAlchemyError as exc:
         reason = redact(first_line(getattr(exc, "orig", None) or exc))
         return Savepoint(manifest, location, None, (
             f"this savepoint was not recorded in the journal ({reason}): use it by its "
-            "directory, or record savepoints as a role with INSERT on "
-            "offset_journal.savepoints (`offset-journal db grant --planner ROLE`)",))
+            "directory with --unrecorded-savepoint, or record savepoints as a role with "
+            "INSERT on offset_journal.savepoints (`offset-journal db grant --planner "
+            "ROLE`)",), sha256=digest)
 
 
 def export_state(spark: Any, checkpoint: str, target: str, batch_id: int,

@@ -318,31 +318,38 @@ def export_schema(columns: Any) -> Any:
 # --------------------------------------------------------------------------- read back
 
 
-def _savepoint(savepoint: Any, journal: Journal | None, database_url: str | None) -> Savepoint:
-    if isinstance(savepoint, Savepoint):
-        return savepoint
-    if journal is None and database_url is not None:
+def _savepoint(savepoint: Any, journal: Journal | None, database_url: str | None,
+               expect_sha256: str | None) -> Savepoint:
+    """The savepoint, its manifest checked against ``expect_sha256`` when given. A plan
+    already held that manifest against the journal (and accepted it unrecorded, or
+    not): the digest pins it, so an unrecorded one is not refused again here."""
+    unrecorded = expect_sha256 is not None
+    if journal is None and database_url is not None and not isinstance(savepoint, Savepoint):
         from ..journal import Journal
 
         with Journal(database_url) as own:
-            return load_savepoint(savepoint, own, verify=False)
-    return load_savepoint(savepoint, journal, verify=False)
+            return load_savepoint(savepoint, own, verify=False, unrecorded=unrecorded,
+                                  expect_sha256=expect_sha256)
+    return load_savepoint(savepoint, journal, verify=False, unrecorded=unrecorded,
+                          expect_sha256=expect_sha256)
 
 
 def state_frame(spark: Any, savepoint: Savepoint | str | int, *, operator: int | None = None,
                 state_var: str | list[str] | tuple[str, ...] | None = None,
                 journal: Journal | None = None, database_url: str | None = None,
-                verify: bool = True) -> Any:
+                verify: bool = True, expect_sha256: str | None = None) -> Any:
     """One operator's state in a savepoint as a DataFrame: the key's columns first, then
     the state's (see :func:`~offset_journal.savepoint.core.export_columns`). Several
     parts (``state_var``: names, or None for all) are one frame with a ``state_var``
     column naming each row's. ``savepoint``: a loaded one, its directory, or its id in
     the journal (``journal`` or ``database_url``). ``verify`` checks the files read
-    against their checksums. SavepointError for an operator or state variable that does
-    not exist, or files altered."""
+    against their checksums; ``expect_sha256`` (a plan's ``savepoint_sha256``) refuses a
+    manifest other than the one the plan checked the offsets with. SavepointError for an
+    operator or state variable that does not exist, files altered, or another
+    manifest."""
     from pyspark.sql import functions as F
 
-    found = _savepoint(savepoint, journal, database_url)
+    found = _savepoint(savepoint, journal, database_url, expect_sha256)
     op, parts = choose_parts(found.manifest, operator, state_var)
     if verify:
         check_parts(found.location, parts)
@@ -366,13 +373,15 @@ def state_frame(spark: Any, savepoint: Savepoint | str | int, *, operator: int |
 def initial_state(spark: Any, savepoint: Savepoint | str | int, *, operator: int | None = None,
                   state_var: str | list[str] | tuple[str, ...] | None = None,
                   journal: Journal | None = None, database_url: str | None = None,
-                  verify: bool = True) -> Any:
+                  verify: bool = True, expect_sha256: str | None = None) -> Any:
     """What ``transformWithState(..., initialState=...)`` takes: :func:`state_frame`
     grouped by the key's columns. Group by the same columns as the new query (when the
     new query groups otherwise, shape :func:`state_frame` and group it yourself). Spark
     calls ``handleInitialState(key, row, timerValues)`` once per row: a list or map
-    state's rows come one element at a time."""
-    found = _savepoint(savepoint, journal, database_url)
+    state's rows come one element at a time. Give ``expect_sha256=plan.savepoint_sha256``:
+    the directory is read again here, and only that digest ties the state read to the
+    manifest whose offsets the plan checked (SavepointError for another)."""
+    found = _savepoint(savepoint, journal, database_url, expect_sha256)
     _op, parts = choose_parts(found.manifest, operator, state_var)
     frame = state_frame(spark, found, operator=operator, state_var=state_var, verify=verify)
     return frame.groupBy(*parts[0].key_columns)

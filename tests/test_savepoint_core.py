@@ -56,6 +56,8 @@ def test_the_newest_batch_both_have_and_which_is_ahead():
         core.choose_batch([7, 8], [1, 2])
     with pytest.raises(SavepointError, match=r"no batch in common \(commits 1..3, journal"):
         core.choose_batch([1, 3], [2])
+    assert core.committed_after([3, 4, 5, 6, 7], 5) == (6, 7)
+    assert core.committed_after([3, 4], 4) is None
 
 
 # --------------------------------------------------------------------------- operators
@@ -321,6 +323,25 @@ def test_opaque_buffers_unknown_operators_and_a_moved_journal():
     assert any("other end offsets" in e for e in _plan(moved, seed="all").errors)
     empty = _plan(Savepoint(_manifest([], []), "/sp", None))
     assert empty.ok and any("holds no state" in n for n in empty.notes)
+    assert not any("old checkpoint committed" in w for w in plan.warnings)
+
+
+def test_a_checkpoint_ahead_of_the_journal_warns_that_those_batches_are_written_again():
+    """v1 committed batches 5..7 the journal lacks: v1 wrote their output, and v2, from
+    batch 4's end offsets, writes it again (a warning naming them, not only a note)."""
+    m = replace(_manifest(), committed_after=(5, 7))
+    again = core.manifest_from_dict(json.loads(json.dumps(m.to_dict())))
+    assert again.committed_after == (5, 7) and again.digest == m.digest
+    assert "committed_after" not in _manifest().to_dict()  # older manifests' digests hold
+    with pytest.raises(SavepointError, match="committed_after is malformed"):
+        core.manifest_from_dict({**m.to_dict(), "committed_after": [5]})
+    plan = _plan(Savepoint(m, "/sp", 7), seed="all")
+    assert plan.ok
+    (warning,) = [w for w in plan.warnings if "old checkpoint committed" in w]
+    assert "batches 5..7 after the savepoint's batch 4" in warning
+    assert "a second time" in warning
+    one = _plan(Savepoint(replace(m, committed_after=(5, 5)), "/sp", 7), seed="all")
+    assert any("committed batch 5 after" in w for w in one.warnings)
 
 
 def test_savepoint_requests_that_make_no_sense():

@@ -159,7 +159,10 @@ class Manifest:
     """What a savepoint holds: the query, the run and the batch whose state it is (the
     batch both the checkpoint's ``commits/`` and the journal have), that batch's end
     offsets, the operators and the parts of their state. ``notes``: what was found on
-    the way (which of checkpoint and journal was ahead)."""
+    the way (which of checkpoint and journal was ahead); ``committed_after``: (first,
+    last) of the batches the old checkpoint committed after ``batch_id`` that the
+    journal lacks (their output is written already, and a new query from the savepoint
+    writes it again), None when none."""
 
     query_name: str
     run_id: str
@@ -173,6 +176,7 @@ class Manifest:
     spark_version: str = ""
     provider: str | None = None
     notes: tuple[str, ...] = field(default_factory=tuple)
+    committed_after: tuple[int, int] | None = None
 
     def operator(self, operator_id: int) -> Operator | None:
         for op in self.operators:
@@ -195,7 +199,10 @@ class Manifest:
                 "operators": [o.to_dict() for o in self.operators],
                 "parts": [p.to_dict() for p in self.parts], "created_at": self.created_at,
                 "spark_version": self.spark_version, "provider": self.provider,
-                "notes": list(self.notes)}
+                "notes": list(self.notes),
+                # Only when set: a manifest written before the field keeps its digest.
+                **({"committed_after": list(self.committed_after)}
+                   if self.committed_after is not None else {})}
 
     @property
     def digest(self) -> str:

@@ -27,6 +27,7 @@ from .core import (
     ReadSpec,
     choose_batch,
     choose_parts,
+    committed_after,
     export_columns,
     operators_of,
     positional,
@@ -72,6 +73,7 @@ class Prepared:
     batch: Batch
     notes: tuple[str, ...]
     provider: str | None
+    committed_after: tuple[int, int] | None = None
 
 
 def prepare_savepoint(journal: Journal, query_name: str, checkpoint: str,
@@ -92,7 +94,8 @@ def prepare_savepoint(journal: Journal, query_name: str, checkpoint: str,
     if not journaled:
         raise SavepointError(_not_this_query(journal, query_name, checkpoint, ckpt.query_id))
     require_empty(target)
-    batch_id, notes = choose_batch([b.batch_id for b in ckpt.committed_batches()], journaled)
+    committed = [b.batch_id for b in ckpt.committed_batches()]
+    batch_id, notes = choose_batch(committed, journaled)
     batch = journal.batch(query_name, journaled[batch_id], batch_id)
     if batch is None:
         raise SavepointError(f"batch {batch_id} of query {query_name!r} cannot be read "
@@ -101,7 +104,7 @@ def prepare_savepoint(journal: Journal, query_name: str, checkpoint: str,
     chosen = ckpt.batch(batch_id)
     conf = (chosen.conf if chosen is not None else None) or {}
     return Prepared(query_name, str(checkpoint), str(target), batch, tuple(notes),
-                    conf.get(PROVIDER_CONF))
+                    conf.get(PROVIDER_CONF), committed_after(committed, batch_id))
 
 
 def create_savepoint(spark: Any, journal: Journal, query_name: str, checkpoint: str,
@@ -134,7 +137,7 @@ def export_savepoint(spark: Any, journal: Journal, prepared: Prepared, *,
             operators=tuple(operators), parts=tuple(parts),
             created_at=datetime.now(timezone.utc).isoformat(timespec="milliseconds"),
             spark_version=str(spark.version), provider=prepared.provider,
-            notes=prepared.notes)
+            notes=prepared.notes, committed_after=prepared.committed_after)
         digest = write_manifest(target, manifest)
     except BaseException:
         remove_partial(target)

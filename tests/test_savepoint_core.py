@@ -196,6 +196,13 @@ def test_a_manifest_reads_back_as_written_and_its_digest_is_stable():
             core.manifest_from_dict(bad)
 
 
+def test_a_recorded_manifest_is_read_as_one_never_trusted():
+    assert core.recorded_operators(_manifest().to_dict()) == (1, None)
+    for forged in ({"operators": 5}, {**_manifest().to_dict(), "operators": 5}, None, [1]):
+        count, why = core.recorded_operators(forged)
+        assert count is None and why is not None and "malformed" in why
+
+
 def test_manifest_and_parquet_files_altered_are_refused(tmp_path: Path):
     root = tmp_path / "sp"
     part_dir = root / "operator=0" / "part=0"

@@ -109,3 +109,21 @@ def test_the_state_read_must_come_from_the_manifest_the_plan_was_checked_with(
     _resign(sp, 5, 60)  # ... another one, replaced after the plan, does not.
     with pytest.raises(SavepointError, match="not the one the plan was made from"):
         load_savepoint(str(sp), expect_sha256=plan.savepoint_sha256)
+
+
+def test_savepoint_list_ignores_a_forged_manifest_with_a_note(
+        journal_url: str, tmp_path: Path, capsys: Any) -> None:
+    _journal_batches(journal_url)
+    saved = _recorded_savepoint(journal_url, tmp_path / "sp")
+    with Journal(journal_url) as j:  # a row no `savepoint create` wrote
+        forged = j.record_savepoint({
+            "query_name": QUERY, "run_id": RUN, "query_id": "qid", "batch_id": 5,
+            "checkpoint": "/chk", "location": "/forged", "manifest_sha256": "b" * 64,
+            "manifest": {"operators": 5}, "host": "h", "os_user": "u"})
+    code = main(["--database-url", journal_url, "savepoint", "list", QUERY])
+    out, err = capsys.readouterr()
+    assert code == 0, err
+    rows = {line.split()[0]: line.split() for line in out.splitlines()[1:] if line.strip()}
+    assert rows[str(saved)][4] == "0" and rows[str(forged)][4] == "?"
+    assert f"savepoint {forged}: its recorded manifest is ignored" in err
+    assert "Traceback" not in err and "TypeError" not in err

@@ -390,6 +390,16 @@ def manifest_from_dict(d: Any) -> Manifest:
         raise SavepointError(f"the savepoint manifest is malformed: {exc}") from None
 
 
+def recorded_operators(manifest: Any) -> tuple[int | None, str | None]:
+    """How many operators a ``savepoints`` row's manifest lists, or (None, why it is
+    ignored): any role with INSERT on the table can write a row `savepoint create` did
+    not, so the manifest is read as a manifest, never trusted to be one."""
+    try:
+        return len(manifest_from_dict(manifest).operators), None
+    except SavepointError as exc:
+        return None, str(exc)
+
+
 def check_files(part: Part, found: Mapping[str, FileSum], where: str) -> None:
     """SavepointError when a part's files are not exactly those its manifest lists, with
     the same sizes and SHA-256 (``found``: what the directory holds, by name)."""

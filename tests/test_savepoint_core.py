@@ -17,7 +17,7 @@ from offset_journal.offsets import PartitionOffset
 from offset_journal.restart import PlanRequest, compute_plan
 from offset_journal.restart.model import POSITION_SAVEPOINT
 from offset_journal.restart.record import plan_row
-from offset_journal.savepoint import core
+from offset_journal.savepoint import core, load_savepoint
 from offset_journal.savepoint.files import (
     check_parts,
     read_manifest,
@@ -349,6 +349,18 @@ def test_a_checkpoint_ahead_of_the_journal_warns_that_those_batches_are_written_
     assert "a second time" in warning
     one = _plan(Savepoint(replace(m, committed_after=(5, 5)), "/sp", 7), seed="all")
     assert any("committed batch 5 after" in w for w in one.warnings)
+
+
+def test_a_savepoint_directory_named_with_digits_is_a_directory(tmp_path: Path, monkeypatch):
+    from offset_journal.plan_args import savepoint_ref
+
+    monkeypatch.chdir(tmp_path)
+    assert savepoint_ref("20261125") == 20261125  # no such directory: an id
+    (tmp_path / "20261125").mkdir()
+    assert savepoint_ref("20261125") == "./20261125"
+    assert savepoint_ref("./7") == "./7" and savepoint_ref(" 7 ") == 7
+    with pytest.raises(SavepointError, match="no savepoint at 20261125: no manifest.json"):
+        load_savepoint("20261125")  # the library reads it as the directory too
 
 
 def test_savepoint_requests_that_make_no_sense():

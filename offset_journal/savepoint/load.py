@@ -13,6 +13,7 @@ unless the caller accepts it (``--unrecorded-savepoint``, for one made with
 
 from __future__ import annotations
 
+import os
 from typing import TYPE_CHECKING
 
 from ..errors import SavepointError
@@ -27,14 +28,16 @@ def load_savepoint(ref: int | str | Savepoint, journal: Journal | None = None, *
                    query_name: str | None = None, verify: bool = True,
                    unrecorded: bool = False, expect_sha256: str | None = None) -> Savepoint:
     """The savepoint ``ref`` names (an id in ``journal``'s ``savepoints``, a directory,
-    or one already loaded), checked: its manifest unaltered and, with a journal,
-    recorded there (a directory it did not record only with ``unrecorded``, with a
-    warning); its manifest's SHA-256 ``expect_sha256`` when given (the one a plan was
-    made from); of ``query_name`` when given; with ``verify``, every file against its
-    checksum. SavepointError (one line) otherwise."""
+    or one already loaded; digits are an id unless such a directory exists), checked:
+    its manifest unaltered and, with a journal, recorded there (a directory it did not
+    record only with ``unrecorded``, with a warning); its manifest's SHA-256
+    ``expect_sha256`` when given (the one a plan was made from); of ``query_name`` when
+    given; with ``verify``, every file against its checksum. SavepointError (one line)
+    otherwise."""
     if isinstance(ref, Savepoint):
         found = ref
-    elif isinstance(ref, int) or (isinstance(ref, str) and ref.isdigit()):
+    elif isinstance(ref, int) or (isinstance(ref, str) and ref.isdigit()
+                                  and not os.path.isdir(ref)):
         found = _by_id(int(ref), journal)
     else:
         found = _by_location(str(ref), journal, unrecorded)

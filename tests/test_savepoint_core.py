@@ -379,3 +379,23 @@ def test_savepoint_requests_that_make_no_sense():
         with pytest.raises(RestartError, match=match):
             bad.checked()
     assert replace(base, seed=(2, 0, 2)).checked().seed == (0, 2)
+
+
+def test_a_same_offsets_check_that_cannot_be_made_is_a_warning(tmp_path: Path, caplog):
+    from offset_journal.checkpoint import read_checkpoint
+    from offset_journal.savepoint.spark import _check_same_offsets
+    from tests.test_checkpoint import DELTA_LINE, kafka_line, make_checkpoint
+
+    kafka = read_checkpoint(str(make_checkpoint(
+        tmp_path / "k", [[kafka_line("t", {0: 40})]] * 4 + [[kafka_line("t", {0: 50})]])))
+    caplog.set_level("WARNING", logger="offset_journal.savepoint.spark")
+    _check_same_offsets(kafka, _anchor())  # batch 4 read t/0 up to 50 in both
+    assert not caplog.records
+    with pytest.raises(SavepointError, match="batch 4 read other offsets"):
+        _check_same_offsets(kafka, _anchor(end=51))
+    delta = read_checkpoint(str(make_checkpoint(tmp_path / "d", [[DELTA_LINE]] * 5)))
+    _check_same_offsets(delta, _anchor())
+    _check_same_offsets(kafka, _anchor(batch_id=9))  # no offsets/9
+    assert [r.levelname for r in caplog.records] == ["WARNING", "WARNING"]
+    assert "offsets/4 has no Kafka source: not checked" in caplog.records[0].getMessage()
+    assert "offsets/9 cannot be read: not checked" in caplog.records[1].getMessage()

@@ -168,13 +168,23 @@ def _not_this_query(journal: Journal, query_name: str, checkpoint: str, query_id
 
 
 def _check_same_offsets(ckpt: Checkpoint, batch: Batch) -> None:
-    """The journal's batch must have read what the checkpoint's batch read (Kafka)."""
+    """The journal's batch must have read what the checkpoint's batch read (Kafka). A
+    check that cannot be made is a WARNING, never silent: the savepoint then rests on
+    the query id and batch id alone."""
     from ..checkpoint import kafka_end_offsets
 
     mine = ckpt.batch(batch.batch_id)
     if mine is None or not mine.readable:
+        log.warning("savepoint of %s: the checkpoint's offsets/%d cannot be read: not "
+                    "checked that batch %d read the same offsets there as in the journal",
+                    batch.query_name, batch.batch_id, batch.batch_id)
         return
-    for index, offsets in kafka_end_offsets(mine).items():
+    ends = kafka_end_offsets(mine)
+    if not ends:
+        log.warning("savepoint of %s: the checkpoint's offsets/%d has no Kafka source: not "
+                    "checked that batch %d read the same offsets there as in the journal",
+                    batch.query_name, batch.batch_id, batch.batch_id)
+    for index, offsets in ends.items():
         try:
             source = batch.source(index)
         except KeyError:

@@ -78,6 +78,7 @@ class Start:
     event_time_cutoff: datetime | None = None
     plan_id: int | None = None  # the recorded restart plan (restart_plans), if any
     savepoint: str | None = None  # a plan from a savepoint: its directory
+    savepoint_sha256: str | None = None  # ... and the manifest the plan checked
     seeded: tuple[int, ...] = ()  # the savepoint's operators the new query seeds
 
 
@@ -129,7 +130,7 @@ def decide_start(args: argparse.Namespace, *, state_aware: bool = False,
     log.info("restart plan:\n%s", plan.explain())
     seeded = tuple(c.operator_id for c in plan.state if c.decision == "seeded")
     return Start(plan.starting_offsets(0), "from the journal", plan.event_time_cutoff,
-                 plan.plan_id, plan.savepoint_location, seeded)
+                 plan.plan_id, plan.savepoint_location, plan.savepoint_sha256, seeded)
 
 
 def link_start(args: argparse.Namespace, start: Start, query: Any) -> Any:

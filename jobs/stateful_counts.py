@@ -116,7 +116,10 @@ def build_query(spark: Any, args: Any) -> Any:
         if start.savepoint is not None and start.seeded:
             if len(start.seeded) != 1:
                 raise JobError(f"this job seeds one operator, not {list(start.seeded)}")
-            seed = initial_state(spark, start.savepoint, operator=start.seeded[0])
+            # The directory is read again: the digest keeps the state to the manifest
+            # whose offsets the plan checked.
+            seed = initial_state(spark, start.savepoint, operator=start.seeded[0],
+                                 expect_sha256=start.savepoint_sha256)
         totals = grouped.transformWithState(Totals(), V2_OUTPUT, "Update", "None",
                                             initialState=seed)
 

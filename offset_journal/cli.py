@@ -616,10 +616,15 @@ def cmd_savepoint_list(args: argparse.Namespace) -> int:
         found = journal.savepoints(args.query)
     if not found:
         raise _NotFound(f"no savepoint recorded for query {args.query!r}")
+    from .savepoint.core import recorded_operators
+
     rows = []
     for r in found:
-        ops = (r.manifest or {}).get("operators") or [] if isinstance(r.manifest, dict) else []
-        rows.append([r.id, _iso(r.created_at), r.batch_id, r.run_id, len(ops), r.location])
+        operators, ignored = recorded_operators(r.manifest)
+        if ignored is not None:
+            _err("note", f"savepoint {r.id}: its recorded manifest is ignored ({ignored})")
+        rows.append([r.id, _iso(r.created_at), r.batch_id, r.run_id,
+                     "?" if operators is None else operators, r.location])
     _out(table(["ID", "CREATED", "BATCH", "RUN", "OPERATORS", "LOCATION"], rows))
     return EXIT_OK
 
@@ -629,7 +634,8 @@ def cmd_savepoint_show(args: argparse.Namespace) -> int:
     from .savepoint import load_savepoint
 
     with _journal(args) as journal:
-        found = load_savepoint(args.savepoint, journal, query_name=args.query)
+        found = load_savepoint(args.savepoint, journal, query_name=args.query,
+                               unrecorded=args.unrecorded_savepoint)
     for warning in found.warnings:
         _err("warning", warning)
     m = found.manifest

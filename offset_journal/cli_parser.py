@@ -13,7 +13,7 @@ from typing import Any, NoReturn, cast
 
 from . import values
 from .jars import JAR_SETS
-from .plan_args import add_plan_options, argument_type
+from .plan_args import add_plan_options, argument_type, savepoint_ref
 
 PROG = "offset-journal"
 
@@ -417,10 +417,15 @@ def _add_savepoint(subs: Subparsers, common: argparse.ArgumentParser, commands: 
     listed.set_defaults(func=commands.cmd_savepoint_list)
     show = sp_subs.add_parser("show", parents=[common],
                               help="check a savepoint (manifest, files) and show it")
-    show.add_argument("savepoint", metavar="ID|DIR",
-                      help="the savepoint's id in the journal, or its directory")
+    show.add_argument("savepoint", metavar="ID|DIR", type=savepoint_ref,
+                      help="the savepoint's id in the journal, or its directory (digits "
+                           "are an id unless such a directory exists; ./20261125 forces "
+                           "a path)")
     show.add_argument("--query", metavar="NAME", default=None,
                       help="refuse a savepoint of another query")
+    show.add_argument("--unrecorded-savepoint", action="store_true",
+                      help="show a savepoint directory whose manifest the journal did not "
+                           "record (made with --no-record) instead of refusing it")
     show.add_argument("--format", choices=("text", "json"), default="text")
     show.set_defaults(func=commands.cmd_savepoint_show)
 

@@ -42,12 +42,18 @@ def _name(what: str) -> Callable[[str], str]:
     return argument_type(lambda text: values.check_name(text, what))
 
 
-def _savepoint(text: str) -> int | str:
-    """``--savepoint``: digits are an id in the journal, anything else a directory."""
+def savepoint_ref(text: str) -> int | str:
+    """``--savepoint``: digits are an id in the journal, unless a directory of that name
+    exists here (a savepoint named by its date, ``20261125``); anything else a
+    directory (``./20261125`` forces the path)."""
+    import os
+
     value = text.strip()
     if not value:
         raise argparse.ArgumentTypeError("give a savepoint id or directory")
-    return int(value) if value.isdigit() else value
+    if value.isdigit() and not os.path.isdir(value):
+        return int(value)
+    return os.path.join(".", value) if value.isdigit() else value
 
 
 def _seed(text: str) -> int | str:
@@ -104,10 +110,11 @@ def add_plan_options(parser: argparse.ArgumentParser, *, job: bool = False) -> N
                         help=f"{only}the Kafka cluster at --bootstrap-servers, whose id is "
                              "ID, is the one the journal's runs read, although the journal "
                              "says another: overrule the refusal (recorded with the plan)")
-    parser.add_argument("--savepoint", metavar="ID|DIR", type=_savepoint,
+    parser.add_argument("--savepoint", metavar="ID|DIR", type=savepoint_ref,
                         help=f"{only}start right after a savepoint's batch (its id in the "
                              "journal, or its directory), where its state stands, instead "
-                             "of after the journal's last batch")
+                             "of after the journal's last batch; digits are an id unless "
+                             "such a directory exists here (./20261125 forces a path)")
     parser.add_argument("--seed", metavar="OPERATOR", action="append", type=_seed,
                         help=f"{only}a plan from --savepoint: the new query seeds a "
                              "transformWithState with this old operator's state "
@@ -116,6 +123,11 @@ def add_plan_options(parser: argparse.ArgumentParser, *, job: bool = False) -> N
                         help=f"{only}a plan from --savepoint: accept losing the state of the "
                              "operators not seeded (recorded with the plan as its decision) "
                              "instead of refusing")
+    parser.add_argument("--unrecorded-savepoint", action="store_true",
+                        help=f"{only}a plan from --savepoint DIR: accept a savepoint whose "
+                             "manifest the journal did not record (made with --no-record), "
+                             "vouched for by its own checksums only (recorded with the plan "
+                             "as its decision) instead of refusing")
     parser.add_argument("--no-record", action="store_true",
                         help=f"{only}leave this plan unrecorded (restart_plans): the audit then "
                              "cannot tell where a run started from it began")
@@ -146,6 +158,7 @@ def request_from_args(args: argparse.Namespace, query_name: str,
         "savepoint": args.savepoint,
         "seed": _seeds(args.seed),
         "discard_state": args.discard_state,
+        "unrecorded_savepoint": args.unrecorded_savepoint,
     }
     given.update(known)
     return PlanRequest(query_name, **given).checked()

@@ -293,3 +293,24 @@ def test_a_command_on_a_journal_older_than_this_release_says_so(empty_database_u
     line = one_error_line(code, capsys.readouterr().err)
     assert "older than this release (at 0014_batch_in_one_call)" in line
     assert "offset-journal db upgrade" in line
+
+
+def test_0018_downgrade_refuses_while_plans_start_from_a_savepoint(journal_url):
+    """A plan from a savepoint is a decision the audit reads: the downgrade refuses,
+    naming them, instead of deleting them (and their links to runs)."""
+    import pytest
+    from alembic import command
+
+    from offset_journal.db import alembic_config
+    from tests.payloads import sql_execute
+
+    sql_execute(journal_url, "INSERT INTO offset_journal.restart_plans (query_name, position, "
+                "mode, command, ok, request, options, kafka_offsets) VALUES ('q', "
+                "'savepoint', 'stateless', 'plan', true, '{}', '{}', '[]')")
+    with pytest.raises(sa.exc.DBAPIError, match=r"downgrade below 0018_savepoints refused: 1 "
+                                                 r"restart plan\(s\) start from a savepoint"):
+        command.downgrade(alembic_config(journal_url), "0017_retention_forecasts")
+    assert current_revision(journal_url) == HEAD  # nothing changed
+    sql_execute(journal_url, "DELETE FROM offset_journal.restart_plans")
+    command.downgrade(alembic_config(journal_url), "0017_retention_forecasts")
+    assert current_revision(journal_url) == "0017_retention_forecasts"

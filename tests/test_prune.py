@@ -155,3 +155,19 @@ def test_prune_takes_whole_prefixes_of_a_run_in_journal_order(journal_url):
         assert _left(journal_url) == {"slow": list(range(2, 10))}
         report = audit_query(j, "slow")
         assert report.exit_code == 0, [f.to_dict() for f in report.findings]
+
+
+def test_prune_keeps_the_batch_a_recorded_savepoint_names(journal_url):
+    """A plan from a savepoint starts at its batch's end offsets and checks them against
+    the journal: that batch stays (and, whole prefixes only, what its run journaled
+    after it); the rest of the old history goes."""
+    _journal(journal_url)
+    with Journal(journal_url) as j:
+        j.record_savepoint({
+            "query_name": "orders", "run_id": "run-orders", "query_id": "q-orders",
+            "batch_id": 3, "checkpoint": "/chk", "location": "/sp",
+            "manifest_sha256": "a" * 64, "manifest": {}, "host": "h", "os_user": "u"})
+        preview = j.prune(T0 + timedelta(seconds=1000), dry_run=True)
+        result = j.prune(T0 + timedelta(seconds=1000))
+    assert result == preview and result.batches == 3 + 2
+    assert _left(journal_url) == {"audit": [2], "orders": [3, 4, 5, 6, 7, 8, 9, 10]}

@@ -138,10 +138,12 @@ def test_real_time_query_journaled_planned_and_restarted(
     assert lags[0][0] is None or lags[0][0] >= 0
 
     code = main(["--database-url", journal_url, "plan", "rt-copy", "--bootstrap-servers",
-                 servers, "--checkpoint", str(tmp_path / "ck-v2"), "--format", "json"])
+                 servers, "--checkpoint", str(tmp_path / "ck-v2"), "--format", "json",
+                 "--record"])  # plan is a preview unless recorded: v2 is linked to it
     out, err = capsys.readouterr()
     assert code == 0, out + err
     plan = json.loads(out)
+    assert plan["plan_id"] is not None, plan["record_problem"]
     assert plan["real_time"]["bound"] is not None
     assert any("ran in real-time mode" in w for w in plan["warnings"])
     v1_rows = _sink_rows(kafka_cluster, sink)

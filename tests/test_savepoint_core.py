@@ -17,7 +17,7 @@ from offset_journal.offsets import PartitionOffset
 from offset_journal.restart import PlanRequest, compute_plan
 from offset_journal.restart.model import POSITION_SAVEPOINT
 from offset_journal.restart.record import plan_row
-from offset_journal.savepoint import core
+from offset_journal.savepoint import core, load_savepoint
 from offset_journal.savepoint.files import (
     check_parts,
     read_manifest,
@@ -56,6 +56,8 @@ def test_the_newest_batch_both_have_and_which_is_ahead():
         core.choose_batch([7, 8], [1, 2])
     with pytest.raises(SavepointError, match=r"no batch in common \(commits 1..3, journal"):
         core.choose_batch([1, 3], [2])
+    assert core.committed_after([3, 4, 5, 6, 7], 5) == (6, 7)
+    assert core.committed_after([3, 4], 4) is None
 
 
 # --------------------------------------------------------------------------- operators
@@ -194,6 +196,13 @@ def test_a_manifest_reads_back_as_written_and_its_digest_is_stable():
             core.manifest_from_dict(bad)
 
 
+def test_a_recorded_manifest_is_read_as_one_never_trusted():
+    assert core.recorded_operators(_manifest().to_dict()) == (1, None)
+    for forged in ({"operators": 5}, {**_manifest().to_dict(), "operators": 5}, None, [1]):
+        count, why = core.recorded_operators(forged)
+        assert count is None and why is not None and "malformed" in why
+
+
 def test_manifest_and_parquet_files_altered_are_refused(tmp_path: Path):
     root = tmp_path / "sp"
     part_dir = root / "operator=0" / "part=0"
@@ -280,7 +289,8 @@ def test_a_plan_from_a_savepoint_starts_after_its_batch_and_names_what_is_carrie
     assert "State (savepoint 7 at /sp):" in text and "3 keys, seeded" in text
     row = plan_row(plan, PlanRequest("counts", savepoint="/sp", seed=(0,)).checked(), "plan")
     assert row["position"] == "savepoint"
-    assert row["request"]["savepoint"] == {"id": 7, "location": "/sp"}
+    assert row["request"]["savepoint"] == {"id": 7, "location": "/sp",
+                                           "sha256": sp.manifest.digest}
     assert row["request"]["state"] == [[0, "aggregation", 3, "seeded"]]
 
 
@@ -320,6 +330,37 @@ def test_opaque_buffers_unknown_operators_and_a_moved_journal():
     assert any("other end offsets" in e for e in _plan(moved, seed="all").errors)
     empty = _plan(Savepoint(_manifest([], []), "/sp", None))
     assert empty.ok and any("holds no state" in n for n in empty.notes)
+    assert not any("old checkpoint committed" in w for w in plan.warnings)
+
+
+def test_a_checkpoint_ahead_of_the_journal_warns_that_those_batches_are_written_again():
+    """v1 committed batches 5..7 the journal lacks: v1 wrote their output, and v2, from
+    batch 4's end offsets, writes it again (a warning naming them, not only a note)."""
+    m = replace(_manifest(), committed_after=(5, 7))
+    again = core.manifest_from_dict(json.loads(json.dumps(m.to_dict())))
+    assert again.committed_after == (5, 7) and again.digest == m.digest
+    assert "committed_after" not in _manifest().to_dict()  # older manifests' digests hold
+    with pytest.raises(SavepointError, match="committed_after is malformed"):
+        core.manifest_from_dict({**m.to_dict(), "committed_after": [5]})
+    plan = _plan(Savepoint(m, "/sp", 7), seed="all")
+    assert plan.ok
+    (warning,) = [w for w in plan.warnings if "old checkpoint committed" in w]
+    assert "batches 5..7 after the savepoint's batch 4" in warning
+    assert "a second time" in warning
+    one = _plan(Savepoint(replace(m, committed_after=(5, 5)), "/sp", 7), seed="all")
+    assert any("committed batch 5 after" in w for w in one.warnings)
+
+
+def test_a_savepoint_directory_named_with_digits_is_a_directory(tmp_path: Path, monkeypatch):
+    from offset_journal.plan_args import savepoint_ref
+
+    monkeypatch.chdir(tmp_path)
+    assert savepoint_ref("20261125") == 20261125  # no such directory: an id
+    (tmp_path / "20261125").mkdir()
+    assert savepoint_ref("20261125") == "./20261125"
+    assert savepoint_ref("./7") == "./7" and savepoint_ref(" 7 ") == 7
+    with pytest.raises(SavepointError, match="no savepoint at 20261125: no manifest.json"):
+        load_savepoint("20261125")  # the library reads it as the directory too
 
 
 def test_savepoint_requests_that_make_no_sense():
@@ -331,9 +372,30 @@ def test_savepoint_requests_that_make_no_sense():
         (replace(base, mode="state-aware"), "--state-aware"),
         (PlanRequest("counts", seed=(0,)), "--seed applies to a plan from a savepoint"),
         (PlanRequest("counts", discard_state=True), "--discard-state applies"),
+        (PlanRequest("counts", unrecorded_savepoint=True), "--unrecorded-savepoint applies"),
         (replace(base, seed="some"), "bad operator to seed"),
         (replace(base, seed=(-1,)), "bad operator to seed"),
     ]:
         with pytest.raises(RestartError, match=match):
             bad.checked()
     assert replace(base, seed=(2, 0, 2)).checked().seed == (0, 2)
+
+
+def test_a_same_offsets_check_that_cannot_be_made_is_a_warning(tmp_path: Path, caplog):
+    from offset_journal.checkpoint import read_checkpoint
+    from offset_journal.savepoint.spark import _check_same_offsets
+    from tests.test_checkpoint import DELTA_LINE, kafka_line, make_checkpoint
+
+    kafka = read_checkpoint(str(make_checkpoint(
+        tmp_path / "k", [[kafka_line("t", {0: 40})]] * 4 + [[kafka_line("t", {0: 50})]])))
+    caplog.set_level("WARNING", logger="offset_journal.savepoint.spark")
+    _check_same_offsets(kafka, _anchor())  # batch 4 read t/0 up to 50 in both
+    assert not caplog.records
+    with pytest.raises(SavepointError, match="batch 4 read other offsets"):
+        _check_same_offsets(kafka, _anchor(end=51))
+    delta = read_checkpoint(str(make_checkpoint(tmp_path / "d", [[DELTA_LINE]] * 5)))
+    _check_same_offsets(delta, _anchor())
+    _check_same_offsets(kafka, _anchor(batch_id=9))  # no offsets/9
+    assert [r.levelname for r in caplog.records] == ["WARNING", "WARNING"]
+    assert "offsets/4 has no Kafka source: not checked" in caplog.records[0].getMessage()
+    assert "offsets/9 cannot be read: not checked" in caplog.records[1].getMessage()

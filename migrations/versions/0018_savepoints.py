@@ -119,10 +119,31 @@ def upgrade() -> None:
     op.execute(LAG)
 
 
+# A plan from a savepoint is a decision the audit reads (and a run may be linked to it):
+# the downgrade refuses while one exists rather than delete it. In SQL, so the offline
+# script (upgrade_sql, `alembic downgrade --sql`) refuses the same way.
+REFUSE_DOWNGRADE = """
+DO $$
+DECLARE
+    plans bigint;
+BEGIN
+    SELECT count(*) INTO plans FROM offset_journal.restart_plans WHERE position = 'savepoint';
+    IF plans > 0 THEN
+        RAISE EXCEPTION USING ERRCODE = 'object_in_use', MESSAGE = format(
+            'downgrade below 0018_savepoints refused: %s restart plan(s) start from a '
+            'savepoint (restart_plans.position = ''savepoint''), decisions the audit '
+            'reads, which the older schema cannot hold; delete them (and their plan_runs) '
+            'yourself if they may go, then downgrade', plans);
+    END IF;
+END
+$$;
+"""
+
+
 def downgrade() -> None:
+    op.execute(REFUSE_DOWNGRADE)
     op.execute(LAG_BEFORE)
     op.drop_constraint("restart_plans_position_check", "restart_plans", schema=S)
-    op.execute("DELETE FROM offset_journal.restart_plans WHERE position = 'savepoint'")
     op.create_check_constraint("restart_plans_position_check", "restart_plans",
                                POSITIONS_BEFORE, schema=S)
     op.execute(f"DROP TRIGGER savepoints_name_a_journaled_batch ON {S}.savepoints")

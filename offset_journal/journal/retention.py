@@ -10,7 +10,7 @@ from typing import Any
 import sqlalchemy as sa
 
 from ..journal_rows import PruneResult
-from ..schema import batch_sources, batches, kafka_partition_rows
+from ..schema import batch_sources, batches, kafka_partition_rows, savepoints
 from .base import JournalBase
 from .rows import batch_rows, last_rows
 
@@ -24,7 +24,9 @@ def prune(journal: JournalBase, before: datetime, *, query_name: str | None = No
     is small beside the deletes).
 
     Each query name's newest batch is kept whatever its age: it holds the offsets a
-    new checkpoint starts from. Batches without a trigger time and run rows are kept.
+    new checkpoint starts from; so is a batch a recorded savepoint names (a plan from
+    the savepoint starts at its end offsets and checks them). Batches without a trigger
+    time and run rows are kept.
     Only a whole prefix of each run goes, in the journal's order (the audit's): a batch
     is kept when any batch of its run journaled before it is kept, so a driver whose
     clock was slow never has batches cut from the middle of its run (the audit would
@@ -96,10 +98,13 @@ def _delete_sources(conn: sa.Connection, ids: list[int]) -> int:
 
 def _prefixes(before: datetime, query_name: str | None, keep: Sequence[int]) -> Any:
     """The batches to delete: per run, those journaled before its first batch that
-    stays (triggered at or after ``before``, without a trigger time, or kept as its
-    query's newest), found in one pass over the batches in journal order."""
-    b = batches.c
-    stays = sa.or_(b.trigger_at >= before, b.trigger_at.is_(None),
+    stays (triggered at or after ``before``, without a trigger time, kept as its
+    query's newest, or named by a recorded savepoint), found in one pass over the
+    batches in journal order."""
+    b, sp = batches.c, savepoints.c
+    saved = sa.exists().where(sp.query_name == b.query_name, sp.run_id == b.run_id,
+                              sp.query_id == b.query_id, sp.batch_id == b.batch_id)
+    stays = sa.or_(b.trigger_at >= before, b.trigger_at.is_(None), saved,
                    *([b.id.in_(keep)] if keep else []))
     stays_before = sa.func.count().filter(stays).over(partition_by=b.run_id, order_by=b.id)
     flags = sa.select(b.id, stays_before.label("stays_before"))

@@ -218,7 +218,8 @@ def from_savepoint(journal: Journal, request: PlanRequest) -> Gathered:
 
     assert request.savepoint is not None
     name = request.query_name
-    savepoint = load_savepoint(request.savepoint, journal, query_name=name)
+    savepoint = load_savepoint(request.savepoint, journal, query_name=name,
+                               unrecorded=request.unrecorded_savepoint)
     m = savepoint.manifest
     anchor = journal.batch(name, m.run_id, m.batch_id)
     if anchor is None:

@@ -340,6 +340,10 @@ class RestartPlan:
     savepoint_id: int | None = None
     """A plan from a savepoint: its id in the journal (None: not recorded there)."""
     savepoint_location: str | None = None
+    savepoint_sha256: str | None = None
+    """A plan from a savepoint: its manifest's SHA-256, which ``initial_state``
+    (``expect_sha256=``) holds the manifest it reads against, so the state comes from the
+    manifest the offsets were checked with."""
     state: list[CarriedState] = field(default_factory=list)
     """A plan from a savepoint: each old operator's state and what becomes of it."""
     real_time: dict[str, Any] | None = None
@@ -395,7 +399,8 @@ class RestartPlan:
             "kafka_cluster_id": self.kafka_cluster_id,
             "journaled_kafka_cluster_id": self.journaled_cluster_id,
             "sources": [s.to_dict() for s in self.sources],
-            "savepoint": ({"id": self.savepoint_id, "location": self.savepoint_location}
+            "savepoint": ({"id": self.savepoint_id, "location": self.savepoint_location,
+                           "sha256": self.savepoint_sha256}
                           if self.savepoint_location is not None else None),
             "state": [c.to_dict() for c in self.state],
             "real_time": self.real_time,

@@ -109,6 +109,7 @@ def decide(inp: PlanInputs) -> RestartPlan:
         journaled_cluster_id=inp.cluster.journaled if inp.cluster else None,
         savepoint_id=inp.loaded_savepoint.id if inp.loaded_savepoint else None,
         savepoint_location=inp.loaded_savepoint.location if inp.loaded_savepoint else None,
+        savepoint_sha256=inp.loaded_savepoint.digest if inp.loaded_savepoint else None,
         state=state, real_time=rt_record,
     )
 

@@ -118,14 +118,17 @@ def handed_out(plan: RestartPlan) -> list[tuple[int, str, int, int]]:
 
 
 def _state(plan: RestartPlan, request: PlanRequest) -> dict[str, Any]:
-    """A plan from a savepoint: which (id, location), what was asked (seed,
-    discard_state: a loss accepted is a decision) and each operator's state with what
-    became of it: [[operator id, kind, keys, decision], ...]."""
+    """A plan from a savepoint: which (id, location, manifest SHA-256), what was asked
+    (seed, discard_state: a loss accepted is a decision; unrecorded_savepoint: a
+    savepoint the journal never recorded accepted is one too) and each operator's state
+    with what became of it: [[operator id, kind, keys, decision], ...]."""
     if plan.savepoint_location is None:
         return {}
     seed = request.seed if isinstance(request.seed, str) else list(request.seed)
-    return {"savepoint": {"id": plan.savepoint_id, "location": plan.savepoint_location},
+    return {"savepoint": {"id": plan.savepoint_id, "location": plan.savepoint_location,
+                          "sha256": plan.savepoint_sha256},
             "seed": seed or None, "discard_state": request.discard_state,
+            "unrecorded_savepoint": request.unrecorded_savepoint,
             "state": [[c.operator_id, c.kind, c.keys, c.decision] for c in plan.state]}
 
 

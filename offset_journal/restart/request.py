@@ -79,6 +79,9 @@ class PlanRequest:
     the old operators (ids, or ``"all"``) whose state the new query seeds a
     transformWithState with (``initial_state``); any other operator's state is lost,
     which the plan refuses unless ``discard_state`` (recorded as the plan's decision).
+    ``unrecorded_savepoint``: accept a savepoint directory whose manifest the journal did
+    not record (one made with ``--no-record``), which is otherwise refused: only its own
+    checksum vouches for it (recorded as the plan's decision).
     """
 
     query_name: str
@@ -103,6 +106,7 @@ class PlanRequest:
     savepoint: str | int | None = None
     seed: Sequence[int] | str = ()
     discard_state: bool = False
+    unrecorded_savepoint: bool = False
 
     @property
     def policy(self) -> ReplicationPolicy:
@@ -172,8 +176,9 @@ class PlanRequest:
                                    "are numbers >= 0")
             ids = tuple(sorted(set(seed)))
         if self.savepoint is None:
-            if ids or self.discard_state:
-                what = "--seed" if ids else "--discard-state"
+            if ids or self.discard_state or self.unrecorded_savepoint:
+                what = ("--seed" if ids else "--discard-state" if self.discard_state
+                        else "--unrecorded-savepoint")
                 raise RestartError(f"{what} applies to a plan from a savepoint: give "
                                    "--savepoint ID|DIR too")
             return ids

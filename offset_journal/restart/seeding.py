@@ -39,7 +39,8 @@ def seeded_ids(seed: Sequence[int] | str, savepoint: Savepoint) -> set[int]:
 
 def savepoint_start(inp: PlanInputs, savepoint: Savepoint) -> Start:
     """Start AFTER the savepoint's batch (the anchor), with the notes saying why, and a
-    warning when the journal goes on past it (those batches are read again)."""
+    warning when the journal or the old checkpoint goes on past it (those batches are
+    read again, their output written again)."""
     anchor = BatchRef.of(inp.anchor)
     m = savepoint.manifest
     start = Start(POSITION_SAVEPOINT, None, inp.before, Findings(), start_ref=None)
@@ -57,6 +58,15 @@ def savepoint_start(inp: PlanInputs, savepoint: Savepoint) -> Start:
             f"batch {m.batch_id} are read again, counted once into the carried state (it "
             "does not hold them), but their output is written again: the sink receives "
             "those rows a second time unless it is idempotent")
+    if m.committed_after is not None:
+        first, last = m.committed_after
+        which = f"batch {first}" if first == last else f"batches {first}..{last}"
+        start.findings.warnings.append(
+            f"the old checkpoint committed {which} after the savepoint's batch "
+            f"{m.batch_id}, which the journal lacks (the listener had not journaled them): "
+            "the old query already wrote their output, and the new query reads those "
+            "records again from the savepoint's offsets and writes it again: the sink "
+            "receives those rows a second time unless it is idempotent")
     start.findings.warnings += list(savepoint.warnings)
     return start
 

@@ -74,6 +74,14 @@ def choose_batch(committed: Iterable[int], journaled: Iterable[int]) -> tuple[in
     return chosen, notes
 
 
+def committed_after(committed: Iterable[int], chosen: int) -> tuple[int, int] | None:
+    """(first, last) of the batches the checkpoint committed after ``chosen`` (the
+    journal lacks them: ``chosen`` is the newest both have), None when none: their
+    output is written already, and a new query from the savepoint writes it again."""
+    after = sorted(b for b in committed if b > chosen)
+    return (after[0], after[-1]) if after else None
+
+
 # --------------------------------------------------------------------------- operators
 
 
@@ -349,6 +357,15 @@ def _operator(d: Mapping[str, Any]) -> Operator:
         windowed=bool(d.get("windowed")), problem=d.get("problem"))
 
 
+def _batch_range(value: Any) -> tuple[int, int] | None:
+    if value is None:
+        return None
+    if (not isinstance(value, list) or len(value) != 2
+            or any(isinstance(v, bool) or not isinstance(v, int) for v in value)):
+        raise ValueError("committed_after is malformed")
+    return int(value[0]), int(value[1])
+
+
 def manifest_from_dict(d: Any) -> Manifest:
     """A manifest from its JSON; SavepointError (one line) when it is not one."""
     try:
@@ -367,9 +384,20 @@ def manifest_from_dict(d: Any) -> Manifest:
             parts=tuple(_part(p) for p in _need(d, "parts", list)),
             created_at=_need(d, "created_at", str),
             spark_version=str(d.get("spark_version") or ""), provider=d.get("provider"),
-            notes=tuple(str(n) for n in d.get("notes") or ()))
+            notes=tuple(str(n) for n in d.get("notes") or ()),
+            committed_after=_batch_range(d.get("committed_after")))
     except (ValueError, TypeError, AttributeError) as exc:
         raise SavepointError(f"the savepoint manifest is malformed: {exc}") from None
+
+
+def recorded_operators(manifest: Any) -> tuple[int | None, str | None]:
+    """How many operators a ``savepoints`` row's manifest lists, or (None, why it is
+    ignored): any role with INSERT on the table can write a row `savepoint create` did
+    not, so the manifest is read as a manifest, never trusted to be one."""
+    try:
+        return len(manifest_from_dict(manifest).operators), None
+    except SavepointError as exc:
+        return None, str(exc)
 
 
 def check_files(part: Part, found: Mapping[str, FileSum], where: str) -> None:

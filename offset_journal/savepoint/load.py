@@ -4,11 +4,16 @@ belongs to, and every Parquet file against the checksum its manifest lists.
 
 A plan from a savepoint (``--savepoint ID|DIR``) and
 :func:`~offset_journal.savepoint.initial_state` both come through here: a savepoint
-altered since it was made, or another query's, is refused in one line.
+altered since it was made, or another query's, is refused in one line. Its own checksum
+only proves a manifest consistent, not made by ``savepoint create`` (anyone may re-sign
+one): with a journal, a directory whose manifest the journal did not record is refused
+unless the caller accepts it (``--unrecorded-savepoint``, for one made with
+``--no-record``).
 """
 
 from __future__ import annotations
 
+import os
 from typing import TYPE_CHECKING
 
 from ..errors import SavepointError
@@ -20,17 +25,26 @@ if TYPE_CHECKING:
 
 
 def load_savepoint(ref: int | str | Savepoint, journal: Journal | None = None, *,
-                   query_name: str | None = None, verify: bool = True) -> Savepoint:
+                   query_name: str | None = None, verify: bool = True,
+                   unrecorded: bool = False, expect_sha256: str | None = None) -> Savepoint:
     """The savepoint ``ref`` names (an id in ``journal``'s ``savepoints``, a directory,
-    or one already loaded), checked: its manifest unaltered and, when the journal
-    recorded it, the same as recorded; of ``query_name`` when given; with ``verify``,
-    every file against its checksum. SavepointError (one line) otherwise."""
+    or one already loaded; digits are an id unless such a directory exists), checked:
+    its manifest unaltered and, with a journal, recorded there (a directory it did not
+    record only with ``unrecorded``, with a warning); its manifest's SHA-256
+    ``expect_sha256`` when given (the one a plan was made from); of ``query_name`` when
+    given; with ``verify``, every file against its checksum. SavepointError (one line)
+    otherwise."""
     if isinstance(ref, Savepoint):
         found = ref
-    elif isinstance(ref, int) or (isinstance(ref, str) and ref.isdigit()):
+    elif isinstance(ref, int) or (isinstance(ref, str) and ref.isdigit()
+                                  and not os.path.isdir(ref)):
         found = _by_id(int(ref), journal)
     else:
-        found = _by_location(str(ref), journal)
+        found = _by_location(str(ref), journal, unrecorded)
+    if expect_sha256 is not None and found.digest != expect_sha256:
+        raise SavepointError(f"the manifest of {found.label()} is not the one the plan was "
+                             f"made from (SHA-256 {found.digest[:12]}..., the plan's "
+                             f"{expect_sha256[:12]}...): the savepoint was replaced since")
     manifest = found.manifest
     if query_name is not None and manifest.query_name != query_name:
         raise SavepointError(f"{found.label()} holds the state of query "
@@ -53,17 +67,24 @@ def _by_id(savepoint_id: int, journal: Journal | None) -> Savepoint:
         raise SavepointError(f"the savepoint manifest at {row.location} is not the one the "
                              f"journal recorded as savepoint {savepoint_id}: the savepoint "
                              "was altered or replaced")
-    return Savepoint(manifest, row.location, row.id)
+    return Savepoint(manifest, row.location, row.id, sha256=digest)
 
 
-def _by_location(location: str, journal: Journal | None) -> Savepoint:
+def _by_location(location: str, journal: Journal | None, unrecorded: bool) -> Savepoint:
     manifest, digest = read_manifest(location)
     if journal is None:
-        return Savepoint(manifest, location, None)
+        return Savepoint(manifest, location, None, sha256=digest)
     rows = journal.savepoints(manifest_sha256=digest)
     mine = [r for r in rows if same_location(r.location, location)] or rows
-    if not mine:
-        return Savepoint(manifest, location, None, (
-            f"the savepoint at {location} is not recorded in this journal: only its own "
-            "checksums vouch for it",))
-    return Savepoint(manifest, location, mine[-1].id)
+    if mine:
+        return Savepoint(manifest, location, mine[-1].id, sha256=digest)
+    if not unrecorded:
+        raise SavepointError(
+            f"the savepoint manifest at {location} is not recorded in this journal "
+            "(savepoints): its own checksum does not say who wrote it; use a savepoint "
+            "`savepoint create` recorded, or accept this one with --unrecorded-savepoint "
+            "(one made with --no-record)")
+    return Savepoint(manifest, location, None, (
+        f"the savepoint at {location} is not recorded in this journal: only its own "
+        "checksums vouch for it (--unrecorded-savepoint, recorded with the plan as its "
+        "decision)",), sha256=digest)

@@ -159,7 +159,10 @@ class Manifest:
     """What a savepoint holds: the query, the run and the batch whose state it is (the
     batch both the checkpoint's ``commits/`` and the journal have), that batch's end
     offsets, the operators and the parts of their state. ``notes``: what was found on
-    the way (which of checkpoint and journal was ahead)."""
+    the way (which of checkpoint and journal was ahead); ``committed_after``: (first,
+    last) of the batches the old checkpoint committed after ``batch_id`` that the
+    journal lacks (their output is written already, and a new query from the savepoint
+    writes it again), None when none."""
 
     query_name: str
     run_id: str
@@ -173,6 +176,7 @@ class Manifest:
     spark_version: str = ""
     provider: str | None = None
     notes: tuple[str, ...] = field(default_factory=tuple)
+    committed_after: tuple[int, int] | None = None
 
     def operator(self, operator_id: int) -> Operator | None:
         for op in self.operators:
@@ -195,7 +199,10 @@ class Manifest:
                 "operators": [o.to_dict() for o in self.operators],
                 "parts": [p.to_dict() for p in self.parts], "created_at": self.created_at,
                 "spark_version": self.spark_version, "provider": self.provider,
-                "notes": list(self.notes)}
+                "notes": list(self.notes),
+                # Only when set: a manifest written before the field keeps its digest.
+                **({"committed_after": list(self.committed_after)}
+                   if self.committed_after is not None else {})}
 
     @property
     def digest(self) -> str:
@@ -212,13 +219,21 @@ def digest_of(document: Any) -> str:
 
 @dataclass(frozen=True)
 class Savepoint:
-    """A savepoint found and checked: its manifest, its directory, and its id in the
-    journal's ``savepoints`` (None: not recorded there)."""
+    """A savepoint found and checked: its manifest, its directory, its id in the
+    journal's ``savepoints`` (None: not recorded there), and the SHA-256 its manifest
+    was read with (``sha256``; empty: computed from ``manifest``)."""
 
     manifest: Manifest
     location: str
     id: int | None = None
     warnings: tuple[str, ...] = ()
+    sha256: str = ""
+
+    @property
+    def digest(self) -> str:
+        """The manifest's SHA-256: what a plan from it names, and ``initial_state``
+        checks the manifest it reads against."""
+        return self.sha256 or self.manifest.digest
 
     def label(self) -> str:
         which = f"savepoint {self.id}" if self.id is not None else "savepoint"

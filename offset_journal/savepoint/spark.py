@@ -27,6 +27,7 @@ from .core import (
     ReadSpec,
     choose_batch,
     choose_parts,
+    committed_after,
     export_columns,
     operators_of,
     positional,
@@ -72,6 +73,7 @@ class Prepared:
     batch: Batch
     notes: tuple[str, ...]
     provider: str | None
+    committed_after: tuple[int, int] | None = None
 
 
 def prepare_savepoint(journal: Journal, query_name: str, checkpoint: str,
@@ -92,7 +94,8 @@ def prepare_savepoint(journal: Journal, query_name: str, checkpoint: str,
     if not journaled:
         raise SavepointError(_not_this_query(journal, query_name, checkpoint, ckpt.query_id))
     require_empty(target)
-    batch_id, notes = choose_batch([b.batch_id for b in ckpt.committed_batches()], journaled)
+    committed = [b.batch_id for b in ckpt.committed_batches()]
+    batch_id, notes = choose_batch(committed, journaled)
     batch = journal.batch(query_name, journaled[batch_id], batch_id)
     if batch is None:
         raise SavepointError(f"batch {batch_id} of query {query_name!r} cannot be read "
@@ -101,7 +104,7 @@ def prepare_savepoint(journal: Journal, query_name: str, checkpoint: str,
     chosen = ckpt.batch(batch_id)
     conf = (chosen.conf if chosen is not None else None) or {}
     return Prepared(query_name, str(checkpoint), str(target), batch, tuple(notes),
-                    conf.get(PROVIDER_CONF))
+                    conf.get(PROVIDER_CONF), committed_after(committed, batch_id))
 
 
 def create_savepoint(spark: Any, journal: Journal, query_name: str, checkpoint: str,
@@ -134,7 +137,7 @@ def export_savepoint(spark: Any, journal: Journal, prepared: Prepared, *,
             operators=tuple(operators), parts=tuple(parts),
             created_at=datetime.now(timezone.utc).isoformat(timespec="milliseconds"),
             spark_version=str(spark.version), provider=prepared.provider,
-            notes=prepared.notes)
+            notes=prepared.notes, committed_after=prepared.committed_after)
         digest = write_manifest(target, manifest)
     except BaseException:
         remove_partial(target)
@@ -142,7 +145,7 @@ def export_savepoint(spark: Any, journal: Journal, prepared: Prepared, *,
     for note in prepared.notes:
         log.info("savepoint of %s: %s", prepared.query_name, note)
     if not record:
-        return Savepoint(manifest, target, None)
+        return Savepoint(manifest, target, None, sha256=digest)
     return _recorded(journal, manifest, target, digest)
 
 
@@ -165,13 +168,23 @@ def _not_this_query(journal: Journal, query_name: str, checkpoint: str, query_id
 
 
 def _check_same_offsets(ckpt: Checkpoint, batch: Batch) -> None:
-    """The journal's batch must have read what the checkpoint's batch read (Kafka)."""
+    """The journal's batch must have read what the checkpoint's batch read (Kafka). A
+    check that cannot be made is a WARNING, never silent: the savepoint then rests on
+    the query id and batch id alone."""
     from ..checkpoint import kafka_end_offsets
 
     mine = ckpt.batch(batch.batch_id)
     if mine is None or not mine.readable:
+        log.warning("savepoint of %s: the checkpoint's offsets/%d cannot be read: not "
+                    "checked that batch %d read the same offsets there as in the journal",
+                    batch.query_name, batch.batch_id, batch.batch_id)
         return
-    for index, offsets in kafka_end_offsets(mine).items():
+    ends = kafka_end_offsets(mine)
+    if not ends:
+        log.warning("savepoint of %s: the checkpoint's offsets/%d has no Kafka source: not "
+                    "checked that batch %d read the same offsets there as in the journal",
+                    batch.query_name, batch.batch_id, batch.batch_id)
+    for index, offsets in ends.items():
         try:
             source = batch.source(index)
         except KeyError:
@@ -197,13 +210,14 @@ def _recorded(journal: Journal, manifest: Manifest, location: str, digest: str) 
            "manifest_sha256": digest, "manifest": manifest.to_dict(),
            "host": host_name(), "os_user": os_user()}
     try:
-        return Savepoint(manifest, location, journal.record_savepoint(row))
+        return Savepoint(manifest, location, journal.record_savepoint(row), sha256=digest)
     except sa.exc.SQLAlchemyError as exc:
         reason = redact(first_line(getattr(exc, "orig", None) or exc))
         return Savepoint(manifest, location, None, (
             f"this savepoint was not recorded in the journal ({reason}): use it by its "
-            "directory, or record savepoints as a role with INSERT on "
-            "offset_journal.savepoints (`offset-journal db grant --planner ROLE`)",))
+            "directory with --unrecorded-savepoint, or record savepoints as a role with "
+            "INSERT on offset_journal.savepoints (`offset-journal db grant --planner "
+            "ROLE`)",), sha256=digest)
 
 
 def export_state(spark: Any, checkpoint: str, target: str, batch_id: int,
@@ -317,31 +331,38 @@ def export_schema(columns: Any) -> Any:
 # --------------------------------------------------------------------------- read back
 
 
-def _savepoint(savepoint: Any, journal: Journal | None, database_url: str | None) -> Savepoint:
-    if isinstance(savepoint, Savepoint):
-        return savepoint
-    if journal is None and database_url is not None:
+def _savepoint(savepoint: Any, journal: Journal | None, database_url: str | None,
+               expect_sha256: str | None) -> Savepoint:
+    """The savepoint, its manifest checked against ``expect_sha256`` when given. A plan
+    already held that manifest against the journal (and accepted it unrecorded, or
+    not): the digest pins it, so an unrecorded one is not refused again here."""
+    unrecorded = expect_sha256 is not None
+    if journal is None and database_url is not None and not isinstance(savepoint, Savepoint):
         from ..journal import Journal
 
         with Journal(database_url) as own:
-            return load_savepoint(savepoint, own, verify=False)
-    return load_savepoint(savepoint, journal, verify=False)
+            return load_savepoint(savepoint, own, verify=False, unrecorded=unrecorded,
+                                  expect_sha256=expect_sha256)
+    return load_savepoint(savepoint, journal, verify=False, unrecorded=unrecorded,
+                          expect_sha256=expect_sha256)
 
 
 def state_frame(spark: Any, savepoint: Savepoint | str | int, *, operator: int | None = None,
                 state_var: str | list[str] | tuple[str, ...] | None = None,
                 journal: Journal | None = None, database_url: str | None = None,
-                verify: bool = True) -> Any:
+                verify: bool = True, expect_sha256: str | None = None) -> Any:
     """One operator's state in a savepoint as a DataFrame: the key's columns first, then
     the state's (see :func:`~offset_journal.savepoint.core.export_columns`). Several
     parts (``state_var``: names, or None for all) are one frame with a ``state_var``
     column naming each row's. ``savepoint``: a loaded one, its directory, or its id in
     the journal (``journal`` or ``database_url``). ``verify`` checks the files read
-    against their checksums. SavepointError for an operator or state variable that does
-    not exist, or files altered."""
+    against their checksums; ``expect_sha256`` (a plan's ``savepoint_sha256``) refuses a
+    manifest other than the one the plan checked the offsets with. SavepointError for an
+    operator or state variable that does not exist, files altered, or another
+    manifest."""
     from pyspark.sql import functions as F
 
-    found = _savepoint(savepoint, journal, database_url)
+    found = _savepoint(savepoint, journal, database_url, expect_sha256)
     op, parts = choose_parts(found.manifest, operator, state_var)
     if verify:
         check_parts(found.location, parts)
@@ -365,13 +386,15 @@ def state_frame(spark: Any, savepoint: Savepoint | str | int, *, operator: int |
 def initial_state(spark: Any, savepoint: Savepoint | str | int, *, operator: int | None = None,
                   state_var: str | list[str] | tuple[str, ...] | None = None,
                   journal: Journal | None = None, database_url: str | None = None,
-                  verify: bool = True) -> Any:
+                  verify: bool = True, expect_sha256: str | None = None) -> Any:
     """What ``transformWithState(..., initialState=...)`` takes: :func:`state_frame`
     grouped by the key's columns. Group by the same columns as the new query (when the
     new query groups otherwise, shape :func:`state_frame` and group it yourself). Spark
     calls ``handleInitialState(key, row, timerValues)`` once per row: a list or map
-    state's rows come one element at a time."""
-    found = _savepoint(savepoint, journal, database_url)
+    state's rows come one element at a time. Give ``expect_sha256=plan.savepoint_sha256``:
+    the directory is read again here, and only that digest ties the state read to the
+    manifest whose offsets the plan checked (SavepointError for another)."""
+    found = _savepoint(savepoint, journal, database_url, expect_sha256)
     _op, parts = choose_parts(found.manifest, operator, state_var)
     frame = state_frame(spark, found, operator=operator, state_var=state_var, verify=verify)
     return frame.groupBy(*parts[0].key_columns)

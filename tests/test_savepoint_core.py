@@ -284,7 +284,7 @@ def test_a_plan_from_a_savepoint_starts_after_its_batch_and_names_what_is_carrie
     assert plan.ok, plan.errors
     assert plan.position == "savepoint" and plan.starting_offsets() == '{"t":{"0":50}}'
     assert [(c.operator_id, c.keys, c.decision) for c in plan.state] == [(0, 3, "seeded")]
-    assert "initial_state(spark, 7, operator=0)" in plan.state[0].how
+    assert "initial_state(spark, 7, operator=0, expect_sha256=" in plan.state[0].how
     text = plan.explain()
     assert "State (savepoint 7 at /sp):" in text and "3 keys, seeded" in text
     row = plan_row(plan, PlanRequest("counts", savepoint="/sp", seed=(0,)).checked(), "plan")

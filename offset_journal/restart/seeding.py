@@ -112,7 +112,8 @@ def carried_state(inp: PlanInputs, savepoint: Savepoint) -> tuple[list[CarriedSt
                                     "no state to carry", parts))
             continue
         if op.id in seeded and not op.problem and not opaque:
-            how = (f"carried: initial_state(spark, {ref}, operator={op.id}) is the new "
+            how = (f"carried: initial_state(spark, {ref}, operator={op.id}, "
+                   "expect_sha256=plan.savepoint_sha256) is the new "
                    "query's transformWithState(initialState=...); its handleInitialState "
                    f"gets each key's {_what(m.parts_of(op.id))}")
             found.notes.append(f"State of {label}: {how}.")

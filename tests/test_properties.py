@@ -22,6 +22,7 @@ import uuid
 from datetime import datetime, timedelta, timezone
 from typing import Any
 
+import psycopg
 import pytest
 import sqlalchemy as sa
 from hypothesis import HealthCheck, assume, given, settings
@@ -146,7 +147,13 @@ def test_only_progress_format_errors_on_any_json_or_text(value: Any) -> None:
 
 topics = st.text(st.characters(blacklist_categories=["Cs"], blacklist_characters="\x00"),
                  min_size=1, max_size=10)
+# What a Kafka source's progress holds: offsets from 0 to the largest bigint. Below 0 the
+# journal refuses an end and flags a start (migration 0015): the next property.
 kafka_offsets_st = st.dictionaries(
+    topics, st.dictionaries(st.integers(0, 2**31 - 1), st.integers(0, LONG - 1),
+                            min_size=1, max_size=6),
+    min_size=1, max_size=3)
+any_offsets_st = st.dictionaries(
     topics, st.dictionaries(st.integers(0, 2**31 - 1), st.integers(-LONG, LONG - 1),
                             min_size=1, max_size=6),
     min_size=1, max_size=3)
@@ -369,3 +376,39 @@ def test_journal_and_planner_agree_on_concurrent_runs(
 def _dt(minute: int | None) -> datetime | None:
     return None if minute is None else T0 + timedelta(minutes=minute)
 
+
+
+@settings(max_examples=40, deadline=None)
+@given(start=any_offsets_st, end=any_offsets_st)
+def test_offsets_below_zero_are_refused_as_ends_and_flagged_as_starts(
+        prop_journal: Journal, start: dict[str, dict[int, int]],
+        end: dict[str, dict[int, int]]) -> None:
+    """Migration 0015: a batch with an end offset below 0 is refused whole (nothing of it
+    stored); a start below 0 is kept but read as no offset (out_of_range), never as a
+    number a restart could be seeded from."""
+    as_json = {t: {str(p): x for p, x in ps.items()} for t, ps in end.items()}
+    run = str(uuid.uuid4())
+    payload = progress(0, sources=[kafka_source(
+        "t", {t: {str(p): x for p, x in ps.items()} for t, ps in start.items()}, as_json)],
+        name="below-zero", run_id=run)
+    if any(x < 0 for ps in end.values() for x in ps.values()):
+        # the one-call write raises through SQLAlchemy, the COPY path as psycopg does
+        with pytest.raises((sa.exc.IntegrityError, psycopg.IntegrityError),
+                           match="out of range|offsets_fit"):
+            _store(prop_journal, batch_from_progress(payload))
+        with prop_journal.engine.connect() as conn:
+            assert conn.execute(sa.text("select count(*) from offset_journal.batches "
+                                        "where run_id = :r"), {"r": run}).scalar_one() == 0
+        return
+    pk = _store(prop_journal, batch_from_progress(payload))
+    with prop_journal.engine.connect() as conn:
+        rows = conn.execute(sa.text(
+            "select topic, partition, start_offset, end_offset, out_of_range from "
+            "offset_journal.kafka_partitions where batch_pk = :pk"), {"pk": pk}).all()
+    for topic, partition, got_start, got_end, flagged in rows:
+        given_start = start.get(topic, {}).get(partition)
+        assert got_end == end.get(topic, {}).get(partition)
+        if given_start is not None and given_start < 0:
+            assert got_start is None and flagged
+        else:
+            assert got_start == given_start

@@ -32,6 +32,8 @@ from offset_journal.records import PROGRESS
 from offset_journal.writer import Writer, WriterConfig
 from tests.support import OwnPostgres, kafka_progress, ts, write_checkpoint
 
+pytestmark = pytest.mark.services  # a Postgres of its own (PostgreSQL 13/14 defaults)
+
 ROOT = Path(__file__).resolve().parents[1]
 OWNER, WRITER, READER, PLANNER = "oj_sp_owner", "oj_sp_writer", "oj_sp_reader", "oj_sp_planner"
 

@@ -26,7 +26,8 @@ def test_the_quick_tier_is_the_pure_core() -> None:
     files = {i.split("::")[0] for i in ids}
     assert "tests/test_restart.py" in files and "tests/test_audit_core.py" in files
     for real in ("tests/test_e2e.py", "tests/test_broker_scenarios.py", "tests/test_delta.py",
-                 "tests/test_kafka_failures.py", "tests/test_services.py"):
+                 "tests/test_kafka_failures.py", "tests/test_services.py",
+                 "tests/test_search_path.py"):
         assert real not in files, real
     # and nothing that takes Postgres: the plan's database tests are deselected
     assert not any("test_planner.py::test_batches_another_writer" in i for i in ids)

@@ -80,7 +80,10 @@ def test_compose_up_a_job_upgraded_from_the_journal_is_exactly_once_and_down(
     upgrade(libpq)
     kafka = KafkaCluster(f"127.0.0.1:{env['KAFKA_PORT']}", "external")
     wait_for_kafka(kafka)
-    # compose's broker creates topics on first use, with 4 partitions (num.partitions)
+    # compose's broker creates topics on first use, with 4 partitions (num.partitions):
+    # a producer's metadata request for it is a first use (kafka.partitions() asks as an
+    # admin, which never creates a topic)
+    kafka.producer().list_topics("orders", timeout=10)
     deadline = time.monotonic() + 30
     while kafka.partitions("orders") != 4:
         assert time.monotonic() < deadline, "topic orders not auto-created with 4 partitions"

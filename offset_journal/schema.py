@@ -240,9 +240,8 @@ restart_plans = sa.Table(
     sa.Column("checkpoint", sa.Text),
     sa.Column("host", sa.Text),
     sa.Column("os_user", sa.Text),
-    sa.CheckConstraint(
-        # 'savepoint': migration 0018_savepoints
-        "position IN ('after', 'at', 'as-of', 'rewind', 'from-time', 'savepoint')",
+    sa.CheckConstraint(  # 'savepoint': migration 0018_savepoints
+        "position IN (" + ", ".join(f"'{p}'" for p in RECORDED_POSITIONS) + ")",
         name="restart_plans_position_check"),
     sa.Index("restart_plans_query_idx", "query_name", "id"),
 )

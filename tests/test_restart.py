@@ -1097,3 +1097,18 @@ def test_a_delta_plan_is_held_against_the_table_id_at_its_path() -> None:
     unreadable = plan()
     check_delta_table(unreadable, "s3://b/t", OSError("only local tables"), recreated=False)
     assert unreadable.errors == [] and "could not be read" in unreadable.warnings[0]
+
+
+def test_the_positions_a_plan_records_are_the_ones_the_table_takes() -> None:
+    """restart/record.py's Literal and the table's CHECK (built from RECORDED_POSITIONS)
+    must name the same positions, or a plan is refused at its INSERT."""
+    from typing import get_args
+
+    from offset_journal.restart.record import RecordedPosition
+    from offset_journal.schema import RECORDED_POSITIONS, restart_plans
+
+    assert get_args(RecordedPosition) == RECORDED_POSITIONS
+    (check,) = [c for c in restart_plans.constraints
+                if getattr(c, "name", None) == "restart_plans_position_check"]
+    assert str(check.sqltext) == ("position IN ('after', 'at', 'as-of', 'rewind', "
+                                  "'from-time', 'savepoint')")

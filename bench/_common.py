@@ -125,7 +125,7 @@ def postgres(admin_url: str | None = None) -> Iterator[Any]:
 
 def journal_database(server: Any, prefix: str = "oj_bench") -> str:
     """A new database with the journal schema migrated to head."""
-    from offset_journal.db import upgrade
+    from offset_journal.journal.db import upgrade
 
     url = server.create_database(prefix)
     upgrade(url)
@@ -443,8 +443,8 @@ def check_stored_as_journaled(url: str, batch_pk: int, progress: str) -> None:
     import sqlalchemy as sa
 
     from offset_journal.journal import Journal
+    from offset_journal.journal.schema import batch_sources, batches, kafka_partitions
     from offset_journal.records import batch_from_progress
-    from offset_journal.schema import batch_sources, batches, kafka_partitions
 
     s, k = batch_sources.c, kafka_partitions.c
 

@@ -65,7 +65,7 @@ class _Started:
 
 
 def child(args: argparse.Namespace) -> None:
-    from offset_journal.listener import OffsetJournalListener
+    from offset_journal.capture.listener import OffsetJournalListener
 
     total = args.warmup + args.events
     run_id = str(uuid.uuid4())  # a run of its own: every batch is new to the journal

@@ -73,10 +73,10 @@ def load(url: str, jobs: int, batches: int, partitions: int, data: str,
          seed: int) -> dict[str, Any]:
     """Create the schema at this tree's head, load the data through its writer's path;
     the tables' sizes before and after, the load's seconds, the schema revision."""
-    from offset_journal.db import current_revision, upgrade
+    from offset_journal.capture.writer import WriterConfig, writer_journal
     from offset_journal.journal import record_all
+    from offset_journal.journal.db import current_revision, upgrade
     from offset_journal.records import batch_from_progress
-    from offset_journal.writer import WriterConfig, writer_journal
 
     upgrade(url)
     empty = sizes(url)

@@ -228,7 +228,7 @@ def main() -> None:
     import psycopg
     import sqlalchemy as sa
 
-    from offset_journal.local_pgbouncer import start_pgbouncer
+    from offset_journal.local.pgbouncer import start_pgbouncer
 
     header("Ceiling: sustained batches/s with hand-off -> commit p99 under 1 s", args)
     rows = []

@@ -11,7 +11,7 @@ and the command as cron runs it (a new interpreter, ``offset-journal check --all
 every threshold), with the statements the library sent. The default deadline of a
 command is 120 s.
 
-Live (``--live-queries N``, 0 to skip): a local broker (offset_journal.local_kafka),
+Live (``--live-queries N``, 0 to skip): a local broker (offset_journal.local.kafka),
 ``--live-topics`` topics of ``--live-partitions`` partitions holding 200 records each
 (every other topic size-limited), and N queries, each reading every partition of one
 topic from its own offsets (so a partition is read at N / topics offsets: that many
@@ -143,7 +143,7 @@ def kafka() -> Iterator[str]:
     if servers:
         yield servers
         return
-    from offset_journal.local_kafka import start_local_kafka
+    from offset_journal.local.kafka import start_local_kafka
 
     broker = start_local_kafka()
     try:
@@ -156,7 +156,7 @@ def fill_live(url: str, servers: str, args: argparse.Namespace) -> int:
     """Topics on the broker, records in them, and the queries' batches; returns the
     distinct (partition, next offset) pairs the check reads a record at."""
     from offset_journal.journal import Journal
-    from offset_journal.kafka_admin import admin_client, create_topic
+    from offset_journal.kafka.admin import admin_client, create_topic
     from offset_journal.records import batch_from_progress
 
     admin = admin_client(servers)

@@ -12,7 +12,7 @@ Three parts, in one run:
    first batch journaled on the new primary (its own clock, ``batches.recorded_at``),
    the batches the standby lacked and the writer journaled again, and a check that
    every batch is there once and the audit is clean. Variants: asynchronous at
-   loopback speed, held ``--held-ms`` behind by offset_journal.delay_proxy, and
+   loopback speed, held ``--held-ms`` behind by offset_journal.local.delay_proxy, and
    synchronous replication.
 2. **Write cost.** ``Journal.write_batch`` as the writer journals it, on the embedded
    Postgres (fsync on), at 1 and 100 partitions, in one database: today's (no window)
@@ -23,7 +23,7 @@ Three parts, in one run:
 3. **Memory and disk.** A Writer with the default window (``--window`` seconds) fed
    ``--rate`` batches a second for ``--seconds`` seconds, at 1 and 100 partitions:
    the window's segments on disk (sampled each second) and the Python memory its code
-   holds (tracemalloc, allocations made in offset_journal/recent.py).
+   holds (tracemalloc, allocations made in offset_journal/capture/recent.py).
 
     .venv/bin/python bench/db_failover.py                       # about 10 minutes
     .venv/bin/python bench/db_failover.py --rounds 1 --reps 40 --seconds 20 --window 8
@@ -69,7 +69,7 @@ def _event(i: int, partitions: int, run_id: str) -> dict[str, Any]:
 
 @contextmanager
 def _servers() -> Iterator[Callable[[], Any]]:
-    from offset_journal.local_standby import ServerSet, journal_template, workdir
+    from offset_journal.local.standby import ServerSet, journal_template, workdir
 
     base = workdir()
     sets: list[Any] = []
@@ -96,8 +96,8 @@ def failover_round(make: Callable[[], Any], variant: str, args: argparse.Namespa
 
     from offset_journal import Journal
     from offset_journal.audit import audit_query
-    from offset_journal.local_standby import make_synchronous, multi_host_url
-    from offset_journal.writer import Writer, WriterConfig
+    from offset_journal.capture.writer import Writer, WriterConfig
+    from offset_journal.local.standby import make_synchronous, multi_host_url
 
     servers = make()
     spool = tempfile.mkdtemp(prefix="oj-bench-failover-")
@@ -152,7 +152,7 @@ def failover_round(make: Callable[[], Any], variant: str, args: argparse.Namespa
 def _sql(url: str, statement: str, **params: Any) -> list[Any]:
     import sqlalchemy as sa
 
-    from offset_journal.db import resolve_url
+    from offset_journal.journal.db import resolve_url
 
     engine = sa.create_engine(resolve_url(url), poolclass=sa.pool.NullPool)
     try:
@@ -200,8 +200,8 @@ def write_cost(args: argparse.Namespace) -> list[list[Any]]:
     in one database: two writers' journals as today (no window) and two with the window,
     their writes taking turns (the order rotating each rep); the second of each kind
     shows how far two identical writers differ here (noise)."""
-    from offset_journal.db_server import expect_server, server_seen
-    from offset_journal.local_pgbouncer import start_pgbouncer
+    from offset_journal.journal.server import expect_server, server_seen
+    from offset_journal.local.pgbouncer import start_pgbouncer
 
     rows = []
     with postgres(args.admin_url) as server:
@@ -228,9 +228,9 @@ KINDS = ("today", "window", "today again", "window again")
 
 def _cost_rows(args: argparse.Namespace, via: str, url: str, folder: Path,
                expect_server: Any, server_seen: Any) -> list[list[Any]]:
-    from offset_journal.recent import RecentWindow
+    from offset_journal.capture.recent import RecentWindow
+    from offset_journal.capture.writer import WriterConfig, writer_journal
     from offset_journal.records import batch_from_progress
-    from offset_journal.writer import WriterConfig, writer_journal
 
     journals: dict[str, Any] = {}
     for kind in KINDS:
@@ -329,7 +329,7 @@ def _ms(xs: list[float]) -> str:
 def footprint(args: argparse.Namespace) -> list[list[Any]]:
     import uuid
 
-    from offset_journal.writer import Writer, WriterConfig
+    from offset_journal.capture.writer import Writer, WriterConfig
 
     rows = []
     with postgres(args.admin_url) as server:
@@ -349,7 +349,7 @@ def footprint(args: argparse.Namespace) -> list[list[Any]]:
                 if i % max(1, int(args.rate)) == 0:
                     disk.append(sum(p.stat().st_size for p in spool.glob("recent-*")))
                     snap = tracemalloc.take_snapshot().filter_traces(
-                        [tracemalloc.Filter(True, "*offset_journal/recent.py")])
+                        [tracemalloc.Filter(True, "*offset_journal/capture/recent.py")])
                     memory.append(sum(s.size for s in snap.statistics("filename")))
                 time.sleep(1 / args.rate)
             tracemalloc.stop()

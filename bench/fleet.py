@@ -1,7 +1,7 @@
 """Fleet capacity: N driver processes journaling into one Postgres, against a floor.
 
 Each driver is its own process running the listener's real writer
-(``offset_journal.writer.Writer``, as ``OffsetJournalListener`` starts it) and handing
+(``offset_journal.capture.writer.Writer``, as ``OffsetJournalListener`` starts it) and handing
 it progress events the way the listener does (``{"type": "progress", "json": ...}``,
 Kafka-shaped progress JSON with ``--partitions`` partitions). The floor: the same
 number of processes, each with one psycopg connection writing the same rows per batch
@@ -29,7 +29,7 @@ writer's imports take about 1 s of CPU each), and each writer journals one warm-
 part of a measured phase.
 
 ``--pgbouncer``: the writers and the floor alike go through one PgBouncer
-(``offset_journal.local_pgbouncer``: Debian's ``pgbouncer`` on loopback, transaction
+(``offset_journal.local.pgbouncer``: Debian's ``pgbouncer`` on loopback, transaction
 pooling, ``--pool-size`` server connections, PgBouncer's defaults otherwise) in front of
 that Postgres; the floor then prepares nothing on the server (``prepare_threshold=None``,
 as the writer's engine). The coordinator samples the server connections on Postgres
@@ -157,7 +157,7 @@ class LogTally(logging.Handler):
 class Driver:
     def __init__(self, url: str, index: int, n: int, partitions: int, *,
                  pooled: bool = False, max_behind: int = 50) -> None:
-        from offset_journal.writer import Writer, WriterConfig
+        from offset_journal.capture.writer import Writer, WriterConfig
 
         self.url, self.index, self.n, self.partitions = url, index, n, partitions
         self.max_behind = max_behind
@@ -182,7 +182,7 @@ class Driver:
         """Wrap the writer's transaction: hand-off -> commit per event it commits; and
         count its transactions and the parsing done inside them (the writer parses its
         events in the transaction, holding a server connection)."""
-        import offset_journal.writer as writer_module
+        import offset_journal.capture.writer as writer_module
 
         original, parse = self.writer._transaction, writer_module.batch_from_progress
         self.txn = [0, 0.0]  # transactions, parsing inside them s
@@ -209,7 +209,7 @@ class Driver:
     def _note_faults(self) -> None:
         """Count every error the writer backs off on by SQLSTATE and message (its log
         line has the message's first line only)."""
-        from offset_journal.writer import sqlstate
+        from offset_journal.capture.writer import sqlstate
 
         original = self.writer._mark_down
 
@@ -677,7 +677,7 @@ def pooler(server: Any, args: argparse.Namespace) -> Iterator[Any]:
         return
     import sqlalchemy as sa
 
-    from offset_journal.local_pgbouncer import start_pgbouncer
+    from offset_journal.local.pgbouncer import start_pgbouncer
 
     user = sa.engine.make_url(server.admin_url).username or "postgres"
     bouncer = start_pgbouncer(server.admin_url, pool_size=args.pool_size,
@@ -698,7 +698,7 @@ def pooler_settings(bouncer: Any, url: str) -> str:
     effect (SHOW CONFIG) beside PgBouncer's defaults."""
     import psycopg
 
-    from offset_journal.local_pgbouncer import pgbouncer_binary
+    from offset_journal.local.pgbouncer import pgbouncer_binary
 
     binary = pgbouncer_binary() or "pgbouncer"
     version = subprocess.run([binary, "--version"], capture_output=True, text=True)
@@ -708,7 +708,7 @@ def pooler_settings(bouncer: Any, url: str) -> str:
         config = {r[0]: r[1:3] for r in conn.execute("SHOW CONFIG").fetchall()}
     rows = [[k, f"`{config[k][0]}`", f"`{config[k][1]}`"] for k in POOLER_KEYS if k in config]
     return (f"PgBouncer: {binary}, {version.stdout.splitlines()[0]}. Its pgbouncer.ini as "
-            f"offset_journal.local_pgbouncer wrote it (all else at PgBouncer's defaults):\n\n"
+            f"offset_journal.local.pgbouncer wrote it (all else at PgBouncer's defaults):\n\n"
             f"```ini\n{ini}\n```\n\nThe pooling settings in effect (`SHOW CONFIG` on "
             "PgBouncer's console):\n\n"
             + table(["setting", "value", "PgBouncer's default"], rows) + "\n")
@@ -738,7 +738,7 @@ def measure(server: Any, bouncer: Any, n: int, args: argparse.Namespace,
     """One N: a fresh journal database (and scratch tables), the fleet, its rows."""
     from journal_write import SCRATCH
 
-    from offset_journal.db import make_engine
+    from offset_journal.journal.db import make_engine
 
     url = journal_database(server, f"oj_fleet{n}")
     engine = make_engine(url)

@@ -84,7 +84,7 @@ def floor_source(rec: Any) -> tuple[dict[str, Any], dict[str, Any]]:
     """The batch's one Kafka source as the journal stores it (its arrays, encoded by the
     journal's own functions), and its layout row: prepared outside the timed write."""
     from offset_journal.journal.arrays import encode, layout_id
-    from offset_journal.journal_checks import partition_latests
+    from offset_journal.journal.checks import partition_latests
 
     src = rec.sources[0]
     arrays = encode(src.partitions, partition_latests(src))
@@ -133,7 +133,7 @@ _JOURNAL: list[Any] = []
 
 def migrate(url: str) -> str | None:
     """The schema at this tree's head; its revision."""
-    from offset_journal.db import current_revision, upgrade
+    from offset_journal.journal.db import current_revision, upgrade
 
     upgrade(url)
     return current_revision(url)
@@ -142,7 +142,7 @@ def migrate(url: str) -> str | None:
 def open_journal(url: str) -> str | None:
     """The schema at this tree's head, and the journal as the writer opens it; the
     schema's revision."""
-    from offset_journal.writer import WriterConfig, writer_journal
+    from offset_journal.capture.writer import WriterConfig, writer_journal
 
     revision = migrate(url)
     journal = writer_journal(WriterConfig(url, spool_dir="unused"))

@@ -16,7 +16,7 @@ how long it takes, how much disk it needs on the way, and that it keeps every va
 3. ``--by-statement``: the migration's SQL, split into statements, run one by one with
    timing in one transaction on a copy of the database (CREATE DATABASE ... TEMPLATE,
    FILE_COPY), dropped afterwards.
-4. ``offset_journal.db.upgrade(url, "0013_offsets_as_arrays")`` timed, while a thread
+4. ``offset_journal.journal.db.upgrade(url, "0013_offsets_as_arrays")`` timed, while a thread
    sums the data directory's allocated blocks (pg_wal apart too) every ``--sample``
    seconds; WAL written from pg_current_wal_lsn().
 5. The fingerprints again, through the kafka_partitions view (must be equal, or the
@@ -308,7 +308,7 @@ def build(url: str, args: argparse.Namespace) -> float:
     """The journal at 0012 with ``args``' data (see the module docstring); seconds."""
     from alembic import command
 
-    from offset_journal.db import alembic_config
+    from offset_journal.journal.db import alembic_config
 
     command.upgrade(alembic_config(url), "0012_kafka_cluster")
     topics = sorted({f"topic-{i // 100:03d}" for i in range(args.partitions)})
@@ -461,9 +461,9 @@ class Results:
 
 def upgrade_measured(server: Any, url: str, datadir: str | None, interval: float,
                      res: Results) -> None:
-    """``offset_journal.db.upgrade(url, TARGET)``, timed, with the data directory sampled
+    """``offset_journal.journal.db.upgrade(url, TARGET)``, timed, with the data directory sampled
     (to 0013 only: the later revisions are not what this measures)."""
-    from offset_journal.db import current_revision, upgrade
+    from offset_journal.journal.db import current_revision, upgrade
 
     lsn = wal_lsn(server.admin_url)
     print(f"upgrading from {current_revision(url)}", file=sys.stderr, flush=True)
@@ -565,7 +565,7 @@ def report(res: Results, args: argparse.Namespace, total_s: float) -> None:
               "the database (CREATE DATABASE ... TEMPLATE, STRATEGY FILE_COPY), before the "
               "measured upgrade:\n")
         print(statement_table(res.statements) + "\n")
-    print(f"**Upgrade 0012 -> 0013 (offset_journal.db.upgrade): {res.upgrade_s:.1f} s**, "
+    print(f"**Upgrade 0012 -> 0013 (offset_journal.journal.db.upgrade): {res.upgrade_s:.1f} s**, "
           f"{rows / res.upgrade_s:,.0f} partition rows/s; WAL written "
           f"{mib(res.wal_written)} MiB (pg_current_wal_lsn difference).\n")
     print(table(["moment", "pg_database_size MiB", "data directory on disk MiB "

@@ -50,8 +50,8 @@ class _Started:
 def main(args: argparse.Namespace) -> None:
     import sqlalchemy as sa
 
-    from offset_journal.db import resolve_url
-    from offset_journal.listener import OffsetJournalListener
+    from offset_journal.capture.listener import OffsetJournalListener
+    from offset_journal.journal.db import resolve_url
 
     header("Driver memory through a database outage", args)
     spool = tempfile.mkdtemp(prefix="oj-bench-outage-")

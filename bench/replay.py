@@ -38,7 +38,7 @@ def events(run: str, n: int, partitions: int) -> list[dict[str, Any]]:
 
 
 def live(url: str, evs: list[dict[str, Any]]) -> tuple[float, float]:
-    from offset_journal.writer import Writer, WriterConfig
+    from offset_journal.capture.writer import Writer, WriterConfig
 
     spool = tempfile.mkdtemp(prefix="oj-replay-")
     writer = Writer(WriterConfig(url, spool_dir=spool))
@@ -55,8 +55,8 @@ def live(url: str, evs: list[dict[str, Any]]) -> tuple[float, float]:
 
 
 def replay(url: str, evs: list[dict[str, Any]]) -> tuple[float, float]:
-    from offset_journal.spool import Spool
-    from offset_journal.writer import Writer, WriterConfig
+    from offset_journal.capture.spool import Spool
+    from offset_journal.capture.writer import Writer, WriterConfig
 
     spool = tempfile.mkdtemp(prefix="oj-replay-")
     s = Spool(spool)

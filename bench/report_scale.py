@@ -87,7 +87,7 @@ def main(args: argparse.Namespace) -> None:
 
     from offset_journal import Journal
     from offset_journal.audit import audit_query
-    from offset_journal.db import resolve_url
+    from offset_journal.journal.db import resolve_url
     from offset_journal.report import gather, journal_findings, render
     from offset_journal.report.audited import audit_findings, plan_markers
 

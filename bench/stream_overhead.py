@@ -65,8 +65,8 @@ def empty_listener():  # type: ignore[no-untyped-def]
 
 def main(args: argparse.Namespace) -> None:
 
+    from offset_journal.capture.listener import attach
     from offset_journal.journal import Journal
-    from offset_journal.listener import attach
     from offset_journal.testing import make_spark_session
 
     header("Streaming overhead: the same query with and without the listener", args)

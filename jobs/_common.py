@@ -4,7 +4,7 @@ Every job takes Kafka bootstrap servers, topics, a query name, a checkpoint loca
 and the journal's database URL, and with ``--from-journal`` seeds ``startingOffsets``
 from the journal when its checkpoint is new. The jobs read Kafka with Spark's own
 connector (``format("kafka")``): given with ``spark-submit --packages`` or
-``spark.jars``, or else fetched once from Maven Central by :mod:`offset_journal.jars`.
+``spark.jars``, or else fetched once from Maven Central by :mod:`offset_journal.local.jars`.
 """
 
 from __future__ import annotations
@@ -21,11 +21,11 @@ from typing import Any, NoReturn
 import sqlalchemy as sa
 
 from offset_journal.checkpoint import file_sink_metadata, is_new_checkpoint
-from offset_journal.db import redact
+from offset_journal.cli.plan_args import add_plan_options, request_from_args
 from offset_journal.errors import OffsetJournalError
 from offset_journal.formatting import first_line
 from offset_journal.journal import Journal
-from offset_journal.plan_args import add_plan_options, request_from_args
+from offset_journal.journal.db import redact
 from offset_journal.restart import MODE_STATE_AWARE, plan_restart
 
 log = logging.getLogger("offset_journal.jobs")
@@ -175,7 +175,7 @@ def make_spark(app_name: str, master: str | None = None) -> Any:
     submitter's, e.g. ``local-cluster[2,1,1024]`` for executors in JVMs of their own."""
     from pyspark.sql import SparkSession
 
-    from offset_journal.jars import (
+    from offset_journal.local.jars import (
         check_connector_matches,
         installed_spark_version,
         spark_jars_value,
@@ -225,7 +225,7 @@ def _jars_of_running_jvm() -> tuple[list[str], list[str], bool]:
     from py4j.java_gateway import JavaClass
     from pyspark import SparkConf, SparkContext
 
-    from offset_journal.jars import JarsError, connector_coordinate, installed_spark_version
+    from offset_journal.local.jars import JarsError, connector_coordinate, installed_spark_version
 
     SparkContext._ensure_initialized()
     conf = SparkConf()
@@ -247,7 +247,7 @@ def _split(value: str | None) -> list[str]:
 
 def _check_package(spark_version: str, packages: list[str]) -> None:
     """A ``--packages`` connector coordinate must name this Spark's exact version."""
-    from offset_journal.jars import JarsError, connector_coordinate
+    from offset_journal.local.jars import JarsError, connector_coordinate
 
     for coordinate in packages:
         if "spark-sql-kafka-0-10" in coordinate and coordinate != connector_coordinate(

@@ -41,7 +41,7 @@ def libpq_url(url: str) -> str:
     """A URL psycopg can connect with, from a SQLAlchemy or libpq one."""
     import sqlalchemy as sa
 
-    from offset_journal.db import resolve_url
+    from offset_journal.journal.db import resolve_url
 
     return sa.engine.make_url(resolve_url(url)).set(drivername="postgresql").render_as_string(
         hide_password=False)

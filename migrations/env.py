@@ -3,7 +3,7 @@
 * Online (``alembic upgrade head``, ``offset-journal db upgrade``): migrations run on a
   connection. The URL comes from (first wins): a connection handed over in
   ``config.attributes["connection"]``, ``-x database_url=...``, the ``sqlalchemy.url``
-  option, OFFSET_JOURNAL_DATABASE_URL; it is resolved by offset_journal.db.resolve_url.
+  option, OFFSET_JOURNAL_DATABASE_URL; it is resolved by offset_journal.journal.db.resolve_url.
 * Offline (``alembic upgrade head --sql``, ``offset-journal db upgrade --sql``): the
   migrations are written out as a SQL script for a DBA to review and apply, e.g. with
   psql. No database is needed (a URL, if one is given, only names the dialect).
@@ -21,8 +21,8 @@ from typing import Any
 import sqlalchemy as sa
 from alembic import context
 
-from offset_journal.db import SEARCH_PATH, ConfigError, make_engine, resolve_url
-from offset_journal.schema import SCHEMA
+from offset_journal.journal.db import SEARCH_PATH, ConfigError, make_engine, resolve_url
+from offset_journal.journal.schema import SCHEMA
 
 config = context.config
 CREATE_SCHEMA = f"CREATE SCHEMA IF NOT EXISTS {SCHEMA}"

@@ -16,12 +16,12 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Any
 
 from .errors import ConfigError, JournalError, OffsetJournalError, RestartError
-from .journal_rows import Batch, Run, SourceOffsets
 from .redaction import redact
+from .rows import Batch, Run, SourceOffsets
 
 if TYPE_CHECKING:
+    from .capture.listener import OffsetJournalListener, attach
     from .journal import Journal
-    from .listener import OffsetJournalListener, attach
 
 
 def __getattr__(name: str) -> Any:
@@ -29,7 +29,7 @@ def __getattr__(name: str) -> Any:
     # not the command (``offset-journal starting-offsets``) or the journal's readers.
     # The Journal loads SQLAlchemy: the pure core (plans, audits, records) loads without.
     if name in ("OffsetJournalListener", "attach"):
-        from . import listener
+        from .capture import listener
 
         return getattr(listener, name)
     if name == "Journal":

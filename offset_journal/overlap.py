@@ -14,7 +14,7 @@ from datetime import datetime
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
-    from .journal_rows import RunBounds
+    from .rows import RunBounds
 
 
 @dataclass(frozen=True)

@@ -2,14 +2,14 @@
 
 Enable it with ``pytest_plugins = ["offset_journal.testing"]`` in a conftest.py.
 Fixtures start what they need on the machine at hand (the starters themselves are in
-:mod:`offset_journal.services`, which the demo uses too):
+:mod:`offset_journal.local.services`, which the demo uses too):
 
 * ``journal_url``: a database of its own per test, journal schema migrated in, on the
   server named by OFFSET_JOURNAL_TEST_ADMIN_URL, else a throwaway embedded Postgres
   (pgserver); in container mode, a Postgres container from testcontainers.
 * ``kafka_cluster``: the server named by OFFSET_JOURNAL_TEST_BOOTSTRAP_SERVERS, else a
   real single-node Kafka broker started from Maven Central's jars
-  (:mod:`offset_journal.local_kafka`), once per test session; in container mode, Kafka in
+  (:mod:`offset_journal.local.kafka`), once per test session; in container mode, Kafka in
   a container started through testcontainers.
 
 Container mode: ``pytest --services=docker`` (or OFFSET_JOURNAL_TEST_SERVICES=docker).
@@ -37,8 +37,8 @@ from typing import Any
 
 import pytest
 
-from . import services
-from .services import KafkaCluster, PostgresServer, docker_available
+from .local import services
+from .local.services import KafkaCluster, PostgresServer, docker_available
 
 __all__ = ["KafkaCluster", "PostgresServer", "docker_available", "make_spark_session",
            "start_kafka", "start_postgres"]
@@ -115,7 +115,7 @@ def journal_pooler(journal_server: PostgresServer) -> Iterator[Any]:
     """Debian's PgBouncer in transaction mode (pool of 3, its defaults otherwise) in
     front of the session's Postgres; ``journal_pooler.url_for(journal_url)`` goes
     through it. Started once per session, beside the Postgres."""
-    from .local_pgbouncer import start_pgbouncer
+    from .local.pgbouncer import start_pgbouncer
 
     bouncer = start_pgbouncer(journal_server.admin_url, pool_size=3)
     try:
@@ -135,7 +135,7 @@ def empty_database_url(journal_server: PostgresServer) -> Iterator[str]:
 @pytest.fixture
 def journal_url(empty_database_url: str) -> str:
     """A fresh database with the journal schema migrated to head."""
-    from .db import upgrade
+    from .journal.db import upgrade
 
     upgrade(empty_database_url)
     return empty_database_url
@@ -152,7 +152,7 @@ def make_spark_session(app_name: str = "offset-journal-tests",
     os.environ.setdefault("PYSPARK_DRIVER_PYTHON", sys.executable)
     from pyspark.sql import SparkSession
 
-    from .jars import DELTA_SPARK_CONF, delta_spark_jars_value, spark_jars_value
+    from .local.jars import DELTA_SPARK_CONF, delta_spark_jars_value, spark_jars_value
 
     jar_paths = [spark_jars_value()]
     builder = SparkSession.builder
@@ -207,7 +207,7 @@ def journaled_spark(spark: Any, journal_url: str, tmp_path: Any) -> Iterator[tup
 
     Yields (spark, listener); the listener is removed and closed afterwards.
     """
-    from .listener import attach
+    from .capture.listener import attach
 
     listener = attach(spark, database_url=journal_url, spool_dir=str(tmp_path / "spool"))
     try:

@@ -53,7 +53,7 @@ build() {  # name tag context
 pg_hash=$( (echo "$BASE"; hash_of docker/postgres/*) | sha256sum | cut -c1-12)
 build postgres "offset-journal/postgres:15-$pg_hash" docker/postgres
 
-# Kafka: the broker jars offset_journal.jars resolves (Maven Central), copied into a
+# Kafka: the broker jars offset_journal.local.jars resolves (Maven Central), copied into a
 # build context of their own; their names and the docker/kafka files are the hash.
 mapfile -t jars < <("$PY" -m offset_journal.cli jars kafka-broker --format list)
 ctx=$(mktemp -d)

@@ -16,7 +16,7 @@ os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
 from pyspark.sql import SparkSession  # noqa: E402
 
 import offset_journal  # noqa: E402
-from offset_journal.jars import spark_jars_value  # noqa: E402
+from offset_journal.local.jars import spark_jars_value  # noqa: E402
 
 spool, bootstrap, topic, name = sys.argv[1:5]
 spark = (SparkSession.builder.remote("local[2]")

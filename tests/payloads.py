@@ -53,7 +53,7 @@ def sql_execute(url: str, statement: str, **params: Any) -> None:
     transaction (as the database owner the URL names)."""
     import sqlalchemy as sa
 
-    from offset_journal.db import resolve_url
+    from offset_journal.journal.db import resolve_url
 
     engine = sa.create_engine(resolve_url(url), poolclass=sa.pool.NullPool)
     try:
@@ -67,7 +67,7 @@ def sql_rows(url: str, query: str, **params: Any) -> list[tuple[Any, ...]]:
     """Run one parameterized query against a journal database, rows as tuples."""
     import sqlalchemy as sa
 
-    from offset_journal.db import resolve_url
+    from offset_journal.journal.db import resolve_url
 
     engine = sa.create_engine(resolve_url(url), poolclass=sa.pool.NullPool)
     try:

@@ -17,8 +17,8 @@ import sqlalchemy as sa
 from psycopg import sql as psql
 
 from offset_journal.cli import main as cli_main
-from offset_journal.db import ENV_URL, resolve_url, upgrade
 from offset_journal.journal import Journal
+from offset_journal.journal.db import ENV_URL, resolve_url, upgrade
 from offset_journal.records import RunRecord, batch_from_progress
 from offset_journal.testing import KafkaCluster
 from tests.payloads import kafka_source, progress, sql_rows
@@ -222,7 +222,7 @@ class ContainerPostgres(OwnPostgres):
 
     @classmethod
     def create(cls) -> OwnPostgres:
-        from offset_journal.services import start_postgres
+        from offset_journal.local.services import start_postgres
 
         server = start_postgres(docker=True)
         pg = cls(Path(tempfile.mkdtemp(prefix="oj-own-pg-")), server)

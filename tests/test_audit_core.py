@@ -25,8 +25,8 @@ from offset_journal.audit import (
     format_table,
 )
 from offset_journal.journal.plan_rows import recorded_plan
-from offset_journal.journal_rows import RecordedPlan
 from offset_journal.offsets import PartitionOffset
+from offset_journal.rows import RecordedPlan
 
 T0 = datetime(2026, 1, 1, tzinfo=timezone.utc)
 

@@ -20,10 +20,10 @@ import pytest
 from pyspark.sql.datasource import DataSource, DataSourceStreamReader, InputPartition
 
 from offset_journal import Journal, OffsetJournalListener
-from offset_journal.db import ENV_URL
+from offset_journal.capture.writer import Writer, WriterConfig
+from offset_journal.journal.db import ENV_URL
 from offset_journal.records import PROGRESS, STARTED
 from offset_journal.restart import plan_restart
-from offset_journal.writer import Writer, WriterConfig
 from tests import support
 from tests.payloads import kafka_source, progress, sql_rows
 from tests.support import Cli, one_error_line

@@ -22,8 +22,8 @@ from types import ModuleType
 import pytest
 import sqlalchemy as sa
 
-from offset_journal.db import resolve_url
-from offset_journal.services import PostgresServer
+from offset_journal.journal.db import resolve_url
+from offset_journal.local.services import PostgresServer
 from offset_journal.testing import ENV_ADMIN_URL, ENV_BOOTSTRAP
 
 BENCH = Path(__file__).resolve().parents[1] / "bench"

@@ -420,8 +420,8 @@ def test_a_broker_restart_under_a_running_journaled_job(
     with the checkpoint's offsets, and the sink has every record exactly once. The
     broker is this test's own, so the session's broker is never disturbed.
     """
-    from offset_journal.local_kafka import start_local_kafka
-    from offset_journal.services import KafkaCluster
+    from offset_journal.local.kafka import start_local_kafka
+    from offset_journal.local.services import KafkaCluster
 
     spark, listener = journaled_spark
     broker = start_local_kafka()  # ~8 s; ours alone, killed and restarted at will

@@ -11,12 +11,12 @@ from typing import Any
 import pytest
 import sqlalchemy as sa
 
-from offset_journal.db import resolve_url
 from offset_journal.health.check import Thresholds, parse_threshold
 from offset_journal.health.edge import check_fleet
 from offset_journal.journal import Journal
+from offset_journal.journal.db import resolve_url
+from offset_journal.journal.roles import grant
 from offset_journal.records import batch_from_progress
-from offset_journal.roles import grant
 from tests import support
 from tests.payloads import kafka_source, progress
 from tests.support import Cli

@@ -16,10 +16,11 @@ from typing import Any
 
 import pytest
 
-from offset_journal.cli import main, parse_batch, parse_duration, parse_time
-from offset_journal.db import ENV_URL
+from offset_journal.cli import main
+from offset_journal.cli.parser import parse_batch, parse_duration, parse_time
 from offset_journal.journal import Journal
-from offset_journal.kafka_admin import committed_offsets
+from offset_journal.journal.db import ENV_URL
+from offset_journal.kafka.admin import committed_offsets
 from offset_journal.restart import plan_restart
 from offset_journal.testing import KafkaCluster
 from tests.payloads import kafka_source, progress
@@ -148,9 +149,9 @@ def test_demo_gets_its_arguments(cli: Any, monkeypatch: pytest.MonkeyPatch) -> N
     import types
 
     seen: list[list[str]] = []
-    stand_in = types.ModuleType("offset_journal.demo")
+    stand_in = types.ModuleType("offset_journal.local.demo")
     stand_in.main = lambda args: seen.append(args) or 3  # type: ignore[attr-defined]
-    monkeypatch.setitem(sys.modules, "offset_journal.demo", stand_in)
+    monkeypatch.setitem(sys.modules, "offset_journal.local.demo", stand_in)
     r = cli("-v", "--database-url", "postgresql://x@h/db", "demo", "--fast", "-n", "2")
     assert r.code == 3 and seen == [["--fast", "-n", "2"]]
 

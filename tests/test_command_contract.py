@@ -10,12 +10,12 @@ from pathlib import Path
 import pytest
 
 from offset_journal import ConfigError, Journal, OffsetJournalListener, attach
-from offset_journal.checkpoint_import import import_checkpoint
-from offset_journal.db import resolve_url
-from offset_journal.kafka_admin import KafkaAdminError, cluster_id, commit_group
+from offset_journal.checkpoint.importing import import_checkpoint
+from offset_journal.journal.db import resolve_url
+from offset_journal.kafka.admin import KafkaAdminError, cluster_id, commit_group
+from offset_journal.local.services import KafkaCluster
 from offset_journal.records import RunRecord
 from offset_journal.restart import RestartError
-from offset_journal.services import KafkaCluster
 from offset_journal.values import parse_duration, parse_time, parse_timeout
 from tests import support
 from tests.payloads import kafka_source, progress

@@ -19,8 +19,8 @@ from typing import Any
 import psycopg
 import pytest
 
-from offset_journal.db import upgrade
-from offset_journal.services import KafkaCluster, free_port, wait_for_kafka
+from offset_journal.journal.db import upgrade
+from offset_journal.local.services import KafkaCluster, free_port, wait_for_kafka
 from tests.jobs_support import JOBS, load_job
 
 pytestmark = [pytest.mark.docker_only, pytest.mark.spark, pytest.mark.slow]

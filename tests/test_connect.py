@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 import sqlalchemy as sa
 
-from offset_journal.db import resolve_url
+from offset_journal.journal.db import resolve_url
 
 pytestmark = pytest.mark.spark
 

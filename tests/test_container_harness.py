@@ -14,8 +14,8 @@ from collections.abc import Callable
 import pytest
 import sqlalchemy as sa
 
-from offset_journal.db import resolve_url
-from offset_journal.services import (
+from offset_journal.journal.db import resolve_url
+from offset_journal.local.services import (
     LOCAL_IMAGES,
     OFFICIAL_IMAGES,
     ContainerSpec,

@@ -10,7 +10,7 @@ import pytest
 import sqlalchemy as sa
 
 from offset_journal import Journal
-from offset_journal.db import resolve_url
+from offset_journal.journal.db import resolve_url
 from tests.jobs_support import load_job
 
 pytestmark = pytest.mark.spark

@@ -17,7 +17,7 @@ import sqlalchemy as sa
 
 from offset_journal import Journal
 from offset_journal.checkpoint import read_checkpoint
-from offset_journal.db import resolve_url
+from offset_journal.journal.db import resolve_url
 from tests.jobs_support import JOBS, load_job, read_parquet_outputs, start_driver
 
 pytestmark = [pytest.mark.spark, pytest.mark.slow, pytest.mark.containers]

@@ -31,8 +31,9 @@ import pytest
 
 from offset_journal import Journal
 from offset_journal.audit import audit_query, format_table
+from offset_journal.capture.writer import Writer, WriterConfig, WriterStats
 from offset_journal.cli import main as cli_main
-from offset_journal.local_standby import (
+from offset_journal.local.standby import (
     LocalPostgres,
     ServerSet,
     journal_template,
@@ -42,7 +43,6 @@ from offset_journal.local_standby import (
 )
 from offset_journal.records import PROGRESS, STARTED, batch_from_progress
 from offset_journal.restart import plan_restart
-from offset_journal.writer import Writer, WriterConfig, WriterStats
 from tests.payloads import kafka_source, progress, sql_rows
 
 pytestmark = pytest.mark.slow
@@ -362,9 +362,9 @@ def test_a_spark_job_journals_through_a_failover_and_restarts_exactly_once(
 @pytest.mark.pgbouncer
 def test_behind_pgbouncer_nothing_is_written_on_the_new_server_before_what_it_lacked(
         servers, tmp_path, caplog):
-    from offset_journal.local_pgbouncer import start_pgbouncer
+    from offset_journal.local.pgbouncer import start_pgbouncer
 
-    caplog.set_level(logging.INFO, logger="offset_journal.writer")
+    caplog.set_level(logging.INFO, logger="offset_journal.capture.writer")
 
     primary = servers.primary()
     standby = servers.standby(primary, held_ms=700)

@@ -16,10 +16,10 @@ import pytest
 import sqlalchemy as sa
 
 from offset_journal import Journal
-from offset_journal.db import resolve_url
 from offset_journal.errors import JournalError
+from offset_journal.journal.db import resolve_url
+from offset_journal.journal.roles import grant
 from offset_journal.restart import plan_restart
-from offset_journal.roles import grant
 from tests import support
 from tests.support import count_rows, journal_batches, kafka_progress, ts
 

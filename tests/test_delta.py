@@ -18,7 +18,7 @@ from typing import Any
 import pytest
 
 from offset_journal.cli import main
-from offset_journal.db import ENV_URL
+from offset_journal.journal.db import ENV_URL
 from tests.payloads import sql_rows
 
 pytestmark = pytest.mark.spark

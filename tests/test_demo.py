@@ -52,8 +52,8 @@ def test_demo_given_a_broker_that_is_still_starting_waits_for_it(journal_url, tm
     than a first metadata request's 10 s)."""
     import threading
 
-    from offset_journal.local_kafka import start_local_kafka
-    from offset_journal.services import free_port
+    from offset_journal.local.kafka import start_local_kafka
+    from offset_journal.local.services import free_port
 
     port = free_port()
     brokers = []

@@ -16,10 +16,10 @@ import pytest
 import sqlalchemy as sa
 
 from offset_journal import Journal
-from offset_journal.db import make_engine, upgrade
+from offset_journal.capture.writer import Writer, WriterConfig
+from offset_journal.journal.db import make_engine, upgrade
 from offset_journal.records import PROGRESS, batch_from_progress
 from offset_journal.testing import PostgresServer
-from offset_journal.writer import Writer, WriterConfig
 from tests.payloads import progress
 from tests.support import ts
 

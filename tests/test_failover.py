@@ -23,10 +23,10 @@ import pytest
 from offset_journal import Journal, attach
 from offset_journal.audit import audit_query
 from offset_journal.cli import main as cli_main
-from offset_journal.kafka_admin import cluster_id, topic_state
-from offset_journal.local_kafka import LocalKafka, start_local_kafka
-from offset_journal.local_mirror import LocalMirror, MirrorSettings, start_local_mirror
-from offset_journal.services import KafkaCluster
+from offset_journal.kafka.admin import cluster_id, topic_state
+from offset_journal.local.kafka import LocalKafka, start_local_kafka
+from offset_journal.local.mirror import LocalMirror, MirrorSettings, start_local_mirror
+from offset_journal.local.services import KafkaCluster
 from tests.jobs_support import load_job, read_parquet_outputs
 
 pytestmark = [pytest.mark.spark, pytest.mark.slow]

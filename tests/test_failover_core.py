@@ -10,12 +10,12 @@ from pathlib import Path
 
 import pytest
 
-from offset_journal.db import make_engine, redact, resolve_url, writable_url
-from offset_journal.db_server import ServerIdentity, server_changed
+from offset_journal.capture.recent import RecentWindow
+from offset_journal.capture.spool import Spool, default_spool_dir
+from offset_journal.capture.writer import Fault, _Standby, classify_error
 from offset_journal.errors import ConfigError
-from offset_journal.recent import RecentWindow
-from offset_journal.spool import Spool, default_spool_dir
-from offset_journal.writer import Fault, _Standby, classify_error
+from offset_journal.journal.db import make_engine, redact, resolve_url, writable_url
+from offset_journal.journal.server import ServerIdentity, server_changed
 
 # --------------------------------------------------------------------------- URLs
 

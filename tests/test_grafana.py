@@ -95,7 +95,7 @@ def _run(url: str, sql: str, *, conforming: bool = True) -> tuple[list[str],
     import psycopg
     import sqlalchemy as sa
 
-    from offset_journal.db import resolve_url
+    from offset_journal.journal.db import resolve_url
 
     dsn = sa.engine.make_url(resolve_url(url)).set(drivername="postgresql")
     with psycopg.connect(dsn.render_as_string(hide_password=False)) as conn:

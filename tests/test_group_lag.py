@@ -14,8 +14,8 @@ from typing import Any
 import pytest
 
 from offset_journal import Journal
-from offset_journal.jars import classpath
-from offset_journal.local_kafka import java_executable
+from offset_journal.local.jars import classpath
+from offset_journal.local.kafka import java_executable
 from tests import support
 from tests.jobs_support import load_job
 from tests.support import Cli

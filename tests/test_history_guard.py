@@ -20,7 +20,7 @@ import sqlalchemy as sa
 
 from offset_journal import Journal
 from offset_journal.cli import main as cli_main
-from offset_journal.db import resolve_url
+from offset_journal.journal.db import resolve_url
 from offset_journal.records import RunRecord, batch_from_progress
 from offset_journal.restart import compute_plan, plan_restart
 from tests import support
@@ -265,8 +265,8 @@ def test_a_journal_without_the_cluster_column_loses_only_the_id(
     """A listener of this release writing into a journal not upgraded to 0012: the
     cluster event costs a warning, never the events around it (they would otherwise be
     retried and spooled until the upgrade)."""
-    from offset_journal.db import upgrade
     from offset_journal.journal import record_all
+    from offset_journal.journal.db import upgrade
 
     upgrade(empty_database_url, "0011_finite_times")
     run = RunRecord(query_id="qid", run_id="run-old-schema", query_name="old", named=True,

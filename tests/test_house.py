@@ -12,9 +12,10 @@ import offset_journal
 
 ROOT = Path(offset_journal.__file__).parent
 
-SQL_HOMES = ("journal.", "schema", "roles", "db")
+SQL_HOMES = ("journal.",)
 """Where SQL may live: the storage layer, and the schema, its roles and the engine."""
-SERVICES = ("services", "local_kafka", "local_pgbouncer", "local_standby", "demo", "testing")
+SERVICES = ("local.services", "local.kafka", "local.pgbouncer", "local.standby", "local.demo",
+            "testing")
 """Starters of local services and the demo: they create databases, not journal SQL."""
 
 

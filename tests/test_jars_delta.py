@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 
 from offset_journal.cli import main
-from offset_journal.jars import _artifact, _spark_jars_dir, spark_binary_version
+from offset_journal.local.jars import _artifact, _spark_jars_dir, spark_binary_version
 
 # Starts a broker, a Postgres or Maven of its own: not in the quick tier.
 pytestmark = pytest.mark.services

@@ -1,4 +1,4 @@
-"""offset_journal.kafka_admin against the test Kafka (testcontainers, a named cluster, or the
+"""offset_journal.kafka.admin against the test Kafka (testcontainers, a named cluster, or the
 real single-node broker the test plugin starts)."""
 
 from __future__ import annotations
@@ -9,7 +9,7 @@ import uuid
 
 import pytest
 
-from offset_journal.kafka_admin import (
+from offset_journal.kafka.admin import (
     KafkaAdminError,
     KafkaUnavailable,
     commit_group,

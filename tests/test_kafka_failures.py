@@ -16,13 +16,13 @@ from typing import Any
 import pytest
 
 from offset_journal.cli import main
-from offset_journal.jars import (
+from offset_journal.local.jars import (
     JarsError,
     check_connector_matches,
     connector_coordinate,
     installed_spark_version,
 )
-from offset_journal.local_kafka import BrokerStartError, start_local_kafka
+from offset_journal.local.kafka import BrokerStartError, start_local_kafka
 from tests.jobs_support import JOBS, load_job
 
 # Starts a broker, a Postgres or Maven of its own: not in the quick tier.
@@ -169,7 +169,7 @@ def test_job_under_spark_submit_needs_the_connector_on_the_drivers_class_path(
     (and here stops at the next thing, a journal that cannot be reached)."""
     import pyspark
 
-    from offset_journal.jars import spark_jars_value
+    from offset_journal.local.jars import spark_jars_value
 
     submit = Path(pyspark.__file__).resolve().parent / "bin" / "spark-submit"
     jars = ["--jars", spark_jars_value()] if with_connector else []

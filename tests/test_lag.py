@@ -6,7 +6,7 @@ from __future__ import annotations
 from datetime import datetime, timezone
 
 from offset_journal import Journal
-from offset_journal.journal_checks import partition_latests
+from offset_journal.journal.checks import partition_latests
 from offset_journal.records import batch_from_progress
 from tests import support
 from tests.payloads import kafka_source, progress, sql_execute, sql_rows
@@ -77,7 +77,7 @@ def test_upgrade_fills_latest_in_from_the_sources_json(empty_database_url):
     """Rows journaled before the migration get their latest from batch_sources' JSON."""
     from alembic import command
 
-    from offset_journal.db import alembic_config
+    from offset_journal.journal.db import alembic_config
 
     command.upgrade(alembic_config(empty_database_url), "0007_source_metrics")
     sql_execute(empty_database_url, """

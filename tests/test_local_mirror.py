@@ -1,4 +1,4 @@
-"""The local MirrorMaker 2 (offset_journal.local_mirror), for real: two local KRaft
+"""The local MirrorMaker 2 (offset_journal.local.mirror), for real: two local KRaft
 brokers and MM2 in dedicated mode between them.
 
 Records reach the replica under the replication policy's name, keyed as produced and in
@@ -15,10 +15,10 @@ from typing import Any, TypeVar
 
 import pytest
 
-from offset_journal.local_kafka import LocalKafka, start_local_kafka
-from offset_journal.local_mirror import LocalMirror, MirrorSettings, start_local_mirror
-from offset_journal.mirror import decode_sync
-from offset_journal.services import KafkaCluster
+from offset_journal.kafka.mirror import decode_sync
+from offset_journal.local.kafka import LocalKafka, start_local_kafka
+from offset_journal.local.mirror import LocalMirror, MirrorSettings, start_local_mirror
+from offset_journal.local.services import KafkaCluster
 
 pytestmark = pytest.mark.services
 
@@ -86,7 +86,7 @@ def _read_all(bootstrap: str, topic: str) -> list[Any] | None:
 
 def decode_offset_sync(key: bytes, value: bytes) -> tuple[str, int, int, int]:
     """(topic, partition, upstream offset, downstream offset), by the library's decoder
-    (offset_journal.mirror.decode_sync: what a translated plan reads)."""
+    (offset_journal.kafka.mirror.decode_sync: what a translated plan reads)."""
     sync = decode_sync(key, value)
     return sync.topic, sync.partition, sync.upstream, sync.downstream
 

@@ -9,8 +9,8 @@ from pathlib import Path
 
 import sqlalchemy as sa
 
-from offset_journal.db import current_revision, resolve_url, upgrade
-from offset_journal.schema import SCHEMA, metadata
+from offset_journal.journal.db import current_revision, resolve_url, upgrade
+from offset_journal.journal.schema import SCHEMA, metadata
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -20,7 +20,7 @@ def _head() -> str:
     migrations at once; the lead chains them, so no test names the head's id)."""
     from alembic.script import ScriptDirectory
 
-    from offset_journal.db import alembic_config
+    from offset_journal.journal.db import alembic_config
 
     head = ScriptDirectory.from_config(alembic_config("postgresql://x@localhost/x")
                                        ).get_current_head()
@@ -81,7 +81,7 @@ def test_migrated_schema_matches_schema_module(journal_url):
 def test_downgrade_removes_it(journal_url):
     from alembic import command
 
-    from offset_journal.db import alembic_config
+    from offset_journal.journal.db import alembic_config
 
     command.downgrade(alembic_config(journal_url), "base")
     insp, engine = _inspect(journal_url)
@@ -214,7 +214,7 @@ def test_deleting_batches_deletes_their_partition_rows(journal_url):
 def test_downgrade_to_0001_restores_the_foreign_key_and_offsets_json(journal_url):
     from alembic import command
 
-    from offset_journal.db import alembic_config
+    from offset_journal.journal.db import alembic_config
 
     engine, _ = _journal_two_batches(journal_url)
     try:
@@ -246,7 +246,7 @@ def test_0015_downgrade_gives_the_views_back_as_others_left_them(empty_database_
 
     from alembic import command
 
-    from offset_journal.db import alembic_config
+    from offset_journal.journal.db import alembic_config
 
     url = empty_database_url
     upgrade(url, "0014_batch_in_one_call")
@@ -301,7 +301,7 @@ def test_0018_downgrade_refuses_while_plans_start_from_a_savepoint(journal_url):
     import pytest
     from alembic import command
 
-    from offset_journal.db import alembic_config
+    from offset_journal.journal.db import alembic_config
     from tests.payloads import sql_execute
 
     sql_execute(journal_url, "INSERT INTO offset_journal.restart_plans (query_name, position, "

@@ -17,8 +17,8 @@ from pathlib import Path
 import pytest
 import sqlalchemy as sa
 
-from offset_journal.db import alembic_config, current_revision, resolve_url, upgrade
-from offset_journal.schema import SCHEMA
+from offset_journal.journal.db import alembic_config, current_revision, resolve_url, upgrade
+from offset_journal.journal.schema import SCHEMA
 
 ROOT = Path(__file__).resolve().parents[1]
 EXE = Path(sys.executable).with_name("offset-journal")

@@ -16,7 +16,7 @@ from pathlib import Path
 import pytest
 
 from offset_journal import Journal
-from offset_journal.jars import installed_spark_version
+from offset_journal.local.jars import installed_spark_version
 from tests.jobs_support import JOBS, read_parquet_outputs
 
 pytestmark = [pytest.mark.spark, pytest.mark.slow]

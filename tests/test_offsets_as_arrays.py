@@ -11,9 +11,9 @@ import pytest
 import sqlalchemy as sa
 from alembic import command
 
-from offset_journal.db import alembic_config
 from offset_journal.journal import Journal
 from offset_journal.journal.arrays import Layout, encode, layout_id
+from offset_journal.journal.db import alembic_config
 from offset_journal.offsets import PartitionOffset
 from offset_journal.records import batch_from_progress
 from tests.payloads import kafka_source, progress, sql_execute, sql_rows
@@ -196,8 +196,8 @@ def test_a_layout_remembered_but_gone_is_sent_again_not_refused(
     """A layout the writer remembers as stored may be missing (a commit that failed
     after SQLAlchemy's commit event, a journal emptied and re-created): the batch is
     retried with the layout, never sent to rejected_events."""
+    from offset_journal.capture.writer import Writer, WriterConfig
     from offset_journal.records import PROGRESS, STARTED
-    from offset_journal.writer import Writer, WriterConfig
 
     def event(i: int) -> dict[str, object]:
         return {"type": PROGRESS, "json": progress(

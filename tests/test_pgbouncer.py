@@ -21,9 +21,9 @@ import psycopg
 import pytest
 import sqlalchemy as sa
 
-from offset_journal.db import make_engine
-from offset_journal.listener import attach
-from offset_journal.writer import Fault, Writer, WriterConfig, classify_error, fault_hint
+from offset_journal.capture.listener import attach
+from offset_journal.capture.writer import Fault, Writer, WriterConfig, classify_error, fault_hint
+from offset_journal.journal.db import make_engine
 from tests.payloads import kafka_source, progress, sql_rows
 from tests.support import Cli, cli, fill, journal_report_runs  # noqa: F401 (fixture)
 
@@ -140,7 +140,7 @@ def test_a_url_the_pooler_refuses_keeps_the_events_and_says_the_fix_once(
     spool = str(tmp_path / "spool")
     w = Writer(WriterConfig(refused, spool, retry_initial=0.05, retry_max=0.2))
     w.start()
-    with caplog.at_level(logging.ERROR, logger="offset_journal.writer"):
+    with caplog.at_level(logging.ERROR, logger="offset_journal.capture.writer"):
         for ev in _events("refused", 5):
             w.submit(ev)
         assert w.flush(timeout=3) is False

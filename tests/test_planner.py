@@ -12,10 +12,10 @@ from typing import Any
 
 import pytest
 
-from offset_journal.checkpoint_import import import_checkpoint
+from offset_journal.checkpoint.importing import import_checkpoint
 from offset_journal.cli import main
-from offset_journal.db import ENV_URL
 from offset_journal.journal import Batch, Journal, SourceOffsets
+from offset_journal.journal.db import ENV_URL
 from offset_journal.offsets import PartitionOffset
 from offset_journal.records import batch_from_progress
 from offset_journal.restart import RestartError, plan_restart
@@ -281,7 +281,7 @@ def bulk_load(url: str, n: int, *, run_id: str = "run-big", query_id: str = "qid
     time. In SQL (generate_series), as bench/restart_planning.py loads its histories."""
     import sqlalchemy as sa
 
-    from offset_journal.db import resolve_url
+    from offset_journal.journal.db import resolve_url
 
     engine = sa.create_engine(resolve_url(url), poolclass=sa.pool.NullPool)
     params = {"n": n, "run": run_id, "qid": query_id, "t0": BIG_T0}

@@ -19,8 +19,8 @@ from pathlib import Path
 import sqlalchemy as sa
 from alembic import command
 
-from offset_journal.db import alembic_config, resolve_url, upgrade
 from offset_journal.journal import Journal
+from offset_journal.journal.db import alembic_config, resolve_url, upgrade
 from offset_journal.records import PROGRESS, STARTED, batch_from_progress
 from tests.payloads import kafka_source, progress, sql_rows
 
@@ -30,7 +30,7 @@ PREVIOUS = "79f8003"  # offset-journal before migration 0013
 _OLD_WRITER = """
 import json, sys
 import offset_journal
-from offset_journal.writer import Writer, WriterConfig
+from offset_journal.capture.writer import Writer, WriterConfig
 assert offset_journal.__file__.startswith(sys.argv[4]), offset_journal.__file__
 w = Writer(WriterConfig(sys.argv[1], sys.argv[2]))
 w.start()

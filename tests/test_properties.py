@@ -170,7 +170,7 @@ def _store(journal: Journal, rec: BatchRecord) -> int:
 @pytest.fixture(scope="module")
 def prop_journal(journal_server: Any) -> Any:
     """One journal database for every example (runs get fresh ids)."""
-    from offset_journal.db import upgrade
+    from offset_journal.journal.db import upgrade
 
     url = journal_server.create_database("oj_props")
     upgrade(url)

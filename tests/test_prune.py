@@ -9,8 +9,8 @@ import pytest
 
 from offset_journal.audit import audit_query
 from offset_journal.cli import main
-from offset_journal.db import ENV_URL
 from offset_journal.journal import Journal
+from offset_journal.journal.db import ENV_URL
 from offset_journal.records import batch_from_progress
 from offset_journal.restart import plan_restart
 from tests.payloads import kafka_source, progress, sql_rows

@@ -18,9 +18,9 @@ PURE = (
     "offset_journal.values",
     "offset_journal.offsets",
     "offset_journal.records",
-    "offset_journal.journal_rows",
+    "offset_journal.rows",
     "offset_journal.overlap",
-    "offset_journal.compare",
+    "offset_journal.checkpoint.compare",
     "offset_journal.restart",
     "offset_journal.restart.model",
     "offset_journal.restart.request",
@@ -28,11 +28,11 @@ PURE = (
     "offset_journal.restart.plan",
     "offset_journal.restart.kafka_offsets",
     "offset_journal.restart.translate",
-    "offset_journal.mirror",
+    "offset_journal.kafka.mirror",
     "offset_journal.restart.from_time",
     "offset_journal.restart.other_sources",
     "offset_journal.restart.state_aware",
-    "offset_journal.restart.text",
+    "offset_journal.wording",
     "offset_journal.audit.model",
     "offset_journal.audit.core",
     "offset_journal.audit.report",
@@ -84,7 +84,7 @@ def test_a_plan_is_computed_without_the_database_driver():
     script = _PROBE.replace("print(json.dumps(failed))", textwrap.dedent("""
         assert not failed, failed
         from datetime import datetime, timezone
-        from offset_journal.journal_rows import Batch, SourceOffsets
+        from offset_journal.rows import Batch, SourceOffsets
         from offset_journal.offsets import partition_offsets
         from offset_journal.restart import compute_plan
         end = {"t": {"0": 7, "1": 9}}

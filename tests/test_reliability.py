@@ -415,8 +415,8 @@ def test_driver_killed_during_an_outage_leaves_a_spool_the_next_start_replays(
     and a restart from the journal then loses no record."""
     import signal
 
+    from offset_journal.capture.writer import Writer, WriterConfig
     from offset_journal.checkpoint import read_checkpoint
-    from offset_journal.writer import Writer, WriterConfig
     from tests.jobs_support import load_job, read_parquet_outputs, start_driver
 
     url = own_postgres.create_journal("killed_in_outage")

@@ -13,13 +13,13 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from offset_journal.checkpoint_import import checkpoint_run_id, import_checkpoint
-from offset_journal.compare import (
+from offset_journal.checkpoint.compare import (
     OffsetComparison,
     compare_offsets,
     comparison_verdict,
     group_offsets,
 )
+from offset_journal.checkpoint.importing import checkpoint_run_id, import_checkpoint
 from offset_journal.journal import Batch, Journal, SourceOffsets
 from offset_journal.offsets import EARLIEST, PartitionOffset
 from offset_journal.overlap import RunSpan, concurrent_runs
@@ -1062,7 +1062,7 @@ def test_plan_sees_offsets_beyond_the_log(journal_url: str, kafka_cluster: Kafka
 
 
 def test_missing_database_url_is_a_config_error(monkeypatch: pytest.MonkeyPatch) -> None:
-    from offset_journal.db import ENV_URL, ConfigError
+    from offset_journal.journal.db import ENV_URL, ConfigError
 
     monkeypatch.delenv(ENV_URL, raising=False)
     with pytest.raises(ConfigError):
@@ -1104,8 +1104,8 @@ def test_the_positions_a_plan_records_are_the_ones_the_table_takes() -> None:
     must name the same positions, or a plan is refused at its INSERT."""
     from typing import get_args
 
+    from offset_journal.journal.schema import RECORDED_POSITIONS, restart_plans
     from offset_journal.restart.record import RecordedPosition
-    from offset_journal.schema import RECORDED_POSITIONS, restart_plans
 
     assert get_args(RecordedPosition) == RECORDED_POSITIONS
     (check,) = [c for c in restart_plans.constraints

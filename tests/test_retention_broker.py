@@ -17,7 +17,7 @@ from typing import Any
 from confluent_kafka import Consumer, TopicPartition
 
 from offset_journal.journal import Journal
-from offset_journal.kafka_admin import admin_client, topic_configs, topic_state
+from offset_journal.kafka.admin import admin_client, topic_configs, topic_state
 from offset_journal.records import batch_from_progress
 from offset_journal.testing import KafkaCluster
 from tests import support

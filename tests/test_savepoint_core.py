@@ -12,11 +12,11 @@ from pathlib import Path
 import pytest
 
 from offset_journal.errors import RestartError, SavepointError
-from offset_journal.journal_rows import Batch, SourceOffsets
 from offset_journal.offsets import PartitionOffset
 from offset_journal.restart import PlanRequest, compute_plan
 from offset_journal.restart.model import POSITION_SAVEPOINT
 from offset_journal.restart.record import plan_row
+from offset_journal.rows import Batch, SourceOffsets
 from offset_journal.savepoint import core, load_savepoint
 from offset_journal.savepoint.files import (
     check_parts,
@@ -352,7 +352,7 @@ def test_a_checkpoint_ahead_of_the_journal_warns_that_those_batches_are_written_
 
 
 def test_a_savepoint_directory_named_with_digits_is_a_directory(tmp_path: Path, monkeypatch):
-    from offset_journal.plan_args import savepoint_ref
+    from offset_journal.cli.plan_args import savepoint_ref
 
     monkeypatch.chdir(tmp_path)
     assert savepoint_ref("20261125") == 20261125  # no such directory: an id

@@ -25,11 +25,11 @@ import pytest
 import sqlalchemy as sa
 from psycopg import sql as psql
 
+from offset_journal.capture.writer import Writer, WriterConfig
 from offset_journal.cli import main
-from offset_journal.db import make_engine, resolve_url
 from offset_journal.journal import Journal
+from offset_journal.journal.db import make_engine, resolve_url
 from offset_journal.records import PROGRESS
-from offset_journal.writer import Writer, WriterConfig
 from tests.support import OwnPostgres, kafka_progress, ts, write_checkpoint
 
 pytestmark = pytest.mark.services  # a Postgres of its own (PostgreSQL 13/14 defaults)

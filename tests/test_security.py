@@ -1,5 +1,5 @@
 """Credentials never show, SQL is only ever parameterized, and the journal runs under
-least-privilege roles (the SQL of docs/security.md, from offset_journal.roles).
+least-privilege roles (the SQL of docs/security.md, from offset_journal.journal.roles).
 
 Passwords are checked for real: the tests own a Postgres whose pg_hba.conf asks every
 role but the admin for a SCRAM password on the local socket.
@@ -26,12 +26,12 @@ import pytest
 import sqlalchemy as sa
 
 from offset_journal import ConfigError, Journal, JournalError, OffsetJournalListener, attach
+from offset_journal.capture.writer import Writer, WriterConfig
 from offset_journal.cli import main as cli_main
-from offset_journal.db import ENV_URL, redact, resolve_url, upgrade
+from offset_journal.journal.db import ENV_URL, redact, resolve_url, upgrade
+from offset_journal.journal.roles import JOURNAL_TABLES, grant_statements
 from offset_journal.records import PROGRESS, STARTED
 from offset_journal.restart import plan_restart
-from offset_journal.roles import JOURNAL_TABLES, grant_statements
-from offset_journal.writer import Writer, WriterConfig
 from tests import support
 from tests.payloads import kafka_source, progress
 from tests.support import READER_PW, WRITER_PW, Secure, denied

@@ -1,4 +1,4 @@
-"""The service starters live in the library (offset_journal.services), not in the pytest
+"""The service starters live in the library (offset_journal.local.services), not in the pytest
 plugin: the demo uses them on an install without pytest, and says in one line what to
 install on a core install (no extras)."""
 
@@ -14,8 +14,8 @@ from pathlib import Path
 import pytest
 import sqlalchemy as sa
 
-from offset_journal.db import resolve_url
-from offset_journal.services import start_kafka, start_postgres
+from offset_journal.journal.db import resolve_url
+from offset_journal.local.services import start_kafka, start_postgres
 
 # Starts a broker, a Postgres or Maven of its own: not in the quick tier.
 pytestmark = pytest.mark.services
@@ -49,7 +49,7 @@ def _blocking(tmp_path: Path, *modules: str) -> dict[str, str]:
 
 
 def test_services_and_the_demo_import_without_pytest(tmp_path):
-    code = ("import sys, offset_journal.services, offset_journal.demo; "
+    code = ("import sys, offset_journal.local.services, offset_journal.local.demo; "
             "import offset_journal.cli; "
             "assert 'pytest' not in sys.modules; print('imported')")
     out = subprocess.run([sys.executable, "-c", code], env=_blocking(tmp_path, "pytest", "_pytest"),

@@ -16,8 +16,7 @@ from hypothesis import strategies as st
 
 from offset_journal.audit import GAP, OVERLAP, PLANNED, UNEXPLAINED, audit_batches
 from offset_journal.journal.plan_rows import recorded_plan
-from offset_journal.journal_rows import RecordedPlan
-from offset_journal.mirror import (
+from offset_journal.kafka.mirror import (
     OffsetSync,
     SyncFormatError,
     decode_sync,
@@ -31,6 +30,7 @@ from offset_journal.restart import RestartError, RestartPlan, compute_plan
 from offset_journal.restart.record import plan_row
 from offset_journal.restart.request import PlanRequest
 from offset_journal.restart.translate import ClusterFacts, MirrorFacts
+from offset_journal.rows import RecordedPlan
 from tests.test_audit_core import T0, Journal, plan
 from tests.test_restart import flat, kafka_src, mk
 

@@ -8,7 +8,7 @@ import pytest
 import sqlalchemy as sa
 
 from offset_journal.cli import main
-from offset_journal.db import resolve_url
+from offset_journal.journal.db import resolve_url
 from tests.support import count_rows, journal_batches, kafka_progress
 
 

@@ -20,12 +20,12 @@ import sqlalchemy as sa
 from alembic import command
 from psycopg import pq
 
-from offset_journal.db import alembic_config, resolve_url, upgrade
+from offset_journal.capture.watchdog import Watchdog
+from offset_journal.capture.writer import Writer, WriterConfig, writer_journal
 from offset_journal.journal import Journal
+from offset_journal.journal.db import alembic_config, resolve_url, upgrade
+from offset_journal.journal.roles import writer_statements
 from offset_journal.records import PROGRESS, BatchRecord, batch_from_progress
-from offset_journal.roles import writer_statements
-from offset_journal.watchdog import Watchdog
-from offset_journal.writer import Writer, WriterConfig, writer_journal
 
 from .payloads import kafka_source, progress, sql_execute, sql_rows
 

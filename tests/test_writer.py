@@ -6,10 +6,10 @@ import socket
 
 import sqlalchemy as sa
 
-from offset_journal.db import resolve_url, upgrade
-from offset_journal.listener import OffsetJournalListener
+from offset_journal.capture.listener import OffsetJournalListener
+from offset_journal.capture.writer import Writer, WriterConfig
+from offset_journal.journal.db import resolve_url, upgrade
 from offset_journal.records import PROGRESS, STARTED
-from offset_journal.writer import Writer, WriterConfig
 from tests.payloads import kafka_source, progress
 
 RUN = "11111111-2222-3333-4444-555555555555"
@@ -144,7 +144,7 @@ def test_listener_pickles_without_runtime_state(journal_url, tmp_path):
 
 
 def test_another_live_writers_spool_is_not_ours_to_wait_for(journal_url, tmp_path):
-    from offset_journal.spool import Spool
+    from offset_journal.capture.spool import Spool
 
     spool_dir = tmp_path / "spool"
     other = Spool(spool_dir)  # another driver in an outage: its file is open and locked

@@ -13,9 +13,9 @@ from pathlib import Path
 import pytest
 import sqlalchemy as sa
 
-from offset_journal.db import resolve_url
+from offset_journal.capture.writer import Writer, WriterConfig
+from offset_journal.journal.db import resolve_url
 from offset_journal.records import PROGRESS, STARTED
-from offset_journal.writer import Writer, WriterConfig
 from tests.payloads import kafka_source, progress, sql_rows
 
 
@@ -74,7 +74,7 @@ def _poison(url: str) -> None:
 
 def test_a_poison_line_in_the_spool_does_not_stop_its_replay(
         journal_url: str, tmp_path: Path) -> None:
-    from offset_journal.spool import Spool
+    from offset_journal.capture.spool import Spool
 
     _poison(journal_url)
     spool_dir = tmp_path / "spool"
@@ -113,7 +113,7 @@ def test_a_database_refusal_is_rejected_and_the_rest_flows(journal_url: str,
 def _fault_on_run(monkeypatch: pytest.MonkeyPatch, run: str) -> None:
     """Make offset-journal's own write path fail (a bug, not a database error) on the
     events of one run: the writer's handling of such a fault is what is tested."""
-    import offset_journal.writer as writer_module
+    import offset_journal.capture.writer as writer_module
 
     real = writer_module._journal_events
 
@@ -193,7 +193,7 @@ def _wrapped(orig: BaseException, cls: type = sa.exc.DBAPIError) -> BaseExceptio
     ("23505", "refused"), ("XX000", "refused"),
 ])
 def test_errors_are_classified_by_sqlstate(state: str, fault: str) -> None:
-    from offset_journal.writer import classify_error
+    from offset_journal.capture.writer import classify_error
 
     assert classify_error(_wrapped(_PgError(state))).value == fault
     assert classify_error(_PgError(state)).value == fault  # raw driver error (COPY)
@@ -202,7 +202,7 @@ def test_errors_are_classified_by_sqlstate(state: str, fault: str) -> None:
 def test_errors_without_sqlstate_are_outages_only_when_the_connection_failed() -> None:
     import psycopg
 
-    from offset_journal.writer import Fault, classify_error
+    from offset_journal.capture.writer import Fault, classify_error
 
     assert classify_error(_wrapped(psycopg.OperationalError("connection refused"),
                                    sa.exc.OperationalError)) is Fault.OUTAGE
@@ -232,7 +232,7 @@ def _dead_url() -> str:
 @pytest.mark.parametrize("how", ["under a file", "is a file"])
 def test_database_down_and_spool_unusable_counts_and_reports_the_loss(
         tmp_path: Path, caplog: pytest.LogCaptureFixture, how: str) -> None:
-    from offset_journal.listener import OffsetJournalListener
+    from offset_journal.capture.listener import OffsetJournalListener
 
     (tmp_path / "file").write_text("")
     spool = tmp_path / "file" / "spool" if how == "under a file" else tmp_path / "file"
@@ -313,7 +313,7 @@ def test_the_servers_identity_does_not_depend_on_the_sessions_time_zone(
     look like another server, nor trip the guard behind a pooler."""
     import psycopg
 
-    from offset_journal.db_server import (
+    from offset_journal.journal.server import (
         GUARD_PARAMETER,
         SERVER_GUARD,
         SERVER_IDENTITY,
@@ -341,7 +341,7 @@ def test_events_after_close_are_said_kept_and_journaled_by_the_next_start(
         journal_url: str, tmp_path: Path, caplog: pytest.LogCaptureFixture) -> None:
     from types import SimpleNamespace
 
-    from offset_journal.listener import OffsetJournalListener
+    from offset_journal.capture.listener import OffsetJournalListener
 
     caplog.set_level(logging.INFO)
     listener = OffsetJournalListener(journal_url, spool_dir=str(tmp_path / "spool"))
@@ -388,7 +388,7 @@ def writer_without_partition_grant(journal_url: str) -> tuple[str, str]:
     on kafka_layouts revoked (a grant missed after an upgrade, say)."""
     import uuid
 
-    from offset_journal.roles import grant_statements
+    from offset_journal.journal.roles import grant_statements
 
     role = f"oj_w_{uuid.uuid4().hex[:8]}"
     _admin(journal_url, f'CREATE ROLE "{role}" LOGIN', *grant_statements(writer=role),
@@ -531,7 +531,7 @@ def test_the_spool_cap_holds_while_the_writer_retries_and_the_oldest_go_first(
     spool file so that it can be replayed, and the next event starts a new file. The cap
     and the order must hold across all of them: at most spool_max_bytes on disk, the
     oldest batch events dropped, the newest kept, every drop recorded."""
-    from offset_journal.spool import Spool
+    from offset_journal.capture.spool import Spool
 
     def down(_events: list[dict]) -> None:
         raise ConnectionError("the database is down")

@@ -17,7 +17,7 @@ from pathlib import Path
 import pytest
 import sqlalchemy as sa
 
-from offset_journal.writer import Writer, WriterConfig
+from offset_journal.capture.writer import Writer, WriterConfig
 from tests.payloads import kafka_source, progress, sql_rows
 
 ROOT = Path(__file__).resolve().parents[1]

@@ -23,7 +23,7 @@ revision on, for every role that is not a member of the table's owner:
   each query's newest batch). A plan flags one that got in (restart.py).
 
 The owner (``db upgrade``, ``prune``, restores) is not checked: it owns the tables and
-could drop the triggers anyway. Column-level grants (offset_journal.roles) keep the
+could drop the triggers anyway. Column-level grants (offset_journal.journal.roles) keep the
 writer from setting ``recorded_at`` and identity columns.
 
 Revision ID: 0004_history_guard

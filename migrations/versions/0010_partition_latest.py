@@ -16,7 +16,7 @@ value: the upgrade fills them in from it (one UPDATE; the owner runs migrations,
 the history guard of revision 0004 does not restrict). The guard needs no change: its
 statement trigger checks every INSERT into kafka_partitions, whatever its columns, and
 the writer has no UPDATE on the table. The writer's INSERT grant is on the whole table
-(offset_journal.roles), which covers the new column; the reader's SELECT on all tables
+(offset_journal.journal.roles), which covers the new column; the reader's SELECT on all tables
 covers the views.
 
 Revision ID: 0010_partition_latest

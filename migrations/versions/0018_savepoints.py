@@ -11,7 +11,7 @@ manifest, and the host and operating-system user that asked. A plan from a savep
 ``restart_plans`` at the new position ``savepoint``.
 
 The same treatment as the plan tables: the writer and the planner roles get INSERT of
-the columns a savepoint sets (offset_journal.roles), no UPDATE or DELETE; and a history
+the columns a savepoint sets (offset_journal.journal.roles), no UPDATE or DELETE; and a history
 guard, for every role but the owner: a savepoint row must name a batch the journal holds
 (same query name, run, query id and batch id), so no role can record the state of a
 batch the journal never had.

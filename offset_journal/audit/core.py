@@ -63,9 +63,9 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Literal
 
-from ..journal_rows import RecordedPlan
 from ..offsets import EARLIEST, PartitionOffset
-from ..restart.text import tp as tp_label
+from ..rows import RecordedPlan
+from ..wording import tp as tp_label
 from .model import (
     GAP,
     MAX_REFS,

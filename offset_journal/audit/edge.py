@@ -9,8 +9,8 @@ from datetime import datetime
 from typing import TYPE_CHECKING
 
 from ..errors import JournalError
-from ..journal_rows import RecordedPlan
 from ..overlap import concurrent_runs, span_of
+from ..rows import RecordedPlan
 from .core import audit_batches
 from .model import AuditBatch, AuditReport
 

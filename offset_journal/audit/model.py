@@ -1,7 +1,7 @@
 """What the continuity audit works on and finds (plain data, no I/O).
 
 Inputs: :class:`AuditBatch` (one journaled batch's Kafka offsets, in the journal's
-order) and :class:`~offset_journal.journal_rows.RecordedPlan` (the restart plans
+order) and :class:`~offset_journal.rows.RecordedPlan` (the restart plans
 handed out). Output: :class:`AuditReport`, made of :class:`Finding` (a gap, an
 overlap, or a start the journal cannot place) and :class:`RunStart` (how each run
 began). Each has ``to_dict()``: plain JSON types only (times as ISO 8601 strings), the

@@ -5,7 +5,7 @@ from __future__ import annotations
 import json
 
 from ..formatting import format_time, table
-from ..restart.text import count, fill
+from ..wording import count, fill
 from .model import AuditReport, Finding
 
 

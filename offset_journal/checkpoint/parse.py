@@ -11,15 +11,8 @@ from typing import Any
 
 from ..errors import CheckpointError
 from ..offsets import looks_like_kafka
-from .model import (
-    Malformed,
-    source_sort_key,
-)
-from .store import (
-    Store,
-    decode,
-    snippet,
-)
+from .model import Malformed, source_sort_key
+from .store import Store, decode, snippet
 
 log = logging.getLogger(__name__)
 

@@ -12,9 +12,7 @@ from urllib.parse import unquote, urlparse
 
 from ..errors import CheckpointError
 from ..values import url_scheme
-from .model import (
-    Malformed,
-)
+from .model import Malformed
 
 log = logging.getLogger(__name__)
 

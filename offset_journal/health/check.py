@@ -19,7 +19,7 @@ from fnmatch import fnmatchcase
 from typing import Any, Generic, Literal, TypeVar
 
 from ..formatting import format_time
-from ..restart.text import count, tp
+from ..wording import count, tp
 from .forecast import Forecast, duration
 
 Severity = Literal["warning", "critical", "unknown"]

@@ -20,10 +20,10 @@ from dataclasses import dataclass, field, replace
 from datetime import datetime, timedelta, timezone
 from typing import Any
 
+from ..capture.rejected import query_of
 from ..errors import RestartError
 from ..journal import Journal
-from ..journal_rows import Batch
-from ..kafka_admin import (
+from ..kafka.admin import (
     admin_client,
     offsets_for_time_with,
     record_probe,
@@ -31,9 +31,9 @@ from ..kafka_admin import (
     topic_configs,
     topic_state_with,
 )
-from ..rejected import query_of
 from ..restart.kafka_offsets import default_start, kafka_topics
 from ..restart.model import KIND_KAFKA, source_kind
+from ..rows import Batch
 from .check import CheckResult, ForecastFacts, Thresholds, check, in_scope
 from .forecast import (
     RECORD_OVERHEAD,

@@ -2,7 +2,7 @@
 in the library that holds SQL (besides the schema and its migrations).
 
 :class:`Journal` is one Postgres database. Every statement is built with SQLAlchemy Core
-(parameterized) or is constant text over :data:`~offset_journal.schema.SCHEMA`; Kafka
+(parameterized) or is constant text over :data:`~offset_journal.journal.schema.SCHEMA`; Kafka
 partition rows, the bulk of a batch, go in with one COPY. Recording the same (run id,
 batch id) twice leaves one row, so a spooled event can be replayed any number of times.
 
@@ -24,7 +24,7 @@ The modules, in the order data flows:
   retention forecasts (``retention --record``);
 * ``retention.py``: prune.
 
-What comes out is plain data (:mod:`offset_journal.journal_rows`).
+What comes out is plain data (:mod:`offset_journal.rows`).
 """
 
 from __future__ import annotations
@@ -33,7 +33,7 @@ from collections.abc import Sequence
 from datetime import datetime
 
 from ..errors import JournalError
-from ..journal_rows import (
+from ..rows import (
     FLAGGED_PROBLEMS,
     HISTORY_PAGE,
     RECENT_RUNS,

@@ -10,7 +10,7 @@ from typing import Any
 
 import sqlalchemy as sa
 
-from ..schema import SCHEMA
+from .schema import SCHEMA
 
 # Each batch in its time bucket (0 .. :n - 1 over [lo, hi]), in both statements below.
 _BUCKETED = f"""

@@ -10,11 +10,11 @@ from typing import Any, Self
 
 import sqlalchemy as sa
 
-from ..db import make_engine, redact
 from ..errors import JournalError
 from ..formatting import first_line
-from ..schema import SCHEMA
 from .arrays import Layout, layout_id
+from .db import make_engine, redact
+from .schema import SCHEMA
 from .write_state import Ends
 
 log = logging.getLogger("offset_journal.journal")

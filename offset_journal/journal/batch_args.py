@@ -10,10 +10,10 @@ import dataclasses
 from collections.abc import Callable
 from typing import Any
 
-from ..db_server import guarded
-from ..journal_checks import partition_latests, stored_offsets
 from ..records import BatchRecord, SourceRecord
 from .arrays import Arrays, Layout, array_literal, encode, latest_json
+from .checks import partition_latests, stored_offsets
+from .server import guarded
 
 # The batch, its source rows, any Kafka layouts the database may not have yet, and its
 # run row (in case the run's start event was lost) are written by one call to

@@ -20,7 +20,7 @@ import sqlalchemy as sa
 from psycopg import pq
 from psycopg.types.json import Jsonb
 
-from ..db import plain_and_idle, transaction_settings
+from .db import plain_and_idle, transaction_settings
 
 Row = tuple[Any, ...]
 

@@ -18,8 +18,8 @@ import sqlalchemy as sa
 from ..errors import JournalError
 from ..formatting import first_line
 from ..health.check import ForecastFacts, QueryFacts
-from ..schema import SCHEMA, rejected_events, retention_forecasts
 from .read import Reads
+from .schema import SCHEMA, rejected_events, retention_forecasts
 
 _EPOCH = datetime(1970, 1, 1, tzinfo=timezone.utc)
 

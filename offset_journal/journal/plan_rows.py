@@ -1,4 +1,4 @@
-"""A ``restart_plans`` row read back as a :class:`~offset_journal.journal_rows.RecordedPlan`
+"""A ``restart_plans`` row read back as a :class:`~offset_journal.rows.RecordedPlan`
 (pure).
 
 The row's JSON columns (``request``, ``options``, ``kafka_offsets``) are not the plan
@@ -19,8 +19,8 @@ from collections.abc import Callable, Mapping
 from datetime import datetime
 from typing import Any
 
-from ..journal_rows import RecordedPlan
 from ..offsets import EARLIEST
+from ..rows import RecordedPlan
 
 
 def _is_int(value: Any, low: int = 0) -> bool:

@@ -10,15 +10,15 @@ from datetime import datetime, timedelta
 import sqlalchemy as sa
 
 from ..audit.model import AuditBatch, AuditSource
-from ..journal_rows import Batch
 from ..offsets import PartitionOffset
 from ..records import ASYNC_EXECUTION, is_real_time
 from ..restart.model import AsyncTail, BatchRef, RealTimeTail, RereadRun
 from ..restart.state_aware import order_key
-from ..schema import batch_sources, batches, kafka_partitions, query_runs, rejected_events
+from ..rows import Batch
 from .aggregates import ReportRows, report_rows
+from .batch_rows import up_to, with_sources, without_out_of_range
 from .read import Reads
-from .rows import up_to, with_sources, without_out_of_range
+from .schema import batch_sources, batches, kafka_partitions, query_runs, rejected_events
 
 log = logging.getLogger("offset_journal.journal")
 

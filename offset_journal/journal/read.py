@@ -9,7 +9,7 @@ from typing import Any
 
 import sqlalchemy as sa
 
-from ..journal_rows import (
+from ..rows import (
     FLAGGED_PROBLEMS,
     HISTORY_PAGE,
     RECENT_RUNS,
@@ -23,7 +23,10 @@ from ..journal_rows import (
     SourceOffsets,
     SpoolLoss,
 )
-from ..schema import (
+from .base import JournalBase
+from .batch_rows import batch_rows, last_rows, readable_batches, up_to, with_sources
+from .plan_rows import recorded_plan
+from .schema import (
     batch_sources,
     batches,
     kafka_partitions,
@@ -33,9 +36,6 @@ from ..schema import (
     savepoints,
     spool_losses,
 )
-from .base import JournalBase
-from .plan_rows import recorded_plan
-from .rows import batch_rows, last_rows, readable_batches, up_to, with_sources
 
 log = logging.getLogger("offset_journal.journal")
 

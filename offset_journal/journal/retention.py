@@ -9,10 +9,10 @@ from typing import Any
 
 import sqlalchemy as sa
 
-from ..journal_rows import PruneResult
-from ..schema import batch_sources, batches, kafka_partition_rows, savepoints
+from ..rows import PruneResult
 from .base import JournalBase
-from .rows import batch_rows, last_rows
+from .batch_rows import batch_rows, last_rows
+from .schema import batch_sources, batches, kafka_partition_rows, savepoints
 
 log = logging.getLogger("offset_journal.journal")
 

@@ -12,9 +12,20 @@ from typing import Any
 import sqlalchemy as sa
 from sqlalchemy.dialects.postgresql import insert as pg_insert
 
-from ..db_server import GUARD_PARAMETER, guard_for
 from ..errors import JournalError
-from ..journal_checks import (
+from ..records import BatchRecord, RunRecord
+from .arrays import Arrays
+from .base import JournalBase
+from .batch_args import (
+    JOURNAL_BATCH,
+    JOURNAL_BATCH_GUARDED,
+    JSON_ARGUMENTS,
+    BatchWrite,
+    continued_sources,
+    flag_problems,
+)
+from .batch_rows import with_sources
+from .checks import (
     PartitionEnds,
     continuity_problem,
     dumps,
@@ -22,8 +33,8 @@ from ..journal_checks import (
     partition_latests,
     successor_problem,
 )
-from ..records import BatchRecord, RunRecord
-from ..schema import (
+from .driver import execute, jsonb, run_alone
+from .schema import (
     SCHEMA,
     batches,
     kafka_partition_rows,
@@ -35,18 +46,7 @@ from ..schema import (
     savepoints,
     spool_losses,
 )
-from .arrays import Arrays
-from .base import JournalBase
-from .batch_args import (
-    JOURNAL_BATCH,
-    JOURNAL_BATCH_GUARDED,
-    JSON_ARGUMENTS,
-    BatchWrite,
-    continued_sources,
-    flag_problems,
-)
-from .driver import execute, jsonb, run_alone
-from .rows import with_sources
+from .server import GUARD_PARAMETER, guard_for
 from .write_state import NO_ENDS, REMEMBERED_RUNS, Ends
 
 log = logging.getLogger("offset_journal.journal")

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from ..journal_checks import PartitionEnds
+from .checks import PartitionEnds
 
 NO_ENDS = PartitionEnds((), (), [])
 

@@ -40,8 +40,8 @@ The modules, one job each, in the order data flows:
 * ``record.py``: the plan as the journal records it (``restart_plans``);
 * ``text.py``, ``delta_log.py``: wording helpers, and a Delta table's id.
 
-Importing a checkpoint into the journal lives in :mod:`offset_journal.checkpoint_import`,
-comparing offsets in :mod:`offset_journal.compare`.
+Importing a checkpoint into the journal lives in :mod:`offset_journal.checkpoint.importing`,
+comparing offsets in :mod:`offset_journal.checkpoint.compare`.
 
 What this package exports is what a caller needs; the steps stay in their modules. The
 pure modules load without the database driver: the I/O names (:func:`plan_restart`,

@@ -16,15 +16,10 @@ from typing import TYPE_CHECKING, Any
 from ..errors import CheckpointError, JournalError, RestartError
 from ..formatting import format_time
 from ..journal import FLAGGED_PROBLEMS, Batch, FlaggedProblem, Journal, SpoolLoss
-from ..kafka_admin import (
-    TopicState,
-    cluster_id,
-    offsets_for_time,
-    read_offset_syncs,
-    topic_state,
-)
-from ..mirror import index_syncs, offset_syncs_topic, replica_topic
+from ..kafka.admin import TopicState, cluster_id, offsets_for_time, read_offset_syncs, topic_state
+from ..kafka.mirror import index_syncs, offset_syncs_topic, replica_topic
 from ..overlap import span_of
+from ..wording import count, tp
 from .delta_log import delta_table_id, same_path
 from .from_time import chosen_offsets, epoch_millis
 from .inputs import PlanInputs
@@ -45,11 +40,10 @@ from .other_sources import check_delta_table, delta_path
 from .plan import check_last_batch, decide, refuse_used_checkpoint
 from .request import PlanRequest
 from .state_aware import order_key
-from .text import count, tp
 from .translate import ClusterFacts, MirrorFacts
 
 if TYPE_CHECKING:
-    from ..kafka_admin import TimeLookup
+    from ..kafka.admin import TimeLookup
     from ..savepoint.model import Savepoint
 
 log = logging.getLogger(__name__)
@@ -99,7 +93,7 @@ def plan_restart(database_url: str | None, query: str | PlanRequest, *,
                  **options: Any) -> RestartPlan:
     """Plan how a query starts on a new checkpoint; see the package docstring. ``query``
     is the query name with :class:`PlanRequest`'s other fields as keyword options, or a
-    whole request (as :func:`offset_journal.plan_args.request_from_args` builds one).
+    whole request (as :func:`offset_journal.cli.plan_args.request_from_args` builds one).
     Opens the journal at ``database_url`` unless ``journal`` is given.
 
     The plan handed out is recorded in the journal (``restart_plans``; its id in

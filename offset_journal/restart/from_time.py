@@ -15,8 +15,9 @@ from datetime import datetime
 from typing import TYPE_CHECKING
 
 from ..formatting import format_time
-from ..journal_rows import SourceOffsets
 from ..offsets import KafkaOffsets, format_kafka_offsets
+from ..rows import SourceOffsets
+from ..wording import count, tp, tp_list
 from .inputs import PlanInputs
 from .kafka_offsets import (
     PATTERN_NOTE,
@@ -26,10 +27,9 @@ from .kafka_offsets import (
     unsubscribed_note,
 )
 from .model import KIND_KAFKA, Findings, RereadRun, SourcePlan
-from .text import count, tp, tp_list
 
 if TYPE_CHECKING:
-    from ..kafka_admin import TimeLookup, TopicState
+    from ..kafka.admin import TimeLookup, TopicState
 
 SHOWN = 8
 """Partitions and runs named one by one in a note; the rest are counted."""

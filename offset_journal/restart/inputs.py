@@ -7,8 +7,8 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import TYPE_CHECKING
 
-from ..journal_rows import Batch, FlaggedProblem
 from ..overlap import RunSpan
+from ..rows import Batch, FlaggedProblem
 from .model import (
     MODE_STATELESS,
     POSITION_AFTER,
@@ -24,7 +24,7 @@ from .request import PlanRequest
 from .translate import ClusterFacts, MirrorFacts
 
 if TYPE_CHECKING:
-    from ..kafka_admin import TimeLookup, TopicState
+    from ..kafka.admin import TimeLookup, TopicState
     from ..savepoint.model import Savepoint
 
 

@@ -7,15 +7,15 @@ import re
 from collections.abc import Collection, Iterable, Sequence
 from typing import TYPE_CHECKING, Literal
 
-from ..journal_rows import Batch, SourceOffsets
 from ..offsets import EARLIEST, KafkaOffsets, PartitionOffset, format_kafka_offsets
+from ..rows import Batch, SourceOffsets
+from ..wording import count, tp, tp_list
 from .inputs import PlanInputs
 from .model import KIND_KAFKA, BatchRef, Findings, SourcePlan, Start, source_kind
-from .text import count, tp, tp_list
 from .translate import subscription_errors, translate_offsets, translated_items
 
 if TYPE_CHECKING:
-    from ..kafka_admin import TopicState
+    from ..kafka.admin import TopicState
 
 _STRATEGY = re.compile(r"\b(SubscribePattern|Subscribe|Assign)\[([^\]]*)\]")
 

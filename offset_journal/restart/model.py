@@ -13,9 +13,9 @@ from typing import TYPE_CHECKING, Any, Literal
 
 from ..errors import RestartError
 from ..formatting import format_time
-from ..journal_rows import Batch, SourceOffsets
 from ..offsets import KafkaOffsets, format_kafka_offsets, looks_like_kafka
-from .text import fill
+from ..rows import Batch, SourceOffsets
+from ..wording import fill
 
 if TYPE_CHECKING:
     from .translate import Translation

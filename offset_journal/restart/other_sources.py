@@ -9,7 +9,7 @@ from __future__ import annotations
 import json
 from typing import Any
 
-from ..journal_rows import SourceOffsets
+from ..rows import SourceOffsets
 from .inputs import PlanInputs
 from .model import KIND_DELTA, KIND_FILE, KIND_RATE, SourceKind, SourcePlan, Start
 

@@ -18,8 +18,9 @@ from typing import Any
 
 from ..errors import RestartError
 from ..formatting import format_time
-from ..journal_rows import Batch, FlaggedProblem
 from ..overlap import concurrent_runs
+from ..rows import Batch, FlaggedProblem
+from ..wording import count, tp
 from .from_time import reread_note, time_source_plan
 from .inputs import PlanInputs
 from .kafka_offsets import kafka_source_plan, kafka_topics
@@ -44,7 +45,6 @@ from .real_time import real_time_findings
 from .request import REQUEST_FIELDS, PlanRequest, check_request
 from .seeding import carried_state, savepoint_start
 from .state_aware import order_key, state_aware_start
-from .text import count, tp
 from .translate import cluster_findings, refuse_other_cluster
 
 FUTURE_TOLERANCE = timedelta(minutes=1)

@@ -18,6 +18,7 @@ from typing import Any
 
 from ..formatting import format_time
 from ..offsets import EARLIEST
+from ..wording import count, tp
 from .inputs import PlanInputs
 from .model import (
     KIND_KAFKA,
@@ -28,7 +29,6 @@ from .model import (
     SourcePlan,
     Start,
 )
-from .text import count, tp
 
 
 def real_time_findings(inp: PlanInputs, start: Start, sources: Sequence[SourcePlan],

@@ -156,7 +156,7 @@ def record_plan(journal: Journal, plan: RestartPlan, request: PlanRequest,
     role; a journal not upgraded to 0008_decisions). Returns the plan."""
     import sqlalchemy as sa
 
-    from ..db import read_only
+    from ..journal.db import read_only
     from ..redaction import redact
 
     try:

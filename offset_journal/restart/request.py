@@ -12,7 +12,7 @@ from typing import Any
 
 from ..errors import RestartError
 from ..formatting import format_time
-from ..mirror import POLICY_DEFAULT, REPLICATION_POLICIES, ReplicationPolicy, check_alias
+from ..kafka.mirror import POLICY_DEFAULT, REPLICATION_POLICIES, ReplicationPolicy, check_alias
 from ..values import parse_timeout
 from .model import (
     MODE_STATE_AWARE,

@@ -14,7 +14,7 @@ from datetime import datetime, timezone
 
 from ..errors import RestartError
 from ..formatting import format_time
-from ..journal_rows import Batch
+from ..rows import Batch
 from .inputs import PlanInputs
 from .model import POSITION_AFTER, POSITION_REWIND, BatchRef, Findings, Start
 

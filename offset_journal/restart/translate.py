@@ -7,7 +7,7 @@ another id, the journaled offsets mean nothing there: the plan refuses
 (:func:`refuse_other_cluster`), unless it is told the other cluster is an MM2 replica
 of the journaled one (``translate_from``: MM2's alias of the source cluster). Then each
 journaled partition offset is translated (:func:`translate_offsets`) to the replica's
-offset of the same record, never past it (:mod:`offset_journal.mirror`), and the plan
+offset of the same record, never past it (:mod:`offset_journal.kafka.mirror`), and the plan
 says per partition how many records at most are read again, and which records never
 reached the replica (DATA LOSS). A person who has checked that the cluster is the one
 the run read, whatever the journal says, overrules the refusal (``accepted``:
@@ -21,7 +21,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from ..errors import RestartError
-from ..mirror import (
+from ..kafka.mirror import (
     POLICY_DEFAULT,
     ReplicationPolicy,
     SyncIndex,
@@ -30,11 +30,11 @@ from ..mirror import (
     translate_offset,
 )
 from ..offsets import KafkaOffsets
+from ..wording import count, tp
 from .model import Findings
-from .text import count, tp
 
 if TYPE_CHECKING:
-    from ..kafka_admin import TopicState
+    from ..kafka.admin import TopicState
 
 #: Partitions named one by one in a plan's text (all of them are in its JSON).
 SHOWN = 20

@@ -18,11 +18,11 @@ import argparse
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
-from . import values
-from .mirror import REPLICATION_POLICIES
+from .. import values
+from ..kafka.mirror import REPLICATION_POLICIES
 
 if TYPE_CHECKING:
-    from .restart import PlanRequest
+    from ..restart import PlanRequest
 
 
 def argument_type(parse: Callable[[str], Any]) -> Callable[[str], Any]:
@@ -145,7 +145,7 @@ def request_from_args(args: argparse.Namespace, query_name: str,
     """The checked plan request: the options :func:`add_plan_options` added, with what
     the caller knows itself (``known``: the cluster, the new checkpoint, the mode...).
     RestartError (one line) when the request makes no sense."""
-    from .restart import PlanRequest
+    from ..restart import PlanRequest
 
     given: dict[str, Any] = {
         "as_of": args.as_of, "batch": args.batch, "from_time": args.from_time,

@@ -8,7 +8,7 @@ is started, its client library.
   embedded Postgres (pgserver, the ``embedded`` extra).
 * :func:`start_kafka`: a cluster named by its bootstrap servers, else Kafka in a
   container (the same rule), else a real single-node KRaft broker started from Maven
-  Central's jars (:mod:`offset_journal.local_kafka`). :class:`KafkaCluster` has the
+  Central's jars (:mod:`offset_journal.local.kafka`). :class:`KafkaCluster` has the
   helpers that make topics hold known records (confluent-kafka, the ``kafka`` extra).
 
 Each returns an object with ``stop()``; a service found by URL is left running.
@@ -51,7 +51,7 @@ class PostgresServer:
     _counter: Any = field(default_factory=lambda: itertools.count(1))
 
     def _admin_engine(self) -> sa.Engine:
-        from .db import resolve_url
+        from ..journal.db import resolve_url
 
         return sa.create_engine(resolve_url(self.admin_url), isolation_level="AUTOCOMMIT",
                                 poolclass=sa.pool.NullPool)
@@ -61,7 +61,7 @@ class PostgresServer:
         return url.render_as_string(hide_password=False)
 
     def create_database(self, prefix: str = "oj_test") -> str:
-        from .roles import quote_ident
+        from ..journal.roles import quote_ident
 
         name = f"{prefix}_{os.getpid()}_{next(self._counter)}"
         engine = self._admin_engine()
@@ -72,7 +72,7 @@ class PostgresServer:
         return self.url_for(name)
 
     def drop_database(self, url: str) -> None:
-        from .roles import quote_ident
+        from ..journal.roles import quote_ident
 
         name = str(sa.engine.make_url(url).database)
         engine = self._admin_engine()
@@ -134,7 +134,7 @@ class KafkaCluster:
         if self._admin is None:
             from confluent_kafka.admin import AdminClient
 
-            from .local_kafka import QuietLogger
+            from .kafka import QuietLogger
 
             conf: dict[str, Any] = {"bootstrap.servers": self.bootstrap_servers,
                                     "logger": QuietLogger()}
@@ -149,7 +149,7 @@ class KafkaCluster:
     def partitions(self, topic: str, timeout: float = 10) -> int:
         """How many partitions ``topic`` has (0 when it does not exist; asking never
         creates it, also on a cluster that auto-creates topics)."""
-        from .kafka_admin import partition_count
+        from ..kafka.admin import partition_count
 
         return partition_count(self.admin(), topic, timeout=timeout,
                                where=self.bootstrap_servers)
@@ -195,9 +195,9 @@ class KafkaCluster:
 
     def create_topic(self, topic: str, partitions: int = 4, *,
                      config: dict[str, str] | None = None) -> None:
-        """Create ``topic`` (:func:`offset_journal.kafka_admin.create_topic`: one that
+        """Create ``topic`` (:func:`offset_journal.kafka.admin.create_topic`: one that
         exists with these partitions is taken as it is) and wait until it shows."""
-        from .kafka_admin import create_topic
+        from ..kafka.admin import create_topic
 
         create_topic(self.admin(), topic, partitions, config=config,
                      where=self.bootstrap_servers)
@@ -260,13 +260,13 @@ def start_kafka(bootstrap_servers: str | None = None, *,
     * ``docker`` true, or None and a Docker engine answers: Kafka (KRaft) in a container
       from testcontainers ("testcontainers"), image :func:`kafka_image`, host network;
     * a real single-node KRaft broker from Maven Central's jars ("local"), see
-      :func:`offset_journal.local_kafka.start_local_kafka`.
+      :func:`offset_journal.local.kafka.start_local_kafka`.
     """
     if bootstrap_servers:
         return KafkaCluster(bootstrap_servers, "external")
     if _use_docker(docker):
         return _kafka_container()
-    from .local_kafka import start_local_kafka
+    from .kafka import start_local_kafka
 
     broker = start_local_kafka()
     return KafkaCluster(broker.bootstrap_servers, "local", broker=broker, _stop=broker.stop)
@@ -399,11 +399,11 @@ def _postgres_container() -> PostgresServer:
 
 def _kafka_container() -> KafkaCluster:
     """A plain DockerContainer running :func:`kafka_container_spec` on the host network,
-    ready when the admin API lists the broker (:mod:`offset_journal.local_kafka`'s check)."""
+    ready when the admin API lists the broker (:mod:`offset_journal.local.kafka`'s check)."""
     _no_reaper()
     from testcontainers.core.container import DockerContainer
 
-    from .local_kafka import cluster_id
+    from .kafka import cluster_id
 
     port = free_port()
     spec = kafka_container_spec(kafka_image(), port, free_port(), cluster_id())
@@ -428,8 +428,8 @@ def wait_for_kafka(cluster: KafkaCluster, timeout: float = _CONTAINER_START_TIME
     cluster that is no container of ours, KafkaUnavailable."""
     from confluent_kafka.admin import AdminClient
 
-    from .errors import BrokerStartError, KafkaUnavailable
-    from .local_kafka import QuietLogger, broker_answers
+    from ..errors import BrokerStartError, KafkaUnavailable
+    from .kafka import QuietLogger, broker_answers
 
     conf: dict[str, Any] = {"bootstrap.servers": cluster.bootstrap_servers, "log_level": 0,
                             "logger": QuietLogger()}

@@ -9,8 +9,8 @@ from dataclasses import dataclass
 from operator import itemgetter
 from typing import Any
 
-from .offsets import PartitionOffset, Side, as_kafka_offsets, offsets_json
-from .records import BatchRecord, SourceRecord
+from ..offsets import PartitionOffset, Side, as_kafka_offsets, offsets_json
+from ..records import BatchRecord, SourceRecord
 
 
 def stored_offsets(source: SourceRecord) -> tuple[Any, Any]:

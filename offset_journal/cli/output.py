@@ -11,8 +11,8 @@ from collections.abc import Iterator
 from datetime import datetime
 from typing import Any, Literal, TextIO
 
-from .formatting import format_time, table
-from .journal_rows import Batch
+from ..formatting import format_time, table
+from ..rows import Batch
 
 HistoryFormat = Literal["table", "csv", "json"]
 

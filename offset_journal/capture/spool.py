@@ -25,7 +25,7 @@ from typing import IO, Any
 
 from sqlalchemy.engine import make_url
 
-from .records import PROGRESS, batch_from_progress, journal_name
+from ..records import PROGRESS, batch_from_progress, journal_name
 
 log = logging.getLogger(__name__)
 
@@ -51,7 +51,7 @@ def database_identity(database_url: str) -> str:
     try:
         url = make_url(database_url)
     except Exception:  # not a URL SQLAlchemy reads: hash its redacted form
-        from .db import redact
+        from ..journal.db import redact
 
         return redact(database_url)
     query = {k: url.query[k] for k in ("host", "hostaddr", "port", "dbname", "service")

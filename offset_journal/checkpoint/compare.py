@@ -6,11 +6,11 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
-from .errors import RestartError
-from .journal_rows import Batch
-from .offsets import KafkaOffsets
-from .restart.kafka_offsets import end_offsets_of
-from .restart.model import KIND_KAFKA, BatchRef, source_kind
+from ..errors import RestartError
+from ..offsets import KafkaOffsets
+from ..restart.kafka_offsets import end_offsets_of
+from ..restart.model import KIND_KAFKA, BatchRef, source_kind
+from ..rows import Batch
 
 
 @dataclass(frozen=True)

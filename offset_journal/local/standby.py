@@ -26,7 +26,7 @@ from pathlib import Path
 
 import sqlalchemy as sa
 
-from .errors import ConfigError
+from ..errors import ConfigError
 
 ENV_BIN = "OFFSET_JOURNAL_PG_BIN"
 _RUN_AS = "pgserver"  # the system user pgserver itself runs Postgres as, under root
@@ -118,7 +118,7 @@ class LocalPostgres:
         return f"postgresql://{user}@127.0.0.1:{self.port}/{database}"
 
     def engine(self, database: str = "postgres") -> sa.Engine:
-        from .db import resolve_url
+        from ..journal.db import resolve_url
 
         return sa.create_engine(resolve_url(self.url(database)), poolclass=sa.pool.NullPool,
                                 isolation_level="AUTOCOMMIT")
@@ -261,8 +261,8 @@ def journal_template(base: Path, writer: str = "oj_writer", database: str = "jou
     """A stopped primary's data directory under ``base`` with database ``database``,
     the journal migrated to head in it, and ``writer`` granted the writer's privileges
     (``db grant --writer``): what :class:`ServerSet` copies for each primary."""
-    from .db import upgrade
-    from .roles import grant, quote_ident
+    from ..journal.db import upgrade
+    from ..journal.roles import grant, quote_ident
 
     setup = start_primary(init_cluster(base), base / "setup")
     try:
@@ -294,13 +294,13 @@ class ServerSet:
     def standby(self, primary: LocalPostgres, name: str = "standby", *,
                 held_ms: float = 0) -> LocalPostgres:
         """A standby of ``primary``; with ``held_ms``, it streams through a proxy that
-        holds every chunk that long (offset_journal.delay_proxy), lost with the
+        holds every chunk that long (offset_journal.local.delay_proxy), lost with the
         primary (:meth:`lose`): so it lags, and loses what the proxy held."""
         upstream = None
         if held_ms:
             upstream = free_port()
             proxy = subprocess.Popen(
-                [sys.executable, "-m", "offset_journal.delay_proxy", "--listen",
+                [sys.executable, "-m", "offset_journal.local.delay_proxy", "--listen",
                  str(upstream), "--target", f"127.0.0.1:{primary.port}", "--rtt-ms",
                  str(2 * held_ms)], stdout=subprocess.PIPE, stderr=subprocess.DEVNULL)
             assert proxy.stdout is not None

@@ -12,14 +12,14 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from .errors import RestartError
-from .formatting import from_epoch_ms
-from .journal import Journal
-from .offsets import PartitionOffset, looks_like_kafka, partition_offsets
-from .records import BatchRecord, RunRecord, SourceRecord
-from .restart.model import KIND_KAFKA, KIND_OTHER
-from .restart.text import tp
-from .values import url_scheme
+from ..errors import RestartError
+from ..formatting import from_epoch_ms
+from ..journal import Journal
+from ..offsets import PartitionOffset, looks_like_kafka, partition_offsets
+from ..records import BatchRecord, RunRecord, SourceRecord
+from ..restart.model import KIND_KAFKA, KIND_OTHER
+from ..values import url_scheme
+from ..wording import tp
 
 log = logging.getLogger(__name__)
 
@@ -140,8 +140,8 @@ def import_into(journal: Journal, path: str, query_name: str) -> ImportResult:
     path. Batches the listener already journaled for the same query id are left alone.
     Everything goes in one transaction; a malformed checkpoint changes nothing.
     """
-    from .checkpoint import read_checkpoint
-    from .values import check_name
+    from ..values import check_name
+    from . import read_checkpoint
 
     try:
         check_name(query_name, "the query name")

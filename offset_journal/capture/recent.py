@@ -5,7 +5,7 @@ database fails over").
 With asynchronous replication, a standby promoted after its primary was lost lacks the
 last transactions the primary had acknowledged. So the writer appends every event it
 journaled to a segment file of this window, in its spool directory, under the server
-it was journaled on (:attr:`offset_journal.db_server.ServerIdentity.key`). A segment is
+it was journaled on (:attr:`offset_journal.journal.server.ServerIdentity.key`). A segment is
 deleted once the writer, ``seconds`` or more after the segment's newest event, finds
 the same server still there: a standby that replicates with less lag than that has
 the events by then. Finding another server, the writer takes the segments of every
@@ -41,7 +41,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import IO, Any
 
-from .records import PROGRESS
+from ..records import PROGRESS
 from .spool import SPOOL_DIR_MODE, SPOOL_FILE_MODE, event_line
 
 log = logging.getLogger(__name__)

@@ -20,15 +20,9 @@ import psycopg
 import sqlalchemy as sa
 from psycopg import pq
 
-from .db_server import (
-    GUARD_PARAMETER,
-    SERVER_GUARD,
-    SERVER_IDENTITY,
-    guard_for,
-    note_connection,
-)
-from .errors import ConfigError
-from .redaction import redact
+from ..errors import ConfigError
+from ..redaction import redact
+from .server import GUARD_PARAMETER, SERVER_GUARD, SERVER_IDENTITY, guard_for, note_connection
 
 log = logging.getLogger(__name__)
 
@@ -354,8 +348,8 @@ def _read_infinite_times(dbapi_connection: Any, _record: Any) -> None:
 
 def migrations_dir() -> Path:
     """The Alembic scripts: packaged in a wheel, or the repository's migrations/."""
-    here = Path(__file__).resolve().parent
-    for candidate in (here / "_migrations", here.parent / "migrations"):
+    package = Path(__file__).resolve().parent.parent  # offset_journal/
+    for candidate in (package / "_migrations", package.parent / "migrations"):
         if (candidate / "env.py").is_file():
             return candidate
     raise ConfigError("the journal's migrations are not installed")

@@ -6,7 +6,7 @@ mid-stream for an upgrade that needs a NEW checkpoint; more records arrive meanw
 record produced is in the output exactly once, and shows offset history in SQL.
 
 With no URLs it uses an embedded Postgres (pgserver) and a real single-node Kafka broker
-started from Maven Central's jars (both from :mod:`offset_journal.services`); given
+started from Maven Central's jars (both from :mod:`offset_journal.local.services`); given
 --database-url and --bootstrap-servers it runs against those. It needs the ``demo``
 extra (``pip install 'offset-journal[demo]'``); without it, it says so in one line.
 Spark reads Kafka with its own connector (``format("kafka")``), whose jars (matching
@@ -27,11 +27,11 @@ from typing import Any
 
 import sqlalchemy as sa
 
-from .db import ENV_URL, make_engine, redact, upgrade
-from .formatting import table
-from .journal import Journal
+from ..formatting import table
+from ..journal import Journal
+from ..journal.db import ENV_URL, make_engine, redact, upgrade
+from ..values import parse_timeout
 from .services import KafkaCluster, start_kafka, start_postgres, wait_for_kafka
-from .values import parse_timeout
 
 INSTALL_HINT = "pip install 'offset-journal[demo]'"
 
@@ -61,8 +61,8 @@ def _say(msg: str) -> None:
 
 
 def _jobs_dir() -> Path:
-    here = Path(__file__).resolve().parent
-    for candidate in (here.parent / "jobs", here / "_jobs"):
+    package = Path(__file__).resolve().parent.parent  # offset_journal/
+    for candidate in (package.parent / "jobs", package / "_jobs"):
         if (candidate / "kafka_to_sink.py").is_file():
             return candidate
     raise SystemExit("offset-journal: error: the jobs/ folder is not installed")

@@ -3,10 +3,11 @@ for half of ``--rtt-ms`` before it is passed on (order kept), so every request/r
 round trip through it takes ``--rtt-ms`` longer. The target is a Unix socket path
 (pgserver's) or host:port.
 
-    python -m offset_journal.delay_proxy --listen 6543 --target /tmp/x/.s.PGSQL.5432 --rtt-ms 50
+    python -m offset_journal.local.delay_proxy --listen 6543 \\
+        --target /tmp/x/.s.PGSQL.5432 --rtt-ms 50
 
 (bench/delay_proxy.py runs it too.) For tests and benchmarks: the failover tests hold a
-streaming standby behind its primary with it (offset_journal.local_standby).
+streaming standby behind its primary with it (offset_journal.local.standby).
 """
 
 from __future__ import annotations
@@ -68,7 +69,7 @@ async def main(args: argparse.Namespace) -> None:
 
 
 def run() -> None:
-    """The command line (``python -m offset_journal.delay_proxy``)."""
+    """The command line (``python -m offset_journal.local.delay_proxy``)."""
     p = argparse.ArgumentParser(description=__doc__)
     p.add_argument("--listen", type=int, required=True)
     p.add_argument("--target", required=True, help="Unix socket path or host:port")

@@ -5,7 +5,7 @@ The journal's fleet advice is "put PgBouncer in transaction mode in front"; this
 the tests prove that the writer, the planner and every command work through one.
 Transaction mode hands each transaction of a client to whichever server connection is
 free, so nothing may live in a session: startup ``options``, ``SET``, server-side
-prepared statements (see :func:`offset_journal.db.make_engine`).
+prepared statements (see :func:`offset_journal.journal.db.make_engine`).
 
 Only PgBouncer's own defaults apply unless ``settings`` says otherwise (its
 ``ignore_startup_parameters`` is empty, as on a fresh install): what works here works
@@ -26,7 +26,7 @@ from pathlib import Path
 
 import sqlalchemy as sa
 
-from .errors import ConfigError
+from ..errors import ConfigError
 
 PGBOUNCER = os.environ.get("OFFSET_JOURNAL_PGBOUNCER", "/usr/sbin/pgbouncer")
 _START_TIMEOUT_S = 30.0

@@ -13,8 +13,8 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 
-from .journal import Journal
-from .records import (
+from ..journal import Journal
+from ..records import (
     CLUSTER,
     PROGRESS,
     STARTED,

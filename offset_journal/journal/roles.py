@@ -30,7 +30,7 @@ from typing import Any
 
 from sqlalchemy.dialects import postgresql
 
-from .errors import GrantError
+from ..errors import GrantError
 from .schema import SCHEMA, metadata, views
 
 JOURNAL_TABLES: tuple[str, ...] = tuple(t.name for t in metadata.tables.values())

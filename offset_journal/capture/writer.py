@@ -31,12 +31,11 @@ from typing import Any
 import psycopg
 import sqlalchemy as sa
 
-from .db import host_count, make_engine, read_only, redact, writable_url
-from .db_server import ServerIdentity, expect_server, server_changed, server_seen
-from .formatting import first_line
-from .journal import Journal, record_each
-from .recent import DEFAULT_MAX_BYTES, DEFAULT_SECONDS, RecentWindow
-from .records import (
+from ..formatting import first_line
+from ..journal import Journal, record_each
+from ..journal.db import host_count, make_engine, read_only, redact, writable_url
+from ..journal.server import ServerIdentity, expect_server, server_changed, server_seen
+from ..records import (
     PROGRESS,
     BatchRecord,
     ProgressFormatError,
@@ -44,6 +43,7 @@ from .records import (
     batch_from_progress,
     run_from_event,
 )
+from .recent import DEFAULT_MAX_BYTES, DEFAULT_SECONDS, RecentWindow
 from .spool import Spool
 from .watchdog import Watchdog
 

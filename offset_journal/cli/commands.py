@@ -23,17 +23,13 @@ from collections.abc import Callable, Iterable, Sequence
 from datetime import datetime, timezone
 from typing import Any
 
-from . import cli_parser
-from .cli_parser import PROG, UsageError
-from .cli_parser import parse_batch as parse_batch  # the argument types, importable here too
-from .cli_parser import parse_duration as parse_duration
-from .cli_parser import parse_time as parse_time
-from .db import redact
-from .deadline import ENV_TIMEOUT as ENV_TIMEOUT  # importable here too
+from ..errors import ConfigError, OffsetJournalError, RestartError
+from ..formatting import cell, format_time, from_epoch_ms, one_line, table
+from ..journal.db import redact
+from . import parser as cli_parser
 from .deadline import DeadlineExceeded, command_deadline, timed_out_line, watchdog
-from .errors import ConfigError, OffsetJournalError, RestartError
-from .formatting import cell, format_time, from_epoch_ms, one_line, table
-from .history_output import write_history
+from .output import write_history
+from .parser import PROG, UsageError
 
 log = logging.getLogger(__name__)
 
@@ -70,19 +66,19 @@ def _compact(value: Any) -> str:
 
 
 def _url(args: argparse.Namespace) -> str:
-    from .db import resolve_url
+    from ..journal.db import resolve_url
 
     return resolve_url(args.database_url)
 
 
 def _journal(args: argparse.Namespace) -> Any:
-    from .journal import Journal
+    from ..journal import Journal
 
     return Journal(_url(args))
 
 
 def cmd_db_upgrade(args: argparse.Namespace) -> int:
-    from .db import current_revision, foreign_bindings, upgrade, upgrade_sql
+    from ..journal.db import current_revision, foreign_bindings, upgrade, upgrade_sql
 
     if args.sql:  # the script for a DBA: no database is read or changed
         sys.stdout.write(upgrade_sql(start=args.start))
@@ -104,7 +100,7 @@ def cmd_db_upgrade(args: argparse.Namespace) -> int:
 
 
 def cmd_db_grant(args: argparse.Namespace) -> int:
-    from .roles import grant, grant_statements
+    from ..journal.roles import grant, grant_statements
 
     if not args.writer and not args.reader and not args.planner:
         raise UsageError("name a --writer role, a --reader role, a --planner role, or several")
@@ -127,7 +123,7 @@ def cmd_db_grant(args: argparse.Namespace) -> int:
 def cmd_db_current(args: argparse.Namespace) -> int:
     from alembic.script import ScriptDirectory
 
-    from .db import alembic_config, current_revision
+    from ..journal.db import alembic_config, current_revision
 
     url = _url(args)
     current = current_revision(url)
@@ -201,7 +197,7 @@ def cmd_history(args: argparse.Namespace) -> int:
 
 
 def cmd_report(args: argparse.Namespace) -> int:
-    from .report import write_report
+    from ..report import write_report
 
     with _journal(args) as journal:
         path = write_report(journal, args.query, args.output, since=args.since,
@@ -211,8 +207,8 @@ def cmd_report(args: argparse.Namespace) -> int:
 
 
 def _plan(args: argparse.Namespace, source: int | None) -> Any:
+    from ..restart import MODE_STATE_AWARE, MODE_STATELESS, plan_restart
     from .plan_args import request_from_args
-    from .restart import MODE_STATE_AWARE, MODE_STATELESS, plan_restart
 
     if getattr(args, "offsets_format", None) == "by-timestamp" and args.from_time is None:
         raise UsageError("--format by-timestamp needs --from-time")
@@ -239,7 +235,7 @@ def _kafka_source(plan: Any, index: int | None) -> Any:
     """The source ``starting-offsets`` prints: the one asked for, else the only Kafka
     source of the query (the Kafka side of a union). startingOffsets is a Kafka option:
     any other source is one line and exit 1, never a value on stdout."""
-    from .restart.model import KIND_KAFKA
+    from ..restart.model import KIND_KAFKA
 
     if index is not None:
         source = plan.source(index)
@@ -304,7 +300,7 @@ def cmd_plan(args: argparse.Namespace) -> int:
 def cmd_audit(args: argparse.Namespace) -> int:
     """Exit 0 when every partition is contiguous or discontinuous only where a recorded
     plan said so, 3 when not (a cron job or CI step gates on it)."""
-    from .audit import audit_query, format_json, format_table
+    from ..audit import audit_query, format_json, format_table
 
     with _journal(args) as journal:
         if not journal.history(args.query, limit=1):
@@ -316,8 +312,8 @@ def cmd_audit(args: argparse.Namespace) -> int:
 
 
 def cmd_checkpoint_inspect(args: argparse.Namespace) -> int:
-    from .checkpoint import kafka_end_offsets, read_checkpoint
-    from .offsets import format_kafka_offsets
+    from ..checkpoint import kafka_end_offsets, read_checkpoint
+    from ..offsets import format_kafka_offsets
 
     ckpt = read_checkpoint(args.dir)
     if args.all:
@@ -348,7 +344,7 @@ def cmd_checkpoint_inspect(args: argparse.Namespace) -> int:
 
 
 def cmd_checkpoint_import(args: argparse.Namespace) -> int:
-    from .checkpoint_import import import_checkpoint
+    from ..checkpoint.importing import import_checkpoint
 
     result = import_checkpoint(_url(args), args.dir, args.query_name)
     _out(f"imported {result.imported} batches of {result.path} into query "
@@ -360,9 +356,9 @@ def cmd_checkpoint_import(args: argparse.Namespace) -> int:
 
 
 def cmd_checkpoint_compare(args: argparse.Namespace) -> int:
-    from .checkpoint import kafka_end_offsets, read_checkpoint
-    from .compare import compare_offsets, comparison_verdict, journal_kafka_offsets
-    from .restart import BatchRef
+    from ..checkpoint import kafka_end_offsets, read_checkpoint
+    from ..checkpoint.compare import compare_offsets, comparison_verdict, journal_kafka_offsets
+    from ..restart import BatchRef
 
     ckpt = read_checkpoint(args.dir)
     last = ckpt.last_committed
@@ -399,7 +395,7 @@ def cmd_checkpoint_compare(args: argparse.Namespace) -> int:
 
 
 def cmd_rejected_list(args: argparse.Namespace) -> int:
-    from .rejected import list_rejected
+    from ..capture.rejected import list_rejected
 
     with _journal(args) as journal:
         found = list_rejected(journal, args.query)
@@ -414,7 +410,7 @@ def cmd_rejected_list(args: argparse.Namespace) -> int:
 
 
 def cmd_rejected_replay(args: argparse.Namespace) -> int:
-    from .rejected import list_rejected, replay_rejected
+    from ..capture.rejected import list_rejected, replay_rejected
 
     with _journal(args) as journal:
         chosen = list_rejected(journal, args.query, ids=args.id)
@@ -435,11 +431,11 @@ def cmd_rejected_replay(args: argparse.Namespace) -> int:
 
 def cmd_commit_group(args: argparse.Namespace) -> int:
     """The journal's offsets are one cluster's: refused on another, as plans are."""
-    from .compare import group_offsets
-    from .kafka_admin import commit_group
-    from .restart import BatchRef
-    from .restart.edge import clusters_of
-    from .restart.translate import refuse_other_cluster
+    from ..checkpoint.compare import group_offsets
+    from ..kafka.admin import commit_group
+    from ..restart import BatchRef
+    from ..restart.edge import clusters_of
+    from ..restart.translate import refuse_other_cluster
 
     with _journal(args) as journal:
         batch = journal.last_batch(args.query)
@@ -461,7 +457,7 @@ def cmd_commit_group(args: argparse.Namespace) -> int:
 
 
 def cmd_jars(args: argparse.Namespace) -> int:
-    from . import jars
+    from ..local import jars
 
     if args.packages:
         if args.set == "delta":
@@ -481,16 +477,16 @@ def cmd_jars(args: argparse.Namespace) -> int:
 
 
 def cmd_demo(args: argparse.Namespace) -> int:
-    """The demo (offset_journal/demo.py) gets the arguments after "demo"; it checks its
+    """The demo (offset_journal/local/demo.py) gets the arguments after "demo"; it checks its
     own requirements (the ``demo`` extra) and says in one line what is missing."""
     import importlib
 
-    demo = importlib.import_module(f"{__package__}.demo")  # sys.modules first, as imports do
+    demo = importlib.import_module("..local.demo", __package__)  # sys.modules first, as imports do
     return int(demo.main(list(args.demo_args)) or 0)
 
 
 def _kafka_access(args: argparse.Namespace) -> Any:
-    from .health.edge import RATE_WINDOW, KafkaAccess
+    from ..health.edge import RATE_WINDOW, KafkaAccess
 
     return KafkaAccess(args.bootstrap_servers, dict(args.kafka_config or []),
                        args.kafka_timeout, getattr(args, "rate_window", None) or RATE_WINDOW)
@@ -508,8 +504,8 @@ def _names(args: argparse.Namespace, given: list[str]) -> list[str] | None:
 def cmd_retention(args: argparse.Namespace) -> int:
     """Exit 1 when ``plan`` would refuse a query: a partition has lost records, or its
     next offset lies beyond the log end."""
-    from .health.edge import fleet_names, forecasts_for
-    from .health.forecast import sentence
+    from ..health.edge import fleet_names, forecasts_for
+    from ..health.forecast import sentence
 
     names = _names(args, [args.query] if args.query else [])
     if names is not None and (args.exclude or args.active_within):
@@ -529,7 +525,7 @@ def cmd_retention(args: argparse.Namespace) -> int:
                          "partitions": [f.to_dict(now) for f in found.forecasts],
                          "data_loss": losses}, indent=2))
         return EXIT_RUNTIME if losses else EXIT_OK
-    from .health.forecast import duration
+    from ..health.forecast import duration
 
     rows = []
     for f in found.forecasts:
@@ -554,8 +550,8 @@ def cmd_retention(args: argparse.Namespace) -> int:
 def cmd_check(args: argparse.Namespace) -> int:
     from datetime import timedelta
 
-    from .health.check import Thresholds
-    from .health.edge import check_fleet
+    from ..health.check import Thresholds
+    from ..health.edge import check_fleet
 
     names = _names(args, list(args.queries))
     if names is not None and (args.exclude or args.active_within):
@@ -579,7 +575,7 @@ def cmd_check(args: argparse.Namespace) -> int:
 def cmd_savepoint_create(args: argparse.Namespace) -> int:
     """Checks first (no Spark: a bad checkpoint or target is one line at once), then the
     export in a local SparkSession (the active one when called in-process)."""
-    from .savepoint.spark import export_savepoint, prepare_savepoint, savepoint_session
+    from ..savepoint.spark import export_savepoint, prepare_savepoint, savepoint_session
 
     with _journal(args) as journal:
         prepared = prepare_savepoint(journal, args.query, args.checkpoint, args.to)
@@ -616,7 +612,7 @@ def cmd_savepoint_list(args: argparse.Namespace) -> int:
         found = journal.savepoints(args.query)
     if not found:
         raise _NotFound(f"no savepoint recorded for query {args.query!r}")
-    from .savepoint.core import recorded_operators
+    from ..savepoint.core import recorded_operators
 
     rows = []
     for r in found:
@@ -631,7 +627,7 @@ def cmd_savepoint_list(args: argparse.Namespace) -> int:
 
 def cmd_savepoint_show(args: argparse.Namespace) -> int:
     """A savepoint checked (manifest, journal record, every file's checksum) and shown."""
-    from .savepoint import load_savepoint
+    from ..savepoint import load_savepoint
 
     with _journal(args) as journal:
         found = load_savepoint(args.savepoint, journal, query_name=args.query,
@@ -684,7 +680,7 @@ def _runtime_error(exc: BaseException) -> bool:
 def _read_only_line(args: argparse.Namespace, exc: BaseException) -> str | None:
     """What to say when a command that writes ran on a read-only server (a standby):
     it needs the primary."""
-    from .db import read_only
+    from ..journal.db import read_only
 
     if not read_only(exc):
         return None

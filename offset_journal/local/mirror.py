@@ -1,7 +1,7 @@
 """MirrorMaker 2 between two local brokers, for tests: a replica to fail over to.
 
 It is Apache Kafka's own MM2 (``org.apache.kafka.connect.mirror.MirrorMaker`` from
-``connect-mirror``, fetched by :mod:`offset_journal.jars` as the ``kafka-mirror`` set at
+``connect-mirror``, fetched by :mod:`offset_journal.local.jars` as the ``kafka-mirror`` set at
 the broker's Kafka version) in dedicated mode: one JVM running the Connect herder of the
 one replication flow ``source alias -> target alias``, its connectors (source,
 checkpoint, heartbeat) and their tasks, configured by an ``mm2.properties`` written into
@@ -45,16 +45,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import IO, Any
 
-from .errors import MirrorStartError
-from .local_kafka import (
-    LocalKafka,
-    QuietLogger,
-    java_executable,
-    log4j2_config,
-    log_tail,
-    stop_process,
-)
-from .mirror import (
+from ..errors import MirrorStartError
+from ..kafka.mirror import (
     POLICY_DEFAULT,
     POLICY_IDENTITY,
     SyncFormatError,
@@ -62,6 +54,7 @@ from .mirror import (
     read_string,
     replica_topic,
 )
+from .kafka import LocalKafka, QuietLogger, java_executable, log4j2_config, log_tail, stop_process
 
 log = logging.getLogger(__name__)
 

@@ -1,7 +1,7 @@
 """A real single-node Kafka broker on loopback, for tests and the demo.
 
 It is Apache Kafka itself (``kafka.Kafka`` from ``kafka_2.13``, fetched by
-:mod:`offset_journal.jars`), in KRaft mode with one process acting as broker and
+:mod:`offset_journal.local.jars`), in KRaft mode with one process acting as broker and
 controller, on free loopback ports and a data directory of its own. Readiness is checked
 through the admin API (a broker in the cluster metadata), not by a port opening, because
 the port opens before the controller has elected itself and topics can be created.
@@ -28,7 +28,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import IO, Any
 
-from .errors import BrokerStartError
+from ..errors import BrokerStartError
 
 log = logging.getLogger(__name__)
 

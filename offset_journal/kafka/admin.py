@@ -22,10 +22,10 @@ from collections.abc import Iterable, Iterator, Mapping
 from contextlib import contextmanager
 from typing import Any
 
-from .errors import KafkaAdminError, KafkaUnavailable
+from ..errors import KafkaAdminError, KafkaUnavailable
+from ..offsets import KafkaOffsets
+from ..values import parse_timeout
 from .mirror import OffsetSync, SyncFormatError, decode_sync
-from .offsets import KafkaOffsets
-from .values import parse_timeout
 
 log = logging.getLogger(__name__)
 

@@ -9,16 +9,9 @@ from typing import Any
 
 import sqlalchemy as sa
 
-from ..journal_rows import (
-    Batch,
-    SourceOffsets,
-)
 from ..offsets import PartitionOffset, offsets_json
-from ..schema import (
-    batch_sources,
-    batches,
-    kafka_partitions,
-)
+from ..rows import Batch, SourceOffsets
+from .schema import batch_sources, batches, kafka_partitions
 
 log = logging.getLogger("offset_journal.journal")
 

@@ -11,8 +11,8 @@ from collections.abc import Callable
 from datetime import datetime, timedelta
 from typing import Any, NoReturn, cast
 
-from . import values
-from .jars import JAR_SETS
+from .. import values
+from ..local.jars import JAR_SETS
 from .plan_args import add_plan_options, argument_type, savepoint_ref
 
 PROG = "offset-journal"
@@ -85,7 +85,7 @@ def _positive(text: str) -> int:
 
 
 def _lag_threshold(text: str) -> Any:
-    from .health.check import parse_threshold
+    from ..health.check import parse_threshold
 
     return argument_type(lambda t: parse_threshold(t, _count))(text)
 
@@ -102,7 +102,7 @@ def _count(text: str) -> int:
 
 def _duration_threshold(minimum: bool) -> Callable[[str], Any]:
     def convert(text: str) -> Any:
-        from .health.check import parse_threshold
+        from ..health.check import parse_threshold
 
         return argument_type(lambda t: parse_threshold(t, values.parse_duration,
                                                        minimum=minimum))(text)
@@ -142,7 +142,7 @@ def build_parser(commands: Any) -> argparse.ArgumentParser:
                              "this many seconds: a database or cluster that accepts and "
                              "never answers (default: $OFFSET_JOURNAL_TIMEOUT, else 120; "
                              "jars and demo: none)")
-    from . import __version__
+    from .. import __version__
 
     parser.add_argument("--version", action="version", version=f"{PROG} {__version__}")
 

@@ -11,10 +11,10 @@ outside the repository (``~/.cache/offset-journal/jars/<name>-<version>-<pom dig
   for ``spark.jars`` (which also ships them to executors).
 * ``kafka-broker``: ``kafka_2.13`` (a KRaft broker, ``kafka.Kafka``), Kafka's tools
   (``kafka-tools``: ConsumerGroupCommand and friends) and the log4j2 binding that Kafka's
-  tarball adds and its POM lacks, for :mod:`offset_journal.local_kafka`.
+  tarball adds and its POM lacks, for :mod:`offset_journal.local.kafka`.
 * ``kafka-mirror``: MirrorMaker 2 (``connect-mirror`` with the Connect runtime, the mirror
   client and the JSON converter) at the broker's Kafka version, with the same log4j2
-  binding, for :mod:`offset_journal.local_mirror` (MM2 in dedicated mode).
+  binding, for :mod:`offset_journal.local.mirror` (MM2 in dedicated mode).
 * ``delta``: Delta Lake (``io.delta:delta-spark_<spark binary>_2.13`` with
   ``delta-storage`` and Delta Kernel), at the installed ``delta-spark`` Python package's
   version, for ``spark.jars`` (Delta's own ``configure_spark_with_delta_pip`` uses Ivy).
@@ -36,7 +36,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Literal
 
-from .errors import JarsError
+from ..errors import JarsError
 
 log = logging.getLogger(__name__)
 
@@ -111,8 +111,8 @@ def spark_binary_version() -> str:
 
 def jvm_dir() -> Path:
     """The Maven projects: packaged in a wheel, or the repository's jvm/."""
-    here = Path(__file__).resolve().parent
-    for candidate in (here / "_jvm", here.parent / "jvm"):
+    package = Path(__file__).resolve().parent.parent  # offset_journal/
+    for candidate in (package / "_jvm", package.parent / "jvm"):
         if (candidate / "kafka-connector" / "pom.xml").is_file():
             return candidate
     raise JarsError("offset-journal's Maven projects (jvm/) are not installed")

@@ -15,8 +15,8 @@ import threading
 from collections.abc import Callable, Iterator
 from typing import Any
 
-from .errors import ConfigError
-from .values import parse_timeout
+from ..errors import ConfigError
+from ..values import parse_timeout
 
 ENV_TIMEOUT = "OFFSET_JOURNAL_TIMEOUT"
 DEFAULT_TIMEOUT = 120.0

@@ -20,7 +20,7 @@ import time
 from collections.abc import Iterator
 from dataclasses import dataclass
 
-log = logging.getLogger("offset_journal.writer")
+log = logging.getLogger("offset_journal.capture.writer")
 
 
 @dataclass(frozen=True)

@@ -22,16 +22,9 @@ from collections.abc import Mapping
 from datetime import datetime, timezone
 from typing import Any
 
-from .db import redact, resolve_url
+from ..journal.db import redact, resolve_url
+from ..records import ASYNC_EXECUTION, CLUSTER, PROGRESS, REAL_TIME_TRIGGER, STARTED, TERMINATED
 from .recent import DEFAULT_SECONDS
-from .records import (
-    ASYNC_EXECUTION,
-    CLUSTER,
-    PROGRESS,
-    REAL_TIME_TRIGGER,
-    STARTED,
-    TERMINATED,
-)
 from .spool import Spool, default_spool_dir
 from .writer import Writer, WriterConfig, WriterStats
 
@@ -283,7 +276,7 @@ class OffsetJournalListener(_Base):
     def _record_cluster(self, run_id: str, query_id: str, name: str | None) -> None:
         """Ask the Kafka cluster its id and journal it with the run (a thread of its
         own: a slow or absent cluster never holds Spark's listener bus)."""
-        from .kafka_admin import cluster_id
+        from ..kafka.admin import cluster_id
 
         assert self._kafka_servers is not None
         try:

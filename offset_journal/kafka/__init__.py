@@ -1,0 +1,7 @@
+"""Kafka: what the journal asks a cluster (:mod:`.admin`, confluent-kafka) and what
+MirrorMaker 2's offset syncs say (:mod:`.mirror`, pure).
+
+Importing this package loads no client: :mod:`.admin` imports confluent-kafka itself.
+
+May import: the shared modules only.
+"""

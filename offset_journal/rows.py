@@ -7,10 +7,11 @@ line take them. Importable from :mod:`offset_journal.journal` too.
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from datetime import datetime
-from typing import Any
+from datetime import datetime, timezone
+from typing import Any, Literal
 
-from .offsets import PartitionOffset
+from .formatting import format_time
+from .offsets import PartitionOffset, looks_like_kafka
 
 
 @dataclass(frozen=True)
@@ -283,3 +284,190 @@ class RecordedSavepoint:
     manifest: Any
     host: str | None = None
     os_user: str | None = None
+
+
+SourceKind = Literal["kafka", "delta", "file", "rate", "other"]
+
+
+KIND_KAFKA: SourceKind = "kafka"
+
+
+KIND_DELTA: SourceKind = "delta"
+
+
+KIND_FILE: SourceKind = "file"
+
+
+KIND_RATE: SourceKind = "rate"
+
+
+KIND_OTHER: SourceKind = "other"
+
+
+def source_kind(source: SourceOffsets) -> SourceKind:
+    """kafka, delta, file, rate or other: from the description, else the offset's shape."""
+    if source.kind == KIND_KAFKA:
+        return KIND_KAFKA
+    desc = (source.description or "").strip()
+    offset = source.end_offset if source.end_offset is not None else source.start_offset
+    if desc.startswith("DeltaSource") or (isinstance(offset, dict) and "reservoirId" in offset):
+        return KIND_DELTA
+    if desc.startswith("FileStreamSource") or (
+        isinstance(offset, dict) and set(offset) == {"logOffset"}
+    ):
+        return KIND_FILE
+    if desc.startswith(("RateStream", "RateSource", "RatePerMicroBatch")):
+        return KIND_RATE
+    if looks_like_kafka(offset):
+        return KIND_KAFKA
+    return KIND_OTHER
+
+
+@dataclass(frozen=True)
+class AsyncTail:
+    """A run Spark executed with async progress tracking: its offset log is written at
+    most every ``interval_ms``, so its last batches (``batches``: those triggered within
+    that interval, plus the last batch's duration, of its last journaled batch; oldest
+    first) may not be in its checkpoint."""
+
+    run_id: str
+    interval_ms: int
+    batches: tuple[BatchRef, ...]
+
+
+@dataclass(frozen=True)
+class RealTimeTail:
+    """The anchor's run ran in real-time mode (``trigger(realTime=...)``): a batch after
+    its last journaled one (``last``) may have been stopped mid-way, its rows written to
+    the sink but never journaled (no progress event, offsets entry or commit). Such a
+    batch ran no later than ``stopped_by``: the run's termination, else (killed) the
+    last journaled batch's end plus one more batch."""
+
+    run_id: str
+    last: BatchRef
+    stopped_by: datetime | None
+    terminated: bool
+
+
+@dataclass(frozen=True)
+class RereadRun:
+    """The journaled batches of one run that a record-time plan processes again: those
+    that read past the plan's start offset of some partition (from the journal, one
+    row per run, so that a long history stays one short list)."""
+
+    run_id: str
+    query_id: str
+    first_batch: int
+    last_batch: int
+    batches: int
+    first_trigger: datetime | None = None
+    last_trigger: datetime | None = None
+
+    def label(self) -> str:
+        ids = (f"batch {self.first_batch}" if self.first_batch == self.last_batch
+               else f"batches {self.first_batch}..{self.last_batch}")
+        when = (f", triggered {format_time(self.first_trigger)}.."
+                f"{format_time(self.last_trigger)}" if self.first_trigger else "")
+        return f"{ids} of run {self.run_id} ({self.batches} journaled{when})"
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"run_id": self.run_id, "query_id": self.query_id,
+                "first_batch": self.first_batch, "last_batch": self.last_batch,
+                "batches": self.batches, "first_trigger": format_time(self.first_trigger),
+                "last_trigger": format_time(self.last_trigger)}
+
+
+@dataclass(frozen=True)
+class BatchRef:
+    """A journaled batch, by what a person needs to find it again."""
+
+    run_id: str
+    batch_id: int
+    query_id: str
+    trigger_at: datetime | None
+    watermark: datetime | None = None
+
+    @classmethod
+    def of(cls, batch: Batch) -> BatchRef:
+        return cls(batch.run_id, batch.batch_id, batch.query_id, batch.trigger_at,
+                   batch.watermark)
+
+    def label(self) -> str:
+        when = f", triggered {format_time(self.trigger_at)}" if self.trigger_at else ""
+        return f"batch {self.batch_id} of run {self.run_id}{when}"
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"run_id": self.run_id, "batch_id": self.batch_id, "query_id": self.query_id,
+                "trigger_at": format_time(self.trigger_at),
+                "watermark": format_time(self.watermark)}
+
+
+def order_key(batch: Batch) -> tuple[datetime, int, int]:
+    """Batches by trigger time, then batch id, then the journal's own order."""
+    return (batch.trigger_at or datetime.min.replace(tzinfo=timezone.utc), batch.batch_id,
+            batch.pk)
+
+
+@dataclass(frozen=True)
+class AuditSource:
+    """One Kafka source of a batch: its record count and its partition rows (``start``
+    None: Spark did not report one, as for a new checkpoint's first batch or a
+    partition that appeared in this batch)."""
+
+    index: int
+    num_input_rows: int | None
+    partitions: tuple[PartitionOffset, ...]
+
+
+@dataclass(frozen=True)
+class AuditBatch:
+    """A journaled batch, by what the audit needs. ``pk`` is the journal's sequence
+    (``batches.id``): the audit's processing order. ``recorded_at``: when the journal
+    wrote it (the database's clock), used to match a run to a plan made before it."""
+
+    pk: int
+    run_id: str
+    query_id: str
+    batch_id: int
+    trigger_at: datetime | None
+    recorded_at: datetime | None
+    sources: tuple[AuditSource, ...]
+
+
+@dataclass(frozen=True)
+class ForecastFacts:
+    """A query's retention forecast, summed over its partitions (recorded rows the query
+    has read past since are left out: its loss comes later than they said).
+
+    ``made_at``: when it was made (recorded, or now when live); ``partitions``: the
+    partitions it still speaks for; ``loss_at``/``loss_partition``: the earliest loss
+    of an unread record; ``lost``: records already deleted unread; ``beyond_end``,
+    ``unknown``, ``gone``: partitions in those states."""
+
+    made_at: datetime
+    partitions: int = 0
+    loss_at: datetime | None = None
+    loss_partition: tuple[str, int] | None = None
+    lost: int = 0
+    beyond_end: int = 0
+    unknown: int = 0
+    gone: int = 0
+
+
+@dataclass(frozen=True)
+class QueryFacts:
+    """What the journal says of one query (all from indexed lookups)."""
+
+    query_name: str
+    last_trigger_at: datetime | None = None
+    last_recorded_at: datetime | None = None
+    total_lag: int | None = None
+    worst: tuple[str, int, int] | None = None  # (topic, partition, lag) furthest behind
+    flagged: int = 0  # batches' sources with a problem flagged since ``since``
+    flagged_example: str | None = None
+    spool_lost_events: int = 0
+    rejected: int = 0
+    forecast: ForecastFacts | None = None  # None: none recorded (or live: not asked)
+    reads_kafka: bool = True  # its last batch reads a Kafka source (so has a forecast)
+    live: bool = False  # the forecast was made now, from the broker
+    exists: bool = True

@@ -149,9 +149,9 @@ def test_demo_gets_its_arguments(cli: Any, monkeypatch: pytest.MonkeyPatch) -> N
     import types
 
     seen: list[list[str]] = []
-    stand_in = types.ModuleType("offset_journal.local.demo")
+    stand_in = types.ModuleType("offset_journal.cli.demo")
     stand_in.main = lambda args: seen.append(args) or 3  # type: ignore[attr-defined]
-    monkeypatch.setitem(sys.modules, "offset_journal.local.demo", stand_in)
+    monkeypatch.setitem(sys.modules, "offset_journal.cli.demo", stand_in)
     r = cli("-v", "--database-url", "postgresql://x@h/db", "demo", "--fast", "-n", "2")
     assert r.code == 3 and seen == [["--fast", "-n", "2"]]
 

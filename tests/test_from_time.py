@@ -16,8 +16,9 @@ from offset_journal.journal import Batch, SourceOffsets
 from offset_journal.offsets import PartitionOffset
 from offset_journal.restart import MODE_STATE_AWARE, PlanRequest, RestartError, compute_plan
 from offset_journal.restart.from_time import chosen_offsets, records_again
-from offset_journal.restart.model import POSITION_FROM_TIME, POSITIONS, RereadRun
+from offset_journal.restart.model import POSITION_FROM_TIME, POSITIONS
 from offset_journal.restart.plan import check_request
+from offset_journal.rows import RereadRun
 
 T = datetime(2026, 11, 20, 8, 0, tzinfo=timezone.utc)
 T_MS = 1_795_161_600_000  # 2026-11-20T08:00:00Z in epoch millis
@@ -139,7 +140,7 @@ def test_a_record_time_before_the_epoch_or_data_loss_without_a_cluster_is_refuse
 
 def test_a_plan_after_an_async_run_names_the_batches_that_may_not_be_final() -> None:
     from offset_journal.restart import BatchRef
-    from offset_journal.restart.model import AsyncTail
+    from offset_journal.rows import AsyncTail
 
     anchor = _batch({"orders": {0: (40, 50)}})
     tail = AsyncTail("run-1", 1000, tuple(BatchRef("run-1", i, "qid", T) for i in (5, 6, 7)))

@@ -10,8 +10,6 @@ import pytest
 from offset_journal.cli import main as cli_main
 from offset_journal.health.check import (
     CheckExit,
-    ForecastFacts,
-    QueryFacts,
     Threshold,
     Thresholds,
     check,
@@ -34,6 +32,7 @@ from offset_journal.journal import Batch, SourceOffsets
 from offset_journal.offsets import EARLIEST, PartitionOffset
 from offset_journal.restart import compute_plan
 from offset_journal.restart.kafka_offsets import check_against_cluster, default_start
+from offset_journal.rows import ForecastFacts, QueryFacts
 from offset_journal.values import parse_duration
 
 NOW = 1_800_000_000_000  # epoch ms

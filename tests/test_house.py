@@ -1,7 +1,8 @@
-"""The house: one storage layer, no import cycle, no private name used across modules.
+"""The house: packages with declared arrows between them, no import cycle, SQL in the
+storage layer only, no private name used across modules.
 
 Read from the source with ``ast`` (no import runs): the intra-package import graph,
-module-level and inside functions, except type-only imports (``if TYPE_CHECKING:``)."""
+module-level, inside functions and type-only (``if TYPE_CHECKING:``) alike."""
 
 from __future__ import annotations
 
@@ -12,11 +13,35 @@ import offset_journal
 
 ROOT = Path(offset_journal.__file__).parent
 
+SHARED = ("errors", "values", "offsets", "formatting", "redaction", "origin", "overlap",
+          "records", "rows", "wording")
+"""The shared modules at the top: pure, importable from anywhere, importing only each other."""
+
+ARROWS: dict[str, set[str]] = {
+    "offset_journal": {"capture", "journal"},  # the package's own __init__: its public API
+    "cli": {"offset_journal", "local", "health", "report", "restart", "savepoint", "checkpoint",
+            "audit", "capture", "journal", "kafka"},
+    "testing": {"local", "capture", "journal"},
+    "local": {"capture", "journal", "kafka"},
+    "health": {"restart", "capture", "journal", "kafka"},
+    "report": {"audit", "journal"},
+    "restart": {"savepoint", "checkpoint", "journal", "kafka"},
+    "audit": {"journal"},
+    "savepoint": {"checkpoint", "journal"},
+    "checkpoint": {"journal"},
+    "capture": {"journal", "kafka"},
+    "journal": set(),
+    "kafka": set(),
+}
+"""Which package may import which (each may import the shared modules too): declared once
+here, drawn in docs/architecture.md. Data flows one way: capture -> journal -> restart,
+audit, report -> cli (which imports the root package for its version)."""
+
 SQL_HOMES = ("journal.",)
-"""Where SQL may live: the storage layer, and the schema, its roles and the engine."""
-SERVICES = ("local.services", "local.kafka", "local.pgbouncer", "local.standby", "local.demo",
-            "testing")
-"""Starters of local services and the demo: they create databases, not journal SQL."""
+"""Where SQL may live: the storage layer (with its schema, roles and engine)."""
+SERVICES = ("local.services", "local.kafka", "local.pgbouncer", "local.standby", "testing")
+"""Starters of local services: they create databases, not journal SQL."""
+IO_LIBRARIES = ("sqlalchemy", "psycopg", "pyspark", "confluent_kafka", "alembic", "pgserver")
 
 
 def _modules() -> dict[str, ast.Module]:
@@ -33,22 +58,10 @@ def _package(name: str, tree_is_package: bool) -> str:
     return name if tree_is_package else name.rpartition(".")[0]
 
 
-def _type_only(node: ast.If) -> bool:
-    test = node.test
-    return (isinstance(test, ast.Name) and test.id == "TYPE_CHECKING") or (
-        isinstance(test, ast.Attribute) and test.attr == "TYPE_CHECKING")
-
-
 def _imports(name: str, tree: ast.Module, is_package: bool, known: set[str]) -> set[str]:
-    """The package modules ``name`` imports at run time."""
+    """The package modules ``name`` imports, at run time or for type checking."""
     found: set[str] = set()
-    skip: set[int] = set()
     for node in ast.walk(tree):
-        if isinstance(node, ast.If) and _type_only(node):
-            skip.update(id(n) for n in ast.walk(node))
-    for node in ast.walk(tree):
-        if id(node) in skip:
-            continue
         if isinstance(node, ast.ImportFrom):
             base = node.module or ""
             if node.level:
@@ -145,4 +158,77 @@ def test_no_private_name_is_used_across_modules():
                     and not node.attr.startswith("__") and isinstance(node.value, ast.Name) \
                     and node.value.id in ours:
                 offenders.append(f"{name}: {node.value.id}.{node.attr}")
+    assert offenders == []
+
+
+def _home(module: str) -> str:
+    """The package a module belongs to: its first name under offset_journal, or the
+    shared modules' ``shared``."""
+    parts = module.split(".")[1:]
+    if not parts:
+        return "offset_journal"
+    return "shared" if parts[0] in SHARED else parts[0]
+
+
+def _undeclared(graph: dict[str, set[str]]) -> list[str]:
+    out = []
+    for module, targets in sorted(graph.items()):
+        src = _home(module)
+        for target in sorted(targets):
+            dst = _home(target)
+            if dst == src or (dst == "shared" and src != "shared"):
+                continue
+            if dst not in ARROWS.get(src, set()):
+                out.append(f"{module} -> {target}")
+    return out
+
+
+def test_every_import_between_packages_is_a_declared_arrow():
+    assert _undeclared(_graph()) == []
+
+
+def test_the_arrow_check_finds_an_undeclared_arrow():
+    graph = {"offset_journal.journal._write": {"offset_journal.restart.model"},
+             "offset_journal.rows": {"offset_journal.journal"},
+             "offset_journal.cli.commands": {"offset_journal.restart", "offset_journal.errors"}}
+    assert _undeclared(graph) == ["offset_journal.journal._write -> offset_journal.restart.model",
+                                  "offset_journal.rows -> offset_journal.journal"]
+
+
+def test_the_declared_arrows_have_no_circle_and_name_real_packages():
+    assert _cycle(ARROWS) is None
+    packages = {p.name for p in ROOT.iterdir() if (p / "__init__.py").exists()}
+    assert set(ARROWS) - {"offset_journal", "testing"} == packages
+    assert all(targets <= packages | {"offset_journal"} for targets in ARROWS.values())
+    assert {p.stem for p in ROOT.glob("*.py")} == {*SHARED, "__init__", "testing"}
+
+
+def test_every_package_says_its_job_and_what_it_may_import():
+    for init in sorted(ROOT.glob("*/__init__.py")):
+        doc = ast.get_docstring(ast.parse(init.read_text())) or ""
+        assert "May import" in doc, f"{init.parent.name}/__init__.py"
+
+
+def test_the_shared_modules_are_pure():
+    """No database, Spark or Kafka client is imported by a shared module, at any depth."""
+    offenders = []
+    for name, tree in _modules().items():
+        if _home(name) != "shared":
+            continue
+        for node in ast.walk(tree):
+            mods = ([node.module or ""] if isinstance(node, ast.ImportFrom) and not node.level
+                    else [a.name for a in node.names] if isinstance(node, ast.Import) else [])
+            offenders += [f"{name}: {m}" for m in mods if m.split(".")[0] in IO_LIBRARIES]
+    assert offenders == []
+
+
+def test_no_private_module_is_imported_from_outside_its_package():
+    offenders = []
+    graph = _graph()
+    for module, targets in graph.items():
+        for target in targets:
+            parent, _, leaf = target.rpartition(".")
+            if leaf.startswith("_") and not leaf.startswith("__") \
+                    and not (module + ".").startswith(parent + "."):
+                offenders.append(f"{module} -> {target}")
     assert offenders == []

@@ -20,7 +20,7 @@ PURE = (
     "offset_journal.records",
     "offset_journal.rows",
     "offset_journal.overlap",
-    "offset_journal.checkpoint.compare",
+    "offset_journal.restart.compare",
     "offset_journal.restart",
     "offset_journal.restart.model",
     "offset_journal.restart.request",

@@ -21,8 +21,7 @@ from offset_journal.cli import main
 from offset_journal.offsets import PartitionOffset
 from offset_journal.records import is_real_time
 from offset_journal.restart import compute_plan
-from offset_journal.restart.model import BatchRef, RealTimeTail
-from offset_journal.rows import Batch, SourceOffsets
+from offset_journal.rows import Batch, BatchRef, RealTimeTail, SourceOffsets
 
 T0 = datetime(2026, 11, 25, 10, tzinfo=timezone.utc)
 

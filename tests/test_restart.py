@@ -13,19 +13,20 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from offset_journal.checkpoint.compare import (
-    OffsetComparison,
-    compare_offsets,
-    comparison_verdict,
-    group_offsets,
-)
 from offset_journal.checkpoint.importing import checkpoint_run_id, import_checkpoint
 from offset_journal.journal import Batch, Journal, SourceOffsets
 from offset_journal.offsets import EARLIEST, PartitionOffset
 from offset_journal.overlap import RunSpan, concurrent_runs
 from offset_journal.restart import MODE_STATE_AWARE, RestartError, compute_plan, plan_restart
+from offset_journal.restart.compare import (
+    OffsetComparison,
+    compare_offsets,
+    comparison_verdict,
+    group_offsets,
+)
 from offset_journal.restart.kafka_offsets import check_against_cluster, kafka_strategy
-from offset_journal.restart.model import CheckpointState, SinkState, source_kind
+from offset_journal.restart.model import CheckpointState, SinkState
+from offset_journal.rows import source_kind
 from offset_journal.testing import KafkaCluster
 from tests.payloads import kafka_source, progress
 from tests.support import at, fill, journal_batches, kafka_progress, ts, write_checkpoint
@@ -1070,8 +1071,9 @@ def test_missing_database_url_is_a_config_error(monkeypatch: pytest.MonkeyPatch)
 
 
 def test_a_delta_plan_is_held_against_the_table_id_at_its_path() -> None:
-    from offset_journal.restart.model import KIND_DELTA, SourcePlan
+    from offset_journal.restart.model import SourcePlan
     from offset_journal.restart.other_sources import check_delta_table, delta_path
+    from offset_journal.rows import KIND_DELTA
 
     def plan() -> SourcePlan:
         return SourcePlan(0, "DeltaSource[file:/t]", KIND_DELTA, {"startingVersion": "3"},

@@ -49,7 +49,7 @@ def _blocking(tmp_path: Path, *modules: str) -> dict[str, str]:
 
 
 def test_services_and_the_demo_import_without_pytest(tmp_path):
-    code = ("import sys, offset_journal.local.services, offset_journal.local.demo; "
+    code = ("import sys, offset_journal.local.services, offset_journal.cli.demo; "
             "import offset_journal.cli; "
             "assert 'pytest' not in sys.modules; print('imported')")
     out = subprocess.run([sys.executable, "-c", code], env=_blocking(tmp_path, "pytest", "_pytest"),

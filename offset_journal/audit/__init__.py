@@ -6,12 +6,15 @@ checkpoints? (``offset-journal audit QUERY``, :func:`audit_query` handed a Journ
 * ``core.py``: :func:`audit_batches`, the pure walk (its docstring has the rules);
 * ``report.py``: the table and the JSON;
 * ``edge.py``: :func:`audit_query`, the I/O (handed an open Journal).
+
+May import: :mod:`offset_journal.journal` and the shared modules.
 """
 
 from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
+from ..rows import AuditBatch, AuditSource
 from .core import audit_batches, fits, match_plan
 from .model import (
     EXIT_CLEAN,
@@ -22,9 +25,7 @@ from .model import (
     UNEXPLAINED,
     UNEXPLAINED_START,
     UNKNOWN_START,
-    AuditBatch,
     AuditReport,
-    AuditSource,
     Finding,
     FindingKind,
     HistoryRef,

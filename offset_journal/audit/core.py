@@ -64,7 +64,7 @@ from datetime import datetime
 from typing import Literal
 
 from ..offsets import EARLIEST, PartitionOffset
-from ..rows import RecordedPlan
+from ..rows import AuditBatch, AuditSource, RecordedPlan
 from ..wording import tp as tp_label
 from .model import (
     GAP,
@@ -74,9 +74,7 @@ from .model import (
     UNEXPLAINED,
     UNEXPLAINED_START,
     UNKNOWN_START,
-    AuditBatch,
     AuditReport,
-    AuditSource,
     Finding,
     FindingKind,
     HistoryRef,

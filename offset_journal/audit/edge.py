@@ -10,9 +10,9 @@ from typing import TYPE_CHECKING
 
 from ..errors import JournalError
 from ..overlap import concurrent_runs, span_of
-from ..rows import RecordedPlan
+from ..rows import AuditBatch, RecordedPlan
 from .core import audit_batches
-from .model import AuditBatch, AuditReport
+from .model import AuditReport
 
 if TYPE_CHECKING:  # handed an open Journal: the storage layer is not imported here
     from ..journal import Journal

@@ -15,7 +15,7 @@ from datetime import datetime
 from typing import Any, Literal
 
 from ..formatting import format_time
-from ..offsets import PartitionOffset
+from ..rows import AuditBatch
 
 FindingKind = Literal["gap", "overlap", "unknown-start", "unexplained-start"]
 """gap: offsets no batch processed. overlap: offsets processed twice. unknown-start: a
@@ -45,30 +45,8 @@ EXIT_FINDINGS = 3
 """At least one unexplained finding."""
 
 
-@dataclass(frozen=True)
-class AuditSource:
-    """One Kafka source of a batch: its record count and its partition rows (``start``
-    None: Spark did not report one, as for a new checkpoint's first batch or a
-    partition that appeared in this batch)."""
-
-    index: int
-    num_input_rows: int | None
-    partitions: tuple[PartitionOffset, ...]
 
 
-@dataclass(frozen=True)
-class AuditBatch:
-    """A journaled batch, by what the audit needs. ``pk`` is the journal's sequence
-    (``batches.id``): the audit's processing order. ``recorded_at``: when the journal
-    wrote it (the database's clock), used to match a run to a plan made before it."""
-
-    pk: int
-    run_id: str
-    query_id: str
-    batch_id: int
-    trigger_at: datetime | None
-    recorded_at: datetime | None
-    sources: tuple[AuditSource, ...]
 
 
 @dataclass(frozen=True)

@@ -20,6 +20,9 @@ Layout read here (all written by Spark's HDFSMetadataLog and friends)::
 Only names made of digits are log files; ``.N.crc``, ``.N.<uuid>.tmp`` and the like
 are ignored. Local paths are read directly; URLs (``s3://``, ``hdfs://``, ``memory://``
 ...) go through fsspec, imported only when needed.
+
+May import: :mod:`offset_journal.journal` (checkpoint import writes to it) and the
+shared modules.
 """
 
 from __future__ import annotations

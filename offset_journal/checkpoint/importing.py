@@ -17,7 +17,7 @@ from ..formatting import from_epoch_ms
 from ..journal import Journal
 from ..offsets import PartitionOffset, looks_like_kafka, partition_offsets
 from ..records import BatchRecord, RunRecord, SourceRecord
-from ..restart.model import KIND_KAFKA, KIND_OTHER
+from ..rows import KIND_KAFKA, KIND_OTHER
 from ..values import url_scheme
 from ..wording import tp
 

@@ -235,7 +235,7 @@ def _kafka_source(plan: Any, index: int | None) -> Any:
     """The source ``starting-offsets`` prints: the one asked for, else the only Kafka
     source of the query (the Kafka side of a union). startingOffsets is a Kafka option:
     any other source is one line and exit 1, never a value on stdout."""
-    from ..restart.model import KIND_KAFKA
+    from ..rows import KIND_KAFKA
 
     if index is not None:
         source = plan.source(index)
@@ -357,8 +357,8 @@ def cmd_checkpoint_import(args: argparse.Namespace) -> int:
 
 def cmd_checkpoint_compare(args: argparse.Namespace) -> int:
     from ..checkpoint import kafka_end_offsets, read_checkpoint
-    from ..checkpoint.compare import compare_offsets, comparison_verdict, journal_kafka_offsets
     from ..restart import BatchRef
+    from ..restart.compare import compare_offsets, comparison_verdict, journal_kafka_offsets
 
     ckpt = read_checkpoint(args.dir)
     last = ckpt.last_committed
@@ -431,9 +431,9 @@ def cmd_rejected_replay(args: argparse.Namespace) -> int:
 
 def cmd_commit_group(args: argparse.Namespace) -> int:
     """The journal's offsets are one cluster's: refused on another, as plans are."""
-    from ..checkpoint.compare import group_offsets
     from ..kafka.admin import commit_group
     from ..restart import BatchRef
+    from ..restart.compare import group_offsets
     from ..restart.edge import clusters_of
     from ..restart.translate import refuse_other_cluster
 
@@ -477,11 +477,11 @@ def cmd_jars(args: argparse.Namespace) -> int:
 
 
 def cmd_demo(args: argparse.Namespace) -> int:
-    """The demo (offset_journal/local/demo.py) gets the arguments after "demo"; it checks its
+    """The demo (offset_journal/cli/demo.py) gets the arguments after "demo"; it checks its
     own requirements (the ``demo`` extra) and says in one line what is missing."""
     import importlib
 
-    demo = importlib.import_module("..local.demo", __package__)  # sys.modules first, as imports do
+    demo = importlib.import_module(".demo", __package__)  # sys.modules first, as imports do
     return int(demo.main(list(args.demo_args)) or 0)
 
 

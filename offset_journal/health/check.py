@@ -19,6 +19,7 @@ from fnmatch import fnmatchcase
 from typing import Any, Generic, Literal, TypeVar
 
 from ..formatting import format_time
+from ..rows import ForecastFacts, QueryFacts
 from ..wording import count, tp
 from .forecast import Forecast, duration
 
@@ -66,63 +67,12 @@ class Thresholds:
     max_forecast_age: timedelta = timedelta(minutes=15)  # older recorded forecasts: unknown
 
 
-@dataclass(frozen=True)
-class ForecastFacts:
-    """A query's retention forecast, summed over its partitions (recorded rows the query
-    has read past since are left out: its loss comes later than they said).
-
-    ``made_at``: when it was made (recorded, or now when live); ``partitions``: the
-    partitions it still speaks for; ``loss_at``/``loss_partition``: the earliest loss
-    of an unread record; ``lost``: records already deleted unread; ``beyond_end``,
-    ``unknown``, ``gone``: partitions in those states."""
-
-    made_at: datetime
-    partitions: int = 0
-    loss_at: datetime | None = None
-    loss_partition: tuple[str, int] | None = None
-    lost: int = 0
-    beyond_end: int = 0
-    unknown: int = 0
-    gone: int = 0
-
-    @classmethod
-    def of(cls, forecasts: Sequence[Forecast], made_at: datetime) -> ForecastFacts:
-        """The facts of one query's live forecasts."""
-        risky = [f for f in forecasts if f.status == "at-risk" and f.loss_earliest is not None]
-        first = min(risky, key=lambda f: (f.loss_earliest or 0, f.topic, f.partition),
-                    default=None)
-
-        def n(status: str) -> int:
-            return sum(f.status == status for f in forecasts)
-
-        return cls(made_at, len(forecasts),
-                   loss_at=_at_ms(first.loss_earliest) if first is not None else None,
-                   loss_partition=(first.topic, first.partition) if first else None,
-                   lost=sum(f.lost for f in forecasts), beyond_end=n("beyond-end"),
-                   unknown=n("unknown"), gone=n("gone"))
 
 
 def _at_ms(ms: int | None) -> datetime | None:
     return datetime.fromtimestamp(ms / 1000, tz=timezone.utc) if ms is not None else None
 
 
-@dataclass(frozen=True)
-class QueryFacts:
-    """What the journal says of one query (all from indexed lookups)."""
-
-    query_name: str
-    last_trigger_at: datetime | None = None
-    last_recorded_at: datetime | None = None
-    total_lag: int | None = None
-    worst: tuple[str, int, int] | None = None  # (topic, partition, lag) furthest behind
-    flagged: int = 0  # batches' sources with a problem flagged since ``since``
-    flagged_example: str | None = None
-    spool_lost_events: int = 0
-    rejected: int = 0
-    forecast: ForecastFacts | None = None  # None: none recorded (or live: not asked)
-    reads_kafka: bool = True  # its last batch reads a Kafka source (so has a forecast)
-    live: bool = False  # the forecast was made now, from the broker
-    exists: bool = True
 
 
 @dataclass(frozen=True)
@@ -184,6 +134,22 @@ def parse_threshold(text: str, parse: Any, *, minimum: bool = False) -> Threshol
         raise ValueError(f"bad threshold {text!r}: the warning level must be {order} the "
                          "critical one")
     return Threshold(critical, warning)
+
+
+def forecast_facts(forecasts: Sequence[Forecast], made_at: datetime) -> ForecastFacts:
+    """The facts of one query's live forecasts."""
+    risky = [f for f in forecasts if f.status == "at-risk" and f.loss_earliest is not None]
+    first = min(risky, key=lambda f: (f.loss_earliest or 0, f.topic, f.partition),
+                default=None)
+
+    def n(status: str) -> int:
+        return sum(f.status == status for f in forecasts)
+
+    return ForecastFacts(made_at, len(forecasts),
+                         loss_at=_at_ms(first.loss_earliest) if first is not None else None,
+                         loss_partition=(first.topic, first.partition) if first else None,
+                         lost=sum(f.lost for f in forecasts), beyond_end=n("beyond-end"),
+                         unknown=n("unknown"), gone=n("gone"))
 
 
 def in_scope(facts: Iterable[QueryFacts], exclude: Sequence[str] = (),

@@ -32,9 +32,8 @@ from ..kafka.admin import (
     topic_state_with,
 )
 from ..restart.kafka_offsets import default_start, kafka_topics
-from ..restart.model import KIND_KAFKA, source_kind
-from ..rows import Batch
-from .check import CheckResult, ForecastFacts, Thresholds, check, in_scope
+from ..rows import KIND_KAFKA, Batch, source_kind
+from .check import CheckResult, Thresholds, check, forecast_facts, in_scope
 from .forecast import (
     RECORD_OVERHEAD,
     Forecast,
@@ -198,7 +197,7 @@ def check_fleet(journal: Journal, names: Sequence[str] | None, limits: Threshold
         for x in live.forecasts:
             by_query.setdefault(x.query_name, []).append(x)
         facts = [replace(f, live=True, reads_kafka=f.query_name in reading,
-                         forecast=ForecastFacts.of(by_query.get(f.query_name, []), made))
+                         forecast=forecast_facts(by_query.get(f.query_name, []), made))
                  for f in facts]
     total, payloads = journal.rejected_since(limits.since)
     checked = {f.query_name for f in facts}

@@ -25,6 +25,9 @@ The modules, in the order data flows:
 * ``retention.py``: prune.
 
 What comes out is plain data (:mod:`offset_journal.rows`).
+
+May import: the shared modules only. Nothing above it (restart, audit, health, ...):
+what those need from storage is in :mod:`offset_journal.rows`.
 """
 
 from __future__ import annotations

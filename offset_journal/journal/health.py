@@ -17,7 +17,7 @@ import sqlalchemy as sa
 
 from ..errors import JournalError
 from ..formatting import first_line
-from ..health.check import ForecastFacts, QueryFacts
+from ..rows import ForecastFacts, QueryFacts
 from .read import Reads
 from .schema import SCHEMA, rejected_events, retention_forecasts
 

@@ -6,19 +6,26 @@ from __future__ import annotations
 import logging
 from collections.abc import Mapping, Sequence
 from datetime import datetime, timedelta
+from typing import Any
 
 import sqlalchemy as sa
 
-from ..audit.model import AuditBatch, AuditSource
 from ..offsets import PartitionOffset
 from ..records import ASYNC_EXECUTION, is_real_time
-from ..restart.model import AsyncTail, BatchRef, RealTimeTail, RereadRun
-from ..restart.state_aware import order_key
-from ..rows import Batch
+from ..rows import (
+    AsyncTail,
+    AuditBatch,
+    AuditSource,
+    Batch,
+    BatchRef,
+    RealTimeTail,
+    RereadRun,
+    order_key,
+)
 from .aggregates import ReportRows, report_rows
 from .batch_rows import up_to, with_sources, without_out_of_range
 from .read import Reads
-from .schema import batch_sources, batches, kafka_partitions, query_runs, rejected_events
+from .schema import SCHEMA, batch_sources, batches, kafka_partitions, query_runs, rejected_events
 
 log = logging.getLogger("offset_journal.journal")
 
@@ -235,6 +242,38 @@ class Queries(Reads):
             stmt = stmt.where(t.id.in_(list(ids)))
         with self.engine.connect() as conn:
             return list(conn.execute(stmt).mappings().all())
+
+
+    def partition_history_with_plans(self, query_name: str,
+                                     partition: int) -> list[tuple[Any, ...]]:
+        """One partition's offsets per batch, in journal order (the demo's table): the
+        query id, batch, trigger time, rows, partition, start and end offsets. A new
+        checkpoint's first batch has no start from Spark: the plan it started from says
+        where it began."""
+        with self.engine.connect() as conn:
+            rows = conn.execute(sa.text(_PARTITION_HISTORY), {"q": query_name, "p": partition})
+            return [tuple(r) for r in rows]
+
+
+_PARTITION_HISTORY = f"""
+SELECT r.query_id, b.batch_id, to_char(b.trigger_at, 'HH24:MI:SS.MS') AS trigger_at,
+       b.num_input_rows AS rows, k.partition,
+       -- A new checkpoint's first batch has no start from Spark: the plan it started from
+       -- (plan_runs, restart_plans) says where it began.
+       coalesce(k.start_offset::text, (
+           SELECT o ->> 3 || ' (plan ' || pr.plan_id || ')'
+           FROM {SCHEMA}.plan_runs pr
+           JOIN {SCHEMA}.restart_plans p ON p.id = pr.plan_id,
+                jsonb_array_elements(p.kafka_offsets) AS o
+           WHERE pr.run_id = b.run_id AND (o ->> 0)::int = k.source_index
+             AND o ->> 1 = k.topic AND (o ->> 2)::int = k.partition)) AS start_offset,
+       k.end_offset
+FROM {SCHEMA}.batches b
+JOIN {SCHEMA}.query_runs r USING (run_id)
+JOIN {SCHEMA}.kafka_partitions k ON k.batch_pk = b.id
+WHERE b.query_name = :q AND k.partition = :p
+ORDER BY b.id
+"""  # noqa: S608 (SCHEMA is a constant)
 
 
 def _audit_page(conn: sa.Connection, head: Sequence[sa.RowMapping]) -> list[AuditBatch]:

@@ -2,6 +2,9 @@
 
 :func:`build_report` reads a :class:`~offset_journal.journal.Journal` (gather.py: SQL
 aggregates) and renders the page (render.py: pure, from the plain data in model.py).
+
+May import: :mod:`offset_journal.audit`, :mod:`offset_journal.journal` and the shared
+modules.
 """
 
 from __future__ import annotations

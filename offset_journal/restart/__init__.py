@@ -41,12 +41,15 @@ The modules, one job each, in the order data flows:
 * ``text.py``, ``delta_log.py``: wording helpers, and a Delta table's id.
 
 Importing a checkpoint into the journal lives in :mod:`offset_journal.checkpoint.importing`,
-comparing offsets in :mod:`offset_journal.checkpoint.compare`.
+comparing offsets in :mod:`offset_journal.restart.compare`.
 
 What this package exports is what a caller needs; the steps stay in their modules. The
 pure modules load without the database driver: the I/O names (:func:`plan_restart`,
 :func:`plan_from_journal`) are imported on first use, as :mod:`offset_journal` does for
 the listener.
+
+May import: :mod:`offset_journal.savepoint`, :mod:`offset_journal.checkpoint`,
+:mod:`offset_journal.journal`, :mod:`offset_journal.kafka` and the shared modules.
 """
 
 from __future__ import annotations
@@ -54,16 +57,9 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Any
 
 from ..errors import RestartError
-from .model import (
-    MODE_STATE_AWARE,
-    MODE_STATELESS,
-    BatchRef,
-    Findings,
-    Mode,
-    Position,
-    RestartPlan,
-    SourcePlan,
-)
+from ..rows import BatchRef
+from .findings import Findings
+from .model import MODE_STATE_AWARE, MODE_STATELESS, Mode, Position, RestartPlan, SourcePlan
 from .plan import compute_plan
 from .request import PlanRequest
 

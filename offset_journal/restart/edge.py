@@ -19,27 +19,25 @@ from ..journal import FLAGGED_PROBLEMS, Batch, FlaggedProblem, Journal, SpoolLos
 from ..kafka.admin import TopicState, cluster_id, offsets_for_time, read_offset_syncs, topic_state
 from ..kafka.mirror import index_syncs, offset_syncs_topic, replica_topic
 from ..overlap import span_of
+from ..rows import KIND_DELTA, RealTimeTail, order_key
 from ..wording import count, tp
 from .delta_log import delta_table_id, same_path
 from .from_time import chosen_offsets, epoch_millis
 from .inputs import PlanInputs
 from .kafka_offsets import kafka_topics
 from .model import (
-    KIND_DELTA,
     MODE_STATE_AWARE,
     POSITION_AFTER,
     POSITION_AT,
     POSITION_SAVEPOINT,
     CheckpointState,
     Position,
-    RealTimeTail,
     RestartPlan,
     SinkState,
 )
 from .other_sources import check_delta_table, delta_path
 from .plan import check_last_batch, decide, refuse_used_checkpoint
 from .request import PlanRequest
-from .state_aware import order_key
 from .translate import ClusterFacts, MirrorFacts
 
 if TYPE_CHECKING:

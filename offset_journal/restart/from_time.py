@@ -16,8 +16,9 @@ from typing import TYPE_CHECKING
 
 from ..formatting import format_time
 from ..offsets import KafkaOffsets, format_kafka_offsets
-from ..rows import SourceOffsets
+from ..rows import KIND_KAFKA, RereadRun, SourceOffsets
 from ..wording import count, tp, tp_list
+from .findings import Findings
 from .inputs import PlanInputs
 from .kafka_offsets import (
     PATTERN_NOTE,
@@ -26,7 +27,7 @@ from .kafka_offsets import (
     kafka_strategy,
     unsubscribed_note,
 )
-from .model import KIND_KAFKA, Findings, RereadRun, SourcePlan
+from .model import SourcePlan
 
 if TYPE_CHECKING:
     from ..kafka.admin import TimeLookup, TopicState

@@ -8,18 +8,8 @@ from datetime import datetime
 from typing import TYPE_CHECKING
 
 from ..overlap import RunSpan
-from ..rows import Batch, FlaggedProblem
-from .model import (
-    MODE_STATELESS,
-    POSITION_AFTER,
-    AsyncTail,
-    CheckpointState,
-    Mode,
-    Position,
-    RealTimeTail,
-    RereadRun,
-    SinkState,
-)
+from ..rows import AsyncTail, Batch, FlaggedProblem, RealTimeTail, RereadRun
+from .model import MODE_STATELESS, POSITION_AFTER, CheckpointState, Mode, Position, SinkState
 from .request import PlanRequest
 from .translate import ClusterFacts, MirrorFacts
 

@@ -8,10 +8,11 @@ from collections.abc import Collection, Iterable, Sequence
 from typing import TYPE_CHECKING, Literal
 
 from ..offsets import EARLIEST, KafkaOffsets, PartitionOffset, format_kafka_offsets
-from ..rows import Batch, SourceOffsets
+from ..rows import KIND_KAFKA, Batch, BatchRef, SourceOffsets, source_kind
 from ..wording import count, tp, tp_list
+from .findings import Findings
 from .inputs import PlanInputs
-from .model import KIND_KAFKA, BatchRef, Findings, SourcePlan, Start, source_kind
+from .model import SourcePlan, Start
 from .translate import subscription_errors, translate_offsets, translated_items
 
 if TYPE_CHECKING:

@@ -13,9 +13,10 @@ from typing import TYPE_CHECKING, Any, Literal
 
 from ..errors import RestartError
 from ..formatting import format_time
-from ..offsets import KafkaOffsets, format_kafka_offsets, looks_like_kafka
-from ..rows import Batch, SourceOffsets
+from ..offsets import KafkaOffsets, format_kafka_offsets
+from ..rows import Batch, BatchRef, RereadRun, SourceKind
 from ..wording import fill
+from .findings import Findings
 
 if TYPE_CHECKING:
     from .translate import Translation
@@ -30,7 +31,6 @@ Mode = Literal["stateless", "state-aware"]
 checkpoint's state held of windows not emitted yet."""
 Position = Literal["after", "at", "rewind", "from-time", "savepoint"]
 """Where a plan starts: see the package docstring."""
-SourceKind = Literal["kafka", "delta", "file", "rate", "other"]
 
 MODE_STATELESS: Mode = "stateless"
 MODE_STATE_AWARE: Mode = "state-aware"
@@ -45,51 +45,13 @@ POSITION_SAVEPOINT: Position = "savepoint"
 POSITIONS: tuple[Position, ...] = (POSITION_AFTER, POSITION_AT, POSITION_REWIND,
                                    POSITION_FROM_TIME, POSITION_SAVEPOINT)
 
-KIND_KAFKA: SourceKind = "kafka"
-KIND_DELTA: SourceKind = "delta"
-KIND_FILE: SourceKind = "file"
-KIND_RATE: SourceKind = "rate"
-KIND_OTHER: SourceKind = "other"
 
 
-def source_kind(source: SourceOffsets) -> SourceKind:
-    """kafka, delta, file, rate or other: from the description, else the offset's shape."""
-    if source.kind == KIND_KAFKA:
-        return KIND_KAFKA
-    desc = (source.description or "").strip()
-    offset = source.end_offset if source.end_offset is not None else source.start_offset
-    if desc.startswith("DeltaSource") or (isinstance(offset, dict) and "reservoirId" in offset):
-        return KIND_DELTA
-    if desc.startswith("FileStreamSource") or (
-        isinstance(offset, dict) and set(offset) == {"logOffset"}
-    ):
-        return KIND_FILE
-    if desc.startswith(("RateStream", "RateSource", "RatePerMicroBatch")):
-        return KIND_RATE
-    if looks_like_kafka(offset):
-        return KIND_KAFKA
-    return KIND_OTHER
 
 
 # --------------------------------------------------------------------------- findings
 
 
-@dataclass
-class Findings:
-    """What a step of the planner found: notes (why), warnings (a person's judgement
-    needed), errors (do not use the plan as is). Steps return one; the plan merges them
-    in order."""
-
-    notes: list[str] = field(default_factory=list)
-    warnings: list[str] = field(default_factory=list)
-    errors: list[str] = field(default_factory=list)
-
-    def merge(self, other: Findings) -> Findings:
-        """Append ``other``'s findings to these (in place); returns self."""
-        self.notes += other.notes
-        self.warnings += other.warnings
-        self.errors += other.errors
-        return self
 
 
 # --------------------------------------------------------------------------- plain inputs
@@ -113,83 +75,12 @@ class SinkState:
     last_batch_id: int | None
 
 
-@dataclass(frozen=True)
-class AsyncTail:
-    """A run Spark executed with async progress tracking: its offset log is written at
-    most every ``interval_ms``, so its last batches (``batches``: those triggered within
-    that interval, plus the last batch's duration, of its last journaled batch; oldest
-    first) may not be in its checkpoint."""
-
-    run_id: str
-    interval_ms: int
-    batches: tuple[BatchRef, ...]
 
 
-@dataclass(frozen=True)
-class RealTimeTail:
-    """The anchor's run ran in real-time mode (``trigger(realTime=...)``): a batch after
-    its last journaled one (``last``) may have been stopped mid-way, its rows written to
-    the sink but never journaled (no progress event, offsets entry or commit). Such a
-    batch ran no later than ``stopped_by``: the run's termination, else (killed) the
-    last journaled batch's end plus one more batch."""
-
-    run_id: str
-    last: BatchRef
-    stopped_by: datetime | None
-    terminated: bool
 
 
-@dataclass(frozen=True)
-class RereadRun:
-    """The journaled batches of one run that a record-time plan processes again: those
-    that read past the plan's start offset of some partition (from the journal, one
-    row per run, so that a long history stays one short list)."""
-
-    run_id: str
-    query_id: str
-    first_batch: int
-    last_batch: int
-    batches: int
-    first_trigger: datetime | None = None
-    last_trigger: datetime | None = None
-
-    def label(self) -> str:
-        ids = (f"batch {self.first_batch}" if self.first_batch == self.last_batch
-               else f"batches {self.first_batch}..{self.last_batch}")
-        when = (f", triggered {format_time(self.first_trigger)}.."
-                f"{format_time(self.last_trigger)}" if self.first_trigger else "")
-        return f"{ids} of run {self.run_id} ({self.batches} journaled{when})"
-
-    def to_dict(self) -> dict[str, Any]:
-        return {"run_id": self.run_id, "query_id": self.query_id,
-                "first_batch": self.first_batch, "last_batch": self.last_batch,
-                "batches": self.batches, "first_trigger": format_time(self.first_trigger),
-                "last_trigger": format_time(self.last_trigger)}
 
 
-@dataclass(frozen=True)
-class BatchRef:
-    """A journaled batch, by what a person needs to find it again."""
-
-    run_id: str
-    batch_id: int
-    query_id: str
-    trigger_at: datetime | None
-    watermark: datetime | None = None
-
-    @classmethod
-    def of(cls, batch: Batch) -> BatchRef:
-        return cls(batch.run_id, batch.batch_id, batch.query_id, batch.trigger_at,
-                   batch.watermark)
-
-    def label(self) -> str:
-        when = f", triggered {format_time(self.trigger_at)}" if self.trigger_at else ""
-        return f"batch {self.batch_id} of run {self.run_id}{when}"
-
-    def to_dict(self) -> dict[str, Any]:
-        return {"run_id": self.run_id, "batch_id": self.batch_id, "query_id": self.query_id,
-                "trigger_at": format_time(self.trigger_at),
-                "watermark": format_time(self.watermark)}
 
 
 @dataclass

@@ -9,9 +9,9 @@ from __future__ import annotations
 import json
 from typing import Any
 
-from ..rows import SourceOffsets
+from ..rows import KIND_DELTA, KIND_FILE, KIND_RATE, SourceKind, SourceOffsets
 from .inputs import PlanInputs
-from .model import KIND_DELTA, KIND_FILE, KIND_RATE, SourceKind, SourcePlan, Start
+from .model import SourcePlan, Start
 
 
 def journaled_offset(inp: PlanInputs, start: Start, index: int) -> tuple[Any, str]:

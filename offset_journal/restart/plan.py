@@ -19,32 +19,29 @@ from typing import Any
 from ..errors import RestartError
 from ..formatting import format_time
 from ..overlap import concurrent_runs
-from ..rows import Batch, FlaggedProblem
+from ..rows import KIND_KAFKA, Batch, BatchRef, FlaggedProblem, order_key, source_kind
 from ..wording import count, tp
+from .findings import Findings
 from .from_time import reread_note, time_source_plan
 from .inputs import PlanInputs
 from .kafka_offsets import kafka_source_plan, kafka_topics
 from .model import (
-    KIND_KAFKA,
     MODE_STATE_AWARE,
     POSITION_AFTER,
     POSITION_AT,
     POSITION_FROM_TIME,
     POSITION_SAVEPOINT,
-    BatchRef,
     CarriedState,
     CheckpointState,
-    Findings,
     RestartPlan,
     SourcePlan,
     Start,
-    source_kind,
 )
 from .other_sources import journaled_offset, other_source_plan, sink_findings
 from .real_time import real_time_findings
 from .request import REQUEST_FIELDS, PlanRequest, check_request
 from .seeding import carried_state, savepoint_start
-from .state_aware import order_key, state_aware_start
+from .state_aware import state_aware_start
 from .translate import cluster_findings, refuse_other_cluster
 
 FUTURE_TOLERANCE = timedelta(minutes=1)

@@ -18,17 +18,11 @@ from typing import Any
 
 from ..formatting import format_time
 from ..offsets import EARLIEST
+from ..rows import KIND_KAFKA, BatchRef
 from ..wording import count, tp
+from .findings import Findings
 from .inputs import PlanInputs
-from .model import (
-    KIND_KAFKA,
-    POSITION_AFTER,
-    POSITION_SAVEPOINT,
-    BatchRef,
-    Findings,
-    SourcePlan,
-    Start,
-)
+from .model import POSITION_AFTER, POSITION_SAVEPOINT, SourcePlan, Start
 
 
 def real_time_findings(inp: PlanInputs, start: Start, sources: Sequence[SourcePlan],

@@ -18,9 +18,11 @@ from collections.abc import Sequence
 from typing import Any
 
 from ..errors import RestartError
+from ..rows import BatchRef
 from ..savepoint.model import BUILT_IN, Operator, Savepoint
+from .findings import Findings
 from .inputs import PlanInputs
-from .model import POSITION_SAVEPOINT, BatchRef, CarriedState, Findings, Start
+from .model import POSITION_SAVEPOINT, CarriedState, Start
 from .request import SEED_ALL
 
 

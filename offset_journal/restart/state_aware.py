@@ -10,19 +10,14 @@ their records and tells the new job which windows the sink already has
 from __future__ import annotations
 
 from collections.abc import Sequence
-from datetime import datetime, timezone
+from datetime import datetime
 
 from ..errors import RestartError
 from ..formatting import format_time
-from ..rows import Batch
+from ..rows import Batch, BatchRef, order_key
+from .findings import Findings
 from .inputs import PlanInputs
-from .model import POSITION_AFTER, POSITION_REWIND, BatchRef, Findings, Start
-
-
-def order_key(batch: Batch) -> tuple[datetime, int, int]:
-    """Batches by trigger time, then batch id, then the journal's own order."""
-    return (batch.trigger_at or datetime.min.replace(tzinfo=timezone.utc), batch.batch_id,
-            batch.pk)
+from .model import POSITION_AFTER, POSITION_REWIND, Start
 
 
 def emitted_cutoff(chain: Sequence[Batch]) -> tuple[datetime | None, Batch | None]:

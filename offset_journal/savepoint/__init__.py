@@ -13,6 +13,9 @@ The modules: ``model.py`` (the data), ``core.py`` (the decisions, pure), ``files
 (the directory: manifest, checksums), ``load.py`` (find and check a savepoint),
 ``spark.py`` (the Spark edge). The plan's side is :mod:`offset_journal.restart.seeding`.
 What needs Spark is imported on first use.
+
+May import: :mod:`offset_journal.checkpoint`, :mod:`offset_journal.journal` and the
+shared modules.
 """
 
 from __future__ import annotations

@@ -8,9 +8,8 @@ from dataclasses import dataclass
 
 from ..errors import RestartError
 from ..offsets import KafkaOffsets
-from ..restart.kafka_offsets import end_offsets_of
-from ..restart.model import KIND_KAFKA, BatchRef, source_kind
-from ..rows import Batch
+from ..rows import KIND_KAFKA, Batch, BatchRef, source_kind
+from .kafka_offsets import end_offsets_of
 
 
 @dataclass(frozen=True)

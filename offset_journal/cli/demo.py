@@ -25,36 +25,13 @@ import time
 from pathlib import Path
 from typing import Any
 
-import sqlalchemy as sa
-
 from ..formatting import table
 from ..journal import Journal
-from ..journal.db import ENV_URL, make_engine, redact, upgrade
+from ..journal.db import ENV_URL, redact, upgrade
+from ..local.services import KafkaCluster, start_kafka, start_postgres, wait_for_kafka
 from ..values import parse_timeout
-from .services import KafkaCluster, start_kafka, start_postgres, wait_for_kafka
 
 INSTALL_HINT = "pip install 'offset-journal[demo]'"
-
-HISTORY_SQL = """
-SELECT r.query_id, b.batch_id, to_char(b.trigger_at, 'HH24:MI:SS.MS') AS trigger_at,
-       b.num_input_rows AS rows, k.partition,
-       -- A new checkpoint's first batch has no start from Spark: the plan it started from
-       -- (plan_runs, restart_plans) says where it began.
-       coalesce(k.start_offset::text, (
-           SELECT o ->> 3 || ' (plan ' || pr.plan_id || ')'
-           FROM offset_journal.plan_runs pr
-           JOIN offset_journal.restart_plans p ON p.id = pr.plan_id,
-                jsonb_array_elements(p.kafka_offsets) AS o
-           WHERE pr.run_id = b.run_id AND (o ->> 0)::int = k.source_index
-             AND o ->> 1 = k.topic AND (o ->> 2)::int = k.partition)) AS start_offset,
-       k.end_offset
-FROM offset_journal.batches b
-JOIN offset_journal.query_runs r USING (run_id)
-JOIN offset_journal.kafka_partitions k ON k.batch_pk = b.id
-WHERE b.query_name = :q AND k.partition = 0
-ORDER BY b.id
-"""
-
 
 def _say(msg: str) -> None:
     print(f"[demo {time.strftime('%H:%M:%S')}] {msg}", flush=True)
@@ -129,7 +106,7 @@ def _start_spark() -> Any:
     """A local SparkSession reading Kafka with Spark's own connector."""
     from pyspark.sql import SparkSession
 
-    from .jars import spark_jars_value
+    from ..local.jars import spark_jars_value
 
     spark = (SparkSession.builder.master("local[2]").appName("offset-journal-demo")
              .config("spark.jars", spark_jars_value())
@@ -166,13 +143,11 @@ def _show_history(url: str, name: str) -> None:
     """Print the query's offset history in SQL, and its runs."""
     print()
     print(f"Offset history of partition 0 in SQL (query {name!r}):")
-    engine = make_engine(url)
-    with engine.connect() as conn:
-        hist = [tuple(r) for r in conn.execute(sa.text(HISTORY_SQL), {"q": name})]
-    engine.dispose()
+    journal = Journal(url)
+    hist = journal.partition_history_with_plans(name, partition=0)
     print(table(["query_id", "batch", "trigger_at", "rows", "partition", "start", "end"],
                 hist, rule=True))
-    runs = Journal(url).runs(name)
+    runs = journal.runs(name)
     print(f"\n{len(runs)} runs journaled under {name!r}, on "
           f"{len({r.query_id for r in runs})} checkpoints.")
 
@@ -180,8 +155,8 @@ def _show_history(url: str, name: str) -> None:
 def _audit_and_report(url: str, name: str, work: Path) -> bool:
     """What a user does next: the continuity audit (nothing skipped, nothing read twice,
     across both checkpoints) and the HTML report; True when the audit is clean."""
-    from offset_journal.audit import audit_query, format_table
-    from offset_journal.report import build_report
+    from ..audit import audit_query, format_table
+    from ..report import build_report
 
     print(f"\n$ offset-journal audit {name}")
     with Journal(url) as j:
@@ -211,7 +186,7 @@ def _seconds(text: str) -> float:
 def _started_from(url: str, name: str, run_id: str, preview: Any) -> str:
     """Which recorded plan the v2 run started from (the one its --from-journal recorded
     and linked), and whether it hands out the offsets of the preview shown."""
-    from offset_journal.restart.record import handed_out
+    from ..restart.record import handed_out
 
     with Journal(url) as j:
         linked = [p for p in j.recorded_plans(name) if run_id in p.run_ids]
@@ -281,12 +256,12 @@ def main(argv: list[str] | None = None) -> int:
              f"({len({p for p, *_ in produced})} partitions)")
 
         _say("starting Spark (local[2]) and attaching the journal listener ...")
-        import offset_journal
-        from offset_journal.restart import plan_restart
+        from ..capture import attach
+        from ..restart import plan_restart
 
         spark = _start_spark()
         stops.append(spark.stop)
-        listener = offset_journal.attach(spark, database_url=url, spool_dir=str(work / "spool"),
+        listener = attach(spark, database_url=url, spool_dir=str(work / "spool"),
                                          kafka_bootstrap_servers=kafka.bootstrap_servers)
         job = _load_job("kafka_to_sink")
         name = "demo-orders-to-lake"

@@ -23,7 +23,7 @@ Three parts, in one run:
 3. **Memory and disk.** A Writer with the default window (``--window`` seconds) fed
    ``--rate`` batches a second for ``--seconds`` seconds, at 1 and 100 partitions:
    the window's segments on disk (sampled each second) and the Python memory its code
-   holds (tracemalloc, allocations made in offset_journal/capture/recent.py).
+   holds (tracemalloc, allocations made in offset_journal/capture/_recent.py).
 
     .venv/bin/python bench/db_failover.py                       # about 10 minutes
     .venv/bin/python bench/db_failover.py --rounds 1 --reps 40 --seconds 20 --window 8
@@ -228,7 +228,7 @@ KINDS = ("today", "window", "today again", "window again")
 
 def _cost_rows(args: argparse.Namespace, via: str, url: str, folder: Path,
                expect_server: Any, server_seen: Any) -> list[list[Any]]:
-    from offset_journal.capture.recent import RecentWindow
+    from offset_journal.capture._recent import RecentWindow
     from offset_journal.capture.writer import WriterConfig, writer_journal
     from offset_journal.records import batch_from_progress
 
@@ -349,7 +349,7 @@ def footprint(args: argparse.Namespace) -> list[list[Any]]:
                 if i % max(1, int(args.rate)) == 0:
                     disk.append(sum(p.stat().st_size for p in spool.glob("recent-*")))
                     snap = tracemalloc.take_snapshot().filter_traces(
-                        [tracemalloc.Filter(True, "*offset_journal/capture/recent.py")])
+                        [tracemalloc.Filter(True, "*offset_journal/capture/_recent.py")])
                     memory.append(sum(s.size for s in snap.statistics("filename")))
                 time.sleep(1 / args.rate)
             tracemalloc.stop()

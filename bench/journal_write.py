@@ -83,8 +83,8 @@ BATCH_COLUMNS = ("run_id", "query_id", "query_name", "batch_id", "trigger_at",
 def floor_source(rec: Any) -> tuple[dict[str, Any], dict[str, Any]]:
     """The batch's one Kafka source as the journal stores it (its arrays, encoded by the
     journal's own functions), and its layout row: prepared outside the timed write."""
-    from offset_journal.journal.arrays import encode, layout_id
-    from offset_journal.journal.checks import partition_latests
+    from offset_journal.journal._arrays import encode, layout_id
+    from offset_journal.journal._checks import partition_latests
 
     src = rec.sources[0]
     arrays = encode(src.partitions, partition_latests(src))

@@ -55,7 +55,7 @@ def live(url: str, evs: list[dict[str, Any]]) -> tuple[float, float]:
 
 
 def replay(url: str, evs: list[dict[str, Any]]) -> tuple[float, float]:
-    from offset_journal.capture.spool import Spool
+    from offset_journal.capture._spool import Spool
     from offset_journal.capture.writer import Writer, WriterConfig
 
     spool = tempfile.mkdtemp(prefix="oj-replay-")

@@ -112,7 +112,7 @@ def load(url: str, total: int, bpr: int, chunk: int, events: bool = True) -> flo
     """Journal ``total`` batches; returns the seconds it took (VACUUM ANALYZE included)."""
     import psycopg
 
-    from offset_journal.journal.arrays import Layout, layout_id
+    from offset_journal.journal._arrays import Layout, layout_id
 
     layout = Layout(("events",) * PARTITIONS, tuple(range(PARTITIONS)))
     t0 = time.perf_counter()

@@ -1,4 +1,4 @@
-"""The audit's pure walk (offset_journal.audit.core): no Spark, no database."""
+"""The audit's pure walk (offset_journal.audit._core): no Spark, no database."""
 
 from __future__ import annotations
 
@@ -24,7 +24,7 @@ from offset_journal.audit import (
     format_json,
     format_table,
 )
-from offset_journal.journal.plan_rows import recorded_plan
+from offset_journal.journal._plan_rows import recorded_plan
 from offset_journal.offsets import PartitionOffset
 from offset_journal.rows import RecordedPlan
 

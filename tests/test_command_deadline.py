@@ -21,7 +21,7 @@ from pathlib import Path
 import pytest
 import sqlalchemy as sa
 
-from offset_journal.cli.deadline import ENV_TIMEOUT
+from offset_journal.cli._deadline import ENV_TIMEOUT
 from offset_journal.journal.db import ENV_URL
 from tests import support
 from tests.support import Cli, journal_report_runs, one_error_line

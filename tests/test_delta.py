@@ -216,7 +216,7 @@ def test_a_delta_table_recreated_at_the_same_path_is_refused_then_read_from_its_
     reads the new table from its start, every row once."""
     import shutil
 
-    from offset_journal.restart.delta_log import delta_table_id
+    from offset_journal.restart._delta_log import delta_table_id
 
     spark, listener = journaled_spark
     table = tmp_path / "events"

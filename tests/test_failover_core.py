@@ -10,8 +10,8 @@ from pathlib import Path
 
 import pytest
 
-from offset_journal.capture.recent import RecentWindow
-from offset_journal.capture.spool import Spool, default_spool_dir
+from offset_journal.capture._recent import RecentWindow
+from offset_journal.capture._spool import Spool, default_spool_dir
 from offset_journal.capture.writer import Fault, _Standby, classify_error
 from offset_journal.errors import ConfigError
 from offset_journal.journal.db import make_engine, redact, resolve_url, writable_url

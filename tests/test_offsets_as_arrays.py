@@ -12,7 +12,7 @@ import sqlalchemy as sa
 from alembic import command
 
 from offset_journal.journal import Journal
-from offset_journal.journal.arrays import Layout, encode, layout_id
+from offset_journal.journal._arrays import Layout, encode, layout_id
 from offset_journal.journal.db import alembic_config
 from offset_journal.offsets import PartitionOffset
 from offset_journal.records import batch_from_progress

@@ -24,18 +24,18 @@ PURE = (
     "offset_journal.restart",
     "offset_journal.restart.model",
     "offset_journal.restart.request",
-    "offset_journal.restart.inputs",
-    "offset_journal.restart.plan",
+    "offset_journal.restart._inputs",
+    "offset_journal.restart._plan",
     "offset_journal.restart.kafka_offsets",
     "offset_journal.restart.translate",
     "offset_journal.kafka.mirror",
-    "offset_journal.restart.from_time",
-    "offset_journal.restart.other_sources",
-    "offset_journal.restart.state_aware",
+    "offset_journal.restart._from_time",
+    "offset_journal.restart._other_sources",
+    "offset_journal.restart._state_aware",
     "offset_journal.wording",
     "offset_journal.audit.model",
-    "offset_journal.audit.core",
-    "offset_journal.audit.report",
+    "offset_journal.audit._core",
+    "offset_journal.audit._report",
 )
 
 _PROBE = textwrap.dedent("""
@@ -114,7 +114,7 @@ def test_a_plan_option_is_named_once():
 
     import pytest
 
-    from offset_journal.restart.inputs import PlanInputs
+    from offset_journal.restart._inputs import PlanInputs
     from offset_journal.restart.request import REQUEST_FIELDS, PlanRequest
 
     facts = {f.name for f in dataclasses.fields(PlanInputs)}

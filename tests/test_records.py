@@ -228,7 +228,7 @@ def test_offsets_said_rebuildable_are_what_the_partitions_rebuild(end, advance, 
     """The journal keeps no start/end JSON for a source the parser calls rebuildable
     (journal_checks.stored_offsets): that must be exactly what offsets_json gives back,
     and a key such as "01", which it would write as "1", must keep the JSON."""
-    from offset_journal.journal.checks import stored_offsets
+    from offset_journal.journal._checks import stored_offsets
 
     start = None if first else {t: {k: max(0, v - advance) for k, v in ps.items()}
                                 for t, ps in end.items()}

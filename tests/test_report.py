@@ -15,7 +15,17 @@ import pytest
 from offset_journal import Journal
 from offset_journal.audit import audit_query
 from offset_journal.records import batch_from_progress
-from offset_journal.report import ReportData, ReportFinding, build_report, gather, render
+from offset_journal.report import (
+    ReportData,
+    ReportFinding,
+    build_report,
+)
+from offset_journal.report import (
+    _gather as gather,
+)
+from offset_journal.report import (
+    _render as render,
+)
 from tests import support
 from tests.payloads import kafka_source, progress, sql_rows
 from tests.support import Cli, count_rows, journal_report_runs, one_error_line
@@ -201,8 +211,8 @@ def test_the_audit_is_in_the_report_with_the_journals_own_findings(journal: str)
 
 def gather_audited(j: Journal) -> ReportData:
     from offset_journal.audit import audit_query
-    from offset_journal.report.audited import audit_findings, plan_markers
-    from offset_journal.report.gather import journal_findings
+    from offset_journal.report._audited import audit_findings, plan_markers
+    from offset_journal.report._gather import journal_findings
 
     found = audit_query(j, "orders")
     return gather(j, "orders", findings=journal_findings(j, "orders") + audit_findings(found),
@@ -215,7 +225,7 @@ def test_restart_markers_name_the_plan_each_run_started_from() -> None:
     from datetime import datetime, timezone
 
     from offset_journal.audit.model import AuditReport, HistoryRef, RunStart
-    from offset_journal.report.audited import plan_markers
+    from offset_journal.report._audited import plan_markers
     from offset_journal.report.model import RunBar
 
     t0 = datetime(2024, 1, 1, tzinfo=timezone.utc)
@@ -238,8 +248,8 @@ def test_one_restart_across_a_thousand_partitions_is_one_folded_row() -> None:
     from datetime import datetime, timezone
 
     from offset_journal.audit.model import AuditReport, Finding, HistoryRef
-    from offset_journal.report.audited import MAX_GROUP_LINES, audit_findings
-    from offset_journal.report.render import _findings
+    from offset_journal.report._audited import MAX_GROUP_LINES, audit_findings
+    from offset_journal.report._render import _findings
 
     t0 = datetime(2024, 1, 1, tzinfo=timezone.utc)
     ref = HistoryRef(9, "r2", 0, t0)

@@ -1071,8 +1071,8 @@ def test_missing_database_url_is_a_config_error(monkeypatch: pytest.MonkeyPatch)
 
 
 def test_a_delta_plan_is_held_against_the_table_id_at_its_path() -> None:
+    from offset_journal.restart._other_sources import check_delta_table, delta_path
     from offset_journal.restart.model import SourcePlan
-    from offset_journal.restart.other_sources import check_delta_table, delta_path
     from offset_journal.rows import KIND_DELTA
 
     def plan() -> SourcePlan:

@@ -18,7 +18,7 @@ from offset_journal.restart.model import POSITION_SAVEPOINT
 from offset_journal.restart.record import plan_row
 from offset_journal.rows import Batch, SourceOffsets
 from offset_journal.savepoint import core, load_savepoint
-from offset_journal.savepoint.files import (
+from offset_journal.savepoint._files import (
     check_parts,
     read_manifest,
     require_empty,

@@ -17,7 +17,7 @@ from offset_journal.records import batch_from_progress
 from offset_journal.restart import PlanRequest, plan_restart
 from offset_journal.restart.record import plan_row
 from offset_journal.savepoint import load_savepoint
-from offset_journal.savepoint.files import write_manifest
+from offset_journal.savepoint._files import write_manifest
 from offset_journal.savepoint.model import Manifest, SourceEnd, digest_of
 from tests.payloads import kafka_source, progress
 

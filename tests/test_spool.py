@@ -7,7 +7,7 @@ import json
 import threading
 import time
 
-from offset_journal.capture.spool import Spool
+from offset_journal.capture._spool import Spool
 
 
 def test_a_file_removed_by_another_replayer_does_not_break_listing(tmp_path):
@@ -112,7 +112,7 @@ def _progress_event(name: str, batch: int) -> dict:
 
 
 def test_make_room_drops_the_oldest_batches_never_a_querys_newest() -> None:
-    from offset_journal.capture.spool import make_room, summarize_losses
+    from offset_journal.capture._spool import make_room, summarize_losses
 
     events = ([{"type": "started", "run_id": "run-a", "name": "a"}]
               + [_progress_event("a", i) for i in range(10)] + [_progress_event("b", 0)])
@@ -150,7 +150,7 @@ def test_the_default_spool_directory_name_does_not_depend_on_the_password(
         tmp_path, monkeypatch) -> None:
     import hashlib
 
-    from offset_journal.capture.spool import default_spool_dir
+    from offset_journal.capture._spool import default_spool_dir
 
     monkeypatch.setenv("OFFSET_JOURNAL_SPOOL_DIR", str(tmp_path))
     a = default_spool_dir("postgresql+psycopg://w:Secret1@db:5432/journal")

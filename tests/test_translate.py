@@ -15,7 +15,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from offset_journal.audit import GAP, OVERLAP, PLANNED, UNEXPLAINED, audit_batches
-from offset_journal.journal.plan_rows import recorded_plan
+from offset_journal.journal._plan_rows import recorded_plan
 from offset_journal.kafka.mirror import (
     OffsetSync,
     SyncFormatError,

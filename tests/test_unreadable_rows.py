@@ -194,7 +194,7 @@ def _forge_before_0015(url: str, **call: str) -> None:
 def test_reads_page_past_rows_they_skip_and_fall_back_in_the_journals_own_order(
         journal_url: str) -> None:
     from offset_journal import Journal
-    from offset_journal.audit.edge import iter_audit_batches
+    from offset_journal.audit._edge import iter_audit_batches
     from offset_journal.records import batch_from_progress
 
     # run-b first (journaled first, but triggered later by its driver's clock), then

@@ -20,7 +20,7 @@ import sqlalchemy as sa
 from alembic import command
 from psycopg import pq
 
-from offset_journal.capture.watchdog import Watchdog
+from offset_journal.capture._watchdog import Watchdog
 from offset_journal.capture.writer import Writer, WriterConfig, writer_journal
 from offset_journal.journal import Journal
 from offset_journal.journal.db import alembic_config, resolve_url, upgrade

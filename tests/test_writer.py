@@ -144,7 +144,7 @@ def test_listener_pickles_without_runtime_state(journal_url, tmp_path):
 
 
 def test_another_live_writers_spool_is_not_ours_to_wait_for(journal_url, tmp_path):
-    from offset_journal.capture.spool import Spool
+    from offset_journal.capture._spool import Spool
 
     spool_dir = tmp_path / "spool"
     other = Spool(spool_dir)  # another driver in an outage: its file is open and locked

@@ -74,7 +74,7 @@ def _poison(url: str) -> None:
 
 def test_a_poison_line_in_the_spool_does_not_stop_its_replay(
         journal_url: str, tmp_path: Path) -> None:
-    from offset_journal.capture.spool import Spool
+    from offset_journal.capture._spool import Spool
 
     _poison(journal_url)
     spool_dir = tmp_path / "spool"
@@ -531,7 +531,7 @@ def test_the_spool_cap_holds_while_the_writer_retries_and_the_oldest_go_first(
     spool file so that it can be replayed, and the next event starts a new file. The cap
     and the order must hold across all of them: at most spool_max_bytes on disk, the
     oldest batch events dropped, the newest kept, every drop recorded."""
-    from offset_journal.capture.spool import Spool
+    from offset_journal.capture._spool import Spool
 
     def down(_events: list[dict]) -> None:
         raise ConnectionError("the database is down")

@@ -3,9 +3,9 @@ checkpoints? (``offset-journal audit QUERY``, :func:`audit_query` handed a Journ
 
 * ``model.py``: the data (inputs, :class:`Finding`, :class:`RunStart`,
   :class:`AuditReport` with ``to_dict()``), closed sets, exit codes;
-* ``core.py``: :func:`audit_batches`, the pure walk (its docstring has the rules);
-* ``report.py``: the table and the JSON;
-* ``edge.py``: :func:`audit_query`, the I/O (handed an open Journal).
+* ``_core.py``: :func:`audit_batches`, the pure walk (its docstring has the rules);
+* ``_report.py``: the table and the JSON;
+* ``_edge.py``: :func:`audit_query`, the I/O (handed an open Journal).
 
 May import: :mod:`offset_journal.journal` and the shared modules.
 """
@@ -15,7 +15,8 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Any
 
 from ..rows import AuditBatch, AuditSource
-from .core import audit_batches, fits, match_plan
+from ._core import audit_batches, fits, match_plan
+from ._report import format_json, format_table
 from .model import (
     EXIT_CLEAN,
     EXIT_FINDINGS,
@@ -33,17 +34,16 @@ from .model import (
     StartKind,
     Status,
 )
-from .report import format_json, format_table
 
 if TYPE_CHECKING:
-    from .edge import audit_query, iter_audit_batches
+    from ._edge import audit_query, iter_audit_batches
 
 
 def __getattr__(name: str) -> Any:
     # The edge reads the journal (SQLAlchemy): loaded on first use, so that the pure
     # walk and its model load without the database driver.
     if name in ("audit_query", "iter_audit_batches"):
-        from . import edge
+        from . import _edge as edge
 
         return getattr(edge, name)
     raise AttributeError(f"module 'offset_journal.audit' has no attribute {name!r}")

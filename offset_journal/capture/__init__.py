@@ -2,8 +2,8 @@
 
 The listener (:mod:`.listener`) turns each completed micro-batch into a record and hands
 it to the writer (:mod:`.writer`), which journals it on its own thread; what the database
-cannot take yet waits in the spool (:mod:`.spool`), what it took recently stays in the
-failover window (:mod:`.recent`) until a standby has it, and events it refused are kept
+cannot take yet waits in the spool (:mod:`._spool`), what it took recently stays in the
+failover window (:mod:`._recent`) until a standby has it, and events it refused are kept
 aside (:mod:`.rejected`). The stream never waits on any of it.
 
 May import: :mod:`offset_journal.journal` and the shared modules (records, errors, ...).

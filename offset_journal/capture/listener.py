@@ -24,8 +24,8 @@ from typing import Any
 
 from ..journal.db import redact, resolve_url
 from ..records import ASYNC_EXECUTION, CLUSTER, PROGRESS, REAL_TIME_TRIGGER, STARTED, TERMINATED
-from .recent import DEFAULT_SECONDS
-from .spool import Spool, default_spool_dir
+from ._recent import DEFAULT_SECONDS
+from ._spool import Spool, default_spool_dir
 from .writer import Writer, WriterConfig, WriterStats
 
 try:  # pyspark is optional for the rest of the package

@@ -5,7 +5,7 @@ When the database does not answer, events go to the on-disk spool and the writer
 retries with exponential backoff; once the database answers again the spool is
 replayed before new events, so the journal fills up in order and nothing is lost.
 
-What it journaled stays in its failover window (recent.py) until it is safe beyond the
+What it journaled stays in its failover window (_recent.py) until it is safe beyond the
 primary. Each new connection reads which server it is on before anything is written
 there, and behind a pooler each transaction is guarded to that server (db_server.py);
 on another server (a standby promoted after the primary was lost, which with
@@ -43,9 +43,9 @@ from ..records import (
     batch_from_progress,
     run_from_event,
 )
-from .recent import DEFAULT_MAX_BYTES, DEFAULT_SECONDS, RecentWindow
-from .spool import Spool
-from .watchdog import Watchdog
+from ._recent import DEFAULT_MAX_BYTES, DEFAULT_SECONDS, RecentWindow
+from ._spool import Spool
+from ._watchdog import Watchdog
 
 log = logging.getLogger(__name__)
 
@@ -66,7 +66,7 @@ class WriterConfig:
     hangs with the connection open: statement_timeout cannot fire when nothing
     answers). None: the statement timeout plus the connect timeout plus 5 s."""
     failover_window: float = DEFAULT_SECONDS
-    """Seconds what was journaled stays on disk (recent.py) to be journaled again on a
+    """Seconds what was journaled stays on disk (_recent.py) to be journaled again on a
     standby promoted after a failover: cover the standby's replication lag (0: keep
     nothing; with synchronous replication nothing is needed)."""
     failover_window_max_bytes: int = DEFAULT_MAX_BYTES

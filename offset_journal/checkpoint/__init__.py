@@ -28,8 +28,8 @@ shared modules.
 from __future__ import annotations
 
 from ..errors import CheckpointError
+from ._read import kafka_end_offsets, read_checkpoint
 from .model import Checkpoint, CheckpointBatch
-from .read import kafka_end_offsets, read_checkpoint
 from .store import file_sink_metadata, is_new_checkpoint
 
 __all__ = [

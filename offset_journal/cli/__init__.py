@@ -2,7 +2,7 @@
 
 :mod:`.parser` is the grammar (argument types, subcommands; nothing runs there),
 :mod:`.commands` the handlers, :mod:`.plan_args` the restart-plan options that jobs' own
-command lines share, :mod:`.output` the history's table/CSV/JSON and :mod:`.deadline` a
+command lines share, :mod:`._output` the history's table/CSV/JSON and :mod:`._deadline` a
 command's client-side deadline. Errors of the one family (:class:`~offset_journal.errors.
 OffsetJournalError`) are caught once, in :func:`main`, and printed as one line.
 

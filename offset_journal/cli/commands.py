@@ -27,8 +27,8 @@ from ..errors import ConfigError, OffsetJournalError, RestartError
 from ..formatting import cell, format_time, from_epoch_ms, one_line, table
 from ..journal.db import redact
 from . import parser as cli_parser
-from .deadline import DeadlineExceeded, command_deadline, timed_out_line, watchdog
-from .output import write_history
+from ._deadline import DeadlineExceeded, command_deadline, timed_out_line, watchdog
+from ._output import write_history
 from .parser import PROG, UsageError
 
 log = logging.getLogger(__name__)

@@ -8,21 +8,21 @@ batch id) twice leaves one row, so a spooled event can be replayed any number of
 
 The modules, in the order data flows:
 
-* ``base.py``: the connection (an engine opened lazily, reads that say when the schema
+* ``_base.py``: the connection (an engine opened lazily, reads that say when the schema
   is missing);
-* ``batch_args.py``: a batch as the arguments of its one call (pure);
-* ``driver.py``: that call on psycopg, in a transaction or alone in one round trip;
-* ``write.py``: runs, batches, rejected events, spool losses, restart plans and
+* ``_batch_args.py``: a batch as the arguments of its one call (pure);
+* ``_driver.py``: that call on psycopg, in a transaction or alone in one round trip;
+* ``_write.py``: runs, batches, rejected events, spool losses, restart plans and
   savepoints in;
 * ``rows.py``: batches read back with their sources and partitions, in journal order;
-* ``read.py``: history, runs, plans and problems for people and plans;
-* ``plan_rows.py``: a recorded plan's row read back, fields no plan command writes left
+* ``_read.py``: history, runs, plans and problems for people and plans;
+* ``_plan_rows.py``: a recorded plan's row read back, fields no plan command writes left
   out with a note (pure);
-* ``queries.py`` with ``aggregates.py``: what the planner, the audit, the report,
+* ``_queries.py`` with ``_aggregates.py``: what the planner, the audit, the report,
   ``rejected`` and checkpoint import read, as named methods;
-* ``health.py``: the fleet's health in a few statements (``check``) and the recorded
+* ``_health.py``: the fleet's health in a few statements (``check``) and the recorded
   retention forecasts (``retention --record``);
-* ``retention.py``: prune.
+* ``_retention.py``: prune.
 
 What comes out is plain data (:mod:`offset_journal.rows`).
 
@@ -50,11 +50,11 @@ from ..rows import (
     SourceOffsets,
     SpoolLoss,
 )
-from .aggregates import ReportRows
-from .health import Health
-from .queries import Queries
-from .retention import prune
-from .write import Writes, record_all, record_each
+from ._aggregates import ReportRows
+from ._health import Health
+from ._queries import Queries
+from ._retention import prune
+from ._write import Writes, record_all, record_each
 
 
 class Journal(Writes, Queries, Health):
@@ -67,7 +67,7 @@ class Journal(Writes, Queries, Health):
     def prune(self, before: datetime, *, query_name: str | None = None,
               dry_run: bool = False, chunk: int = 5000) -> PruneResult:
         """Delete batches triggered before ``before`` (each query's newest is kept); see
-        :func:`offset_journal.journal.retention.prune`."""
+        :func:`offset_journal.journal._retention.prune`."""
         return prune(self, before, query_name=query_name, dry_run=dry_run, chunk=chunk)
 
 

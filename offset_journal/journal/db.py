@@ -209,7 +209,7 @@ def transaction_statements(statement_timeout_ms: int | None = None) -> tuple[str
 def transaction_settings(engine: sa.Engine) -> tuple[str, ...]:
     """What ``engine`` sets at the start of each transaction (:func:`transaction_statements`;
     none for an engine the project did not make), for a caller that opens a transaction
-    without SQLAlchemy's begin (journal/driver.py)."""
+    without SQLAlchemy's begin (journal/_driver.py)."""
     return _TRANSACTION_SETTINGS.get(engine, ())
 
 

@@ -1,7 +1,7 @@
 """``offset-journal report``: one self-contained HTML file about a query's journal.
 
-:func:`build_report` reads a :class:`~offset_journal.journal.Journal` (gather.py: SQL
-aggregates) and renders the page (render.py: pure, from the plain data in model.py).
+:func:`build_report` reads a :class:`~offset_journal.journal.Journal` (_gather.py: SQL
+aggregates) and renders the page (_render.py: pure, from the plain data in model.py).
 
 May import: :mod:`offset_journal.audit`, :mod:`offset_journal.journal` and the shared
 modules.
@@ -15,8 +15,8 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from ..audit import audit_query
-from .audited import audit_findings, plan_markers
-from .gather import (
+from ._audited import audit_findings, plan_markers
+from ._gather import (
     DEFAULT_BUCKETS,
     DEFAULT_TOP,
     NothingToReport,
@@ -25,8 +25,8 @@ from .gather import (
     journal_findings,
     restart_markers,
 )
+from ._render import render
 from .model import ReportData, ReportFinding, RestartMarker, RunBar
-from .render import render
 
 if TYPE_CHECKING:
     from ..journal import Journal

@@ -1,5 +1,5 @@
-"""What a report shows, as plain data: gathered from the journal (gather.py), drawn by
-render.py. Nothing here reads a database or writes HTML."""
+"""What a report shows, as plain data: gathered from the journal (_gather.py), drawn by
+_render.py. Nothing here reads a database or writes HTML."""
 
 from __future__ import annotations
 

@@ -1,6 +1,6 @@
 """Restart plans: where a query on a NEW checkpoint starts, and why.
 
-**Where a plan is decided:** :func:`compute_plan` in ``restart/plan.py``, a short
+**Where a plan is decided:** :func:`compute_plan` in ``restart/_plan.py``, a short
 sequence of named steps (its module docstring lists them) over journal data; nothing
 in it does I/O. :func:`plan_restart` (``restart/edge.py``) is the thin edge that
 gathers those inputs from the journal, the checkpoint location and the Kafka cluster.
@@ -22,23 +22,23 @@ Positions a plan can start from:
   record of a window the old checkpoint's state had not emitted yet.
 * **from-time** (``from_time``): per partition, the first offset whose RECORD timestamp
   is at or after a time (Kafka's offsetsForTimes; the log end when there is none), with
-  the journaled batches that reads again (``from_time.py``).
+  the journaled batches that reads again (``_from_time.py``).
 
 The modules, one job each, in the order data flows:
 
 * ``request.py``: :class:`PlanRequest`, what a person asks for, checked once (pure);
   its fields are the one list of a plan's options;
-* ``inputs.py``: :class:`~.inputs.PlanInputs`, the request and the facts gathered for
+* ``_inputs.py``: :class:`~.inputs.PlanInputs`, the request and the facts gathered for
   it (pure);
 * ``edge.py``: :func:`plan_restart`, the I/O: gathers the journal's batches, the
   checkpoint location and the Kafka cluster's offsets;
 * ``model.py``: the data (:class:`Findings`, :class:`RestartPlan`), closed sets;
-* ``plan.py``: :func:`compute_plan`, the decision (pure);
-* ``kafka_offsets.py``, ``from_time.py``, ``other_sources.py``, ``state_aware.py``: its
+* ``_plan.py``: :func:`compute_plan`, the decision (pure);
+* ``kafka_offsets.py``, ``_from_time.py``, ``_other_sources.py``, ``_state_aware.py``: its
   steps for Kafka offsets, a point in time, Delta/file/rate sources, and state-aware
   rewinds (pure);
 * ``record.py``: the plan as the journal records it (``restart_plans``);
-* ``text.py``, ``delta_log.py``: wording helpers, and a Delta table's id.
+* ``text.py``, ``_delta_log.py``: wording helpers, and a Delta table's id.
 
 Importing a checkpoint into the journal lives in :mod:`offset_journal.checkpoint.importing`,
 comparing offsets in :mod:`offset_journal.restart.compare`.
@@ -58,9 +58,9 @@ from typing import TYPE_CHECKING, Any
 
 from ..errors import RestartError
 from ..rows import BatchRef
-from .findings import Findings
+from ._findings import Findings
+from ._plan import compute_plan
 from .model import MODE_STATE_AWARE, MODE_STATELESS, Mode, Position, RestartPlan, SourcePlan
-from .plan import compute_plan
 from .request import PlanRequest
 
 if TYPE_CHECKING:

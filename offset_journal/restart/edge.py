@@ -21,9 +21,11 @@ from ..kafka.mirror import index_syncs, offset_syncs_topic, replica_topic
 from ..overlap import span_of
 from ..rows import KIND_DELTA, RealTimeTail, order_key
 from ..wording import count, tp
-from .delta_log import delta_table_id, same_path
-from .from_time import chosen_offsets, epoch_millis
-from .inputs import PlanInputs
+from ._delta_log import delta_table_id, same_path
+from ._from_time import chosen_offsets, epoch_millis
+from ._inputs import PlanInputs
+from ._other_sources import check_delta_table, delta_path
+from ._plan import check_last_batch, decide, refuse_used_checkpoint
 from .kafka_offsets import kafka_topics
 from .model import (
     MODE_STATE_AWARE,
@@ -35,8 +37,6 @@ from .model import (
     RestartPlan,
     SinkState,
 )
-from .other_sources import check_delta_table, delta_path
-from .plan import check_last_batch, decide, refuse_used_checkpoint
 from .request import PlanRequest
 from .translate import ClusterFacts, MirrorFacts
 

@@ -10,8 +10,8 @@ from typing import TYPE_CHECKING, Literal
 from ..offsets import EARLIEST, KafkaOffsets, PartitionOffset, format_kafka_offsets
 from ..rows import KIND_KAFKA, Batch, BatchRef, SourceOffsets, source_kind
 from ..wording import count, tp, tp_list
-from .findings import Findings
-from .inputs import PlanInputs
+from ._findings import Findings
+from ._inputs import PlanInputs
 from .model import SourcePlan, Start
 from .translate import subscription_errors, translate_offsets, translated_items
 

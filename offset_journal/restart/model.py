@@ -1,7 +1,7 @@
 """What a restart plan is made of (pure data): the inputs it is decided from, the
 findings each step adds, and the plan itself.
 
-Nothing here decides anything; :mod:`offset_journal.restart.plan` does.
+Nothing here decides anything; :mod:`offset_journal.restart._plan` does.
 """
 
 from __future__ import annotations
@@ -16,7 +16,7 @@ from ..formatting import format_time
 from ..offsets import KafkaOffsets, format_kafka_offsets
 from ..rows import Batch, BatchRef, RereadRun, SourceKind
 from ..wording import fill
-from .findings import Findings
+from ._findings import Findings
 
 if TYPE_CHECKING:
     from .translate import Translation

@@ -20,8 +20,8 @@ from typing import Any
 from ..errors import RestartError
 from ..rows import BatchRef
 from ..savepoint.model import BUILT_IN, Operator, Savepoint
-from .findings import Findings
-from .inputs import PlanInputs
+from ._findings import Findings
+from ._inputs import PlanInputs
 from .model import POSITION_SAVEPOINT, CarriedState, Start
 from .request import SEED_ALL
 

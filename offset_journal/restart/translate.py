@@ -31,7 +31,7 @@ from ..kafka.mirror import (
 )
 from ..offsets import KafkaOffsets
 from ..wording import count, tp
-from .findings import Findings
+from ._findings import Findings
 
 if TYPE_CHECKING:
     from ..kafka.admin import TopicState

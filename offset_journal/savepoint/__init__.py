@@ -9,8 +9,8 @@ state schemas, row counts, checksums), and records it in the journal (``savepoin
 A plan from it (``plan QUERY --savepoint ID|DIR``) starts right after B, and
 :func:`initial_state` gives the new query's ``transformWithState(initialState=...)``.
 
-The modules: ``model.py`` (the data), ``core.py`` (the decisions, pure), ``files.py``
-(the directory: manifest, checksums), ``load.py`` (find and check a savepoint),
+The modules: ``model.py`` (the data), ``core.py`` (the decisions, pure), ``_files.py``
+(the directory: manifest, checksums), ``_load.py`` (find and check a savepoint),
 ``spark.py`` (the Spark edge). The plan's side is :mod:`offset_journal.restart.seeding`.
 What needs Spark is imported on first use.
 
@@ -23,7 +23,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Any
 
 from ..errors import SavepointError
-from .load import load_savepoint
+from ._load import load_savepoint
 from .model import BUILT_IN, Manifest, Operator, OperatorKind, Part, PartKind, Savepoint
 
 if TYPE_CHECKING:

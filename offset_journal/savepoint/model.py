@@ -1,7 +1,7 @@
 """What a savepoint is made of (pure data): its operators, the parts of their state
 exported as Parquet, and the manifest that lists them with their checksums.
 
-Nothing here reads a file or talks to Spark; :mod:`.core` decides, :mod:`.files` and
+Nothing here reads a file or talks to Spark; :mod:`.core` decides, :mod:`._files` and
 :mod:`.spark` do the I/O.
 """
 

@@ -23,6 +23,8 @@ from typing import TYPE_CHECKING, Any
 from ..errors import ConfigError, OffsetJournalError, SavepointError
 from ..formatting import first_line
 from ..origin import host_name, os_user
+from ._files import check_parts, remove_partial, require_empty, sums, write_manifest
+from ._load import load_savepoint
 from .core import (
     ReadSpec,
     choose_batch,
@@ -35,8 +37,6 @@ from .core import (
     state_gone,
     windowed_key,
 )
-from .files import check_parts, remove_partial, require_empty, sums, write_manifest
-from .load import load_savepoint
 from .model import Column, Manifest, Operator, Part, Savepoint, SourceEnd
 
 if TYPE_CHECKING:

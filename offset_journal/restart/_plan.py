@@ -3,9 +3,9 @@
 It is a short sequence of steps, each returning :class:`~.model.Findings`:
 
 1. refuse what cannot be planned (unknown mode, a used checkpoint location);
-2. decide where to start (after, at, or rewind for state-aware plans: state_aware.py);
+2. decide where to start (after, at, or rewind for state-aware plans: _state_aware.py);
 3. flag the batches the journal flagged when it wrote them;
-4. plan each source (Kafka: kafka_offsets.py, others: other_sources.py);
+4. plan each source (Kafka: kafka_offsets.py, others: _other_sources.py);
 5. check the output path, the sink (foreachBatch: Delta txnAppId), the new checkpoint,
    the clocks and concurrent runs.
 """
@@ -21,9 +21,12 @@ from ..formatting import format_time
 from ..overlap import concurrent_runs
 from ..rows import KIND_KAFKA, Batch, BatchRef, FlaggedProblem, order_key, source_kind
 from ..wording import count, tp
-from .findings import Findings
-from .from_time import reread_note, time_source_plan
-from .inputs import PlanInputs
+from ._findings import Findings
+from ._from_time import reread_note, time_source_plan
+from ._inputs import PlanInputs
+from ._other_sources import journaled_offset, other_source_plan, sink_findings
+from ._real_time import real_time_findings
+from ._state_aware import state_aware_start
 from .kafka_offsets import kafka_source_plan, kafka_topics
 from .model import (
     MODE_STATE_AWARE,
@@ -37,11 +40,8 @@ from .model import (
     SourcePlan,
     Start,
 )
-from .other_sources import journaled_offset, other_source_plan, sink_findings
-from .real_time import real_time_findings
 from .request import REQUEST_FIELDS, PlanRequest, check_request
 from .seeding import carried_state, savepoint_start
-from .state_aware import state_aware_start
 from .translate import cluster_findings, refuse_other_cluster
 
 FUTURE_TOLERANCE = timedelta(minutes=1)

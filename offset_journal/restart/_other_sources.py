@@ -10,7 +10,7 @@ import json
 from typing import Any
 
 from ..rows import KIND_DELTA, KIND_FILE, KIND_RATE, SourceKind, SourceOffsets
-from .inputs import PlanInputs
+from ._inputs import PlanInputs
 from .model import SourcePlan, Start
 
 

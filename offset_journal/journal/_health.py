@@ -18,7 +18,7 @@ import sqlalchemy as sa
 from ..errors import JournalError
 from ..formatting import first_line
 from ..rows import ForecastFacts, QueryFacts
-from .read import Reads
+from ._read import Reads
 from .schema import SCHEMA, rejected_events, retention_forecasts
 
 _EPOCH = datetime(1970, 1, 1, tzinfo=timezone.utc)

@@ -42,7 +42,7 @@ from pathlib import Path
 from typing import IO, Any
 
 from ..records import PROGRESS
-from .spool import SPOOL_DIR_MODE, SPOOL_FILE_MODE, event_line
+from ._spool import SPOOL_DIR_MODE, SPOOL_FILE_MODE, event_line
 
 log = logging.getLogger(__name__)
 

@@ -1,5 +1,5 @@
 """The report's aggregates, in SQL: their size follows the number of time buckets and
-of partitions drawn, not the history's length (see :mod:`offset_journal.report.gather`,
+of partitions drawn, not the history's length (see :mod:`offset_journal.report._gather`,
 which turns these rows into the report's data)."""
 
 from __future__ import annotations

@@ -23,9 +23,9 @@ from ..rows import (
     SourceOffsets,
     SpoolLoss,
 )
-from .base import JournalBase
-from .batch_rows import batch_rows, last_rows, readable_batches, up_to, with_sources
-from .plan_rows import recorded_plan
+from ._base import JournalBase
+from ._batch_rows import batch_rows, last_rows, readable_batches, up_to, with_sources
+from ._plan_rows import recorded_plan
 from .schema import (
     batch_sources,
     batches,
@@ -277,7 +277,7 @@ class Reads(JournalBase):
     def recorded_plans(self, query_name: str) -> list[RecordedPlan]:
         """The restart plans recorded for a query, oldest first, each with the runs a
         job linked to it; fields no plan command writes are left out of each and named
-        in its ``ignored`` (:mod:`.plan_rows`)."""
+        in its ``ignored`` (:mod:`._plan_rows`)."""
         p, r = restart_plans.c, plan_runs.c
         stmt = sa.select(restart_plans).where(p.query_name == query_name).order_by(p.id)
         links = (sa.select(r.plan_id, r.run_id, r.recorded_at)

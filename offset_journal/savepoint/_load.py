@@ -17,7 +17,7 @@ import os
 from typing import TYPE_CHECKING
 
 from ..errors import SavepointError
-from .files import check_parts, read_manifest, same_location
+from ._files import check_parts, read_manifest, same_location
 from .model import Savepoint
 
 if TYPE_CHECKING:

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from .checks import PartitionEnds
+from ._checks import PartitionEnds
 
 NO_ENDS = PartitionEnds((), (), [])
 

@@ -1,6 +1,6 @@
 """The audit's I/O edge: read a query's journaled Kafka offsets in the journal's order
 (a page of batches at a time) and its recorded plans, then audit them
-(:func:`~offset_journal.audit.core.audit_batches`)."""
+(:func:`~offset_journal.audit._core.audit_batches`)."""
 
 from __future__ import annotations
 
@@ -11,7 +11,7 @@ from typing import TYPE_CHECKING
 from ..errors import JournalError
 from ..overlap import concurrent_runs, span_of
 from ..rows import AuditBatch, RecordedPlan
-from .core import audit_batches
+from ._core import audit_batches
 from .model import AuditReport
 
 if TYPE_CHECKING:  # handed an open Journal: the storage layer is not imported here

@@ -9,8 +9,8 @@ from typing import Any
 
 from ..errors import CheckpointError
 from ..offsets import kafka_offsets, looks_like_kafka
+from ._parse import gaps, parse_commit_file, parse_offsets_file, read_initial_offsets, read_query_id
 from .model import Checkpoint, CheckpointBatch, Malformed
-from .parse import gaps, parse_commit_file, parse_offsets_file, read_initial_offsets, read_query_id
 from .store import Store, batch_ids, decode, open_store
 
 log = logging.getLogger(__name__)

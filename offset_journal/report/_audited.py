@@ -12,7 +12,7 @@ from dataclasses import replace
 from typing import TYPE_CHECKING
 
 from ..audit.model import PLANNED
-from .gather import restart_markers
+from ._gather import restart_markers
 from .model import ReportFinding, RestartMarker, RunBar
 
 if TYPE_CHECKING:

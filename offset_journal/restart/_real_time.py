@@ -20,8 +20,8 @@ from ..formatting import format_time
 from ..offsets import EARLIEST
 from ..rows import KIND_KAFKA, BatchRef
 from ..wording import count, tp
-from .findings import Findings
-from .inputs import PlanInputs
+from ._findings import Findings
+from ._inputs import PlanInputs
 from .model import POSITION_AFTER, POSITION_SAVEPOINT, SourcePlan, Start
 
 

@@ -1,7 +1,7 @@
 """A batch on its way into the journal, as the arguments of one call to
 ``offset_journal.journal_batch`` (migration 0014): its source rows, each Kafka source's
 offsets as arrays over a layout, the layouts the database may lack, and the problems
-its continuity checks found. Plain data in and out (pure): write.py sends it.
+its continuity checks found. Plain data in and out (pure): _write.py sends it.
 """
 
 from __future__ import annotations
@@ -11,8 +11,8 @@ from collections.abc import Callable
 from typing import Any
 
 from ..records import BatchRecord, SourceRecord
-from .arrays import Arrays, Layout, array_literal, encode, latest_json
-from .checks import partition_latests, stored_offsets
+from ._arrays import Arrays, Layout, array_literal, encode, latest_json
+from ._checks import partition_latests, stored_offsets
 from .server import guarded
 
 # The batch, its source rows, any Kafka layouts the database may not have yet, and its

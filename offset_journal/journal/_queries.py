@@ -22,9 +22,9 @@ from ..rows import (
     RereadRun,
     order_key,
 )
-from .aggregates import ReportRows, report_rows
-from .batch_rows import up_to, with_sources, without_out_of_range
-from .read import Reads
+from ._aggregates import ReportRows, report_rows
+from ._batch_rows import up_to, with_sources, without_out_of_range
+from ._read import Reads
 from .schema import SCHEMA, batch_sources, batches, kafka_partitions, query_runs, rejected_events
 
 log = logging.getLogger("offset_journal.journal")
@@ -228,7 +228,7 @@ class Queries(Reads):
 
     def report_rows(self, query_name: str, since: datetime | None, *, buckets: int,
                     top: int, max_runs: int) -> ReportRows | None:
-        """The HTML report's aggregates (:mod:`.aggregates`); None when the query has
+        """The HTML report's aggregates (:mod:`._aggregates`); None when the query has
         no batch since ``since``."""
         with self.engine.connect() as conn:
             return report_rows(conn, query_name, since, buckets=buckets, top=top,

@@ -12,10 +12,10 @@ import sqlalchemy as sa
 
 from ..errors import JournalError
 from ..formatting import first_line
-from .arrays import Layout, layout_id
+from ._arrays import Layout, layout_id
+from ._write_state import Ends
 from .db import make_engine, redact
 from .schema import SCHEMA
-from .write_state import Ends
 
 log = logging.getLogger("offset_journal.journal")
 
@@ -34,7 +34,7 @@ class JournalBase:
         self._engine = engine or make_engine(database_url, connect_timeout=connect_timeout)
         self._ends: dict[str, Ends] = {}
         self._ends_lock = threading.Lock()
-        # Kafka layouts (journal/arrays.py): keys computed, and those a committed
+        # Kafka layouts (journal/_arrays.py): keys computed, and those a committed
         # transaction of this Journal stored or found, so later batches name them only.
         self._layout_keys: dict[Layout, bytes] = {}
         self._stored_layouts: set[bytes] = set()

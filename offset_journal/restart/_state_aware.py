@@ -15,8 +15,8 @@ from datetime import datetime
 from ..errors import RestartError
 from ..formatting import format_time
 from ..rows import Batch, BatchRef, order_key
-from .findings import Findings
-from .inputs import PlanInputs
+from ._findings import Findings
+from ._inputs import PlanInputs
 from .model import POSITION_AFTER, POSITION_REWIND, Start
 
 

@@ -1,4 +1,4 @@
-"""The write path: runs, batches (one call each, batch_args.py; partitions the arrays
+"""The write path: runs, batches (one call each, _batch_args.py; partitions the arrays
 cannot hold by COPY), rejected events, spool losses and restart plans; a batch's
 continuity checked against its journaled neighbours as it is written."""
 
@@ -14,9 +14,9 @@ from sqlalchemy.dialects.postgresql import insert as pg_insert
 
 from ..errors import JournalError
 from ..records import BatchRecord, RunRecord
-from .arrays import Arrays
-from .base import JournalBase
-from .batch_args import (
+from ._arrays import Arrays
+from ._base import JournalBase
+from ._batch_args import (
     JOURNAL_BATCH,
     JOURNAL_BATCH_GUARDED,
     JSON_ARGUMENTS,
@@ -24,8 +24,8 @@ from .batch_args import (
     continued_sources,
     flag_problems,
 )
-from .batch_rows import with_sources
-from .checks import (
+from ._batch_rows import with_sources
+from ._checks import (
     PartitionEnds,
     continuity_problem,
     dumps,
@@ -33,7 +33,8 @@ from .checks import (
     partition_latests,
     successor_problem,
 )
-from .driver import execute, jsonb, run_alone
+from ._driver import execute, jsonb, run_alone
+from ._write_state import NO_ENDS, REMEMBERED_RUNS, Ends
 from .schema import (
     SCHEMA,
     batches,
@@ -47,7 +48,6 @@ from .schema import (
     spool_losses,
 )
 from .server import GUARD_PARAMETER, guard_for
-from .write_state import NO_ENDS, REMEMBERED_RUNS, Ends
 
 log = logging.getLogger("offset_journal.journal")
 

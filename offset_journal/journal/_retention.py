@@ -10,8 +10,8 @@ from typing import Any
 import sqlalchemy as sa
 
 from ..rows import PruneResult
-from .base import JournalBase
-from .batch_rows import batch_rows, last_rows
+from ._base import JournalBase
+from ._batch_rows import batch_rows, last_rows
 from .schema import batch_sources, batches, kafka_partition_rows, savepoints
 
 log = logging.getLogger("offset_journal.journal")

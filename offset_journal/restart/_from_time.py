@@ -18,8 +18,8 @@ from ..formatting import format_time
 from ..offsets import KafkaOffsets, format_kafka_offsets
 from ..rows import KIND_KAFKA, RereadRun, SourceOffsets
 from ..wording import count, tp, tp_list
-from .findings import Findings
-from .inputs import PlanInputs
+from ._findings import Findings
+from ._inputs import PlanInputs
 from .kafka_offsets import (
     PATTERN_NOTE,
     drop_missing,

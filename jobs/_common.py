@@ -20,12 +20,12 @@ from typing import Any, NoReturn
 
 import sqlalchemy as sa
 
+from offset_journal import redact
 from offset_journal.checkpoint import file_sink_metadata, is_new_checkpoint
 from offset_journal.cli.plan_args import add_plan_options, request_from_args
 from offset_journal.errors import OffsetJournalError
 from offset_journal.formatting import first_line
 from offset_journal.journal import Journal
-from offset_journal.journal.db import redact
 from offset_journal.restart import MODE_STATE_AWARE, plan_restart
 
 log = logging.getLogger("offset_journal.jobs")

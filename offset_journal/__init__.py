@@ -6,15 +6,25 @@ Postgres; a job that must start over with a new checkpoint then starts from them
     import offset_journal
     offset_journal.attach(spark, database_url="postgresql://...")
 
-Where things are: a restart plan is decided in :mod:`offset_journal.restart` (its
-docstring maps the package); every error derives from
-:class:`~offset_journal.errors.OffsetJournalError`.
+Where things are, in the order data flows: :mod:`~offset_journal.capture` (the listener
+and its writer) -> :mod:`~offset_journal.journal` (storage, its schema and roles) ->
+:mod:`~offset_journal.restart` (plans), :mod:`~offset_journal.audit`,
+:mod:`~offset_journal.report`, :mod:`~offset_journal.health`,
+:mod:`~offset_journal.savepoint` -> :mod:`~offset_journal.cli` (the command). Beside
+them: :mod:`~offset_journal.checkpoint` (reading Spark checkpoints),
+:mod:`~offset_journal.kafka` (what a cluster is asked), :mod:`~offset_journal.local`
+(services for tests and the demo), :mod:`~offset_journal.testing` (the pytest plugin),
+and the shared pure modules at the top (:mod:`~offset_journal.rows` is what the journal
+returns, :mod:`~offset_journal.records` what the listener hands the writer). Every error
+derives from :class:`~offset_journal.errors.OffsetJournalError`. docs/architecture.md
+draws the arrows.
 """
 
 from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
+from . import _moved
 from .errors import ConfigError, JournalError, OffsetJournalError, RestartError
 from .redaction import redact
 from .rows import Batch, Run, SourceOffsets
@@ -51,4 +61,6 @@ __all__ = [
     "attach",
     "redact",
 ]
-__version__ = "0.1.0"
+__version__ = "0.2.0"
+
+_moved.install()  # the old module paths, deprecated (CHANGELOG.md)

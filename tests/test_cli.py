@@ -17,7 +17,7 @@ from typing import Any
 import pytest
 
 from offset_journal.cli import main
-from offset_journal.cli.parser import parse_batch, parse_duration, parse_time
+from offset_journal.cli.parser import batch_arg, duration_arg, time_arg
 from offset_journal.journal import Journal
 from offset_journal.journal.db import ENV_URL
 from offset_journal.kafka.admin import committed_offsets
@@ -75,31 +75,31 @@ def db(journal_url: str, monkeypatch: pytest.MonkeyPatch) -> str:
 
 def test_parse_time() -> None:
     now = datetime(2024, 5, 1, 12, tzinfo=timezone.utc)
-    assert parse_time("2024-05-01T10:00:00Z") == datetime(2024, 5, 1, 10, tzinfo=timezone.utc)
-    assert parse_time("2024-05-01T10:00:00") == datetime(2024, 5, 1, 10, tzinfo=timezone.utc)
-    assert parse_time("2024-05-01 12:00:00+02:00") == datetime(2024, 5, 1, 10,
+    assert time_arg("2024-05-01T10:00:00Z") == datetime(2024, 5, 1, 10, tzinfo=timezone.utc)
+    assert time_arg("2024-05-01T10:00:00") == datetime(2024, 5, 1, 10, tzinfo=timezone.utc)
+    assert time_arg("2024-05-01 12:00:00+02:00") == datetime(2024, 5, 1, 10,
                                                               tzinfo=timezone.utc)
-    assert parse_time("2024-05-01") == datetime(2024, 5, 1, tzinfo=timezone.utc)
-    assert parse_time("-2h", now) == datetime(2024, 5, 1, 10, tzinfo=timezone.utc)
-    assert parse_time("90 minutes ago", now) == datetime(2024, 5, 1, 10, 30, tzinfo=timezone.utc)
-    assert parse_time("now", now) == now
+    assert time_arg("2024-05-01") == datetime(2024, 5, 1, tzinfo=timezone.utc)
+    assert time_arg("-2h", now) == datetime(2024, 5, 1, 10, tzinfo=timezone.utc)
+    assert time_arg("90 minutes ago", now) == datetime(2024, 5, 1, 10, 30, tzinfo=timezone.utc)
+    assert time_arg("now", now) == now
     for bad in ("yesterday", "-2x", "2024-13-01", ""):
         with pytest.raises(Exception, match="bad time"):
-            parse_time(bad, now)
+            time_arg(bad, now)
 
 
 def test_parse_duration_and_batch() -> None:
-    assert parse_duration("10m") == timedelta(minutes=10)
-    assert parse_duration("10 minutes") == timedelta(minutes=10)
-    assert parse_duration("1h30m") == timedelta(hours=1, minutes=30)
-    assert parse_duration("1.5s") == timedelta(seconds=1.5)
+    assert duration_arg("10m") == timedelta(minutes=10)
+    assert duration_arg("10 minutes") == timedelta(minutes=10)
+    assert duration_arg("1h30m") == timedelta(hours=1, minutes=30)
+    assert duration_arg("1.5s") == timedelta(seconds=1.5)
     for bad in ("", "10", "ten minutes", "0s", "5 parsecs"):
         with pytest.raises(Exception, match="bad duration"):
-            parse_duration(bad)
-    assert parse_batch(f"{RUN}:41") == (RUN, 41)
+            duration_arg(bad)
+    assert batch_arg(f"{RUN}:41") == (RUN, 41)
     for bad in ("41", f"{RUN}:", f"{RUN}:x", ":4", f"{RUN}:-1"):
         with pytest.raises(Exception, match="bad batch"):
-            parse_batch(bad)
+            batch_arg(bad)
 
 
 # --------------------------------------------------------------------------- usage errors

@@ -10,11 +10,12 @@ from pathlib import Path
 
 import pytest
 
+from offset_journal import redact
 from offset_journal.capture._recent import RecentWindow
 from offset_journal.capture._spool import Spool, default_spool_dir
 from offset_journal.capture.writer import Fault, _Standby, classify_error
 from offset_journal.errors import ConfigError
-from offset_journal.journal.db import make_engine, redact, resolve_url, writable_url
+from offset_journal.journal.db import make_engine, resolve_url, writable_url
 from offset_journal.journal.server import ServerIdentity, server_changed
 
 # --------------------------------------------------------------------------- URLs

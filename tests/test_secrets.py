@@ -13,10 +13,10 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from offset_journal import ConfigError, Journal, OffsetJournalListener
+from offset_journal import ConfigError, Journal, OffsetJournalListener, redact
 from offset_journal.capture.writer import Writer, WriterConfig
 from offset_journal.cli import main as cli_main
-from offset_journal.journal.db import ENV_URL, redact, resolve_url
+from offset_journal.journal.db import ENV_URL, resolve_url
 from offset_journal.records import TERMINATED, run_from_event
 
 # Anything a password may hold on one line: blanks, '@', '/', ':', quotes, unicode.

@@ -25,10 +25,10 @@ from urllib.parse import quote
 import pytest
 import sqlalchemy as sa
 
-from offset_journal import ConfigError, Journal, JournalError, OffsetJournalListener, attach
+from offset_journal import ConfigError, Journal, JournalError, OffsetJournalListener, attach, redact
 from offset_journal.capture.writer import Writer, WriterConfig
 from offset_journal.cli import main as cli_main
-from offset_journal.journal.db import ENV_URL, redact, resolve_url, upgrade
+from offset_journal.journal.db import ENV_URL, resolve_url, upgrade
 from offset_journal.journal.roles import JOURNAL_TABLES, grant_statements
 from offset_journal.records import PROGRESS, STARTED
 from offset_journal.restart import plan_restart

@@ -125,7 +125,7 @@ def _real_time_note(run_id: str, plan: RecordedPlan) -> str:
             "journaled batches")
 
 
-def is_new_checkpoint(batch: AuditBatch) -> bool:
+def starts_a_checkpoint(batch: AuditBatch) -> bool:
     """A run's first batch on a new checkpoint: Spark reports no start offset at all."""
     parts = [p for s in batch.sources for p in s.partitions]
     return bool(parts) and all(p.start is None for p in parts)
@@ -323,7 +323,7 @@ class _Walk:
         plan: RecordedPlan | None = None
         link: LinkKind | None = None
         how: StartKind
-        if not is_new_checkpoint(batch):
+        if not starts_a_checkpoint(batch):
             how = "checkpoint"
         else:
             plan, link = self.plan_of(batch, ref)

@@ -51,7 +51,7 @@ def database_identity(database_url: str) -> str:
     try:
         url = make_url(database_url)
     except Exception:  # not a URL SQLAlchemy reads: hash its redacted form
-        from ..journal.db import redact
+        from ..redaction import redact
 
         return redact(database_url)
     query = {k: url.query[k] for k in ("host", "hostaddr", "port", "dbname", "service")

@@ -22,8 +22,9 @@ from collections.abc import Mapping
 from datetime import datetime, timezone
 from typing import Any
 
-from ..journal.db import redact, resolve_url
+from ..journal.db import resolve_url
 from ..records import ASYNC_EXECUTION, CLUSTER, PROGRESS, REAL_TIME_TRIGGER, STARTED, TERMINATED
+from ..redaction import redact
 from ._recent import DEFAULT_SECONDS
 from ._spool import Spool, default_spool_dir
 from .writer import Writer, WriterConfig, WriterStats

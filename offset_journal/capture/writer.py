@@ -33,7 +33,7 @@ import sqlalchemy as sa
 
 from ..formatting import first_line
 from ..journal import Journal, record_each
-from ..journal.db import host_count, make_engine, read_only, redact, writable_url
+from ..journal.db import host_count, make_engine, read_only, writable_url
 from ..journal.server import ServerIdentity, expect_server, server_changed, server_seen
 from ..records import (
     PROGRESS,
@@ -43,6 +43,7 @@ from ..records import (
     batch_from_progress,
     run_from_event,
 )
+from ..redaction import redact
 from ._recent import DEFAULT_MAX_BYTES, DEFAULT_SECONDS, RecentWindow
 from ._spool import Spool
 from ._watchdog import Watchdog

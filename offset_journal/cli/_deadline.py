@@ -2,7 +2,7 @@
 that accepts a connection and never answers must not hold a command forever.
 
 The deadline is ``--timeout``, else ``$OFFSET_JOURNAL_TIMEOUT``, else
-:data:`DEFAULT_TIMEOUT` (none for the commands in :data:`UNBOUNDED`). :func:`watchdog`
+:data:`DEFAULT_TIMEOUT` (none for the commands in :data:`UNBOUNDED`). :func:`alarm_deadline`
 enforces it in the main thread with SIGALRM.
 """
 
@@ -55,7 +55,7 @@ def timed_out_line(seconds: float) -> str:
 
 
 @contextlib.contextmanager
-def watchdog(seconds: float | None, *,
+def alarm_deadline(seconds: float | None, *,
              last_resort: Callable[[float], None] | None = None) -> Iterator[None]:
     """Bound the block's time: SIGALRM raises :class:`DeadlineExceeded` in the main
     thread (a blocking wait on a socket is interrupted by it); ``last_resort(seconds)``

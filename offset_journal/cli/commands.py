@@ -25,9 +25,9 @@ from typing import Any
 
 from ..errors import ConfigError, OffsetJournalError, RestartError
 from ..formatting import cell, format_time, from_epoch_ms, one_line, table
-from ..journal.db import redact
+from ..redaction import redact
 from . import parser as cli_parser
-from ._deadline import DeadlineExceeded, command_deadline, timed_out_line, watchdog
+from ._deadline import DeadlineExceeded, alarm_deadline, command_deadline, timed_out_line
 from ._output import write_history
 from .parser import PROG, UsageError
 
@@ -766,7 +766,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         seconds = command_deadline(getattr(args, "timeout", None),
                                    getattr(args, "command", None))
         last: Callable[[float], None] = lambda s: _exit_now(s, runtime)  # noqa: E731
-        with watchdog(seconds, last_resort=last if console else None):
+        with alarm_deadline(seconds, last_resort=last if console else None):
             return func(args)
     except DeadlineExceeded:
         fail(timed_out_line(seconds or 0.0))

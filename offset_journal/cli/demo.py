@@ -27,8 +27,9 @@ from typing import Any
 
 from ..formatting import table
 from ..journal import Journal
-from ..journal.db import ENV_URL, redact, upgrade
+from ..journal.db import ENV_URL, upgrade
 from ..local.services import KafkaCluster, start_kafka, start_postgres, wait_for_kafka
+from ..redaction import redact
 from ..values import parse_timeout
 
 INSTALL_HINT = "pip install 'offset-journal[demo]'"

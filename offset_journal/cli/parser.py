@@ -31,12 +31,12 @@ class _Parser(argparse.ArgumentParser):
 
 # --------------------------------------------------------------------------- values
 
-def parse_duration(text: str) -> timedelta:
+def duration_arg(text: str) -> timedelta:
     """``10m``, ``1h30m``, ``'10 minutes'`` (offset_journal.values.parse_duration)."""
     return cast(timedelta, argument_type(values.parse_duration)(text))
 
 
-def parse_time(text: str, now: datetime | None = None) -> datetime:
+def time_arg(text: str, now: datetime | None = None) -> datetime:
     """ISO 8601 (naive = UTC), ``now``, ``-2h`` (offset_journal.values.parse_time)."""
     return cast(datetime, argument_type(lambda t: values.parse_time(t, now))(text))
 
@@ -48,7 +48,7 @@ def _name(what: str) -> Callable[[str], str]:
     return argument_type(lambda text: values.check_name(text, what))
 
 
-def parse_batch(text: str) -> tuple[str, int]:
+def batch_arg(text: str) -> tuple[str, int]:
     """``RUN_ID:BATCH_ID`` (offset_journal.values.parse_batch_ref)."""
     return cast(tuple[str, int], argument_type(values.parse_batch_ref)(text))
 
@@ -196,7 +196,7 @@ def _shared_options() -> tuple[argparse.ArgumentParser, ...]:
     plan_opts.add_argument("--state-aware", action="store_true",
                            help="windowed aggregation in append mode: rewind so windows "
                                 "not yet emitted are rebuilt")
-    plan_opts.add_argument("--window", type=parse_duration, metavar="DURATION",
+    plan_opts.add_argument("--window", type=duration_arg, metavar="DURATION",
                            help="window length for --state-aware (e.g. 10m)")
     add_plan_options(plan_opts)
 
@@ -275,7 +275,7 @@ def _add_journal_views(subs: Subparsers, common: argparse.ArgumentParser,
                     "overlap (processed twice), planned (a recorded plan asked for it) or "
                     "unexplained. Exit 0: contiguous or planned; 3: something is not.")
     audit.add_argument("query")
-    audit.add_argument("--since", type=parse_time, metavar="TIME",
+    audit.add_argument("--since", type=time_arg, metavar="TIME",
                        help="report only what began at or after TIME (ISO 8601, naive = "
                             "UTC; or --since=-1d); earlier batches are still read")
     audit.add_argument("--format", choices=("table", "json"), default="table")
@@ -289,7 +289,7 @@ def _add_journal_views(subs: Subparsers, common: argparse.ArgumentParser,
     report.add_argument("query", type=_name("the query name"), help="query name")
     report.add_argument("-o", "--output", required=True, metavar="FILE",
                         help="the HTML file to write (replaced)")
-    report.add_argument("--since", type=parse_time, metavar="TIME",
+    report.add_argument("--since", type=time_arg, metavar="TIME",
                         help="only batches triggered at or after TIME (ISO 8601 or -7d)")
     report.add_argument("--buckets", type=_bounded(10, 2000), default=240, metavar="N",
                         help="time buckets per chart (default 240)")
@@ -311,7 +311,7 @@ def _add_prune(subs: Subparsers, common: argparse.ArgumentParser, commands: Any)
                     "Point-in-time and state-aware restarts rewind into history: keep "
                     "more than your longest rewind. Needs DELETE on the journal (the "
                     "schema's owner; the writer and reader roles cannot).")
-    prune.add_argument("--before", type=parse_time, required=True, metavar="TIME",
+    prune.add_argument("--before", type=time_arg, required=True, metavar="TIME",
                        help="ISO 8601 (naive = UTC) or relative: --before=-30d")
     prune.add_argument("--query", metavar="NAME", help="only this query's batches")
     prune.add_argument("--dry-run", action="store_true",
@@ -520,11 +520,11 @@ def _add_health(subs: Subparsers, parents: tuple[argparse.ArgumentParser, ...],
                             "older than --max-forecast-age, a partition not forecast) is "
                             "unknown, a partition gone a warning. DATA LOSS is always "
                             "critical")
-    check.add_argument("--max-forecast-age", type=parse_duration,
+    check.add_argument("--max-forecast-age", type=duration_arg,
                        default=timedelta(minutes=15), metavar="DURATION",
                        help="recorded forecasts older than this are unknown: `retention "
                             "--record` stopped running (default 15m)")
-    check.add_argument("--since", type=parse_time, default=None, metavar="TIME",
+    check.add_argument("--since", type=time_arg, default=None, metavar="TIME",
                        help="count problems flagged on batches, spool losses and rejected "
                             "events from TIME on (ISO 8601 or -1d; default: -1d)")
     check.add_argument("--bootstrap-servers", metavar="HOSTS",
@@ -537,7 +537,7 @@ def _add_health(subs: Subparsers, parents: tuple[argparse.ArgumentParser, ...],
 
 
 def _add_rate_window(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("--rate-window", type=parse_duration, default=None,
+    parser.add_argument("--rate-window", type=duration_arg, default=None,
                         metavar="DURATION",
                         help="how far back a size-limited log's growth is measured, with "
                              "--bootstrap-servers (default 10m; a younger log over its age)")
@@ -547,7 +547,7 @@ def _add_scope(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--exclude", action="append", metavar="PATTERN",
                         help="with --all: leave out the queries matching PATTERN "
                              "(shell-style, e.g. 'retired-*'; repeatable)")
-    parser.add_argument("--active-within", type=parse_duration, default=None,
+    parser.add_argument("--active-within", type=duration_arg, default=None,
                         metavar="DURATION",
                         help="with --all: only the queries with a batch journaled within "
                              "DURATION (e.g. 7d): a retired query is left out")

@@ -12,9 +12,10 @@ import sqlalchemy as sa
 
 from ..errors import JournalError
 from ..formatting import first_line
+from ..redaction import redact
 from ._arrays import Layout, layout_id
 from ._write_state import Ends
-from .db import make_engine, redact
+from .db import make_engine
 from .schema import SCHEMA
 
 log = logging.getLogger("offset_journal.journal")
@@ -42,7 +43,7 @@ class JournalBase:
         sa.event.listen(self._engine, "commit", self._layouts_committed)
         sa.event.listen(self._engine, "rollback", self._layouts_rolled_back)
 
-    def layout_key(self, layout: Layout) -> bytes:
+    def _layout_key(self, layout: Layout) -> bytes:
         key = self._layout_keys.get(layout)
         if key is None:
             if len(self._layout_keys) >= _REMEMBERED_LAYOUTS:
@@ -50,15 +51,15 @@ class JournalBase:
             key = self._layout_keys[layout] = layout_id(layout)
         return key
 
-    def layout_stored(self, key: bytes) -> bool:
+    def _layout_stored(self, key: bytes) -> bool:
         return key in self._stored_layouts
 
-    def layouts_sent(self, conn: sa.Connection, keys: Iterable[bytes]) -> None:
+    def _layouts_sent(self, conn: sa.Connection, keys: Iterable[bytes]) -> None:
         """Layouts sent in ``conn``'s transaction: stored once it commits."""
         with self._ends_lock:
             self._sent_layouts.setdefault(id(conn), set()).update(keys)
 
-    def layouts_stored_now(self, keys: Iterable[bytes]) -> None:
+    def _layouts_stored_now(self, keys: Iterable[bytes]) -> None:
         """Layouts a transaction of this Journal's own just committed."""
         with self._ends_lock:
             self._remember_stored(set(keys))
@@ -113,7 +114,7 @@ class JournalBase:
                 f"{redact(first_line(exc))}"
             ) from None
 
-    def run_read(self, fn: Any) -> Any:
+    def _run_read(self, fn: Any) -> Any:
         with self.connect() as conn:
             try:
                 return fn(conn)

@@ -117,7 +117,7 @@ class Health(Reads):
         if names is not None:
             params["names"] = list(names)
         try:
-            rows = self.run_read(lambda c: c.execute(sa.text(sql), params).mappings().all())
+            rows = self._run_read(lambda c: c.execute(sa.text(sql), params).mappings().all())
         except sa.exc.ProgrammingError as exc:
             if getattr(exc.orig, "sqlstate", None) != "42501":
                 raise
@@ -148,7 +148,7 @@ class Health(Reads):
                                     .limit(REJECTED_READ)).scalars().all()
             return int(total), list(payloads)
 
-        found: tuple[int, list[str]] = self.run_read(read)
+        found: tuple[int, list[str]] = self._run_read(read)
         return found
 
     def record_forecasts(self, names: Iterable[str], rows: Sequence[dict[str, Any]]) -> None:
@@ -173,6 +173,6 @@ class Health(Reads):
                 .where(c.query_name == query_name)
                 .order_by(c.status != "lost", c.loss_earliest.nulls_last(), c.topic,
                           c.partition))
-        rows: list[sa.RowMapping] = self.run_read(
+        rows: list[sa.RowMapping] = self._run_read(
             lambda conn: list(conn.execute(stmt).mappings().all()))
         return rows

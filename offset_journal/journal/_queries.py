@@ -95,7 +95,7 @@ class Queries(Reads):
         m = matches.c
         first = (sa.select(m.id).order_by(m.trigger_at.asc().nulls_first(), m.batch_id, m.id)
                  .limit(1).scalar_subquery())
-        found: list[Batch] = self.run_read(lambda c: with_sources(
+        found: list[Batch] = self._run_read(lambda c: with_sources(
             c, c.execute(sa.select(batches).where(b.id == first)).mappings().all()))
         return found[0] if found else None
 
@@ -223,7 +223,7 @@ class Queries(Reads):
                 last = head[-1]["id"]
             return found
 
-        result: list[AuditBatch] = self.run_read(read)
+        result: list[AuditBatch] = self._run_read(read)
         return result
 
     def report_rows(self, query_name: str, since: datetime | None, *, buckets: int,

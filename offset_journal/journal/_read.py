@@ -47,7 +47,7 @@ class Reads(JournalBase):
         """What full listener spools dropped for a query, oldest record first."""
         t = spool_losses.c
         stmt = sa.select(spool_losses).where(t.query_name == query_name).order_by(t.id)
-        rows = self.run_read(lambda c: c.execute(stmt).mappings().all())
+        rows = self._run_read(lambda c: c.execute(stmt).mappings().all())
         return [SpoolLoss(
             query_name=r["query_name"], events=r["events"], run_ids=tuple(r["run_ids"]),
             batch_id_min=r["batch_id_min"], batch_id_max=r["batch_id_max"],
@@ -71,7 +71,7 @@ class Reads(JournalBase):
         length. :func:`offset_journal.restart.plan_restart` checks this choice against
         the offsets and the other orders (:meth:`last_batch_candidates`).
         """
-        found = self.run_read(lambda c: _last_readable(c, query_name, last_rows(c, query_name)))
+        found = self._run_read(lambda c: _last_readable(c, query_name, last_rows(c, query_name)))
         return found[0] if found else None
 
 
@@ -96,7 +96,7 @@ class Reads(JournalBase):
             unique = list({h["id"]: h for h in heads}.values())
             return _last_readable(conn, query_name, unique)
 
-        found: list[Batch] = self.run_read(read)
+        found: list[Batch] = self._run_read(read)
         return found
 
     def flagged_problems(self, query_name: str, *, limit: int = FLAGGED_PROBLEMS,
@@ -113,7 +113,7 @@ class Reads(JournalBase):
             .where(s.problem.is_not(None), b.query_name == query_name)
             .order_by(b.id.desc(), s.source_index).limit(limit + 1)
         )
-        return [FlaggedProblem(*row) for row in self.run_read(lambda c: c.execute(stmt).all())]
+        return [FlaggedProblem(*row) for row in self._run_read(lambda c: c.execute(stmt).all())]
 
     def last_offsets(self, query_name: str) -> list[SourceOffsets]:
         """Per source, the offsets of the last durable batch: its end offsets are where a
@@ -124,14 +124,14 @@ class Reads(JournalBase):
     def batch(self, query_name: str, run_id: str, batch_id: int) -> Batch | None:
         b = batches.c
         where = sa.and_(b.query_name == query_name, b.run_id == run_id, b.batch_id == batch_id)
-        found = self.run_read(lambda c: self._batches_where(c, where, limit=1))
+        found = self._run_read(lambda c: self._batches_where(c, where, limit=1))
         return found[0] if found else None
 
     def batch_as_of(self, query_name: str, when: datetime) -> Batch | None:
         """The last batch that had triggered at or before ``when``."""
         b = batches.c
         where = sa.and_(b.query_name == query_name, b.trigger_at <= when)
-        found = self.run_read(lambda c: self._batches_where(c, where, limit=1))
+        found = self._run_read(lambda c: self._batches_where(c, where, limit=1))
         return found[0] if found else None
 
     def history(self, query_name: str, *, limit: int | None = None,
@@ -146,7 +146,7 @@ class Reads(JournalBase):
             conds.append(b.trigger_at <= until)
         if run_id is not None:
             conds.append(b.run_id == run_id)
-        found = self.run_read(
+        found = self._run_read(
             lambda c: self._batches_where(c, sa.and_(*conds), order_desc=True, limit=limit)
         )
         return list(reversed(found))
@@ -179,7 +179,7 @@ class Reads(JournalBase):
                     rows = conn.execute(stmt).mappings().all()
                     return rows, with_sources(conn, rows)
 
-                rows, found = self.run_read(read)
+                rows, found = self._run_read(read)
                 yield from found
                 if len(rows) < page:  # the rows read: with_sources may leave some out
                     break
@@ -194,7 +194,7 @@ class Reads(JournalBase):
         and including ``anchor`` in journal order, that also match ``where``; the
         selection is made in SQL (state-aware plans search a long history this way)."""
         conds = [up_to(anchor)] if where is None else [up_to(anchor), where]
-        found: list[Batch] = self.run_read(lambda c: self._batches_where(
+        found: list[Batch] = self._run_read(lambda c: self._batches_where(
             c, sa.and_(*conds), order_desc=newest_first, limit=limit))
         return found
 
@@ -215,7 +215,7 @@ class Reads(JournalBase):
         )
         if query_name is not None:
             stmt = stmt.where(r.query_name == query_name)
-        rows = self.run_read(lambda c: c.execute(stmt).mappings().all())
+        rows = self._run_read(lambda c: c.execute(stmt).mappings().all())
         return [
             Run(
                 query_name=m["query_name"], query_id=m["query_id"], run_id=m["run_id"],
@@ -252,7 +252,7 @@ class Reads(JournalBase):
         )
         if started_until is not None:
             stmt = stmt.where(sa.or_(r.started_at.is_(None), r.started_at <= started_until))
-        rows = self.run_read(lambda c: c.execute(stmt).all())
+        rows = self._run_read(lambda c: c.execute(stmt).all())
         return [RunBounds(*row) for row in reversed(rows)]
 
     def concurrent_runs(self, query_name: str) -> list[tuple[Run, Run]]:
@@ -287,7 +287,7 @@ class Reads(JournalBase):
         def read(conn: sa.Connection) -> tuple[Any, Any]:
             return conn.execute(stmt).mappings().all(), conn.execute(links).all()
 
-        rows, linked = self.run_read(read)
+        rows, linked = self._run_read(read)
         runs: dict[int, dict[str, datetime]] = {}
         for plan_id, run_id, linked_at in linked:
             runs.setdefault(plan_id, {})[run_id] = linked_at
@@ -307,7 +307,7 @@ class Reads(JournalBase):
             stmt = stmt.where(t.id == id)
         if manifest_sha256 is not None:
             stmt = stmt.where(t.manifest_sha256 == manifest_sha256)
-        rows = self.run_read(lambda c: c.execute(stmt).mappings().all())
+        rows = self._run_read(lambda c: c.execute(stmt).mappings().all())
         return [RecordedSavepoint(**dict(r)) for r in rows]
 
     def journaled_batch_ids(self, query_name: str, query_id: str) -> dict[int, str]:
@@ -317,7 +317,7 @@ class Reads(JournalBase):
         stmt = (sa.select(b.batch_id, b.run_id).where(b.query_name == query_name,
                                                       b.query_id == query_id)
                 .order_by(b.id))
-        rows = self.run_read(lambda c: c.execute(stmt).all())
+        rows = self._run_read(lambda c: c.execute(stmt).all())
         return {int(batch_id): str(run_id) for batch_id, run_id in rows}
 
     def query_names_of(self, query_id: str) -> list[str]:
@@ -325,7 +325,7 @@ class Reads(JournalBase):
         r = query_runs.c
         stmt = (sa.select(r.query_name).where(r.query_id == query_id).distinct()
                 .order_by(r.query_name))
-        return list(self.run_read(lambda c: c.execute(stmt).scalars().all()))
+        return list(self._run_read(lambda c: c.execute(stmt).scalars().all()))
 
     def server_state(self) -> ServerState:
         """Which server the journal is read on, and on a standby how far behind it may
@@ -344,11 +344,11 @@ class Reads(JournalBase):
             return ServerState(str(host) if host else None, str(port) if port else None,
                                bool(row[0]), row[1], None if row[2] is None else float(row[2]),
                                None if row[3] is None else int(row[3]))
-        return self.run_read(read)
+        return self._run_read(read)
 
     def query_names(self) -> list[str]:
         stmt = sa.select(query_runs.c.query_name).distinct().order_by(query_runs.c.query_name)
-        return list(self.run_read(lambda c: c.execute(stmt).scalars().all()))
+        return list(self._run_read(lambda c: c.execute(stmt).scalars().all()))
 
     def partition_history(self, query_name: str, topic: str, partition: int,
                           ) -> list[tuple[str, int, int | None, int | None]]:
@@ -360,7 +360,7 @@ class Reads(JournalBase):
             .where(b.query_name == query_name, k.topic == topic, k.partition == partition)
             .order_by(b.trigger_at, b.batch_id)
         )
-        return [tuple(r) for r in self.run_read(lambda c: c.execute(stmt).all())]
+        return [tuple(r) for r in self._run_read(lambda c: c.execute(stmt).all())]
 
 
 def _last_readable(conn: sa.Connection, query_name: str, heads: list[sa.RowMapping],

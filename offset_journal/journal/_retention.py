@@ -48,7 +48,7 @@ def prune(journal: JournalBase, before: datetime, *, query_name: str | None = No
                 out.append((name, row["id"], row["trigger_at"]))
         return out
 
-    kept = journal.run_read(newest)
+    kept = journal._run_read(newest)
     keep = [pk for _, pk, _ in kept]
     kept_newest = sum(1 for _, _, at in kept if at is not None and at < before)
     doomed = _prefixes(before, query_name, keep)
@@ -57,9 +57,9 @@ def prune(journal: JournalBase, before: datetime, *, query_name: str | None = No
             ids = sa.select(doomed.c.id).scalar_subquery()
             n = conn.execute(sa.select(sa.func.count()).select_from(doomed)).scalar_one()
             return PruneResult(n, _partition_values(conn, ids), kept_newest)
-        result: PruneResult = journal.run_read(count)
+        result: PruneResult = journal._run_read(count)
         return result
-    everything: list[int] = journal.run_read(
+    everything: list[int] = journal._run_read(
         lambda conn: list(conn.execute(sa.select(doomed.c.id).order_by(doomed.c.id)).scalars()))
     deleted = rows = 0
     for start in range(0, len(everything), chunk):

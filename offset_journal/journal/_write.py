@@ -116,8 +116,8 @@ class Writes(JournalBase):
         if conn is None:
             with self._engine.connect() as c:
                 return self.write_batch(rec, c)
-        return self._record_in(conn, rec, BatchWrite.of(rec, self.layout_key,
-                                                        self.layout_stored))
+        return self._record_in(conn, rec, BatchWrite.of(rec, self._layout_key,
+                                                        self._layout_stored))
 
     def write_batch(self, rec: BatchRecord, conn: sa.Connection) -> bool:
         """Journal one completed batch in a transaction of its own on ``conn`` (in none
@@ -125,13 +125,13 @@ class Writes(JournalBase):
         nothing must be read first (its continuity is checked against the run's
         previous batch this Journal remembers) and nothing goes in by COPY; False when
         it was already journaled."""
-        batch = BatchWrite.of(rec, self.layout_key, self.layout_stored)
+        batch = BatchWrite.of(rec, self._layout_key, self._layout_stored)
         if batch.rows_needed or self._continuity_needs_lookup(rec):
             with conn.begin():
                 return self._record_in(conn, rec, batch)
         batch.flagged = self._flag_continuity(conn, rec, batch.sources)  # from memory
         pk, has_next = self._insert_batch(conn, batch.arguments(check_next=True), alone=True)
-        self.layouts_stored_now(batch.layouts)  # committed, whatever else was written
+        self._layouts_stored_now(batch.layouts)  # committed, whatever else was written
         if pk is None:  # journaled already, or its successor is: the whole story
             with conn.begin():
                 if has_next:
@@ -144,7 +144,7 @@ class Writes(JournalBase):
     def _record_in(self, conn: sa.Connection, rec: BatchRecord, batch: BatchWrite) -> bool:
         """The batch in ``conn``'s transaction, its layouts remembered once that commits
         and its continuity checked (reading the journal when memory cannot tell)."""
-        self.layouts_sent(conn, batch.layouts)
+        self._layouts_sent(conn, batch.layouts)
         batch.flagged = self._flag_continuity(conn, rec, batch.sources)
         return self._write_in(conn, rec, batch)
 

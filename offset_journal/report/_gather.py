@@ -21,7 +21,6 @@ from typing import TYPE_CHECKING, Any
 
 from ..errors import JournalError, OffsetJournalError
 from .model import (
-    BatchBucket,
     OthersBand,
     PartitionSeries,
     ReportData,
@@ -29,6 +28,7 @@ from .model import (
     RestartMarker,
     RetentionRow,
     RunBar,
+    TimeBucket,
 )
 
 if TYPE_CHECKING:
@@ -72,7 +72,7 @@ def gather(journal: Journal, query_name: str, *, since: datetime | None = None,
         last_trigger=hi, bucket_seconds=width, buckets=buckets, total_batches=total,
         total_runs=total_runs, partitions=partitions, runs=tuple(runs),
         runs_shown_limit=MAX_RUNS, restarts=tuple((restarts or restart_markers)(runs)),
-        batch_buckets=tuple(BatchBucket(r[0], r[1], int(r[2]),
+        batch_buckets=tuple(TimeBucket(r[0], r[1], int(r[2]),
                                         float(r[3]) if r[3] is not None else None, r[4], r[5],
                                         r[6]) for r in batch_rows),
         top_partitions=series, others=others,

@@ -65,7 +65,7 @@ class RunBar:
 
 
 @dataclass(frozen=True)
-class BatchBucket:
+class TimeBucket:
     """The query's batches in one time bucket."""
 
     bucket: int
@@ -131,7 +131,7 @@ class ReportData:
     runs: tuple[RunBar, ...] = ()
     runs_shown_limit: int = 0
     restarts: tuple[RestartMarker, ...] = ()
-    batch_buckets: tuple[BatchBucket, ...] = ()
+    batch_buckets: tuple[TimeBucket, ...] = ()
     top_partitions: tuple[PartitionSeries, ...] = ()
     others: OthersBand | None = None
     current_lag: int | None = None

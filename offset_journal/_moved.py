@@ -1,0 +1,67 @@
+"""Old module paths, kept as deprecated aliases for one release (CHANGELOG.md, 0.2.0).
+
+Importing ``offset_journal.jars`` still works, warns (:class:`DeprecationWarning`) and
+gives the module at its new path, ``offset_journal.local.jars``: the same module object,
+so a setting made through either name is seen through both. The aliases go in 0.3.0.
+"""
+
+from __future__ import annotations
+
+import importlib
+import importlib.abc
+import importlib.machinery
+import sys
+import warnings
+from types import ModuleType
+
+MOVED: dict[str, str] = {
+    "offset_journal.listener": "offset_journal.capture.listener",
+    "offset_journal.writer": "offset_journal.capture.writer",
+    "offset_journal.spool": "offset_journal.capture._spool",
+    "offset_journal.rejected": "offset_journal.capture.rejected",
+    "offset_journal.db": "offset_journal.journal.db",
+    "offset_journal.schema": "offset_journal.journal.schema",
+    "offset_journal.roles": "offset_journal.journal.roles",
+    "offset_journal.journal_rows": "offset_journal.rows",
+    "offset_journal.kafka_admin": "offset_journal.kafka.admin",
+    "offset_journal.mirror": "offset_journal.kafka.mirror",
+    "offset_journal.checkpoint_import": "offset_journal.checkpoint.importing",
+    "offset_journal.compare": "offset_journal.restart.compare",
+    "offset_journal.plan_args": "offset_journal.cli.plan_args",
+    "offset_journal.services": "offset_journal.local.services",
+    "offset_journal.local_kafka": "offset_journal.local.kafka",
+    "offset_journal.local_mirror": "offset_journal.local.mirror",
+    "offset_journal.local_pgbouncer": "offset_journal.local.pgbouncer",
+    "offset_journal.local_standby": "offset_journal.local.standby",
+    "offset_journal.jars": "offset_journal.local.jars",
+    "offset_journal.demo": "offset_journal.cli.demo",
+}
+"""Old path -> new path, for the modules a job, a test suite or a script may import."""
+
+REMOVED_IN = "0.3.0"
+
+
+class _Alias(importlib.abc.Loader):
+    def __init__(self, new: str) -> None:
+        self.new = new
+
+    def create_module(self, spec: importlib.machinery.ModuleSpec) -> ModuleType:
+        warnings.warn(f"{spec.name} moved to {self.new}; the old name goes in {REMOVED_IN}",
+                      DeprecationWarning, stacklevel=2)
+        return importlib.import_module(self.new)
+
+    def exec_module(self, module: ModuleType) -> None:
+        """The module ran at its new path already."""
+
+
+class _Finder(importlib.abc.MetaPathFinder):
+    def find_spec(self, fullname: str, path: object = None,
+                  target: object = None) -> importlib.machinery.ModuleSpec | None:
+        new = MOVED.get(fullname)
+        return None if new is None else importlib.machinery.ModuleSpec(fullname, _Alias(new))
+
+
+def install() -> None:
+    """Answer the old paths (after every other finder: a real module always wins)."""
+    if not any(isinstance(f, _Finder) for f in sys.meta_path):
+        sys.meta_path.append(_Finder())

@@ -1,0 +1,65 @@
+"""Old module paths answer for one release, with a DeprecationWarning, and are listed in
+the CHANGELOG (pure: imports only, in a fresh interpreter where the import matters)."""
+
+from __future__ import annotations
+
+import importlib
+import subprocess
+import sys
+import warnings
+from pathlib import Path
+
+import pytest
+
+import offset_journal
+from offset_journal._moved import MOVED
+
+ROOT = Path(offset_journal.__file__).parent
+CHANGELOG = ROOT.parent / "CHANGELOG.md"
+
+
+def test_an_old_path_warns_and_is_the_module_at_its_new_path():
+    sys.modules.pop("offset_journal.jars", None)
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        old = importlib.import_module("offset_journal.jars")
+    new = importlib.import_module("offset_journal.local.jars")
+    assert old is new
+    assert [str(w.message) for w in caught if w.category is DeprecationWarning] == [
+        "offset_journal.jars moved to offset_journal.local.jars; the old name goes in 0.3.0"]
+
+
+def test_from_the_package_import_an_old_name_in_a_fresh_interpreter():
+    code = ("import warnings; warnings.simplefilter('error', DeprecationWarning)\n"
+            "try:\n    from offset_journal import plan_args\nexcept DeprecationWarning as w:\n"
+            "    print('warned:', w)\n"
+            "warnings.simplefilter('ignore')\n"
+            "from offset_journal.plan_args import add_plan_options\n"
+            "from offset_journal.cli.plan_args import add_plan_options as new\n"
+            "assert add_plan_options is new; print('same')")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                         timeout=120)
+    assert out.returncode == 0, out.stderr
+    assert out.stdout.splitlines() == [
+        "warned: offset_journal.plan_args moved to offset_journal.cli.plan_args; "
+        "the old name goes in 0.3.0", "same"]
+
+
+def test_a_name_that_never_existed_is_still_an_import_error():
+    with pytest.raises(ModuleNotFoundError):
+        importlib.import_module("offset_journal.no_such_module")
+
+
+@pytest.mark.parametrize("old", sorted(MOVED))
+def test_every_alias_is_gone_from_the_tree_and_its_target_exists(old: str):
+    rel = Path(*old.split(".")[1:])
+    assert not (ROOT / rel).with_suffix(".py").exists() and not (ROOT / rel).is_dir()
+    new = Path(*MOVED[old].split(".")[1:])
+    assert (ROOT / new).with_suffix(".py").is_file()
+
+
+def test_the_changelog_lists_every_moved_module():
+    text = CHANGELOG.read_text()
+    missing = [f"{old} -> {new}" for old, new in MOVED.items()
+               if f"`{old}`" not in text or f"`{new}`" not in text]
+    assert missing == []

@@ -1,4 +1,5 @@
-"""The README's SQL cookbook, run against a journal written by real streaming runs."""
+"""The SQL cookbook (docs/cookbook.md), run against a journal written by real streaming
+runs."""
 
 from __future__ import annotations
 
@@ -15,11 +16,11 @@ from tests.jobs_support import load_job
 
 pytestmark = pytest.mark.spark
 
-README = Path(__file__).resolve().parents[1] / "README.md"
+COOKBOOK = Path(__file__).resolve().parents[1] / "docs" / "cookbook.md"
 
 
 def cookbook() -> dict[str, str]:
-    blocks = re.findall(r"```sql\n(.*?)```", README.read_text(), flags=re.S)
+    blocks = re.findall(r"```sql\n(.*?)```", COOKBOOK.read_text(), flags=re.S)
     out = {}
     for block in blocks:
         m = re.match(r"-- cookbook: (.+)\n", block)
@@ -57,7 +58,7 @@ def _run(url: str, sql: str) -> list[dict]:
     return rows
 
 
-def test_readme_has_the_cookbook():
+def test_the_docs_have_the_cookbook():
     assert set(cookbook()) == {
         "last offsets per partition", "throughput per batch", "how far a restart would rewind",
         "the runs of a query", "batches slower than N milliseconds", "history of one partition",

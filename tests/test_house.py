@@ -236,3 +236,18 @@ def test_no_private_module_is_imported_from_outside_its_package():
                     and not (module + ".").startswith(parent + "."):
                 offenders.append(f"{module} -> {target}")
     assert offenders == []
+
+
+def test_the_architecture_page_lists_the_declared_arrows():
+    """docs/architecture.md's "Allowed imports" list is ARROWS, word for word."""
+    import re
+
+    page = (ROOT.parent / "docs" / "architecture.md").read_text()
+    section = page.split("## Allowed imports", 1)[1].split("\n## ", 1)[0]
+    listed: dict[str, set[str]] = {}
+    for item in re.findall(r"^- (.*?)(?=^- |\Z)", section, re.M | re.S):
+        head, _, targets = item.partition("->")
+        names = re.findall(r"`(\w+)`", head)
+        for name in names:
+            listed[name] = set(re.findall(r"`(\w+)`", targets))
+    assert listed == ARROWS

@@ -653,7 +653,7 @@ class _NotFound(OffsetJournalError, RuntimeError):
 
 
 def build_parser() -> argparse.ArgumentParser:
-    """The ``offset-journal`` parser (its grammar is in cli_parser.py)."""
+    """The ``offset-journal`` parser (its grammar is in parser.py)."""
     return cli_parser.build_parser(sys.modules[__name__])
 
 

@@ -8,18 +8,18 @@ to show as is, and never hold a credential.
 The tree::
 
     OffsetJournalError
-    ├── ConfigError (ValueError)           configuration missing or wrong (db.py)
-    │   ├── JarsError                      the JVM parts cannot be found or fetched (jars.py)
-    │   ├── BrokerStartError               a local broker did not come up (local_kafka.py)
-    │   └── MirrorStartError               a local MirrorMaker 2 did not start (local_mirror.py)
+    ├── ConfigError (ValueError)           configuration missing or wrong (journal/db.py)
+    │   ├── JarsError                      the JVM parts cannot be found or fetched (local/jars.py)
+    │   ├── BrokerStartError               a local broker did not come up (local/kafka.py)
+    │   └── MirrorStartError               a local MirrorMaker 2 did not start (local/mirror.py)
     ├── OffsetFormatError (ValueError)     an offset payload is not its source's shape
     ├── ProgressFormatError (ValueError)   a progress payload cannot be journaled (records.py)
-    ├── CheckpointError (ValueError)       not a readable checkpoint (checkpoint.py)
-    ├── JournalError (RuntimeError)        the journal cannot answer (journal.py)
+    ├── CheckpointError (ValueError)       not a readable checkpoint (checkpoint/)
+    ├── JournalError (RuntimeError)        the journal cannot answer (journal/)
     ├── RestartError (RuntimeError)        no plan can be made (restart/)
     ├── SavepointError (RuntimeError)      no savepoint can be made or used (savepoint/)
-    ├── GrantError (RuntimeError)          grants refused: nothing granted (roles.py)
-    └── KafkaAdminError (RuntimeError)     a Kafka request failed (kafka_admin.py)
+    ├── GrantError (RuntimeError)          grants refused: nothing granted (journal/roles.py)
+    └── KafkaAdminError (RuntimeError)     a Kafka request failed (kafka/admin.py)
         └── KafkaUnavailable               the cluster did not answer
 
 Each is importable from here and from the module that raises it.

@@ -174,7 +174,7 @@ class RecordedPlan:
     ``request`` column: as_of, batch, from_time, allow_data_loss, recreated_topics, ...),
     the plan's warnings (``warnings``) and the log starts its earliest offsets stood for
     (``log_starts``). ``ignored``: a note per field of the row left out as no plan
-    command writes it (a row written by hand; journal/plan_rows.py).
+    command writes it (a row written by hand; journal/_plan_rows.py).
     """
 
     id: int

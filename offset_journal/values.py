@@ -2,7 +2,7 @@
 
 Each parser returns the value or raises ValueError with a message fit to show as is;
 none lets an OverflowError, a NaN or an unbounded wait through. The command line
-(cli.py) and the jobs use them; so can a program.
+(cli/parser.py) and the jobs use them; so can a program.
 """
 
 from __future__ import annotations

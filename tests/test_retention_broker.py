@@ -109,7 +109,7 @@ def test_forecast_holds_for_time_and_size_retention_and_check_warns_first(
     kafka_cluster.create_topic(keeps, 1, config={
         "retention.ms": str(RETENTION_MS), "segment.ms": str(SEGMENT_MS)})
     _configs, broker = topic_configs(admin_client(servers), [by_time], where=servers)
-    # The broker applies retention every second (local_kafka.py, the containers' spec):
+    # The broker applies retention every second (local/kafka.py, the containers' spec):
     # with Kafka's default of five minutes this test would wait that long.
     assert int(broker["log.retention.check.interval.ms"]) <= 1000
     _retention_running(kafka_cluster, f"ret-canary-{suffix}")
@@ -242,7 +242,7 @@ def test_forecast_holds_for_time_and_size_retention_and_check_warns_first(
 def _retention_running(cluster: KafkaCluster, topic: str) -> None:
     """Wait until the broker's retention task has run once: Kafka's LogManager starts it
     log.initial.task.delay.ms after the broker (30 s by default; 0 on the test brokers,
-    local_kafka.py and the containers), so a test right after start-up would otherwise
+    local/kafka.py and the containers), so a test right after start-up would otherwise
     time that delay."""
     cluster.create_topic(topic, 1, config={"retention.ms": "100", "segment.ms": "100"})
     producer = cluster.producer()

@@ -21,7 +21,7 @@ source's offsets live in its ``batch_sources`` row, as arrays in the order of a
 * the latestOffset JSON a Kafka source row kept is no longer stored when the
   partition values rebuild it exactly (it repeated every partition);
 * ``kafka_partitions`` becomes a view with the same columns (the arrays unnested, plus
-  the rows below): every query written against the table, the README's cookbook
+  the rows below): every query written against the table, the cookbook (docs/cookbook.md)
   included, runs unchanged; so do ``source_offsets`` and ``partition_lag`` over it;
 * the old table is kept as ``kafka_partition_rows`` for what the arrays cannot hold (a
   partition without an end offset, a span or lag beyond 2^31) and for listeners of

@@ -1,5 +1,5 @@
 """What the listener's writer journaled recently, kept on disk until it is safe beyond
-the primary: the failover window (see writer.py and the README's "When the journal's
+the primary: the failover window (see writer.py and docs/operations.md, "When the journal's
 database fails over").
 
 With asynchronous replication, a standby promoted after its primary was lost lacks the

@@ -7,7 +7,7 @@ replayed before new events, so the journal fills up in order and nothing is lost
 
 What it journaled stays in its failover window (_recent.py) until it is safe beyond the
 primary. Each new connection reads which server it is on before anything is written
-there, and behind a pooler each transaction is guarded to that server (db_server.py);
+there, and behind a pooler each transaction is guarded to that server (journal/server.py);
 on another server (a standby promoted after the primary was lost, which with
 asynchronous replication may lack the last transactions), the events journaled on the
 servers before go back through the spool first, journaled again where missing. A

@@ -14,7 +14,8 @@ The modules, in the order data flows:
 * ``_driver.py``: that call on psycopg, in a transaction or alone in one round trip;
 * ``_write.py``: runs, batches, rejected events, spool losses, restart plans and
   savepoints in;
-* ``rows.py``: batches read back with their sources and partitions, in journal order;
+* ``_batch_rows.py``: batches read back with their sources and partitions, in journal
+  order;
 * ``_read.py``: history, runs, plans and problems for people and plans;
 * ``_plan_rows.py``: a recorded plan's row read back, fields no plan command writes left
   out with a note (pure);
@@ -22,7 +23,14 @@ The modules, in the order data flows:
   ``rejected`` and checkpoint import read, as named methods;
 * ``_health.py``: the fleet's health in a few statements (``check``) and the recorded
   retention forecasts (``retention --record``);
-* ``_retention.py``: prune.
+* ``_retention.py``: prune;
+* ``_arrays.py``, ``_checks.py``, ``_write_state.py``: a Kafka source's offsets as arrays
+  over a layout, what is checked as a batch is written, what a Journal remembers
+  between batches (pure).
+
+Public beside :class:`Journal`: :mod:`.db` (URLs, engines, schema upgrades),
+:mod:`.schema` (the tables), :mod:`.roles` (least-privilege grants) and :mod:`.server`
+(which server a connection is on, and the guard used for failover).
 
 What comes out is plain data (:mod:`offset_journal.rows`).
 

@@ -49,7 +49,7 @@ _CHECK_NEXT = "p_check_next => (%(check_next)s)::boolean"
 JOURNAL_BATCH_GUARDED = JOURNAL_BATCH.replace(_CHECK_NEXT, "p_check_next => " + guarded(
     "(%(check_next)s)::boolean"))
 """``JOURNAL_BATCH`` that refuses to write on any server but the one expected
-(db_server.guarded, in its last argument: evaluated before the function runs), so that
+(server.guarded, in its last argument: evaluated before the function runs), so that
 the writer's one-round-trip write needs no guard statement of its own."""
 
 JSON_ARGUMENTS = frozenset({"durations_ms", "state_operators", "sources", "layouts"})

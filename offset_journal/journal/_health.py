@@ -1,7 +1,7 @@
 """What ``check`` and ``retention`` read and write: a fleet's health in a few statements.
 
 :meth:`Health.check_facts` answers for every query at once: each query's last batch
-(two index lookups, as :meth:`~.read.Reads.last_batch` finds it), its lag from that
+(two index lookups, as :meth:`~._read.Reads.last_batch` finds it), its lag from that
 batch's arrays, and one grouped pass each over the flagged sources (a partial index),
 spool losses and recorded forecasts. Its cost grows with the queries asked about, not
 with their history.

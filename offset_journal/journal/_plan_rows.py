@@ -53,7 +53,7 @@ def _translation(value: Any) -> bool:
 
 
 def _real_time(value: Any) -> bool:
-    """{run_id, after_batch, stopped_by, bound, by_partition} (restart.real_time)."""
+    """{run_id, after_batch, stopped_by, bound, by_partition} (restart._real_time)."""
     return (isinstance(value, dict) and isinstance(value.get("run_id"), str)
             and _is_int(value.get("after_batch"))
             and (value.get("bound") is None or _is_int(value.get("bound"))))

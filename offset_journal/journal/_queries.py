@@ -278,7 +278,7 @@ ORDER BY b.id
 
 def _audit_page(conn: sa.Connection, head: Sequence[sa.RowMapping]) -> list[AuditBatch]:
     """The batches rows ``head`` with their Kafka sources, but those whose offsets
-    cannot be computed (:func:`.rows.without_out_of_range`)."""
+    cannot be computed (:func:`._batch_rows.without_out_of_range`)."""
     if not head:
         return []
     s, k = batch_sources.c, kafka_partitions.c

@@ -159,7 +159,7 @@ def make_engine(url: str | None = None, *, connect_timeout: int = 5,
     ``identify_server``: every new connection reads which server it is on and whether
     a pooler is in between, and behind a pooler every transaction is guarded against
     another server than the one expected (the listener's writer: a failover, see
-    db_server.py and writer.py).
+    server.py and capture/writer.py).
     """
     resolved = resolve_url(url)
     connect_args: dict[str, object] = {}
@@ -243,7 +243,7 @@ def _initialize_in_safe_path(dialect: Any) -> None:
 
 
 def _identify_server(dbapi_connection: Any, _record: Any) -> None:
-    """Read which server a new connection is on (db_server.py), in a transaction of its
+    """Read which server a new connection is on (server.py), in a transaction of its
     own on the search path. Unread, the writer cannot tell a change of server on this
     connection (no failover window, no guard): said as a warning."""
     if not isinstance(dbapi_connection, psycopg.Connection):

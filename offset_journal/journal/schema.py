@@ -1,4 +1,4 @@
-"""The journal's tables, as SQLAlchemy Core objects for the queries in journal.py.
+"""The journal's tables, as SQLAlchemy Core objects for the storage layer's queries.
 
 The database schema itself is created only by the Alembic migrations in migrations/;
 these definitions must match them (tests/test_migrations.py checks that they do).

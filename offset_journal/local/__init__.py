@@ -1,8 +1,8 @@
 """Local services for tests, the demo and benchmarks: a real Kafka broker (:mod:`.kafka`),
 Postgres and its standbys (:mod:`.services`, :mod:`.standby`), PgBouncer
 (:mod:`.pgbouncer`), MirrorMaker 2 (:mod:`.mirror`), a latency proxy
-(:mod:`.delay_proxy`), the JVM parts from Maven Central (:mod:`.jars`) and the demo
-(:mod:`.demo`). Everything listens on loopback.
+(:mod:`.delay_proxy`) and the JVM parts from Maven Central (:mod:`.jars`). Everything
+listens on loopback.
 
 May import: :mod:`offset_journal.capture`, :mod:`offset_journal.journal`,
 :mod:`offset_journal.kafka` and the shared modules.

@@ -28,20 +28,25 @@ The modules, one job each, in the order data flows:
 
 * ``request.py``: :class:`PlanRequest`, what a person asks for, checked once (pure);
   its fields are the one list of a plan's options;
-* ``_inputs.py``: :class:`~.inputs.PlanInputs`, the request and the facts gathered for
+* ``_inputs.py``: :class:`~._inputs.PlanInputs`, the request and the facts gathered for
   it (pure);
 * ``edge.py``: :func:`plan_restart`, the I/O: gathers the journal's batches, the
   checkpoint location and the Kafka cluster's offsets;
-* ``model.py``: the data (:class:`Findings`, :class:`RestartPlan`), closed sets;
+* ``model.py``: the data (:class:`RestartPlan` and its parts), closed sets;
+  ``_findings.py``: what each step found (notes, warnings, errors);
 * ``_plan.py``: :func:`compute_plan`, the decision (pure);
-* ``kafka_offsets.py``, ``_from_time.py``, ``_other_sources.py``, ``_state_aware.py``: its
-  steps for Kafka offsets, a point in time, Delta/file/rate sources, and state-aware
-  rewinds (pure);
+* ``kafka_offsets.py``, ``_from_time.py``, ``_other_sources.py``, ``_state_aware.py``,
+  ``_real_time.py``, ``seeding.py``, ``translate.py``: its steps for Kafka offsets, a
+  point in time, Delta/file/rate sources, state-aware rewinds, a real-time run's last
+  batch, a savepoint, and another Kafka cluster (pure);
 * ``record.py``: the plan as the journal records it (``restart_plans``);
-* ``text.py``, ``_delta_log.py``: wording helpers, and a Delta table's id.
+* ``compare.py``: a checkpoint's offsets against the journal's, and a journaled batch
+  as consumer-group offsets;
+* ``_delta_log.py``: a Delta table's id. The wording is shared with the audit and the
+  health check: :mod:`offset_journal.wording`.
 
-Importing a checkpoint into the journal lives in :mod:`offset_journal.checkpoint.importing`,
-comparing offsets in :mod:`offset_journal.restart.compare`.
+Importing a checkpoint into the journal lives in
+:mod:`offset_journal.checkpoint.importing`.
 
 What this package exports is what a caller needs; the steps stay in their modules. The
 pure modules load without the database driver: the I/O names (:func:`plan_restart`,

@@ -58,7 +58,7 @@ def compute_plan(query_name: str, anchor: Batch, **given: Any) -> RestartPlan:
 
     The keyword arguments are the request's fields (:class:`~.request.PlanRequest`:
     ``mode``, ``as_of``, ``allow_data_loss``...) and the facts of
-    :class:`~.inputs.PlanInputs` (``position``, ``chain``, ``kafka_state``...), which
+    :class:`~._inputs.PlanInputs` (``position``, ``chain``, ``kafka_state``...), which
     say what each one is; :func:`decide` takes them as one value. A name that is
     neither is a TypeError.
     """

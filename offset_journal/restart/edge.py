@@ -1,5 +1,5 @@
 """The I/O edge: gather a plan's inputs from the journal, the checkpoint location, the
-output path and the Kafka cluster, then let :func:`~.plan.decide` decide.
+output path and the Kafka cluster, then let :func:`~._plan.compute_plan` decide.
 
 :func:`plan_from_journal` is handed an open :class:`~offset_journal.journal.Journal`;
 :func:`plan_restart` is the thin wrapper that opens one from a database URL.

@@ -61,7 +61,7 @@ class PlanRequest:
     ``allow_data_loss`` starts partitions whose planned offsets were deleted (retention)
     at their log start, with a warning, instead of refusing; ``recreated_topics`` names
     topics deleted and created again, read from earliest, with a warning, instead of
-    from the old topic's offsets (see :class:`~.model.PlanInputs`); ``recreated_tables``
+    from the old topic's offsets (see :class:`~._inputs.PlanInputs`); ``recreated_tables``
     names Delta table paths deleted and created again, read from their start.
     ``from_time`` starts each partition at its first record timestamped at or after it
     (looked up on the cluster, so it needs ``bootstrap_servers``); not with ``as_of``

@@ -229,6 +229,20 @@ def previous_release(rev: str = PREVIOUS_RELEASE) -> Path:
     return dest
 
 
+def tree_module(new: str, old: str) -> Any:
+    """A module of the tree this child imports, by its path since 0.2.0 (``new``) or, in
+    a previous release's tree, by its path before (``old``): the comparing benchmarks run
+    the same child code against both layouts."""
+    import importlib
+
+    try:
+        return importlib.import_module(new)
+    except ModuleNotFoundError as exc:
+        if not exc.name or not new.startswith(exc.name):
+            raise
+        return importlib.import_module(old)
+
+
 def add_tree_options(parser: argparse.ArgumentParser) -> None:
     """``--previous REV`` and ``--current REV`` for the scripts comparing two releases."""
     parser.add_argument("--previous", default=PREVIOUS_RELEASE, metavar="REV",

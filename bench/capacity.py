@@ -41,6 +41,7 @@ from _common import (
     postgres,
     realistic_progress,
     table,
+    tree_module,
     trees,
 )
 
@@ -73,14 +74,14 @@ def load(url: str, jobs: int, batches: int, partitions: int, data: str,
          seed: int) -> dict[str, Any]:
     """Create the schema at this tree's head, load the data through its writer's path;
     the tables' sizes before and after, the load's seconds, the schema revision."""
-    from offset_journal.capture.writer import WriterConfig, writer_journal
     from offset_journal.journal import record_all
-    from offset_journal.journal.db import current_revision, upgrade
     from offset_journal.records import batch_from_progress
 
-    upgrade(url)
+    writer = tree_module("offset_journal.capture.writer", "offset_journal.writer")
+    db = tree_module("offset_journal.journal.db", "offset_journal.db")
+    db.upgrade(url)
     empty = sizes(url)
-    journal = writer_journal(WriterConfig(url, spool_dir="unused"))
+    journal = writer.writer_journal(writer.WriterConfig(url, spool_dir="unused"))
     t0 = time.perf_counter()
     for job in range(jobs):
         texts = payloads(job, batches, partitions, data, seed)
@@ -92,7 +93,7 @@ def load(url: str, jobs: int, batches: int, partitions: int, data: str,
     took = time.perf_counter() - t0
     journal.close()
     return {"empty": empty, "full": sizes(url), "load_s": took,
-            "revision": current_revision(url)}
+            "revision": db.current_revision(url)}
 
 
 def sizes(url: str) -> dict[str, int]:

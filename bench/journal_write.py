@@ -64,6 +64,7 @@ from _common import (
     postgres,
     quantile,
     table,
+    tree_module,
     trees,
 )
 
@@ -133,19 +134,17 @@ _JOURNAL: list[Any] = []
 
 def migrate(url: str) -> str | None:
     """The schema at this tree's head; its revision."""
-    from offset_journal.journal.db import current_revision, upgrade
-
-    upgrade(url)
-    return current_revision(url)
+    db = tree_module("offset_journal.journal.db", "offset_journal.db")
+    db.upgrade(url)
+    return db.current_revision(url)
 
 
 def open_journal(url: str) -> str | None:
     """The schema at this tree's head, and the journal as the writer opens it; the
     schema's revision."""
-    from offset_journal.capture.writer import WriterConfig, writer_journal
-
+    writer = tree_module("offset_journal.capture.writer", "offset_journal.writer")
     revision = migrate(url)
-    journal = writer_journal(WriterConfig(url, spool_dir="unused"))
+    journal = writer.writer_journal(writer.WriterConfig(url, spool_dir="unused"))
     _JOURNAL[:] = [journal, journal.engine.connect()]
     return revision
 

@@ -88,9 +88,7 @@ def main(args: argparse.Namespace) -> None:
     from offset_journal import Journal
     from offset_journal.audit import audit_query
     from offset_journal.journal.db import resolve_url
-    from offset_journal.report import _gather as gather
-    from offset_journal.report import _render as render
-    from offset_journal.report import journal_findings
+    from offset_journal.report import gather, journal_findings, render
     from offset_journal.report._audited import audit_findings, plan_markers
 
     header("Report generation on a large journal", args)

@@ -48,7 +48,7 @@ def test_a_latest_below_the_end_is_no_lag(journal_url):
     """Real-time mode (trigger(realTime=...)) takes latestOffset when a batch starts and
     reads on past it: latest < end. The journal keeps the latest as Spark gave it; lag,
     in the view and the report, is never below zero (issue 31)."""
-    from offset_journal.report import _gather as gather
+    from offset_journal.report import gather
 
     with Journal(journal_url) as j:
         j.record_batch(batch_from_progress(_batch(

@@ -30,7 +30,7 @@ PREVIOUS = "79f8003"  # offset-journal before migration 0013
 _OLD_WRITER = """
 import json, sys
 import offset_journal
-from offset_journal.capture.writer import Writer, WriterConfig
+from offset_journal.writer import Writer, WriterConfig  # the previous release's path
 assert offset_journal.__file__.startswith(sys.argv[4]), offset_journal.__file__
 w = Writer(WriterConfig(sys.argv[1], sys.argv[2]))
 w.start()

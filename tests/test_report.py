@@ -15,9 +15,7 @@ import pytest
 from offset_journal import Journal
 from offset_journal.audit import audit_query
 from offset_journal.records import batch_from_progress
-from offset_journal.report import ReportData, ReportFinding, build_report
-from offset_journal.report import _gather as gather
-from offset_journal.report import _render as render
+from offset_journal.report import ReportData, ReportFinding, build_report, gather, render
 from tests import support
 from tests.payloads import kafka_source, progress, sql_rows
 from tests.support import Cli, count_rows, journal_report_runs, one_error_line

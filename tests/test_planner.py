@@ -312,10 +312,39 @@ def bulk_load(url: str, n: int, *, run_id: str = "run-big", query_id: str = "qid
     engine.dispose()
 
 
+@pytest.fixture(scope="module")
+def big_template(journal_server: Any) -> Any:
+    """The long history, migrated and loaded once for the module (about 20 s of
+    INSERT ... SELECT and ANALYZE) in a database no test connects to."""
+    from offset_journal.db import upgrade
+
+    url = journal_server.create_database("oj_big_template")
+    upgrade(url)
+    bulk_load(url, BIG)
+    yield url
+    journal_server.drop_database(url)
+
+
 @pytest.fixture
-def big_journal(journal_url: str) -> str:
-    bulk_load(journal_url, BIG)
-    return journal_url
+def big_journal(journal_server: Any, big_template: str) -> Any:
+    """Each test's own copy of the long history (CREATE DATABASE ... TEMPLATE: a copy of
+    the template's files, statistics included), dropped after it: what one test writes
+    (a recorded plan) no other test sees, as when each loaded its own."""
+    import sqlalchemy as sa
+
+    from offset_journal.db import resolve_url
+
+    template = sa.engine.make_url(big_template).database
+    url = journal_server.create_database("oj_big")
+    name = sa.engine.make_url(url).database
+    admin = sa.create_engine(resolve_url(journal_server.admin_url),
+                             isolation_level="AUTOCOMMIT", poolclass=sa.pool.NullPool)
+    with admin.connect() as conn:
+        conn.exec_driver_sql(f'DROP DATABASE "{name}"')
+        conn.exec_driver_sql(f'CREATE DATABASE "{name}" TEMPLATE "{template}"')
+    admin.dispose()
+    yield url
+    journal_server.drop_database(url)
 
 
 def test_history_beyond_the_bind_parameter_limit_streams(

@@ -316,7 +316,7 @@ def bulk_load(url: str, n: int, *, run_id: str = "run-big", query_id: str = "qid
 def big_template(journal_server: Any) -> Any:
     """The long history, migrated and loaded once for the module (about 20 s of
     INSERT ... SELECT and ANALYZE) in a database no test connects to."""
-    from offset_journal.db import upgrade
+    from offset_journal.journal.db import upgrade
 
     url = journal_server.create_database("oj_big_template")
     upgrade(url)
@@ -332,7 +332,7 @@ def big_journal(journal_server: Any, big_template: str) -> Any:
     (a recorded plan) no other test sees, as when each loaded its own."""
     import sqlalchemy as sa
 
-    from offset_journal.db import resolve_url
+    from offset_journal.journal.db import resolve_url
 
     template = sa.engine.make_url(big_template).database
     url = journal_server.create_database("oj_big")

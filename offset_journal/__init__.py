@@ -39,9 +39,9 @@ def __getattr__(name: str) -> Any:
     # not the command (``offset-journal starting-offsets``) or the journal's readers.
     # The Journal loads SQLAlchemy: the pure core (plans, audits, records) loads without.
     if name in ("OffsetJournalListener", "attach"):
-        from .capture import listener
+        from . import capture  # which loads its listener on first use, too
 
-        return getattr(listener, name)
+        return getattr(capture, name)
     if name == "Journal":
         from .journal import Journal
 

@@ -793,6 +793,3 @@ def main(argv: Sequence[str] | None = None) -> int:
         fail(f"unexpected {type(exc).__name__}: {one_line(exc)} (-vv for details)")
         return runtime
 
-
-if __name__ == "__main__":  # pragma: no cover
-    sys.exit(main())

@@ -42,16 +42,28 @@ REMOVED_IN = "0.3.0"
 
 
 class _Alias(importlib.abc.Loader):
+    """Hands out the module at its new path, and leaves it its own spec.
+
+    The import system sets ``__spec__`` on whatever ``create_module`` returns; left as the
+    alias's, the real module's relative imports would resolve against the old name
+    (``__package__ != __spec__.parent`` warns, ``importlib.reload`` fails). So the spec
+    the real module had is put back before the import finishes.
+    """
+
     def __init__(self, new: str) -> None:
         self.new = new
+        self._spec: importlib.machinery.ModuleSpec | None = None
 
     def create_module(self, spec: importlib.machinery.ModuleSpec) -> ModuleType:
         warnings.warn(f"{spec.name} moved to {self.new}; the old name goes in {REMOVED_IN}",
                       DeprecationWarning, stacklevel=2)
-        return importlib.import_module(self.new)
+        module = importlib.import_module(self.new)
+        self._spec = module.__spec__
+        return module
 
     def exec_module(self, module: ModuleType) -> None:
-        """The module ran at its new path already."""
+        """The module ran at its new path already: only its own spec is put back."""
+        module.__spec__ = self._spec
 
 
 class _Finder(importlib.abc.MetaPathFinder):

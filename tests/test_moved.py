@@ -63,3 +63,26 @@ def test_the_changelog_lists_every_moved_module():
     missing = [f"{old} -> {new}" for old, new in MOVED.items()
                if f"`{old}`" not in text or f"`{new}`" not in text]
     assert missing == []
+
+
+def test_an_old_path_leaves_the_real_module_its_own_spec_in_a_fresh_interpreter():
+    """Importing an old name must not rename the real module: its ``__spec__`` names its
+    own path, so its lazy relative imports do not warn (``__package__ != __spec__.parent``,
+    an error under ``-W error``) and ``importlib.reload`` keeps its relative imports."""
+    code = ("import warnings, importlib\n"
+            "with warnings.catch_warnings():\n"
+            "    warnings.simplefilter('ignore', DeprecationWarning)\n"
+            "    import offset_journal.db\n"
+            "import offset_journal.journal.db as real\n"
+            "print(real.__spec__.name)\n"
+            "warnings.simplefilter('error')\n"
+            "from offset_journal.journal import db\n"
+            "assert db is real and offset_journal.db is real\n"
+            "exec('from .schema import SCHEMA', vars(real))  # a lazy relative import\n"
+            "importlib.reload(real)\n"
+            "print(real.__spec__.name, real.__package__)\n")
+    out = subprocess.run([sys.executable, "-W", "error::ImportWarning", "-c", code],
+                         capture_output=True, text=True, timeout=120)
+    assert out.returncode == 0, out.stderr
+    assert out.stdout.splitlines() == ["offset_journal.journal.db",
+                                       "offset_journal.journal.db offset_journal.journal"]

@@ -59,6 +59,32 @@ def test_a_malformed_multi_host_url_is_one_clear_error(url):
         resolve_url(url)
 
 
+@pytest.mark.parametrize("url", [
+    "postgresql://u:p@h1,\nh2/db",          # was one host, h1
+    "postgresql://u:p@h1\n,h2/db",          # was one host, h1
+    "postgresql://u:p@h1:5432,h2\n:5433/db",
+    "postgresql://u:p@h1\nh2/db",
+    "postgresql://u:p@h1,h2/db?x=1\n",       # the hosts were lost behind the line break
+    "postgresql://u:p@/db?host=h1%0Ah2&host=h3",
+    "postgresql://u:p@h1,h2/db\t",
+])
+def test_a_line_break_in_a_url_is_refused_not_read_as_fewer_hosts(url):
+    with pytest.raises(ConfigError, match="malformed database URL: a line break") as info:
+        resolve_url(url)
+    assert "\n" not in str(info.value) and ":p@" not in str(info.value)
+
+
+@pytest.mark.parametrize("url", [
+    "postgresql://u:p@/db?host=&host=h2",    # libpq reads '' as the local socket
+    "postgresql://u:p@/db?host=h1&host=",
+    "postgresql://u:p@/db?host=h1,,h2",
+    "postgresql://u:p@/db?host=",
+])
+def test_an_empty_host_is_refused_not_dropped(url):
+    with pytest.raises(ConfigError, match="malformed database URL: an empty host"):
+        resolve_url(url)
+
+
 def test_the_writer_asks_a_multi_host_url_for_the_host_that_takes_writes():
     assert "target_session_attrs=read-write" in writable_url("postgresql://u@h1,h2/db")
     assert "target_session_attrs=any" in writable_url(

@@ -10,6 +10,7 @@ from __future__ import annotations
 import logging
 import os
 import re
+import urllib.parse
 import weakref
 from collections.abc import Callable
 from datetime import datetime, timezone
@@ -21,6 +22,7 @@ import sqlalchemy as sa
 from psycopg import pq
 
 from ..errors import ConfigError
+from ..formatting import escape_line
 from ..redaction import redact
 from .server import GUARD_PARAMETER, SERVER_GUARD, SERVER_IDENTITY, guard_for, note_connection
 
@@ -36,6 +38,12 @@ def resolve_url(url: str | None = None) -> str:
     url = url or os.environ.get(ENV_URL)
     if not url:
         raise ConfigError(f"no database URL: pass one or set {ENV_URL}")
+    if any(ord(c) < 32 or ord(c) == 127 for c in url):
+        # A line break would split the host list where no comma is (or hide the hosts
+        # after it): libpq would be handed fewer hosts, or other ones, than were meant.
+        raise ConfigError(f"malformed database URL: a line break or other control "
+                          f"character in {escape_line(redact(url))} (a password "
+                          f"holding one is written percent-encoded, %0A)")
     if url.startswith("postgres://"):
         url = "postgresql://" + url[len("postgres://"):]
     if url.startswith("postgresql://"):
@@ -49,12 +57,28 @@ def resolve_url(url: str | None = None) -> str:
         # The journal is Postgres (its schema, COPY, triggers): anything else would fail
         # later, or, for sqlite, create a file first.
         raise ConfigError(f"not a PostgreSQL URL: {redact(url)} (use postgresql://...)")
+    _refuse_blank_hosts(url)
     if url.partition("://")[2].partition("?")[0].count("@") > 1:
         # The driver would take the password's tail for the host name, and show it in
         # its error messages.
         raise ConfigError(f"malformed database URL: an '@' in the password must be written "
                           f"%40: {redact(url)}")
     return url
+
+
+def _refuse_blank_hosts(url: str) -> None:
+    """An empty host (``host=``, ``host=h1,,h2``) is refused: SQLAlchemy drops it where
+    libpq reads it as the local socket, so the hosts tried would not be those written.
+    A host spelt with a percent-encoded control character is refused too."""
+    options = urllib.parse.parse_qsl(url.partition("?")[2], keep_blank_values=True)
+    for host in (h for key, value in options if key == "host" for h in value.split(",")):
+        if not host:
+            raise ConfigError(f"malformed database URL: an empty host in "
+                              f"{escape_line(redact(url))} (leave out host= for the "
+                              f"local socket)")
+        if any(ord(c) < 32 or ord(c) == 127 for c in host):
+            raise ConfigError(f"malformed database URL: a line break or other control "
+                              f"character in a host of {escape_line(redact(url))}")
 
 
 def _hosts_in_query(url: str) -> str:

@@ -2,8 +2,9 @@
 
 :meth:`Health.check_facts` answers for every query at once: each query's last batch
 (two index lookups, as :meth:`~._read.Reads.last_batch` finds it), its lag from that
-batch's arrays, and one grouped pass each over the flagged sources (a partial index),
-spool losses and recorded forecasts. Its cost grows with the queries asked about, not
+batch's arrays (each partition's lag at 0 at least, as ``partition_lag``), and one
+grouped pass each over the flagged sources (a partial index), spool losses and recorded
+forecasts. Its cost grows with the queries asked about, not
 with their history.
 """
 
@@ -53,10 +54,13 @@ LEFT JOIN LATERAL (
                       ORDER BY x.id DESC LIMIT 1)
     ORDER BY b.batch_id DESC LIMIT 1) last ON true
 LEFT JOIN LATERAL (
-    SELECT sum(k.latest_offset - k.end_offset) AS total_lag FROM {s}.kafka_partitions k
+    -- Lag per partition at 0 at least, then summed: in real-time mode latestOffset is
+    -- taken when the batch starts and the batch reads on past it (partition_lag's rule).
+    SELECT sum(greatest(k.latest_offset - k.end_offset, 0)) AS total_lag
+    FROM {s}.kafka_partitions k
     WHERE k.batch_pk = last.id AND NOT k.out_of_range) lag ON true
 LEFT JOIN LATERAL (
-    SELECT k.topic, k.partition, k.latest_offset - k.end_offset AS lag
+    SELECT k.topic, k.partition, greatest(k.latest_offset - k.end_offset, 0) AS lag
     FROM {s}.kafka_partitions k
     WHERE k.batch_pk = last.id AND NOT k.out_of_range AND k.latest_offset IS NOT NULL
     ORDER BY 3 DESC, 1, 2 LIMIT 1) worst ON true

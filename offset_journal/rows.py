@@ -471,3 +471,4 @@ class QueryFacts:
     reads_kafka: bool = True  # its last batch reads a Kafka source (so has a forecast)
     live: bool = False  # the forecast was made now, from the broker
     exists: bool = True
+    forecast_error: str | None = None  # the live forecast failed for this query: why

@@ -302,3 +302,57 @@ def test_recorded_rows_must_be_consistent(journal_url: str) -> None:
                     _forecast_row("q", 0, "safe", basis="hunch")):
             with pytest.raises(sa.exc.IntegrityError, match="retention_forecasts_"):
                 journal.record_forecasts(["q"], [bad])
+
+
+# --------------------------------------------------------------------------- issue 39
+
+
+def test_check_lines_escape_hostile_names(journal_url: str, cli: Cli) -> None:
+    """Issue 39 item 8: a query named `evil\\nOK: 0 queries checked, no problem\\n#` split
+    its problem line in three, one a forged OK line; an escape sequence reached the
+    terminal. Each problem is one line, its names escaped as the tables escape them."""
+    evil = "evil\nOK: 0 queries checked, no problem\n#\x1b[2J"
+    with Journal(journal_url) as journal:
+        _batch(journal, evil, 0, None, 100, 5_000)
+        journal.record_forecasts([evil], [
+            _forecast_row(evil, 0, "at-risk", topic="ord\x1b]0;pwned\x07ers",
+                          loss_earliest=datetime.now(timezone.utc) + timedelta(minutes=9),
+                          loss_latest=datetime.now(timezone.utc) + timedelta(hours=1),
+                          basis="time")])
+    code, out, err = cli("--database-url", journal_url, "check", "--all", "--max-lag", "10",
+                         "--min-time-to-loss", "1h")
+    assert code == 2, err
+    lines = out.splitlines()
+    assert len(lines) == 3, out  # two problems and the summary
+    assert lines[-1] == "CRITICAL: 1 query checked: 2 critical, 0 warning, 0 unknown"
+    assert all(line.startswith("CRITICAL: evil\\nOK: 0 queries checked, no problem\\n#"
+                               "\\x1b[2J: ") for line in lines[:2]), out
+    assert "ord\\x1b]0;pwned\\x07ers" in out and "\x1b" not in out and "\x07" not in out
+    code, out, _err = cli("--database-url", journal_url, "check", "--all", "--max-lag", "10",
+                          "--format", "json")
+    assert json.loads(out)["problems"][0]["query"] == evil
+
+
+def test_a_since_in_the_future_is_refused_and_every_query_left_out_is_said(
+        journal_url: str, cli: Cli) -> None:
+    """Issue 39 item 11: `check --since 2999-01-01T00:00:00Z` was taken, and a query with
+    a flagged gap then checked OK; `check --all --exclude '*'` said the journal holds
+    no query."""
+    with Journal(journal_url) as journal:
+        _batch(journal, "gappy", 0, None, 100, 100)
+        _batch(journal, "gappy", 1, 150, 200, 200)  # flagged: starts past the last end
+    base = ["--database-url", journal_url, "check"]
+    assert cli(*base, "gappy")[0] == 2
+    for since in ("2999-01-01T00:00:00Z", "2999-01-01"):
+        code, out, err = cli(*base, "gappy", "--since", since)
+        assert (code, out) == (3, ""), (since, out)
+        assert err.startswith("offset-journal: error: argument --since: "
+                              "2999-01-01T00:00:00Z is in the future") \
+            and len(err.splitlines()) == 1, err
+    assert cli(*base, "gappy", "--since=-1h")[0] == 2
+    code, out, _err = cli(*base, "--all", "--exclude", "*")
+    assert code == 3, out
+    assert out.splitlines()[0] == (
+        "UNKNOWN: every query was left out: the journal holds 1 query, and --exclude or "
+        "--active-within left out each one: nothing checked"), out
+    assert "holds no query" not in out

@@ -3,6 +3,7 @@ commands' argument errors (exit 3 for check, as monitoring plugins read UNKNOWN)
 
 from __future__ import annotations
 
+import json
 from datetime import datetime, timedelta, timezone
 
 import pytest
@@ -340,3 +341,96 @@ def test_retention_argument_errors_are_usage_errors(capsys: pytest.CaptureFixtur
     assert cli_main(["retention", "q"]) == 2  # no --bootstrap-servers
     _out, err = capsys.readouterr()
     assert len(err.splitlines()) == 3
+
+
+# --------------------------------------------------------------------------- issue 39
+
+LONG_MAX = 9_223_372_036_854_775_807  # Kafka's Long.MAX: "forever" (Debezium's history topic)
+
+
+def test_a_limit_of_long_max_is_no_limit_never_an_overflow() -> None:
+    """Issue 39 item 4: retention.ms (or retention.bytes) of Long.MAX deletes nothing
+    before the last time that can be said: safe, and every time it prints is a time
+    (the loss time overflowed a datetime: `retention` exited 1, the fleet with it)."""
+    forever = topic_retention({"retention.ms": str(LONG_MAX)}, {})
+    log = PartitionLog(0, 100, first_unread_ms=NOW - HOUR, record_bytes=100,
+                       records_per_s=10.0)
+    f = forecast("q", 0, "t", 0, 50, log, forever, NOW)
+    assert (f.status, f.loss_earliest, f.loss_latest) == ("safe", None, None)
+    assert f.row()["first_unread_at"] == _at(NOW - HOUR)
+    assert f.to_dict(NOW)["status"] == "safe"
+    by_size = topic_retention({"retention.ms": "-1", "retention.bytes": str(LONG_MAX)}, {})
+    assert forecast("q", 0, "t", 0, 50, log, by_size, NOW).status == "safe"
+    # segment.ms of Long.MAX: a segment never rolls by time; the loss still comes at its
+    # earliest, and its latest is the last time that can be said.
+    rolls_never = topic_retention({"retention.ms": str(HOUR), "segment.ms": str(LONG_MAX)},
+                                  {})
+    at_risk = forecast("q", 0, "t", 0, 50, log, rolls_never, NOW)
+    assert (at_risk.status, at_risk.loss_earliest) == ("at-risk", NOW)
+    assert at_risk.row()["loss_latest"].date() == datetime(9999, 12, 31).date()
+    assert "at the earliest" in sentence(at_risk, NOW) and at_risk.to_dict(NOW)
+    # A first unread record stamped beyond any time (a producer's own CreateTime): as a
+    # record without a timestamp, unknown, never an overflow.
+    odd = PartitionLog(0, 100, first_unread_ms=LONG_MAX // 2)
+    stamped = forecast("q", 0, "t", 0, 50, odd, TIME_ONLY, NOW)
+    assert (stamped.status, stamped.row()["first_unread_at"]) == ("unknown", None)
+
+
+def test_one_query_that_cannot_be_forecast_leaves_the_others_forecast() -> None:
+    """Issue 39 item 4: what the broker said of one query's partition that the forecast
+    cannot take (here a record sample of no record) fails that query alone: its
+    partitions unknown and why, the other query forecast as usual."""
+    from offset_journal.health.edge import Probed, SourceAt, forecasts_from
+    from offset_journal.restart.kafka_offsets import Findings
+
+    def source(name: str, topic: str) -> tuple[SourceAt, dict, dict, Findings]:
+        src = SourceOffsets(0, f"KafkaV2[Subscribe[{topic}]]", "kafka", None,
+                            {topic: {"0": 50}}, 10, (PartitionOffset(topic, 0, 40, 50),))
+        batch = Batch(name, "qid", f"run-{name}", 3, _at(NOW), 10, 10, None, None, None,
+                      (src,))
+        return SourceAt(name, batch, 0), {topic: {0: 50}}, {topic: {0: 50}}, Findings()
+
+    probed = Probed(state={"good": {0: (0, 100)}, "odd": {0: (0, 100)}},
+                    cfgs={"good": TIME_ONLY, "odd": TIME_ONLY}, since={},
+                    records={("good", 0, 50): (50, NOW - HOUR, 1, 100),
+                             ("odd", 0, 50): (50, NOW - HOUR, 0, 0)})
+    found = forecasts_from([source("fine", "good"), source("broken", "odd")], probed, NOW)
+    assert [(f.query_name, f.status) for f in found.forecasts] == [("fine", "at-risk"),
+                                                                   ("broken", "unknown")]
+    assert list(found.failed) == ["broken"] and "ZeroDivisionError" in found.failed["broken"]
+    # check gives it its own UNKNOWN line, whatever the thresholds asked
+    result = check([_fresh("fine"), _fresh("broken", live=True,
+                                           forecast_error=found.failed["broken"])],
+                   Thresholds(), NOW_DT)
+    assert [(p.severity, p.query_name, p.kind) for p in result.problems] == [
+        ("unknown", "broken", "forecast-failed")]
+
+
+def test_problem_lines_escape_what_names_hold() -> None:
+    """Issue 39 item 8: a query or topic name holding line breaks or escape sequences
+    cannot split a problem line into forged ones, nor reach a terminal."""
+    evil = "evil\nOK: 0 queries checked, no problem\n#\x1b[2J"
+    facts = [_fresh(evil, total_lag=9000, worst=("t\x1b[31m\n", 0, 9000),
+                    forecast=_foreseen(NOW_DT + timedelta(minutes=5), ("or\nders", 2)))]
+    result = check(facts, LIMITS, NOW_DT)
+    lines = [p.line() for p in result.problems]
+    assert len(lines) == 2 and all(len(x.splitlines()) == 1 for x in lines)
+    assert not any("\x1b" in x for x in lines)
+    assert lines[0].startswith("CRITICAL: evil\\nOK: 0 queries checked, no problem\\n#"
+                               "\\x1b[2J: ")
+    assert json.loads(result.to_json())["problems"][0]["query"] == evil  # exact in JSON
+    f = forecast(evil, 0, "orders", 3, 1000, PartitionLog(500, 1800, NOW - 19 * HOUR),
+                 TIME_ONLY, NOW)
+    said = sentence(f, NOW)
+    assert len(said.splitlines()) == 1 and "\x1b" not in said
+    assert said.endswith("unless evil\\nOK: 0 queries checked, no problem\\n#\\x1b[2J "
+                         "catches up")
+
+
+def test_every_query_left_out_is_not_an_empty_journal() -> None:
+    """Issue 39 item 11: `check --all --exclude '*'` said the journal holds no query."""
+    [problem] = check([], Thresholds(), NOW_DT, left_out=3).problems
+    assert (problem.severity, problem.kind) == ("unknown", "none-in-scope")
+    assert problem.text.startswith("every query was left out: the journal holds 3 queries")
+    assert "holds no query" not in problem.text
+    assert check([], Thresholds(), NOW_DT).problems[0].kind == "no-queries"

@@ -502,8 +502,8 @@ def _names(args: argparse.Namespace, given: list[str]) -> list[str] | None:
 
 
 def cmd_retention(args: argparse.Namespace) -> int:
-    """Exit 1 when ``plan`` would refuse a query: a partition has lost records, or its
-    next offset lies beyond the log end."""
+    """Exit 1 when ``plan`` would refuse a query (lost records, offsets beyond the log
+    end), or a query could not be forecast (the others are, and recorded)."""
     from ..health.edge import fleet_names, forecasts_for
     from ..health.forecast import sentence
 
@@ -518,13 +518,15 @@ def cmd_retention(args: argparse.Namespace) -> int:
             journal.record_forecasts([n for n in asked if n not in found.missing],
                                      [f.row() for f in found.forecasts])
     now = found.now_ms
-    losses = found.errors
+    losses, failed = found.errors, [f"query {name}: its retention could not be forecast "
+                                    f"({why})" for name, why in sorted(found.failed.items())]
+    code = EXIT_RUNTIME if losses or failed else EXIT_OK
     if args.format == "json":
         _out(json.dumps({"now": _iso(from_epoch_ms(now)),
                          "topics": {t: c.to_dict() for t, c in sorted(found.topics.items())},
                          "partitions": [f.to_dict(now) for f in found.forecasts],
-                         "data_loss": losses}, indent=2))
-        return EXIT_RUNTIME if losses else EXIT_OK
+                         "data_loss": losses, "not_forecast": dict(found.failed)}, indent=2))
+        return code
     from ..health.forecast import duration
 
     rows = []
@@ -537,14 +539,14 @@ def cmd_retention(args: argparse.Namespace) -> int:
                      f.basis, f.status])
     _out(table(["QUERY", "SOURCE", "TOPIC", "PARTITION", "NEXT", "LOG START", "LOG END",
                 "UNREAD", "LOST", "FIRST UNREAD AT", "LOSS IN", "BY", "STATUS"], rows))
-    for error in losses:
+    for error in losses + failed:
         _err("error", error)
     for f in found.forecasts:
         if f.status == "at-risk":
             _out(sentence(f, now))
     if args.record:
         _out(f"recorded {len(found.forecasts)} partition forecasts")
-    return EXIT_RUNTIME if losses else EXIT_OK
+    return code
 
 
 def cmd_check(args: argparse.Namespace) -> int:

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import argparse
 from collections.abc import Callable
-from datetime import datetime, timedelta
+from datetime import datetime, timedelta, timezone
 from typing import Any, NoReturn, cast
 
 from .. import values
@@ -39,6 +39,18 @@ def duration_arg(text: str) -> timedelta:
 def time_arg(text: str, now: datetime | None = None) -> datetime:
     """ISO 8601 (naive = UTC), ``now``, ``-2h`` (offset_journal.values.parse_time)."""
     return cast(datetime, argument_type(lambda t: values.parse_time(t, now))(text))
+
+
+def past_time_arg(text: str) -> datetime:
+    """:func:`time_arg`, refused when in the future (a count "since" then is of nothing)."""
+    def past(t: str) -> datetime:
+        value, now = values.parse_time(t), datetime.now(timezone.utc)
+        if value > now:
+            raise ValueError(f"{value.isoformat().replace('+00:00', 'Z')} is in the future: "
+                             "give a time that has passed (e.g. -1h)")
+        return value
+
+    return cast(datetime, argument_type(past)(text))
 
 
 _timeout = argument_type(values.parse_timeout)
@@ -524,7 +536,7 @@ def _add_health(subs: Subparsers, parents: tuple[argparse.ArgumentParser, ...],
                        default=timedelta(minutes=15), metavar="DURATION",
                        help="recorded forecasts older than this are unknown: `retention "
                             "--record` stopped running (default 15m)")
-    check.add_argument("--since", type=time_arg, default=None, metavar="TIME",
+    check.add_argument("--since", type=past_time_arg, default=None, metavar="TIME",
                        help="count problems flagged on batches, spool losses and rejected "
                             "events from TIME on (ISO 8601 or -1d; default: -1d)")
     check.add_argument("--bootstrap-servers", metavar="HOSTS",

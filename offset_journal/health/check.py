@@ -18,7 +18,7 @@ from enum import IntEnum
 from fnmatch import fnmatchcase
 from typing import Any, Generic, Literal, TypeVar
 
-from ..formatting import format_time
+from ..formatting import cell, format_time
 from ..rows import ForecastFacts, QueryFacts
 from ..wording import count, tp
 from .forecast import Forecast, duration
@@ -83,7 +83,10 @@ class Problem:
     text: str
 
     def line(self) -> str:
-        return f"{self.severity.upper()}: {self.text}"
+        """One line whatever the names in it hold: a line break or an escape sequence in
+        a query or topic name is escaped (as the tables do), so it cannot forge a line
+        a monitoring system reads, nor reach a terminal."""
+        return cell(f"{self.severity.upper()}: {self.text}")
 
     def to_dict(self) -> dict[str, Any]:
         return {"severity": self.severity, "query": self.query_name, "kind": self.kind,
@@ -170,10 +173,16 @@ def in_scope(facts: Iterable[QueryFacts], exclude: Sequence[str] = (),
 
 
 def check(facts: list[QueryFacts], limits: Thresholds, now: datetime,
-          rejected_unattributed: int = 0) -> CheckResult:
-    """Every problem of every query, worst first (then by query name)."""
+          rejected_unattributed: int = 0, left_out: int = 0) -> CheckResult:
+    """Every problem of every query, worst first (then by query name). ``left_out``:
+    the journaled queries ``--all`` left out (``--exclude``, ``--active-within``)."""
     out: list[Problem] = []
-    if not facts:
+    if not facts and left_out:
+        out.append(Problem("unknown", None, "none-in-scope",
+                           f"every query was left out: the journal holds {left_out} "
+                           f"quer{'y' if left_out == 1 else 'ies'}, and --exclude or "
+                           "--active-within left out each one: nothing checked"))
+    elif not facts:
         out.append(Problem("unknown", None, "no-queries", "the journal holds no query: is a "
                            "listener writing to this database?"))
     for q in facts:
@@ -256,6 +265,10 @@ def _forecast_problems(q: QueryFacts, limits: Thresholds, now: datetime) -> list
         add("critical", "beyond-end",
             f"{count(f.beyond_end, 'partition')} to read from beyond the log end: `plan` "
             f"refuses to start there (topic deleted and recreated?) ({made}; {see})")
+    if q.forecast_error is not None:
+        add("unknown", "forecast-failed",
+            f"its retention could not be forecast ({q.forecast_error}); {see}")
+        return out
     wanted = limits.min_time_to_loss
     if wanted is None or not q.reads_kafka:
         return out
@@ -274,7 +287,8 @@ def _forecast_problems(q: QueryFacts, limits: Thresholds, now: datetime) -> list
     if f.unknown:
         add("unknown", "unknown-forecast",
             f"{count(f.unknown, 'partition')} could not be forecast (its first unread "
-            f"record not readable, or without a timestamp) ({made}; {see})")
+            f"record not readable or without a timestamp, or the query's forecast failed) "
+            f"({made}; {see})")
     if f.gone:
         add("warning", "gone",
             f"{count(f.gone, 'partition')} it read no longer on the cluster (topic "

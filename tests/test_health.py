@@ -4,7 +4,9 @@ commands' argument errors (exit 3 for check, as monitoring plugins read UNKNOWN)
 from __future__ import annotations
 
 import json
+from dataclasses import replace
 from datetime import datetime, timedelta, timezone
+from typing import Any
 
 import pytest
 
@@ -404,6 +406,51 @@ def test_one_query_that_cannot_be_forecast_leaves_the_others_forecast() -> None:
                    Thresholds(), NOW_DT)
     assert [(p.severity, p.query_name, p.kind) for p in result.problems] == [
         ("unknown", "broken", "forecast-failed")]
+
+
+def _loss(first: int, end: int, acked: int | None = None, **kw: object) -> Any:
+    from offset_journal.rows import RecordedLoss
+
+    base: dict[str, object] = {"id": 1, "query_name": "q", "source_index": 0,
+                               "topic": "orders", "partition": 1, "first_offset": first,
+                               "end_offset": end, "first_recorded_at": NOW_DT,
+                               "acknowledged_end": acked}
+    base.update(kw)
+    return RecordedLoss(**base)  # type: ignore[arg-type]
+
+
+def test_a_recorded_loss_stays_critical_until_acknowledged() -> None:
+    """Issue 39 item 1: a loss recorded by `retention --record` is critical once the
+    query has read on past it (its forecast no longer says it), until acknowledged; said
+    once while the forecast still says it (the query's next offset is its first)."""
+    read_on = _fresh("q", forecast=_foreseen(), losses=(_loss(100, 160),))
+    [problem] = check([read_on], Thresholds(), NOW_DT).problems
+    assert (problem.severity, problem.kind) == ("critical", "recorded-loss")
+    assert problem.text.startswith("q: DATA LOSS: 60 records deleted by retention before "
+                                   "being read, recorded since ")
+    assert "(orders-1 offsets 100..159) and not acknowledged; once dealt with: " \
+           "`offset-journal losses acknowledge q --reason TEXT`" in problem.text
+    # acknowledged up to 130: the 30 after still open; up to its end: nothing to say
+    part = check([replace(read_on, losses=(_loss(100, 160, 130),))], Thresholds(), NOW_DT)
+    assert "30 records" in part.problems[0].text and "offsets 130..159" in \
+        part.problems[0].text
+    assert check([replace(read_on, losses=(_loss(100, 160, 160),))], Thresholds(),
+                 NOW_DT).problems == []
+    # still where it was lost: the forecast's DATA LOSS line says it, once
+    stuck = _fresh("q", forecast=_foreseen(lost=60, lost_partitions=((0, "orders", 1, 100),)),
+                   losses=(_loss(100, 160),))
+    assert [p.kind for p in check([stuck], Thresholds(), NOW_DT).problems] == ["data-loss"]
+
+
+def test_a_forecast_read_on_keeps_its_time_as_an_early_bound() -> None:
+    """Issue 39 item 1: the time of a recorded at-risk row the query has read past is
+    kept (an early bound) and the line says so."""
+    behind = _fresh("q", forecast=_foreseen(NOW_DT + timedelta(minutes=30), ("orders", 0),
+                                            read_on=True))
+    [problem] = check([behind], LIMITS, NOW_DT).problems
+    assert (problem.severity, problem.kind) == ("critical", "time-to-loss")
+    assert "the query read on since, which moves it later only by the age of the " \
+           "records read: an early bound" in problem.text
 
 
 def test_problem_lines_escape_what_names_hold() -> None:

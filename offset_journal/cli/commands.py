@@ -28,6 +28,7 @@ from ..formatting import cell, format_time, from_epoch_ms, one_line, table
 from ..redaction import redact
 from . import parser as cli_parser
 from ._deadline import DeadlineExceeded, alarm_deadline, command_deadline, timed_out_line
+from ._losses import cmd_losses_acknowledge, cmd_losses_list  # noqa: F401 (the parser's)
 from ._output import write_history
 from .parser import PROG, UsageError
 
@@ -516,7 +517,7 @@ def cmd_retention(args: argparse.Namespace) -> int:
         found = forecasts_for(journal, asked, _kafka_access(args), missing_ok=names is None)
         if args.record:
             journal.record_forecasts([n for n in asked if n not in found.missing],
-                                     [f.row() for f in found.forecasts])
+                                     [f.row() for f in found.forecasts], found.anchors)
     now = found.now_ms
     losses, failed = found.errors, [f"query {name}: its retention could not be forecast "
                                     f"({why})" for name, why in sorted(found.failed.items())]

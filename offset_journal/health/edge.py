@@ -63,8 +63,9 @@ class KafkaAccess:
 class Forecasts:
     """Every partition's forecast, the names with no journaled batch, the time (epoch
     ms) it was made at, the topics' retention, the plan's errors per source (DATA
-    LOSS, offsets beyond a log end: ``plan`` would refuse to start the query) and the
-    queries whose forecast failed (their partitions ``unknown``)."""
+    LOSS, offsets beyond a log end: ``plan`` would refuse to start the query), the
+    queries whose forecast failed (their partitions ``unknown``) and each query's last
+    batch, (run id, batch id), the forecast starts after."""
 
     forecasts: list[Forecast]
     missing: list[str]
@@ -72,6 +73,7 @@ class Forecasts:
     topics: dict[str, TopicRetention] = field(default_factory=dict)
     errors: list[str] = field(default_factory=list)
     failed: dict[str, str] = field(default_factory=dict)  # query: why it was not forecast
+    anchors: dict[str, tuple[str, int]] = field(default_factory=dict)  # query: its last batch
 
 
 @dataclass(frozen=True)
@@ -140,7 +142,9 @@ def forecast_sources(sources: Sequence[SourceAt], kafka: KafkaAccess, now_ms: in
         wanted |= {(t, p, o) for (t, p), o in since.items()
                    if o is not None and o < state[t][p][1]}
         records = records_at_with(consumer, wanted, timeout=kafka.timeout)
-    return forecasts_from(planned, Probed(state, cfgs, since, records), now_ms, failed)
+    found = forecasts_from(planned, Probed(state, cfgs, since, records), now_ms, failed)
+    found.anchors = {s.query_name: (s.batch.run_id, s.batch.batch_id) for s in sources}
+    return found
 
 
 FORECAST_ERRORS = (OffsetJournalError, ArithmeticError, ValueError, LookupError, TypeError)

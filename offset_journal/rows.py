@@ -6,6 +6,7 @@ line take them. Importable from :mod:`offset_journal.journal` too.
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from dataclasses import dataclass, field
 from datetime import datetime, timezone
 from typing import Any, Literal
@@ -436,13 +437,21 @@ class AuditBatch:
 
 @dataclass(frozen=True)
 class ForecastFacts:
-    """A query's retention forecast, summed over its partitions (recorded rows the query
-    has read past since are left out: its loss comes later than they said).
+    """A query's retention forecast, summed over its partitions.
+
+    A recorded row whose partition the query has read past since still speaks while the
+    query is behind what the recording saw unread: reading on moves the earliest loss
+    later only by the age of the records read, so its time stays as an early bound
+    (``read_on``), and a partition not forecast stays unknown. It speaks no more once
+    the query has read all the recording saw (or caught up in a batch), and for a lost
+    partition the loss is then a :class:`RecordedLoss`.
 
     ``made_at``: when it was made (recorded, or now when live); ``partitions``: the
     partitions it still speaks for; ``loss_at``/``loss_partition``: the earliest loss
-    of an unread record; ``lost``: records already deleted unread; ``beyond_end``,
-    ``unknown``, ``gone``: partitions in those states."""
+    of an unread record (``read_on``: of a partition read past since, an early bound);
+    ``lost``: records already deleted unread, in ``lost_partitions`` ((source index,
+    topic, partition, next offset) each); ``beyond_end``, ``unknown``, ``gone``:
+    partitions in those states."""
 
     made_at: datetime
     partitions: int = 0
@@ -452,6 +461,77 @@ class ForecastFacts:
     beyond_end: int = 0
     unknown: int = 0
     gone: int = 0
+    lost_partitions: tuple[tuple[int, str, int, int], ...] = ()
+    read_on: bool = False
+
+
+@dataclass(frozen=True)
+class LossAcknowledgement:
+    """A person's decision on a recorded loss (``loss_acknowledgements``, migration
+    0019): its records up to ``end_offset`` (exclusive) were dealt with, and why."""
+
+    id: int
+    end_offset: int
+    reason: str
+    created_at: datetime
+    host: str | None = None
+    os_user: str | None = None
+
+    def label(self) -> str:
+        who = "@".join(x for x in (self.os_user, self.host) if x) or "someone"
+        return f"acknowledged by {who} at {format_time(self.created_at)}: {self.reason}"
+
+
+@dataclass(frozen=True)
+class RecordedLoss:
+    """Records retention deleted before the query read them, as ``retention --record``
+    found them (``retention_losses``, migration 0019): offsets ``first_offset`` to
+    ``end_offset`` (exclusive) of one partition of source ``source_index``. Kept when
+    the query reads on past them (a job with ``failOnDataLoss=false``), until a person
+    acknowledges them or a restart plan after the same batch (``anchor_run_id``,
+    ``anchor_batch_id``) accepted data loss there (``--allow-data-loss``).
+
+    ``acknowledged_end``: up to where acknowledgements cover it (None: none does);
+    ``acknowledgements``: those decisions, oldest first, when read with them."""
+
+    id: int
+    query_name: str
+    source_index: int
+    topic: str
+    partition: int
+    first_offset: int
+    end_offset: int
+    first_recorded_at: datetime
+    last_recorded_at: datetime | None = None
+    anchor_run_id: str | None = None
+    anchor_batch_id: int | None = None
+    acknowledged_end: int | None = None
+    acknowledgements: tuple[LossAcknowledgement, ...] = ()
+
+    @property
+    def open_from(self) -> int:
+        """The first offset no acknowledgement covers (``end_offset``: none left)."""
+        done = self.first_offset if self.acknowledged_end is None else self.acknowledged_end
+        return min(max(done, self.first_offset), self.end_offset)
+
+    @property
+    def unacknowledged(self) -> int:
+        """Records lost that no acknowledgement covers."""
+        return self.end_offset - self.open_from
+
+    def accepted_by(self, plans: Iterable[RecordedPlan]) -> RecordedPlan | None:
+        """The restart plan that accepted this loss: one after the batch the query had
+        reached when the loss was recorded, with --allow-data-loss, naming the
+        partition (journal/_health.py asks the same in SQL)."""
+        for plan in plans:
+            if (plan.allow_data_loss and self.anchor_run_id is not None
+                    and plan.query_name == self.query_name
+                    and plan.anchor_run_id == self.anchor_run_id
+                    and plan.anchor_batch_id == self.anchor_batch_id
+                    and any((t, p) == (self.topic, self.partition)
+                            for _i, t, p, _o in plan.kafka_offsets)):
+                return plan
+        return None
 
 
 @dataclass(frozen=True)
@@ -471,3 +551,6 @@ class QueryFacts:
     reads_kafka: bool = True  # its last batch reads a Kafka source (so has a forecast)
     live: bool = False  # the forecast was made now, from the broker
     exists: bool = True
+    # Recorded losses neither acknowledged nor accepted by a plan (their open part).
+    losses: tuple[RecordedLoss, ...] = ()
+    forecast_error: str | None = None  # the live forecast failed for this query: why

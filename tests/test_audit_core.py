@@ -542,3 +542,85 @@ def test_batch_ids_missing_inside_a_run_are_journal_rows_lost():
     assert standby.exit_code == 0 and standby.findings == []
     assert any("batches 3..5 of run r (before r:6; offsets 30..59 of t-0) are not on this "
                "standby: h2:5432, a standby 3.0 s behind" in n for n in standby.notes)
+
+
+# --------------------------------------------------------------------------- recorded losses
+
+
+def _recorded(first: int, end: int, *, acked: tuple[Any, ...] = (), **kw: Any) -> Any:
+    from offset_journal.rows import RecordedLoss
+
+    base: dict[str, Any] = {"id": 1, "query_name": "q", "source_index": 0, "topic": "orders",
+                            "partition": 0, "first_offset": first, "end_offset": end,
+                            "first_recorded_at": T0 + timedelta(minutes=3),
+                            "anchor_run_id": "r1", "anchor_batch_id": 1,
+                            "acknowledgements": acked,
+                            "acknowledged_end": max((a.end_offset for a in acked), default=None)}
+    base.update(kw)
+    return RecordedLoss(**base)
+
+
+def test_a_recorded_loss_no_batch_shows_is_a_gap_until_a_decision_covers_it() -> None:
+    """Issue 39 item 1: a job with failOnDataLoss=false reads on past records retention
+    deleted (its batch starts where the last ended): the walk sees nothing, the loss
+    `retention --record` recorded is an unexplained gap, planned once acknowledged or
+    accepted by a plan after the same batch with --allow-data-loss."""
+    from offset_journal.audit import add_recorded_losses, open_losses
+    from offset_journal.rows import LossAcknowledgement
+
+    j = Journal()
+    j.add("r1", {A0: (None, 100)})
+    j.add("r1", {A0: (100, 120)})
+    j.add("r1", {A0: (120, 300)})  # read on past 120..159, deleted before it got there
+    walked = audit_batches("q", j.batches, [])
+    assert walked.ok
+    loss = _recorded(120, 160)
+    report = add_recorded_losses(audit_batches("q", j.batches, []), [loss], [])
+    [gap] = report.findings
+    assert (gap.kind, gap.status, gap.first, gap.end, gap.run_id, gap.records) == (
+        GAP, UNEXPLAINED, 120, 160, "r1", 40)
+    assert "after batch r1:1" in gap.reason and not report.ok and report.exit_code == 3
+    assert "`offset-journal losses acknowledge q --reason TEXT`" in gap.reason
+    assert "orders-0" in format_table(report) and json.loads(format_json(report))["unexplained"]
+    # Partly acknowledged: the rest is the gap; all of it: planned, with who and why.
+    ack = LossAcknowledgement(7, 140, "replayed", T0, "host-a", "ana")
+    [part] = add_recorded_losses(audit_batches("q", j.batches, []),
+                                 [_recorded(120, 160, acked=(ack,))], []).findings
+    assert (part.status, part.first, part.end) == (UNEXPLAINED, 140, 160)
+    done = LossAcknowledgement(8, 160, "replayed the rest", T0, "host-a", "ana")
+    report = add_recorded_losses(audit_batches("q", j.batches, []),
+                                 [_recorded(120, 160, acked=(ack, done))], [])
+    assert report.ok and report.findings[0].status == PLANNED
+    assert report.findings[0].reason.endswith("acknowledged by ana@host-a at "
+                                              "2026-01-01T00:00:00Z: replayed the rest")
+    # A plan after the batch the loss was recorded after, accepting data loss there.
+    accepted = plan(4, {A0: -2}, request={"allow_data_loss": True})
+    accepted = RecordedPlan(**{**accepted.__dict__, "anchor_run_id": "r1",
+                               "anchor_batch_id": 1})
+    report = add_recorded_losses(audit_batches("q", j.batches, []), [loss], [accepted])
+    assert report.ok and report.findings[0].plan_id == 4
+    assert open_losses([loss], [accepted]) == [] and open_losses([loss], []) == [loss]
+    for other in ({**accepted.__dict__, "anchor_batch_id": 0},  # after another batch
+                  {**accepted.__dict__, "request": {}},  # no --allow-data-loss
+                  {**accepted.__dict__, "kafka_offsets": ((0, "orders", 1, -2),)}):
+        assert open_losses([loss], [RecordedPlan(**other)]) == [loss]
+    # With --since: an open loss always, a settled one only when recorded since.
+    later = T0 + timedelta(hours=1)
+    assert len(add_recorded_losses(audit_batches("q", j.batches, [], since=later), [loss],
+                                   []).findings) == 1
+    assert add_recorded_losses(audit_batches("q", j.batches, [], since=later), [loss],
+                               [accepted]).findings == []
+
+
+def test_a_recorded_loss_inside_a_gap_the_walk_found_is_that_gap() -> None:
+    j = Journal()
+    j.add("r1", {A0: (None, 100)})
+    j.add("r2", {A0: (170, 200)})  # a restart further on: the walk's own gap 100..169
+    report = add_recorded_losses_to(j, _recorded(100, 160))
+    assert [(f.first, f.end) for f in report.findings] == [(100, 170)]
+
+
+def add_recorded_losses_to(j: Journal, loss: Any) -> Any:
+    from offset_journal.audit import add_recorded_losses
+
+    return add_recorded_losses(audit_batches("q", j.batches, []), [loss], [])

@@ -17,6 +17,8 @@ from offset_journal.journal import Journal
 from offset_journal.journal.db import resolve_url
 from offset_journal.journal.roles import grant
 from offset_journal.records import batch_from_progress
+from offset_journal.restart import PlanRequest, plan_restart
+from offset_journal.restart.record import plan_row
 from tests import support
 from tests.payloads import kafka_source, progress
 from tests.support import Cli
@@ -190,8 +192,10 @@ def test_an_unreachable_cluster_or_unknown_query_is_one_line(journal_url: str,
 def test_recorded_forecasts_read_past_or_too_old_are_not_trusted(journal_url: str,
                                                                   cli: Cli) -> None:
     """A forecast row whose partition the query has read past since says nothing any
-    more (the job caught up, or restarted past a loss with --allow-data-loss); a
-    recording older than --max-forecast-age is UNKNOWN (the cron stopped)."""
+    more once the job caught up, or restarted past a loss with --allow-data-loss (the
+    plan, after the batch the loss was recorded after, accepted it: issue 39 keeps a
+    loss no decision covers); a recording older than --max-forecast-age is UNKNOWN (the
+    cron stopped)."""
     soon = datetime.now(timezone.utc) + timedelta(minutes=5)
     with Journal(journal_url) as journal:
         for name in ("caught", "restarted"):
@@ -200,13 +204,20 @@ def test_recorded_forecasts_read_past_or_too_old_are_not_trusted(journal_url: st
             _forecast_row("caught", 0, "at-risk", loss_earliest=soon, loss_latest=soon,
                           basis="time"),
             _forecast_row("caught", 1, "caught-up", next_offset=101),
-            _forecast_row("restarted", 1, "lost", next_offset=101, log_start=160, lost=59)])
+            _forecast_row("restarted", 1, "lost", next_offset=101, log_start=160, lost=59)],
+            {"restarted": ("run-restarted", 0)})
     check = ["--database-url", journal_url, "check", "caught", "restarted",
              "--min-time-to-loss", "1h"]
     code, out, _err = cli(*check)
     assert code == 2, out
     assert "CRITICAL: caught: orders-0 loses unread records to retention in about 5 min" in out
     assert "CRITICAL: restarted: DATA LOSS: 59 records" in out
+    # The person restarting "restarted" accepts the loss: a plan after its batch 0
+    # recorded with --allow-data-loss (as the planner records it; no broker here).
+    plan = plan_restart(journal_url, "restarted", record=False)
+    with Journal(journal_url) as journal:
+        journal.record_plan(plan_row(plan, PlanRequest("restarted", allow_data_loss=True),
+                                     "starting-offsets"))
     with Journal(journal_url) as journal:
         for name in ("caught", "restarted"):  # each reads on past its rows
             _batch(journal, name, 1, 100, 200, 200)
@@ -302,3 +313,93 @@ def test_recorded_rows_must_be_consistent(journal_url: str) -> None:
                     _forecast_row("q", 0, "safe", basis="hunch")):
             with pytest.raises(sa.exc.IntegrityError, match="retention_forecasts_"):
                 journal.record_forecasts(["q"], [bad])
+
+
+# --------------------------------------------------------------------------- issue 39
+
+
+def test_a_job_that_reads_on_but_stays_behind_stays_at_risk(journal_url: str,
+                                                             cli: Cli) -> None:
+    """Issue 39 item 1: a recorded row was dropped as soon as the query's last batch read
+    past its next offset: a running job far behind (9,900 records unread, loss in 30
+    min) checked OK after one more batch (100 read, 9,800 unread). Reading on moves the
+    earliest loss only by the age of the records read: the recorded time stays as an
+    early bound, a partition not forecast stays unknown, until the query has read all
+    the recording saw unread."""
+    soon = datetime.now(timezone.utc) + timedelta(minutes=30)
+    with Journal(journal_url) as journal:
+        _batch(journal, "far-behind", 0, None, 100, 10_000)  # orders-0 and orders-1
+        journal.record_forecasts(["far-behind"], [
+            _forecast_row("far-behind", 0, "at-risk", log_end=10_000, unread=9_900,
+                          loss_earliest=soon, loss_latest=soon, basis="time"),
+            _forecast_row("far-behind", 1, "unknown", next_offset=101, log_end=10_001,
+                          unread=9_900)])
+    check = ["--database-url", journal_url, "check", "far-behind", "--min-time-to-loss",
+             "2h,1h"]
+    code, out, _err = cli(*check)
+    assert code == 2 and "orders-0 loses unread records to retention in about 30 min" in out
+    with Journal(journal_url) as journal:
+        _batch(journal, "far-behind", 1, 100, 200, 10_000)  # 100 read, 9,800 unread
+    code, out, _err = cli(*check)
+    assert code == 2, out
+    lines = out.splitlines()
+    assert lines[0].startswith("CRITICAL: far-behind: orders-0 loses unread records to "
+                               "retention in about 3"), out
+    assert "the query read on since, which moves it later only by the age of the records " \
+           "read: an early bound" in lines[0]
+    assert lines[1].startswith("UNKNOWN: far-behind: 1 partition could not be forecast")
+    with Journal(journal_url) as journal:  # all the recording saw unread, read
+        _batch(journal, "far-behind", 2, 200, 10_000, 10_050)
+    code, out, _err = cli(*check)
+    assert (code, out.splitlines()[-1]) == (0, "OK: 1 query checked, no problem"), out
+
+
+def test_check_lines_escape_hostile_names(journal_url: str, cli: Cli) -> None:
+    """Issue 39 item 8: a query named `evil\\nOK: 0 queries checked, no problem\\n#` split
+    its problem line in three, one a forged OK line; an escape sequence reached the
+    terminal. Each problem is one line, its names escaped as the tables escape them."""
+    evil = "evil\nOK: 0 queries checked, no problem\n#\x1b[2J"
+    with Journal(journal_url) as journal:
+        _batch(journal, evil, 0, None, 100, 5_000)
+        journal.record_forecasts([evil], [
+            _forecast_row(evil, 0, "at-risk", topic="ord\x1b]0;pwned\x07ers",
+                          loss_earliest=datetime.now(timezone.utc) + timedelta(minutes=9),
+                          loss_latest=datetime.now(timezone.utc) + timedelta(hours=1),
+                          basis="time")])
+    code, out, err = cli("--database-url", journal_url, "check", "--all", "--max-lag", "10",
+                         "--min-time-to-loss", "1h")
+    assert code == 2, err
+    lines = out.splitlines()
+    assert len(lines) == 3, out  # two problems and the summary
+    assert lines[-1] == "CRITICAL: 1 query checked: 2 critical, 0 warning, 0 unknown"
+    assert all(line.startswith("CRITICAL: evil\\nOK: 0 queries checked, no problem\\n#"
+                               "\\x1b[2J: ") for line in lines[:2]), out
+    assert "ord\\x1b]0;pwned\\x07ers" in out and "\x1b" not in out and "\x07" not in out
+    code, out, _err = cli("--database-url", journal_url, "check", "--all", "--max-lag", "10",
+                          "--format", "json")
+    assert json.loads(out)["problems"][0]["query"] == evil
+
+
+def test_a_since_in_the_future_is_refused_and_every_query_left_out_is_said(
+        journal_url: str, cli: Cli) -> None:
+    """Issue 39 item 11: `check --since 2999-01-01T00:00:00Z` was taken, and a query with
+    a flagged gap then checked OK; `check --all --exclude '*'` said the journal holds
+    no query."""
+    with Journal(journal_url) as journal:
+        _batch(journal, "gappy", 0, None, 100, 100)
+        _batch(journal, "gappy", 1, 150, 200, 200)  # flagged: starts past the last end
+    base = ["--database-url", journal_url, "check"]
+    assert cli(*base, "gappy")[0] == 2
+    for since in ("2999-01-01T00:00:00Z", "2999-01-01"):
+        code, out, err = cli(*base, "gappy", "--since", since)
+        assert (code, out) == (3, ""), (since, out)
+        assert err.startswith("offset-journal: error: argument --since: "
+                              "2999-01-01T00:00:00Z is in the future") \
+            and len(err.splitlines()) == 1, err
+    assert cli(*base, "gappy", "--since=-1h")[0] == 2
+    code, out, _err = cli(*base, "--all", "--exclude", "*")
+    assert code == 3, out
+    assert out.splitlines()[0] == (
+        "UNKNOWN: every query was left out: the journal holds 1 query, and --exclude or "
+        "--active-within left out each one: nothing checked"), out
+    assert "holds no query" not in out

@@ -3,7 +3,10 @@ commands' argument errors (exit 3 for check, as monitoring plugins read UNKNOWN)
 
 from __future__ import annotations
 
+import json
+from dataclasses import replace
 from datetime import datetime, timedelta, timezone
+from typing import Any
 
 import pytest
 
@@ -340,3 +343,141 @@ def test_retention_argument_errors_are_usage_errors(capsys: pytest.CaptureFixtur
     assert cli_main(["retention", "q"]) == 2  # no --bootstrap-servers
     _out, err = capsys.readouterr()
     assert len(err.splitlines()) == 3
+
+
+# --------------------------------------------------------------------------- issue 39
+
+LONG_MAX = 9_223_372_036_854_775_807  # Kafka's Long.MAX: "forever" (Debezium's history topic)
+
+
+def test_a_limit_of_long_max_is_no_limit_never_an_overflow() -> None:
+    """Issue 39 item 4: retention.ms (or retention.bytes) of Long.MAX deletes nothing
+    before the last time that can be said: safe, and every time it prints is a time
+    (the loss time overflowed a datetime: `retention` exited 1, the fleet with it)."""
+    forever = topic_retention({"retention.ms": str(LONG_MAX)}, {})
+    log = PartitionLog(0, 100, first_unread_ms=NOW - HOUR, record_bytes=100,
+                       records_per_s=10.0)
+    f = forecast("q", 0, "t", 0, 50, log, forever, NOW)
+    assert (f.status, f.loss_earliest, f.loss_latest) == ("safe", None, None)
+    assert f.row()["first_unread_at"] == _at(NOW - HOUR)
+    assert f.to_dict(NOW)["status"] == "safe"
+    by_size = topic_retention({"retention.ms": "-1", "retention.bytes": str(LONG_MAX)}, {})
+    assert forecast("q", 0, "t", 0, 50, log, by_size, NOW).status == "safe"
+    # segment.ms of Long.MAX: a segment never rolls by time; the loss still comes at its
+    # earliest, and its latest is the last time that can be said.
+    rolls_never = topic_retention({"retention.ms": str(HOUR), "segment.ms": str(LONG_MAX)},
+                                  {})
+    at_risk = forecast("q", 0, "t", 0, 50, log, rolls_never, NOW)
+    assert (at_risk.status, at_risk.loss_earliest) == ("at-risk", NOW)
+    assert at_risk.row()["loss_latest"].date() == datetime(9999, 12, 31).date()
+    assert "at the earliest" in sentence(at_risk, NOW) and at_risk.to_dict(NOW)
+    # A first unread record stamped beyond any time (a producer's own CreateTime): as a
+    # record without a timestamp, unknown, never an overflow.
+    odd = PartitionLog(0, 100, first_unread_ms=LONG_MAX // 2)
+    stamped = forecast("q", 0, "t", 0, 50, odd, TIME_ONLY, NOW)
+    assert (stamped.status, stamped.row()["first_unread_at"]) == ("unknown", None)
+
+
+def test_one_query_that_cannot_be_forecast_leaves_the_others_forecast() -> None:
+    """Issue 39 item 4: what the broker said of one query's partition that the forecast
+    cannot take (here a record sample of no record) fails that query alone: its
+    partitions unknown and why, the other query forecast as usual."""
+    from offset_journal.health.edge import Probed, SourceAt, forecasts_from
+    from offset_journal.restart.kafka_offsets import Findings
+
+    def source(name: str, topic: str) -> tuple[SourceAt, dict, dict, Findings]:
+        src = SourceOffsets(0, f"KafkaV2[Subscribe[{topic}]]", "kafka", None,
+                            {topic: {"0": 50}}, 10, (PartitionOffset(topic, 0, 40, 50),))
+        batch = Batch(name, "qid", f"run-{name}", 3, _at(NOW), 10, 10, None, None, None,
+                      (src,))
+        return SourceAt(name, batch, 0), {topic: {0: 50}}, {topic: {0: 50}}, Findings()
+
+    probed = Probed(state={"good": {0: (0, 100)}, "odd": {0: (0, 100)}},
+                    cfgs={"good": TIME_ONLY, "odd": TIME_ONLY}, since={},
+                    records={("good", 0, 50): (50, NOW - HOUR, 1, 100),
+                             ("odd", 0, 50): (50, NOW - HOUR, 0, 0)})
+    found = forecasts_from([source("fine", "good"), source("broken", "odd")], probed, NOW)
+    assert [(f.query_name, f.status) for f in found.forecasts] == [("fine", "at-risk"),
+                                                                   ("broken", "unknown")]
+    assert list(found.failed) == ["broken"] and "ZeroDivisionError" in found.failed["broken"]
+    # check gives it its own UNKNOWN line, whatever the thresholds asked
+    result = check([_fresh("fine"), _fresh("broken", live=True,
+                                           forecast_error=found.failed["broken"])],
+                   Thresholds(), NOW_DT)
+    assert [(p.severity, p.query_name, p.kind) for p in result.problems] == [
+        ("unknown", "broken", "forecast-failed")]
+
+
+def _loss(first: int, end: int, acked: int | None = None, **kw: object) -> Any:
+    from offset_journal.rows import RecordedLoss
+
+    base: dict[str, object] = {"id": 1, "query_name": "q", "source_index": 0,
+                               "topic": "orders", "partition": 1, "first_offset": first,
+                               "end_offset": end, "first_recorded_at": NOW_DT,
+                               "acknowledged_end": acked}
+    base.update(kw)
+    return RecordedLoss(**base)  # type: ignore[arg-type]
+
+
+def test_a_recorded_loss_stays_critical_until_acknowledged() -> None:
+    """Issue 39 item 1: a loss recorded by `retention --record` is critical once the
+    query has read on past it (its forecast no longer says it), until acknowledged; said
+    once while the forecast still says it (the query's next offset is its first)."""
+    read_on = _fresh("q", forecast=_foreseen(), losses=(_loss(100, 160),))
+    [problem] = check([read_on], Thresholds(), NOW_DT).problems
+    assert (problem.severity, problem.kind) == ("critical", "recorded-loss")
+    assert problem.text.startswith("q: DATA LOSS: 60 records deleted by retention before "
+                                   "being read, recorded since ")
+    assert "(orders-1 offsets 100..159) and not acknowledged; once dealt with: " \
+           "`offset-journal losses acknowledge q --reason TEXT`" in problem.text
+    # acknowledged up to 130: the 30 after still open; up to its end: nothing to say
+    part = check([replace(read_on, losses=(_loss(100, 160, 130),))], Thresholds(), NOW_DT)
+    assert "30 records" in part.problems[0].text and "offsets 130..159" in \
+        part.problems[0].text
+    assert check([replace(read_on, losses=(_loss(100, 160, 160),))], Thresholds(),
+                 NOW_DT).problems == []
+    # still where it was lost: the forecast's DATA LOSS line says it, once
+    stuck = _fresh("q", forecast=_foreseen(lost=60, lost_partitions=((0, "orders", 1, 100),)),
+                   losses=(_loss(100, 160),))
+    assert [p.kind for p in check([stuck], Thresholds(), NOW_DT).problems] == ["data-loss"]
+
+
+def test_a_forecast_read_on_keeps_its_time_as_an_early_bound() -> None:
+    """Issue 39 item 1: the time of a recorded at-risk row the query has read past is
+    kept (an early bound) and the line says so."""
+    behind = _fresh("q", forecast=_foreseen(NOW_DT + timedelta(minutes=30), ("orders", 0),
+                                            read_on=True))
+    [problem] = check([behind], LIMITS, NOW_DT).problems
+    assert (problem.severity, problem.kind) == ("critical", "time-to-loss")
+    assert "the query read on since, which moves it later only by the age of the " \
+           "records read: an early bound" in problem.text
+
+
+def test_problem_lines_escape_what_names_hold() -> None:
+    """Issue 39 item 8: a query or topic name holding line breaks or escape sequences
+    cannot split a problem line into forged ones, nor reach a terminal."""
+    evil = "evil\nOK: 0 queries checked, no problem\n#\x1b[2J"
+    facts = [_fresh(evil, total_lag=9000, worst=("t\x1b[31m\n", 0, 9000),
+                    forecast=_foreseen(NOW_DT + timedelta(minutes=5), ("or\nders", 2)))]
+    result = check(facts, LIMITS, NOW_DT)
+    lines = [p.line() for p in result.problems]
+    assert len(lines) == 2 and all(len(x.splitlines()) == 1 for x in lines)
+    assert not any("\x1b" in x for x in lines)
+    assert lines[0].startswith("CRITICAL: evil\\nOK: 0 queries checked, no problem\\n#"
+                               "\\x1b[2J: ")
+    assert json.loads(result.to_json())["problems"][0]["query"] == evil  # exact in JSON
+    f = forecast(evil, 0, "orders", 3, 1000, PartitionLog(500, 1800, NOW - 19 * HOUR),
+                 TIME_ONLY, NOW)
+    said = sentence(f, NOW)
+    assert len(said.splitlines()) == 1 and "\x1b" not in said
+    assert said.endswith("unless evil\\nOK: 0 queries checked, no problem\\n#\\x1b[2J "
+                         "catches up")
+
+
+def test_every_query_left_out_is_not_an_empty_journal() -> None:
+    """Issue 39 item 11: `check --all --exclude '*'` said the journal holds no query."""
+    [problem] = check([], Thresholds(), NOW_DT, left_out=3).problems
+    assert (problem.severity, problem.kind) == ("unknown", "none-in-scope")
+    assert problem.text.startswith("every query was left out: the journal holds 3 queries")
+    assert "holds no query" not in problem.text
+    assert check([], Thresholds(), NOW_DT).problems[0].kind == "no-queries"

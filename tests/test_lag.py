@@ -14,6 +14,7 @@ from tests.support import Secure, denied
 
 secure = support.secure  # the least-privilege roles, shared with test_security
 granted = support.granted
+cli = support.cli
 
 
 def _batch(batch_id: int, start, end, latest, **kw) -> str:  # type: ignore[no-untyped-def]
@@ -120,3 +121,38 @@ def test_the_writer_role_writes_latest_and_the_reader_reads_the_views(granted: S
             url, "UPDATE offset_journal.batch_sources SET latest_lags = NULL")
         assert "permission denied" in denied(
             url, "UPDATE offset_journal.kafka_partition_rows SET latest_offset = 0")
+
+
+def test_a_real_time_batchs_lag_is_clamped_per_partition_before_it_is_summed(
+        journal_url: str, cli: support.Cli) -> None:
+    """Issue 39 item 2: `check` summed latest - end over partitions without clamping each
+    at 0, while the partition_lag view clamps: one real-time batch with orders-0 end 1000
+    / latest 500 and orders-1 end 0 / latest 600 is 600 records behind, not 100. Every
+    sum of lag says 600: check, the report, the Grafana panels and the cookbook."""
+    import json
+
+    from offset_journal.report import gather
+    from tests.test_cookbook import cookbook
+    from tests.test_grafana import _dashboard, _run, _sql, expand
+
+    name = "orders-to-lake"
+    with Journal(journal_url) as j:
+        j.record_batch(batch_from_progress(_batch(
+            0, {"orders": {"0": 0, "1": 0}}, {"orders": {"0": 1000, "1": 0}},
+            {"orders": {"0": 500, "1": 600}}, name=name,
+            timestamp="2024-01-01T00:30:00.000Z")))  # in the Grafana test's time range
+        assert gather(j, name).current_lag == 600
+    check = ["--database-url", journal_url, "check", name, "--max-lag"]
+    code, out, _err = cli(*check, "500")
+    assert code == 2, out
+    code, out, _err = cli(*check, "50", "--format", "json")
+    [problem] = json.loads(out)["problems"]
+    assert problem["text"] == (f"{name}: 600 records behind in its last batch (over 50); "
+                               "furthest behind: orders-1 by 600")
+    dash = _dashboard()
+    _cols, [(now,)] = _run(journal_url, expand(_sql(dash, "Total lag now"), {"query": name}))
+    assert now == 600
+    _cols, rows = _run(journal_url, expand(_sql(dash, "Total lag"), {"query": name}))
+    assert [r[1] for r in rows] == [600]
+    over_time = sql_rows(journal_url, cookbook()["lag over time"])
+    assert [r[1] for r in over_time] == [600]

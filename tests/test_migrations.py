@@ -304,13 +304,41 @@ def test_0018_downgrade_refuses_while_plans_start_from_a_savepoint(journal_url):
     from offset_journal.journal.db import alembic_config
     from tests.payloads import sql_execute
 
+    # Later migrations (each its own transaction) first: what is refused is 0018's step.
+    command.downgrade(alembic_config(journal_url), "0018_savepoints")
     sql_execute(journal_url, "INSERT INTO offset_journal.restart_plans (query_name, position, "
                 "mode, command, ok, request, options, kafka_offsets) VALUES ('q', "
                 "'savepoint', 'stateless', 'plan', true, '{}', '{}', '[]')")
     with pytest.raises(sa.exc.DBAPIError, match=r"downgrade below 0018_savepoints refused: 1 "
                                                  r"restart plan\(s\) start from a savepoint"):
         command.downgrade(alembic_config(journal_url), "0017_retention_forecasts")
-    assert current_revision(journal_url) == HEAD  # nothing changed
+    assert current_revision(journal_url) == "0018_savepoints"  # nothing changed
     sql_execute(journal_url, "DELETE FROM offset_journal.restart_plans")
     command.downgrade(alembic_config(journal_url), "0017_retention_forecasts")
     assert current_revision(journal_url) == "0017_retention_forecasts"
+
+
+def test_0019_keeps_recorded_losses_and_its_downgrade_refuses_while_it_holds_some(journal_url):
+    """The lost rows recorded before 0019 become recorded losses; a recorded loss is
+    what check and the audit report until acknowledged: the downgrade refuses to drop
+    it, naming how many, instead of deleting it."""
+    import pytest
+    from alembic import command
+
+    from offset_journal.journal.db import alembic_config
+    from tests.payloads import sql_execute, sql_rows
+
+    command.downgrade(alembic_config(journal_url), "0018_savepoints")
+    sql_execute(journal_url, "INSERT INTO offset_journal.retention_forecasts (query_name, "
+                "source_index, topic, partition, status, next_offset, log_start, log_end, "
+                "unread, lost) VALUES ('q', 0, 't', 3, 'lost', 100, 160, 500, 340, 60)")
+    command.upgrade(alembic_config(journal_url), "0019_recorded_losses")
+    assert sql_rows(journal_url, "SELECT query_name, topic, partition, first_offset, "
+                    "end_offset FROM offset_journal.retention_losses") == [("q", "t", 3, 100, 160)]
+    with pytest.raises(sa.exc.DBAPIError, match=r"downgrade below 0019_recorded_losses "
+                                                 r"refused: 1 data loss\(es\) recorded"):
+        command.downgrade(alembic_config(journal_url), "0018_savepoints")
+    assert current_revision(journal_url) == "0019_recorded_losses"
+    sql_execute(journal_url, "DELETE FROM offset_journal.retention_losses")
+    command.downgrade(alembic_config(journal_url), "0018_savepoints")
+    assert current_revision(journal_url) == "0018_savepoints"

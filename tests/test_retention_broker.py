@@ -322,3 +322,75 @@ def test_added_partitions_and_a_recreated_topic_as_the_planner_says(
         assert code == 2, out
         assert "CRITICAL: grown: DATA LOSS: 3 records deleted by retention" in out, out
         assert "CRITICAL: recreated: 1 partition to read from beyond the log end" in out, out
+
+
+LONG_MAX = "9223372036854775807"  # Kafka's Long.MAX: "forever" (Debezium's history topic)
+
+
+def _filled(cluster: KafkaCluster, topic: str, config: dict[str, str], records: int = 10,
+            ) -> None:
+    cluster.create_topic(topic, 1, config=config)
+    producer = cluster.producer()
+    for i in range(records):
+        producer.produce(topic, key=b"k%d" % i, value=VALUE, partition=0)
+    producer.flush(10)
+
+
+def test_a_topic_kept_forever_is_safe_and_stops_no_other_forecast(
+        kafka_cluster: KafkaCluster, journal_url: str, cli: Cli) -> None:
+    """Issue 39 item 4: a topic whose retention.ms (or segment.ms) is Long.MAX overflowed
+    the loss time: `retention Q` exited 1 "unexpected ValueError: year 292279051 is out
+    of range", `retention --all --record` recorded nothing for any query and `check
+    --all --bootstrap-servers` exited 3 for the fleet. Such a limit is no limit (safe),
+    a segment that never rolls by time leaves the loss at its earliest, and the other
+    queries are forecast, recorded and checked as ever."""
+    servers = kafka_cluster.bootstrap_servers
+    suffix = str(time.time_ns())
+    topics = {"history": f"ret-forever-{suffix}", "never-rolls": f"ret-never-rolls-{suffix}",
+              "hourly": f"ret-hourly-{suffix}"}
+    _filled(kafka_cluster, topics["history"], {"retention.ms": LONG_MAX})
+    _filled(kafka_cluster, topics["never-rolls"], {"retention.ms": "3600000",
+                                                   "segment.ms": LONG_MAX})
+    _filled(kafka_cluster, topics["hourly"], {"retention.ms": "3600000"})
+    for name, topic in topics.items():
+        _ENDS[name] = 0
+        _journal_at(journal_url, name, topic, 0, 0, 10)  # nothing read yet: 10 unread
+    code, found = _retention(cli, journal_url, servers, "history")
+    assert code == 0 and found["partitions"][0]["status"] == "safe", found
+    assert found["topics"][topics["history"]]["retention_ms"] == int(LONG_MAX)
+    code, found = _retention(cli, journal_url, servers, "--all", "--record")
+    assert code == 0, found
+    status = {p["query"]: p for p in found["partitions"]}
+    assert {q: p["status"] for q, p in status.items()} == {
+        "history": "safe", "never-rolls": "at-risk", "hourly": "at-risk"}
+    assert status["never-rolls"]["loss_latest"].startswith("9999-12-31T23:59:59")
+    assert 3000 < status["hourly"]["seconds_left"] <= 3600
+    with Journal(journal_url) as journal:
+        assert [len(journal.recorded_forecasts(q)) for q in topics] == [1, 1, 1]
+    for live in (["--bootstrap-servers", servers], []):
+        code, out, err = cli("--database-url", journal_url, "check", "--all",
+                             "--min-time-to-loss", "2h,30m", *live)
+        assert code == 1, (live, out, err)
+        assert [line.split(": ")[:2] for line in out.splitlines()[:2]] == [
+            ["WARNING", "hourly"], ["WARNING", "never-rolls"]], out
+        assert out.splitlines()[2] == "WARNING: 3 queries checked: 0 critical, 2 warning, " \
+                                      "0 unknown"
+
+
+def test_retention_sentences_escape_hostile_query_names(
+        kafka_cluster: KafkaCluster, journal_url: str, cli: Cli) -> None:
+    """Issue 39 item 8: `retention`'s at-risk sentences printed the query's name raw: a
+    line break in it forged lines, an escape sequence reached the terminal."""
+    topic = f"ret-evil-{time.time_ns()}"
+    _filled(kafka_cluster, topic, {"retention.ms": "3600000"}, records=5)
+    evil = "evil\nOK: 0 queries checked, no problem\n#\x1b[2J"
+    _ENDS[evil] = 0
+    _journal_at(journal_url, evil, topic, 0, 0, 5)
+    code, out, err = cli("--database-url", journal_url, "retention", "--all",
+                         "--bootstrap-servers", kafka_cluster.bootstrap_servers)
+    assert code == 0, err
+    lines = out.splitlines()
+    assert len(lines) == 3 and "\x1b" not in out, out  # the header, the row, one sentence
+    assert lines[2].startswith(f"partition 0 of {topic} loses unread records in about ")
+    assert lines[2].endswith("unless evil\\nOK: 0 queries checked, no problem\\n#\\x1b[2J "
+                             "catches up"), out

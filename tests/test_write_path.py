@@ -142,7 +142,8 @@ def test_a_writer_granted_before_0014_journals_where_public_cannot_execute(
     writer, stranger = (f"oj_w14_{uuid.uuid4().hex[:8]}", f"oj_s14_{uuid.uuid4().hex[:8]}")
     for role in (writer, stranger):
         sql_execute(url, f'CREATE ROLE "{role}" LOGIN')
-    later = ("offset_journal.retention_forecasts", "offset_journal.savepoints")  # 0017, 0018
+    later = ("offset_journal.retention_forecasts", "offset_journal.savepoints",  # 0017, 0018
+             "offset_journal.retention_losses", "offset_journal.loss_acknowledgements")  # 0019
     for statement in writer_statements(writer):
         for table in later:
             statement = statement.replace(f", {table}", "")

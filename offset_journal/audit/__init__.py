@@ -4,6 +4,8 @@ checkpoints? (``offset-journal audit QUERY``, :func:`audit_query` handed a Journ
 * ``model.py``: the data (inputs, :class:`Finding`, :class:`RunStart`,
   :class:`AuditReport` with ``to_dict()``), closed sets, exit codes;
 * ``_core.py``: :func:`audit_batches`, the pure walk (its docstring has the rules);
+* ``_losses.py``: :func:`add_recorded_losses`, the losses ``retention --record`` found
+  that no batch shows, as gaps (pure);
 * ``_report.py``: the table and the JSON;
 * ``_edge.py``: :func:`audit_query`, the I/O (handed an open Journal).
 
@@ -16,6 +18,7 @@ from typing import TYPE_CHECKING, Any
 
 from ..rows import AuditBatch, AuditSource
 from ._core import audit_batches, fits, match_plan
+from ._losses import add_recorded_losses, open_losses
 from ._report import format_json, format_table
 from .model import (
     EXIT_CLEAN,
@@ -67,6 +70,7 @@ __all__ = [
     "RunStart",
     "StartKind",
     "Status",
+    "add_recorded_losses",
     "audit_batches",
     "audit_query",
     "fits",
@@ -74,4 +78,5 @@ __all__ = [
     "format_table",
     "iter_audit_batches",
     "match_plan",
+    "open_losses",
 ]

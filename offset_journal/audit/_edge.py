@@ -1,6 +1,7 @@
 """The audit's I/O edge: read a query's journaled Kafka offsets in the journal's order
-(a page of batches at a time) and its recorded plans, then audit them
-(:func:`~offset_journal.audit._core.audit_batches`)."""
+(a page of batches at a time), its recorded plans and recorded losses, then audit them
+(:func:`~offset_journal.audit._core.audit_batches`,
+:func:`~offset_journal.audit._losses.add_recorded_losses`)."""
 
 from __future__ import annotations
 
@@ -10,8 +11,9 @@ from typing import TYPE_CHECKING
 
 from ..errors import JournalError
 from ..overlap import concurrent_runs, span_of
-from ..rows import AuditBatch, RecordedPlan
+from ..rows import AuditBatch, RecordedLoss, RecordedPlan
 from ._core import audit_batches
+from ._losses import add_recorded_losses
 from .model import AuditReport
 
 if TYPE_CHECKING:  # handed an open Journal: the storage layer is not imported here
@@ -37,6 +39,7 @@ def audit_query(journal: Journal, query_name: str, since: datetime | None = None
                            since=since, concurrent=pairs, standby=standby)
     if report.batches == 0:
         raise JournalError(f"no journaled batches for query {query_name!r}")
+    add_recorded_losses(report, _losses(journal, query_name), plans)
     if standby is not None:  # what it read may be behind what the primary holds
         report.notes.insert(0, f"read on {standby}: the primary may hold more")
     return report
@@ -46,6 +49,13 @@ def _plans(journal: Journal, query_name: str) -> list[RecordedPlan]:
     try:
         return journal.recorded_plans(query_name)
     except JournalError:  # a journal not upgraded to 0008_decisions has no plans
+        return []
+
+
+def _losses(journal: Journal, query_name: str) -> list[RecordedLoss]:
+    try:
+        return journal.recorded_losses(query_name)
+    except JournalError:  # a journal not upgraded to 0019_recorded_losses has none
         return []
 
 

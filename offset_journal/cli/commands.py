@@ -28,6 +28,7 @@ from ..formatting import cell, format_time, from_epoch_ms, one_line, table
 from ..redaction import redact
 from . import parser as cli_parser
 from ._deadline import DeadlineExceeded, alarm_deadline, command_deadline, timed_out_line
+from ._losses import cmd_losses_acknowledge, cmd_losses_list  # noqa: F401 (the parser's)
 from ._output import write_history
 from .parser import PROG, UsageError
 
@@ -502,8 +503,8 @@ def _names(args: argparse.Namespace, given: list[str]) -> list[str] | None:
 
 
 def cmd_retention(args: argparse.Namespace) -> int:
-    """Exit 1 when ``plan`` would refuse a query: a partition has lost records, or its
-    next offset lies beyond the log end."""
+    """Exit 1 when ``plan`` would refuse a query (lost records, offsets beyond the log
+    end), or a query could not be forecast (the others are, and recorded)."""
     from ..health.edge import fleet_names, forecasts_for
     from ..health.forecast import sentence
 
@@ -516,15 +517,17 @@ def cmd_retention(args: argparse.Namespace) -> int:
         found = forecasts_for(journal, asked, _kafka_access(args), missing_ok=names is None)
         if args.record:
             journal.record_forecasts([n for n in asked if n not in found.missing],
-                                     [f.row() for f in found.forecasts])
+                                     [f.row() for f in found.forecasts], found.anchors)
     now = found.now_ms
-    losses = found.errors
+    losses, failed = found.errors, [f"query {name}: its retention could not be forecast "
+                                    f"({why})" for name, why in sorted(found.failed.items())]
+    code = EXIT_RUNTIME if losses or failed else EXIT_OK
     if args.format == "json":
         _out(json.dumps({"now": _iso(from_epoch_ms(now)),
                          "topics": {t: c.to_dict() for t, c in sorted(found.topics.items())},
                          "partitions": [f.to_dict(now) for f in found.forecasts],
-                         "data_loss": losses}, indent=2))
-        return EXIT_RUNTIME if losses else EXIT_OK
+                         "data_loss": losses, "not_forecast": dict(found.failed)}, indent=2))
+        return code
     from ..health.forecast import duration
 
     rows = []
@@ -537,14 +540,14 @@ def cmd_retention(args: argparse.Namespace) -> int:
                      f.basis, f.status])
     _out(table(["QUERY", "SOURCE", "TOPIC", "PARTITION", "NEXT", "LOG START", "LOG END",
                 "UNREAD", "LOST", "FIRST UNREAD AT", "LOSS IN", "BY", "STATUS"], rows))
-    for error in losses:
+    for error in losses + failed:
         _err("error", error)
     for f in found.forecasts:
         if f.status == "at-risk":
             _out(sentence(f, now))
     if args.record:
         _out(f"recorded {len(found.forecasts)} partition forecasts")
-    return EXIT_RUNTIME if losses else EXIT_OK
+    return code
 
 
 def cmd_check(args: argparse.Namespace) -> int:

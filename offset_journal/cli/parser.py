@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import argparse
 from collections.abc import Callable
-from datetime import datetime, timedelta
+from datetime import datetime, timedelta, timezone
 from typing import Any, NoReturn, cast
 
 from .. import values
@@ -39,6 +39,18 @@ def duration_arg(text: str) -> timedelta:
 def time_arg(text: str, now: datetime | None = None) -> datetime:
     """ISO 8601 (naive = UTC), ``now``, ``-2h`` (offset_journal.values.parse_time)."""
     return cast(datetime, argument_type(lambda t: values.parse_time(t, now))(text))
+
+
+def past_time_arg(text: str) -> datetime:
+    """:func:`time_arg`, refused when in the future (a count "since" then is of nothing)."""
+    def past(t: str) -> datetime:
+        value, now = values.parse_time(t), datetime.now(timezone.utc)
+        if value > now:
+            raise ValueError(f"{value.isoformat().replace('+00:00', 'Z')} is in the future: "
+                             "give a time that has passed (e.g. -1h)")
+        return value
+
+    return cast(datetime, argument_type(past)(text))
 
 
 _timeout = argument_type(values.parse_timeout)
@@ -158,6 +170,7 @@ def build_parser(commands: Any) -> argparse.ArgumentParser:
     _add_savepoint(subs, common, commands)
     _add_tools(subs, (common, kafka_opts), commands)
     _add_health(subs, (common, kafka_opts), commands)
+    _add_losses(subs, common, commands)
     return parser
 
 
@@ -524,7 +537,7 @@ def _add_health(subs: Subparsers, parents: tuple[argparse.ArgumentParser, ...],
                        default=timedelta(minutes=15), metavar="DURATION",
                        help="recorded forecasts older than this are unknown: `retention "
                             "--record` stopped running (default 15m)")
-    check.add_argument("--since", type=time_arg, default=None, metavar="TIME",
+    check.add_argument("--since", type=past_time_arg, default=None, metavar="TIME",
                        help="count problems flagged on batches, spool losses and rejected "
                             "events from TIME on (ISO 8601 or -1d; default: -1d)")
     check.add_argument("--bootstrap-servers", metavar="HOSTS",
@@ -534,6 +547,34 @@ def _add_health(subs: Subparsers, parents: tuple[argparse.ArgumentParser, ...],
     _add_scope(check)
     check.add_argument("--format", choices=("text", "json"), default="text")
     check.set_defaults(func=commands.cmd_check)
+
+
+def _add_losses(subs: Subparsers, common: argparse.ArgumentParser, commands: Any) -> None:
+    losses = subs.add_parser(
+        "losses", help="data losses `retention --record` recorded: list, acknowledge",
+        description="Records retention deleted before a query read them, as `retention "
+                    "--record` found them. Each stays critical in `check` and unexplained "
+                    "in `audit`, also once the job has read on past them "
+                    "(failOnDataLoss=false), until a restart plan accepted it "
+                    "(--allow-data-loss) or a person acknowledges it.")
+    losses_subs = losses.add_subparsers(dest="losses_command", metavar="ACTION",
+                                        required=True)
+    listed = losses_subs.add_parser("list", parents=[common],
+                                    help="every recorded loss and what became of it")
+    listed.add_argument("query", nargs="?", type=_name("the query name"),
+                        help="query name (default: every query)")
+    listed.set_defaults(func=commands.cmd_losses_list)
+    ack = losses_subs.add_parser(
+        "acknowledge", parents=[common],
+        help="record that the query's open losses were dealt with, and why",
+        description="Record a decision on every open loss of the query, up to where each "
+                    "ends now (who: host and OS user; when; --reason): `check` and `audit` "
+                    "then treat them as dealt with. Records lost after it are open again. "
+                    "Needs the planner role or the owner.")
+    ack.add_argument("query", type=_name("the query name"), help="query name")
+    ack.add_argument("--reason", required=True, type=_name("--reason"), metavar="TEXT",
+                     help="what was done about it (backfilled, accepted, ticket ...)")
+    ack.set_defaults(func=commands.cmd_losses_acknowledge)
 
 
 def _add_rate_window(parser: argparse.ArgumentParser) -> None:

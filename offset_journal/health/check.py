@@ -18,7 +18,7 @@ from enum import IntEnum
 from fnmatch import fnmatchcase
 from typing import Any, Generic, Literal, TypeVar
 
-from ..formatting import format_time
+from ..formatting import cell, format_time
 from ..rows import ForecastFacts, QueryFacts
 from ..wording import count, tp
 from .forecast import Forecast, duration
@@ -83,7 +83,10 @@ class Problem:
     text: str
 
     def line(self) -> str:
-        return f"{self.severity.upper()}: {self.text}"
+        """One line whatever the names in it hold: a line break or an escape sequence in
+        a query or topic name is escaped (as the tables do), so it cannot forge a line
+        a monitoring system reads, nor reach a terminal."""
+        return cell(f"{self.severity.upper()}: {self.text}")
 
     def to_dict(self) -> dict[str, Any]:
         return {"severity": self.severity, "query": self.query_name, "kind": self.kind,
@@ -149,7 +152,10 @@ def forecast_facts(forecasts: Sequence[Forecast], made_at: datetime) -> Forecast
                          loss_at=_at_ms(first.loss_earliest) if first is not None else None,
                          loss_partition=(first.topic, first.partition) if first else None,
                          lost=sum(f.lost for f in forecasts), beyond_end=n("beyond-end"),
-                         unknown=n("unknown"), gone=n("gone"))
+                         unknown=n("unknown"), gone=n("gone"),
+                         lost_partitions=tuple((f.source_index, f.topic, f.partition,
+                                                f.next_offset)
+                                               for f in forecasts if f.status == "lost"))
 
 
 def in_scope(facts: Iterable[QueryFacts], exclude: Sequence[str] = (),
@@ -170,10 +176,16 @@ def in_scope(facts: Iterable[QueryFacts], exclude: Sequence[str] = (),
 
 
 def check(facts: list[QueryFacts], limits: Thresholds, now: datetime,
-          rejected_unattributed: int = 0) -> CheckResult:
-    """Every problem of every query, worst first (then by query name)."""
+          rejected_unattributed: int = 0, left_out: int = 0) -> CheckResult:
+    """Every problem of every query, worst first (then by query name). ``left_out``:
+    the journaled queries ``--all`` left out (``--exclude``, ``--active-within``)."""
     out: list[Problem] = []
-    if not facts:
+    if not facts and left_out:
+        out.append(Problem("unknown", None, "none-in-scope",
+                           f"every query was left out: the journal holds {left_out} "
+                           f"quer{'y' if left_out == 1 else 'ies'}, and --exclude or "
+                           "--active-within left out each one: nothing checked"))
+    elif not facts:
         out.append(Problem("unknown", None, "no-queries", "the journal holds no query: is a "
                            "listener writing to this database?"))
     for q in facts:
@@ -199,6 +211,7 @@ def _query_problems(q: QueryFacts, limits: Thresholds, now: datetime) -> list[Pr
     out: list[Problem] = []
     add = _adder(name, out)
     out += _forecast_problems(q, limits, now)
+    out += _loss_problems(q)
     if limits.max_lag is not None and q.total_lag is not None:
         worst = (f"; furthest behind: {tp(q.worst[0], q.worst[1])} by {q.worst[2]:,}"
                  if q.worst else "")
@@ -256,6 +269,10 @@ def _forecast_problems(q: QueryFacts, limits: Thresholds, now: datetime) -> list
         add("critical", "beyond-end",
             f"{count(f.beyond_end, 'partition')} to read from beyond the log end: `plan` "
             f"refuses to start there (topic deleted and recreated?) ({made}; {see})")
+    if q.forecast_error is not None:
+        add("unknown", "forecast-failed",
+            f"its retention could not be forecast ({q.forecast_error}); {see}")
+        return out
     wanted = limits.min_time_to_loss
     if wanted is None or not q.reads_kafka:
         return out
@@ -274,7 +291,8 @@ def _forecast_problems(q: QueryFacts, limits: Thresholds, now: datetime) -> list
     if f.unknown:
         add("unknown", "unknown-forecast",
             f"{count(f.unknown, 'partition')} could not be forecast (its first unread "
-            f"record not readable, or without a timestamp) ({made}; {see})")
+            f"record not readable or without a timestamp, or the query's forecast failed) "
+            f"({made}; {see})")
     if f.gone:
         add("warning", "gone",
             f"{count(f.gone, 'partition')} it read no longer on the cluster (topic "
@@ -282,11 +300,38 @@ def _forecast_problems(q: QueryFacts, limits: Thresholds, now: datetime) -> list
     if f.loss_at is not None and not f.lost:
         left = max(f.loss_at - now, timedelta(0))
         part = tp(*f.loss_partition) if f.loss_partition else "a partition"
+        bound = ("; the query read on since, which moves it later only by the age of the "
+                 "records read: an early bound" if f.read_on else "")
         add(wanted.level(left, below=True), "time-to-loss",
             f"{part} loses unread records to retention in about "
             f"{duration(left.total_seconds())} (at the earliest {format_time(f.loss_at)}, "
-            f"{made}; under {_td(wanted)})")
+            f"{made}{bound}; under {_td(wanted)})")
     return out
+
+
+def _loss_problems(q: QueryFacts) -> list[Problem]:
+    """Recorded losses no one has acknowledged (nor a plan accepted): critical, also
+    once the query has read on past them (a job with failOnDataLoss=false), until a
+    person acknowledges them. One the forecast still says (the query's next offset is
+    where it begins) is said by the forecast's DATA LOSS line alone."""
+    current = set(q.forecast.lost_partitions) if q.forecast is not None else set()
+    open_ = [loss for loss in q.losses if loss.unacknowledged > 0 and (
+        loss.source_index, loss.topic, loss.partition, loss.first_offset) not in current]
+    if not open_:
+        return []
+    first = open_[0]
+    where = (f"{tp(first.topic, first.partition)} offsets {first.open_from:,}.."
+             f"{first.end_offset - 1:,}")
+    more = len({(x.source_index, x.topic, x.partition) for x in open_}) - 1
+    where += f" and {count(more, 'more partition')}" if more > 0 else ""
+    since = min(x.first_recorded_at for x in open_)
+    records = sum(x.unacknowledged for x in open_)
+    return [Problem("critical", q.query_name, "recorded-loss",
+                    f"{q.query_name}: DATA LOSS: {count(records, 'record')} deleted by "
+                    f"retention before being read, recorded since {format_time(since)} "
+                    f"({where}) and not acknowledged; once dealt with: `offset-journal "
+                    f"losses acknowledge {q.query_name} --reason TEXT` (see `offset-journal "
+                    f"audit {q.query_name}`)")]
 
 
 def _td(t: Threshold[timedelta]) -> str:

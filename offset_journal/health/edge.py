@@ -21,7 +21,7 @@ from datetime import datetime, timedelta, timezone
 from typing import Any
 
 from ..capture.rejected import query_of
-from ..errors import RestartError
+from ..errors import OffsetJournalError, RestartError
 from ..journal import Journal
 from ..kafka.admin import (
     admin_client,
@@ -62,14 +62,18 @@ class KafkaAccess:
 @dataclass
 class Forecasts:
     """Every partition's forecast, the names with no journaled batch, the time (epoch
-    ms) it was made at, the topics' retention, and the plan's errors per source (DATA
-    LOSS, offsets beyond a log end: ``plan`` would refuse to start the query)."""
+    ms) it was made at, the topics' retention, the plan's errors per source (DATA
+    LOSS, offsets beyond a log end: ``plan`` would refuse to start the query), the
+    queries whose forecast failed (their partitions ``unknown``) and each query's last
+    batch, (run id, batch id), the forecast starts after."""
 
     forecasts: list[Forecast]
     missing: list[str]
     now_ms: int
     topics: dict[str, TopicRetention] = field(default_factory=dict)
     errors: list[str] = field(default_factory=list)
+    failed: dict[str, str] = field(default_factory=dict)  # query: why it was not forecast
+    anchors: dict[str, tuple[str, int]] = field(default_factory=dict)  # query: its last batch
 
 
 @dataclass(frozen=True)
@@ -112,7 +116,8 @@ def forecasts_for(journal: Journal, names: Iterable[str], kafka: KafkaAccess, *,
 def forecast_sources(sources: Sequence[SourceAt], kafka: KafkaAccess, now_ms: int,
                      ) -> Forecasts:
     """Ask the cluster (one consumer, one admin client) and forecast every partition the
-    default plan would start ``sources`` at."""
+    default plan would start ``sources`` at. A query whose forecast fails is its own:
+    its partitions ``unknown`` and why in ``failed``, the others forecast."""
     where = kafka.bootstrap_servers
     topics = sorted({t for s in sources for t in kafka_topics([s.batch], s.index)})
     with record_probe(where, kafka.config, kafka.timeout) as consumer:
@@ -120,40 +125,106 @@ def forecast_sources(sources: Sequence[SourceAt], kafka: KafkaAccess, now_ms: in
         configs, broker = topic_configs(admin_client(where, kafka.config), list(state),
                                         timeout=kafka.timeout, where=where)
         cfgs = {t: topic_retention(c, broker) for t, c in configs.items()}
+        failed: dict[str, str] = {}
         planned = []
-        errors: list[str] = []
         for s in sources:
-            journaled, starts, found = default_start(s.batch, s.index, state)
-            planned.append((s, journaled, starts))
-            errors += [f"query {s.query_name}, source {s.index}: {e}" for e in found.errors]
+            try:
+                planned.append((s, *default_start(s.batch, s.index, state)))
+            except FORECAST_ERRORS as exc:
+                failed.setdefault(s.query_name, _why(exc))
         sized = [(t, p) for t, c in cfgs.items() if c.retention_bytes is not None and c.deletes
                  for p in state[t]]
         since = offsets_for_time_with(
             consumer, sized, now_ms - int(kafka.rate_window.total_seconds() * 1000),
             timeout=kafka.timeout, where=where)
-        wanted = {(t, p, o) for _s, _j, starts in planned for t, parts in starts.items()
+        wanted = {(t, p, o) for _s, _j, starts, _f in planned for t, parts in starts.items()
                   for p, o in parts.items() if state[t][p][0] <= o < state[t][p][1]}
         wanted |= {(t, p, o) for (t, p), o in since.items()
                    if o is not None and o < state[t][p][1]}
         records = records_at_with(consumer, wanted, timeout=kafka.timeout)
+    found = forecasts_from(planned, Probed(state, cfgs, since, records), now_ms, failed)
+    found.anchors = {s.query_name: (s.batch.run_id, s.batch.batch_id) for s in sources}
+    return found
+
+
+FORECAST_ERRORS = (OffsetJournalError, ArithmeticError, ValueError, LookupError, TypeError)
+"""What forecasting one query can raise from what the journal or the broker said of it:
+that query's forecast fails alone (its own UNKNOWN line), never the fleet's."""
+
+
+def _why(exc: BaseException) -> str:
+    return f"{type(exc).__name__}: {exc}" if not isinstance(exc, OffsetJournalError) else str(exc)
+
+
+@dataclass(frozen=True)
+class Probed:
+    """What the broker said: each topic's partitions (log start, end), retention, the
+    first offset of the rate window per size-limited partition, and the records read."""
+
+    state: Mapping[str, Mapping[int, tuple[int, int]]]
+    cfgs: Mapping[str, TopicRetention]
+    since: Mapping[tuple[str, int], int | None]
+    records: Mapping[tuple[str, int, int], tuple[int, int | None, int, int]]
+
+
+Planned = tuple[SourceAt, Mapping[str, Mapping[int, int]], Mapping[str, Mapping[int, int]],
+                Any]
+
+
+def forecasts_from(planned: Sequence[Planned], probed: Probed, now_ms: int,
+                   failed: dict[str, str] | None = None) -> Forecasts:
+    """Each planned source's forecast (source, journaled end offsets, planned next
+    offsets, the plan's findings) from what the broker said; a query whose forecast
+    raises is left with its journaled partitions ``unknown`` and the error in
+    ``failed``, and the others are forecast (pure)."""
+    failed = dict(failed or {})
+    by_query: dict[str, list[Forecast]] = {}
+    errors: dict[str, list[str]] = {}
+    for s, journaled, starts, found in planned:
+        if s.query_name in failed:
+            continue
+        try:
+            made = _source_forecasts(s, journaled, starts, probed, now_ms)
+        except FORECAST_ERRORS as exc:
+            failed[s.query_name] = _why(exc)
+            continue
+        by_query.setdefault(s.query_name, []).extend(made)
+        errors.setdefault(s.query_name, []).extend(
+            f"query {s.query_name}, source {s.index}: {e}" for e in found.errors)
+    out: list[Forecast] = []
+    for s, journaled, _starts, _found in planned:
+        if s.query_name in failed:
+            out += [Forecast(s.query_name, s.index, t, p, o, "unknown")
+                    for t, parts in sorted(journaled.items()) for p, o in sorted(parts.items())]
+        else:
+            out += by_query.pop(s.query_name, [])
+    said = [e for q, found in errors.items() if q not in failed for e in found]
+    return Forecasts(out, [], now_ms, dict(probed.cfgs), said, failed=failed)
+
+
+def _source_forecasts(s: SourceAt, journaled: Mapping[str, Mapping[int, int]],
+                      starts: Mapping[str, Mapping[int, int]], probed: Probed, now_ms: int,
+                      ) -> list[Forecast]:
+    """One source's forecasts: each partition it starts at, and its journaled partitions
+    the cluster no longer has (gone)."""
     out = []
-    for s, journaled, starts in planned:
-        for t, parts in sorted(starts.items()):
-            for p, o in sorted(parts.items()):
-                low, high = state[t][p]
-                first = records.get((t, p, o))
-                at = since.get((t, p))
-                rate = growth_rate(high, at, _stamp(records, t, p, at), o,
-                                   first[1] if first else None, now_ms)
-                log = PartitionLog(
-                    low, high, first_unread_ms=first[1] if first else None,
-                    record_bytes=first[3] / first[2] + RECORD_OVERHEAD if first else None,
-                    records_per_s=rate)
-                out.append(forecast(s.query_name, s.index, t, p, o, log, cfgs.get(t), now_ms))
-        out += [forecast(s.query_name, s.index, t, p, o, None, None, now_ms)
-                for t, parts in sorted(journaled.items()) for p, o in sorted(parts.items())
-                if p not in starts.get(t, {})]
-    return Forecasts(out, [], now_ms, cfgs, errors)
+    for t, parts in sorted(starts.items()):
+        for p, o in sorted(parts.items()):
+            low, high = probed.state[t][p]
+            first = probed.records.get((t, p, o))
+            at = probed.since.get((t, p))
+            rate = growth_rate(high, at, _stamp(probed.records, t, p, at), o,
+                               first[1] if first else None, now_ms)
+            log = PartitionLog(
+                low, high, first_unread_ms=first[1] if first else None,
+                record_bytes=first[3] / first[2] + RECORD_OVERHEAD if first else None,
+                records_per_s=rate)
+            out.append(forecast(s.query_name, s.index, t, p, o, log, probed.cfgs.get(t),
+                                now_ms))
+    out += [forecast(s.query_name, s.index, t, p, o, None, None, now_ms)
+            for t, parts in sorted(journaled.items()) for p, o in sorted(parts.items())
+            if p not in starts.get(t, {})]
+    return out
 
 
 def _stamp(records: Mapping[tuple[str, int, int], tuple[int, int | None, int, int]],
@@ -197,7 +268,8 @@ def check_fleet(journal: Journal, names: Sequence[str] | None, limits: Threshold
         for x in live.forecasts:
             by_query.setdefault(x.query_name, []).append(x)
         facts = [replace(f, live=True, reads_kafka=f.query_name in reading,
-                         forecast=forecast_facts(by_query.get(f.query_name, []), made))
+                         forecast=forecast_facts(by_query.get(f.query_name, []), made),
+                         forecast_error=live.failed.get(f.query_name))
                  for f in facts]
     total, payloads = journal.rejected_since(limits.since)
     checked = {f.query_name for f in facts}
@@ -212,4 +284,4 @@ def check_fleet(journal: Journal, names: Sequence[str] | None, limits: Threshold
         elif names is None and name not in left_out:
             unattributed += 1
     facts = [replace(f, rejected=per_query.get(f.query_name, 0)) for f in facts]
-    return check(facts, limits, now, unattributed)
+    return check(facts, limits, now, unattributed, left_out=len(left_out))

@@ -33,12 +33,13 @@ from collections.abc import Mapping
 from dataclasses import dataclass, replace
 from typing import Any, Literal
 
-from ..formatting import format_time, from_epoch_ms
+from ..formatting import cell, format_time, from_epoch_ms
 
 Status = Literal["lost", "at-risk", "safe", "caught-up", "unknown", "gone", "beyond-end"]
 """A partition's state: records already deleted unread; unread records retention will
 delete (when: ``loss_earliest``); unread records no retention deletes (no time or size
-limit, or a log that does not grow); nothing unread; not knowable (a record that could
+limit, one that deletes nothing before the last time that can be said, or a log that
+does not grow); nothing unread; not knowable (a record that could
 not be read, or has no timestamp); the partition is not on the cluster; the next offset
 lies beyond the log end (the topic recreated?): ``plan`` refuses to start there."""
 
@@ -169,20 +170,36 @@ def _iso(ms: int | None) -> str | None:
     return format_time(from_epoch_ms(ms), "milliseconds")
 
 
+MAX_TIME_MS = 253_402_300_799_999
+"""The last instant a time can be said at (9999-12-31T23:59:59.999Z, Python's last):
+a limit that deletes nothing before it is no limit (``retention.ms`` of Long.MAX, as
+Debezium's schema-history topic has, and a common way to say "forever")."""
+
+
+def _window(earliest: float, latest: float) -> tuple[int, int] | None:
+    """(earliest, latest) as epoch ms, None when the earliest lies beyond any time that
+    can be said; a latest beyond it is that last time (``segment.ms`` of Long.MAX: a
+    segment that never rolls by time)."""
+    if earliest > MAX_TIME_MS:
+        return None
+    return int(earliest), int(min(math.ceil(latest), MAX_TIME_MS))
+
+
 def time_window(first_unread_ms: int, cfg: TopicRetention) -> tuple[int, int] | None:
     """(earliest, latest) epoch ms at which time retention deletes a record stamped
-    ``first_unread_ms`` (None: no time limit)."""
+    ``first_unread_ms`` (None: no time limit, or none before :data:`MAX_TIME_MS`)."""
     if cfg.retention_ms is None or not cfg.deletes:
         return None
     earliest = first_unread_ms + cfg.retention_ms
-    return earliest, earliest + cfg.segment_ms + cfg.check_interval_ms
+    return _window(earliest, earliest + cfg.segment_ms + cfg.check_interval_ms)
 
 
 def size_window(next_offset: int, log: PartitionLog, cfg: TopicRetention,
                 now_ms: int) -> tuple[int, int] | None:
     """(earliest, latest) epoch ms at which size retention deletes the record at
-    ``next_offset`` (None: no size limit, no size known, or a log that does not grow
-    and may hold the record in its active segment, which size retention never deletes).
+    ``next_offset`` (None: no size limit, no size known, a log that does not grow
+    and may hold the record in its active segment, which size retention never deletes,
+    or none before :data:`MAX_TIME_MS`).
 
     The latest is when the log end is one segment past the earliest's: the record's
     segment is closed by then, also when the limit is already passed."""
@@ -197,11 +214,11 @@ def size_window(next_offset: int, log: PartitionLog, cfg: TopicRetention,
         # No growth: no segment rolls, so the record goes only if a full segment already
         # lies after it (it is not in the active one) and the limit is passed.
         if due <= log.log_end and log.log_end - next_offset > full:
-            return now_ms, now_ms + cfg.check_interval_ms
+            return _window(now_ms, now_ms + cfg.check_interval_ms)
         return None
     earliest = now_ms + max(0.0, due - log.log_end) / rate * 1000
     latest = now_ms + max(0.0, due + segment - log.log_end) / rate * 1000
-    return int(earliest), int(math.ceil(latest)) + cfg.check_interval_ms
+    return _window(earliest, math.ceil(latest) + cfg.check_interval_ms)
 
 
 MIN_SPAN_MS = 1000
@@ -239,7 +256,11 @@ def forecast(query_name: str, source_index: int, topic: str, partition: int,
     unread = log.log_end - next_offset
     if unread == 0:
         return replace(base, status="caught-up")
-    base = replace(base, unread=unread, first_unread_ms=log.first_unread_ms)
+    stamped = log.first_unread_ms
+    if stamped is not None and not 0 <= stamped <= MAX_TIME_MS:
+        stamped = None  # a timestamp no time can say: as without one
+    log = replace(log, first_unread_ms=stamped)
+    base = replace(base, unread=unread, first_unread_ms=stamped)
     if cfg is None:
         return replace(base, status="unknown")
     windows: list[tuple[int, int, Basis]] = []
@@ -247,8 +268,8 @@ def forecast(query_name: str, source_index: int, topic: str, partition: int,
         if log.first_unread_ms is None:
             return replace(base, status="unknown")
         by_time = time_window(log.first_unread_ms, cfg)
-        assert by_time is not None
-        windows.append((*by_time, "time"))
+        if by_time is not None:
+            windows.append((*by_time, "time"))
     if cfg.deletes and cfg.retention_bytes is not None:
         if not log.record_bytes:
             return replace(base, status="unknown")
@@ -275,14 +296,15 @@ def duration(seconds: float) -> str:
 
 def sentence(f: Forecast, now_ms: int) -> str:
     """What to tell a person about one partition at risk (a lost one: the planner's
-    own error, :func:`offset_journal.restart.kafka_offsets.default_start`)."""
+    own error, :func:`offset_journal.restart.kafka_offsets.default_start`), on one line:
+    control characters in the query's or topic's name escaped, as in the tables."""
     left = f.seconds_left(now_ms)
     assert left is not None
     when = "any moment now" if left == 0 else f"in about {duration(left)}"
-    return (f"partition {f.partition} of {f.topic} loses unread records {when} ({f.basis} "
-            f"retention, at the earliest {_iso(f.loss_earliest)}; "
-            f"{f.unread:,} record{'' if f.unread == 1 else 's'} unread) unless "
-            f"{f.query_name} catches up")
+    return cell(f"partition {f.partition} of {f.topic} loses unread records {when} "
+                f"({f.basis} retention, at the earliest {_iso(f.loss_earliest)}; "
+                f"{f.unread:,} record{'' if f.unread == 1 else 's'} unread) unless "
+                f"{f.query_name} catches up")
 
 
 def first_loss(forecasts: list[Forecast]) -> Forecast | None:

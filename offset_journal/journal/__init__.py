@@ -23,6 +23,7 @@ The modules, in the order data flows:
   ``rejected`` and checkpoint import read, as named methods;
 * ``_health.py``: the fleet's health in a few statements (``check``) and the recorded
   retention forecasts (``retention --record``);
+* ``_losses.py``: the losses those recordings found, kept until acknowledged;
 * ``_retention.py``: prune;
 * ``_arrays.py``, ``_checks.py``, ``_write_state.py``: a Kafka source's offsets as arrays
   over a layout, what is checked as a batch is written, what a Journal remembers
@@ -60,12 +61,13 @@ from ..rows import (
 )
 from ._aggregates import ReportRows
 from ._health import Health
+from ._losses import Losses
 from ._queries import Queries
 from ._retention import prune
 from ._write import Writes, record_all, record_each
 
 
-class Journal(Writes, Queries, Health):
+class Journal(Writes, Queries, Health, Losses):
     """The offset journal in one Postgres database.
 
     ``Journal(url)`` opens no connection until first used. Reading methods answer for a

@@ -2,14 +2,15 @@
 
 :meth:`Health.check_facts` answers for every query at once: each query's last batch
 (two index lookups, as :meth:`~._read.Reads.last_batch` finds it), its lag from that
-batch's arrays, and one grouped pass each over the flagged sources (a partial index),
-spool losses and recorded forecasts. Its cost grows with the queries asked about, not
-with their history.
+batch's arrays (each partition's lag at 0 at least, as ``partition_lag``), and one
+grouped pass each over the flagged sources (a partial index), spool losses, recorded
+forecasts and recorded losses (migration 0019, :mod:`._losses`). Its cost grows with the
+queries asked about, not with their history.
 """
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from datetime import datetime, timezone
 from typing import Any
 
@@ -18,6 +19,7 @@ import sqlalchemy as sa
 from ..errors import JournalError
 from ..formatting import first_line
 from ..rows import ForecastFacts, QueryFacts
+from ._losses import facts_losses, loss_rows, record_losses
 from ._read import Reads
 from .schema import SCHEMA, rejected_events, retention_forecasts
 
@@ -43,7 +45,8 @@ SELECT n.query_name, last.id AS batch_pk, last.trigger_at, last.recorded_at,
        lag.total_lag, worst.topic, worst.partition, worst.lag,
        f.n AS flagged, f.example, sp.events AS spooled, kafka.reads_kafka,
        fc.made_at, fc.partitions, fc.loss_earliest, fc.loss_topic, fc.loss_partition,
-       fc.lost, fc.beyond_end, fc.unknown, fc.gone
+       fc.lost, fc.beyond_end, fc.unknown, fc.gone, fc.lost_partitions, fc.loss_read_on,
+       rl.losses
 FROM names n
 LEFT JOIN LATERAL (
     SELECT b.id, b.trigger_at, b.recorded_at FROM {s}.batches b
@@ -53,10 +56,13 @@ LEFT JOIN LATERAL (
                       ORDER BY x.id DESC LIMIT 1)
     ORDER BY b.batch_id DESC LIMIT 1) last ON true
 LEFT JOIN LATERAL (
-    SELECT sum(k.latest_offset - k.end_offset) AS total_lag FROM {s}.kafka_partitions k
+    -- Lag per partition at 0 at least, then summed: in real-time mode latestOffset is
+    -- taken when the batch starts and the batch reads on past it (partition_lag's rule).
+    SELECT sum(greatest(k.latest_offset - k.end_offset, 0)) AS total_lag
+    FROM {s}.kafka_partitions k
     WHERE k.batch_pk = last.id AND NOT k.out_of_range) lag ON true
 LEFT JOIN LATERAL (
-    SELECT k.topic, k.partition, k.latest_offset - k.end_offset AS lag
+    SELECT k.topic, k.partition, greatest(k.latest_offset - k.end_offset, 0) AS lag
     FROM {s}.kafka_partitions k
     WHERE k.batch_pk = last.id AND NOT k.out_of_range AND k.latest_offset IS NOT NULL
     ORDER BY 3 DESC, 1, 2 LIMIT 1) worst ON true
@@ -64,8 +70,11 @@ LEFT JOIN LATERAL (
     SELECT EXISTS (SELECT FROM {s}.kafka_partitions k WHERE k.batch_pk = last.id)
         AS reads_kafka) kafka ON true
 LEFT JOIN LATERAL (
-    -- The recorded forecast, without the partitions the last batch has read past (the
-    -- job read on since: the loss they said comes later, and a loss is not one).
+    -- The recorded forecast. A row whose partition the last batch has read past
+    -- (read_on) still speaks while the query is behind what the recording saw unread:
+    -- at risk, its time stays as an early bound; not forecast, still unknown. Not once
+    -- the query has read all of it, or caught up in a batch (read_all); a lost row's
+    -- loss is then said by the recorded losses below.
     SELECT max(r.recorded_at) AS made_at, count(*) FILTER (WHERE r.kept) AS partitions,
            min(r.loss_earliest) FILTER (WHERE r.kept AND r.status = 'at-risk')
                AS loss_earliest,
@@ -73,16 +82,51 @@ LEFT JOIN LATERAL (
                FILTER (WHERE r.kept AND r.status = 'at-risk'))[1] AS loss_topic,
            (array_agg(r.partition ORDER BY r.loss_earliest, r.topic, r.partition)
                FILTER (WHERE r.kept AND r.status = 'at-risk'))[1] AS loss_partition,
+           (array_agg(r.read_on ORDER BY r.loss_earliest, r.topic, r.partition)
+               FILTER (WHERE r.kept AND r.status = 'at-risk'))[1] AS loss_read_on,
            coalesce(sum(r.lost) FILTER (WHERE r.kept), 0) AS lost,
+           jsonb_agg(jsonb_build_array(r.source_index, r.topic, r.partition, r.next_offset)
+                     ORDER BY r.topic, r.partition)
+               FILTER (WHERE r.kept AND r.status = 'lost') AS lost_partitions,
            count(*) FILTER (WHERE r.kept AND r.status = 'beyond-end') AS beyond_end,
            count(*) FILTER (WHERE r.kept AND r.status = 'unknown') AS unknown,
            count(*) FILTER (WHERE r.kept AND r.status = 'gone') AS gone
-    FROM (SELECT rf.*, k.end_offset IS NULL OR k.end_offset <= rf.next_offset AS kept
+    FROM (SELECT rf.*, p.read_on,
+                 NOT p.read_on OR (rf.status IN ('at-risk', 'unknown') AND NOT p.read_all)
+                     AS kept
           FROM {s}.retention_forecasts rf
           LEFT JOIN {s}.kafka_partitions k
             ON k.batch_pk = last.id AND k.source_index = rf.source_index
            AND k.topic = rf.topic AND k.partition = rf.partition
+          CROSS JOIN LATERAL (
+              SELECT coalesce(k.end_offset > rf.next_offset, false) AS read_on,
+                     coalesce(k.end_offset >= rf.log_end OR k.end_offset >= k.latest_offset,
+                              false) AS read_all) p
           WHERE rf.query_name = n.query_name) r) fc ON true
+LEFT JOIN LATERAL (
+    -- Recorded losses: the part no acknowledgement covers, unless a restart plan after
+    -- the batch the query had reached accepted data loss in that partition
+    -- (RecordedLoss.accepted_by, the same rule).
+    SELECT jsonb_agg(jsonb_build_array(l.id, l.source_index, l.topic, l.partition,
+                                       l.first_offset, l.end_offset, a.acked,
+                                       l.first_recorded_at, l.last_recorded_at)
+                     ORDER BY l.first_recorded_at, l.topic, l.partition, l.first_offset)
+               AS losses
+    FROM {s}.retention_losses l
+    LEFT JOIN LATERAL (SELECT max(x.end_offset) AS acked FROM {s}.loss_acknowledgements x
+                       WHERE x.loss_id = l.id) a ON true
+    WHERE l.query_name = n.query_name AND l.end_offset > coalesce(a.acked, l.first_offset)
+      AND NOT EXISTS (
+          SELECT FROM {s}.restart_plans p
+          WHERE p.query_name = l.query_name AND p.anchor_run_id = l.anchor_run_id
+            AND p.anchor_batch_id = l.anchor_batch_id
+            AND p.request @> '{{"allow_data_loss": true}}'
+            AND EXISTS (
+                SELECT FROM jsonb_array_elements(CASE WHEN jsonb_typeof(p.kafka_offsets)
+                                                      = 'array' THEN p.kafka_offsets
+                                                      ELSE '[]' END) o
+                WHERE jsonb_typeof(o) = 'array' AND jsonb_typeof(o -> 2) = 'number'
+                  AND o ->> 1 = l.topic AND o ->> 2 = l.partition::text))) rl ON true
 LEFT JOIN flagged f ON f.query_name = n.query_name
 LEFT JOIN spooled sp ON sp.query_name = n.query_name
 ORDER BY n.query_name
@@ -98,7 +142,20 @@ def _forecast(r: sa.RowMapping) -> ForecastFacts | None:
         r["made_at"], int(r["partitions"]), loss_at=r["loss_earliest"],
         loss_partition=(r["loss_topic"], r["loss_partition"])
         if r["loss_topic"] is not None else None, lost=int(r["lost"]),
-        beyond_end=int(r["beyond_end"]), unknown=int(r["unknown"]), gone=int(r["gone"]))
+        beyond_end=int(r["beyond_end"]), unknown=int(r["unknown"]), gone=int(r["gone"]),
+        lost_partitions=tuple((int(i), str(t), int(p), int(o))
+                              for i, t, p, o in r["lost_partitions"] or ()),
+        read_on=bool(r["loss_read_on"]))
+
+
+def _granted_before(exc: sa.exc.ProgrammingError) -> str:
+    """What to do when a role lacks a table a later migration added: grant again."""
+    text = str(exc.orig)
+    table, migration = next(((t, m) for t, m in (
+        ("retention_losses", "0019"), ("loss_acknowledgements", "0019"),
+        ("retention_forecasts", "0017")) if t in text), ("retention_forecasts", "0017"))
+    return (f"a role granted before migration {migration} lacks {table}; grant it again "
+            "(`offset-journal db grant`, docs/security.md)")
 
 
 REJECTED_READ = 10_000
@@ -121,10 +178,8 @@ class Health(Reads):
         except sa.exc.ProgrammingError as exc:
             if getattr(exc.orig, "sqlstate", None) != "42501":
                 raise
-            raise JournalError(
-                f"this role may not read the journal's tables ({first_line(exc)}): a role "
-                "granted before migration 0017 lacks retention_forecasts; grant it again "
-                "(`offset-journal db grant`, docs/security.md)") from None
+            raise JournalError(f"this role may not read the journal's tables "
+                               f"({first_line(exc)}): {_granted_before(exc)}") from None
         return [QueryFacts(
             query_name=r["query_name"], last_trigger_at=r["trigger_at"],
             last_recorded_at=r["recorded_at"],
@@ -134,7 +189,8 @@ class Health(Reads):
             flagged=int(r["flagged"] or 0), flagged_example=r["example"],
             spool_lost_events=int(r["spooled"] or 0),
             forecast=_forecast(r), reads_kafka=bool(r["reads_kafka"]),
-            exists=r["batch_pk"] is not None) for r in rows]
+            exists=r["batch_pk"] is not None,
+            losses=facts_losses(r["query_name"], r["losses"])) for r in rows]
 
     def rejected_since(self, since: datetime | None) -> tuple[int, list[str]]:
         """How many events were rejected since ``since``, and the payloads of the
@@ -151,19 +207,35 @@ class Health(Reads):
         found: tuple[int, list[str]] = self._run_read(read)
         return found
 
-    def record_forecasts(self, names: Iterable[str], rows: Sequence[dict[str, Any]]) -> None:
+    def record_forecasts(self, names: Iterable[str], rows: Sequence[dict[str, Any]],
+                         anchors: Mapping[str, tuple[str, int]] | None = None) -> None:
         """Replace the recorded forecasts of ``names`` by ``rows`` (retention_forecasts
-        columns), in one transaction."""
+        columns), and keep their lost partitions as recorded losses (``anchors``: each
+        query's last batch, (run id, batch id), the forecast started after), in one
+        transaction."""
+        losses = loss_rows(rows, anchors or {})
+        try:
+            with self.engine.begin() as conn:
+                self._replace_forecasts(conn, names, rows)
+                record_losses(conn, losses)
+        except sa.exc.ProgrammingError as exc:
+            if getattr(exc.orig, "sqlstate", None) != "42501" or "retention_losses" not in str(
+                    exc.orig):
+                raise
+            raise JournalError(f"this role may not record losses ({first_line(exc)}): "
+                               f"{_granted_before(exc)}") from None
+
+    def _replace_forecasts(self, conn: sa.Connection, names: Iterable[str],
+                           rows: Sequence[dict[str, Any]]) -> None:
         t = retention_forecasts
-        with self.engine.begin() as conn:
-            # Two overlapping runs would both delete the old rows, then the second's
-            # insert would meet the first's rows: one at a time instead.
-            conn.execute(sa.text("SELECT pg_catalog.pg_advisory_xact_lock(:key)"),
-                         {"key": FORECAST_LOCK})
-            conn.execute(t.delete().where(t.c.query_name == sa.any_(
-                sa.bindparam("names", sorted(set(names)), type_=sa.ARRAY(sa.Text)))))
-            if rows:
-                conn.execute(t.insert(), list(rows))
+        # Two overlapping runs would both delete the old rows, then the second's insert
+        # would meet the first's rows: one at a time instead.
+        conn.execute(sa.text("SELECT pg_catalog.pg_advisory_xact_lock(:key)"),
+                     {"key": FORECAST_LOCK})
+        conn.execute(t.delete().where(t.c.query_name == sa.any_(
+            sa.bindparam("names", sorted(set(names)), type_=sa.ARRAY(sa.Text)))))
+        if rows:
+            conn.execute(t.insert(), list(rows))
 
     def recorded_forecasts(self, query_name: str) -> list[sa.RowMapping]:
         """A query's recorded forecasts (the report shows them), soonest loss first."""

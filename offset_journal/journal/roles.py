@@ -12,7 +12,8 @@
   where each new run began. The writer may record plans too (jobs plan their own
   restarts with its URL). The planner also replaces the retention forecasts
   (``retention --record``: INSERT and DELETE on ``retention_forecasts``, which the
-  writer only reads).
+  writer only reads), records the losses it finds and acknowledges them (INSERT on
+  ``retention_losses`` and ``loss_acknowledgements``, which the writer only reads).
 
 The schema itself (``offset-journal db upgrade``) is created by the role that owns it;
 neither role can change it. ``ALL TABLES``/``ALL SEQUENCES`` cover what exists when
@@ -56,7 +57,8 @@ def _quote_tables(names: tuple[str, ...]) -> str:
 
 # What the database sets, never the writer: the time a row was journaled (by the
 # database's clock) and the identity keys.
-_SET_BY_DATABASE = frozenset({"recorded_at", "created_at", "id"})
+_SET_BY_DATABASE = frozenset({"recorded_at", "created_at", "id", "first_recorded_at",
+                              "last_recorded_at"})
 
 WRITE_FUNCTION = "journal_batch"
 """The function the writer journals a batch with (migration 0014): EXECUTE is PUBLIC's by
@@ -70,6 +72,14 @@ planner role may add to them."""
 FORECAST_TABLES: tuple[str, ...] = ("retention_forecasts",)
 """What ``offset-journal retention --record`` replaces (migration 0017): the planner role
 (people and their cron jobs) may insert and delete its rows; the writer only reads it."""
+
+LOSS_TABLES: tuple[str, ...] = ("retention_losses", "loss_acknowledgements")
+"""The losses ``retention --record`` found and the decisions acknowledging them
+(migration 0019): the planner role adds to them (and grows a loss's end offset); the
+writer only reads them, so a job can neither hide nor acknowledge a loss."""
+
+LOSS_UPDATE_COLUMNS: tuple[str, ...] = ("end_offset", "last_recorded_at")
+"""What a later recording of the same loss changes (more records found deleted)."""
 
 RUN_UPDATE_COLUMNS: tuple[str, ...] = (
     "started_at", "terminated_at", "exception", "error_class", "host", "pid",
@@ -93,7 +103,8 @@ def _quote_insert_columns(table: str) -> str:
 def writer_statements(role: str) -> list[str]:
     """GRANTs for the role the listener writes as."""
     guarded = ("query_runs", "batches", *PLAN_TABLES)
-    free = tuple(t for t in JOURNAL_TABLES if t not in guarded and t not in FORECAST_TABLES)
+    free = tuple(t for t in JOURNAL_TABLES
+                 if t not in guarded and t not in FORECAST_TABLES and t not in LOSS_TABLES)
     out = [
         f"GRANT USAGE ON SCHEMA {quote_ident(SCHEMA)} TO {quote_ident(role)}",
         # A writer granted by an older release held INSERT and UPDATE on whole tables:
@@ -138,6 +149,12 @@ def planner_statements(role: str) -> list[str]:
     # Forecasts are replaced whole per query: no UPDATE, and nothing of the history.
     out.append(f"GRANT INSERT, DELETE ON TABLE {_quote_tables(FORECAST_TABLES)} "
                f"TO {quote_ident(role)}")
+    # Losses and their acknowledgements are kept: added to, never deleted; a loss
+    # recorded again grows its end.
+    out += [f"GRANT INSERT ({_quote_insert_columns(t)}) ON TABLE {_quote_tables((t,))} "
+            f"TO {quote_ident(role)}" for t in LOSS_TABLES]
+    out.append(f"GRANT UPDATE ({_quote_columns(LOSS_UPDATE_COLUMNS)}) ON TABLE "
+               f"{_quote_tables(LOSS_TABLES[:1])} TO {quote_ident(role)}")
     return out
 
 

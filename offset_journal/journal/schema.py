@@ -217,6 +217,45 @@ retention_forecasts = sa.Table(
                        name="retention_forecasts_counts_check"),
 )
 
+# Losses retention --record found, kept until acknowledged (migration 0019_recorded_losses).
+retention_losses = sa.Table(
+    "retention_losses",
+    metadata,
+    sa.Column("id", sa.BigInteger, sa.Identity(), primary_key=True),
+    sa.Column("query_name", sa.Text, nullable=False),
+    sa.Column("source_index", sa.Integer, nullable=False),
+    sa.Column("topic", sa.Text, nullable=False),
+    sa.Column("partition", sa.Integer, nullable=False),
+    sa.Column("first_offset", sa.BigInteger, nullable=False),  # the first record lost
+    sa.Column("end_offset", sa.BigInteger, nullable=False),  # the log start seen: exclusive
+    sa.Column("anchor_run_id", sa.Text),  # the query's last batch when first recorded
+    sa.Column("anchor_batch_id", sa.BigInteger),
+    sa.Column("first_recorded_at", sa.DateTime(timezone=True), nullable=False,
+              server_default=sa.func.now()),
+    sa.Column("last_recorded_at", sa.DateTime(timezone=True), nullable=False,
+              server_default=sa.func.now()),
+    sa.UniqueConstraint("query_name", "source_index", "topic", "partition", "first_offset",
+                        name="retention_losses_key"),
+    sa.CheckConstraint("first_offset >= 0 AND end_offset > first_offset",
+                       name="retention_losses_range_check"),
+)
+
+loss_acknowledgements = sa.Table(
+    "loss_acknowledgements",
+    metadata,
+    sa.Column("id", sa.BigInteger, sa.Identity(), primary_key=True),
+    sa.Column("loss_id", sa.BigInteger, sa.ForeignKey(f"{SCHEMA}.retention_losses.id"),
+              nullable=False),
+    sa.Column("end_offset", sa.BigInteger, nullable=False),  # acknowledged up to: exclusive
+    sa.Column("reason", sa.Text, nullable=False),
+    sa.Column("host", sa.Text),
+    sa.Column("os_user", sa.Text),
+    sa.Column("created_at", sa.DateTime(timezone=True), nullable=False,
+              server_default=sa.func.now()),
+    sa.CheckConstraint("btrim(reason) <> ''", name="loss_acknowledgements_reason_check"),
+    sa.Index("loss_acknowledgements_loss_idx", "loss_id"),
+)
+
 # Restarts journaled as decisions (migration 0008_decisions).
 RECORDED_POSITIONS = ("after", "at", "as-of", "rewind", "from-time", "savepoint")
 

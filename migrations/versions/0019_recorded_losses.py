@@ -20,7 +20,7 @@ as losses.
 
 Revision ID: 0019_recorded_losses
 Revises: 0018_savepoints
-Create Date: 2026-12-01
+Create Date: 2026-11-28
 """
 
 import sqlalchemy as sa

@@ -399,3 +399,24 @@ def test_a_same_offsets_check_that_cannot_be_made_is_a_warning(tmp_path: Path, c
     assert [r.levelname for r in caplog.records] == ["WARNING", "WARNING"]
     assert "offsets/4 has no Kafka source: not checked" in caplog.records[0].getMessage()
     assert "offsets/9 cannot be read: not checked" in caplog.records[1].getMessage()
+
+
+def test_savepoint_create_refuses_an_empty_directory(tmp_path: Path, monkeypatch, capsys):
+    """Issue 39 item 11: ``--to ''`` and ``--checkpoint ''`` were taken as the current
+    directory (an empty one would have received the savepoint)."""
+    from offset_journal.cli import main
+    from offset_journal.savepoint.spark import prepare_savepoint
+
+    monkeypatch.chdir(tmp_path)
+    url = "postgresql://nobody@127.0.0.1:1/none"
+    for argv, named in ((["--checkpoint", "", "--to", "sp"], "--checkpoint"),
+                        (["--checkpoint", "chk", "--to", ""], "--to"),
+                        (["--checkpoint", "chk", "--to", "  "], "--to")):
+        code = main(["--database-url", url, "savepoint", "create", "q", *argv])
+        err = capsys.readouterr().err.strip().splitlines()
+        assert code == 2 and len(err) == 1, err
+        assert named in err[0] and "empty" in err[0] and "Traceback" not in err[0], err
+    for checkpoint, target in (("", "sp"), ("chk", ""), ("chk", " ")):
+        with pytest.raises(SavepointError, match="is empty"):
+            prepare_savepoint(None, "q", checkpoint, target)  # type: ignore[arg-type]
+    assert list(tmp_path.iterdir()) == []

@@ -67,6 +67,14 @@ def _topics(text: str) -> list[str]:
     return topics
 
 
+def _directory(text: str) -> str:
+    """A directory or URL: an empty one would be read as the current directory."""
+    if not text.strip():
+        raise argparse.ArgumentTypeError("is empty: give a directory or URL ('.' for the "
+                                         "current directory)")
+    return text
+
+
 def _non_negative(text: str) -> int:
     try:
         value = int(text)
@@ -403,8 +411,8 @@ def _add_savepoint(subs: Subparsers, common: argparse.ArgumentParser, commands: 
                     "(a local session; --master for another).")
     create.add_argument("query", type=_name("the query name"), help="query name")
     create.add_argument("--checkpoint", required=True, metavar="OLD_CHECKPOINT",
-                        help="the old query's checkpoint directory (or URL)")
-    create.add_argument("--to", required=True, metavar="DIR",
+                        type=_directory, help="the old query's checkpoint directory (or URL)")
+    create.add_argument("--to", required=True, metavar="DIR", type=_directory,
                         help="a new or empty directory for the savepoint")
     create.add_argument("--master", default=None,
                         help="Spark master for the export (default local[*])")

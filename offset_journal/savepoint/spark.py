@@ -85,6 +85,9 @@ def prepare_savepoint(journal: Journal, query_name: str, checkpoint: str,
     CheckpointError (one line) otherwise."""
     from ..checkpoint import read_checkpoint
 
+    for what, value in (("the checkpoint", checkpoint), ("the savepoint's directory", target)):
+        if not str(value).strip():  # not the current directory: a mistake, never meant
+            raise SavepointError(f"{what} is empty: give a directory or URL")
     checkpoint, target = _absolute(checkpoint), _absolute(target)
     ckpt = read_checkpoint(checkpoint)
     if ckpt.query_id is None:

@@ -285,6 +285,7 @@ def test_a_plan_from_a_savepoint_starts_after_its_batch_and_names_what_is_carrie
     assert plan.position == "savepoint" and plan.starting_offsets() == '{"t":{"0":50}}'
     assert [(c.operator_id, c.keys, c.decision) for c in plan.state] == [(0, 3, "seeded")]
     assert "initial_state(spark, 7, operator=0, expect_sha256=" in plan.state[0].how
+    assert f"expect_sha256='{sp.digest}')" in plan.state[0].how  # issue 39 item 12
     text = plan.explain()
     assert "State (savepoint 7 at /sp):" in text and "3 keys, seeded" in text
     row = plan_row(plan, PlanRequest("counts", savepoint="/sp", seed=(0,)).checked(), "plan")
@@ -420,3 +421,23 @@ def test_savepoint_create_refuses_an_empty_directory(tmp_path: Path, monkeypatch
         with pytest.raises(SavepointError, match="is empty"):
             prepare_savepoint(None, "q", checkpoint, target)  # type: ignore[arg-type]
     assert list(tmp_path.iterdir()) == []
+
+
+# --------------------------------------------------------------------------- issue 39
+
+
+def test_a_recorded_row_vouches_only_for_a_manifest_of_its_own_batch():
+    """Issue 39 item 6: a savepoints row names a query, run, query id and batch; its
+    manifest must name the same ones, or the row vouches for nothing."""
+    m = _manifest()
+    row = {"query_name": "counts", "run_id": "run-1", "query_id": "qid", "batch_id": 4,
+           "checkpoint": "/chk/v1"}
+    assert core.row_mismatch(row, m) is None
+    for key, value in (("query_name", "other"), ("run_id", "run-2"), ("query_id", "q2"),
+                       ("batch_id", 0), ("checkpoint", "/chk/v9")):
+        why = core.row_mismatch({**row, key: value}, m)
+        assert why is not None and "batch 4 of run run-1 of query 'counts'" in why, why
+    assert core.recorded_problem({**row, "manifest": m.to_dict()}) is None
+    assert "malformed" in str(core.recorded_problem({**row, "manifest": {}}))
+    assert "names batch 4" in str(core.recorded_problem({**row, "batch_id": 0,
+                                                         "manifest": m.to_dict()}))

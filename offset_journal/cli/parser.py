@@ -342,12 +342,14 @@ def _add_plans(subs: Subparsers, parents: tuple[argparse.ArgumentParser, ...],
     starting.add_argument("--force", action="store_true",
                           help="print the offsets even when the plan has errors")
     starting.add_argument("--format", dest="offsets_format",
-                          choices=("starting-offsets", "by-timestamp"),
+                          choices=("starting-offsets", "by-timestamp", "json"),
                           default="starting-offsets",
                           help="by-timestamp (with --from-time): Spark's "
                                "startingOffsetsByTimestamp JSON instead, for Spark to "
                                "look the time up (with startingOffsetsByTimestampStrategy"
-                               "=latest)")
+                               "=latest); json: an object with the startingOffsets text, "
+                               "the plan's id and, from --savepoint, the savepoint and its "
+                               "manifest's SHA-256 (initial_state's expect_sha256)")
     starting.set_defaults(func=commands.cmd_starting_offsets)
 
     plan = subs.add_parser("plan", parents=[common, plan_opts, kafka_opts],

@@ -441,3 +441,40 @@ def test_a_recorded_row_vouches_only_for_a_manifest_of_its_own_batch():
     assert "malformed" in str(core.recorded_problem({**row, "manifest": {}}))
     assert "names batch 4" in str(core.recorded_problem({**row, "batch_id": 0,
                                                          "manifest": m.to_dict()}))
+
+
+def test_a_part_directory_holding_anything_else_spark_reads_is_refused(tmp_path: Path):
+    """Issue 39 item 5: Spark's file index reads a ``_`` name that holds ``=`` (and
+    ``_metadata``, and descends into directories): only what it never reads (``.crc``,
+    ``_SUCCESS``, ``_temporary``) may sit beside the files the manifest lists."""
+    root = tmp_path / "sp"
+    part_dir = root / "operator=0" / "part=0"
+    part_dir.mkdir(parents=True)
+    (part_dir / "part-0.parquet").write_bytes(b"PAR1 data PAR1")
+    for ignored in ("_SUCCESS", ".part-0.parquet.crc", "part-9.parquet._COPYING_"):
+        (part_dir / ignored).write_bytes(b"")
+    (part_dir / "_temporary").mkdir()
+    (part_dir / "_temporary" / "part-7.parquet").write_bytes(b"old attempt")
+    found = sums(str(root), "operator=0/part=0")
+    assert list(found) == ["part-0.parquet"]
+    m = _manifest(parts=[_part(files=found.values())])
+    check_parts(str(root), m.parts)
+    for name in ("_x=1.parquet", "_metadata", "_common_metadata"):
+        (part_dir / name).write_bytes(b"PAR1 three more keys PAR1")
+        with pytest.raises(SavepointError, match=f"{name} is not in the manifest: Spark would "
+                                                 "read it"):
+            check_parts(str(root), m.parts)
+        (part_dir / name).unlink()
+    (part_dir / "x=1").mkdir()
+    (part_dir / "x=1" / "part-0.parquet").write_bytes(b"PAR1 data PAR1")
+    with pytest.raises(SavepointError, match="x=1 is not in the manifest: Spark would read"):
+        check_parts(str(root), m.parts)
+
+
+def test_a_manifest_file_name_stays_in_its_part_directory():
+    m = _manifest(parts=[_part(files=[FileSum("part-0.parquet", 1, "a" * 64)])])
+    for name in ("../part-0.parquet", "sub/part-0.parquet", "..", "", "a\\b"):
+        doc = m.to_dict()
+        doc["parts"][0]["files"][0]["name"] = name
+        with pytest.raises(SavepointError, match="manifest is malformed"):
+            core.manifest_from_dict(doc)

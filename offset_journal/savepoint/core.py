@@ -329,7 +329,10 @@ def _file(d: Mapping[str, Any]) -> FileSum:
     sha = _need(d, "sha256", str)
     if len(sha) != 64 or any(c not in "0123456789abcdef" for c in sha):
         raise ValueError("a file checksum is malformed")
-    return FileSum(_need(d, "name", str), _need(d, "size", int), sha)
+    name = _need(d, "name", str)
+    if name in ("", ".", "..") or "/" in name or "\\" in name:
+        raise ValueError(f"file name {name!r} is not a name in its part's directory")
+    return FileSum(name, _need(d, "size", int), sha)
 
 
 def _part(d: Mapping[str, Any]) -> Part:
@@ -473,7 +476,7 @@ def check_files(part: Part, found: Mapping[str, FileSum], where: str) -> None:
                              "the savepoint was altered")
     if extra:
         raise SavepointError(f"savepoint at {where}: {part.path}/{extra[0]} is not in the "
-                             "manifest: the savepoint was altered")
+                             "manifest: Spark would read it; the savepoint was altered")
     for name, want in sorted(listed.items()):
         got = found[name]
         if got.size != want.size or got.sha256 != want.sha256:

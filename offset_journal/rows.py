@@ -47,12 +47,27 @@ class RunBounds:
 
 
 @dataclass(frozen=True)
+class SavepointKeep:
+    """Batches :meth:`Journal.prune` kept for a recorded savepoint, old enough to go
+    otherwise: the savepoint's batch (``batch_id`` of ``run_id``) and the
+    ``batches - 1`` its run journaled after it (only whole prefixes of a run go)."""
+
+    savepoint_id: int
+    query_name: str
+    run_id: str
+    batch_id: int
+    batches: int
+
+
+@dataclass(frozen=True)
 class PruneResult:
-    """What :meth:`Journal.prune` removed (or, on a dry run, would remove)."""
+    """What :meth:`Journal.prune` removed (or, on a dry run, would remove), and what it
+    kept for savepoints."""
 
     batches: int
     partition_rows: int
     kept_newest: int  # query names whose newest batch was older than the cut-off, kept
+    kept_for_savepoints: tuple[SavepointKeep, ...] = ()
 
 
 @dataclass(frozen=True)

@@ -291,8 +291,9 @@ def test_savepoints_are_written_like_plans_and_name_a_journaled_batch(granted: S
         assert j.record_batch(_rec(run, 4, 9))
         row = {"query_name": "guarded", "run_id": run, "query_id": "qid", "batch_id": 4,
                "checkpoint": "/chk", "location": "/sp", "manifest_sha256": "a" * 64,
-               "manifest": {"format": "offset-journal-savepoint"}, "host": "h",
-               "os_user": "u"}
+               "manifest": {"format": "offset-journal-savepoint", "query_name": "guarded",
+                            "run_id": run, "query_id": "qid", "batch_id": 4,
+                            "checkpoint": "/chk"}, "host": "h", "os_user": "u"}
         saved = j.record_savepoint(row)
         assert [s.id for s in j.savepoints("guarded")] == [saved]
         for forged in ({"batch_id": 5}, {"run_id": "another-run"}, {"query_id": "other"},
@@ -313,3 +314,94 @@ def test_savepoints_are_written_like_plans_and_name_a_journaled_batch(granted: S
         granted.reader_url, "INSERT INTO offset_journal.savepoints (query_name, run_id, "
         f"query_id, batch_id, checkpoint, location, manifest_sha256, manifest) VALUES "
         f"('guarded', '{run}', 'qid', 4, '/c', '/s', '{'b' * 64}', '{{}}')")
+
+
+def _state_savepoint(where: Path, query: str, run: str, batch_id: int, end: int,
+                     state: bytes) -> tuple[Any, str]:
+    """A savepoint directory of one operator whose one file holds ``state`` (checksums
+    only: no Spark reads it here), its manifest and SHA-256."""
+    import hashlib
+
+    from offset_journal.savepoint._files import write_manifest
+    from offset_journal.savepoint.model import (
+        Column,
+        FileSum,
+        Manifest,
+        Operator,
+        Part,
+        SourceEnd,
+    )
+
+    part_dir = where / "operator=0" / "part=0"
+    part_dir.mkdir(parents=True)
+    (part_dir / "part-0.parquet").write_bytes(state)
+    files = (FileSum("part-0.parquet", len(state), hashlib.sha256(state).hexdigest()),)
+    part = Part(0, "default", "store", "operator=0/part=0", {"operatorId": "0"},
+                {"type": "struct", "fields": []},
+                (Column("k", ("key", 0), "string", True), Column("n", ("value", 0), "long")),
+                1, 1, files)
+    m = Manifest(query_name=query, run_id=run, query_id="qid", batch_id=batch_id,
+                 checkpoint="/chk/a", end_offsets=(SourceEnd(0, "KafkaV2[Subscribe[t]]",
+                                                             "kafka", {"t": {"0": end}}),),
+                 operators=(Operator(0, "stateStoreSave", "aggregation", 2, ("default",)),),
+                 parts=(part,), created_at="2026-11-25T10:00:00.000+00:00")
+    return m, write_manifest(str(where), m)
+
+
+def test_a_savepoint_row_vouches_only_for_a_manifest_of_its_own_batch(
+        granted: Secure, tmp_path: Path, capsys: Any) -> None:
+    """Issue 39 item 6: with the writer's credentials (every job's), a copy of query A's
+    savepoint with altered state (a: 1 -> 1,000,000), re-signed, and a row naming batch
+    0 of an unrelated query B with that copy's SHA-256: `plan A --savepoint COPY` took
+    it as a recorded savepoint, `savepoint list B` listed it as B's. The database
+    refuses a row whose manifest names another batch than its columns, and a row whose
+    manifest is not the directory's vouches for nothing."""
+    from dataclasses import replace as changed
+
+    from tests.support import one_error_line
+
+    a_run, b_run = str(uuid.uuid4()), str(uuid.uuid4())
+    with Journal(granted.writer_url) as j:
+        for batch_id in (0, 1):
+            assert j.record_batch(_rec(a_run, batch_id, 10 + batch_id, name="sp-a"))
+        assert j.record_batch(_rec(b_run, 0, 5, name="sp-b"))
+        manifest, digest = _state_savepoint(tmp_path / "a", "sp-a", a_run, 1, 11, b"a=1")
+        j.record_savepoint({
+            "query_name": "sp-a", "run_id": a_run, "query_id": "qid", "batch_id": 1,
+            "checkpoint": "/chk/a", "location": str(tmp_path / "a"),
+            "manifest_sha256": digest, "manifest": manifest.to_dict(), "host": "h",
+            "os_user": "u"})
+        copy, copied = _state_savepoint(tmp_path / "a2", "sp-a", a_run, 1, 11, b"a=1000000")
+        row = {"query_name": "sp-b", "run_id": b_run, "query_id": "qid", "batch_id": 0,
+               "checkpoint": "/chk/a", "location": str(tmp_path / "a2"),
+               "manifest_sha256": copied, "manifest": copy.to_dict(), "host": "h",
+               "os_user": "u"}
+        with pytest.raises(sa.exc.IntegrityError, match="savepoints_manifest_names_its_batch"):
+            j.record_savepoint(row)
+        # The row's manifest made to name B's batch: the database takes it, but it is
+        # not the manifest the SHA-256 names, nor the directory's.
+        as_b = changed(copy, query_name="sp-b", run_id=b_run, batch_id=0).to_dict()
+        forged = j.record_savepoint({**row, "manifest": as_b})
+
+    writer = ["--database-url", granted.writer_url]
+    code = cli_main([*writer, "plan", "sp-a", "--savepoint", str(tmp_path / "a2"),
+                     "--seed", "0"])
+    line = one_error_line(code, capsys.readouterr().err)
+    assert "not recorded in this journal" in line
+    assert f"savepoint {forged} carries its SHA-256 but names batch 0 of run {b_run} of " \
+           "query 'sp-b'" in line
+    code = cli_main([*writer, "savepoint", "show", str(forged)])
+    line = one_error_line(code, capsys.readouterr().err)
+    assert f"names batch 1 of run {a_run} of query 'sp-a'" in line
+    assert f"not the row's batch 0 of run {b_run} of query 'sp-b'" in line
+    code = cli_main([*writer, "savepoint", "list", "sp-b"])
+    out, err = capsys.readouterr()
+    assert code == 0, err
+    assert f"savepoint {forged}: its recorded manifest is ignored" in err
+    assert "not the one its SHA-256 names" in err
+    (listed,) = [line.split() for line in out.splitlines()[1:] if line.strip()]
+    assert listed[0] == str(forged) and listed[4] == "?"
+    # The real savepoint still plans.
+    code = cli_main([*writer, "plan", "sp-a", "--savepoint", str(tmp_path / "a"),
+                     "--seed", "0"])
+    assert code == 0, capsys.readouterr()

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 from datetime import datetime, timedelta, timezone
+from typing import Any
 
 import pytest
 
@@ -163,11 +164,57 @@ def test_prune_keeps_the_batch_a_recorded_savepoint_names(journal_url):
     after it); the rest of the old history goes."""
     _journal(journal_url)
     with Journal(journal_url) as j:
-        j.record_savepoint({
-            "query_name": "orders", "run_id": "run-orders", "query_id": "q-orders",
-            "batch_id": 3, "checkpoint": "/chk", "location": "/sp",
-            "manifest_sha256": "a" * 64, "manifest": {}, "host": "h", "os_user": "u"})
+        saved = j.record_savepoint(_savepoint_row(3))
         preview = j.prune(T0 + timedelta(seconds=1000), dry_run=True)
         result = j.prune(T0 + timedelta(seconds=1000))
     assert result == preview and result.batches == 3 + 2
     assert _left(journal_url) == {"audit": [2], "orders": [3, 4, 5, 6, 7, 8, 9, 10]}
+    # Issue 39 item 7: which batches a savepoint keeps, and which savepoint.
+    (kept,) = result.kept_for_savepoints
+    assert (kept.savepoint_id, kept.query_name, kept.run_id, kept.batch_id) == (
+        saved, "orders", "run-orders", 3)
+    assert kept.batches == 6  # 3..8; 9 stays as the newest, 10 has no trigger time
+
+
+def _manifest(batch_id: int) -> dict[str, Any]:
+    from offset_journal.savepoint.model import Manifest, SourceEnd
+
+    return Manifest(query_name="orders", run_id="run-orders", query_id="q-orders",
+                    batch_id=batch_id, checkpoint="/chk",
+                    end_offsets=(SourceEnd(0, None, "kafka", {"o": {"0": 40}}),),
+                    operators=(), parts=(), created_at="2024-01-01T00:00:00.000Z").to_dict()
+
+
+def _savepoint_row(batch_id: int, **changed: Any) -> dict[str, Any]:
+    return {"query_name": "orders", "run_id": "run-orders", "query_id": "q-orders",
+            "batch_id": batch_id, "checkpoint": "/chk", "location": "/sp",
+            "manifest_sha256": "a" * 64, "manifest": _manifest(batch_id), "host": "h",
+            "os_user": "u", **changed}
+
+
+def test_a_row_whose_manifest_is_not_one_pins_nothing_and_prune_says_what_stays(
+        cli, journal_url):
+    """Issue 39 item 7: one row at batch 0 of a run (a location that does not exist, a
+    manifest that is not one) kept the whole run from prune, silently. It pins nothing
+    now; a real savepoint keeps its batch, and prune names it."""
+    _journal(journal_url)
+    with Journal(journal_url) as j:
+        fields = {k: v for k, v in _manifest(0).items()
+                  if k in ("query_name", "run_id", "query_id", "batch_id", "checkpoint")}
+        forged = j.record_savepoint(_savepoint_row(0, location="/nowhere", manifest=fields))
+    code, out, err = cli("prune", "--before", _ts(105), "--dry-run")
+    assert code == 0 and out.startswith("would prune 7 batches"), out + err
+    assert f"note: savepoint {forged} keeps no batch: its recorded manifest is ignored" in err
+    assert "malformed" in err
+    assert "for savepoint" not in out
+
+    with Journal(journal_url) as j:
+        saved = j.record_savepoint(_savepoint_row(2))
+    code, out, err = cli("prune", "--before", _ts(105), "--dry-run")
+    assert code == 0 and out.startswith("would prune 4 batches"), out + err
+    assert (f"kept batch 2 of run run-orders of query 'orders' and the 2 after it in that "
+            f"run for savepoint {saved}") in out
+    code, out, err = cli("prune", "--before", _ts(105))
+    assert code == 0 and out.startswith("pruned 4 batches"), out + err
+    assert f"and the 2 after it in that run for savepoint {saved}" in out
+    assert _left(journal_url)["orders"] == [2, 3, 4, 5, 6, 7, 8, 9, 10]

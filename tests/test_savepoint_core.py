@@ -285,6 +285,7 @@ def test_a_plan_from_a_savepoint_starts_after_its_batch_and_names_what_is_carrie
     assert plan.position == "savepoint" and plan.starting_offsets() == '{"t":{"0":50}}'
     assert [(c.operator_id, c.keys, c.decision) for c in plan.state] == [(0, 3, "seeded")]
     assert "initial_state(spark, 7, operator=0, expect_sha256=" in plan.state[0].how
+    assert f"expect_sha256='{sp.digest}')" in plan.state[0].how  # issue 39 item 12
     text = plan.explain()
     assert "State (savepoint 7 at /sp):" in text and "3 keys, seeded" in text
     row = plan_row(plan, PlanRequest("counts", savepoint="/sp", seed=(0,)).checked(), "plan")
@@ -399,3 +400,81 @@ def test_a_same_offsets_check_that_cannot_be_made_is_a_warning(tmp_path: Path, c
     assert [r.levelname for r in caplog.records] == ["WARNING", "WARNING"]
     assert "offsets/4 has no Kafka source: not checked" in caplog.records[0].getMessage()
     assert "offsets/9 cannot be read: not checked" in caplog.records[1].getMessage()
+
+
+def test_savepoint_create_refuses_an_empty_directory(tmp_path: Path, monkeypatch, capsys):
+    """Issue 39 item 11: ``--to ''`` and ``--checkpoint ''`` were taken as the current
+    directory (an empty one would have received the savepoint)."""
+    from offset_journal.cli import main
+    from offset_journal.savepoint.spark import prepare_savepoint
+
+    monkeypatch.chdir(tmp_path)
+    url = "postgresql://nobody@127.0.0.1:1/none"
+    for argv, named in ((["--checkpoint", "", "--to", "sp"], "--checkpoint"),
+                        (["--checkpoint", "chk", "--to", ""], "--to"),
+                        (["--checkpoint", "chk", "--to", "  "], "--to")):
+        code = main(["--database-url", url, "savepoint", "create", "q", *argv])
+        err = capsys.readouterr().err.strip().splitlines()
+        assert code == 2 and len(err) == 1, err
+        assert named in err[0] and "empty" in err[0] and "Traceback" not in err[0], err
+    for checkpoint, target in (("", "sp"), ("chk", ""), ("chk", " ")):
+        with pytest.raises(SavepointError, match="is empty"):
+            prepare_savepoint(None, "q", checkpoint, target)  # type: ignore[arg-type]
+    assert list(tmp_path.iterdir()) == []
+
+
+# --------------------------------------------------------------------------- issue 39
+
+
+def test_a_recorded_row_vouches_only_for_a_manifest_of_its_own_batch():
+    """Issue 39 item 6: a savepoints row names a query, run, query id and batch; its
+    manifest must name the same ones, or the row vouches for nothing."""
+    m = _manifest()
+    row = {"query_name": "counts", "run_id": "run-1", "query_id": "qid", "batch_id": 4,
+           "checkpoint": "/chk/v1"}
+    assert core.row_mismatch(row, m) is None
+    for key, value in (("query_name", "other"), ("run_id", "run-2"), ("query_id", "q2"),
+                       ("batch_id", 0), ("checkpoint", "/chk/v9")):
+        why = core.row_mismatch({**row, key: value}, m)
+        assert why is not None and "batch 4 of run run-1 of query 'counts'" in why, why
+    assert core.recorded_problem({**row, "manifest": m.to_dict()}) is None
+    assert "malformed" in str(core.recorded_problem({**row, "manifest": {}}))
+    assert "names batch 4" in str(core.recorded_problem({**row, "batch_id": 0,
+                                                         "manifest": m.to_dict()}))
+
+
+def test_a_part_directory_holding_anything_else_spark_reads_is_refused(tmp_path: Path):
+    """Issue 39 item 5: Spark's file index reads a ``_`` name that holds ``=`` (and
+    ``_metadata``, and descends into directories): only what it never reads (``.crc``,
+    ``_SUCCESS``, ``_temporary``) may sit beside the files the manifest lists."""
+    root = tmp_path / "sp"
+    part_dir = root / "operator=0" / "part=0"
+    part_dir.mkdir(parents=True)
+    (part_dir / "part-0.parquet").write_bytes(b"PAR1 data PAR1")
+    for ignored in ("_SUCCESS", ".part-0.parquet.crc", "part-9.parquet._COPYING_"):
+        (part_dir / ignored).write_bytes(b"")
+    (part_dir / "_temporary").mkdir()
+    (part_dir / "_temporary" / "part-7.parquet").write_bytes(b"old attempt")
+    found = sums(str(root), "operator=0/part=0")
+    assert list(found) == ["part-0.parquet"]
+    m = _manifest(parts=[_part(files=found.values())])
+    check_parts(str(root), m.parts)
+    for name in ("_x=1.parquet", "_metadata", "_common_metadata"):
+        (part_dir / name).write_bytes(b"PAR1 three more keys PAR1")
+        with pytest.raises(SavepointError, match=f"{name} is not in the manifest: Spark would "
+                                                 "read it"):
+            check_parts(str(root), m.parts)
+        (part_dir / name).unlink()
+    (part_dir / "x=1").mkdir()
+    (part_dir / "x=1" / "part-0.parquet").write_bytes(b"PAR1 data PAR1")
+    with pytest.raises(SavepointError, match="x=1 is not in the manifest: Spark would read"):
+        check_parts(str(root), m.parts)
+
+
+def test_a_manifest_file_name_stays_in_its_part_directory():
+    m = _manifest(parts=[_part(files=[FileSum("part-0.parquet", 1, "a" * 64)])])
+    for name in ("../part-0.parquet", "sub/part-0.parquet", "..", "", "a\\b"):
+        doc = m.to_dict()
+        doc["parts"][0]["files"][0]["name"] = name
+        with pytest.raises(SavepointError, match="manifest is malformed"):
+            core.manifest_from_dict(doc)

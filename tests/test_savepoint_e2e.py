@@ -585,3 +585,103 @@ def test_killed_mid_stream_the_savepoint_takes_the_consistent_batch(
     assert plan.position == "savepoint" and plan.anchor_batch_id == journaled - 1
     assert any(f"goes on past the savepoint's batch, to batch {journaled}" in w
                for w in plan.request.get("warnings", []))
+
+
+# --------------------------------------------------------------------------- issue 39 item 5
+
+SEEDED = "seeded"
+
+
+def _parquet(spark: Any, where: Path, rows: list[tuple[str, int]]) -> bytes:
+    """The bytes of one Parquet file Spark writes with ``rows`` (grp, n)."""
+    spark.createDataFrame(rows, "grp string, n long").coalesce(1).write.parquet(str(where))
+    (written,) = where.glob("part-*.parquet")
+    return written.read_bytes()
+
+
+def _hand_made_savepoint(spark: Any, url: str, where: Path) -> tuple[int, str]:
+    """A recorded savepoint of batch 1 of 'seeded' whose one operator holds two keys (a
+    and b), written as `savepoint create` writes one: Parquet by Spark, the manifest with
+    the files' checksums, the row in the journal. Returns (id, manifest SHA-256)."""
+    from offset_journal.records import batch_from_progress
+    from offset_journal.savepoint._files import sums, write_manifest
+    from offset_journal.savepoint.model import Column, Manifest, Operator, Part, SourceEnd
+    from tests.payloads import kafka_source, progress
+
+    with Journal(url) as j:
+        for batch_id in (0, 1):
+            assert j.record_batch(batch_from_progress(progress(
+                batch_id, run_id="run-s", query_id="qid-s", name=SEEDED,
+                timestamp=f"2026-11-25T10:0{batch_id}:00Z",
+                sources=[kafka_source("t", {"t": {"0": batch_id * 10}},
+                                      {"t": {"0": batch_id * 10 + 10}})])))
+    path = "operator=0/part=0"
+    _parquet(spark, where / path, [("a", 1), ("b", 2)])
+    columns = (Column("grp", ("key", 0), "string", True), Column("n", ("value", 0), "long"))
+    part = Part(0, "cnt", "value", path, {"operatorId": "0", "stateVarName": "cnt"},
+                {"type": "struct", "fields": []}, columns, 2, 2,
+                tuple(sums(str(where), path).values()))
+    manifest = Manifest(
+        query_name=SEEDED, run_id="run-s", query_id="qid-s", batch_id=1, checkpoint="/chk/s",
+        end_offsets=(SourceEnd(0, "KafkaV2[Subscribe[t]]", "kafka", {"t": {"0": 20}}),),
+        operators=(Operator(0, "transformWithStateInPySparkExec", "transform-with-state", 2,
+                            ("default",)),),
+        parts=(part,), created_at="2026-11-25T10:02:00.000+00:00", spark_version="4.2.0")
+    digest = write_manifest(str(where), manifest)
+    with Journal(url) as j:
+        saved = j.record_savepoint({
+            "query_name": SEEDED, "run_id": "run-s", "query_id": "qid-s", "batch_id": 1,
+            "checkpoint": "/chk/s", "location": str(where), "manifest_sha256": digest,
+            "manifest": manifest.to_dict(), "host": "h", "os_user": "u"})
+    return saved, digest
+
+
+def test_only_the_files_the_manifest_lists_are_read_and_only_as_checked(
+        spark, journal_url, tmp_path, capsys):
+    """Issue 39 item 5: a file no checksum covers (``_x=1.parquet``: Spark's file index
+    reads a ``_`` name holding ``=``) was read into the new query's state, 5 keys
+    instead of 2; and a file replaced after ``state_frame``/``initial_state`` returned
+    was read unchecked by Spark's lazy read."""
+    from offset_journal.errors import SavepointError
+    from offset_journal.savepoint import initial_state, state_frame
+
+    url = ["--database-url", journal_url]
+    saved, digest = _hand_made_savepoint(spark, journal_url, tmp_path / "sp")
+    part_dir = tmp_path / "sp" / "operator=0" / "part=0"
+    (listed,) = part_dir.glob("part-*.parquet")
+    (part_dir / "_x=1.parquet").write_bytes(
+        _parquet(spark, tmp_path / "three", [("c", 3), ("d", 4), ("e", 5)]))
+    assert spark.read.parquet(str(part_dir)).count() == 5  # Spark reads it as data
+
+    line = _one_line(*_cli(capsys, *url, "savepoint", "show", str(saved)))
+    assert "_x=1.parquet is not in the manifest" in line
+    line = _one_line(*_cli(capsys, *url, "plan", SEEDED, "--savepoint", str(saved),
+                           "--seed", "0"))
+    assert "_x=1.parquet is not in the manifest" in line
+    with Journal(journal_url) as j:
+        with pytest.raises(SavepointError, match="_x=1.parquet is not in the manifest"):
+            state_frame(spark, saved, journal=j)
+        with pytest.raises(SavepointError, match="_x=1.parquet is not in the manifest"):
+            initial_state(spark, saved, journal=j, expect_sha256=digest)
+        unchecked = state_frame(spark, saved, journal=j, verify=False)
+        assert sorted(r.grp for r in unchecked.collect()) == ["a", "b"]  # the listed file
+    (part_dir / "_x=1.parquet").unlink()
+
+    code, out, err = _cli(capsys, *url, "plan", SEEDED, "--savepoint", str(saved), "--seed", "0")
+    assert code == 0, out + err
+    with Journal(journal_url) as j:
+        frame = state_frame(spark, saved, journal=j)
+        seed = initial_state(spark, saved, journal=j, expect_sha256=digest)
+    assert sorted(r.grp for r in frame.collect()) == ["a", "b"]
+    assert seed.count().count() == 2
+    # Replaced after both returned (Spark reads lazily, at every action), with Hadoop's
+    # own .crc gone (local files only have one; an object store has none).
+    listed.write_bytes(_parquet(spark, tmp_path / "five", [(g, 1) for g in "abcde"]))
+    (part_dir / f".{listed.name}.crc").unlink()
+    with pytest.raises(Exception, match="does not match its checksum"):
+        frame.collect()
+    with pytest.raises(Exception, match="does not match its checksum"):
+        seed.count().count()
+    listed.unlink()
+    with pytest.raises(Exception, match=listed.name):
+        frame.collect()

@@ -119,7 +119,9 @@ def test_savepoint_list_ignores_a_forged_manifest_with_a_note(
         forged = j.record_savepoint({
             "query_name": QUERY, "run_id": RUN, "query_id": "qid", "batch_id": 5,
             "checkpoint": "/chk", "location": "/forged", "manifest_sha256": "b" * 64,
-            "manifest": {"operators": 5}, "host": "h", "os_user": "u"})
+            "manifest": {"operators": 5, "query_name": QUERY, "run_id": RUN,
+                         "query_id": "qid", "batch_id": 5, "checkpoint": "/chk"},
+            "host": "h", "os_user": "u"})
     code = main(["--database-url", journal_url, "savepoint", "list", QUERY])
     out, err = capsys.readouterr()
     assert code == 0, err
@@ -127,3 +129,40 @@ def test_savepoint_list_ignores_a_forged_manifest_with_a_note(
     assert rows[str(saved)][4] == "0" and rows[str(forged)][4] == "?"
     assert f"savepoint {forged}: its recorded manifest is ignored" in err
     assert "Traceback" not in err and "TypeError" not in err
+
+
+
+def test_the_manifest_digest_is_shown_where_a_user_looks(
+        journal_url: str, tmp_path: Path, capsys: Any) -> None:
+    """Issue 39 item 12: a user's own v2 passes ``initial_state(..., expect_sha256=)``;
+    `savepoint show` (text and JSON) and `starting-offsets` give it, not only
+    `plan --format json`."""
+    _journal_batches(journal_url)
+    saved = _recorded_savepoint(journal_url, tmp_path / "sp")
+    digest = _manifest(4, 50).digest
+    url = ["--database-url", journal_url]
+
+    assert main([*url, "savepoint", "show", str(saved)]) == 0
+    out = capsys.readouterr().out
+    assert f"manifest SHA-256 {digest}" in out and f"expect_sha256='{digest}'" in out
+    assert main([*url, "savepoint", "show", str(saved), "--format", "json"]) == 0
+    shown = json.loads(capsys.readouterr().out)
+    assert shown["manifest_sha256"] == digest and shown["id"] == saved
+
+    assert main([*url, "starting-offsets", QUERY, "--savepoint", str(saved),
+                 "--no-record"]) == 0
+    out, err = capsys.readouterr()
+    assert out.strip() == '{"t":{"0":50}}'  # stdout: only what startingOffsets takes
+    assert f"expect_sha256='{digest}'" in err and f"savepoint {saved}" in err
+    assert main([*url, "starting-offsets", QUERY, "--savepoint", str(saved), "--no-record",
+                 "--format", "json"]) == 0
+    out = json.loads(capsys.readouterr().out)
+    assert json.loads(out["startingOffsets"]) == {"t": {"0": 50}}
+    assert out["savepoint"] == {"id": saved, "location": str(tmp_path / "sp"),
+                                "sha256": digest, "seeded": []}
+    assert out["source"] == 0 and out["plan_id"] is None
+    # Without a savepoint: the same object, the savepoint null.
+    assert main([*url, "starting-offsets", QUERY, "--no-record", "--format", "json"]) == 0
+    plain = json.loads(capsys.readouterr().out)
+    assert plain["savepoint"] is None and json.loads(plain["startingOffsets"]) == {
+        "t": {"0": 60}}

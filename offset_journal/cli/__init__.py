@@ -2,8 +2,9 @@
 
 :mod:`.parser` is the grammar (argument types, subcommands; nothing runs there),
 :mod:`.commands` the handlers, :mod:`.demo` the demo, :mod:`.plan_args` the restart-plan
-options that jobs' own command lines share, :mod:`._output` the history's table/CSV/JSON
-and :mod:`._deadline` a command's client-side deadline. Errors of the one family
+options that jobs' own command lines share, :mod:`._output` the history's table/CSV/JSON,
+:mod:`._savepoints` what the commands say about savepoints and :mod:`._deadline` a
+command's client-side deadline. Errors of the one family
 (:class:`~offset_journal.errors.OffsetJournalError`) are caught once, in
 :func:`~.commands.main`, and printed as one line.
 

@@ -168,8 +168,16 @@ def cmd_prune(args: argparse.Namespace) -> int:
     if args.before > datetime.now(timezone.utc):
         raise UsageError(f"--before {_iso(args.before)} is in the future: nothing journaled "
                          "has triggered after it yet")
+    from ..savepoint.core import pinning
+    from ._savepoints import prune_lines
+
     with _journal(args) as journal:
-        result = journal.prune(args.before, query_name=args.query, dry_run=args.dry_run)
+        pins, ignored = pinning(journal.savepoints(args.query))
+        result = journal.prune(args.before, query_name=args.query, dry_run=args.dry_run,
+                               savepoints=pins)
+    lines, notes = prune_lines(result, ignored)
+    for note in notes:
+        _err("note", note)
     verb = "would prune" if args.dry_run else "pruned"
     scope = f"of query {args.query!r} " if args.query else ""
     _out(f"{verb} {result.batches:,} batches {scope}({result.partition_rows:,} Kafka "
@@ -178,6 +186,8 @@ def cmd_prune(args: argparse.Namespace) -> int:
         _out(f"kept the newest batch of {result.kept_newest} "
              f"quer{'y' if result.kept_newest == 1 else 'ies'} older than that: a new "
              "checkpoint starts from it")
+    for line in lines:
+        _out(line)
     return EXIT_OK
 
 
@@ -270,6 +280,14 @@ def cmd_starting_offsets(args: argparse.Namespace) -> int:
         _err("error", error)
     if errors and not args.force:
         return EXIT_RUNTIME
+    from ._savepoints import savepoint_note, starting_offsets_json
+
+    if args.offsets_format == "json":
+        _out(starting_offsets_json(plan, source))
+        return EXIT_OK
+    note = savepoint_note(plan)
+    if note is not None:
+        _err("note", note)
     if args.offsets_format == "by-timestamp":
         options = source.by_timestamp_options()
         _err("note", "pass it as startingOffsetsByTimestamp with "
@@ -579,6 +597,7 @@ def cmd_savepoint_create(args: argparse.Namespace) -> int:
     """Checks first (no Spark: a bad checkpoint or target is one line at once), then the
     export in a local SparkSession (the active one when called in-process)."""
     from ..savepoint.spark import export_savepoint, prepare_savepoint, savepoint_session
+    from ._savepoints import manifest_table
 
     with _journal(args) as journal:
         prepared = prepare_savepoint(journal, args.query, args.checkpoint, args.to)
@@ -596,55 +615,35 @@ def cmd_savepoint_create(args: argparse.Namespace) -> int:
     which = f"savepoint {made.id}" if made.id is not None else "savepoint (not recorded)"
     _out(f"{which} of query {m.query_name!r}: the state at batch {m.batch_id} of run "
          f"{m.run_id} (query id {m.query_id}), in {made.location}")
-    _savepoint_table(m)
+    _out(manifest_table(m))
     return EXIT_OK
 
 
-def _savepoint_table(m: Any) -> None:
-    rows = [[p.operator_id, (m.operator(p.operator_id) or p).kind, p.name, p.kind, p.keys,
-             p.rows, len(p.files), ", ".join(c.name for c in p.columns)] for p in m.parts]
-    if rows:
-        _out(table(["OPERATOR", "KIND", "PART", "STATE", "KEYS", "ROWS", "FILES", "COLUMNS"],
-                   rows))
-    else:
-        _out("no stateful operator: the savepoint holds only where the query stood")
-
-
 def cmd_savepoint_list(args: argparse.Namespace) -> int:
+    from ._savepoints import listed
+
     with _journal(args) as journal:
         found = journal.savepoints(args.query)
     if not found:
         raise _NotFound(f"no savepoint recorded for query {args.query!r}")
-    from ..savepoint.core import recorded_operators
-
-    rows = []
-    for r in found:
-        operators, ignored = recorded_operators(r.manifest)
-        if ignored is not None:
-            _err("note", f"savepoint {r.id}: its recorded manifest is ignored ({ignored})")
-        rows.append([r.id, _iso(r.created_at), r.batch_id, r.run_id,
-                     "?" if operators is None else operators, r.location])
-    _out(table(["ID", "CREATED", "BATCH", "RUN", "OPERATORS", "LOCATION"], rows))
+    text, notes = listed(found)
+    for note in notes:
+        _err("note", note)
+    _out(text)
     return EXIT_OK
 
 
 def cmd_savepoint_show(args: argparse.Namespace) -> int:
     """A savepoint checked (manifest, journal record, every file's checksum) and shown."""
     from ..savepoint import load_savepoint
+    from ._savepoints import shown
 
     with _journal(args) as journal:
         found = load_savepoint(args.savepoint, journal, query_name=args.query,
                                unrecorded=args.unrecorded_savepoint)
     for warning in found.warnings:
         _err("warning", warning)
-    m = found.manifest
-    if args.format == "json":
-        _out(json.dumps({"id": found.id, "location": found.location, **m.to_dict()},
-                        indent=2, default=str))
-        return EXIT_OK
-    _out(f"{found.label()}: query {m.query_name!r}, batch {m.batch_id} of run {m.run_id}, "
-         f"made {m.created_at}; checksums verified")
-    _savepoint_table(m)
+    _out(shown(found, args.format))
     return EXIT_OK
 
 

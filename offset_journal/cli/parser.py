@@ -79,6 +79,14 @@ def _topics(text: str) -> list[str]:
     return topics
 
 
+def _directory(text: str) -> str:
+    """A directory or URL: an empty one would be read as the current directory."""
+    if not text.strip():
+        raise argparse.ArgumentTypeError("is empty: give a directory or URL ('.' for the "
+                                         "current directory)")
+    return text
+
+
 def _non_negative(text: str) -> int:
     try:
         value = int(text)
@@ -347,12 +355,14 @@ def _add_plans(subs: Subparsers, parents: tuple[argparse.ArgumentParser, ...],
     starting.add_argument("--force", action="store_true",
                           help="print the offsets even when the plan has errors")
     starting.add_argument("--format", dest="offsets_format",
-                          choices=("starting-offsets", "by-timestamp"),
+                          choices=("starting-offsets", "by-timestamp", "json"),
                           default="starting-offsets",
                           help="by-timestamp (with --from-time): Spark's "
                                "startingOffsetsByTimestamp JSON instead, for Spark to "
                                "look the time up (with startingOffsetsByTimestampStrategy"
-                               "=latest)")
+                               "=latest); json: an object with the startingOffsets text, "
+                               "the plan's id and, from --savepoint, the savepoint and its "
+                               "manifest's SHA-256 (initial_state's expect_sha256)")
     starting.set_defaults(func=commands.cmd_starting_offsets)
 
     plan = subs.add_parser("plan", parents=[common, plan_opts, kafka_opts],
@@ -416,8 +426,8 @@ def _add_savepoint(subs: Subparsers, common: argparse.ArgumentParser, commands: 
                     "(a local session; --master for another).")
     create.add_argument("query", type=_name("the query name"), help="query name")
     create.add_argument("--checkpoint", required=True, metavar="OLD_CHECKPOINT",
-                        help="the old query's checkpoint directory (or URL)")
-    create.add_argument("--to", required=True, metavar="DIR",
+                        type=_directory, help="the old query's checkpoint directory (or URL)")
+    create.add_argument("--to", required=True, metavar="DIR", type=_directory,
                         help="a new or empty directory for the savepoint")
     create.add_argument("--master", default=None,
                         help="Spark master for the export (default local[*])")

@@ -41,7 +41,7 @@ what those need from storage is in :mod:`offset_journal.rows`.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Collection, Sequence
 from datetime import datetime
 
 from ..errors import JournalError
@@ -75,10 +75,13 @@ class Journal(Writes, Queries, Health, Losses):
     """
 
     def prune(self, before: datetime, *, query_name: str | None = None,
-              dry_run: bool = False, chunk: int = 5000) -> PruneResult:
-        """Delete batches triggered before ``before`` (each query's newest is kept); see
+              dry_run: bool = False, chunk: int = 5000,
+              savepoints: Collection[int] | None = None) -> PruneResult:
+        """Delete batches triggered before ``before`` (each query's newest is kept, and
+        the batches of the recorded ``savepoints``); see
         :func:`offset_journal.journal._retention.prune`."""
-        return prune(self, before, query_name=query_name, dry_run=dry_run, chunk=chunk)
+        return prune(self, before, query_name=query_name, dry_run=dry_run, chunk=chunk,
+                     savepoints=savepoints)
 
 
 __all__: Sequence[str] = ["FLAGGED_PROBLEMS", "HISTORY_PAGE", "RECENT_RUNS", "Batch",

@@ -3,30 +3,39 @@
 from __future__ import annotations
 
 import logging
-from collections.abc import Sequence
+from collections.abc import Collection, Sequence
 from datetime import datetime
 from typing import Any
 
 import sqlalchemy as sa
 
-from ..rows import PruneResult
+from ..rows import PruneResult, SavepointKeep
 from ._base import JournalBase
 from ._batch_rows import batch_rows, last_rows
 from .schema import batch_sources, batches, kafka_partition_rows, savepoints
 
 log = logging.getLogger("offset_journal.journal")
 
+SAVEPOINT_FORMAT = "offset-journal-savepoint"
+_ROW_FIELDS = ("query_name", "run_id", "query_id", "batch_id", "checkpoint")
+
 
 def prune(journal: JournalBase, before: datetime, *, query_name: str | None = None,
-          dry_run: bool = False, chunk: int = 5000) -> PruneResult:
+          dry_run: bool = False, chunk: int = 5000,
+          savepoints: Collection[int] | None = None) -> PruneResult:
     """Delete batches triggered before ``before``, with their source and partition
     rows, in transactions of ``chunk`` batches (sized so that a commit's flush
     is small beside the deletes).
 
     Each query name's newest batch is kept whatever its age: it holds the offsets a
     new checkpoint starts from; so is a batch a recorded savepoint names (a plan from
-    the savepoint starts at its end offsets and checks them). Batches without a trigger
-    time and run rows are kept.
+    the savepoint starts at its end offsets and checks them), and the result says which
+    batches each savepoint kept. ``savepoints``: the ids of the recorded savepoints that
+    keep their batch (the caller read their manifests:
+    :func:`offset_journal.savepoint.core.pinning`); None: those whose recorded manifest
+    is a savepoint manifest of the row's own batch (any role with INSERT on the table
+    may write a row, and one that is no savepoint must not hold back a whole run).
+    Batches without a trigger time and run rows are kept.
     Only a whole prefix of each run goes, in the journal's order (the audit's): a batch
     is kept when any batch of its run journaled before it is kept, so a driver whose
     clock was slow never has batches cut from the middle of its run (the audit would
@@ -51,16 +60,22 @@ def prune(journal: JournalBase, before: datetime, *, query_name: str | None = No
     kept = journal._run_read(newest)
     keep = [pk for _, pk, _ in kept]
     kept_newest = sum(1 for _, _, at in kept if at is not None and at < before)
-    doomed = _prefixes(before, query_name, keep)
+    ranked = _ranked(before, query_name, keep, savepoints)
+    doomed = sa.select(ranked.c.id).where(ranked.c.stays_before == 0).subquery("doomed")
     if dry_run:
         def count(conn: sa.Connection) -> PruneResult:
             ids = sa.select(doomed.c.id).scalar_subquery()
             n = conn.execute(sa.select(sa.func.count()).select_from(doomed)).scalar_one()
-            return PruneResult(n, _partition_values(conn, ids), kept_newest)
+            return PruneResult(n, _partition_values(conn, ids), kept_newest,
+                               _kept_for_savepoints(conn, ranked))
         result: PruneResult = journal._run_read(count)
         return result
-    everything: list[int] = journal._run_read(
-        lambda conn: list(conn.execute(sa.select(doomed.c.id).order_by(doomed.c.id)).scalars()))
+
+    def doomed_ids(conn: sa.Connection) -> tuple[list[int], tuple[SavepointKeep, ...]]:
+        ids = list(conn.execute(sa.select(doomed.c.id).order_by(doomed.c.id)).scalars())
+        return ids, _kept_for_savepoints(conn, ranked)
+
+    everything, for_savepoints = journal._run_read(doomed_ids)
     deleted = rows = 0
     for start in range(0, len(everything), chunk):
         ids = everything[start:start + chunk]
@@ -68,7 +83,7 @@ def prune(journal: JournalBase, before: datetime, *, query_name: str | None = No
             rows += _delete_sources(conn, ids)
             deleted += conn.execute(sa.delete(batches).where(b.id.in_(ids))).rowcount
         log.info("offset-journal: pruned %d batches so far", deleted)
-    return PruneResult(deleted, rows, kept_newest)
+    return PruneResult(deleted, rows, kept_newest, for_savepoints)
 
 
 def _partition_values(conn: sa.Connection, ids: Any) -> int:
@@ -96,19 +111,60 @@ def _delete_sources(conn: sa.Connection, ids: list[int]) -> int:
     return int(rows) + int(arrays)
 
 
-def _prefixes(before: datetime, query_name: str | None, keep: Sequence[int]) -> Any:
-    """The batches to delete: per run, those journaled before its first batch that
-    stays (triggered at or after ``before``, without a trigger time, kept as its
-    query's newest, or named by a recorded savepoint), found in one pass over the
-    batches in journal order."""
+def _pins(ids: Collection[int] | None) -> Any:
+    """Which ``savepoints`` rows keep their batch: ``ids``, or (None) those whose
+    recorded manifest is a savepoint manifest naming the row's own batch."""
+    sp = savepoints.c
+    if ids is not None:
+        return sp.id.in_(list(ids)) if ids else sa.false()
+    m = sp.manifest
+    return sa.and_(m["format"] == sa.func.to_jsonb(SAVEPOINT_FORMAT),
+                   *[m[c] == sa.func.to_jsonb(getattr(sp, c)) for c in _ROW_FIELDS])
+
+
+def _ranked(before: datetime, query_name: str | None, keep: Sequence[int],
+            pinned: Collection[int] | None) -> Any:
+    """Every batch (of ``query_name``) in journal order with, per run, how many batches
+    up to it stay (triggered at or after ``before``, without a trigger time, kept as its
+    query's newest, or named by a savepoint that keeps its batch: ``stays_before``) and
+    how many would stay without the savepoints (``plain_before``), and the savepoint
+    naming it (``pin``). A batch goes when nothing up to it in its run stays: whole
+    prefixes only, found in one pass over the batches in journal order."""
     b, sp = batches.c, savepoints.c
-    saved = sa.exists().where(sp.query_name == b.query_name, sp.run_id == b.run_id,
-                              sp.query_id == b.query_id, sp.batch_id == b.batch_id)
-    stays = sa.or_(b.trigger_at >= before, b.trigger_at.is_(None), saved,
+    pins = (sa.select(sp.query_name, sp.run_id, sp.query_id, sp.batch_id,
+                      sa.func.min(sp.id).label("pin"))
+            .where(_pins(pinned)).group_by(sp.query_name, sp.run_id, sp.query_id, sp.batch_id)
+            .subquery("pins"))
+    named = sa.and_(pins.c.query_name == b.query_name, pins.c.run_id == b.run_id,
+                    pins.c.query_id == b.query_id, pins.c.batch_id == b.batch_id)
+    plain = sa.or_(b.trigger_at >= before, b.trigger_at.is_(None),
                    *([b.id.in_(keep)] if keep else []))
-    stays_before = sa.func.count().filter(stays).over(partition_by=b.run_id, order_by=b.id)
-    flags = sa.select(b.id, stays_before.label("stays_before"))
+    stays = sa.or_(plain, pins.c.pin.is_not(None))
+    def up_to_here(flag: Any) -> Any:
+        return sa.func.count().filter(flag).over(partition_by=b.run_id, order_by=b.id)
+
+    flags = (sa.select(b.id, b.query_name, b.run_id, b.batch_id, pins.c.pin,
+                       up_to_here(stays).label("stays_before"),
+                       up_to_here(plain).label("plain_before"))
+             .select_from(batches.outerjoin(pins, named)))
     if query_name is not None:
         flags = flags.where(b.query_name == query_name)
-    ranked = flags.subquery("ranked")
-    return sa.select(ranked.c.id).where(ranked.c.stays_before == 0).subquery("doomed")
+    return flags.cte("ranked")
+
+
+def _kept_for_savepoints(conn: sa.Connection, ranked: Any) -> tuple[SavepointKeep, ...]:
+    """Per run, the batches that stay only for a savepoint: from the first savepoint's
+    batch (the first such batch in journal order is one a savepoint names) to the
+    first batch that stays anyway."""
+    r = ranked.c
+    per_run = (sa.select(r.run_id, sa.func.count().label("n"), sa.func.min(r.id).label("first"))
+               .where(r.stays_before > 0, r.plain_before == 0).group_by(r.run_id)
+               .subquery("per_run"))
+    first = ranked.alias("first_kept")
+    rows = conn.execute(
+        sa.select(first.c.pin, first.c.query_name, first.c.run_id, first.c.batch_id,
+                  per_run.c.n)
+        .join_from(per_run, first, first.c.id == per_run.c.first)
+        .order_by(first.c.query_name, first.c.id)).all()
+    return tuple(SavepointKeep(int(pin), name, run, int(batch_id), int(n))
+                 for pin, name, run, batch_id, n in rows)

@@ -115,9 +115,9 @@ def carried_state(inp: PlanInputs, savepoint: Savepoint) -> tuple[list[CarriedSt
             continue
         if op.id in seeded and not op.problem and not opaque:
             how = (f"carried: initial_state(spark, {ref}, operator={op.id}, "
-                   "expect_sha256=plan.savepoint_sha256) is the new "
-                   "query's transformWithState(initialState=...); its handleInitialState "
-                   f"gets each key's {_what(m.parts_of(op.id))}")
+                   f"expect_sha256='{savepoint.digest}') (the plan's savepoint_sha256) is "
+                   "the new query's transformWithState(initialState=...); its "
+                   f"handleInitialState gets each key's {_what(m.parts_of(op.id))}")
             found.notes.append(f"State of {label}: {how}.")
             out.append(CarriedState(op.id, op.kind, op.name, keys, "seeded", how, parts))
             continue

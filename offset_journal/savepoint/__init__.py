@@ -11,7 +11,8 @@ A plan from it (``plan QUERY --savepoint ID|DIR``) starts right after B, and
 
 The modules: ``model.py`` (the data), ``core.py`` (the decisions, pure), ``_files.py``
 (the directory: manifest, checksums), ``_load.py`` (find and check a savepoint),
-``spark.py`` (the Spark edge). The plan's side is :mod:`offset_journal.restart.seeding`.
+``spark.py`` (the Spark edge), ``_verified.py`` (a part read back as exactly the bytes
+checked, at every read). The plan's side is :mod:`offset_journal.restart.seeding`.
 What needs Spark is imported on first use.
 
 May import: :mod:`offset_journal.checkpoint`, :mod:`offset_journal.journal` and the

@@ -2,8 +2,11 @@
 read back (its own SHA-256 checked), each part's files against their checksums.
 
 Local paths are read directly, URLs through fsspec (as checkpoints are:
-:mod:`offset_journal.checkpoint.store`). Only the files Spark reads are checksummed: a
-name starting with ``.`` (Hadoop's ``.crc``) or ``_`` (``_SUCCESS``) is not data.
+:mod:`offset_journal.checkpoint.store`). The files Spark wrote as data are checksummed;
+beside them, a part's directory may hold only what Spark's file index never reads
+(Hadoop's ``.crc``, ``_SUCCESS``, ``_temporary``): anything else it would read (a ``_``
+name holding ``=``, ``_metadata``, a sub-directory) is refused, even though the state is
+read from the listed files alone (:mod:`._verified`), as the savepoint was altered.
 """
 
 from __future__ import annotations
@@ -22,9 +25,23 @@ from .model import MANIFEST_NAME, FileSum, Manifest, Part, digest_of
 _CHUNK = 1 << 20
 
 
+_SUMMARIES = ("_common_metadata", "_metadata")
+
+
+def spark_reads(name: str) -> bool:
+    """A name Spark's file index takes in a directory it reads (Hadoop's
+    ``shouldFilterOutPathName``): all but ``.`` names, ``_`` names without ``=`` and
+    ``._COPYING_`` ones; Parquet's summaries ``_metadata`` and ``_common_metadata``
+    are taken too."""
+    if name.startswith(_SUMMARIES):
+        return True
+    return not ((name.startswith("_") and "=" not in name) or name.startswith(".")
+                or name.endswith("._COPYING_"))
+
+
 def data_file(name: str) -> bool:
     """A file Spark reads as data (not ``.crc``, ``_SUCCESS``, ``_metadata``)."""
-    return not name.startswith((".", "_"))
+    return spark_reads(name) and not name.startswith(_SUMMARIES)
 
 
 def require_empty(location: str) -> None:
@@ -94,8 +111,17 @@ def read_manifest(location: str) -> tuple[Manifest, str]:
 
 
 def check_parts(location: str, parts: Iterable[Part]) -> None:
-    """Every file of ``parts`` as the manifest lists it (SavepointError otherwise)."""
+    """Every file of ``parts`` as the manifest lists it, and nothing else Spark would
+    read in their directories (SavepointError otherwise)."""
+    store, root = open_store(location, None)
     for part in parts:
+        directory = store.join(root, *part.path.split("/"))
+        others = sorted(name for name in store.files(directory)
+                        if spark_reads(name) and not data_file(name))
+        others += sorted(name for name in store.dirs(directory) if spark_reads(name))
+        if others:
+            raise SavepointError(f"savepoint at {location}: {part.path}/{others[0]} is not in "
+                                 "the manifest: Spark would read it; the savepoint was altered")
         check_files(part, sums(location, part.path), location)
 
 
@@ -121,4 +147,4 @@ def remove_partial(store_location: str) -> None:
 
 
 __all__ = ["check_parts", "data_file", "read_manifest", "remove_partial",
-           "require_empty", "same_location", "sums", "write_manifest"]
+           "require_empty", "same_location", "spark_reads", "sums", "write_manifest"]

@@ -8,7 +8,8 @@ altered since it was made, or another query's, is refused in one line. Its own c
 only proves a manifest consistent, not made by ``savepoint create`` (anyone may re-sign
 one): with a journal, a directory whose manifest the journal did not record is refused
 unless the caller accepts it (``--unrecorded-savepoint``, for one made with
-``--no-record``).
+``--no-record``). A record vouches only for a manifest of its own query, run, query id
+and batch: a row carrying the SHA-256 of another batch's manifest vouches for nothing.
 """
 
 from __future__ import annotations
@@ -18,6 +19,7 @@ from typing import TYPE_CHECKING
 
 from ..errors import SavepointError
 from ._files import check_parts, read_manifest, same_location
+from .core import row_mismatch
 from .model import Savepoint
 
 if TYPE_CHECKING:
@@ -67,6 +69,10 @@ def _by_id(savepoint_id: int, journal: Journal | None) -> Savepoint:
         raise SavepointError(f"the savepoint manifest at {row.location} is not the one the "
                              f"journal recorded as savepoint {savepoint_id}: the savepoint "
                              "was altered or replaced")
+    mismatch = row_mismatch(row, manifest)
+    if mismatch is not None:
+        raise SavepointError(f"savepoint {savepoint_id} does not vouch for the savepoint at "
+                             f"{row.location}: {mismatch}")
     return Savepoint(manifest, row.location, row.id, sha256=digest)
 
 
@@ -75,15 +81,20 @@ def _by_location(location: str, journal: Journal | None, unrecorded: bool) -> Sa
     if journal is None:
         return Savepoint(manifest, location, None, sha256=digest)
     rows = journal.savepoints(manifest_sha256=digest)
-    mine = [r for r in rows if same_location(r.location, location)] or rows
+    vouching = [r for r in rows if row_mismatch(r, manifest) is None]
+    mine = [r for r in vouching if same_location(r.location, location)] or vouching
     if mine:
         return Savepoint(manifest, location, mine[-1].id, sha256=digest)
+    others = "".join(
+        f"; savepoint {r.id} carries its SHA-256 but names batch {r.batch_id} of run "
+        f"{r.run_id} of query {r.query_name!r}, and vouches only for a manifest of that "
+        "batch" for r in rows[:1])
     if not unrecorded:
         raise SavepointError(
             f"the savepoint manifest at {location} is not recorded in this journal "
             "(savepoints): its own checksum does not say who wrote it; use a savepoint "
             "`savepoint create` recorded, or accept this one with --unrecorded-savepoint "
-            "(one made with --no-record)")
+            f"(one made with --no-record){others}")
     return Savepoint(manifest, location, None, (
         f"the savepoint at {location} is not recorded in this journal: only its own "
         "checksums vouch for it (--unrecorded-savepoint, recorded with the plan as its "

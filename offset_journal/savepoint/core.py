@@ -19,6 +19,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from ..errors import SavepointError
+from ..rows import RecordedSavepoint
 from .model import (
     FORMAT,
     OPERATOR_KINDS,
@@ -31,6 +32,7 @@ from .model import (
     Part,
     PartKind,
     SourceEnd,
+    digest_of,
 )
 
 TTL_FIELD = "ttlExpirationMs"
@@ -327,7 +329,10 @@ def _file(d: Mapping[str, Any]) -> FileSum:
     sha = _need(d, "sha256", str)
     if len(sha) != 64 or any(c not in "0123456789abcdef" for c in sha):
         raise ValueError("a file checksum is malformed")
-    return FileSum(_need(d, "name", str), _need(d, "size", int), sha)
+    name = _need(d, "name", str)
+    if name in ("", ".", "..") or "/" in name or "\\" in name:
+        raise ValueError(f"file name {name!r} is not a name in its part's directory")
+    return FileSum(name, _need(d, "size", int), sha)
 
 
 def _part(d: Mapping[str, Any]) -> Part:
@@ -400,6 +405,66 @@ def recorded_operators(manifest: Any) -> tuple[int | None, str | None]:
         return None, str(exc)
 
 
+ROW_FIELDS = ("query_name", "run_id", "query_id", "batch_id", "checkpoint")
+"""What a ``savepoints`` row and its manifest must both name (migration 0020 has the
+database refuse a row whose manifest names others)."""
+
+
+def _row_fields(row: Any) -> Mapping[str, Any]:
+    return row if isinstance(row, Mapping) else vars(row)
+
+
+def _batch_words(v: Mapping[str, Any]) -> str:
+    return (f"batch {v['batch_id']} of run {v['run_id']} of query {v['query_name']!r} "
+            f"(query id {v['query_id']}, checkpoint {v['checkpoint']})")
+
+
+def row_mismatch(row: Mapping[str, Any] | RecordedSavepoint, manifest: Manifest) -> str | None:
+    """Why a ``savepoints`` row does not vouch for ``manifest`` (None: it does). A row
+    vouches only for a manifest of its own query, run, query id and batch: a SHA-256
+    alone would let a row naming one query's batch vouch for another query's state."""
+    have, want = _row_fields(row), manifest.to_dict()
+    if all(have.get(k) == want[k] for k in ROW_FIELDS):
+        return None
+    return f"its manifest names {_batch_words(want)}, not the row's {_batch_words(have)}"
+
+
+def recorded_problem(row: Mapping[str, Any] | RecordedSavepoint, *,
+                     sha256: bool = False) -> str | None:
+    """Why a ``savepoints`` row's own recorded manifest is ignored (None: it is a
+    manifest, of the row's batch, and with ``sha256`` the one the row's SHA-256 names):
+    such a row lists as unknown and pins nothing. The SHA-256 is left out where a
+    false alarm would cost (``prune``): a manifest's JSON read back from Postgres may
+    spell a very large float otherwise (1e+16 as 10000000000000000)."""
+    fields = _row_fields(row)
+    try:
+        manifest = manifest_from_dict(fields.get("manifest"))
+    except SavepointError as exc:
+        return str(exc)
+    mismatch = row_mismatch(fields, manifest)
+    if mismatch is not None:
+        return f"the recorded manifest does not match the row: {mismatch}"
+    if sha256 and digest_of(fields.get("manifest")) != fields.get("manifest_sha256"):
+        return ("it is not the one its SHA-256 names (manifest_sha256), the manifest a "
+                "directory is checked against")
+    return None
+
+
+def pinning(rows: Iterable[RecordedSavepoint]) -> tuple[list[int], list[tuple[int, str]]]:
+    """Which recorded savepoints keep their batch from ``prune`` (ids), and which pin
+    nothing, with why: a row whose manifest is not one, or not of its batch, is not a
+    savepoint (any role with INSERT on the table may write one)."""
+    pins: list[int] = []
+    ignored: list[tuple[int, str]] = []
+    for row in rows:
+        why = recorded_problem(row)
+        if why is None:
+            pins.append(row.id)
+        else:
+            ignored.append((row.id, why))
+    return pins, ignored
+
+
 def check_files(part: Part, found: Mapping[str, FileSum], where: str) -> None:
     """SavepointError when a part's files are not exactly those its manifest lists, with
     the same sizes and SHA-256 (``found``: what the directory holds, by name)."""
@@ -411,7 +476,7 @@ def check_files(part: Part, found: Mapping[str, FileSum], where: str) -> None:
                              "the savepoint was altered")
     if extra:
         raise SavepointError(f"savepoint at {where}: {part.path}/{extra[0]} is not in the "
-                             "manifest: the savepoint was altered")
+                             "manifest: Spark would read it; the savepoint was altered")
     for name, want in sorted(listed.items()):
         got = found[name]
         if got.size != want.size or got.sha256 != want.sha256:

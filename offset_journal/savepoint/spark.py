@@ -25,6 +25,7 @@ from ..formatting import first_line
 from ..origin import host_name, os_user
 from ._files import check_parts, remove_partial, require_empty, sums, write_manifest
 from ._load import load_savepoint
+from ._verified import read_part
 from .core import (
     ReadSpec,
     choose_batch,
@@ -85,6 +86,9 @@ def prepare_savepoint(journal: Journal, query_name: str, checkpoint: str,
     CheckpointError (one line) otherwise."""
     from ..checkpoint import read_checkpoint
 
+    for what, value in (("the checkpoint", checkpoint), ("the savepoint's directory", target)):
+        if not str(value).strip():  # not the current directory: a mistake, never meant
+            raise SavepointError(f"{what} is empty: give a directory or URL")
     checkpoint, target = _absolute(checkpoint), _absolute(target)
     ckpt = read_checkpoint(checkpoint)
     if ckpt.query_id is None:
@@ -287,8 +291,10 @@ def _export_part(spark: Any, checkpoint: str, target: str, batch_id: int, op: Op
         columns, opaque, dropped = export_columns(spec.kind, op.kind, schema)
         df.select(*[_selected(c, schema) for c in columns]).write.parquet(
             _join(target, path))
-        files = sums(target, path)
-        written = spark.read.schema(export_schema(columns)).parquet(_join(target, path))
+        files = tuple(sums(target, path).values())
+        part = Part(op.id, spec.name, spec.kind, path, dict(spec.options), schema,
+                    tuple(columns), 0, 0, files, spec.ttl, tuple(opaque), tuple(dropped))
+        written = read_part(spark, target, part, verify=False)  # what will be read back
         rows = written.count()
         keyed = [c.name for c in columns if c.key]
         unique = spec.kind in ("store", "value")
@@ -298,8 +304,7 @@ def _export_part(spark: Any, checkpoint: str, target: str, batch_id: int, op: Op
     except Exception as exc:
         raise SavepointError(f"cannot export the state of {op.label()} ({spec.name}) at batch "
                              f"{batch_id}: {first_line(exc)}") from None
-    return Part(op.id, spec.name, spec.kind, path, dict(spec.options), schema, tuple(columns),
-                rows, keys, tuple(files.values()), spec.ttl, tuple(opaque), tuple(dropped))
+    return replace(part, rows=rows, keys=keys)
 
 
 def _selected(column: Column, schema: Any) -> Any:
@@ -318,14 +323,6 @@ def _selected(column: Column, schema: Any) -> Any:
         if isinstance(column.type, dict):  # a struct kept whole: its own names back
             expr = expr.cast(StructType.fromJson(column.type))
     return expr.alias(column.name)
-
-
-def export_schema(columns: Any) -> Any:
-    """The Parquet schema of an exported part (every column nullable)."""
-    from pyspark.sql.types import StructType
-
-    return StructType.fromJson({"type": "struct", "fields": [
-        {"name": c.name, "type": c.type, "nullable": True, "metadata": {}} for c in columns]})
 
 
 # --------------------------------------------------------------------------- read back
@@ -355,11 +352,14 @@ def state_frame(spark: Any, savepoint: Savepoint | str | int, *, operator: int |
     the state's (see :func:`~offset_journal.savepoint.core.export_columns`). Several
     parts (``state_var``: names, or None for all) are one frame with a ``state_var``
     column naming each row's. ``savepoint``: a loaded one, its directory, or its id in
-    the journal (``journal`` or ``database_url``). ``verify`` checks the files read
-    against their checksums; ``expect_sha256`` (a plan's ``savepoint_sha256``) refuses a
-    manifest other than the one the plan checked the offsets with. SavepointError for an
-    operator or state variable that does not exist, files altered, or another
-    manifest."""
+    the journal (``journal`` or ``database_url``). Only the files the manifest lists are
+    read. ``verify`` checks them against their checksums now (a part's directory holding
+    anything else Spark would read is refused too) and again at every read of the frame,
+    where Spark parses them (:mod:`._verified`): a file replaced after this returns fails
+    the read; ``verify=False`` reads them unchecked. ``expect_sha256`` (a plan's
+    ``savepoint_sha256``) refuses a manifest other than the one the plan checked the
+    offsets with. SavepointError for an operator or state variable that does not exist,
+    files altered, or another manifest."""
     from pyspark.sql import functions as F
 
     found = _savepoint(savepoint, journal, database_url, expect_sha256)
@@ -372,8 +372,7 @@ def state_frame(spark: Any, savepoint: Savepoint | str | int, *, operator: int |
     if len(keys) > 1:
         raise SavepointError(f"the parts of {op.label()} have different keys: read them "
                              "one by one (state_var=)")
-    frames = [spark.read.schema(export_schema(p.columns)).parquet(_join(found.location, p.path))
-              for p in parts]
+    frames = [read_part(spark, found.location, p, verify=verify) for p in parts]
     if len(frames) == 1:
         return frames[0]
     out = None
@@ -393,7 +392,8 @@ def initial_state(spark: Any, savepoint: Savepoint | str | int, *, operator: int
     calls ``handleInitialState(key, row, timerValues)`` once per row: a list or map
     state's rows come one element at a time. Give ``expect_sha256=plan.savepoint_sha256``:
     the directory is read again here, and only that digest ties the state read to the
-    manifest whose offsets the plan checked (SavepointError for another)."""
+    manifest whose offsets the plan checked (SavepointError for another). The files are
+    checked as :func:`state_frame` checks them, at every read."""
     found = _savepoint(savepoint, journal, database_url, expect_sha256)
     _op, parts = choose_parts(found.manifest, operator, state_var)
     frame = state_frame(spark, found, operator=operator, state_var=state_var, verify=verify)

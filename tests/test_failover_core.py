@@ -194,3 +194,47 @@ def test_on_another_server_a_dead_process_segments_go_first_at_once(tmp_path):
     window.append([_ev(2)], "A", now=now + 1)
     assert window.check("B", kept.append, now=now + 2) == 3
     assert kept == [[_ev(0), _ev(1), _ev(2)]] and not list(tmp_path.glob("recent-*"))
+
+
+# --------------------------------------------------------------------------- issue 39
+
+
+def test_a_segment_keep_refuses_is_set_aside_and_the_others_go_in_order(tmp_path, caplog):
+    """keep() refusing the lot for something one segment holds (not a disk error): each
+    segment alone, the refused one set aside and named, the rest replayed in order."""
+    now = time.time()
+    for events, age in (([_ev(0), _ev(1)], 3), ([_ev(99)], 2)):
+        dead = RecentWindow(tmp_path, seconds=60)
+        dead.append(events, "A", now=now - age)
+        dead.close()
+        for path in tmp_path.glob("recent-*"):
+            if path.stat().st_mtime > now - 1:
+                os.utime(path, (now - age, now - age))
+    window = RecentWindow(tmp_path, seconds=60)
+    window.append([_ev(2)], "A", now=now - 1)
+    spool = Spool(tmp_path / "spool")
+
+    def keep(events: list[dict[str, object]]) -> None:
+        if _ev(99) in events:
+            raise ValueError("cannot take this one")
+        spool.append_first(events)
+
+    assert window.check("B", keep, now=now) == 3
+    (aside,) = tmp_path.glob("rejected-recent-*")
+    assert aside.read_text().splitlines()[1:] == ['P{"batchId": 99}']
+    assert aside.name.removeprefix("rejected-") in caplog.text and "ValueError" in caplog.text
+    assert not list(tmp_path.glob("recent-*")) and window.unprotected == 1
+    seen: list[dict[str, object]] = []
+    spool.replay(seen.extend)
+    assert seen == [_ev(0), _ev(1), _ev(2)]
+
+
+def test_a_dead_segment_with_no_header_is_set_aside_and_an_empty_one_deleted(tmp_path, caplog):
+    """Found on the same server too (retiring, not handing over): neither kept to be
+    looked at again nor deleted unsaid, but an empty file holds nothing to look at."""
+    (tmp_path / "recent-dead-1-1-aaaaaaaa.jsonl").write_bytes(b"")
+    (tmp_path / "recent-dead-1-2-bbbbbbbb.jsonl").write_bytes(b"\x00\x01\n" + b'P{"batchId": 0}\n')
+    window = RecentWindow(tmp_path, seconds=10)
+    assert window.check("A", lambda events: None) == 0
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["rejected-recent-dead-1-2-bbbbbbbb.jsonl"]
+    assert "recent-dead-1-2-bbbbbbbb.jsonl" in caplog.text and window.unprotected == 1

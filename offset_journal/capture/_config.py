@@ -49,8 +49,10 @@ class WriterStats:
     ``rejournaled``: batches journaled again, once each time the journal's database
     turned out to be another server that lacked them (a failover; counted once in
     ``journaled``); ``unprotected``: events journaled but not kept in the failover
-    window (a disk error there, or dropped to keep within failover_window_max_bytes):
-    in the journal, but lost if its database fails over to a standby that lacks them.
+    window (a disk error there, dropped to keep within failover_window_max_bytes, or
+    a line or segment there that nothing could read when it was to be journaled
+    again): in the journal, but lost if its database fails over to a standby that
+    lacks them.
     """
 
     journaled: int = 0

@@ -1,8 +1,9 @@
-"""Issue 39, item 3: the failover window's segments on disk, against a real Postgres. A
-dead driver's segment of another server holding something that is no event, or a header
-nothing can read, never stops the journaling again of everything else, is never
-silently kept nor silently retired, and flush() is not True while a segment of another
-server waits."""
+"""Issue 39, items 3 and 10: the failover window's segments on disk, against a real
+Postgres. A dead driver's segment of another server holding something that is no event,
+or a header nothing can read, never stops the journaling again of everything else, is
+never silently kept nor silently retired, and flush() is not True while a segment of
+another server waits; the window's bytes on disk stay within failover_window_max_bytes,
+and what a full window drops is counted as unprotected."""
 
 from __future__ import annotations
 
@@ -183,4 +184,44 @@ def test_flush_waits_while_a_dead_drivers_segment_cannot_go_to_the_spool(
     monkeypatch.undo()
     assert w.flush(timeout=20)
     assert _batches(journal_url, "run-dead") == [0, 1] and not path.exists()
+    assert w.close()
+
+
+# --------------------------------------------------------------------------- item 10
+
+
+def _on_disk(spool: Path) -> tuple[int, list[bytes]]:
+    """The window's bytes on disk and its event lines (headers left out)."""
+    size, lines = 0, []
+    for path in spool.glob("recent-*.jsonl"):
+        data = path.read_bytes()
+        size += len(data)
+        lines += data.splitlines()[1:]
+    return size, lines
+
+
+def test_the_window_stays_within_its_cap_on_disk_and_counts_what_it_drops(
+        journal_url: str, tmp_path: Path, caplog: pytest.LogCaptureFixture) -> None:
+    """A window of an hour (a segment would last half an hour) and a cap of 32 KiB: 150
+    batches of about 520 bytes pass it within seconds."""
+    cap = 32 * 1024
+    spool = tmp_path / "spool"
+    w = _writer(journal_url, spool, failover_window=3600.0, failover_window_max_bytes=cap)
+    w.start()
+    events = _run("run-cap", 150)
+    largest = 0
+    for lo in range(0, len(events), 10):
+        for ev in events[lo:lo + 10]:
+            w.submit(ev)
+        assert w.flush(timeout=20)
+        largest = max(largest, _on_disk(spool)[0])
+    assert largest <= cap
+    stats = w.stats()
+    assert stats.journaled == 150 and stats.unprotected > 0
+    # every event is either kept or counted; the ones kept are the newest
+    _size, lines = _on_disk(spool)
+    assert len(lines) + stats.unprotected == len(events)
+    newest = [_p(ev)[:-1] for ev in events[-len(lines):]]
+    assert sorted(lines) == sorted(newest)
+    assert _said(caplog, "failover window", "is full"), caplog.text
     assert w.close()

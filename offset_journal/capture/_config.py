@@ -31,6 +31,8 @@ class WriterConfig:
     standby promoted after a failover: cover the standby's replication lag (0: keep
     nothing; with synchronous replication nothing is needed)."""
     failover_window_max_bytes: int = DEFAULT_MAX_BYTES
+    """The most the window's segment files take on disk; past it, its oldest events are
+    dropped and counted unprotected."""
 
     @property
     def transaction_timeout(self) -> float:

@@ -24,7 +24,9 @@ What is handed over is what can be read: a line that holds no event (cut short, 
 UTF-8, not a JSON object) is skipped, named in a warning; a dead process's segment
 whose header names no server cannot be told safe or not, and is set aside (renamed
 ``rejected-recent-...``, out of every scan) for an operator to look at, named in a
-warning. Either way their events are counted as unprotected.
+warning. Either way their events are counted as unprotected. A segment is rolled
+before it passes :attr:`RecentWindow.segment_bytes`, so that ``max_bytes`` holds for
+the bytes on disk: past it, the oldest segments are deleted.
 
 The window is a safeguard beside the write path, never on it: a disk error here is
 logged (once per kind every :data:`WARN_EVERY`) and the events it concerns are counted
@@ -59,6 +61,11 @@ SET_ASIDE = "rejected-"
 an operator to look at."""
 DEFAULT_SECONDS = 60.0
 DEFAULT_MAX_BYTES = 256 * 1024 * 1024
+SEGMENT_SHARE = 8
+SEGMENT_MIN = 16 * 1024
+"""A segment is rolled before it passes an eighth of ``max_bytes`` (SEGMENT_SHARE; at
+least SEGMENT_MIN, at most ``max_bytes``): a full window drops its oldest eighth, not
+all it holds."""
 WARN_EVERY = 30.0
 """Seconds between two warnings of the same kind of disk error in the window."""
 LINES_NAMED = 5
@@ -75,7 +82,7 @@ class _Segment:
     first_at: float
     last_at: float
     events: int = 0
-    size: int = 0
+    size: int = 0  # bytes on disk, its header's included
 
 
 @dataclass
@@ -96,6 +103,25 @@ def _line(event: dict[str, Any]) -> str:
             and "\n" not in text):
         return f"P{text}\n"
     return "E" + event_line(event)
+
+
+def _size(text: str) -> int:
+    """The bytes ``text`` takes in a segment (UTF-8); ASCII, the common case, at no cost."""
+    return len(text) if text.isascii() else len(text.encode("utf-8", "surrogatepass"))
+
+
+def _fill(sizes: list[int], first: int, room: int) -> int:
+    """Where the lines from ``first`` that fit in ``room`` bytes end (one at least)."""
+    last, used = first + 1, sizes[first]
+    while last < len(sizes) and used + sizes[last] <= room:
+        used += sizes[last]
+        last += 1
+    return last
+
+
+def _header(server: str, now: float) -> str:
+    """A segment's first line: the server its events were journaled on."""
+    return json.dumps({"server": server, "at": now}) + "\n"
 
 
 def _event(raw: bytes) -> dict[str, Any] | str:
@@ -191,6 +217,11 @@ class RecentWindow:
     def enabled(self) -> bool:
         return self.seconds > 0
 
+    @property
+    def segment_bytes(self) -> int:
+        """The bytes on disk past which a segment is rolled (see SEGMENT_SHARE)."""
+        return min(self.max_bytes, max(self.max_bytes // SEGMENT_SHARE, SEGMENT_MIN))
+
     def holding(self) -> bool:
         """Whether events are kept that are not yet known to be safe: this process's,
         those a hand-over could not move yet, and, before the directory is first looked
@@ -212,33 +243,48 @@ class RecentWindow:
 
     def append(self, events: list[dict[str, Any]], server: str,
                now: float | None = None) -> None:
-        """Keep ``events``, just journaled on ``server``: written to its segment's file
-        at once (the page cache: the driver's crash does not lose them). On a disk error
-        they, and the segment's events before them, are counted unprotected."""
+        """Keep ``events``, just journaled on ``server``: written to its segments' files
+        at once (the page cache: the driver's crash does not lose them), a new segment
+        whenever one would pass :attr:`segment_bytes`. Room is made first: the oldest
+        segments go while the window would pass ``max_bytes`` on disk (an event alone
+        past it is not kept). What goes, and on a disk error the events and those of
+        the segment it hit, is counted unprotected."""
         if not self.enabled or not events:
             return
         now = time.time() if now is None else now
-        lines = "".join(_line(e) for e in events)
-        try:
-            segment = self._segment(server, now)
-        except OSError as exc:
-            self._unprotect(len(events), "create", f"cannot create a segment in {self.directory}",
-                            exc)
-            return
-        try:
-            segment.file.write(lines)
-            segment.file.flush()
-        except OSError as exc:
-            # What reached the file may end in half a line: the segment is given up.
-            self._abandon(segment)
-            self._unprotect(segment.events + len(events), "write",
-                            f"cannot write {segment.path}", exc)
-            return
-        segment.last_at = now
-        segment.events += len(events)
-        segment.size += len(lines)
-        if sum(s.size for s in self._own) > self.max_bytes:
-            self._make_room()
+        lines = [_line(e) for e in events]
+        sizes = [_size(text) for text in lines]
+        first = 0
+        while first < len(lines):
+            segment = self._open_segment(server, now, sizes[first])
+            header = "" if segment is not None else _header(server, now)
+            held = segment.size if segment is not None else _size(header)
+            last = _fill(sizes, first, self.segment_bytes - held)
+            need = sum(sizes[first:last])
+            if held + need > self.max_bytes:  # a line alone past the cap: not kept
+                self._dropped(last - first, now)
+                first = last
+                continue
+            self._make_room(need + (0 if segment is not None else held), spare=segment)
+            try:
+                if segment is None:
+                    segment = self._new_segment(server, now, header)
+                segment.file.write("".join(lines[first:last]))
+                segment.file.flush()
+            except OSError as exc:
+                if segment is None:
+                    self._unprotect(len(lines) - first, "create",
+                                    f"cannot create a segment in {self.directory}", exc)
+                    return
+                # What reached the file may end in half a line: the segment is given up.
+                self._abandon(segment)
+                self._unprotect(segment.events + len(lines) - first, "write",
+                                f"cannot write {segment.path}", exc)
+                return
+            segment.last_at = now
+            segment.events += last - first
+            segment.size += need
+            first = last
 
     def _unprotect(self, n: int, kind: str, what: str, exc: OSError) -> None:
         """Count ``n`` events as not kept, and say so once per kind every WARN_EVERY."""
@@ -258,13 +304,19 @@ class RecentWindow:
             segment.path.unlink(missing_ok=True)
         self._forget(segment)
 
-    def _segment(self, server: str, now: float) -> _Segment:
-        """The segment to write to: a new one per server, and every seconds / 2 (so
-        that the older ones can be retired as a whole)."""
+    def _open_segment(self, server: str, now: float, need: int) -> _Segment | None:
+        """This process's segment to write ``need`` bytes or more to, None for a new one:
+        a new one per server, every seconds / 2 (so that the older ones can be retired
+        as a whole), and when the last one would pass :attr:`segment_bytes`."""
         if self._own:
             last = self._own[-1]
-            if last.server == server and now - last.first_at < self.seconds / 2:
+            if (last.server == server and now - last.first_at < self.seconds / 2
+                    and last.size + need <= self.segment_bytes):
                 return last
+        return None
+
+    def _new_segment(self, server: str, now: float, header: str) -> _Segment:
+        """A new segment of this process for ``server``, its ``header`` written."""
         if not self.directory.is_dir():
             self.directory.mkdir(parents=True, exist_ok=True, mode=SPOOL_DIR_MODE)
         name = (f"recent-{socket.gethostname()}-{os.getpid()}-{time.time_ns()}-"
@@ -277,7 +329,7 @@ class RecentWindow:
         f = open(fd, "a", encoding="utf-8")  # noqa: SIM115 - kept open while ours
         try:
             fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-            f.write(json.dumps({"server": server, "at": now}) + "\n")
+            f.write(header)
             f.flush()
             os.rename(hidden, self.directory / name)
         except OSError:
@@ -286,21 +338,38 @@ class RecentWindow:
             with contextlib.suppress(OSError):
                 f.close()
             raise
-        segment = _Segment(self.directory / name, f, server, now, now)
+        segment = _Segment(self.directory / name, f, server, now, now, size=_size(header))
         self._own.append(segment)
         return segment
 
-    def _make_room(self) -> None:
-        while len(self._own) > 1 and sum(s.size for s in self._own) > self.max_bytes:
-            oldest = self._own[0]
+    def _make_room(self, need: int, spare: _Segment | None) -> None:
+        """Delete the oldest segments but ``spare`` (the one about to be written) while
+        the window and ``need`` more bytes would pass ``max_bytes`` on disk."""
+        total = sum(s.size for s in self._own)
+        while total + need > self.max_bytes:
+            oldest = next((s for s in self._own if s is not spare), None)
+            if oldest is None:
+                return
+            total -= oldest.size
             self._delete(oldest)
-            self.dropped += oldest.events
-            self.unprotected += oldest.events
-            log.warning("offset-journal: the failover window %s is full (%d bytes): %d "
-                        "event(s) journaled since %s are no longer kept for a failover of "
-                        "the journal's database", self.directory, self.max_bytes,
-                        oldest.events, time.strftime("%H:%M:%S", time.localtime(
-                            oldest.first_at)))
+            self._dropped(oldest.events, oldest.first_at)
+
+    def _dropped(self, n: int, since: float) -> None:
+        """Count ``n`` events journaled since ``since`` as dropped to keep within
+        ``max_bytes`` (unprotected), and say so once every WARN_EVERY."""
+        self.dropped += n
+        self.unprotected += n
+        now = time.monotonic()
+        if now < self._warned_at.get("full", float("-inf")) + WARN_EVERY:
+            return
+        self._warned_at["full"] = now
+        log.warning("offset-journal: the failover window %s is full (%d bytes, "
+                    "failover_window_max_bytes): %d event(s) journaled since %s are no "
+                    "longer kept for a failover of the journal's database (%d dropped so "
+                    "far, counted in stats().unprotected; said again in %.0fs at most)",
+                    self.directory, self.max_bytes, n,
+                    time.strftime("%H:%M:%S", time.localtime(since)), self.dropped,
+                    WARN_EVERY)
 
     def _delete(self, segment: _Segment) -> None:
         try:

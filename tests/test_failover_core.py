@@ -4,6 +4,7 @@ and spooling ahead of what waits."""
 
 from __future__ import annotations
 
+import json
 import os
 import time
 from pathlib import Path
@@ -220,3 +221,87 @@ def test_on_another_server_a_dead_process_segments_go_first_at_once(tmp_path):
     window.append([_ev(2)], "A", now=now + 1)
     assert window.check("B", kept.append, now=now + 2) == 3
     assert kept == [[_ev(0), _ev(1), _ev(2)]] and not list(tmp_path.glob("recent-*"))
+
+
+# --------------------------------------------------------------------------- issue 39
+
+
+def _disk(directory: Path) -> int:
+    return sum(p.stat().st_size for p in directory.glob("recent-*.jsonl"))
+
+
+def test_the_cap_holds_for_the_bytes_on_disk_and_the_newest_are_kept(tmp_path, caplog):
+    """A window of an hour (a segment would last half an hour) capped at 32 KiB; events
+    of about 430 bytes on disk, 2 bytes a character in their padding (UTF-8)."""
+    cap = 32 * 1024
+    window = RecentWindow(tmp_path, seconds=3600, max_bytes=cap)
+    events = [{"type": "progress", "json": json.dumps({"batchId": i, "pad": "é" * 200},
+                                                      ensure_ascii=False)} for i in range(300)]
+    for i in range(200):
+        window.append([events[i]], "A", now=100.0 + i)
+        assert _disk(tmp_path) <= cap
+    window.append(events[200:], "A", now=400.0)  # one transaction of 43 KB: past the cap
+    assert _disk(tmp_path) <= cap
+    assert window.unprotected == window.dropped > 0
+    kept: list[list[dict[str, object]]] = []
+    window.check("B", kept.append, now=401.0)
+    handed = [e for some in kept for e in some]
+    assert handed == events[-len(handed):] and len(handed) + window.dropped == 300
+    assert len([r for r in caplog.records if "is full" in r.getMessage()]) == 1  # not a flood
+
+    # an event alone past the cap is not kept, and costs the others nothing
+    tiny = RecentWindow(tmp_path / "tiny", seconds=60, max_bytes=1000)
+    tiny.append([_ev(0)], "A")
+    tiny.append([{"type": "progress", "json": json.dumps({"pad": "x" * 2000})}], "A")
+    assert 0 < _disk(tmp_path / "tiny") <= 1000 and tiny.unprotected == tiny.dropped == 1
+    kept.clear()
+    assert tiny.check("B", kept.append) == 1 and kept == [[_ev(0)]]
+
+
+def test_a_segment_keep_refuses_is_set_aside_and_the_others_go_in_order(tmp_path, caplog):
+    """keep() refusing the lot for something one segment holds (not a disk error): each
+    segment alone, the refused one set aside and named, the rest replayed in order."""
+    now = time.time()
+    for events, age in (([_ev(0), _ev(1)], 3), ([_ev(99)], 2)):
+        dead = RecentWindow(tmp_path, seconds=60)
+        dead.append(events, "A", now=now - age)
+        dead.close()
+        for path in tmp_path.glob("recent-*"):
+            if path.stat().st_mtime > now - 1:
+                os.utime(path, (now - age, now - age))
+    window = RecentWindow(tmp_path, seconds=60)
+    window.append([_ev(2)], "A", now=now - 1)
+    spool = Spool(tmp_path / "spool")
+
+    def keep(events: list[dict[str, object]]) -> None:
+        if _ev(99) in events:
+            raise ValueError("cannot take this one")
+        spool.append_first(events)
+
+    assert window.check("B", keep, now=now) == 3
+    (aside,) = tmp_path.glob("rejected-recent-*")
+    assert aside.read_text().splitlines()[1:] == ['P{"batchId": 99}']
+    assert aside.name.removeprefix("rejected-") in caplog.text and "ValueError" in caplog.text
+    assert not list(tmp_path.glob("recent-*")) and window.unprotected == 1
+    seen: list[dict[str, object]] = []
+    spool.replay(seen.extend)
+    assert seen == [_ev(0), _ev(1), _ev(2)]
+
+
+@pytest.mark.parametrize("bad", [0, -1, 1.5, "1MB", True])
+def test_a_failover_window_max_bytes_that_is_no_byte_count_is_refused(bad):
+    from offset_journal.capture.listener import OffsetJournalListener
+
+    with pytest.raises(ConfigError, match="failover_window_max_bytes"):
+        OffsetJournalListener("postgresql://u@h/db", failover_window_max_bytes=bad)
+
+
+def test_a_dead_segment_with_no_header_is_set_aside_and_an_empty_one_deleted(tmp_path, caplog):
+    """Found on the same server too (retiring, not handing over): neither kept to be
+    looked at again nor deleted unsaid, but an empty file holds nothing to look at."""
+    (tmp_path / "recent-dead-1-1-aaaaaaaa.jsonl").write_bytes(b"")
+    (tmp_path / "recent-dead-1-2-bbbbbbbb.jsonl").write_bytes(b"\x00\x01\n" + b'P{"batchId": 0}\n')
+    window = RecentWindow(tmp_path, seconds=10)
+    assert window.check("A", lambda events: None) == 0
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["rejected-recent-dead-1-2-bbbbbbbb.jsonl"]
+    assert "recent-dead-1-2-bbbbbbbb.jsonl" in caplog.text and window.unprotected == 1

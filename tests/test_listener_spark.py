@@ -136,3 +136,49 @@ def test_stopping_a_query_flushes_the_journal(journaled_spark, journal_url):
             break
         time.sleep(0.1)
     assert rows[0] == (last, True)
+
+
+def _window_bytes(spool) -> int:
+    """The failover window's bytes on disk (a segment deleted while looked at: none)."""
+    size = 0
+    for path in spool.glob("recent-*.jsonl"):
+        try:
+            size += path.stat().st_size
+        except FileNotFoundError:
+            continue
+    return size
+
+
+def test_attach_caps_the_failover_window_on_disk(spark, journal_url, tmp_path, caplog):
+    """Issue 39 item 10: ``failover_window_max_bytes`` is an attach() option, and a cap
+    on disk while a query runs, whatever the window's length; what it drops is counted
+    and said."""
+    from offset_journal import attach
+
+    cap = 16 * 1024
+    spool = tmp_path / "spool"
+    listener = attach(spark, database_url=journal_url, spool_dir=str(spool),
+                      failover_window=3600.0, failover_window_max_bytes=cap)
+    largest = 0
+    try:
+        q = (spark.readStream.format("rate").option("rowsPerSecond", 20).load()
+             .writeStream.format("noop").queryName("capped_q")
+             .trigger(processingTime="50 milliseconds").start())
+        deadline = time.monotonic() + 120
+        while listener.stats().unprotected == 0:  # until the window had to drop some
+            assert time.monotonic() < deadline, "the window never reached its cap"
+            assert q.exception() is None, q.exception()
+            largest = max(largest, _window_bytes(spool))
+            time.sleep(0.02)
+        q.stop()
+        assert listener.wait_terminated(q.runId)
+        largest = max(largest, _window_bytes(spool))
+    finally:
+        spark.streams.removeListener(listener)
+        listener.close()
+    assert 0 < largest <= cap
+    assert any("is full" in r.getMessage() for r in caplog.records), caplog.text
+    batches = {p["batchId"] for p in q.recentProgress}
+    journaled = {r[0] for r in _rows(journal_url, "select batch_id from offset_journal.batches "
+                                                  "where query_name = 'capped_q'")}
+    assert batches <= journaled and listener.stats().lost == 0

@@ -167,3 +167,38 @@ def test_the_default_spool_directory_name_does_not_depend_on_the_password(
     (legacy / "spool-old.jsonl").write_text("{}\n")
     new = default_spool_dir(url)
     assert new != legacy and (new / "spool-old.jsonl").exists() and not legacy.exists()
+
+
+def test_a_line_that_is_no_event_never_stops_the_spools_replay(journal_url, tmp_path, caplog):
+    """What a failover window hands over, and every event the database could not take,
+    goes through the spool: a line of a spool file that holds no event (not UTF-8,
+    nested past the parser, not a JSON object) is skipped and named, never a replay
+    that fails on every try while every new event queues up behind it."""
+    from offset_journal.capture.writer import Writer, WriterConfig
+    from tests.payloads import kafka_source, progress, sql_rows
+
+    run = "run-spooled"
+    events = [{"type": "started", "query_id": "q", "run_id": run, "name": "spooled",
+               "timestamp": "2024-01-01T00:00:00.000Z"},
+              *({"type": "progress", "json": progress(
+                  i, run_id=run, query_id="q", name="spooled",
+                  sources=[kafka_source("t", {"t": {"0": i}}, {"t": {"0": i + 1}})])}
+                for i in range(3))]
+    good = [json.dumps(ev).encode() + b"\n" for ev in events]
+    bad = [b'{"type": "started", "name": "\xff"}\n', b"[" * 100_000 + b"]" * 100_000 + b"\n",
+           b"5\n"]
+    spool = tmp_path / "spool"
+    spool.mkdir()
+    path = spool / f"spool-deadhost-{time.time_ns()}-0badf00d.jsonl"  # a dead driver's
+    path.write_bytes(b"".join(good[:2] + bad + good[2:]))
+    w = Writer(WriterConfig(journal_url, str(spool), retry_initial=0.05, retry_max=0.2))
+    w.start()
+    assert w.flush(timeout=20)
+    assert w.close()
+    rows = sql_rows(journal_url, "select batch_id from offset_journal.batches "
+                                 "where run_id = :r order by 1", r=run)
+    assert [r[0] for r in rows] == [0, 1, 2] and not path.exists()
+    for line in (3, 4, 5):
+        assert any(path.name in r.getMessage() and f"line {line}" in r.getMessage()
+                   for r in caplog.records), caplog.text
+    assert sql_rows(journal_url, "select count(*) from offset_journal.rejected_events") == [(0,)]

@@ -2,9 +2,10 @@
 
 Each process appends JSON lines to a file of its own and holds an advisory lock on it
 while it does, so a replay (by this process later, or by the next start after a crash)
-never reads a file another live process is still writing. A line cut short by a crash
-is skipped on replay; every complete line is replayed, and replaying twice is harmless
-because the journal ignores a (run id, batch id) it already has.
+never reads a file another live process is still writing. A line cut short by a crash,
+or one that holds no event, is skipped on replay (named in a warning); every other line
+is replayed, and replaying twice is harmless because the journal ignores a (run id,
+batch id) it already has.
 """
 
 from __future__ import annotations
@@ -194,20 +195,25 @@ def merge_losses(into: dict[str, dict[str, Any]], more: dict[str, dict[str, Any]
             cur[1] = max((x for x in (cur[1], end) if x is not None), default=None)
 
 
-def read_events(f: IO[str], path: Path) -> list[dict[str, Any]]:
-    """The events of a spool file; a line cut short by a crash, or unreadable, is
-    skipped."""
+def read_events(f: IO[bytes], path: Path) -> list[dict[str, Any]]:
+    """The events of a spool file (read as bytes); a line cut short by a crash, or that
+    holds no event (not UTF-8, not JSON, nested past the parser, not a JSON object), is
+    skipped and named: one such line never stops the file's replay."""
     events: list[dict[str, Any]] = []
-    for n, line in enumerate(f, 1):
-        if not line.endswith("\n"):
+    for n, raw in enumerate(f, 1):
+        if not raw.endswith(b"\n"):
             log.warning("offset-journal spool %s: skipping a line cut short at %d",
                         path.name, n)
             continue
         try:
-            events.append(json.loads(line))
-        except json.JSONDecodeError:
-            log.warning("offset-journal spool %s: skipping unreadable line %d",
+            event = json.loads(raw.decode("utf-8"))
+        except (ValueError, RecursionError):  # UnicodeDecodeError is a ValueError
+            event = None
+        if not isinstance(event, dict):
+            log.warning("offset-journal spool %s: skipping unreadable line %d (no event)",
                         path.name, n)
+            continue
+        events.append(event)
     return events
 
 
@@ -323,17 +329,17 @@ class Spool:
                     self.max_bytes, len(dropped), LOSSES_FILE)
         return sum(1 for e in events if id(e) not in dropped_ids)
 
-    def _take_files(self) -> list[tuple[Path, IO[str]]]:
+    def _take_files(self) -> list[tuple[Path, IO[bytes]]]:
         """The spool files this process may rewrite, oldest first, each open and locked
         (its own current file through its own handle's lock)."""
         if self._file is not None:
             self._file.flush()
-        taken: list[tuple[Path, IO[str]]] = []
+        taken: list[tuple[Path, IO[bytes]]] = []
         for path in self.files():
             if path == self._replaying:
                 continue  # being replayed right now: counts as another's
             try:
-                f = open(path, encoding="utf-8")  # noqa: SIM115 - closed by the caller
+                f = open(path, "rb")  # noqa: SIM115 - closed by the caller
             except FileNotFoundError:
                 continue
             if path != self._path:
@@ -459,7 +465,7 @@ class Spool:
         for path in self.files():
             with self._lock:  # see pending()
                 try:
-                    f = open(path, encoding="utf-8")  # noqa: SIM115 - closed below
+                    f = open(path, "rb")  # noqa: SIM115 - closed below
                 except FileNotFoundError:
                     continue
                 try:

@@ -22,10 +22,11 @@ from collections.abc import Mapping
 from datetime import datetime, timezone
 from typing import Any
 
+from ..errors import ConfigError
 from ..journal.db import resolve_url
 from ..records import ASYNC_EXECUTION, CLUSTER, PROGRESS, REAL_TIME_TRIGGER, STARTED, TERMINATED
 from ..redaction import redact
-from ._recent import DEFAULT_SECONDS
+from ._recent import DEFAULT_MAX_BYTES, DEFAULT_SECONDS
 from ._spool import Spool, default_spool_dir
 from .writer import Writer, WriterConfig, WriterStats
 
@@ -61,6 +62,9 @@ class OffsetJournalListener(_Base):
             directory) to be journaled again if the journal's database fails over to a
             standby that lacked it (asynchronous replication): cover the standby's
             replication lag; 0 keeps nothing (synchronous replication needs nothing).
+        failover_window_max_bytes: the most the failover window keeps on disk (256 MiB);
+            past it, its oldest events are dropped, said in a warning, and counted in
+            ``stats().unprotected``.
     """
 
     def __init__(self, database_url: str | None = None, *, spool_dir: str | None = None,
@@ -69,7 +73,12 @@ class OffsetJournalListener(_Base):
                  terminate_flush_timeout: float = 5.0, statement_timeout_ms: int = 30_000,
                  exit_flush_timeout: float = 10.0, kafka_bootstrap_servers: str | None = None,
                  kafka_config: Mapping[str, Any] | None = None,
-                 failover_window: float = DEFAULT_SECONDS) -> None:
+                 failover_window: float = DEFAULT_SECONDS,
+                 failover_window_max_bytes: int = DEFAULT_MAX_BYTES) -> None:
+        if (not isinstance(failover_window_max_bytes, int)
+                or isinstance(failover_window_max_bytes, bool) or failover_window_max_bytes < 1):
+            raise ConfigError(f"failover_window_max_bytes must be a number of bytes above 0, "
+                              f"not {failover_window_max_bytes!r}")
         url = resolve_url(database_url)
         self._config = WriterConfig(
             database_url=url,
@@ -80,6 +89,7 @@ class OffsetJournalListener(_Base):
             spool_max_bytes=spool_max_bytes,
             statement_timeout_ms=statement_timeout_ms,
             failover_window=failover_window,
+            failover_window_max_bytes=failover_window_max_bytes,
         )
         self._terminate_flush_timeout = terminate_flush_timeout
         self._exit_flush_timeout = exit_flush_timeout

@@ -6,35 +6,33 @@ retries with exponential backoff; once the database answers again the spool is
 replayed before new events, so the journal fills up in order and nothing is lost.
 
 What it journaled stays in its failover window (_recent.py) until it is safe beyond the
-primary. Each new connection reads which server it is on before anything is written
-there, and behind a pooler each transaction is guarded to that server (journal/server.py);
-on another server (a standby promoted after the primary was lost, which with
-asynchronous replication may lack the last transactions), the events journaled on the
-servers before go back through the spool first, journaled again where missing. A
-standby, which refuses writes, is an outage: the connection is dropped so that a
-multi-host URL's next connection finds the primary.
+primary. Each new connection (_connection.py) reads which server it is on before
+anything is written there, and behind a pooler each transaction is guarded to that
+server (journal/server.py); on another server (a standby promoted after the primary was
+lost, which with asynchronous replication may lack the last transactions), the events
+journaled on the servers before go back through the spool first, journaled again where
+missing (_handover.py). A standby, which refuses writes, is an outage: the connection is
+dropped so that a multi-host URL's next connection finds the primary. What an error
+means for the events is decided in _faults.py.
 """
 
 from __future__ import annotations
 
 import contextlib
-import enum
 import logging
 import queue
 import threading
 import time
 from collections import Counter
-from collections.abc import Iterator
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any
 
-import psycopg
 import sqlalchemy as sa
 
 from ..formatting import first_line
 from ..journal import Journal, record_each
-from ..journal.db import host_count, make_engine, read_only, writable_url
-from ..journal.server import ServerIdentity, expect_server, server_changed, server_seen
+from ..journal.db import host_count, read_only
+from ..journal.server import server_changed
 from ..records import (
     PROGRESS,
     BatchRecord,
@@ -44,174 +42,28 @@ from ..records import (
     run_from_event,
 )
 from ..redaction import redact
-from ._recent import DEFAULT_MAX_BYTES, DEFAULT_SECONDS, RecentWindow
+from ._config import WriterConfig, WriterStats
+from ._connection import HeldConnection, writer_journal
+from ._faults import (
+    LAYOUT_KEY,
+    Fault,
+    Switched,
+    classify_error,
+    fault_hint,
+    from_database,
+    sqlstate,
+)
+from ._faults import Standby as _Standby
+from ._handover import REJOURNAL, Failover, rejournaled
+from ._recent import RecentWindow
 from ._spool import Spool
-from ._watchdog import Watchdog
 
 log = logging.getLogger(__name__)
 
 
-@dataclass(frozen=True)
-class WriterConfig:
-    database_url: str
-    spool_dir: str
-    queue_size: int = 10_000
-    max_batch: int = 200
-    retry_initial: float = 0.5
-    retry_max: float = 30.0
-    connect_timeout: int = 5
-    statement_timeout_ms: int = 30_000
-    spool_max_bytes: int | None = None
-    call_timeout: float | None = None
-    """Longest a transaction may take before its connection is cut (a database that
-    hangs with the connection open: statement_timeout cannot fire when nothing
-    answers). None: the statement timeout plus the connect timeout plus 5 s."""
-    failover_window: float = DEFAULT_SECONDS
-    """Seconds what was journaled stays on disk (_recent.py) to be journaled again on a
-    standby promoted after a failover: cover the standby's replication lag (0: keep
-    nothing; with synchronous replication nothing is needed)."""
-    failover_window_max_bytes: int = DEFAULT_MAX_BYTES
-
-    @property
-    def transaction_timeout(self) -> float:
-        if self.call_timeout is not None:
-            return self.call_timeout
-        return self.statement_timeout_ms / 1000 + self.connect_timeout + 5.0
-
-
-class Fault(enum.Enum):
-    """What a database error means for the events being written."""
-
-    OUTAGE = "outage"  # the database is not there (now): keep the events, retry
-    MISCONFIGURED = "misconfigured"  # a grant, role or schema is missing: keep, retry, shout
-    REFUSED = "refused"  # the database refuses this event's data: rejected_events
-
-
-# SQLSTATEs (https://www.postgresql.org/docs/current/errcodes-appendix.html) that say
-# nothing about the events: the server is going away, overloaded, a standby, or a
-# statement was cancelled by statement_timeout.
-_OUTAGE_STATES = frozenset({
-    "57P01", "57P02", "57P03", "57P05", "57014", "53000", "53100", "53200", "53300",
-    "53400", "40001", "40P01", "55P03", "55006", "25006", "3D000", "58000", "58030",
-})
-_OUTAGE_CLASSES = ("08",)
-# A role without a grant, a password refused, a schema not migrated: the events are
-# fine; a person must fix the database. Kept and retried, logged as errors.
-_MISCONFIGURED_STATES = {
-    "42501": "the journal role lacks a grant (run `offset-journal db grant --writer ROLE`, "
-             "see docs/security.md)",
-    "42P01": "the journal schema is missing or older than this release "
-             "(run `offset-journal db upgrade`)",
-    "42703": "the journal schema is older than this release (run `offset-journal db upgrade`)",
-    "3F000": "the journal schema is missing (run `offset-journal db upgrade`)",
-    "42883": "the journal schema is older than this release (run `offset-journal db upgrade`)",
-}
-_MISCONFIGURED_CLASSES = ("28",)  # invalid authorization
-# A transaction pooler between the writer and Postgres that the connection does not
-# suit: nothing about the events either. offset-journal sends no startup options and
-# prepares nothing on the server, so these come from settings added to the URL.
-_POOLER_HINT = ("a transaction pooler (PgBouncer) does not keep server-side prepared "
-                "statements: do not set prepare_threshold on the journal's connections")
-_MISCONFIGURED_STATES.update({"26000": _POOLER_HINT, "42P05": _POOLER_HINT})
-_POOLER_STARTUP = "unsupported startup parameter"
-_LAYOUT_KEY = "batch_sources_kafka_layout_fkey"
 FAILOVER_RETRY_MAX = 1.0
 """The longest wait between two tries through a multi-host URL while no host takes
 writes: a standby promoted in the meantime is found within it."""
-REJOURNAL = "rejournal"
-"""The key that marks an event taken back from the failover window, to be journaled
-again on a new server (counted apart: it was counted when first journaled)."""
-_POOLER_STARTUP_HINT = ("the pooler (PgBouncer) refuses a startup parameter: remove "
-                        "'options' from the database URL, or list it in PgBouncer's "
-                        "ignore_startup_parameters")
-
-
-def sqlstate(exc: BaseException) -> str | None:
-    """The SQLSTATE of a database error (wrapped by SQLAlchemy or raw psycopg), if any."""
-    orig = exc.orig if isinstance(exc, sa.exc.DBAPIError) else exc
-    state = getattr(orig, "sqlstate", None)
-    return state if isinstance(state, str) and state else None
-
-
-def classify_error(exc: BaseException) -> Fault:
-    """Decide what an error while writing means: only connection failures are outages,
-    a missing grant or schema is a misconfiguration, and anything else the database (or
-    its driver) refuses is about the event itself."""
-    if _POOLER_STARTUP in str(exc):
-        return Fault.MISCONFIGURED
-    if isinstance(exc, (_Switched, _Standby)):
-        return Fault.OUTAGE
-    if isinstance(exc, sa.exc.DBAPIError) and exc.connection_invalidated:
-        return Fault.OUTAGE
-    if server_changed(exc):  # another server than the one written to
-        return Fault.OUTAGE
-    state = sqlstate(exc)
-    if state is not None:
-        if state in _OUTAGE_STATES or state.startswith(_OUTAGE_CLASSES):
-            return Fault.OUTAGE
-        if state == "23503" and _LAYOUT_KEY in str(exc):
-            # A Kafka layout the journal remembered as stored is not there (its commit
-            # failed after the fact, or the schema was re-created): the Journal has
-            # forgotten it and sends it again on the retry; nothing about the event.
-            return Fault.OUTAGE
-        if state in _MISCONFIGURED_STATES or state.startswith(_MISCONFIGURED_CLASSES):
-            return Fault.MISCONFIGURED
-        return Fault.REFUSED
-    orig = exc.orig if isinstance(exc, sa.exc.DBAPIError) else exc
-    # No SQLSTATE: connecting failed, the connection broke, or a timeout.
-    if isinstance(orig, (psycopg.OperationalError, psycopg.InterfaceError, OSError,
-                         sa.exc.TimeoutError, sa.exc.OperationalError, sa.exc.InterfaceError)):
-        return Fault.OUTAGE
-    if isinstance(exc, (sa.exc.OperationalError, sa.exc.InterfaceError)):
-        return Fault.OUTAGE
-    return Fault.REFUSED
-
-
-def from_database(exc: BaseException) -> bool:
-    """Whether an error came from the database or its driver, rather than from a
-    fault in offset-journal's own code (which says nothing about the event either)."""
-    return isinstance(exc, (sa.exc.SQLAlchemyError, psycopg.Error)) or sqlstate(exc) is not None
-
-
-def fault_hint(exc: BaseException) -> str:
-    """What a person should do about a MISCONFIGURED error."""
-    if _POOLER_STARTUP in str(exc):
-        return _POOLER_STARTUP_HINT
-    state = sqlstate(exc) or ""
-    if state.startswith("28"):
-        return "the database refuses the journal role's login (check the URL's role/password)"
-    return _MISCONFIGURED_STATES.get(state, "the database refuses the journal role")
-
-
-@dataclass(frozen=True)
-class WriterStats:
-    """What became of the events handed to a writer.
-
-    ``journaled``: batches newly in the journal; ``spooled``: events written to the
-    on-disk spool (replayed later); ``rejected``: events the database refused, kept in
-    ``rejected_events``; ``lost``: events neither journaled nor kept, by reason;
-    ``rejournaled``: batches journaled again, once each time the journal's database
-    turned out to be another server that lacked them (a failover; counted once in
-    ``journaled``); ``unprotected``: events journaled but not kept in the failover
-    window (a disk error there, or dropped to keep within failover_window_max_bytes):
-    in the journal, but lost if its database fails over to a standby that lacks them.
-    """
-
-    journaled: int = 0
-    spooled: int = 0
-    rejected: int = 0
-    lost: int = 0
-    lost_reasons: dict[str, int] = field(default_factory=dict)
-    rejournaled: int = 0
-    unprotected: int = 0
-
-    def __add__(self, other: WriterStats) -> WriterStats:
-        reasons = Counter(self.lost_reasons)
-        reasons.update(other.lost_reasons)
-        return WriterStats(self.journaled + other.journaled, self.spooled + other.spooled,
-                           self.rejected + other.rejected, self.lost + other.lost,
-                           dict(reasons), self.rejournaled + other.rejournaled,
-                           self.unprotected + other.unprotected)
 
 
 class Writer:
@@ -221,12 +73,12 @@ class Writer:
         self.spool = Spool(config.spool_dir, max_bytes=config.spool_max_bytes)
         self.window = RecentWindow(config.spool_dir, config.failover_window,
                                    config.failover_window_max_bytes)
-        self._server: ServerIdentity | None = None  # the server it writes to
+        self._failover = Failover(self.window, database_url=config.database_url,
+                                  spool_dir=config.spool_dir, quiet=config.retry_max)
         self._probes_asked = 0  # by flush(): is the server still the one written to?
         self._probes_done = 0
         self._journal: Journal | None = None
-        self._conn: sa.Connection | None = None  # the writer thread's (_connection)
-        self._watchdog = Watchdog()
+        self._held = HeldConnection(config.transaction_timeout)  # the writer thread's
         self._pending = 0
         self._cond = threading.Condition()
         self._down_until = 0.0
@@ -245,8 +97,6 @@ class Writer:
         self.spooled = 0
         self.rejected = 0
         self.rejournaled = 0
-        self._unprotected = 0  # not kept in the window for a fault of our own
-        self._window_warned_at = float("-inf")
 
     # ---------------------------------------------------------------- caller side
 
@@ -267,7 +117,7 @@ class Writer:
             return WriterStats(journaled=self.written, spooled=self.spooled,
                                rejected=self.rejected, lost=sum(self._lost.values()),
                                lost_reasons=dict(self._lost), rejournaled=self.rejournaled,
-                               unprotected=self.window.unprotected + self._unprotected)
+                               unprotected=self.window.unprotected + self._failover.unprotected)
 
     def submit(self, event: dict[str, Any]) -> None:
         """Hand an event over without waiting; spills to the spool when the queue is full."""
@@ -408,8 +258,7 @@ class Writer:
             self.spill_queue()
         self.spool.close()
         if not self.alive:  # else the stuck thread still holds its connection
-            self._release_connection()
-            self._watchdog.close()
+            self._held.close()
             self.window.close()
         if self._journal is not None:
             self._journal.close()
@@ -446,47 +295,15 @@ class Writer:
         return _Parsed(records, good, bad)
 
     def _connection(self, journal: Journal) -> sa.Connection:
-        """The writer thread's connection, held from one transaction to the next (a
-        checkout and a return to the pool per batch cost about a tenth of a small
-        batch's write); after an invalidation SQLAlchemy connects it again on use."""
-        if self._conn is None or self._conn.closed:
-            self._conn = journal.engine.connect()
-        elif self._conn.invalidated:
-            # Connect again now, before the deadline is armed on its socket: a failure
-            # is an outage like any other, not a transaction left unwatched.
-            if self._conn.in_transaction():
-                self._conn.rollback()
-            self._conn.connection  # noqa: B018
-        seen = server_seen(self._conn)  # a new connection: which server is it on?
+        """The writer thread's connection (_connection.py). A new one reads which server
+        it is on: a standby is an outage (dropped: the next finds the primary); on
+        another server, what the window holds goes first (Switched)."""
+        conn, seen = self._held.get(journal)
         if seen is not None:
-            self._connected_to(journal, seen)
-        return self._conn
-
-    def _connected_to(self, journal: Journal, seen: ServerIdentity) -> None:
-        """A new connection is on ``seen``, before anything was written on it: a standby
-        is an outage; on another server than before, what the window holds goes to the
-        spool first, and the events at hand wait behind it (_Switched)."""
-        if seen.in_recovery:
-            self._drop_connection()
-            raise _Standby("the journal database is a standby (in recovery): waiting for "
-                           "a primary")
-        if self._arrive(journal, seen):
-            raise _Switched()
-
-    def _release_connection(self) -> None:
-        conn, self._conn = self._conn, None
-        if conn is not None:
-            with contextlib.suppress(Exception):
-                conn.close()
-
-    @contextlib.contextmanager
-    def _deadline(self, conn: sa.Connection) -> Iterator[None]:
-        """Cut the connection when a transaction outlives ``transaction_timeout``: a
-        database (or pooler, or network) that keeps the connection open and never
-        answers would otherwise hold the writer for good. The cut makes the driver
-        raise a connection error, which is an outage like any other."""
-        with self._watchdog.watch(_socket_of(conn), self.config.transaction_timeout):
-            yield
+            if seen.in_recovery:
+                self._held.drop()
+            self._failover.connected(journal, seen, self._rejournal)
+        return conn
 
     def _transaction(self, journal: Journal, events: list[dict[str, Any]]) -> None:
         parsed = self._parse(events)
@@ -494,7 +311,7 @@ class Writer:
         while True:
             try:
                 conn = self._connection(journal)
-                with self._deadline(conn):
+                with self._held.deadline(conn):
                     new = _journal_events(journal, conn, parsed.records, parsed.bad)
             except sa.exc.DBAPIError as exc:
                 # A pooled connection gone stale (server restarted, idle timeout)
@@ -503,7 +320,7 @@ class Writer:
                 # layouts): one attempt more for each decides whether the database is
                 # away.
                 why = ("stale" if exc.connection_invalidated
-                       else "layout" if _LAYOUT_KEY in str(exc) else None)
+                       else "layout" if LAYOUT_KEY in str(exc) else None)
                 if why is None or why in retried:
                     raise
                 retried.add(why)
@@ -515,73 +332,14 @@ class Writer:
                 self.written += sum(new) - again
                 self.rejournaled += again
                 self.rejected += len(parsed.bad)
-            self._journaled(parsed.good)
+            self._failover.journaled(parsed.good, self._rejournal)
             return
 
     # ------------------------------------------------------------ the server written to
 
-    def _journaled(self, events: list[dict[str, Any]]) -> None:
-        """``events`` were just committed on the server the writer expects: they join
-        the failover window, and what it held long enough there is let go."""
-        if self._server is None or not self.window.enabled:
-            return
-        try:  # the window never fails the write: at worst they are not kept
-            self.window.append(events, self._server.key)
-        except Exception as exc:
-            with self._cond:
-                self._unprotected += len(events)
-            self._window_trouble(f"{len(events)} event(s) journaled are not kept in the "
-                                 "failover window", exc)
-        self._check_window()
-
-    def _check_window(self) -> int:
-        """Let the window go of what is safe, and hand what it holds of other servers to
-        the spool; how many events it handed over."""
-        assert self._server is not None
-        try:
-            taken = self.window.check(self._server.key, self._rejournal)
-        except Exception as exc:  # the window keeps them; the next check tries again
-            self._window_trouble(f"cannot move the failover window to the spool "
-                                 f"{self.spool.directory}; tried again after the next "
-                                 f"transaction", exc)
-            return 0
-        if taken:
-            log.warning("offset-journal: %d event(s) journaled on a server before this one "
-                        "go through the spool again, first (journaled where missing)", taken)
-        return taken
-
-    def _window_trouble(self, what: str, exc: BaseException) -> None:
-        """Say a fault of the failover window, once per retry_max (with its traceback
-        when it is not a disk error: ours)."""
-        now = time.monotonic()
-        if now < self._window_warned_at + self.config.retry_max:
-            return
-        self._window_warned_at = now
-        cause = (exc.strerror or type(exc).__name__) if isinstance(exc, OSError) \
-            else f"{type(exc).__name__}: {first_line(exc)}"
-        log.warning("offset-journal: %s (%s)", what, cause,
-                    exc_info=None if isinstance(exc, OSError) else exc)
-
     def _rejournal(self, events: list[dict[str, Any]]) -> None:
         """Window events of a server before: to the spool, ahead of all it holds."""
-        self._keep([{**ev, REJOURNAL: True} for ev in events], again=True)
-
-    def _arrive(self, journal: Journal, server: ServerIdentity) -> int:
-        """The writer is on ``server`` (the first it knows, or another than before): its
-        transactions refuse any other from now on; on another, the Journal forgets what
-        it remembers of the one before. The window's events of the servers before go to
-        the spool first; returns how many."""
-        if self._server is not None and server.key != self._server.key:
-            log.warning("offset-journal: the journal database %s is another server now "
-                        "(%s): it may lack what was journaled last on the one before (a "
-                        "failover with asynchronous replication)%s",
-                        redact(self.config.database_url), server.describe(),
-                        "; journaling again what the failover window holds"
-                        if self.window.enabled else " (no failover window: failover_window=0)")
-            journal.forget_remembered()
-        self._server = server
-        expect_server(journal.engine, server)
-        return self._check_window()
+        self._keep(rejournaled(events), again=True)
 
     def _probe(self) -> None:
         """Make sure the server is the one written to (a transaction of nothing, guarded
@@ -591,11 +349,11 @@ class Writer:
             asked = self._probes_asked
         journal = self._get_journal()
         conn = self._connection(journal)
-        with self._deadline(conn), conn.begin():
+        with self._held.deadline(conn), conn.begin():
             pass
-        if self._server is not None:
-            self._check_window()
-            if self.window.holds_other_than(self._server.key):
+        if self._failover.server is not None:
+            self._failover.check(self._rejournal)
+            if self._failover.holds_other():
                 return  # not handed over yet: flush() waits, the next probe tries again
         with self._cond:
             self._probes_done = max(self._probes_done, asked)
@@ -635,7 +393,7 @@ class Writer:
                       exc_info=exc)
         try:
             conn = self._connection(journal)
-            with self._deadline(conn), conn.begin():
+            with self._held.deadline(conn), conn.begin():
                 journal.record_rejected(reason, _dump(event), conn)
         except Exception as again:
             # Counted as lost only when the database itself refuses the rejected row;
@@ -661,17 +419,9 @@ class Writer:
         self._down_until = self._quiet_until = 0.0
         return True
 
-    def _drop_connection(self) -> None:
-        """Cut the writer's connection, so that the next transaction connects anew (a
-        multi-host URL's hosts are tried again for the one that takes writes)."""
-        conn = self._conn
-        if conn is not None and not conn.closed and not conn.invalidated:
-            with contextlib.suppress(Exception):
-                conn.invalidate()
-
     def _mark_down(self, exc: BaseException) -> None:
         url = redact(self.config.database_url)
-        if isinstance(exc, _Switched) or server_changed(exc):
+        if isinstance(exc, Switched) or server_changed(exc):
             # Not an outage: nothing was written there. What the window holds goes
             # first, the events after it; refused behind a pooler, a connection made
             # anew reads which server it is.
@@ -679,12 +429,12 @@ class Writer:
                 log.info("offset-journal: a transaction was refused before it wrote "
                          "anything: %s is not the server written to before (a pooler "
                          "connected to another); connecting anew to see which it is", url)
-                self._drop_connection()
+                self._held.drop()
             self._down_until = 0.0
             return
         standby = isinstance(exc, _Standby) or read_only(exc)
         if standby:  # find the primary (or this one promoted) on the next try
-            self._drop_connection()
+            self._held.drop()
         fault = classify_error(exc)
         now = time.monotonic()
         if fault is Fault.MISCONFIGURED:
@@ -745,8 +495,7 @@ class Writer:
         try:
             self._loop()
         finally:  # the thread's own: closed by it, never from another thread
-            self._release_connection()
-            self._watchdog.close()
+            self._held.close()
             self.window.close()
 
     def _loop(self) -> None:
@@ -799,16 +548,6 @@ class Writer:
         self._keep(events)
 
 
-class _Switched(Exception):  # noqa: N818 - a signal, not an error
-    """The writer found itself on another server before writing: the events wait, the
-    window's go first."""
-
-
-class _Standby(Exception):  # noqa: N818 - a signal, not an error
-    """The writer's new connection is on a standby, before writing anything: an outage
-    (the events wait in the spool), never the events' fault."""
-
-
 @dataclass(frozen=True)
 class _Parsed:
     """Events read for a transaction: the records, the events they came from (in the
@@ -825,7 +564,7 @@ _WAKE: dict[str, Any] = {}
 
 def _record_losses(writer: Writer, journal: Journal, entries: list[dict[str, Any]]) -> None:
     conn = writer._connection(journal)
-    with writer._deadline(conn), conn.begin():
+    with writer._held.deadline(conn), conn.begin():
         journal.record_spool_losses(entries, conn)
 
 
@@ -841,30 +580,6 @@ def _journal_events(journal: Journal, conn: sa.Connection,
         for reason, payload in bad:
             journal.record_rejected(reason, payload, conn)
         return record_each(journal, records, conn)
-
-
-def _socket_of(conn: sa.Connection) -> int | None:
-    """The file descriptor of a psycopg connection's socket, else None."""
-    try:
-        driver = conn.connection.driver_connection
-        fd = driver.pgconn.socket if driver is not None else None
-    except Exception:
-        return None
-    return fd if isinstance(fd, int) and fd >= 0 else None
-
-
-def writer_journal(config: WriterConfig) -> Journal:
-    """The journal as the writer opens it: one connection, fail-fast timeouts, and no
-    pre-ping round trip per transaction (a stale connection is retried once instead,
-    in :meth:`Writer._write`). Each new connection reads which server it is on, with
-    a failover window or without: continuity checks must never trust what the Journal
-    remembers across a change of server (one query per connection)."""
-    engine = make_engine(writable_url(config.database_url),
-                         connect_timeout=config.connect_timeout,
-                         statement_timeout_ms=config.statement_timeout_ms,
-                         identify_server=True,
-                         pool_size=1, max_overflow=1, pool_pre_ping=False)
-    return Journal(engine=engine)
 
 
 def _dump(ev: Any) -> str:

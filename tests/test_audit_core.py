@@ -81,6 +81,21 @@ def test_runs_resuming_and_restarting_from_a_plan_are_contiguous() -> None:
     assert report.batches == 5 and report.partitions == 2
 
 
+def test_the_header_names_runs_started_from_a_plan_apart_from_planned_findings() -> None:
+    """A run started from plan 1 is a planned restart, not a planned finding: the header
+    used to read "(0 planned)" above it, as if no plan had been followed."""
+    j = Journal()
+    j.add("r1", {A0: (None, 5), A1: (None, 3)})
+    j.add("r2", {A0: (None, 9), A1: (None, 4)}, rows=5)  # a new checkpoint, from plan 1
+    j.add("r2", {A0: (9, 12), A1: (4, 4)})
+    report = audit_batches("q", j.batches, [plan(1, {A0: 5, A1: 3}, minute=1.5)])
+    assert report.ok and report.planned == [] and report.runs[-1].plan_id == 1
+    assert format_table(report).splitlines()[0] == (
+        "Audit of query 'q': 3 batches, 2 partitions, 2 runs (1 started from a recorded "
+        "plan); findings: 0 unexplained, 0 planned (a rewind, skip or loss a plan asked "
+        "for)")
+
+
 def test_a_restart_from_latest_is_a_gap_and_from_an_older_checkpoint_an_overlap() -> None:
     j = Journal()
     j.add("r1", {A0: (None, 10)})

@@ -23,8 +23,14 @@ def format_table(report: AuditReport) -> str:
                f"NOT OK: {count(len(report.unexplained), 'unexplained finding')}")
     since = f" since {format_time(report.since)}" if report.since else ""
     batches = f"{report.batches} batch{'' if report.batches == 1 else 'es'}"
+    from_plans = sum(1 for r in report.runs if r.plan_id is not None)
+    # Runs a plan started are counted apart from planned findings (a rewind, skip or
+    # loss a plan asked for): a clean restart from a plan is no finding at all.
     out = [f"Audit of query {report.query_name!r}{since}: {batches}, "
-           f"{count(report.partitions, 'partition')} ({len(report.planned)} planned)",
+           f"{count(report.partitions, 'partition')}, {count(len(report.runs), 'run')} "
+           f"({from_plans} started from a recorded plan); findings: "
+           f"{len(report.unexplained)} unexplained, {len(report.planned)} planned (a "
+           f"rewind, skip or loss a plan asked for)",
            verdict]
     findings = sorted(report.findings, key=lambda f: f.status != "unexplained")
     if findings:

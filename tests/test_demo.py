@@ -44,6 +44,10 @@ def test_demo_proves_every_record_exactly_once(tmp_path):
            "the offsets shown above" in said
     assert " (plan 1)" in history
     assert set(re.findall(r"\bplan (\d+)", lines)) == {"1"}, re.findall(r".*plan \d+.*", lines)
+    # Issue 43 item 5: progress while Spark starts is one line per change, not a line
+    # every half second with the same count.
+    counts = re.findall(r"v1 batches so far: (\d+)", lines)
+    assert counts and len(counts) == len(set(counts)) and int(counts[-1]) >= 3, counts
 
 
 def test_demo_given_a_broker_that_is_still_starting_waits_for_it(journal_url, tmp_path):

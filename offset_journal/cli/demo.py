@@ -38,6 +38,31 @@ def _say(msg: str) -> None:
     print(f"[demo {time.strftime('%H:%M:%S')}] {msg}", flush=True)
 
 
+class _Progress:
+    """One line that counts up while Spark starts: redrawn in place on a terminal, and
+    a line per change where output goes to a file or a pipe (never the same line
+    twice, as 'v1 batches so far: 0' was, once every half second)."""
+
+    def __init__(self, label: str) -> None:
+        self.label = label
+        self.last: object = None
+        self.tty = sys.stdout.isatty()
+
+    def show(self, value: object) -> None:
+        if value == self.last:
+            return
+        self.last = value
+        line = f"[demo {time.strftime('%H:%M:%S')}]   {self.label}: {value}"
+        if self.tty:
+            print(f"\r{line}\x1b[K", end="", flush=True)
+        else:
+            print(line, flush=True)
+
+    def done(self) -> None:
+        if self.tty and self.last is not None:
+            print(flush=True)
+
+
 def _jobs_dir() -> Path:
     package = Path(__file__).resolve().parent.parent  # offset_journal/
     for candidate in (package.parent / "jobs", package / "_jobs"):
@@ -232,9 +257,12 @@ def _run_v1(spark: Any, job: Any, argv: list[str], listener: Any) -> None:
     _say("v1: running the job on checkpoint v1 ...")
     v1 = job.build_query(spark, job.parser().parse_args(argv + ["--trigger", "1 second"]))
     deadline = time.monotonic() + 300
+    progress = _Progress("v1 batches so far")
     while len(v1.recentProgress) < 3 and time.monotonic() < deadline:
+        progress.show(len(v1.recentProgress))
         time.sleep(0.5)
-        _say(f"  v1 batches so far: {len(v1.recentProgress)}")
+    progress.show(len(v1.recentProgress))
+    progress.done()
     v1.stop()
     listener.wait_terminated(v1.runId, 60)
     read_v1 = sum(p["numInputRows"] for p in v1.recentProgress)

@@ -18,11 +18,11 @@ Sinks:
             batch after a crash writes nothing twice (an idempotent sink).
 
 With ``--from-journal --old-checkpoint OLD`` the restart plan reads what the old
-query's sink holds (its ``_spark_metadata`` log, or the Delta table's ``txn`` of the old
-query: the plan takes the file and Delta sinks from the journal's sink description, and
-this job names the foreachBatch table and OLD's txnAppId) and starts after the last
-batch the sink holds, with that batch's offsets from OLD: exactly once into the sink
-across a driver crash.
+query's sink holds (this job's sink on OLD: its ``_spark_metadata`` log, or the Delta
+table's ``txn`` of OLD's query id or txnAppId) and starts after the last batch the sink
+holds, with that batch's offsets from OLD: exactly once into the sink across a driver
+crash. (Without it the plan reads the file and Delta sinks the journal names.) A job
+changing its sink kind on the upgrade leaves ``--old-checkpoint`` out.
 """
 
 from __future__ import annotations
@@ -134,16 +134,17 @@ def build_query(spark: Any, args: Any) -> Any:
     """Start the streaming query (the listener should already be attached)."""
     if args.sink != "postgres" and not args.output:
         raise JobError(f"--output is required with --sink {args.sink}")
+    old = args.old_checkpoint  # the old query's sink: this job's, on the old checkpoint
     if args.sink == "parquet":
         out = output_dir_for(args.output, args.checkpoint)
-        start = decide_start(args, output_path=out)
+        start = decide_start(args, output_path=out,
+                             sink=output_dir_for(args.output, old) if old else None)
         writer = read_kafka(spark, args, start).writeStream.format("parquet").option("path", out)
-    elif args.sink == "delta":  # the plan finds the table in the journal (DeltaSink[...])
-        start = decide_start(args)
+    elif args.sink == "delta":
+        start = decide_start(args, sink=f"delta:{args.output}" if old else None)
         writer = (read_kafka(spark, args, start).select(*SINK_COLUMNS).writeStream
                   .format("delta").option("path", args.output))
-    elif args.sink == "delta-txn":  # foreachBatch: the journal cannot name the table
-        old = args.old_checkpoint
+    elif args.sink == "delta-txn":
         start = decide_start(args, sink=f"delta:{args.output}" if old else None,
                              txn_app_id=(args.txn_app_id or txn_app_id_for(old)) if old
                              else None)

@@ -261,3 +261,28 @@ def test_request_checks_for_the_sink_options():
         PlanRequest("orders", old_sink="delta:").checked()
     assert PlanRequest("orders", old_sink="delta:/t", txn_app_id="a").checked().old_sink \
         == "delta:/t"
+
+
+def test_a_later_checkpoint_killed_before_its_first_batch_was_journaled(tmp_path):
+    """The journal ends at batch 3 of qid-1; the next run (qid-2, a new checkpoint
+    started from the plan after batch 3) was killed after its sink logged batches 0 and
+    1 and before the listener journaled any: its batches are the ones beyond the journal,
+    from batch 0 on, journaled as its run's. A checkpoint that did not start there is
+    another query's."""
+    root = write_checkpoint(tmp_path / "ck-v2", "qid-2",
+                            [([ends(4)], True), ([ends(5)], False)],
+                            initial={"0": ends(3)})
+    p = plan(journaled(3), file_sink(1, "given", path="/lake/v2"), read_checkpoint(root),
+             sink_run_id="run-2")
+    assert p.ok, p.errors
+    assert [(b.run_id, b.query_id, b.batch_id) for b in p.sink_batches] == [
+        ("run-2", "qid-2", 0), ("run-2", "qid-2", 1)]
+    assert p.sink_batches[0].sources[0].partitions[0][2:] == (40, 50)
+    assert p.starting_offsets(0) == '{"orders":{"0":60,"1":120}}'
+    assert "they are of the next checkpoint, query id qid-2" in flat(p.explain())
+    assert p.sink["query_id"] == "qid-2" and p.sink["run_id"] == "run-2"
+
+    elsewhere = write_checkpoint(tmp_path / "ck-x", "qid-2", [([ends(4)], True)],
+                                 initial={"0": ends(1)})
+    with pytest.raises(RestartError, match="did not start where the batch ended"):
+        plan(journaled(3), file_sink(0, "given", path="/lake/v2"), read_checkpoint(elsewhere))

@@ -59,7 +59,9 @@ class PlanInputs:
     sink the journal names); ``sink_checkpoint``: the old query's checkpoint, read
     (``offsets/N`` of the batches the sink holds beyond the journal); ``sink_batch``: the
     journaled batch whose id is the sink's last, when the sink is behind the journal
-    (its end offsets count what the sink lacks). ``sink_taken`` is set by the plan: the
+    (its end offsets count what the sink lacks); ``sink_run_id``: the journaled run of the
+    old checkpoint's query id the batches taken from the sink are journaled as (None:
+    the anchor's run). ``sink_taken`` is set by the plan: the
     batches it took from the sink and the old checkpoint (the anchor is the last).
     """
 
@@ -86,6 +88,7 @@ class PlanInputs:
     sink_log: SinkFacts | None = None
     sink_checkpoint: Checkpoint | None = None
     sink_batch: Batch | None = None
+    sink_run_id: str | None = None
     sink_taken: Sequence[Batch] = ()
 
     @property

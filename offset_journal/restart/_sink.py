@@ -70,25 +70,26 @@ def sink_outcome(inp: PlanInputs) -> SinkOutcome:
     unread = _unread(facts)
     if unread is not None:
         return unread
-    refuse_foreign_sink(inp, facts)
+    checkpoint = inp.sink_checkpoint
+    later = checkpoint is not None and continues_after(inp, checkpoint)
+    if checkpoint is not None and not later:
+        refuse_other_checkpoint(inp, checkpoint)
+    refuse_foreign_sink(inp, facts, later)
     if not _after_the_last_batch(inp):
         return SinkOutcome(findings=Findings(notes=[
             f"Sink: {facts.label()} holds batches up to {_upto(facts)}; this plan reads "
             "again on purpose (--batch, --as-of, --from-time, state-aware or a savepoint), "
             "so it does not start after what the sink holds"]))
-    checkpoint = inp.sink_checkpoint
-    if checkpoint is not None:
-        refuse_other_checkpoint(inp, checkpoint)
     last = -1 if facts.last_batch is None else facts.last_batch
-    j = inp.anchor.batch_id
+    j = -1 if later else inp.anchor.batch_id  # the sink's checkpoint's batch ids
     found = Findings()
     taken: tuple[Batch, ...] = ()
     if last > j:
         if checkpoint is None:
             found.errors.append(_no_checkpoint(inp, facts))
         else:
-            taken = take_batches(inp, facts, checkpoint)
-            found.notes.append(_taken_note(inp, facts, taken, checkpoint))
+            taken = take_batches(inp, facts, checkpoint, j + 1)
+            found.notes.append(_taken_note(inp, facts, taken, checkpoint, later))
     elif last < j:
         found.merge(missing_from_sink(inp, facts))
     else:
@@ -125,13 +126,32 @@ def _after_the_last_batch(inp: PlanInputs) -> bool:
 # --------------------------------------------------------------------------- refusals
 
 
-def refuse_foreign_sink(inp: PlanInputs, facts: SinkFacts) -> None:
+def continues_after(inp: PlanInputs, checkpoint: Checkpoint) -> bool:
+    """The old checkpoint is a LATER one than the journal's last batch's: its query
+    started right after that batch (its Kafka initial offsets, ``sources/N/0``, are the
+    batch's end offsets) and its run was killed before the listener journaled any of
+    its batches. Its sink's batches from 0 are then the ones beyond the journal."""
+    anchor = inp.anchor
+    if checkpoint.query_id == anchor.query_id or not checkpoint.batches:
+        return False
+    initial = checkpoint.start_offsets_of(0) or ()
+    kafka = [s for s in anchor.sources if source_kind(s) == KIND_KAFKA]
+    for source in kafka:
+        there = (as_kafka_offsets(initial[source.source_index])
+                 if source.source_index < len(initial) else None) or {}
+        if any(there.get(p.topic, {}).get(p.partition) != p.end for p in source.partitions):
+            return False
+    return bool(kafka)
+
+
+def refuse_foreign_sink(inp: PlanInputs, facts: SinkFacts, later: bool = False) -> None:
     """RestartError when ``facts`` is not the sink of the journal's last batch: the
     journal names another sink (path or kind), or a Delta table has no ``txn`` of the
-    old query (its query id, or the txnAppId given)."""
+    old query (its query id, or the txnAppId given). ``later``: the sink is a later
+    checkpoint's (:func:`continues_after`), which the journal has no description of."""
     anchor = inp.anchor
     journaled = anchor.sink_description
-    described = described_sink(journaled)
+    described = None if later else described_sink(journaled)
     ref = BatchRef.of(anchor).label()
     given = f"--sink {facts.path}" if facts.found_by == "given" else facts.label()
     if described is not None and (described[0] != facts.kind
@@ -140,7 +160,8 @@ def refuse_foreign_sink(inp: PlanInputs, facts: SinkFacts) -> None:
             f"{given}: the journal says query {inp.request.query_name!r} wrote to "
             f"{journaled} ({ref}): another query's sink")
     if facts.kind == SINK_FILE:
-        if journaled and described is None and not journaled.startswith("ForeachBatchSink"):
+        if (journaled and described_sink(journaled) is None
+                and not journaled.startswith("ForeachBatchSink")):
             raise RestartError(f"{given}: the journal says query {inp.request.query_name!r} "
                                f"wrote to {journaled} ({ref}), not a file sink")
         return
@@ -148,7 +169,7 @@ def refuse_foreign_sink(inp: PlanInputs, facts: SinkFacts) -> None:
         raise RestartError(
             f"{given}: the query's sink is {journaled or 'unknown'}: give the txnAppId its "
             "Delta writes used (--txn-app-id), which this plan looks up in the table's log")
-    if facts.last_batch is None:
+    if facts.last_batch is None and not later:  # a later query may have written none
         others = ", ".join(facts.app_ids[:5]) or "none"
         raise RestartError(
             f"{given}: the Delta table has no txn of the old query (appId {facts.app_id}; "
@@ -158,13 +179,13 @@ def refuse_foreign_sink(inp: PlanInputs, facts: SinkFacts) -> None:
 
 def refuse_other_checkpoint(inp: PlanInputs, checkpoint: Checkpoint) -> None:
     """RestartError when the old checkpoint is not the checkpoint of the journal's last
-    batch (another query id)."""
+    batch (another query id), nor one that started right after it."""
     if checkpoint.query_id != inp.anchor.query_id:
         raise RestartError(
             f"--old-checkpoint {checkpoint.path} is the checkpoint of query id "
             f"{checkpoint.query_id}, but the journal's last batch "
-            f"({BatchRef.of(inp.anchor).label()}) is query id {inp.anchor.query_id}'s: "
-            "another query's checkpoint")
+            f"({BatchRef.of(inp.anchor).label()}) is query id {inp.anchor.query_id}'s, and "
+            "that query did not start where the batch ended: another query's checkpoint")
 
 
 # --------------------------------------------------------------------------- ahead
@@ -181,12 +202,12 @@ def _no_checkpoint(inp: PlanInputs, facts: SinkFacts) -> str:
             f"starts after batch {last}")
 
 
-def take_batches(inp: PlanInputs, facts: SinkFacts, checkpoint: Checkpoint,
+def take_batches(inp: PlanInputs, facts: SinkFacts, checkpoint: Checkpoint, first: int,
                  ) -> tuple[Batch, ...]:
-    """The batches the sink holds beyond the journal's last, as journal rows built from
-    the old checkpoint (start offsets: the batch before's end). RestartError when an
-    ``offsets/N`` is gone or unreadable, or disagrees with the journal."""
-    anchor = inp.anchor
+    """The batches ``first``.. the sink holds beyond the journal's last, as journal rows
+    built from the old checkpoint (start offsets: the batch before's end; the first's:
+    the journal's last batch's). RestartError when an ``offsets/N`` is gone or
+    unreadable, or disagrees with the journal."""
     last = facts.last_batch
     assert last is not None
     planned = checkpoint.batches[-1].batch_id if checkpoint.batches else None
@@ -196,9 +217,9 @@ def take_batches(inp: PlanInputs, facts: SinkFacts, checkpoint: Checkpoint,
             f"{facts.label()} holds batch {last}, but {where} has offsets up to "
             f"{'none' if planned is None else planned} only: another query's sink, or "
             "another copy of the checkpoint")
-    previous = _checked_anchor(inp, checkpoint)
+    previous = _checked_anchor(inp, checkpoint) if first else inp.anchor
     taken: list[Batch] = []
-    for batch_id in range(anchor.batch_id + 1, last + 1):
+    for batch_id in range(first, last + 1):
         held = checkpoint.batch(batch_id)
         if held is None or not held.readable:
             why = "is gone (purged?)" if held is None else f"is unreadable ({held.problem})"
@@ -253,7 +274,9 @@ def _batch_from(inp: PlanInputs, held: CheckpointBatch, previous: Batch) -> Batc
             parts = _continued(held.batch_id, previous.sources[index], start, end)
         sources.append(SourceOffsets(mine.source_index, mine.description, mine.kind, start,
                                      end, None, parts))
-    return Batch(anchor.query_name, anchor.query_id, anchor.run_id, held.batch_id,
+    run_id = inp.sink_run_id or anchor.run_id
+    query_id = inp.sink_checkpoint.query_id if inp.sink_checkpoint else None
+    return Batch(anchor.query_name, query_id or anchor.query_id, run_id, held.batch_id,
                  from_epoch_ms(held.batch_timestamp_ms), None, None,
                  from_epoch_ms(held.batch_watermark_ms), None, None, tuple(sources),
                  sink_description=anchor.sink_description)
@@ -279,18 +302,23 @@ def _continued(batch_id: int, before: SourceOffsets, start: Any, end: Any,
 
 
 def _taken_note(inp: PlanInputs, facts: SinkFacts, taken: Sequence[Batch],
-                checkpoint: Checkpoint) -> str:
+                checkpoint: Checkpoint, later: bool) -> str:
     j = inp.anchor.batch_id
+    beyond = (f"the journal's last (batch {j} of run {inp.anchor.run_id})" if not later else
+              f"the journal's last (batch {j} of run {inp.anchor.run_id}): they are of the "
+              f"next checkpoint, query id {checkpoint.query_id}, which started where that "
+              "batch ended and was stopped before the listener journaled any batch of it")
+    run_id = taken[-1].run_id
     uncommitted = [b.batch_id for b in taken
                    if (held := checkpoint.batch(b.batch_id)) is not None and not held.committed]
     why = (f" (commits/ lacks {_ids(uncommitted)}: the driver stopped after the sink "
            "committed and before Spark did)" if uncommitted else "")
-    return (f"Sink: {facts.label()} holds batches {_span(j + 1, taken[-1].batch_id)} beyond "
-            f"the journal's last (batch {j} of run {inp.anchor.run_id}){why}. Their end "
+    return (f"Sink: {facts.label()} holds batches {_span(taken[0].batch_id, taken[-1].batch_id)}"
+            f" beyond {beyond}{why}. Their end "
             f"offsets come from the old checkpoint's offsets/ ({checkpoint.path}), and this "
             f"plan starts after batch {taken[-1].batch_id}: nothing the sink holds is written "
             f"again. Recording the plan journals {_ids([b.batch_id for b in taken])} (as "
-            f"`checkpoint import` does), as run {inp.anchor.run_id}'s.")
+            f"`checkpoint import` does), as run {run_id}'s.")
 
 
 # --------------------------------------------------------------------------- behind
@@ -391,8 +419,10 @@ def _record(inp: PlanInputs, facts: SinkFacts, taken: Sequence[Batch]) -> dict[s
                if p.start is not None and p.end is not None]
     return {"kind": facts.kind, "path": facts.path, "found_by": facts.found_by,
             "app_id": facts.app_id, "last_batch": facts.last_batch,
-            "journal_batch": inp.anchor.batch_id, "query_id": inp.anchor.query_id,
-            "run_id": inp.anchor.run_id, "taken": [b.batch_id for b in taken],
+            "journal_batch": inp.anchor.batch_id,
+            "query_id": taken[0].query_id if taken else inp.anchor.query_id,
+            "run_id": taken[0].run_id if taken else inp.anchor.run_id,
+            "taken": [b.batch_id for b in taken],
             "offsets": offsets, "bytes_read": facts.bytes_read}
 
 

@@ -133,7 +133,7 @@ def plan_from_journal(journal: Journal, request: PlanRequest,
     ckpt_state, sink = places if places is not None else locations(request)
     old_checkpoint = read_old_checkpoint(request)
     found = gather(journal, request)
-    sink_log = sink_facts(request, found.anchor)
+    sink_log = sink_facts(request, found.anchor, old_checkpoint)
     inputs = PlanInputs(
         request, found.anchor, position=found.position, chain=found.chain,
         before=found.before, checkpoint_state=ckpt_state, sink=sink,
@@ -148,6 +148,7 @@ def plan_from_journal(journal: Journal, request: PlanRequest,
         loaded_savepoint=found.savepoint, latest=found.latest,
         sink_log=sink_log, sink_checkpoint=old_checkpoint,
         sink_batch=sink_batch(journal, request, found.anchor, sink_log),
+        sink_run_id=sink_run_id(journal, request, old_checkpoint),
     )
     real_time = journal.real_time_tail(found.anchor)
     if real_time is not None:
@@ -293,10 +294,12 @@ def read_old_checkpoint(request: PlanRequest) -> Checkpoint | None:
     return read_checkpoint(request.old_checkpoint)
 
 
-def sink_facts(request: PlanRequest, anchor: Batch) -> SinkFacts | None:
+def sink_facts(request: PlanRequest, anchor: Batch,
+               old_checkpoint: Checkpoint | None = None) -> SinkFacts | None:
     """The OLD query's sink as its own log says: the one given (``--sink``), else the
     one the journal's sink description of the last batch names (``FileSink[...]``,
-    ``DeltaSink[...]``); None when neither (or ``--sink none``)."""
+    ``DeltaSink[...]``); None when neither (or ``--sink none``). A Delta sink's txn
+    appId is the old checkpoint's query id (the anchor's, without one)."""
     found_by: SinkFoundBy = "given"
     kind: SinkKind | None
     if request.old_sink == SINK_NONE:
@@ -310,7 +313,9 @@ def sink_facts(request: PlanRequest, anchor: Batch) -> SinkFacts | None:
     else:
         kind, path = sink_spec(request.old_sink)
     foreach = (anchor.sink_description or "").startswith("ForeachBatchSink")
-    app_id = request.txn_app_id or (None if foreach else anchor.query_id)
+    query_id = (old_checkpoint.query_id if old_checkpoint is not None else None) \
+        or anchor.query_id
+    app_id = request.txn_app_id or (None if foreach else query_id)
     return read_sink(kind, path, found_by, app_id)
 
 
@@ -346,6 +351,24 @@ def sink_batch(journal: Journal, request: PlanRequest, anchor: Batch,
     if facts is None or facts.last_batch is None or facts.last_batch >= anchor.batch_id:
         return None
     return journal.batch(request.query_name, anchor.run_id, facts.last_batch)
+
+
+def sink_run_id(journal: Journal, request: PlanRequest,
+                old_checkpoint: Checkpoint | None) -> str | None:
+    """The run the batches taken from the sink are journaled as: the newest journaled
+    run of the old checkpoint's query id, else (a run the listener never journaled) the
+    id `checkpoint import` gives that checkpoint; None without an old checkpoint."""
+    if old_checkpoint is None or old_checkpoint.query_id is None:
+        return None
+    runs = [r for r in journal.runs(request.query_name)
+            if r.query_id == old_checkpoint.query_id]
+    if runs:
+        newest = max(runs, key=lambda r: (r.started_at is not None, r.started_at or 0,
+                                          r.last_trigger_at is not None))
+        return newest.run_id
+    from ..checkpoint.importing import checkpoint_run_id
+
+    return checkpoint_run_id(old_checkpoint.query_id, old_checkpoint.path)
 
 
 def journal_sink_batches(journal: Journal, plan: RestartPlan) -> None:

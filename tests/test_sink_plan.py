@@ -286,3 +286,13 @@ def test_a_later_checkpoint_killed_before_its_first_batch_was_journaled(tmp_path
                                  initial={"0": ends(1)})
     with pytest.raises(RestartError, match="did not start where the batch ended"):
         plan(journaled(3), file_sink(0, "given", path="/lake/v2"), read_checkpoint(elsewhere))
+
+
+def test_a_later_checkpoint_whose_file_sink_wrote_nothing_yet(tmp_path):
+    root = write_checkpoint(tmp_path / "ck-v2", "qid-2", [([ends(4)], False)],
+                            initial={"0": ends(3)})
+    facts = file_sink(None, "given", path="/lake/v2", exists=False)
+    p = plan(journaled(3), facts, read_checkpoint(root))
+    assert p.ok and not p.sink_batches and "holds nothing yet" in flat(p.explain())
+    with pytest.raises(RestartError, match="is not a sink"):
+        plan(journaled(3), facts)

@@ -67,11 +67,11 @@ def sink_outcome(inp: PlanInputs) -> SinkOutcome:
     facts = inp.sink_log
     if facts is None:
         return SinkOutcome()
-    unread = _unread(facts)
-    if unread is not None:
-        return unread
     checkpoint = inp.sink_checkpoint
     later = checkpoint is not None and continues_after(inp, checkpoint)
+    unread = _unread(facts, later)
+    if unread is not None:
+        return unread
     if checkpoint is not None and not later:
         refuse_other_checkpoint(inp, checkpoint)
     refuse_foreign_sink(inp, facts, later)
@@ -99,11 +99,16 @@ def sink_outcome(inp: PlanInputs) -> SinkOutcome:
     return SinkOutcome(taken, found, _record(inp, facts, taken))
 
 
-def _unread(facts: SinkFacts) -> SinkOutcome | None:
+def _unread(facts: SinkFacts, later: bool) -> SinkOutcome | None:
     """A sink that could not be read: refused when given, a warning when the journal's
-    description named it (its path may be on another machine)."""
+    description named it (its path may be on another machine). A later checkpoint's
+    file sink with no log yet (:func:`continues_after`) wrote nothing: a note."""
     if facts.problem is None and facts.exists:
         return None
+    if later and facts.problem is None:
+        return SinkOutcome(findings=Findings(notes=[
+            f"Sink: {facts.label()} holds nothing yet (no log): the old query was stopped "
+            "before its sink committed a batch; nothing was in flight."]))
     why = facts.problem or ("no _spark_metadata (a file sink's log) or _delta_log (a "
                             "Delta table's) there")
     if facts.found_by == "given":

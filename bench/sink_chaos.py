@@ -248,7 +248,7 @@ def parser() -> argparse.ArgumentParser:
     p.add_argument("--records", type=int, default=600, help="records before the first kill")
     p.add_argument("--more", type=int, default=30, help="records produced after each kill")
     p.add_argument("--max-offsets", type=int, default=8, help="maxOffsetsPerTrigger")
-    p.add_argument("--window", type=float, default=6.0,
+    p.add_argument("--window", type=float, default=15.0,
                    help="the kill falls uniformly in this many seconds after the start")
     p.add_argument("--seed", type=int, default=41)
     p.add_argument("--admin-url", help="a Postgres to create the database in (else pgserver)")

@@ -110,3 +110,19 @@ def test_a_delta_table_without_the_old_querys_txn_is_refused(cli, journal_url, t
     assert f"has no txn of the old query (appId {QUERY_ID}; the appIds it has: " \
            "some-other-query)" in line
     assert count_rows(journal_url, "restart_plans") == 0
+
+
+def test_a_journaled_sink_elsewhere_is_not_read_unasked_and_none_skips_it(cli, journal_url):
+    with Journal(journal_url) as journal:
+        payload = json.loads(progress(0, name="orders",
+                                      sources=[kafka_source("orders", None, ends(0))]))
+        payload["sink"]["description"] = "DeltaSink[s3://bucket/table]"
+        journal.record_batch(batch_from_progress(json.dumps(payload)))
+    code, out, err = cli("--database-url", journal_url, "plan", "orders", "--format", "json")
+    plan = json.loads(out)
+    assert code == 0 and plan["sink"] is None
+    assert any("s3://bucket/table" in w and "another file system (s3)" in w
+               for w in plan["warnings"])
+    code, out, err = cli("--database-url", journal_url, "plan", "orders", "--format", "json",
+                         "--sink", "none")
+    assert code == 0 and not any("sink" in w for w in json.loads(out)["warnings"])

@@ -20,6 +20,7 @@ from ..kafka.admin import TopicState, cluster_id, offsets_for_time, read_offset_
 from ..kafka.mirror import index_syncs, offset_syncs_topic, replica_topic
 from ..overlap import span_of
 from ..rows import KIND_DELTA, RealTimeTail, order_key
+from ..values import url_scheme
 from ..wording import count, tp
 from ._delta_log import delta_table_id, same_path
 from ._from_time import chosen_offsets, epoch_millis
@@ -310,6 +311,11 @@ def sink_facts(request: PlanRequest, anchor: Batch,
             return None
         kind, path = SINK_DELTA if described[0] == SINK_DELTA else SINK_FILE, described[1]
         found_by = "journaled"
+        scheme = url_scheme(path)
+        if scheme not in (None, "file"):  # not read unasked: it may be slow or need keys
+            return SinkFacts(kind, path, found_by, problem=(
+                f"it is on another file system ({scheme}): give it (--sink) to have it "
+                "read through fsspec"))
     else:
         kind, path = sink_spec(request.old_sink)
     foreach = (anchor.sink_description or "").startswith("ForeachBatchSink")

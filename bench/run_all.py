@@ -44,7 +44,7 @@ QUICK = {
     "db_failover": ("db_failover", ["--rounds", "1", "--reps", "40", "--seconds", "20",
                                     "--window", "8"]),
     "sink_check": ("sink_check", ["--batches", "10000", "--rounds", "5"]),
-    "sink_chaos": ("sink_chaos", ["--kills", "3", "--records", "200", "--window", "15"]),
+    "sink_chaos": ("sink_chaos", ["--kills", "3", "--records", "200"]),
 }
 
 FULL = {
@@ -74,7 +74,7 @@ FULL = {
     "savepoint": ("savepoint", ["--sizes", "100000,1000000,10000000"]),
     "db_failover": ("db_failover", []),
     "sink_check": ("sink_check", ["--batches", "10000", "--rounds", "15"]),
-    "sink_chaos": ("sink_chaos", ["--kills", "10", "--records", "600", "--window", "15"]),
+    "sink_chaos": ("sink_chaos", ["--kills", "10", "--records", "600"]),
 }
 
 # Every script once, as small as it goes: seconds each (the Spark one about 30).

@@ -3,17 +3,19 @@ points (issue 41's chaos run).
 
 One driver process (Python and its JVM) runs two journaled queries of
 ``jobs/kafka_to_sink.py`` from one Kafka topic: ``--sink parquet`` and ``--sink delta``.
-It is SIGKILLed at a random moment (uniform in ``--window`` seconds once both queries
-have started, so a kill lands anywhere: before a query's first batch, inside a batch,
-between its sink's commit and ``commits/N``, between batches); more records are
-produced; the next driver starts both queries on NEW checkpoints with ``--from-journal
---old-checkpoint`` (the newest earlier checkpoint that planned a batch). After
-``--kills`` kills a last driver drains the topic (``availableNow``) and reads both
-sinks (the file sink through each checkpoint's ``_spark_metadata``): every (partition,
-offset) of the topic must be there exactly once. Printed per kill: where each query
-stood (the batch its sink held last, its last commit, the journal's last batch); then
-the totals: records, duplicates, missing, and the kills that caught a batch in flight
-(the sink ahead of ``commits/``: the case a plan from the journal alone writes twice).
+It is SIGKILLed at a random moment, uniform in ``--window`` seconds: from when both
+queries started for one kill in three, else from when both committed a first batch (the
+Delta query starts slowly), so a kill lands anywhere: before a query's first batch,
+inside a batch, between its sink's commit and ``commits/N``, between batches. More
+records are produced; the next driver starts both queries on NEW checkpoints with
+``--from-journal --old-checkpoint`` (the newest earlier checkpoint that planned a
+batch). After ``--kills`` kills a last driver drains the topic (``availableNow``) and
+reads both sinks (the file sink through each checkpoint's ``_spark_metadata``): every
+(partition, offset) of the topic must be there exactly once. Printed per kill: where
+each query stood (the batch its sink held last, its last commit, the journal's last
+batch); then the totals: records, duplicates, missing, and the kills that caught a batch
+in flight (the sink ahead of ``commits/``: the case a plan from the journal alone writes
+twice).
 
     .venv/bin/python bench/sink_chaos.py [--kills 10 --records 600]
 
@@ -75,8 +77,9 @@ def run_driver(args: argparse.Namespace) -> None:
                 "--query-name", f"chaos-{sink}", "--database-url", args.url,
                 "--sink", sink, "--output", str(work / f"out-{sink}"),
                 "--checkpoint", str(new), "--from-journal",
-                "--max-offsets-per-trigger", str(args.max_offsets),
                 "--trigger", "available-now" if args.final else "400 milliseconds"]
+        if not args.final:  # the last driver drains in one batch
+            argv += ["--max-offsets-per-trigger", str(args.max_offsets)]
         argv += ["--old-checkpoint", str(old)] if old is not None else []
         queries.append(kafka_to_sink.build_query(spark, kafka_to_sink.parser().parse_args(argv)))
     print("started", flush=True)
@@ -167,6 +170,18 @@ def wait_journaled(proc: subprocess.Popen[bytes], ctx: dict[str, Any],
             time.sleep(0.2)
 
 
+def wait_committed(proc: subprocess.Popen[bytes], ctx: dict[str, Any], cycle: int,
+                   timeout: float = 600) -> None:
+    """Until both queries' new checkpoints have a commit (or the driver died)."""
+    deadline = time.monotonic() + timeout
+    work = Path(ctx["work"])
+    while not all(any((work / f"ck-{sink}-{cycle}" / "commits").glob("[0-9]*"))
+                  for sink in SINKS):
+        if proc.poll() is not None or time.monotonic() > deadline:
+            raise SystemExit(f"driver {cycle}: no commit of both queries")
+        time.sleep(0.2)
+
+
 def chaos(args: argparse.Namespace, ctx: dict[str, Any], cluster: Any) -> list[list[Any]]:
     rng = random.Random(args.seed)
     rows = []
@@ -176,12 +191,18 @@ def chaos(args: argparse.Namespace, ctx: dict[str, Any], cluster: Any) -> list[l
         wait_started(proc, Path(ctx["work"]) / f"driver-{cycle}.log")
         if cycle == 0:  # a plan needs one journaled batch: before it, --starting-offsets
             wait_journaled(proc, ctx)
+        # Two kills in three once both queries committed a batch here (the Delta query
+        # starts slowly: else most kills would miss it), one in three from the start.
+        early = cycle % 3 == 2
+        if not early:
+            wait_committed(proc, ctx, cycle)
         delay = rng.uniform(0, args.window)
         time.sleep(delay)  # the random point: no assertion rests on it
         os.killpg(proc.pid, signal.SIGKILL)
         proc.wait(30)
         stood = where(ctx, cycle)
-        rows.append([cycle + 1, f"{time.monotonic() - t0:.0f}", f"{delay:.1f}",
+        rows.append([cycle + 1, f"{time.monotonic() - t0:.0f}",
+                     f"{'start' if early else 'first commits'} + {delay:.1f}",
                      stood["parquet"], stood["delta"]])
         print(f"kill {cycle + 1}: {stood}", file=sys.stderr, flush=True)
         cluster.produce(ctx["topic"], args.more, start=args.records + cycle * args.more)
@@ -214,7 +235,7 @@ def main(args: argparse.Namespace) -> int:
             expected = _expected(cluster, ctx["topic"])
     finally:
         cluster.stop()
-    print(table(["kill", "driver s", "killed after s", "parquet: sink / commit / journal",
+    print(table(["kill", "driver s", "killed at", "parquet: sink / commit / journal",
                  "delta: sink / commit / journal"], kills))
     totals, bad = [], False
     for sink in SINKS:
@@ -246,10 +267,11 @@ def parser() -> argparse.ArgumentParser:
                                 formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--kills", type=int, default=10)
     p.add_argument("--records", type=int, default=600, help="records before the first kill")
-    p.add_argument("--more", type=int, default=30, help="records produced after each kill")
+    p.add_argument("--more", type=int, default=60, help="records produced after each kill")
     p.add_argument("--max-offsets", type=int, default=8, help="maxOffsetsPerTrigger")
-    p.add_argument("--window", type=float, default=15.0,
-                   help="the kill falls uniformly in this many seconds after the start")
+    p.add_argument("--window", type=float, default=8.0,
+                   help="the kill falls uniformly in this many seconds after the start, or "
+                        "(two kills in three) after both queries' first commits")
     p.add_argument("--seed", type=int, default=41)
     p.add_argument("--admin-url", help="a Postgres to create the database in (else pgserver)")
     p.add_argument("--driver", action="store_true", help=argparse.SUPPRESS)

@@ -296,3 +296,13 @@ def test_a_later_checkpoint_whose_file_sink_wrote_nothing_yet(tmp_path):
     assert p.ok and not p.sink_batches and "holds nothing yet" in flat(p.explain())
     with pytest.raises(RestartError, match="is not a sink"):
         plan(journaled(3), facts)
+
+
+def test_a_later_checkpoint_whose_delta_sink_has_no_txn_of_it_yet(tmp_path):
+    root = write_checkpoint(tmp_path / "ck-v2", "qid-2", [([ends(4)], False)],
+                            initial={"0": ends(3)})
+    facts = SinkFacts("delta", "/lake/t", "given", last_batch=None, app_id="qid-2",
+                      app_ids=("qid-1",))
+    p = plan(journaled(3, sink="DeltaSink[/lake/t]"), facts, read_checkpoint(root))
+    assert p.ok and not p.sink_batches
+    assert "holds no batch of the old query (query id qid-2) yet" in flat(p.explain())

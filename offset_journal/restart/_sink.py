@@ -92,6 +92,10 @@ def sink_outcome(inp: PlanInputs) -> SinkOutcome:
             found.notes.append(_taken_note(inp, facts, taken, checkpoint, later))
     elif last < j:
         found.merge(missing_from_sink(inp, facts))
+    elif later:
+        found.notes.append(f"Sink: {facts.label()} holds no batch of the old query (query "
+                           f"id {checkpoint.query_id if checkpoint else None}) yet: it was "
+                           "stopped before its sink committed one; nothing was in flight.")
     else:
         found.notes.append(f"Sink: {facts.label()} holds batches up to {j}, the journal's "
                            "last: nothing was in flight when the old query stopped.")

@@ -126,3 +126,31 @@ def test_a_journaled_sink_elsewhere_is_not_read_unasked_and_none_skips_it(cli, j
     code, out, err = cli("--database-url", journal_url, "plan", "orders", "--format", "json",
                          "--sink", "none")
     assert code == 0 and not any("sink" in w for w in json.loads(out)["warnings"])
+
+
+def test_a_planner_records_the_plan_and_says_it_could_not_journal_the_batches(cli, killed):
+    """The planner role may record plans, not write batches: the plan is handed out and
+    recorded with the sink's batches (the audit reads the run from it as planned), and a
+    warning says the batches were not journaled."""
+    import uuid
+
+    import sqlalchemy as sa
+
+    from offset_journal.journal.db import resolve_url
+    from offset_journal.journal.roles import grant
+
+    planner = f"oj_plan_{uuid.uuid4().hex[:8]}"
+    engine = sa.create_engine(resolve_url(killed["url"]), poolclass=sa.pool.NullPool)
+    with engine.begin() as conn:
+        conn.exec_driver_sql(f'CREATE ROLE "{planner}" LOGIN')
+    engine.dispose()
+    grant(killed["url"], planner=planner)
+    url = sa.engine.make_url(killed["url"]).set(username=planner).render_as_string(False)
+    code, out, err = cli("--database-url", url, "starting-offsets", "orders",
+                         "--old-checkpoint", killed["ck"])
+    assert code == 0 and out.strip() == '{"orders":{"0":60,"1":120}}', err
+    assert "batches 4..5 of run" in err and "were not journaled (permission denied" in err
+    assert count_rows(killed["url"], "batches") == 4
+    with Journal(killed["url"]) as journal:
+        (recorded,) = journal.recorded_plans("orders")
+    assert recorded.sink["taken"] == [4, 5]

@@ -43,6 +43,8 @@ QUICK = {
     "savepoint": ("savepoint", ["--sizes", "100000", "--seeded-max", "100000"]),
     "db_failover": ("db_failover", ["--rounds", "1", "--reps", "40", "--seconds", "20",
                                     "--window", "8"]),
+    "sink_check": ("sink_check", ["--batches", "10000", "--rounds", "5"]),
+    "sink_chaos": ("sink_chaos", ["--kills", "3", "--records", "200"]),
 }
 
 FULL = {
@@ -71,6 +73,8 @@ FULL = {
                             "30"]),
     "savepoint": ("savepoint", ["--sizes", "100000,1000000,10000000"]),
     "db_failover": ("db_failover", []),
+    "sink_check": ("sink_check", ["--batches", "10000", "--rounds", "15"]),
+    "sink_chaos": ("sink_chaos", ["--kills", "10", "--records", "600"]),
 }
 
 # Every script once, as small as it goes: seconds each (the Spark one about 30).
@@ -109,6 +113,9 @@ TINY = {
     "db_failover": ("db_failover", ["--rounds", "1", "--warm", "1", "--after", "1", "--late", "1",
                                     "--reps", "2", "--warmup", "0", "--seconds", "2",
                                     "--window", "1", "--rate", "5"]),
+    "sink_check": ("sink_check", ["--batches", "200", "--rounds", "1"]),
+    "sink_chaos": ("sink_chaos", ["--kills", "1", "--records", "40", "--more", "10",
+                                  "--window", "2"]),
 }
 
 

@@ -89,14 +89,21 @@ def output_dir_for(base: str, checkpoint: str) -> str:
     directory: a NEW checkpoint writing into the SAME directory would have its first
     batches skipped as "already committed". One directory per checkpoint avoids that.
     """
-    digest = hashlib.sha1(os.path.abspath(checkpoint).encode()).hexdigest()[:12]
-    return os.path.join(base, f"checkpoint={digest}")
+    return os.path.join(base, f"checkpoint={checkpoint_digest(checkpoint)}")
+
+
+def checkpoint_digest(checkpoint: str) -> str:
+    """A short name for a checkpoint location (its absolute path, hashed)."""
+    return hashlib.sha1(os.path.abspath(checkpoint).encode()).hexdigest()[:12]
 
 
 def decide_start(args: argparse.Namespace, *, state_aware: bool = False,
-                 window: Any = None, output_path: str | None = None) -> Start:
+                 window: Any = None, output_path: str | None = None,
+                 sink: str | None = None, txn_app_id: str | None = None) -> Start:
     """Pick startingOffsets: the journal's plan for a new checkpoint with --from-journal,
-    else the given default. Spark ignores startingOffsets on an existing checkpoint."""
+    else the given default. Spark ignores startingOffsets on an existing checkpoint.
+    ``sink``/``txn_app_id``: the OLD query's sink, when the journal cannot name it (a
+    foreachBatch writing Delta); the plan reads the others from the journal."""
     if not is_new_checkpoint(args.checkpoint):
         return Start(args.starting_offsets, "existing checkpoint: Spark resumes from it")
     if output_path is not None and file_sink_metadata(output_path) is not None:
@@ -116,7 +123,8 @@ def decide_start(args: argparse.Namespace, *, state_aware: bool = False,
                 args, args.query_name, bootstrap_servers=args.bootstrap_servers,
                 checkpoint=args.checkpoint, output_path=output_path,
                 mode=MODE_STATE_AWARE if state_aware else None, window=window,
-                subscribe=[t.strip() for t in args.topics.split(",") if t.strip()])
+                subscribe=[t.strip() for t in args.topics.split(",") if t.strip()],
+                **({"old_sink": sink, "txn_app_id": txn_app_id} if sink else {}))
             plan = plan_restart(args.database_url, request, journal=journal,
                                 record=not args.no_record)
     except (OffsetJournalError, sa.exc.SQLAlchemyError) as exc:
@@ -167,16 +175,19 @@ def apply_trigger(writer: Any, trigger: str) -> Any:
     return writer.trigger(processingTime=trigger)
 
 
-def make_spark(app_name: str, master: str | None = None) -> Any:
+def make_spark(app_name: str, master: str | None = None, delta: bool = False) -> Any:
     """The job's session. Spark's Kafka connector comes from ``--packages`` or
     ``spark.jars`` when the submitter gave it (checked: it must be this Spark's exact
     version); else its jars (matching this PySpark exactly) are added to ``spark.jars``,
     which also ships them to executors. ``master`` (``--master``) overrides the
-    submitter's, e.g. ``local-cluster[2,1,1024]`` for executors in JVMs of their own."""
+    submitter's, e.g. ``local-cluster[2,1,1024]`` for executors in JVMs of their own.
+    ``delta``: Delta Lake's session settings, and its jars unless submitted with them."""
     from pyspark.sql import SparkSession
 
     from offset_journal.local.jars import (
+        DELTA_SPARK_CONF,
         check_connector_matches,
+        delta_spark_jars_value,
         installed_spark_version,
         spark_jars_value,
     )
@@ -186,12 +197,20 @@ def make_spark(app_name: str, master: str | None = None) -> Any:
     if master:
         builder = builder.master(master)
     spark_version = installed_spark_version()
+    added: list[str] = []
     if any("spark-sql-kafka-0-10" in p for p in packages):
         _check_package(spark_version, packages)
     elif any("spark-sql-kafka-0-10" in j for j in given_jars):
         check_connector_matches(spark_version, given_jars)
     elif not on_class_path:
-        builder = builder.config("spark.jars", ",".join([*given_jars, spark_jars_value()]))
+        added.append(spark_jars_value())
+    if delta:
+        for key, value in DELTA_SPARK_CONF.items():
+            builder = builder.config(key, value)
+        if not on_class_path and not any("delta-spark" in x for x in given_jars + packages):
+            added.append(delta_spark_jars_value())
+    if added:
+        builder = builder.config("spark.jars", ",".join([*given_jars, *added]))
     return builder.getOrCreate()
 
 
@@ -274,7 +293,8 @@ def run_job(name: str, parser: argparse.ArgumentParser, build_query: Any,
     logging.basicConfig(level=logging.INFO,
                         format="%(asctime)s %(levelname)s %(name)s: %(message)s")
     try:
-        spark = make_spark(args.query_name, args.master)
+        spark = make_spark(args.query_name, args.master,
+                           delta=str(getattr(args, "sink", "")).startswith("delta"))
     except offset_journal.ConfigError as exc:
         print(f"{name}: error: {offset_journal.redact(exc)}", file=sys.stderr)
         return 2

@@ -8,8 +8,21 @@ Sinks:
   parquet   files under OUTPUT/checkpoint=<hash of the checkpoint path>: one directory
             per checkpoint, so a new checkpoint never meets an old ``_spark_metadata``
             log (which would make Spark skip its first batches as already committed).
+  delta     Delta's streaming sink into the table at OUTPUT, one table for every
+            checkpoint: Delta keys its commits on the query id, which a new checkpoint
+            changes.
+  delta-txn foreachBatch appending to the Delta table at OUTPUT with Delta's idempotent
+            writes: txnAppId = kafka_to_sink-<hash of the checkpoint path> (a new one per
+            checkpoint), txnVersion = the batch id.
   postgres  rows upserted into a table keyed by (topic, partition, offset): replaying a
             batch after a crash writes nothing twice (an idempotent sink).
+
+With ``--from-journal --old-checkpoint OLD`` the restart plan reads what the old
+query's sink holds (this job's sink on OLD: its ``_spark_metadata`` log, or the Delta
+table's ``txn`` of OLD's query id or txnAppId) and starts after the last batch the sink
+holds, with that batch's offsets from OLD: exactly once into the sink across a driver
+crash. (Without it the plan reads the file and Delta sinks the journal names.) A job
+changing its sink kind on the upgrade leaves ``--old-checkpoint`` out.
 """
 
 from __future__ import annotations
@@ -25,6 +38,7 @@ from _common import (  # noqa: E402
     JobError,
     apply_trigger,
     base_parser,
+    checkpoint_digest,
     decide_start,
     link_start,
     output_dir_for,
@@ -85,10 +99,32 @@ class PostgresSink:
         batch_df.select(*SINK_COLUMNS).foreachPartition(write_partition)
 
 
+def txn_app_id_for(checkpoint: str) -> str:
+    """The delta-txn sink's txnAppId on a checkpoint: a new one per checkpoint, since a
+    new checkpoint numbers its batches from 0 again and Delta skips every txnVersion not
+    above the last one recorded for the appId."""
+    return f"kafka_to_sink-{checkpoint_digest(checkpoint)}"
+
+
+class DeltaTxnSink:
+    """foreachBatch sink: append each batch to a Delta table with Delta's idempotent
+    writes (txnAppId, txnVersion = batch id): a batch written again is skipped."""
+
+    def __init__(self, path: str, app_id: str) -> None:
+        self.path = path
+        self.app_id = app_id
+
+    def __call__(self, batch_df: Any, batch_id: int) -> None:
+        (batch_df.select(*SINK_COLUMNS).write.format("delta").mode("append")
+         .option("txnAppId", self.app_id).option("txnVersion", batch_id).save(self.path))
+
+
 def parser() -> Any:
     p = base_parser(__doc__.splitlines()[0])
-    p.add_argument("--sink", choices=("parquet", "postgres"), default="parquet")
-    p.add_argument("--output", help="parquet: base output directory")
+    p.add_argument("--sink", choices=("parquet", "delta", "delta-txn", "postgres"),
+                   default="parquet")
+    p.add_argument("--output", help="parquet: base output directory; delta, delta-txn: "
+                                    "the Delta table's path")
     p.add_argument("--sink-url", help="postgres: sink database (default: the journal's)")
     p.add_argument("--sink-table", default="kafka_records", help="postgres: sink table")
     return p
@@ -96,12 +132,24 @@ def parser() -> Any:
 
 def build_query(spark: Any, args: Any) -> Any:
     """Start the streaming query (the listener should already be attached)."""
+    if args.sink != "postgres" and not args.output:
+        raise JobError(f"--output is required with --sink {args.sink}")
+    old = args.old_checkpoint  # the old query's sink: this job's, on the old checkpoint
     if args.sink == "parquet":
-        if not args.output:
-            raise JobError("--output is required with --sink parquet")
         out = output_dir_for(args.output, args.checkpoint)
-        start = decide_start(args, output_path=out)
+        start = decide_start(args, output_path=out,
+                             sink=output_dir_for(args.output, old) if old else None)
         writer = read_kafka(spark, args, start).writeStream.format("parquet").option("path", out)
+    elif args.sink == "delta":
+        start = decide_start(args, sink=f"delta:{args.output}" if old else None)
+        writer = (read_kafka(spark, args, start).select(*SINK_COLUMNS).writeStream
+                  .format("delta").option("path", args.output))
+    elif args.sink == "delta-txn":
+        start = decide_start(args, sink=f"delta:{args.output}" if old else None,
+                             txn_app_id=(args.txn_app_id or txn_app_id_for(old)) if old
+                             else None)
+        writer = read_kafka(spark, args, start).writeStream.foreachBatch(
+            DeltaTxnSink(args.output, txn_app_id_for(args.checkpoint)))
     else:
         url = args.sink_url or args.database_url
         ensure_sink_table(url, args.sink_table)

@@ -249,6 +249,27 @@ class RecordedPlan:
         return found if isinstance(found, dict) else None
 
     @property
+    def sink(self) -> dict[str, Any] | None:
+        """The old query's sink as the plan read its log (kind, path, last_batch,
+        journal_batch, query_id, run_id), and the batches it took from it (``taken``)
+        with their offsets (``offsets``: [batch id, source, topic, partition, start,
+        end]): the plan started after the sink's last batch."""
+        found = self.request.get("sink")
+        return found if isinstance(found, dict) else None
+
+    def sink_offsets(self) -> dict[tuple[str, int], list[tuple[int, int, int]]]:
+        """The batches the plan took from the sink, per (topic, partition): (batch id,
+        start, end) in batch order; empty when it took none."""
+        out: dict[tuple[str, int], list[tuple[int, int, int]]] = {}
+        for row in (self.sink or {}).get("offsets") or ():
+            batch, _source, topic, part, start, end = row
+            out.setdefault((str(topic), int(part)), []).append((int(batch), int(start),
+                                                                int(end)))
+        for rows in out.values():
+            rows.sort()
+        return out
+
+    @property
     def accepted_cluster(self) -> str | None:
         """The cluster the plan was made for although the journal said its runs read
         another (--accept-cluster): a person overruled the cluster check."""

@@ -28,9 +28,11 @@ from offset_journal.testing import ENV_ADMIN_URL, ENV_BOOTSTRAP
 
 BENCH = Path(__file__).resolve().parents[1] / "bench"
 HELPERS = {"_common", "delay_proxy", "run_all"}  # not benchmarks themselves
-LIVE_KAFKA = {"check_fleet"}  # its live check asks a broker
+LIVE_KAFKA = {"check_fleet", "sink_chaos"}  # they ask a broker
 NEEDS = {"stream_overhead": pytest.mark.spark, "fleet_pgbouncer": pytest.mark.pgbouncer,
-         "ceiling": pytest.mark.pgbouncer, "savepoint": pytest.mark.spark}
+         "ceiling": pytest.mark.pgbouncer, "savepoint": pytest.mark.spark,
+         "sink_chaos": pytest.mark.spark}
+TIMEOUT = {"sink_chaos": 600}  # two driver JVMs, one killed; seconds (300 for the rest)
 
 
 def _run_all() -> ModuleType:
@@ -70,8 +72,8 @@ def test_each_benchmark_runs_at_a_tiny_size(name: str, journal_server: PostgresS
         env[ENV_BOOTSTRAP] = request.getfixturevalue("kafka_cluster").bootstrap_servers
     try:
         done = subprocess.run([sys.executable, str(BENCH / "run_all.py"), "--tiny", "--only",
-                               name], capture_output=True, text=True, env=env, timeout=300,
-                              check=False)
+                               name], capture_output=True, text=True, env=env,
+                              timeout=TIMEOUT.get(name, 300), check=False)
     finally:
         for database in _databases(journal_server.admin_url) - before:
             journal_server.drop_database(journal_server.url_for(database))

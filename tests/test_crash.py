@@ -1,5 +1,7 @@
 """The driver killed with SIGKILL mid-stream: nothing is lost, the journal never runs
-ahead of a completed batch, and an idempotent sink holds no duplicate."""
+ahead of a completed batch, and an idempotent sink holds no duplicate. (A file sink and
+a Delta sink, restarted from what their own logs committed, are killed in
+tests/test_sink_crash.py and bench/sink_chaos.py.)"""
 
 from __future__ import annotations
 
@@ -7,7 +9,6 @@ import os
 import random
 import signal
 import subprocess
-import sys
 import time
 from pathlib import Path
 
@@ -18,7 +19,7 @@ import sqlalchemy as sa
 from offset_journal import Journal
 from offset_journal.checkpoint import read_checkpoint
 from offset_journal.journal.db import resolve_url
-from tests.jobs_support import JOBS, load_job, read_parquet_outputs, start_driver
+from tests.jobs_support import load_job, run_to_end, start_driver
 
 pytestmark = [pytest.mark.spark, pytest.mark.slow, pytest.mark.containers]
 
@@ -62,51 +63,14 @@ def _check_journal_behind_checkpoint(url: str, query: str, checkpoint: Path, run
         assert b.sources[0].end_offset == committed[b.batch_id].offsets[0]
 
 
-def test_sigkill_then_restart_from_journal_loses_nothing(
-        journaled_spark, journal_url, kafka_cluster, kafka_topic, tmp_path):
-    spark, listener = journaled_spark
-    produced = kafka_cluster.produce(kafka_topic, 400)
-    common = ["--bootstrap-servers", kafka_cluster.bootstrap_servers, "--topics", kafka_topic,
-              "--query-name", "killed", "--database-url", journal_url, "--sink", "parquet",
-              "--output", str(tmp_path / "out"), "--max-offsets-per-trigger", "20"]
-    log = tmp_path / "v1.log"
-    proc = _start_driver(common + ["--checkpoint", str(tmp_path / "ck-v1"),
-                                   "--trigger", "200 milliseconds",
-                                   "--spool-dir", str(tmp_path / "spool")], log)
-    _kill_after(proc, journal_url, 4, log)
-    (run,) = Journal(journal_url).runs("killed")
-    assert run.terminated_at is None  # killed: no termination was ever journaled
-    _check_journal_behind_checkpoint(journal_url, "killed", tmp_path / "ck-v1", run.run_id)
-    last = Journal(journal_url).last_batch("killed")
-    journal_end = {(p.topic, p.partition): p.end for p in last.sources[0].partitions}
-    v1_rows = read_parquet_outputs(spark, tmp_path / "out", ["topic", "partition", "offset"])
-
-    job = load_job("kafka_to_sink")
-    args = job.parser().parse_args(common + ["--checkpoint", str(tmp_path / "ck-v2"),
-                                             "--from-journal"])
-    q = job.build_query(spark, args)
-    q.awaitTermination(300)
-    assert q.exception() is None
-    assert listener.wait_terminated(q.runId)
-
-    rows = read_parquet_outputs(spark, tmp_path / "out", ["topic", "partition", "offset"])
-    expected = {(kafka_topic, p, o) for p, o, _k, _v in produced}
-    assert set(rows) == expected, "a record was lost"
-    # Duplicates are exactly the records v1 wrote after its last journaled batch.
-    beyond = [r for r in v1_rows if r[2] >= journal_end[(r[0], r[1])]]
-    assert len(rows) - len(expected) == len(beyond)
-    assert len(beyond) <= 20 * 2  # at most the batches in flight (maxOffsetsPerTrigger each)
-    # Dropping duplicates by (topic, partition, offset) gives every record exactly once.
-    assert sorted(set(rows)) == sorted(expected)
-
-
-def test_five_sigkill_cycles_into_an_idempotent_sink(journal_url, kafka_cluster, kafka_topic,
-                                                     tmp_path):
+def test_five_sigkill_cycles_into_an_idempotent_sink(journaled_spark, journal_url,
+                                                     kafka_cluster, kafka_topic, tmp_path):
     """Kill -9 at random points, each time restarting from the journal with a NEW
     checkpoint; the Postgres sink, keyed by (topic, partition, offset), ends up with every
     record exactly once, and the journal never ran ahead of a committed batch.
 
-    Five cycles (six driver starts; each start is a JVM, about 30 s): the seeded kill
+    Five cycles (five driver starts, each a JVM, about 30 s; the final run in this
+    process, on the session's SparkSession): the seeded kill
     depths are 3, 3, 1, 3, 2 batches, so every depth the test draws is killed at least
     once; the first cycle starts from an empty journal, the second from one killed run,
     and the last three from a journal holding two to four killed runs, of which the
@@ -119,7 +83,7 @@ def test_five_sigkill_cycles_into_an_idempotent_sink(journal_url, kafka_cluster,
     common = ["--bootstrap-servers", kafka_cluster.bootstrap_servers, "--topics", kafka_topic,
               "--query-name", "killed-again", "--database-url", journal_url,
               "--sink", "postgres", "--sink-table", "records", "--max-offsets-per-trigger", "8",
-              "--spool-dir", str(tmp_path / "spool"), "--from-journal"]
+              "--spool-dir", str(tmp_path / "driver-spool"), "--from-journal"]
     cycles = 5
     depths: list[int] = []  # batches journaled before each kill
     for cycle in range(cycles):
@@ -143,15 +107,14 @@ def test_five_sigkill_cycles_into_an_idempotent_sink(journal_url, kafka_cluster,
 
     assert set(depths) == {1, 2, 3}, depths  # every kill depth drawn, as said above
 
-    # A last, clean run from the journal drains the rest.
-    final = subprocess.run(
-        [sys.executable, str(JOBS / "kafka_to_sink.py"), *common,
-         "--checkpoint", str(tmp_path / "ck-final"), "--trigger", "available-now"],
-        env=dict(os.environ, PYSPARK_PYTHON=sys.executable), capture_output=True, text=True,
-        timeout=300)
-    assert final.returncode == 0, final.stdout[-2000:] + final.stderr[-2000:]
+    # A last, clean run from the journal drains the rest (in this process: the killed
+    # drivers were the ones to run in their own).
+    spark, listener = journaled_spark
+    job = load_job("kafka_to_sink")
+    run_to_end(spark, listener, job, [*common, "--checkpoint", str(tmp_path / "ck-final"),
+                                      "--trigger", "available-now"])
 
-    url = load_job("kafka_to_sink").libpq_url(journal_url)
+    url = job.libpq_url(journal_url)
     with psycopg.connect(url) as conn:
         got = conn.execute('select partition, "offset" from records').fetchall()
     assert len(got) == len(set(got))  # the primary key guarantees it; counted anyway

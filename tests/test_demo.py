@@ -27,6 +27,9 @@ def test_demo_proves_every_record_exactly_once(tmp_path):
     assert "RESULT: every record exactly once" in lines
     assert "2 runs journaled under 'demo-orders-to-lake', on 2 checkpoints." in lines
     assert "startingOffsets" in lines  # the restart plan was shown
+    # ... held against what v1's file sink committed (issue 41)
+    assert re.search(r"Sink: the file sink at \S+checkpoint=\w+ holds batches",
+                     " ".join(lines.split())), lines
     # Issue 20 item 15: what a user does next, shown: the audit (clean) and the report.
     assert "$ offset-journal audit demo-orders-to-lake" in lines
     assert "OK: every partition contiguous" in lines

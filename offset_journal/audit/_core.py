@@ -50,6 +50,14 @@ job reading from the wrong place. Read on a standby (``standby``, what the edge 
 of its lag), ids that never come may only not be replayed yet: a note says so, and
 there is no finding.
 
+**The sink's log.** A plan that read the old query's sink (issue 41) keeps what it
+took from it: the batches the sink held beyond the journal, with their offsets from the
+old checkpoint. A run that starts after them, as the plan said, is planned even where
+those batches are not in the journal (a gap over exactly their offsets: the old run
+wrote them to the sink once). And a batch of them that Spark ran again on resuming the
+old checkpoint (same query id, batch id and offsets) is not read twice into the sink:
+the sink's log already held it, and the file and Delta sinks skip such a batch.
+
 Limits: a batch journaled late (from a listener's spool, after a newer run's) is
 placed where it was journaled; a query reading one topic-partition in two sources
 (a self-union) shows overlaps between them.
@@ -66,6 +74,7 @@ from typing import Literal
 from ..offsets import EARLIEST, PartitionOffset
 from ..rows import AuditBatch, AuditSource, RecordedPlan
 from ..wording import tp as tp_label
+from ._sink import after_the_sink, after_the_sink_reason, rerun_reason, sink_held
 from .model import (
     GAP,
     MAX_REFS,
@@ -312,6 +321,7 @@ class _Walk:
         self.claims: dict[str, dict[tuple[int, int], _Claim]] = {}
         self.origin: str | None = None
         self.count = 0
+        self.sink_held = sink_held(self.plans)
 
     # ---- runs
 
@@ -550,7 +560,7 @@ class _Walk:
 
     def overlap(self, at: _At, start: int, end: int, state: _Partition,
                 how: StartHow) -> None:
-        status, why = self.verdict(at, start, how, OVERLAP)
+        status, why = self.sink_rerun(at, start, end) or self.verdict(at, start, how, OVERLAP)
         key, ref = at.key, at.ref
         upto = min(end, state.frontier)
         earlier = [r for s, e, r in state.recent if s < upto and e > start][-MAX_REFS:]
@@ -577,6 +587,15 @@ class _Walk:
             f"{len(source.partitions)} partitions); it had been processed up to "
             f"{state.frontier}: a gap or an overlap cannot be ruled out"))
 
+    def sink_rerun(self, at: _At, start: int, end: int,
+                   ) -> tuple[Literal["planned", "unexplained"], str] | None:
+        """A batch a plan took from the sink's log, run again by Spark on its old
+        checkpoint with the same offsets: the sink skipped it (None: not such a batch)."""
+        if at.run.start.how != "checkpoint":
+            return None
+        why = rerun_reason(self.sink_held, at.run.start, at.ref.batch_id, at.key, start, end)
+        return (PLANNED, why) if why is not None else None
+
     def verdict(self, at: _At, start: int, how: StartHow, kind: FindingKind,
                 ) -> tuple[Literal["planned", "unexplained"], str]:
         start_info, plan = at.run.start, at.run.plan
@@ -584,6 +603,8 @@ class _Walk:
             return UNEXPLAINED, "batch ids are missing before it (see settle)"
         if how == "plan" and plan is not None:
             as_planned = at.run.offsets.get(at.key) == start
+            if as_planned and kind == GAP and after_the_sink(plan, at.key, start):
+                return PLANNED, after_the_sink_reason(plan, start_info.run_id)
             if as_planned and kind == GAP and plan.allow_data_loss:
                 return PLANNED, (f"data loss accepted by plan {plan.id} (--allow-data-loss): "
                                  f"run {start_info.run_id} started at the log start, the "

@@ -1,6 +1,7 @@
 """Import a checkpoint's committed batches into the journal, for jobs that ran without
 the listener: :func:`import_checkpoint` (the I/O edge) over the pure
-:func:`records_from_checkpoint`.
+:func:`records_from_checkpoint`; and :func:`journal_batches`, the batches a restart plan
+took from the old query's sink and checkpoint (journal rows built from ``offsets/N``).
 """
 
 from __future__ import annotations
@@ -17,7 +18,7 @@ from ..formatting import from_epoch_ms
 from ..journal import Journal
 from ..offsets import PartitionOffset, looks_like_kafka, partition_offsets
 from ..records import BatchRecord, RunRecord, SourceRecord
-from ..rows import KIND_KAFKA, KIND_OTHER
+from ..rows import KIND_KAFKA, KIND_OTHER, Batch
 from ..values import url_scheme
 from ..wording import tp
 
@@ -185,6 +186,42 @@ def _refuse_other_name(run: RunRecord, path: str, run_id: str, name: str) -> Non
 
 
 
+def batch_record(batch: Batch) -> BatchRecord:
+    """A journal row built from a checkpoint (a :class:`~offset_journal.rows.Batch`) as
+    the journal takes it: its offsets, trigger time and watermark; nothing Spark reports
+    only in progress events (durations, rows, event times)."""
+    return BatchRecord(
+        query_id=batch.query_id, run_id=batch.run_id, query_name=batch.query_name,
+        named=True, batch_id=batch.batch_id, trigger_at=batch.trigger_at,
+        batch_duration_ms=None, durations_ms={}, num_input_rows=None,
+        input_rows_per_second=None, processed_rows_per_second=None,
+        watermark=batch.watermark, event_time_min=None, event_time_max=None,
+        event_time_avg=None, state_operators=[], sink_description=batch.sink_description,
+        num_output_rows=None,
+        sources=tuple(SourceRecord(
+            index=s.source_index, description=s.description,
+            kind=KIND_KAFKA if s.partitions else KIND_OTHER, start_offset=s.start_offset,
+            end_offset=s.end_offset, latest_offset=None, num_input_rows=None,
+            partitions=s.partitions) for s in batch.sources))
 
-__all__ = ["ImportResult", "checkpoint_run_id", "import_checkpoint", "import_into",
-           "records_from_checkpoint"]
+
+def journal_batches(journal: Journal, batches: Sequence[Batch]) -> int:
+    """Journal batches built from a checkpoint under their own run (one transaction, as
+    :func:`import_into` does); returns how many were new (a batch already journaled the
+    same is kept once). RestartError when their run is journaled under another name."""
+    if not batches:
+        return 0
+    first = batches[0]
+    run = RunRecord(query_id=first.query_id, run_id=first.run_id,
+                    query_name=first.query_name, named=True)
+    new, other = journal.record_import(run, [batch_record(b) for b in batches])
+    if other is not None:
+        raise RestartError(f"run {other[0]} is journaled under query name {other[1]!r}, not "
+                           f"{first.query_name!r}: its batches were not journaled")
+    log.info("journaled %d batches of run %s taken from its sink and checkpoint", new,
+             first.run_id)
+    return new
+
+
+__all__ = ["ImportResult", "batch_record", "checkpoint_run_id", "import_checkpoint",
+           "import_into", "journal_batches", "records_from_checkpoint"]

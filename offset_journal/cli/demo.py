@@ -2,8 +2,10 @@
 
 A journaled Kafka -> Parquet job (jobs/kafka_to_sink.py) runs as "v1"; it is stopped
 mid-stream for an upgrade that needs a NEW checkpoint; more records arrive meanwhile;
-"v2" starts on an empty checkpoint from the journal. The demo then proves that every
-record produced is in the output exactly once, and shows offset history in SQL.
+"v2" starts on an empty checkpoint from the journal, its plan holding the journal
+against what v1's file sink committed (its ``_spark_metadata`` log, with v1's checkpoint
+for a batch the sink holds beyond the journal). The demo then proves that every record
+produced is in the output exactly once, and shows offset history in SQL.
 
 With no URLs it uses an embedded Postgres (pgserver) and a real single-node Kafka broker
 started from Maven Central's jars (both from :mod:`offset_journal.local.services`); given
@@ -308,15 +310,19 @@ def main(argv: list[str] | None = None) -> int:
         # What `offset-journal plan` shows: a preview, not recorded. The job records the
         # plan it starts from (--from-journal) and links its run to it: one plan, one
         # number, for one upgrade.
+        # --old-checkpoint: v1's sink may hold a batch its stop cut before the journal
+        # had it; the plan reads the sink's log and takes that batch's offsets from v1's.
         preview = plan_restart(
             url, name, bootstrap_servers=kafka.bootstrap_servers,
-            checkpoint=str(work / "checkpoint-v2"), subscribe=[topic], record=False)
+            checkpoint=str(work / "checkpoint-v2"), subscribe=[topic], record=False,
+            old_checkpoint=str(work / "checkpoint-v1"))
         _say(f"v2: the restart plan from the journal, as `offset-journal plan {name}` "
              "shows it:\n" + preview.explain())
         _say("v2: running the upgraded job on a NEW, empty checkpoint, with --from-journal "
              "...")
         v2 = job.build_query(spark, job.parser().parse_args(
             common + ["--checkpoint", str(work / "checkpoint-v2"), "--from-journal",
+                      "--old-checkpoint", str(work / "checkpoint-v1"),
                       "--trigger", "available-now"]))
         _say(_started_from(url, name, str(v2.runId), preview))
         v2.awaitTermination()

@@ -6,10 +6,12 @@
 ``--discard-state``), what to do when the cluster no longer has what the journal says
 (``--allow-data-loss``, ``--restart-recreated-topic``, ``--restart-recreated-table``,
 ``--accept-cluster``), the translation to a replica (``--translate-from``,
-``--replication-policy``) and ``--no-record``; :func:`request_from_args` turns them,
-with what the caller knows itself (the query name, the cluster, the new checkpoint),
-into one checked :class:`~offset_journal.restart.PlanRequest`. Values are parsed by
-argparse, so a malformed one is the parser's one-line error before anything is read.
+``--replication-policy``), the old query's sink and checkpoint (``--sink``,
+``--txn-app-id``, ``--old-checkpoint``; a job passes its own sink) and ``--no-record``;
+:func:`request_from_args` turns them, with what the caller knows itself (the query
+name, the cluster, the new checkpoint), into one checked
+:class:`~offset_journal.restart.PlanRequest`. Values are parsed by argparse, so a
+malformed one is the parser's one-line error before anything is read.
 """
 
 from __future__ import annotations
@@ -128,6 +130,21 @@ def add_plan_options(parser: argparse.ArgumentParser, *, job: bool = False) -> N
                              "manifest the journal did not record (made with --no-record), "
                              "vouched for by its own checksums only (recorded with the plan "
                              "as its decision) instead of refusing")
+    if not job:  # a job passes its own sink (its --sink and --output)
+        parser.add_argument("--sink", metavar="PATH|delta:PATH", dest="sink_spec",
+                            type=_name("the sink"),
+                            help="the OLD query's sink, whose own commit log says which "
+                                 "batches it holds: a file sink's output path "
+                                 "(_spark_metadata) or delta:PATH (the txn of the old query, "
+                                 "or of --txn-app-id); default: the sink the journal names "
+                                 "(FileSink[...], DeltaSink[...]); 'none': no check")
+    parser.add_argument("--txn-app-id", metavar="ID", type=_name("the txnAppId"),
+                        help=f"{only}the txnAppId the old query's foreachBatch wrote the "
+                             "Delta table (--sink delta:PATH) with, txnVersion = batch id")
+    parser.add_argument("--old-checkpoint", metavar="DIR",
+                        help=f"{only}the OLD query's checkpoint: the end offsets (offsets/N) "
+                             "of batches its sink holds beyond the journal, which the plan "
+                             "then starts after and journals")
     parser.add_argument("--no-record", action="store_true",
                         help=f"{only}leave this plan unrecorded (restart_plans): the audit then "
                              "cannot tell where a run started from it began")
@@ -159,6 +176,8 @@ def request_from_args(args: argparse.Namespace, query_name: str,
         "seed": _seeds(args.seed),
         "discard_state": args.discard_state,
         "unrecorded_savepoint": args.unrecorded_savepoint,
+        "old_sink": getattr(args, "sink_spec", None),
+        "txn_app_id": args.txn_app_id, "old_checkpoint": args.old_checkpoint,
     }
     given.update(known)
     return PlanRequest(query_name, **given).checked()

@@ -59,6 +59,25 @@ def _real_time(value: Any) -> bool:
             and (value.get("bound") is None or _is_int(value.get("bound"))))
 
 
+def _sink_offsets(value: Any) -> bool:
+    """[[batch id, source index, topic, partition, start, end], ...]."""
+    return isinstance(value, list) and all(
+        isinstance(v, list) and len(v) == 6 and _is_int(v[0]) and _is_int(v[1])
+        and isinstance(v[2], str) and _is_int(v[3]) and _is_int(v[4]) and _is_int(v[5])
+        for v in value)
+
+
+def _sink(value: Any) -> bool:
+    """{kind, path, last_batch, journal_batch, query_id, run_id, taken, offsets, ...}
+    (restart._sink: the old query's sink as its log said, the batches taken from it)."""
+    return (isinstance(value, dict) and value.get("kind") in ("file", "delta")
+            and isinstance(value.get("path"), str)
+            and (value.get("last_batch") is None or _is_int(value.get("last_batch")))
+            and _is_int(value.get("journal_batch")) and isinstance(value.get("query_id"), str)
+            and isinstance(value.get("run_id"), str) and isinstance(value.get("taken"), list)
+            and all(_is_int(b) for b in value["taken"]) and _sink_offsets(value.get("offsets")))
+
+
 REQUEST_FIELDS: dict[str, Callable[[Any], bool]] = {
     "allow_data_loss": lambda v: isinstance(v, bool),
     "recreated_topics": _texts,
@@ -68,6 +87,7 @@ REQUEST_FIELDS: dict[str, Callable[[Any], bool]] = {
     "accept_cluster": lambda v: isinstance(v, str),
     "translation": _translation,
     "real_time": _real_time,
+    "sink": _sink,
 }
 """The request fields a reader of recorded plans uses, and what a plan command writes
 there."""

@@ -9,11 +9,20 @@ from typing import TYPE_CHECKING
 
 from ..overlap import RunSpan
 from ..rows import AsyncTail, Batch, FlaggedProblem, RealTimeTail, RereadRun
-from .model import MODE_STATELESS, POSITION_AFTER, CheckpointState, Mode, Position, SinkState
+from .model import (
+    MODE_STATELESS,
+    POSITION_AFTER,
+    CheckpointState,
+    Mode,
+    Position,
+    SinkFacts,
+    SinkState,
+)
 from .request import PlanRequest
 from .translate import ClusterFacts, MirrorFacts
 
 if TYPE_CHECKING:
+    from ..checkpoint.model import Checkpoint
     from ..kafka.admin import TimeLookup, TopicState
     from ..savepoint.model import Savepoint
 
@@ -46,6 +55,14 @@ class PlanInputs:
     its batch), and ``latest`` the journal's last batch, to say what is read again.
     ``real_time``: the anchor's run ran in real-time mode; ``real_time_ends``: per
     partition, the first offset the cluster timestamps after it stopped (None: none).
+    ``sink_log``: the OLD query's sink as its own commit log says (None: not asked, or no
+    sink the journal names); ``sink_checkpoint``: the old query's checkpoint, read
+    (``offsets/N`` of the batches the sink holds beyond the journal); ``sink_batch``: the
+    journaled batch whose id is the sink's last, when the sink is behind the journal
+    (its end offsets count what the sink lacks); ``sink_run_id``: the journaled run of the
+    old checkpoint's query id the batches taken from the sink are journaled as (None:
+    the anchor's run). ``sink_taken`` is set by the plan: the
+    batches it took from the sink and the old checkpoint (the anchor is the last).
     """
 
     request: PlanRequest
@@ -68,6 +85,11 @@ class PlanInputs:
     latest: Batch | None = None
     real_time: RealTimeTail | None = None
     real_time_ends: TimeLookup | None = None
+    sink_log: SinkFacts | None = None
+    sink_checkpoint: Checkpoint | None = None
+    sink_batch: Batch | None = None
+    sink_run_id: str | None = None
+    sink_taken: Sequence[Batch] = ()
 
     @property
     def mode(self) -> Mode:

@@ -8,11 +8,16 @@ It is a short sequence of steps, each returning :class:`~.model.Findings`:
 4. plan each source (Kafka: kafka_offsets.py, others: _other_sources.py);
 5. check the output path, the sink (foreachBatch: Delta txnAppId), the new checkpoint,
    the clocks and concurrent runs.
+
+Before 2, the old query's sink (``_sink.py``): when its own commit log holds batches
+beyond the journal's last, they are taken from the old checkpoint and the plan starts
+after the last of them, as if the journal had them.
 """
 
 from __future__ import annotations
 
 from collections.abc import Sequence
+from dataclasses import replace
 from datetime import datetime, timedelta
 from typing import Any
 
@@ -26,6 +31,7 @@ from ._from_time import reread_note, time_source_plan
 from ._inputs import PlanInputs
 from ._other_sources import journaled_offset, other_source_plan, sink_findings
 from ._real_time import real_time_findings
+from ._sink import sink_outcome
 from ._state_aware import state_aware_start
 from .kafka_offsets import kafka_source_plan, kafka_topics
 from .model import (
@@ -70,11 +76,15 @@ def compute_plan(query_name: str, anchor: Batch, **given: Any) -> RestartPlan:
 def decide(inp: PlanInputs) -> RestartPlan:
     """The plan for ``inp``: the steps of the module docstring, in order."""
     refuse_bad_request(inp)
+    sink = sink_outcome(inp)
+    if sink.taken:  # the sink holds batches beyond the journal: start after its last
+        inp = replace(inp, anchor=sink.taken[-1], sink_taken=sink.taken)
     flagged = flagged_batches(inp.problems, [inp.anchor, *inp.chain])
     start = where_to_start(inp, flagged)
     sources, source_findings = source_plans(inp, start)
     found = Findings(notes=translated_start(inp, start, flagged, sources))
     found.merge(start.findings)
+    found.merge(sink.findings)
     found.merge(flagged_findings(inp, start, flagged))
     found.merge(source_findings)
     found.merge(unchecked_cluster(inp, sources))
@@ -107,7 +117,7 @@ def decide(inp: PlanInputs) -> RestartPlan:
         savepoint_id=inp.loaded_savepoint.id if inp.loaded_savepoint else None,
         savepoint_location=inp.loaded_savepoint.location if inp.loaded_savepoint else None,
         savepoint_sha256=inp.loaded_savepoint.digest if inp.loaded_savepoint else None,
-        state=state, real_time=rt_record,
+        state=state, real_time=rt_record, sink=sink.record, sink_batches=list(sink.taken),
     )
 
 
@@ -206,6 +216,8 @@ def after_note(inp: PlanInputs, flagged: Flagged,
     anchor_ref = BatchRef.of(inp.anchor)
     latest = ("the last journaled batch" if inp.request.as_of is None
               else f"the last batch triggered at or before {format_time(inp.request.as_of)}")
+    if inp.sink_taken:
+        latest = "the last batch the old query's sink holds, beyond the journal's: see below"
     head = f"Starts AFTER {anchor_ref.label()} ({latest}): at its END offsets"
     if translated is not None:
         bound, unsynced = translated

@@ -9,6 +9,11 @@ what bounds it: only records the partitions held before the run stopped can have
 written, so per partition at most those between the plan's start and the first offset
 timestamped after the stop (asked of the cluster: offsetsForTimes). The audit sees no
 overlap in the journal (the stopped batch was never journaled), and says why in a note.
+That is for a sink that keeps no log (console, foreach, Kafka: what real-time mode
+writes to). A sink that keeps one (a file sink's ``_spark_metadata``, a Delta table's
+``txn``), once the plan has read it (``sink_log``), says exactly which batches it holds:
+a batch stopped mid-way never reached its log, so its readers see none of its rows, and
+the plan says so in a note instead.
 """
 
 from __future__ import annotations
@@ -34,6 +39,13 @@ def real_time_findings(inp: PlanInputs, start: Start, sources: Sequence[SourcePl
         return Findings(), None
     if tail.run_id != inp.anchor.run_id or tail.last.batch_id != inp.anchor.batch_id:
         return Findings(), None  # the run went on past the anchor: journaled batches
+    logged = inp.sink_log
+    if logged is not None and logged.exists and logged.problem is None:
+        return Findings(notes=[
+            f"run {tail.run_id} ran in real-time mode (trigger realTime): a batch after "
+            f"{BatchRef.of(inp.anchor).label()} stopped mid-way may have written rows, but "
+            f"{logged.label()} keeps a commit log, read for this plan: a batch it does not "
+            "hold never reached it for its readers, so nothing is written twice"]), None
     by_partition: dict[str, int] = {}
     counted = inp.real_time_ends is not None
     for source in sources:
@@ -72,7 +84,9 @@ def real_time_findings(inp: PlanInputs, start: Start, sources: Sequence[SourcePl
         f"after {label} stopped mid-way leaves no progress event, offsets entry or "
         "commit, but its rows may already be in the sink, so the new query writes them "
         f"again: {limit}. An idempotent sink removes them; the audit shows no overlap "
-        "for them (they were never journaled)")
+        "for them (they were never journaled). That holds for a sink that keeps no "
+        "log (console, foreach, Kafka); for one that does, give it (--sink) and the plan "
+        "reads what it holds")
     record = {"run_id": tail.run_id, "after_batch": inp.anchor.batch_id,
               "stopped_by": format_time(tail.stopped_by), "bound": bound,
               "by_partition": by_partition if counted else None}

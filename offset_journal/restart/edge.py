@@ -14,33 +14,41 @@ from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING, Any
 
 from ..errors import CheckpointError, JournalError, RestartError
-from ..formatting import format_time
+from ..formatting import first_line, format_time
 from ..journal import FLAGGED_PROBLEMS, Batch, FlaggedProblem, Journal, SpoolLoss
 from ..kafka.admin import TopicState, cluster_id, offsets_for_time, read_offset_syncs, topic_state
 from ..kafka.mirror import index_syncs, offset_syncs_topic, replica_topic
 from ..overlap import span_of
 from ..rows import KIND_DELTA, RealTimeTail, order_key
+from ..values import url_scheme
 from ..wording import count, tp
 from ._delta_log import delta_table_id, same_path
 from ._from_time import chosen_offsets, epoch_millis
 from ._inputs import PlanInputs
 from ._other_sources import check_delta_table, delta_path
 from ._plan import check_last_batch, decide, refuse_used_checkpoint
+from ._sink import described_sink
 from .kafka_offsets import kafka_topics
 from .model import (
     MODE_STATE_AWARE,
     POSITION_AFTER,
     POSITION_AT,
     POSITION_SAVEPOINT,
+    SINK_DELTA,
+    SINK_FILE,
     CheckpointState,
     Position,
     RestartPlan,
+    SinkFacts,
+    SinkFoundBy,
+    SinkKind,
     SinkState,
 )
-from .request import PlanRequest
+from .request import SINK_NONE, PlanRequest, sink_spec
 from .translate import ClusterFacts, MirrorFacts
 
 if TYPE_CHECKING:
+    from ..checkpoint.model import Checkpoint
     from ..kafka.admin import TimeLookup
     from ..savepoint.model import Savepoint
 
@@ -114,6 +122,7 @@ def plan_restart(database_url: str | None, query: str | PlanRequest, *,
     with _opened(database_url, journal) as j:
         plan = plan_from_journal(j, request, places)
         if record:
+            journal_sink_batches(j, plan)
             record_plan(j, plan, request, command)
         return plan
 
@@ -123,7 +132,9 @@ def plan_from_journal(journal: Journal, request: PlanRequest,
     """The plan for a checked ``request``, from an open journal; ``places``: the
     request's :func:`locations` when already read."""
     ckpt_state, sink = places if places is not None else locations(request)
+    old_checkpoint = read_old_checkpoint(request)
     found = gather(journal, request)
+    sink_log = sink_facts(request, found.anchor, old_checkpoint)
     inputs = PlanInputs(
         request, found.anchor, position=found.position, chain=found.chain,
         before=found.before, checkpoint_state=ckpt_state, sink=sink,
@@ -136,6 +147,9 @@ def plan_from_journal(journal: Journal, request: PlanRequest,
         cluster=cluster_facts(journal, request, found),
         mirror=mirror_facts(request),
         loaded_savepoint=found.savepoint, latest=found.latest,
+        sink_log=sink_log, sink_checkpoint=old_checkpoint,
+        sink_batch=sink_batch(journal, request, found.anchor, sink_log),
+        sink_run_id=sink_run_id(journal, request, old_checkpoint),
     )
     real_time = journal.real_time_tail(found.anchor)
     if real_time is not None:
@@ -266,6 +280,130 @@ def spool_loss_warning(loss: SpoolLoss) -> str:
             + (f"; offsets {parts}{more}" if parts else "")
             + ". Each query's newest batch was kept; plans that start inside this range "
             "(--as-of, --batch, state-aware rewinds) cannot be checked against it")
+
+
+# --------------------------------------------------------------------------- the sink
+
+
+def read_old_checkpoint(request: PlanRequest) -> Checkpoint | None:
+    """The old query's checkpoint, read (None: not given). CheckpointError when it is
+    missing or not a checkpoint."""
+    if request.old_checkpoint is None:
+        return None
+    from ..checkpoint import read_checkpoint
+
+    return read_checkpoint(request.old_checkpoint)
+
+
+def sink_facts(request: PlanRequest, anchor: Batch,
+               old_checkpoint: Checkpoint | None = None) -> SinkFacts | None:
+    """The OLD query's sink as its own log says: the one given (``--sink``), else the
+    one the journal's sink description of the last batch names (``FileSink[...]``,
+    ``DeltaSink[...]``); None when neither (or ``--sink none``). A Delta sink's txn
+    appId is the old checkpoint's query id (the anchor's, without one)."""
+    found_by: SinkFoundBy = "given"
+    kind: SinkKind | None
+    if request.old_sink == SINK_NONE:
+        return None
+    if request.old_sink is None:
+        described = described_sink(anchor.sink_description)
+        if described is None:
+            return None
+        kind, path = SINK_DELTA if described[0] == SINK_DELTA else SINK_FILE, described[1]
+        found_by = "journaled"
+        scheme = url_scheme(path)
+        if scheme not in (None, "file"):  # not read unasked: it may be slow or need keys
+            return SinkFacts(kind, path, found_by, problem=(
+                f"it is on another file system ({scheme}): give it (--sink) to have it "
+                "read through fsspec"))
+    else:
+        kind, path = sink_spec(request.old_sink)
+    foreach = (anchor.sink_description or "").startswith("ForeachBatchSink")
+    query_id = (old_checkpoint.query_id if old_checkpoint is not None else None) \
+        or anchor.query_id
+    app_id = request.txn_app_id or (None if foreach else query_id)
+    return read_sink(kind, path, found_by, app_id)
+
+
+def read_sink(kind: SinkKind | None, path: str, found_by: SinkFoundBy,
+              app_id: str | None) -> SinkFacts:
+    """What the sink at ``path`` holds: a Delta table's ``txn`` of ``app_id`` (``kind``
+    delta, or None with a ``_delta_log`` there), else a file sink's log. A log that
+    cannot be read is said in ``problem``."""
+    from ..checkpoint.sinks import read_delta_txns, read_file_sink_log
+
+    try:
+        if kind != SINK_FILE:
+            txns = read_delta_txns(path)
+            if txns is not None:
+                last = txns.txns.get(app_id) if app_id is not None else None
+                return SinkFacts(SINK_DELTA, path, found_by, True, last, app_id,
+                                 tuple(sorted(txns.txns)), bytes_read=txns.bytes_read)
+            if kind == SINK_DELTA:
+                return SinkFacts(SINK_DELTA, path, found_by, exists=False, app_id=app_id)
+        log = read_file_sink_log(path)
+    except (CheckpointError, OSError, ValueError) as exc:
+        return SinkFacts(kind or SINK_FILE, path, found_by, problem=str(exc), app_id=app_id)
+    if log is None:
+        return SinkFacts(SINK_FILE, path, found_by, exists=False)
+    return SinkFacts(SINK_FILE, path, found_by, True, log.last_batch,
+                     bytes_read=log.bytes_read)
+
+
+def sink_batch(journal: Journal, request: PlanRequest, anchor: Batch,
+               facts: SinkFacts | None) -> Batch | None:
+    """The journaled batch the sink holds last, when that is before the journal's last
+    (its end offsets count what the sink lacks); None otherwise."""
+    if facts is None or facts.last_batch is None or facts.last_batch >= anchor.batch_id:
+        return None
+    return journal.batch(request.query_name, anchor.run_id, facts.last_batch)
+
+
+def sink_run_id(journal: Journal, request: PlanRequest,
+                old_checkpoint: Checkpoint | None) -> str | None:
+    """The run the batches taken from the sink are journaled as: the newest journaled
+    run of the old checkpoint's query id, else (a run the listener never journaled) the
+    id `checkpoint import` gives that checkpoint; None without an old checkpoint."""
+    if old_checkpoint is None or old_checkpoint.query_id is None:
+        return None
+    runs = [r for r in journal.runs(request.query_name)
+            if r.query_id == old_checkpoint.query_id]
+    if runs:
+        newest = max(runs, key=lambda r: (r.started_at is not None, r.started_at or 0,
+                                          r.last_trigger_at is not None))
+        return newest.run_id
+    from ..checkpoint.importing import checkpoint_run_id
+
+    return checkpoint_run_id(old_checkpoint.query_id, old_checkpoint.path)
+
+
+def journal_sink_batches(journal: Journal, plan: RestartPlan) -> None:
+    """Journal the batches a plan took from the sink and the old checkpoint, before the
+    plan is recorded (the journal is complete again: a plan made next starts where this
+    one does). A journal that refuses them (a planner role, which may record plans only)
+    costs a warning: the recorded plan keeps them, and the audit reads the run started
+    from it as planned all the same."""
+    import sqlalchemy as sa
+
+    from ..checkpoint.importing import journal_batches
+    from ..redaction import redact
+
+    if not plan.sink_batches or not plan.ok:
+        return
+    first, last = plan.sink_batches[0], plan.sink_batches[-1]
+    try:
+        new = journal_batches(journal, plan.sink_batches)
+    except (sa.exc.SQLAlchemyError, RestartError) as exc:
+        reason = redact(first_line(getattr(exc, "orig", None) or exc))
+        plan.plan_warnings.append(
+            f"batches {first.batch_id}..{last.batch_id} of run {last.run_id}, taken from the "
+            f"sink and the old checkpoint, were not journaled ({reason}): a plan made next "
+            "does not know them; import the old checkpoint (`checkpoint import`) or plan "
+            "as the writer")
+        return
+    plan.notes.append(f"Journaled {count(new, 'batch')} of run {last.run_id} taken from the "
+                      f"sink and the old checkpoint (batches {first.batch_id}.."
+                      f"{last.batch_id}; already there: {len(plan.sink_batches) - new}).")
 
 
 # --------------------------------------------------------------------------- elsewhere

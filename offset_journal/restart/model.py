@@ -46,14 +46,6 @@ POSITIONS: tuple[Position, ...] = (POSITION_AFTER, POSITION_AT, POSITION_REWIND,
                                    POSITION_FROM_TIME, POSITION_SAVEPOINT)
 
 
-
-
-
-# --------------------------------------------------------------------------- findings
-
-
-
-
 # --------------------------------------------------------------------------- plain inputs
 
 
@@ -75,12 +67,41 @@ class SinkState:
     last_batch_id: int | None
 
 
+SinkKind = Literal["file", "delta"]
+"""A sink that keeps a commit log keyed by batch id: Spark's file sink
+(``_spark_metadata``) or a Delta table (``txn`` actions)."""
+SINK_FILE: SinkKind = "file"
+SINK_DELTA: SinkKind = "delta"
+SinkFoundBy = Literal["given", "journaled"]
+"""Where a plan got the old query's sink from: ``--sink`` (``sink=``), or the sink
+description the journal holds for its last batch (``FileSink[...]``, ``DeltaSink[...]``)."""
 
 
+@dataclass(frozen=True)
+class SinkFacts:
+    """The OLD query's sink as its own commit log says (gathered at the edge, plain data).
 
+    ``exists``: a log of that kind is at ``path`` (``_spark_metadata``, ``_delta_log``);
+    ``problem``: why it could not be read (None: it was). ``last_batch``: the highest
+    batch id the sink holds for the old query: the file sink log's highest batch file,
+    or the Delta ``txn`` version of ``app_id`` (the old query's id, or the ``txnAppId``
+    its foreachBatch writes used); None when it holds none. ``app_ids``: every appId the
+    Delta log has a ``txn`` of. ``bytes_read``: what reading the log cost."""
 
+    kind: SinkKind
+    path: str
+    found_by: SinkFoundBy = "given"
+    exists: bool = True
+    last_batch: int | None = None
+    app_id: str | None = None
+    app_ids: tuple[str, ...] = ()
+    problem: str | None = None
+    bytes_read: int = 0
 
-
+    def label(self) -> str:
+        what = "file sink" if self.kind == SINK_FILE else "Delta table"
+        txn = f" (txn appId {self.app_id})" if self.app_id else ""
+        return f"the {what} at {self.path}{txn}"
 
 
 @dataclass
@@ -241,6 +262,13 @@ class RestartPlan:
     """The anchor's run ran in real-time mode: the rows of a batch stopped mid-way may be
     written again (run_id, after_batch, stopped_by, bound: records at most, None when
     not counted; by_partition)."""
+    sink: dict[str, Any] | None = None
+    """The old query's sink as its own log says, and what the plan did with it (kind,
+    path, app_id, last_batch, journal_batch, taken: the batches it took from the sink
+    and the old checkpoint, with their offsets); recorded with the plan."""
+    sink_batches: list[Batch] = field(default_factory=list)
+    """The batches the sink holds beyond the journal, built from the old checkpoint's
+    offsets: the plan starts after the last, and journals them when it is recorded."""
 
     @property
     def warnings(self) -> list[str]:
@@ -294,7 +322,7 @@ class RestartPlan:
                            "sha256": self.savepoint_sha256}
                           if self.savepoint_location is not None else None),
             "state": [c.to_dict() for c in self.state],
-            "real_time": self.real_time,
+            "real_time": self.real_time, "sink": self.sink,
             "notes": list(self.notes), "warnings": self.warnings, "errors": self.errors,
         }
 

@@ -70,7 +70,8 @@ def plan_row(plan: RestartPlan, request: PlanRequest, command: str) -> dict[str,
     person accepted (allow_data_loss, recreated_topics: the audit explains the gap or
     new log such a plan makes by them; accept_cluster: a cluster check overruled), the
     warnings the plan was handed out with and the log starts its earliest offsets stood
-    for."""
+    for; ``sink``: the old query's sink as its log said, and the batches the plan took
+    from it (the audit reads a run started after them as planned)."""
     asked = {"as_of": format_time(request.as_of),
              "batch": list(request.batch) if request.batch else None,
              "from_time": format_time(request.from_time),
@@ -86,7 +87,7 @@ def plan_row(plan: RestartPlan, request: PlanRequest, command: str) -> dict[str,
              "log_starts": _log_starts(plan),
              "kafka_cluster_id": plan.kafka_cluster_id,
              "journaled_kafka_cluster_id": plan.journaled_cluster_id,
-             "real_time": plan.real_time,
+             "real_time": plan.real_time, "sink": plan.sink,
              **_translation(plan), **_state(plan, request)}
     return {
         "query_name": plan.query_name, "position": recorded_position(plan, request),

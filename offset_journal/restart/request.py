@@ -22,12 +22,26 @@ from .model import (
     POSITION_AT,
     POSITION_FROM_TIME,
     POSITION_SAVEPOINT,
+    SINK_DELTA,
     Mode,
     Position,
+    SinkKind,
 )
 
 SEED_ALL = "all"
 """``--seed all``: the new query seeds every old operator's state."""
+SINK_NONE = "none"
+"""``--sink none``: no sink check, not even the one the journal's sink description allows."""
+DELTA_PREFIX = "delta:"
+
+
+def sink_spec(text: str) -> tuple[SinkKind | None, str]:
+    """``--sink``'s value as (kind, path): ``delta:PATH`` a Delta table, a plain PATH a
+    file sink's output path (or a Delta table, when a ``_delta_log`` is found there: the
+    edge decides, None here)."""
+    if text.startswith(DELTA_PREFIX):
+        return SINK_DELTA, text[len(DELTA_PREFIX):]
+    return None, text
 
 
 def check_request(mode: str, position: str) -> None:
@@ -82,6 +96,12 @@ class PlanRequest:
     ``unrecorded_savepoint``: accept a savepoint directory whose manifest the journal did
     not record (one made with ``--no-record``), which is otherwise refused: only its own
     checksum vouches for it (recorded as the plan's decision).
+    ``old_sink``: the OLD query's sink, whose own commit log says which batches it holds
+    (``PATH`` a file sink's output path, ``delta:PATH`` a Delta table; ``"none"``: no
+    check; None: the sink the journal's sink description names, where it can); with
+    ``txn_app_id`` the ``txnAppId`` a foreachBatch wrote Delta with. ``old_checkpoint``:
+    the old query's checkpoint, whose ``offsets/N`` give the end offsets of batches the
+    sink holds beyond the journal (see :mod:`~offset_journal.restart._sink`).
     """
 
     query_name: str
@@ -107,6 +127,9 @@ class PlanRequest:
     seed: Sequence[int] | str = ()
     discard_state: bool = False
     unrecorded_savepoint: bool = False
+    old_sink: str | None = None
+    txn_app_id: str | None = None
+    old_checkpoint: str | None = None
 
     @property
     def policy(self) -> ReplicationPolicy:
@@ -157,6 +180,7 @@ class PlanRequest:
                                "(--bootstrap-servers)")
         self._check_translation()
         self._check_accepted_cluster()
+        self._check_sink()
         seed = self._checked_savepoint(mode)
         return replace(self, mode=mode, as_of=as_of, kafka_timeout=timeout,
                        recreated_topics=recreated, recreated_tables=tables,
@@ -191,6 +215,26 @@ class PlanRequest:
                                "a windowed aggregation's state by rewinding), not both")
         return ids
 
+    def _check_sink(self) -> None:
+        """RestartError for an empty sink or checkpoint path, or a txnAppId without the
+        Delta table it names writes to."""
+        for what, value in (("sink (--sink)", self.old_sink),
+                            ("old checkpoint (--old-checkpoint)", self.old_checkpoint),
+                            ("txnAppId (--txn-app-id)", self.txn_app_id)):
+            if value is not None and (not isinstance(value, str) or not value.strip()):
+                raise RestartError(f"bad {what}: {value!r}")
+        if self.old_sink is not None and not sink_spec(self.old_sink)[1].strip():
+            raise RestartError(f"bad sink (--sink) {self.old_sink!r}: give delta:PATH or "
+                               "PATH")
+        if self.txn_app_id is not None and (
+                self.old_sink is None or sink_spec(self.old_sink)[0] != SINK_DELTA):
+            raise RestartError("--txn-app-id (txn_app_id) names the txnAppId a foreachBatch "
+                               "wrote a Delta table with: give the table too (--sink "
+                               "delta:PATH)")
+        if (self.old_checkpoint is not None and self.checkpoint is not None
+                and self.old_checkpoint.rstrip("/") == self.checkpoint.rstrip("/")):
+            raise RestartError(f"--old-checkpoint {self.old_checkpoint} is the NEW "
+                               "checkpoint (--checkpoint): give the old query's")
 
     def _check_translation(self) -> None:
         """RestartError for a policy MM2 lacks, an alias it could not have, or a

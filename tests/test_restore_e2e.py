@@ -144,3 +144,56 @@ def test_aggregation_restored_into_eight_partitions_with_a_changed_projection(
     assert set(latest) == {v.decode().split(",")[0] for *_x, v in produced[70:]}
     for grp, row in latest.items():
         assert (row.n, row.mx, row.total) == reference[grp]
+
+
+def test_stateful_job_restores_an_aggregation_into_transform_with_state(
+        journaled_spark, journal_url, kafka_cluster, kafka_topic, tmp_path, capsys):
+    """jobs/stateful_counts.py: v1 the built-in aggregation (HDFS-backed, 2 partitions);
+    v2 transformWithState on a NEW checkpoint with 3 partitions, ``--from-journal
+    --savepoint --restore``: the plan records the restore as its decision, the
+    aggregation's buffer goes into the value state through the job's declared mapping at
+    JVM speed, v2's state and output equal the totals over all records, and the audit
+    finds nothing unexplained (the plan is linked to the bootstrap run)."""
+    from offset_journal.savepoint.spark import session_conf
+    from tests.jobs_support import load_job, run_to_end
+
+    spark, listener = journaled_spark
+    job = load_job("stateful_counts")
+    produced = kafka_cluster.produce(kafka_topic, 70, value=_amounts)
+    common = ["--bootstrap-servers", kafka_cluster.bootstrap_servers, "--topics", kafka_topic,
+              "--query-name", "totals", "--database-url", journal_url,
+              "--output", str(tmp_path / "out"), "--max-offsets-per-trigger", "30"]
+    v1_ck, v2_ck, sp = tmp_path / "ck-v1", tmp_path / "ck-v2", tmp_path / "sp"
+    run_to_end(spark, listener, job, [*common, "--checkpoint", str(v1_ck)])
+    produced += kafka_cluster.produce(kafka_topic, 25, start=70,
+                                      value=lambda i: _amounts(i) if i % 5 else f"g9,{i}")
+    code, out, err = _cli(capsys, "--database-url", journal_url, "savepoint", "create",
+                          "totals", "--checkpoint", str(v1_ck), "--to", str(sp))
+    assert code == 0, err
+    code, out, err = _cli(capsys, "--database-url", journal_url, "plan", "totals",
+                          "--savepoint", "1", "--restore", "--checkpoint", str(v2_ck),
+                          "--format", "json")
+    assert code == 0, out + err
+    (state,) = json.loads(out)["state"]
+    assert state["decision"] == "restored" and "the JVM path" in state["how"]
+
+    with session_conf(spark, "spark.sql.shuffle.partitions", "3"):
+        run_to_end(spark, listener, job, [*common, "--checkpoint", str(v2_ck), "--engine",
+                                          "transform-with-state", "--from-journal",
+                                          "--savepoint", str(sp), "--restore"])
+    reference = _reference(produced)
+    v2_state = _state(spark, v2_ck, stateVarName="totals")
+    assert {r.key.grp: tuple(r.value) for r in v2_state} == reference
+    assert {r.partition_id for r in v2_state} <= {0, 1, 2}
+    rows = spark.read.parquet(job.output_dir_for(str(tmp_path / "out"), str(v2_ck))).collect()
+    latest = {r.grp: r for r in sorted(rows, key=lambda r: r.batch_id)}
+    assert set(latest) == {v.decode().split(",")[0] for *_x, v in produced[70:]}
+    for grp, row in latest.items():
+        assert (row.n, row.mx, row.total) == reference[grp]
+        assert row.mean == pytest.approx(reference[grp][2] / reference[grp][0])
+
+    with Journal(journal_url) as journal:
+        (recorded,) = [p for p in journal.recorded_plans("totals") if p.request.get("restore")]
+        assert recorded.request["state"] == [[0, "aggregation", 7, "restored"]]
+    code, out, err = _cli(capsys, "--database-url", journal_url, "audit", "totals")
+    assert code == 0, out

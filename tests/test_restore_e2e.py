@@ -396,3 +396,129 @@ def test_stream_stream_join_keeps_both_sides(
         mine = sorted(repr(tuple(r.value)) for r in _state(spark, got["v2_ck"], joinSide=side))
         ref = sorted(repr(tuple(r.value)) for r in _state(spark, got["ref_ck"], joinSide=side))
         assert mine == ref and mine, side
+
+
+# --------------------------------------------------------------------------- RocksDB bytes
+
+FAR = 4_102_444_800_000  # 2100-01-01: timers that never fire during the test
+TTL_MS = 3_600_000
+
+
+def _sessions(value_state: str) -> Any:
+    """A transformWithState processor with a value state (named ``value_state``), a list
+    and a map state with a TTL, and a processing-time timer per key."""
+    from pyspark.sql import Row
+    from pyspark.sql.streaming import StatefulProcessor
+    from pyspark.sql.types import LongType, StringType, StructField, StructType
+
+    class Sessions(StatefulProcessor):
+        def init(self, handle: Any) -> None:
+            self.handle = handle
+            self.cnt = handle.getValueState(value_state,
+                                            StructType([StructField("n", LongType())]))
+            self.seen = handle.getListState(
+                "seen", StructType([StructField("amount", LongType())]), TTL_MS)
+            self.m = handle.getMapState("m", StructType([StructField("mk", StringType())]),
+                                        StructType([StructField("mv", LongType())]), TTL_MS)
+
+        def handleInputRows(self, key: Any, rows: Any, timerValues: Any) -> Any:
+            n = self.cnt.get()[0] if self.cnt.exists() else 0
+            for row in rows:
+                n += 1
+                self.seen.appendValue((row.amount,))
+                mk = f"a{row.amount % 3}"
+                old = self.m.getValue((mk,)) if self.m.containsKey((mk,)) else None
+                self.m.updateValue((mk,), ((old[0] if old else 0) + row.amount,))
+            self.cnt.update((n,))
+            for timer in list(self.handle.listTimers()):
+                self.handle.deleteTimer(timer)
+            self.handle.registerTimer(FAR + n)
+            yield Row(grp=key[0], n=n)
+
+        def close(self) -> None:
+            pass
+
+    return Sessions()
+
+
+def _tws_state(spark: Any, checkpoint: Path, value_state: str) -> dict[str, Any]:
+    got: dict[str, dict[str, Any]] = defaultdict(lambda: {"seen": [], "m": {}, "timers": []})
+    for r in _state(spark, checkpoint, stateVarName=value_state):
+        got[r.key.grp]["cnt"] = r.value.n
+    for r in _state(spark, checkpoint, stateVarName="seen"):
+        got[r.key.grp]["seen"].append(r.list_element.value.amount)
+        assert r.list_element.ttlExpirationMs is not None
+    for r in _state(spark, checkpoint, stateVarName="m"):
+        got[r.key.grp]["m"][r.user_map_key.mk] = r.user_map_value.value.mv
+    for r in _state(spark, checkpoint, readRegisteredTimers="true"):
+        got[r.key.grp]["timers"].append(r.expiration_timestamp_ms)
+    return {g: {**v, "seen": sorted(v["seen"]), "timers": sorted(v["timers"])}
+            for g, v in got.items()}
+
+
+def test_transform_with_state_bytes_copied_with_a_state_variable_renamed(
+        journaled_spark, journal_url, kafka_cluster, kafka_topic, tmp_path, capsys):
+    """v1: transformWithState with a value, a list and a map state (TTL) and a timer, on
+    RocksDB with checkpoint format v2, 2 partitions; v2 renames its value state ``cnt``
+    to ``count`` (declared) and runs on 3 partitions: the old checkpoint's bytes are
+    copied (TTL indexes, timers and all), column families renamed and repartitioned; per
+    key, v2's state equals a run that never stopped."""
+    import sys
+
+    from pyspark import cloudpickle
+
+    from offset_journal.savepoint.restore import Rules, restore_savepoint
+    from offset_journal.savepoint.spark import (
+        FORMAT_CONF,
+        PROVIDER_CONF,
+        ROCKSDB_PROVIDER,
+        session_conf,
+    )
+
+    cloudpickle.register_pickle_by_value(sys.modules[__name__])
+    spark, listener = journaled_spark
+    servers = kafka_cluster.bootstrap_servers
+    kafka_cluster.produce(kafka_topic, 60, value=_amounts)
+
+    def writer(value_state: str, starting: str) -> Any:
+        out = _events(spark, servers, kafka_topic, starting).groupBy("grp").transformWithState(
+            _sessions(value_state), "grp string, n long", "Update", "ProcessingTime")
+        return out.writeStream.outputMode("update").format("noop")
+
+    confs = {PROVIDER_CONF: ROCKSDB_PROVIDER, FORMAT_CONF: "2",
+             "spark.sql.streaming.noDataMicroBatches.enabled": "false"}
+    from contextlib import ExitStack
+
+    with ExitStack() as stack:
+        for key, value in confs.items():
+            stack.enter_context(session_conf(spark, key, value))
+        _run(writer("cnt", "earliest"), "sessions", tmp_path / "ck-v1", listener)
+        code, _out, err = _cli(capsys, "--database-url", journal_url, "savepoint", "create",
+                               "sessions", "--checkpoint", str(tmp_path / "ck-v1"),
+                               "--to", str(tmp_path / "sp"))
+        assert code == 0, err
+        kafka_cluster.produce(kafka_topic, 30, start=60, value=_amounts)
+        starting = _ends(journal_url, str(tmp_path / "sp"))
+
+        def v2() -> Any:
+            return writer("count", starting).queryName("sessions").option(
+                "checkpointLocation", str(tmp_path / "ck-v2"))
+
+        stack.enter_context(session_conf(spark, "spark.sql.shuffle.partitions", "3"))
+        with Journal(journal_url) as journal:
+            restored = restore_savepoint(spark, str(tmp_path / "sp"), str(tmp_path / "ck-v2"),
+                                         v2, journal=journal,
+                                         rules=Rules(variables={0: {"count": "cnt"}}))
+        (op,) = restored.layout.operators
+        assert (op.decision, op.path) == ("restored", "raw")
+        assert ("count", "cnt") in op.raw[0].families
+        q = v2().trigger(availableNow=True).start()
+        q.awaitTermination(300)
+        assert q.exception() is None, q.exception()
+        _run(writer("count", "earliest"), "sessions-reference", tmp_path / "ck-ref")
+        reference = _tws_state(spark, tmp_path / "ck-ref", "count")  # format v2: read so
+        mine = _tws_state(spark, tmp_path / "ck-v2", "count")
+    assert len(reference) == 7 and all(v["timers"] == [FAR + v["cnt"]]
+                                       for v in reference.values())
+    assert mine == reference
+    assert (tmp_path / "ck-v2" / "commits" / "1").read_text().startswith("v2")

@@ -522,3 +522,58 @@ def test_transform_with_state_bytes_copied_with_a_state_variable_renamed(
                                        for v in reference.values())
     assert mine == reference
     assert (tmp_path / "ck-v2" / "commits" / "1").read_text().startswith("v2")
+
+
+# --------------------------------------------------------------------------- in place
+
+
+def test_a_running_jobs_checkpoint_repartitioned_in_place(
+        journaled_spark, journal_url, kafka_cluster, kafka_topic, tmp_path, capsys):
+    """A RocksDB aggregation on 2 partitions: ``state repartition`` is refused while the
+    journal says it runs; stopped, repartitioned to 4 (journaled as a decision), resumed
+    on the same checkpoint with records that arrived meanwhile: every key's state is the
+    totals over all records, in 4 partitions, and the audit finds nothing unexplained."""
+    import time
+
+    from offset_journal.savepoint.spark import PROVIDER_CONF, ROCKSDB_PROVIDER, session_conf
+
+    spark, listener = journaled_spark
+    servers = kafka_cluster.bootstrap_servers
+    produced = kafka_cluster.produce(kafka_topic, 60, value=_amounts)
+    ck = tmp_path / "ck"
+
+    def writer() -> Any:
+        return (_totals(_events(spark, servers, kafka_topic)).writeStream.outputMode("update")
+                .format("noop").queryName("totals").option("checkpointLocation", str(ck)))
+
+    with session_conf(spark, PROVIDER_CONF, ROCKSDB_PROVIDER):
+        q = writer().trigger(processingTime="200 milliseconds").start()
+        deadline = time.monotonic() + 120
+        with Journal(journal_url) as journal:
+            while not any(r.terminated_at is None and r.batches
+                          for r in journal.runs("totals")):
+                assert time.monotonic() < deadline, "the run never showed in the journal"
+                q.processAllAvailable()
+        code, out, err = _cli(capsys, "--database-url", journal_url, "state", "repartition",
+                              "--checkpoint", str(ck), "--partitions", "4")
+        assert code == 1 and "is running on" in err and "--assume-stopped" in err, err
+        q.processAllAvailable()
+        q.stop()
+        assert listener.wait_terminated(q.runId, 60)
+        code, out, err = _cli(capsys, "--database-url", journal_url, "state", "repartition",
+                              "--checkpoint", str(ck), "--partitions", "4")
+        assert code == 0, err
+        assert "2 -> 4 partitions" in out and "journaled as decision" in out
+        code, out, err = _cli(capsys, "--database-url", journal_url, "state", "repartition",
+                              "--checkpoint", str(ck), "--partitions", "4")
+        assert code == 1 and "runs with 4 partitions already" in err
+        produced += kafka_cluster.produce(kafka_topic, 30, start=60, value=_amounts)
+        _run(writer(), "totals", ck, listener)
+    state = _state(spark, ck)
+    assert {r.key.grp: tuple(r.value) for r in state} == _reference(produced)
+    assert {r.partition_id for r in state} == {0, 1, 2, 3}
+    with Journal(journal_url) as journal:
+        (decision,) = [p for p in journal.recorded_plans("totals") if p.mode == "repartition"]
+    assert decision.request["repartition"]["to"] == 4 and decision.checkpoint == str(ck)
+    code, out, err = _cli(capsys, "--database-url", journal_url, "audit", "totals")
+    assert code == 0, out

@@ -577,3 +577,69 @@ def test_a_running_jobs_checkpoint_repartitioned_in_place(
     assert decision.request["repartition"]["to"] == 4 and decision.checkpoint == str(ck)
     code, out, err = _cli(capsys, "--database-url", journal_url, "audit", "totals")
     assert code == 0, out
+
+
+# --------------------------------------------------------------------------- bad input
+
+
+def test_bad_restore_input_is_one_line_and_leaves_no_checkpoint(
+        journaled_spark, journal_url, kafka_cluster, kafka_topic, tmp_path, capsys):
+    """v2's operators do not match (named), a value that cannot be mapped, a checkpoint
+    that is not new, a savepoint whose state files are gone, an HDFS-backed checkpoint to
+    repartition: each refused in one line, and a new checkpoint a refused restore began
+    is removed."""
+    import shutil
+
+    from pyspark.sql import functions as F
+
+    from offset_journal.errors import RestoreError, SavepointError
+    from offset_journal.savepoint.restore import restore_savepoint
+
+    spark, listener = journaled_spark
+    servers = kafka_cluster.bootstrap_servers
+    kafka_cluster.produce(kafka_topic, 40, value=_amounts)
+    v1_ck, sp = tmp_path / "ck-v1", tmp_path / "sp"
+    _run(_totals(_events(spark, servers, kafka_topic)).writeStream.outputMode("update")
+         .format("noop"), "totals", v1_ck, listener)
+    code, _out, err = _cli(capsys, "--database-url", journal_url, "savepoint", "create",
+                           "totals", "--checkpoint", str(v1_ck), "--to", str(sp))
+    assert code == 0, err
+    starting = _ends(journal_url, str(sp))
+
+    def restore(frame: Any, checkpoint: Path) -> None:
+        def v2() -> Any:
+            return (frame.writeStream.outputMode("update").format("noop").queryName("totals")
+                    .option("checkpointLocation", str(checkpoint)))
+        with Journal(journal_url) as journal:
+            restore_savepoint(spark, str(sp), str(checkpoint), v2, journal=journal)
+
+    events = _events(spark, servers, kafka_topic, starting)
+    cases = [
+        (events.dropDuplicates(["grp"]), r"operator 0 \(aggregation, stateStoreSave\) of the "
+         r"savepoint is operator 0 \(dedup, dedupe\) in the new query"),
+        (events.groupBy("grp").agg(F.count("*").alias("n"), F.sum("amount").alias("t")),
+         r"the value has 3 field\(s\) in the savepoint \(count, max, sum\) and 2 in the new "
+         r"query \(count, sum\)"),
+        (events.groupBy("grp").agg(F.count("*").alias("n"), F.max("grp").alias("mx"),
+                                   F.sum("amount").alias("t")),
+         "field 'max' is long in the savepoint and string in the new query"),
+    ]
+    for frame, message in cases:
+        with pytest.raises(RestoreError, match=message) as caught:
+            restore(frame, tmp_path / "ck-v2")
+        assert "\n" not in str(caught.value)
+        assert not (tmp_path / "ck-v2").exists(), "the refused restore's checkpoint is removed"
+    before = sorted((p, p.stat().st_mtime_ns) for p in v1_ck.rglob("*"))
+    with pytest.raises(RestoreError, match="is not a new checkpoint"):
+        restore(_totals(events), v1_ck)
+    assert sorted((p, p.stat().st_mtime_ns) for p in v1_ck.rglob("*")) == before
+    victim = next((sp / "operator=0" / "part=0").glob("*.parquet"))
+    shutil.move(victim, tmp_path / "elsewhere.parquet")
+    with pytest.raises(SavepointError, match="is missing: the savepoint was altered"):
+        restore(_totals(events), tmp_path / "ck-v3")
+    assert not (tmp_path / "ck-v3").exists()
+
+    code, out, err = _cli(capsys, "--database-url", journal_url, "state", "repartition",
+                          "--checkpoint", str(v1_ck), "--partitions", "4")
+    assert code == 1 and len(err.strip().splitlines()) == 1, err
+    assert "keeps its state on HDFSBackedStateStoreProvider" in err

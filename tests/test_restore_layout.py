@@ -269,3 +269,13 @@ def test_types_read_as_people_write_them():
     assert type_name({"type": "array", "elementType": "long", "containsNull": True}) == \
         "array<long>"
     assert type_name("null") == "void"
+
+
+def test_a_spark_version_not_proven_is_refused_in_one_line():
+    from offset_journal.savepoint.restore._jvm import PROVEN_SPARK, version_problem
+
+    assert PROVEN_SPARK == "4.2.0" and version_problem("4.2.0") is None
+    for other in ("4.2.1", "4.1.0", "3.5.3"):
+        problem = version_problem(other)
+        assert problem is not None and "\n" not in problem
+        assert "proven on Spark 4.2.0 only" in problem and f"runs Spark {other}" in problem

@@ -33,13 +33,20 @@ ALL_COLUMN_FAMILIES = "_readAllColumnFamilies"
 reads a RocksDB store as the state writer's rows, every column family as bytes."""
 
 
+def version_problem(running: str) -> str | None:
+    """Why the restore refuses Spark ``running`` (None: it is the one proven)."""
+    if running == PROVEN_SPARK:
+        return None
+    return (f"the state restore is proven on Spark {PROVEN_SPARK} only (Spark's internal "
+            f"state writer); this session runs Spark {running}: use the Python path "
+            f"(initial_state) or Spark {PROVEN_SPARK}")
+
+
 def check_version(spark: Any) -> None:
     """RestoreError (one line) unless the session runs the Spark version proven."""
-    running = str(spark.version)
-    if running != PROVEN_SPARK:
-        raise RestoreError(f"the state restore is proven on Spark {PROVEN_SPARK} only (Spark's "
-                           f"internal state writer); this session runs Spark {running}: use "
-                           "the Python path (initial_state) or Spark " + PROVEN_SPARK)
+    problem = version_problem(str(spark.version))
+    if problem is not None:
+        raise RestoreError(problem)
 
 
 def helper(spark: Any) -> Any:

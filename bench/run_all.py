@@ -41,6 +41,7 @@ QUICK = {
     "ceiling": ("ceiling", ["--partitions", "100", "--cores", "2", "--duration", "3",
                             "--drivers", "8", "--refine", "0"]),
     "savepoint": ("savepoint", ["--sizes", "100000", "--seeded-max", "100000"]),
+    "restore": ("restore", ["--sizes", "100000"]),
     "db_failover": ("db_failover", ["--rounds", "1", "--reps", "40", "--seconds", "20",
                                     "--window", "8"]),
 }
@@ -70,6 +71,8 @@ FULL = {
     "ceiling": ("ceiling", ["--partitions", "10,100,1000", "--cores", "1,2", "--duration",
                             "30"]),
     "savepoint": ("savepoint", ["--sizes", "100000,1000000,10000000"]),
+    "restore": ("restore", ["--sizes", "100000,1000000,10000000", "--seeded-max", "1000000",
+                            "--memory", "8g"]),
     "db_failover": ("db_failover", []),
 }
 
@@ -106,6 +109,7 @@ TINY = {
                             "--drivers", "2", "--refine", "0", "--start-rate", "20",
                             "--max-rate", "40"]),
     "savepoint": ("savepoint", ["--sizes", "200", "--seeded-max", "200", "--memory", "1g"]),
+    "restore": ("restore", ["--sizes", "200", "--seeded-max", "200", "--memory", "1g"]),
     "db_failover": ("db_failover", ["--rounds", "1", "--warm", "1", "--after", "1", "--late", "1",
                                     "--reps", "2", "--warmup", "0", "--seconds", "2",
                                     "--window", "1", "--rate", "5"]),

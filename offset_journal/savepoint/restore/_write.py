@@ -32,8 +32,16 @@ from typing import TYPE_CHECKING, Any
 
 from ...errors import OffsetJournalError, RestoreError
 from ...formatting import first_line
-from . import _jvm
 from ._frames import raw_frame, target_frame
+from ._jvm import (
+    StateWrite,
+    bootstrap_offsets,
+    describe,
+    helper,
+    read_all_column_families,
+    remove,
+    seed_offsets,
+)
 from .layout import Layout, NewOperator, Rules, new_operators
 from .matching import plan_layout
 
@@ -107,7 +115,7 @@ def restore_savepoint(spark: Any, savepoint: Savepoint | str | int, checkpoint: 
     RestoreError (one line) for anything that does not fit, the new checkpoint then
     removed; the savepoint and the old checkpoint are only read."""
     started = time.monotonic()
-    _jvm.helper(spark)
+    helper(spark)
     found = _load(savepoint, journal, database_url, expect_sha256, verify)
     manifest = found.manifest
     _require_new(checkpoint)
@@ -116,11 +124,11 @@ def restore_savepoint(spark: Any, savepoint: Savepoint | str | int, checkpoint: 
     try:
         query_id, run_id = _bootstrap(spark, checkpoint, offsets, query)
         bootstrapped = time.monotonic()
-        new = new_operators(_jvm.describe(spark, checkpoint, BOOTSTRAP_BATCH))
+        new = new_operators(describe(spark, checkpoint, BOOTSTRAP_BATCH))
         layout = plan_layout(manifest, new, rules or Rules(),
                              _old_operators(spark, manifest, checkpoint)).check()
         partitions = _partitions(checkpoint, new)
-        _jvm.seed_offsets(spark, checkpoint, BOOTSTRAP_BATCH, SEED_BATCH, batch_wm)
+        seed_offsets(spark, checkpoint, BOOTSTRAP_BATCH, SEED_BATCH, batch_wm)
         _write(spark, found, checkpoint, layout, partitions, next_wm)
     except BaseException as exc:
         _remove(spark, checkpoint)
@@ -183,7 +191,7 @@ def _bootstrap(spark: Any, checkpoint: str, offsets: Sequence[str],
     from ..spark import PROVIDER_CONF, ROCKSDB_PROVIDER, session_conf
 
     with session_conf(spark, PROVIDER_CONF, ROCKSDB_PROVIDER):
-        query_id = _jvm.bootstrap_offsets(spark, checkpoint, offsets)
+        query_id = bootstrap_offsets(spark, checkpoint, offsets)
         started = query().trigger(once=True).start()
     started.awaitTermination(BOOTSTRAP_TIMEOUT_S)
     if started.isActive:
@@ -210,7 +218,7 @@ def _old_operators(spark: Any, manifest: Manifest,
     if old is None or old != new:
         return None
     try:
-        return new_operators(_jvm.describe(spark, manifest.checkpoint, manifest.batch_id))
+        return new_operators(describe(spark, manifest.checkpoint, manifest.batch_id))
     except RestoreError as exc:
         log.info("the old checkpoint's bytes are not copied: %s", exc)
         return None
@@ -296,14 +304,14 @@ def _write(spark: Any, found: Savepoint, checkpoint: str, layout: Layout, partit
 
     version = _commit_version(checkpoint, BOOTSTRAP_BATCH) or 1
     with session_conf(spark, FORMAT_CONF, str(version) if version >= 2 else "1"):
-        writer = _jvm.StateWrite(spark, checkpoint, BOOTSTRAP_BATCH, SEED_BATCH, partitions)
+        writer = StateWrite(spark, checkpoint, BOOTSTRAP_BATCH, SEED_BATCH, partitions)
         m = found.manifest
         for op in layout.operators:
             for target in op.targets:
                 writer.typed(target.operator_id, target.store, target.family,
                              target_frame(spark, found.location, target))
             for raw in op.raw:
-                read = _jvm.read_all_column_families(spark, m.checkpoint, m.batch_id,
+                read = read_all_column_families(spark, m.checkpoint, m.batch_id,
                                                      raw.old_operator_id, raw.old_store)
                 writer.raw(raw.operator_id, raw.store, raw_frame(spark, read, raw))
         writer.run()
@@ -312,7 +320,7 @@ def _write(spark: Any, found: Savepoint, checkpoint: str, layout: Layout, partit
 
 def _remove(spark: Any, checkpoint: str) -> None:
     try:
-        _jvm.remove(spark, checkpoint)
+        remove(spark, checkpoint)
     except Exception as exc:  # the error that brought us here is the one to show
         log.warning("the unfinished checkpoint %s was not removed: %s", checkpoint,
                     first_line(exc))

@@ -26,7 +26,7 @@ from typing import TYPE_CHECKING, Any
 from ...errors import RestoreError
 from ...formatting import first_line
 from ...origin import host_name, os_user
-from . import _jvm
+from ._jvm import helper, repartition
 
 if TYPE_CHECKING:
     from ...checkpoint import Checkpoint
@@ -99,7 +99,7 @@ def repartition_state(spark: Any, checkpoint: str, partitions: int, *,
     refuses; nothing is written then."""
     from ...checkpoint import read_checkpoint
 
-    _jvm.helper(spark)
+    helper(spark)
     ckpt = read_checkpoint(checkpoint)
     if ckpt.query_id is None:
         raise RestoreError(f"{checkpoint} has no query id (metadata): not a query's checkpoint")
@@ -107,7 +107,7 @@ def repartition_state(spark: Any, checkpoint: str, partitions: int, *,
     runs = [r for name in names for r in journal.runs(name)  # type: ignore[union-attr]
             if r.query_id == ckpt.query_id]
     before = check_repartition(ckpt, partitions, runs, assume_stopped=assume_stopped)
-    batch_id = _jvm.repartition(spark, checkpoint, partitions)
+    batch_id = repartition(spark, checkpoint, partitions)
     done = Repartitioned(checkpoint, names[0] if names else None, ckpt.query_id, before,
                          partitions, batch_id, assume_stopped)
     log.info("repartitioned %s from %d to %d partitions (batch %d)", checkpoint, before,
@@ -125,7 +125,7 @@ def _recorded(journal: Journal, done: Repartitioned, runs: list[Any]) -> Reparti
     from ...redaction import redact
 
     last = runs[-1] if runs else None
-    row = {"query_name": done.query_name, "position": "after", "mode": MODE,
+    row: dict[str, Any] = {"query_name": done.query_name, "position": "after", "mode": MODE,
            "command": "state-repartition", "ok": True,
            "anchor_run_id": last.run_id if last is not None else None,
            "anchor_batch_id": last.last_batch_id if last is not None else None,

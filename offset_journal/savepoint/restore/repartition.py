@@ -125,15 +125,16 @@ def _recorded(journal: Journal, done: Repartitioned, runs: list[Any]) -> Reparti
     from ...redaction import redact
 
     last = runs[-1] if runs else None
-    row: dict[str, Any] = {"query_name": done.query_name, "position": "after", "mode": MODE,
-           "command": "state-repartition", "ok": True,
-           "anchor_run_id": last.run_id if last is not None else None,
-           "anchor_batch_id": last.last_batch_id if last is not None else None,
-           "request": {"repartition": {"from": done.partitions_before, "to": done.partitions,
-                                       "batch": done.batch_id},
-                       **({"assume_stopped": True} if done.assumed_stopped else {})},
-           "options": {}, "kafka_offsets": [], "checkpoint": done.checkpoint,
-           "host": host_name(), "os_user": os_user()}
+    row: dict[str, Any] = {
+        "query_name": done.query_name, "position": "after", "mode": MODE,
+        "command": "state-repartition", "ok": True,
+        "anchor_run_id": last.run_id if last is not None else None,
+        "anchor_batch_id": last.last_batch_id if last is not None else None,
+        "request": {"repartition": {"from": done.partitions_before, "to": done.partitions,
+                                    "batch": done.batch_id},
+                    **({"assume_stopped": True} if done.assumed_stopped else {})},
+        "options": {}, "kafka_offsets": [], "checkpoint": done.checkpoint,
+        "host": host_name(), "os_user": os_user()}
     try:
         return replace(done, plan_id=journal.record_plan(row))
     except sa.exc.SQLAlchemyError as exc:

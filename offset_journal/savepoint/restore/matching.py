@@ -15,11 +15,12 @@ Per pair of operators:
   checkpoint's RocksDB store has it (its TTL indexes and timers are Spark's internals,
   not in the savepoint's rows), renamed state variables declared.
 
-Where the old checkpoint is still there, on RocksDB, with the savepoint's batch, and an
-operator's column families are the same in both (names, schemas, key encoders), its
-bytes are copied as they are (the fastest path, and the only one that keeps a join's
-``matched`` flags and transformWithState's internal column families); otherwise the
-savepoint's typed rows are encoded.
+For a join and a transformWithState, where the old checkpoint is still there, on
+RocksDB, with the savepoint's batch, and the operator's column families are the same in
+both (names, schemas, key encoders), its bytes are copied as they are: the only path
+that keeps a join's ``matched`` flags and transformWithState's internal column families.
+Everything else is written from the savepoint's typed rows, encoded (faster than loading
+the old RocksDB store to copy its bytes).
 """
 
 from __future__ import annotations
@@ -50,6 +51,11 @@ from .layout import (
 SINGLE_STORE = frozenset({"aggregation", "dedup", "dedup-within-watermark", "session-window",
                           "flat-map-groups-with-state", "apply-in-pandas-with-state"})
 """Built-in operators whose state is one store with one column family."""
+BYTES_KEEP = frozenset({"stream-stream-join", "transform-with-state"})
+"""Operators whose old RocksDB bytes carry what the savepoint's typed rows lack (a join's
+``matched`` flags; transformWithState's TTL and timer indexes): copied when they can be.
+The others are written from the savepoint's rows even when the bytes could be copied:
+reading Parquet is faster than loading the old RocksDB store (bench/restore.py)."""
 
 
 @dataclass
@@ -114,7 +120,7 @@ def _carry(manifest: Manifest, o: Operator, n: NewOperator, rules: Rules,
            raw: NewOperator | None, acc: _Acc) -> OperatorPlan | None:
     keys = manifest.keys(o.id)
     same = o.kind == n.kind
-    if same and raw is not None and raw.name == n.name:
+    if same and o.kind in BYTES_KEEP and raw is not None and raw.name == n.name:
         copied = _raw_targets(n, raw, rules)
         if copied:
             return OperatorPlan(n.id, n.kind, "restored", (

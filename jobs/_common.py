@@ -134,32 +134,17 @@ def decide_start(args: argparse.Namespace, *, state_aware: bool = False,
     restore = any(c.decision == "restored" for c in plan.state)
     return Start(plan.starting_offsets(0), "from the journal", plan.event_time_cutoff,
                  plan.plan_id, plan.savepoint_location, plan.savepoint_sha256, seeded,
-                 restore, concrete_ends(plan) if restore else ())
+                 restore, _ends(plan) if restore else ())
 
 
-def concrete_ends(plan: Any) -> tuple[str, ...]:
-    """Each source's start offsets as the new checkpoint's ``offsets/0`` holds them (a
-    restore's bootstrap batch ends where the query starts): a partition the plan starts
-    at its earliest (-2) at the log start the plan saw."""
-    import json
+def _ends(plan: Any) -> tuple[str, ...]:
+    """Each source's start offsets, concrete (``-2`` at the log start the plan saw)."""
+    from offset_journal.savepoint.restore.offsets import concrete_ends
 
-    out = []
-    for source in sorted(plan.sources, key=lambda s: s.index):
-        if source.offsets is None:
-            out.append(source.starting_offsets())
-            continue
-        ends: dict[str, dict[str, int]] = {}
-        for topic, parts in source.offsets.items():
-            for partition, offset in parts.items():
-                if offset < 0:
-                    low = source.log_starts.get((topic, int(partition)))
-                    if low is None:
-                        raise JobError(f"the plan starts {topic}-{partition} at its earliest "
-                                       "without its log start: give --bootstrap-servers")
-                    offset = low
-                ends.setdefault(topic, {})[str(partition)] = int(offset)
-        out.append(json.dumps(ends, sort_keys=True, separators=(",", ":")))
-    return tuple(out)
+    try:
+        return concrete_ends(plan.sources)
+    except OffsetJournalError as exc:
+        raise JobError(str(exc)) from None
 
 
 def start_query(spark: Any, args: argparse.Namespace, start: Start,

@@ -581,13 +581,30 @@ def test_a_running_jobs_checkpoint_repartitioned_in_place(
 
 # --------------------------------------------------------------------------- bad input
 
+QUERY_FILE = """
+from pyspark.sql import functions as F
+
+
+def v2(spark, checkpoint, starting):
+    values = F.split(F.col("value").cast("string"), ",")
+    events = (spark.readStream.format("kafka").option("kafka.bootstrap.servers", "{servers}")
+              .option("subscribe", "{topic}").option("startingOffsets", starting[0]).load()
+              .select(values[0].alias("grp"), values[1].cast("long").alias("amount")))
+    totals = events.groupBy("grp").agg(F.count("*").alias("n"), F.max("amount").alias("mx"),
+                                       F.sum("amount").alias("total"))
+    return (totals.writeStream.outputMode("update").format("noop")
+            .option("checkpointLocation", checkpoint))
+"""
+
 
 def test_bad_restore_input_is_one_line_and_leaves_no_checkpoint(
         journaled_spark, journal_url, kafka_cluster, kafka_topic, tmp_path, capsys):
     """v2's operators do not match (named), a value that cannot be mapped, a checkpoint
     that is not new, a savepoint whose state files are gone, an HDFS-backed checkpoint to
     repartition: each refused in one line, and a new checkpoint a refused restore began
-    is removed."""
+    is removed. Then the command: ``state restore --query FILE:FUNCTION`` restores the
+    savepoint into 3 partitions before the new query is deployed, which resumes on it."""
+    import runpy
     import shutil
 
     from pyspark.sql import functions as F
@@ -605,6 +622,7 @@ def test_bad_restore_input_is_one_line_and_leaves_no_checkpoint(
                            "totals", "--checkpoint", str(v1_ck), "--to", str(sp))
     assert code == 0, err
     starting = _ends(journal_url, str(sp))
+    v1_state = {r.key.grp: tuple(r.value) for r in _state(spark, v1_ck)}
 
     def restore(frame: Any, checkpoint: Path) -> None:
         def v2() -> Any:
@@ -643,3 +661,21 @@ def test_bad_restore_input_is_one_line_and_leaves_no_checkpoint(
                           "--checkpoint", str(v1_ck), "--partitions", "4")
     assert code == 1 and len(err.strip().splitlines()) == 1, err
     assert "keeps its state on HDFSBackedStateStoreProvider" in err
+
+    # The command: the savepoint, restored before the new query is deployed.
+    shutil.move(tmp_path / "elsewhere.parquet", victim)
+    query_file = tmp_path / "v2.py"
+    query_file.write_text(QUERY_FILE.format(servers=servers, topic=kafka_topic))
+    v2_ck = tmp_path / "ck-cli"
+    code, out, err = _cli(capsys, "--database-url", journal_url, "state", "restore", str(sp),
+                          "--to", str(v2_ck), "--query", f"{query_file}:v2",
+                          "--partitions", "3")
+    assert code == 0, err
+    assert "operator 0 (aggregation): restored (typed)" in out and "recorded as plan" in out
+    _run(runpy.run_path(str(query_file))["v2"](spark, str(v2_ck), [starting]), "totals",
+         v2_ck, listener)
+    assert {r.key.grp: tuple(r.value) for r in _state(spark, v2_ck)} == v1_state
+    assert {r.partition_id for r in _state(spark, v2_ck)} <= {0, 1, 2}
+    code, out, err = _cli(capsys, "--database-url", journal_url, "state", "restore", str(sp),
+                          "--to", str(v2_ck), "--query", f"{query_file}:nope")
+    assert code == 2 and "no function 'nope' there" in err

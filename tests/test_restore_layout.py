@@ -282,3 +282,23 @@ def test_a_spark_version_not_proven_is_refused_in_one_line():
         problem = version_problem(other)
         assert problem is not None and "\n" not in problem
         assert "proven on Spark 4.2.0 only" in problem and f"runs Spark {other}" in problem
+
+
+def test_a_plans_start_offsets_made_concrete_for_the_offsets_file():
+    from dataclasses import dataclass, field
+
+    from offset_journal.savepoint.restore.offsets import concrete_ends
+
+    @dataclass
+    class Source:
+        index: int
+        offsets: Any
+        log_starts: dict = field(default_factory=dict)
+
+        def starting_offsets(self) -> str:
+            return '{"logOffset":3}'
+
+    plan = [Source(1, None), Source(0, {"t": {"0": 18, "1": -2}}, {("t", 1): 7})]
+    assert concrete_ends(plan) == ('{"t":{"0":18,"1":7}}', '{"logOffset":3}')
+    with pytest.raises(RestoreError, match="starts t-1 at its earliest without its log start"):
+        concrete_ends([Source(0, {"t": {"1": -2}})])

@@ -86,24 +86,14 @@ def describe(spark: Any, checkpoint: str, batch_id: int) -> list[dict[str, Any]]
     return found
 
 
-def bootstrap_offsets(spark: Any, checkpoint: str, ends: Sequence[str]) -> str:
+def bootstrap_offsets(spark: Any, checkpoint: str, ends: Sequence[str],
+                      watermark_ms: int) -> str:
     """A new checkpoint's ``metadata`` (a new query id, returned) and ``offsets/0``
-    ending where each source starts (``ends``: each source's offsets as JSON)."""
+    ending where each source starts (``ends``: each source's offsets as JSON), with the
+    batch watermark ``watermark_ms``."""
     return str(_call(f"cannot start the new checkpoint {checkpoint}",
                      helper(spark).bootstrapOffsets, spark._jsparkSession, str(checkpoint),
-                     list(ends), _now_ms()))
-
-
-def seed_offsets(spark: Any, checkpoint: str, from_batch: int, to_batch: int,
-                 watermark_ms: int) -> None:
-    """``offsets/to_batch``: ``offsets/from_batch`` again (a batch that reads nothing)
-    with the batch watermark ``watermark_ms``."""
-    added = _call(f"cannot write offsets/{to_batch} of {checkpoint}",
-                  helper(spark).seedOffsets, spark._jsparkSession, str(checkpoint), from_batch,
-                  to_batch, int(watermark_ms), _now_ms())
-    if not added:
-        raise RestoreError(f"{checkpoint} has offsets/{to_batch} already: another restore or "
-                           "query wrote it")
+                     list(ends), int(watermark_ms), _now_ms()))
 
 
 class StateWrite:
@@ -134,10 +124,11 @@ class StateWrite:
         text = _call(f"cannot write the state of {self.checkpoint}", self._jw.run)
         return json.loads(str(text))
 
-    def commit(self, next_watermark_ms: int) -> None:
-        """``commits/write_batch``, with the watermark the next batch runs with."""
+    def commit(self, next_watermark_ms: int, *, replace: bool = False) -> None:
+        """``commits/write_batch``, with the watermark the next batch runs with;
+        ``replace``: in place of the one the batch's own run wrote."""
         if not _call(f"cannot commit batch {self.write_batch} of {self.checkpoint}",
-                     self._jw.commit, int(next_watermark_ms)):
+                     self._jw.commit, int(next_watermark_ms), bool(replace)):
             raise RestoreError(f"{self.checkpoint} has commits/{self.write_batch} already: "
                                "another restore or query wrote it")
 

@@ -4,21 +4,21 @@ the savepoint's state written into it at JVM speed, the batch committed.
 1. The checkpoint must be new (missing or empty): a restore never mixes its state with
    another query's.
 2. ``metadata`` (a new query id) and ``offsets/0``, whose every source ends where the
-   new query starts (the savepoint's batch's end offsets, the journal's), so the new
-   query's first run, one batch (``Trigger.Once``), reads nothing: Spark itself writes
-   the new query's operator metadata, state schema files, empty state and ``commits/0``
-   for the new query's own plan.
+   new query starts (the savepoint's batch's end offsets, the journal's), with the old
+   query's batch watermark, so the new query's first run, one batch (``Trigger.Once``),
+   reads nothing: Spark itself writes the new query's operator metadata, state schema
+   files, empty state and ``commits/0`` for the new query's own plan.
 3. The layout: the savepoint's operators against the new checkpoint's
    (:func:`~.matching.plan_layout`); a mismatch is refused in one line, and the new
    checkpoint removed.
-4. ``offsets/1``, a batch that reads nothing either, with the old query's watermark at
-   the savepoint's batch; every store written as state version 2 by Spark's
+4. Every store of batch 0 written again, with the savepoint's state, by Spark's
    ``StateRewriter`` (through :mod:`._jvm`), repartitioned into the new query's shuffle
-   partitions by the partitioning Spark's shuffle uses; ``commits/1`` with the
-   watermark the old query's next batch would have run with.
+   partitions by the partitioning Spark's shuffle uses; ``commits/0`` written again with
+   those stores' ids and the watermark the old query's next batch would have run with.
 
-The new query then starts normally on the checkpoint: its first real batch is batch 2,
-from the offsets of ``offsets/1``, with every key's state in place.
+The new query then starts normally on the checkpoint: its first real batch is batch 1,
+with every key's state in place. No batch id is skipped: a sink that logs its batches
+(the file sink's ``_spark_metadata``) sees 0, 1, 2...
 """
 
 from __future__ import annotations
@@ -40,7 +40,6 @@ from ._jvm import (
     helper,
     read_all_column_families,
     remove,
-    seed_offsets,
 )
 from .layout import Layout, NewOperator, Rules, new_operators
 from .matching import plan_layout
@@ -52,9 +51,8 @@ if TYPE_CHECKING:
 log = logging.getLogger(__name__)
 
 BOOTSTRAP_BATCH = 0
-SEED_BATCH = 1
-"""The batch the restored state is written at (state version 2): the new query's first
-real batch is the next one."""
+"""The batch the new query's bootstrap run makes and the restored state replaces (state
+version 1): the new query's first real batch is the next one."""
 BOOTSTRAP_TIMEOUT_S = 600
 
 
@@ -122,13 +120,12 @@ def restore_savepoint(spark: Any, savepoint: Savepoint | str | int, checkpoint: 
     offsets = list(ends) if ends is not None else _manifest_ends(manifest)
     batch_wm, next_wm, wm_from = watermarks(manifest, journal, database_url)
     try:
-        query_id, run_id = _bootstrap(spark, checkpoint, offsets, query)
+        query_id, run_id = _bootstrap(spark, checkpoint, offsets, batch_wm, query)
         bootstrapped = time.monotonic()
         new = new_operators(describe(spark, checkpoint, BOOTSTRAP_BATCH))
         layout = plan_layout(manifest, new, rules or Rules(),
                              _old_operators(spark, manifest, checkpoint)).check()
         partitions = _partitions(checkpoint, new)
-        seed_offsets(spark, checkpoint, BOOTSTRAP_BATCH, SEED_BATCH, batch_wm)
         _write(spark, found, checkpoint, layout, partitions, next_wm)
     except BaseException as exc:
         _remove(spark, checkpoint)
@@ -182,7 +179,7 @@ def _manifest_ends(manifest: Manifest) -> list[str]:
             for e in sorted(manifest.end_offsets, key=lambda e: e.index)]
 
 
-def _bootstrap(spark: Any, checkpoint: str, offsets: Sequence[str],
+def _bootstrap(spark: Any, checkpoint: str, offsets: Sequence[str], watermark_ms: int,
                query: Callable[[], Any]) -> tuple[str, str]:
     """The new checkpoint's offsets/0 and the new query's one bootstrap batch (it reads
     nothing): Spark writes its operator metadata, state schemas, empty state and
@@ -191,7 +188,7 @@ def _bootstrap(spark: Any, checkpoint: str, offsets: Sequence[str],
     from ..spark import PROVIDER_CONF, ROCKSDB_PROVIDER, session_conf
 
     with session_conf(spark, PROVIDER_CONF, ROCKSDB_PROVIDER):
-        query_id = bootstrap_offsets(spark, checkpoint, offsets)
+        query_id = bootstrap_offsets(spark, checkpoint, offsets, watermark_ms)
         started = query().trigger(once=True).start()
     started.awaitTermination(BOOTSTRAP_TIMEOUT_S)
     if started.isActive:
@@ -304,7 +301,7 @@ def _write(spark: Any, found: Savepoint, checkpoint: str, layout: Layout, partit
 
     version = _commit_version(checkpoint, BOOTSTRAP_BATCH) or 1
     with session_conf(spark, FORMAT_CONF, str(version) if version >= 2 else "1"):
-        writer = StateWrite(spark, checkpoint, BOOTSTRAP_BATCH, SEED_BATCH, partitions)
+        writer = StateWrite(spark, checkpoint, BOOTSTRAP_BATCH, BOOTSTRAP_BATCH, partitions)
         m = found.manifest
         for op in layout.operators:
             for target in op.targets:
@@ -315,7 +312,7 @@ def _write(spark: Any, found: Savepoint, checkpoint: str, layout: Layout, partit
                                                      raw.old_operator_id, raw.old_store)
                 writer.raw(raw.operator_id, raw.store, raw_frame(spark, read, raw))
         writer.run()
-        writer.commit(next_wm)
+        writer.commit(next_wm, replace=True)
 
 
 def _remove(spark: Any, checkpoint: str) -> None:

@@ -10,8 +10,6 @@ import org.apache.spark.sql.SparkSession;
 import org.apache.spark.sql.connector.read.streaming.Offset;
 import org.apache.spark.sql.execution.datasources.v2.state.metadata.StateMetadataPartitionReader;
 import org.apache.spark.sql.execution.streaming.checkpointing.OffsetSeq;
-import org.apache.spark.sql.execution.streaming.checkpointing.OffsetSeqBase;
-import org.apache.spark.sql.execution.streaming.checkpointing.OffsetSeqLog;
 import org.apache.spark.sql.execution.streaming.checkpointing.OffsetSeqMetadata;
 import org.apache.spark.sql.execution.streaming.runtime.SerializedOffset;
 import org.apache.spark.sql.execution.streaming.runtime.StreamMetadata;
@@ -38,7 +36,7 @@ import scala.jdk.javaapi.CollectionConverters;
 
 /**
  * The one edge between offset-journal and Spark's internal state classes: operator
- * metadata and state schemas read, offset-log entries written, the state rewritten
+ * metadata and state schemas read, a new checkpoint started, the state rewritten
  * ({@link StateWrite}) and repartitioned in place. Proven on Spark {@value #PROVEN} only:
  * every entry point refuses another version, so a Spark that changes these internals
  * fails here in one line, not in a task.
@@ -169,12 +167,14 @@ public final class StateRestore {
     /**
      * Starts a NEW checkpoint: its {@code metadata} (a new query id, returned) and an
      * {@code offsets/0} whose every source's end is {@code ends.get(i)} (the offsets the
-     * query starts from), so the first run of the query reads nothing. The metadata carries
+     * query starts from), so the first run of the query reads nothing, with the batch
+     * watermark {@code watermarkMs} (the old query's). The metadata carries
      * the session's settings, the shuffle partitions included (Spark's own constructor
      * leaves them out). Refused when the checkpoint has a query id already.
      */
     public static String bootstrapOffsets(SparkSession spark, String checkpoint,
-                                          List<String> ends, long timestampMs) {
+                                          List<String> ends, long watermarkMs,
+                                          long timestampMs) {
         checkVersion();
         String resolved = resolved(spark, checkpoint);
         Path metadataFile = new Path(resolved, "metadata");
@@ -189,9 +189,9 @@ public final class StateRestore {
             throw new java.io.UncheckedIOException(e);
         }
         StreamMetadata$.MODULE$.write(new StreamMetadata(queryId), metadataFile, conf);
-        OffsetSeqMetadata base = OffsetSeqMetadata.apply(0L, timestampMs, spark.conf());
+        OffsetSeqMetadata base = OffsetSeqMetadata.apply(watermarkMs, timestampMs, spark.conf());
         String partitions = spark.conf().get("spark.sql.shuffle.partitions");
-        OffsetSeqMetadata metadata = base.copy(0L, timestampMs,
+        OffsetSeqMetadata metadata = base.copy(watermarkMs, timestampMs,
             base.conf().updated("spark.sql.shuffle.partitions", partitions));
         List<Option<Offset>> offsets = new ArrayList<>();
         for (String end : ends) {
@@ -203,27 +203,6 @@ public final class StateRestore {
             throw new IllegalStateException(checkpoint + " has offsets/0 already: not new");
         }
         return queryId;
-    }
-
-    /**
-     * Writes {@code offsets/toBatch} as a copy of {@code offsets/fromBatch} (same sources,
-     * same settings) with the batch watermark {@code watermarkMs}: a batch that reads
-     * nothing, for the restored state to be written at. Returns false when it exists.
-     */
-    public static boolean seedOffsets(SparkSession spark, String checkpoint, long fromBatch,
-                                      long toBatch, long watermarkMs, long timestampMs) {
-        checkVersion();
-        OffsetSeqLog log = checkpointMetadata(spark, resolved(spark, checkpoint)).offsetLog();
-        Option<OffsetSeqBase> from = log.get(fromBatch);
-        if (from.isEmpty() || !(from.get() instanceof OffsetSeq seq)
-                || seq.metadataOpt().isEmpty()) {
-            throw new IllegalStateException("offsets/" + fromBatch + " of " + checkpoint
-                + " is missing or has no metadata");
-        }
-        OffsetSeqMetadata meta = seq.metadataOpt().get();
-        OffsetSeq copy = seq.copy(seq.offsets(),
-            Option.apply(meta.copy(watermarkMs, timestampMs, meta.conf())));
-        return log.add(toBatch, copy);
     }
 
     /**

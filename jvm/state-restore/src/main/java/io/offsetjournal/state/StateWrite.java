@@ -8,6 +8,8 @@ import java.util.LinkedHashMap;
 import java.util.List;
 import java.util.Map;
 
+import org.apache.hadoop.fs.FileSystem;
+import org.apache.hadoop.fs.Path;
 import org.apache.spark.api.java.JavaRDD;
 import org.apache.spark.sql.Dataset;
 import org.apache.spark.sql.Row;
@@ -42,7 +44,9 @@ import scala.runtime.AbstractFunction1;
  * from the sources registered here, each turned into the writer's rows
  * ({@code partition_key, key_bytes, value_bytes, column_family_name}) and hash-partitioned
  * by {@code partition_key} into the checkpoint's shuffle partitions, exactly as Spark's
- * shuffle places a key; a store without a source is written as it is read.
+ * shuffle places a key; a store without a source is written empty. The read and the write
+ * batch may be the same: the bootstrap batch's (empty) state is then replaced, so the
+ * query's next batch follows it with no gap in batch ids (a file sink's log needs none).
  *
  * <ul>
  * <li>{@link #typed}: rows of two struct columns, {@code key} and {@code value}, in the
@@ -170,8 +174,12 @@ public final class StateWrite {
             throw new IllegalStateException("this state write has run already");
         }
         ran = true;
+        // Reading and writing the same batch of one checkpoint (the bootstrap batch's
+        // state rewritten as the restored one) is allowed when the read location is named.
+        Option<String> readFrom = readBatchId < writeBatchId ? Option.empty()
+            : Option.apply(resolved);
         StateRewriter rewriter = new StateRewriter(spark, readBatchId, writeBatchId, resolved,
-            StateRestore.hadoopConf(spark), Option.empty(), Option.apply(new Transform()),
+            StateRestore.hadoopConf(spark), readFrom, Option.apply(new Transform()),
             Option.empty());
         ids = rewriter.run();
         if (ids.isEmpty()) {
@@ -193,10 +201,23 @@ public final class StateWrite {
     }
 
     /** Writes {@code commits/writeBatchId}, with the state ids of the rewrite (format v2) and
-     * the watermark the next batch runs with. False when it exists already. */
-    public boolean commit(long nextBatchWatermarkMs) {
+     * the watermark the next batch runs with; {@code replace}: in place of the one the
+     * batch's own run wrote (the bootstrap batch's, whose state this write replaced).
+     * False when it exists already and is not to be replaced. */
+    public boolean commit(long nextBatchWatermarkMs, boolean replace) {
         if (!ran) {
             throw new IllegalStateException("commit before the state write ran");
+        }
+        if (replace) {
+            Path file = new Path(new Path(resolved, "commits"), String.valueOf(writeBatchId));
+            Path crc = new Path(file.getParent(), "." + file.getName() + ".crc");
+            try {
+                FileSystem fs = file.getFileSystem(StateRestore.hadoopConf(spark));
+                fs.delete(file, false);
+                fs.delete(crc, false);
+            } catch (java.io.IOException e) {
+                throw new java.io.UncheckedIOException(e);
+            }
         }
         CommitLog log = StateRestore.checkpointMetadata(spark, resolved).commitLog();
         return log.add(writeBatchId, log.createMetadata(nextBatchWatermarkMs, ids,
@@ -217,7 +238,9 @@ public final class StateWrite {
             List<JavaRDD<InternalRow>> mine = sources.get(
                 key(Long.parseLong(options.get("operatorid")), store, null));
             if (mine == null) {
-                return state;
+                // Nothing restored into this store (a new operator, state discarded): it
+                // is written empty, never read and written in one task.
+                return state.limit(0).repartition(partitions);
             }
             JavaRDD<InternalRow> all = mine.get(0);
             for (JavaRDD<InternalRow> more : mine.subList(1, mine.size())) {

@@ -88,7 +88,16 @@ def test_aggregation_restored_into_eight_partitions_with_a_changed_projection(
     partitions; v2: the same aggregation with one more output column, on a NEW
     checkpoint, 8 partitions, its state restored from v1's savepoint while records kept
     arriving: every key's state, and the output of every key that received records, equal
-    the totals over all records; the state sits in 8 partitions."""
+    the totals over all records; the state sits in 8 partitions.
+
+    First the bad input, each refused in one line, a refused restore's new checkpoint
+    removed: v2's operators do not match (named), a value that cannot be mapped, a type
+    changed, a checkpoint that is not new (left untouched), a savepoint whose state file
+    is gone, an HDFS-backed checkpoint to repartition in place. Last the command: ``state
+    restore --query FILE:FUNCTION`` restores the savepoint into 3 partitions before the
+    new query is deployed, which resumes on it."""
+    import runpy
+
     from pyspark.sql import functions as F
 
     from offset_journal.savepoint.restore import restore_savepoint
@@ -107,13 +116,14 @@ def test_aggregation_restored_into_eight_partitions_with_a_changed_projection(
     code, out, err = _cli(capsys, "--database-url", journal_url, "savepoint", "create",
                           "totals", "--checkpoint", str(v1_ck), "--to", str(sp))
     assert code == 0, err
+    starting = _ends(journal_url, str(sp))
+    _refused(spark, journal_url, _events(spark, servers, kafka_topic, starting), sp, v1_ck,
+             tmp_path, capsys)
 
     out_dir = tmp_path / "out"
 
     def write(batch: Any, batch_id: int) -> None:
         batch.withColumn("batch_id", F.lit(batch_id)).write.mode("append").parquet(str(out_dir))
-
-    starting = _ends(journal_url, str(sp))
 
     def v2() -> Any:
         totals = _totals(_events(spark, servers, kafka_topic, starting))
@@ -127,10 +137,7 @@ def test_aggregation_restored_into_eight_partitions_with_a_changed_projection(
     assert restored.partitions == 8 and restored.keys == 7
     (op,) = restored.layout.operators
     assert (op.decision, op.path) == ("restored", "typed")
-    q = v2().trigger(availableNow=True).start()
-    q.awaitTermination(300)
-    assert q.exception() is None, q.exception()
-    assert listener.wait_terminated(q.runId, 60)
+    _run(v2(), "totals", v2_ck, listener)
 
     reference = _reference(produced)
     v2_state = _state(spark, v2_ck)
@@ -144,6 +151,72 @@ def test_aggregation_restored_into_eight_partitions_with_a_changed_projection(
     assert set(latest) == {v.decode().split(",")[0] for *_x, v in produced[70:]}
     for grp, row in latest.items():
         assert (row.n, row.mx, row.total) == reference[grp]
+
+    # The command: the savepoint, restored before the new query is deployed.
+    query_file = tmp_path / "v2.py"
+    query_file.write_text(QUERY_FILE.format(servers=servers, topic=kafka_topic))
+    cli_ck = tmp_path / "ck-cli"
+    code, out, err = _cli(capsys, "--database-url", journal_url, "state", "restore", str(sp),
+                          "--to", str(cli_ck), "--query", f"{query_file}:v2",
+                          "--partitions", "3")
+    assert code == 0, err
+    assert "operator 0 (aggregation): restored (typed)" in out and "recorded as plan" in out
+    _run(runpy.run_path(str(query_file))["v2"](spark, str(cli_ck), [starting]), "totals",
+         cli_ck, listener)
+    assert {r.key.grp: tuple(r.value) for r in _state(spark, cli_ck)} == reference
+    assert {r.partition_id for r in _state(spark, cli_ck)} <= {0, 1, 2}
+    code, out, err = _cli(capsys, "--database-url", journal_url, "state", "restore", str(sp),
+                          "--to", str(tmp_path / "ck-x"), "--query", f"{query_file}:nope")
+    assert code == 2 and "no function 'nope' there" in err
+
+
+def _refused(spark: Any, journal_url: str, events: Any, sp: Path, v1_ck: Path,
+             tmp_path: Path, capsys: Any) -> None:
+    """Each bad input refused in one line (see the test above)."""
+    import shutil
+
+    from pyspark.sql import functions as F
+
+    from offset_journal.errors import RestoreError, SavepointError
+    from offset_journal.savepoint.restore import restore_savepoint
+
+    def restore(frame: Any, checkpoint: Path) -> None:
+        def v2() -> Any:
+            return (frame.writeStream.outputMode("update").format("noop").queryName("totals")
+                    .option("checkpointLocation", str(checkpoint)))
+        with Journal(journal_url) as journal:
+            restore_savepoint(spark, str(sp), str(checkpoint), v2, journal=journal)
+
+    bad = tmp_path / "ck-bad"
+    cases = [
+        (events.dropDuplicates(["grp"]), r"operator 0 \(aggregation, stateStoreSave\) of the "
+         r"savepoint is operator 0 \(dedup, dedupe\) in the new query"),
+        (events.groupBy("grp").agg(F.count("*").alias("n"), F.sum("amount").alias("t")),
+         r"the value has 3 field\(s\) in the savepoint \(count, max, sum\) and 2 in the new "
+         r"query \(count, sum\)"),
+        (events.groupBy("grp").agg(F.count("*").alias("n"), F.max("grp").alias("mx"),
+                                   F.sum("amount").alias("t")),
+         "field 'max' is long in the savepoint and string in the new query"),
+    ]
+    for frame, message in cases:
+        with pytest.raises(RestoreError, match=message) as caught:
+            restore(frame, bad)
+        assert "\n" not in str(caught.value)
+        assert not bad.exists(), "the refused restore's checkpoint is removed"
+    before = sorted((p, p.stat().st_mtime_ns) for p in v1_ck.rglob("*"))
+    with pytest.raises(RestoreError, match="is not a new checkpoint"):
+        restore(_totals(events), v1_ck)
+    assert sorted((p, p.stat().st_mtime_ns) for p in v1_ck.rglob("*")) == before
+    victim = next((sp / "operator=0" / "part=0").glob("*.parquet"))
+    shutil.move(victim, tmp_path / "elsewhere.parquet")
+    with pytest.raises(SavepointError, match="is missing: the savepoint was altered"):
+        restore(_totals(events), bad)
+    assert not bad.exists()
+    shutil.move(tmp_path / "elsewhere.parquet", victim)
+    code, _out, err = _cli(capsys, "--database-url", journal_url, "state", "repartition",
+                           "--checkpoint", str(v1_ck), "--partitions", "4")
+    assert code == 1 and len(err.strip().splitlines()) == 1, err
+    assert "keeps its state on HDFSBackedStateStoreProvider" in err
 
 
 def test_stateful_job_restores_an_aggregation_into_transform_with_state(
@@ -584,7 +657,7 @@ def test_a_running_jobs_checkpoint_repartitioned_in_place(
     assert code == 0, out
 
 
-# --------------------------------------------------------------------------- bad input
+# --------------------------------------------------------------------------- the command
 
 QUERY_FILE = """
 from pyspark.sql import functions as F
@@ -600,90 +673,6 @@ def v2(spark, checkpoint, starting):
     return (totals.writeStream.outputMode("update").format("noop")
             .option("checkpointLocation", checkpoint))
 """
-
-
-def test_bad_restore_input_is_one_line_and_leaves_no_checkpoint(
-        journaled_spark, journal_url, kafka_cluster, kafka_topic, tmp_path, capsys):
-    """v2's operators do not match (named), a value that cannot be mapped, a checkpoint
-    that is not new, a savepoint whose state files are gone, an HDFS-backed checkpoint to
-    repartition: each refused in one line, and a new checkpoint a refused restore began
-    is removed. Then the command: ``state restore --query FILE:FUNCTION`` restores the
-    savepoint into 3 partitions before the new query is deployed, which resumes on it."""
-    import runpy
-    import shutil
-
-    from pyspark.sql import functions as F
-
-    from offset_journal.errors import RestoreError, SavepointError
-    from offset_journal.savepoint.restore import restore_savepoint
-
-    spark, listener = journaled_spark
-    servers = kafka_cluster.bootstrap_servers
-    kafka_cluster.produce(kafka_topic, 40, value=_amounts)
-    v1_ck, sp = tmp_path / "ck-v1", tmp_path / "sp"
-    _run(_totals(_events(spark, servers, kafka_topic)).writeStream.outputMode("update")
-         .format("noop"), "totals", v1_ck, listener)
-    code, _out, err = _cli(capsys, "--database-url", journal_url, "savepoint", "create",
-                           "totals", "--checkpoint", str(v1_ck), "--to", str(sp))
-    assert code == 0, err
-    starting = _ends(journal_url, str(sp))
-    v1_state = {r.key.grp: tuple(r.value) for r in _state(spark, v1_ck)}
-
-    def restore(frame: Any, checkpoint: Path) -> None:
-        def v2() -> Any:
-            return (frame.writeStream.outputMode("update").format("noop").queryName("totals")
-                    .option("checkpointLocation", str(checkpoint)))
-        with Journal(journal_url) as journal:
-            restore_savepoint(spark, str(sp), str(checkpoint), v2, journal=journal)
-
-    events = _events(spark, servers, kafka_topic, starting)
-    cases = [
-        (events.dropDuplicates(["grp"]), r"operator 0 \(aggregation, stateStoreSave\) of the "
-         r"savepoint is operator 0 \(dedup, dedupe\) in the new query"),
-        (events.groupBy("grp").agg(F.count("*").alias("n"), F.sum("amount").alias("t")),
-         r"the value has 3 field\(s\) in the savepoint \(count, max, sum\) and 2 in the new "
-         r"query \(count, sum\)"),
-        (events.groupBy("grp").agg(F.count("*").alias("n"), F.max("grp").alias("mx"),
-                                   F.sum("amount").alias("t")),
-         "field 'max' is long in the savepoint and string in the new query"),
-    ]
-    for frame, message in cases:
-        with pytest.raises(RestoreError, match=message) as caught:
-            restore(frame, tmp_path / "ck-v2")
-        assert "\n" not in str(caught.value)
-        assert not (tmp_path / "ck-v2").exists(), "the refused restore's checkpoint is removed"
-    before = sorted((p, p.stat().st_mtime_ns) for p in v1_ck.rglob("*"))
-    with pytest.raises(RestoreError, match="is not a new checkpoint"):
-        restore(_totals(events), v1_ck)
-    assert sorted((p, p.stat().st_mtime_ns) for p in v1_ck.rglob("*")) == before
-    victim = next((sp / "operator=0" / "part=0").glob("*.parquet"))
-    shutil.move(victim, tmp_path / "elsewhere.parquet")
-    with pytest.raises(SavepointError, match="is missing: the savepoint was altered"):
-        restore(_totals(events), tmp_path / "ck-v3")
-    assert not (tmp_path / "ck-v3").exists()
-
-    code, out, err = _cli(capsys, "--database-url", journal_url, "state", "repartition",
-                          "--checkpoint", str(v1_ck), "--partitions", "4")
-    assert code == 1 and len(err.strip().splitlines()) == 1, err
-    assert "keeps its state on HDFSBackedStateStoreProvider" in err
-
-    # The command: the savepoint, restored before the new query is deployed.
-    shutil.move(tmp_path / "elsewhere.parquet", victim)
-    query_file = tmp_path / "v2.py"
-    query_file.write_text(QUERY_FILE.format(servers=servers, topic=kafka_topic))
-    v2_ck = tmp_path / "ck-cli"
-    code, out, err = _cli(capsys, "--database-url", journal_url, "state", "restore", str(sp),
-                          "--to", str(v2_ck), "--query", f"{query_file}:v2",
-                          "--partitions", "3")
-    assert code == 0, err
-    assert "operator 0 (aggregation): restored (typed)" in out and "recorded as plan" in out
-    _run(runpy.run_path(str(query_file))["v2"](spark, str(v2_ck), [starting]), "totals",
-         v2_ck, listener)
-    assert {r.key.grp: tuple(r.value) for r in _state(spark, v2_ck)} == v1_state
-    assert {r.partition_id for r in _state(spark, v2_ck)} <= {0, 1, 2}
-    code, out, err = _cli(capsys, "--database-url", journal_url, "state", "restore", str(sp),
-                          "--to", str(v2_ck), "--query", f"{query_file}:nope")
-    assert code == 2 and "no function 'nope' there" in err
 
 
 def test_windowed_job_keeps_its_windows_through_a_restore(

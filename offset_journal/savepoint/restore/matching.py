@@ -19,8 +19,8 @@ For a join and a transformWithState, where the old checkpoint is still there, on
 RocksDB, with the savepoint's batch, and the operator's column families are the same in
 both (names, schemas, key encoders), its bytes are copied as they are: the only path
 that keeps a join's ``matched`` flags and transformWithState's internal column families.
-Everything else is written from the savepoint's typed rows, encoded (faster than loading
-the old RocksDB store to copy its bytes).
+Everything else is written from the savepoint's typed rows, encoded (copying the old
+RocksDB bytes was not faster).
 """
 
 from __future__ import annotations
@@ -55,7 +55,9 @@ BYTES_KEEP = frozenset({"stream-stream-join", "transform-with-state"})
 """Operators whose old RocksDB bytes carry what the savepoint's typed rows lack (a join's
 ``matched`` flags; transformWithState's TTL and timer indexes): copied when they can be.
 The others are written from the savepoint's rows even when the bytes could be copied:
-reading Parquet is faster than loading the old RocksDB store (bench/restore.py)."""
+copying was not faster (loading the old RocksDB store costs what decoding the
+savepoint's Parquet saves; bench/restore.py), and the rows work without the old
+checkpoint."""
 
 
 @dataclass

@@ -21,7 +21,7 @@ pytestmark = [pytest.mark.spark, pytest.mark.slow]
 
 def test_aggregation_restored_into_eight_partitions_with_a_changed_projection(
         journaled_spark, journal_url, kafka_cluster, kafka_topic, tmp_path, capsys):
-    """v1: groupBy(grp).agg(count, max, sum) on the rs.HDFS-backed store, 4 shuffle
+    """v1: groupBy(grp).agg(count, max, sum) on the HDFS-backed store, 4 shuffle
     partitions; v2: the same aggregation with one more output column, on a NEW
     checkpoint, 8 partitions, its state restored from v1's savepoint while records kept
     arriving: every key's state, and the output of every key that received records, equal
@@ -30,7 +30,7 @@ def test_aggregation_restored_into_eight_partitions_with_a_changed_projection(
     First the bad input, each refused in one line, a refused restore's new checkpoint
     removed: v2's operators do not match (named), a value that cannot be mapped, a type
     changed, a checkpoint that is not new (left untouched), a savepoint whose state file
-    is gone, an rs.HDFS-backed checkpoint to repartition in place. Last the command: ``state
+    is gone, an HDFS-backed checkpoint to repartition in place. Last the command: ``state
     restore --query FILE:FUNCTION`` restores the savepoint into 3 partitions before the
     new query is deployed, which resumes on it."""
     from pyspark.sql import functions as F
@@ -172,7 +172,7 @@ def _refused(spark: Any, journal_url: str, events: Any, sp: Path, v1_ck: Path,
 
 def test_stateful_job_restores_an_aggregation_into_transform_with_state(
         journaled_spark, journal_url, kafka_cluster, kafka_topic, tmp_path, capsys):
-    """jobs/stateful_counts.py: v1 the built-in aggregation (rs.HDFS-backed, 2 partitions);
+    """jobs/stateful_counts.py: v1 the built-in aggregation (HDFS-backed, 2 partitions);
     v2 transformWithState on a NEW checkpoint with 3 partitions, ``--from-journal
     --savepoint --restore``: the plan records the restore as its decision, the
     aggregation's buffer goes into the value state through the job's declared mapping at

@@ -70,14 +70,14 @@ def _rows(spark: Any, *dirs: Path) -> list[tuple[Any, ...]]:
 
 def _upgrade(spark: Any, listener: Any, journal_url: str, kafka_cluster: Any,
              topics: list[str], build: Any, name: str, tmp: Path, capsys: Any,
-             first: int = 63, more: int = 40, partitions: str = "4",
+             first: int = 33, more: int = 27, partitions: str = "4",
              lag: int = 0) -> dict[str, Any]:
-    """v1 (rs.HDFS-backed, 2 partitions) over ``first`` records per topic (``lag`` fewer on
+    """v1 (HDFS-backed, 2 partitions) over ``first`` records per topic (``lag`` fewer on
     every topic but the first: the other side of a join arrives later), a savepoint, the
     rest arriving (``first + more`` per topic in all), v2 restored on a NEW checkpoint
     (``partitions``), run to the end; the reference: the same query over every record on
     a checkpoint of its own, never stopped. ``first`` odd splits a pair of duplicates and
-    a burst across the upgrade (63: two ids of the burst before it, so a lost count and
+    a burst across the upgrade (33: two ids of the burst before it, so a lost count and
     a duplicate counted again cannot cancel out): what v2 does with them depends on v1's
     state.
     ``build(starting offsets per source, output dir)`` is the query's writer. Returns the
@@ -215,7 +215,7 @@ def test_stream_stream_join_keeps_both_sides(
                 .outputMode("append").foreachBatch(_collect(out)))
 
     got = _upgrade(spark, listener, journal_url, kafka_cluster, [kafka_topic, right_topic],
-                   build, "joined", tmp_path, capsys, first=40, more=30, lag=6)
+                   build, "joined", tmp_path, capsys, first=20, more=20, lag=6)
     (op,) = got["restored"].layout.operators
     assert (op.kind, op.decision, op.path) == ("stream-stream-join", "restored", "typed")
     assert got["v1"] and got["v2"] and got["both"] == got["reference"]

@@ -71,21 +71,24 @@ def _add_restore(state_subs: Any, common: argparse.ArgumentParser) -> None:
                      help="the savepoint's id in the journal, or its directory")
     res.add_argument("--to", required=True, metavar="NEW_CHECKPOINT",
                      help="the new query's checkpoint: missing or empty")
-    res.add_argument("--query", required=True, metavar="FILE:FUNCTION",
+    res.add_argument("--query", required=True, metavar="FILE:FUNCTION", type=load_function,
                      help="a Python file (or module) and the function in it that returns "
                           "the new query's DataStreamWriter: FUNCTION(spark, checkpoint, "
                           "starting_offsets)")
-    res.add_argument("--partitions", type=int, default=None, metavar="N",
+    res.add_argument("--partitions", type=_positive, default=None, metavar="N",
                      help="the new query's shuffle partitions (default: the old query's)")
     res.add_argument("--bootstrap-servers", default=None,
                      help="the Kafka cluster: the plan checks its offsets there and starts "
                           "partitions added since at their log start")
     res.add_argument("--map-field", action="append", default=[], metavar="OP:NEW=OLD",
+                     type=_pair,
                      help="a field renamed on purpose in operator OP's state (repeatable)")
     res.add_argument("--into-state", action="append", default=[], metavar="OP:NAME",
+                     type=_named_state,
                      help="the value state an aggregation goes into when operator OP of "
                           "the new query is a transformWithState with several")
     res.add_argument("--rename-state", action="append", default=[], metavar="OP:NEW=OLD",
+                     type=_pair,
                      help="a transformWithState state variable renamed (repeatable)")
     res.add_argument("--discard-state", action="store_true",
                      help="accept losing the state of operators that cannot be carried "
@@ -146,52 +149,59 @@ def cmd_state_repartition(args: argparse.Namespace) -> int:
     return 0
 
 
-def _pairs(given: list[str], what: str) -> dict[int, dict[str, str]]:
-    """``OP:NEW=OLD`` options as {op: {new: old}}; UsageError for a malformed one."""
-    from .parser import UsageError
+def _positive(text: str) -> int:
+    try:
+        value = int(text)
+    except ValueError:
+        value = 0
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"{text!r}: give a number >= 1")
+    return value
 
+
+def _pair(text: str) -> tuple[int, str, str]:
+    """``OP:NEW=OLD``."""
+    op, _, pair = text.partition(":")
+    new, _, old = pair.partition("=")
+    if not op.strip().isdigit() or not new.strip() or not old.strip():
+        raise argparse.ArgumentTypeError(f"{text!r}: use OPERATOR:NEW=OLD")
+    return int(op), new.strip(), old.strip()
+
+
+def _named_state(text: str) -> tuple[int, str]:
+    """``OP:NAME``."""
+    op, _, name = text.partition(":")
+    if not op.strip().isdigit() or not name.strip():
+        raise argparse.ArgumentTypeError(f"{text!r}: use OPERATOR:NAME")
+    return int(op), name.strip()
+
+
+def _by_operator(pairs: list[tuple[int, str, str]]) -> dict[int, dict[str, str]]:
     out: dict[int, dict[str, str]] = {}
-    for text in given:
-        op, _, pair = text.partition(":")
-        new, _, old = pair.partition("=")
-        if not op.strip().isdigit() or not new.strip() or not old.strip():
-            raise UsageError(f"bad {what} {text!r}: use OPERATOR:NEW=OLD")
-        out.setdefault(int(op), {})[new.strip()] = old.strip()
-    return out
-
-
-def _named(given: list[str]) -> dict[int, str]:
-    from .parser import UsageError
-
-    out: dict[int, str] = {}
-    for text in given:
-        op, _, name = text.partition(":")
-        if not op.strip().isdigit() or not name.strip():
-            raise UsageError(f"bad --into-state {text!r}: use OPERATOR:NAME")
-        out[int(op)] = name.strip()
+    for op, new, old in pairs:
+        out.setdefault(op, {})[new] = old
     return out
 
 
 def load_function(ref: str) -> Any:
-    """``FILE.py:FUNCTION`` or ``module:FUNCTION``: the function (UsageError: not one)."""
+    """``FILE.py:FUNCTION`` or ``module:FUNCTION``: the function (an argument error for
+    anything else: the command stops before Spark or the journal is touched)."""
     import importlib
     import os
     import runpy
 
-    from .parser import UsageError
-
     where, _, name = ref.rpartition(":")
     if not where or not name:
-        raise UsageError(f"--query {ref!r}: use FILE.py:FUNCTION or module:FUNCTION")
+        raise argparse.ArgumentTypeError(f"{ref!r}: use FILE.py:FUNCTION or module:FUNCTION")
     try:
         if where.endswith(".py") or os.sep in where:
             found = runpy.run_path(where).get(name)
         else:
             found = getattr(importlib.import_module(where), name, None)
     except (OSError, ImportError) as exc:
-        raise UsageError(f"--query {ref!r}: {exc}") from None
+        raise argparse.ArgumentTypeError(f"{ref!r}: {exc}") from None
     if not callable(found):
-        raise UsageError(f"--query {ref!r}: no function {name!r} there")
+        raise argparse.ArgumentTypeError(f"{ref!r}: no function {name!r} there")
     return found
 
 
@@ -205,15 +215,11 @@ def cmd_state_restore(args: argparse.Namespace) -> int:
     from ..savepoint.restore import Rules, restore_savepoint
     from ..savepoint.restore.offsets import concrete_ends
     from ..savepoint.spark import session_conf
-    from .parser import UsageError
 
-    build = load_function(args.query)
-    rules = Rules(variable=_named(args.into_state),
-                  fields=_pairs(args.map_field, "--map-field"),
-                  variables=_pairs(args.rename_state, "--rename-state"),
+    build = args.query
+    rules = Rules(variable=dict(args.into_state), fields=_by_operator(args.map_field),
+                  variables=_by_operator(args.rename_state),
                   discard=bool(args.discard_state))
-    if args.partitions is not None and args.partitions < 1:
-        raise UsageError(f"--partitions {args.partitions}: give a number >= 1")
     with Journal(resolve_url(args.database_url)) as journal:
         found = load_savepoint(args.savepoint, journal, verify=False,
                                unrecorded=args.unrecorded_savepoint)

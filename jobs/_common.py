@@ -80,6 +80,8 @@ class Start:
     savepoint: str | None = None  # a plan from a savepoint: its directory
     savepoint_sha256: str | None = None  # ... and the manifest the plan checked
     seeded: tuple[int, ...] = ()  # the savepoint's operators the new query seeds
+    restore: bool = False  # the plan restores the savepoint into the new checkpoint (JVM)
+    ends: tuple[str, ...] = ()  # ... each source's start offsets, concrete, as JSON
 
 
 def output_dir_for(base: str, checkpoint: str) -> str:
@@ -137,8 +139,47 @@ def decide_start(args: argparse.Namespace, *, state_aware: bool = False,
         raise JobError("restart plan has errors: " + "; ".join(plan.errors))
     log.info("restart plan:\n%s", plan.explain())
     seeded = tuple(c.operator_id for c in plan.state if c.decision == "seeded")
+    restore = any(c.decision == "restored" for c in plan.state)
     return Start(plan.starting_offsets(0), "from the journal", plan.event_time_cutoff,
-                 plan.plan_id, plan.savepoint_location, plan.savepoint_sha256, seeded)
+                 plan.plan_id, plan.savepoint_location, plan.savepoint_sha256, seeded,
+                 restore, _ends(plan) if restore else ())
+
+
+def _ends(plan: Any) -> tuple[str, ...]:
+    """Each source's start offsets, concrete (``-2`` at the log start the plan saw)."""
+    from offset_journal.savepoint.restore.offsets import concrete_ends
+
+    try:
+        return concrete_ends(plan.sources)
+    except OffsetJournalError as exc:
+        raise JobError(str(exc)) from None
+
+
+def start_query(spark: Any, args: argparse.Namespace, start: Start,
+                writer: Any, rules: Any = None) -> Any:
+    """Start the query ``writer()`` builds (its trigger set). With a plan that restores
+    a savepoint, the restore comes first (the new query's bootstrap batch, every
+    operator's state written into the new checkpoint, ``rules`` the mappings the job
+    declares), the plan linked to the bootstrap run (the one that started from its
+    offsets); the query then resumes on the checkpoint."""
+    if not start.restore:
+        return link_start(args, start, writer().start())
+    from offset_journal.savepoint.restore import restore_savepoint
+
+    try:
+        restored = restore_savepoint(spark, start.savepoint, args.checkpoint, writer,
+                                     ends=start.ends, rules=rules,
+                                     database_url=args.database_url,
+                                     expect_sha256=start.savepoint_sha256)
+    except (OffsetJournalError, sa.exc.SQLAlchemyError) as exc:
+        raise JobError(redact(first_line(exc))) from None
+    log.info("%s", restored.explain())
+
+    class _Bootstrap:  # what link_start needs of a query: its run id
+        runId = restored.bootstrap_run_id
+
+    link_start(args, start, _Bootstrap())
+    return writer().start()
 
 
 def link_start(args: argparse.Namespace, start: Start, query: Any) -> Any:
@@ -175,21 +216,27 @@ def apply_trigger(writer: Any, trigger: str) -> Any:
     return writer.trigger(processingTime=trigger)
 
 
-def make_spark(app_name: str, master: str | None = None, delta: bool = False) -> Any:
+def make_spark(app_name: str, master: str | None = None, delta: bool = False, *,
+               restore: bool = False) -> Any:
     """The job's session. Spark's Kafka connector comes from ``--packages`` or
     ``spark.jars`` when the submitter gave it (checked: it must be this Spark's exact
     version); else its jars (matching this PySpark exactly) are added to ``spark.jars``,
     which also ships them to executors. ``master`` (``--master``) overrides the
     submitter's, e.g. ``local-cluster[2,1,1024]`` for executors in JVMs of their own.
-    ``delta``: Delta Lake's session settings, and its jars unless submitted with them."""
+    ``delta``: Delta Lake's session settings, and its jars unless submitted with them.
+    ``restore`` (``--restore``): offset-journal's state-restore helper jar too, unless
+    the submitter gave it (under spark-submit: ``--jars`` with the path
+    ``offset-journal jars state-restore`` prints)."""
     from pyspark.sql import SparkSession
 
     from offset_journal.local.jars import (
         DELTA_SPARK_CONF,
+        STATE_RESTORE_JAR,
         check_connector_matches,
         delta_spark_jars_value,
         installed_spark_version,
         spark_jars_value,
+        state_restore_jar,
     )
 
     given_jars, packages, on_class_path = submitted_jars()
@@ -209,6 +256,9 @@ def make_spark(app_name: str, master: str | None = None, delta: bool = False) ->
             builder = builder.config(key, value)
         if not on_class_path and not any("delta-spark" in x for x in given_jars + packages):
             added.append(delta_spark_jars_value())
+    if restore and not on_class_path and not any(j.endswith(STATE_RESTORE_JAR)
+                                                 for j in given_jars):
+        added.append(str(state_restore_jar()))
     if added:
         builder = builder.config("spark.jars", ",".join([*given_jars, *added]))
     return builder.getOrCreate()
@@ -294,7 +344,8 @@ def run_job(name: str, parser: argparse.ArgumentParser, build_query: Any,
                         format="%(asctime)s %(levelname)s %(name)s: %(message)s")
     try:
         spark = make_spark(args.query_name, args.master,
-                           delta=str(getattr(args, "sink", "")).startswith("delta"))
+                           delta=str(getattr(args, "sink", "")).startswith("delta"),
+                           restore=bool(getattr(args, "restore", False)))
     except offset_journal.ConfigError as exc:
         print(f"{name}: error: {offset_journal.redact(exc)}", file=sys.stderr)
         return 2

@@ -7,15 +7,22 @@ new checkpoint with its state kept (a savepoint).
         --database-url postgresql://...
     # stop it, take a savepoint of its checkpoint
     offset-journal savepoint create totals --checkpoint /chk/totals-v1 --to /sp/totals-1
-    # v2: transformWithState (one more output column), on a NEW checkpoint, seeded
-    spark-submit jobs/stateful_counts.py ... --checkpoint /chk/totals-v2 \\
-        --engine transform-with-state --from-journal --savepoint /sp/totals-1 --seed 0
+    # v2: transformWithState (one more output column), on a NEW checkpoint, its state
+    # restored into it at JVM speed (the helper jar: offset-journal jars state-restore)
+    spark-submit --jars "$(offset-journal jars state-restore)" jobs/stateful_counts.py \\
+        ... --checkpoint /chk/totals-v2 --engine transform-with-state --from-journal \\
+        --savepoint /sp/totals-1 --restore
+    # ... or seeded in Python instead (handleInitialState per key): --seed 0
 
 Each record's value is ``GROUP,AMOUNT``. Output (update mode, one Parquet directory per
 checkpoint, a ``batch_id`` column): per group that received records in a batch, its
 ``n`` (records), ``mx`` (largest amount) and ``total``; v2 adds ``mean``. With
 ``--from-journal`` on a new checkpoint this job needs ``--savepoint``: a stateful job
-restarted from offsets alone would start its totals from zero.
+restarted from offsets alone would start its totals from zero. ``--restore`` writes the
+savepoint's state into the new checkpoint before the first batch, for either engine
+(the built-in aggregation again, say with more shuffle partitions, or transformWithState:
+the aggregation's count, max and sum go into the value state's n, mx and total, the
+mapping :func:`restore_rules` declares).
 """
 
 from __future__ import annotations
@@ -33,10 +40,10 @@ from _common import (  # noqa: E402
     apply_trigger,
     base_parser,
     decide_start,
-    link_start,
     output_dir_for,
     read_kafka,
     run_job,
+    start_query,
 )
 from pyspark.sql import Row  # noqa: E402
 from pyspark.sql.streaming import StatefulProcessor, StatefulProcessorHandle  # noqa: E402
@@ -48,6 +55,15 @@ ENGINES = ("builtin", "transform-with-state")
 TOTALS = StructType([StructField("n", LongType()), StructField("mx", LongType()),
                      StructField("total", LongType())])
 V2_OUTPUT = "grp string, n long, mx long, total long, mean double"
+
+
+def restore_rules() -> Any:
+    """The restore's mapping: a built-in aggregation's buffer (count, max, sum, Spark's
+    names) into the value state ``totals`` (n, mx, total)."""
+    from offset_journal.savepoint.restore import Rules
+
+    return Rules(variable={0: "totals"},
+                 fields={0: {"n": "count", "mx": "max", "total": "sum"}})
 
 
 class Totals(StatefulProcessor):
@@ -106,7 +122,8 @@ def build_query(spark: Any, args: Any) -> Any:
     if not tws:
         if start.seeded:
             raise JobError("the built-in aggregation takes no initial state: run the "
-                           "upgraded job with --engine transform-with-state")
+                           "upgraded job with --engine transform-with-state, or restore "
+                           "the savepoint (--restore)")
         totals = grouped.agg(F.count("*").alias("n"), F.max("amount").alias("mx"),
                              F.sum("amount").alias("total"))
     else:
@@ -128,13 +145,16 @@ def build_query(spark: Any, args: Any) -> Any:
 
     log.info("starting %s (%s): startingOffsets=%s (%s)", args.query_name, args.engine,
              start.starting_offsets, start.reason)
-    writer = (totals.writeStream.outputMode("update").foreachBatch(write)
-              .option("checkpointLocation", args.checkpoint).queryName(args.query_name))
+
+    def writer() -> Any:
+        return apply_trigger(totals.writeStream.outputMode("update").foreachBatch(write)
+                             .option("checkpointLocation", args.checkpoint)
+                             .queryName(args.query_name), args.trigger)
+
     # transformWithState runs on the RocksDB state store only; the setting is taken when
     # the query starts (and kept in its checkpoint), so the session is left as it was.
     with session_conf(spark, PROVIDER_CONF, ROCKSDB_PROVIDER if tws else None):
-        query = apply_trigger(writer, args.trigger).start()
-    return link_start(args, start, query)
+        return start_query(spark, args, start, writer, restore_rules())
 
 
 def main(argv: list[str] | None = None) -> int:

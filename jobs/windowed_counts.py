@@ -11,6 +11,11 @@ dropped were never emitted. With --from-journal on a new checkpoint, the job rew
 to the earliest batch that may hold records of those windows (the journal's per-batch
 event-time range and watermark tell which) and drops windows that end at or before the
 old watermark, which the old run had emitted: none is emitted twice, none is missing.
+
+Or keep the windows' state instead of rebuilding it (``savepoint create``, then
+``--from-journal --savepoint ID|DIR --restore``): the state and the old watermark are
+written into the new checkpoint before its first batch, which starts after the
+savepoint's batch; nothing is read again.
 """
 
 from __future__ import annotations
@@ -28,10 +33,10 @@ from _common import (  # noqa: E402
     apply_trigger,
     base_parser,
     decide_start,
-    link_start,
     output_dir_for,
     read_kafka,
     run_job,
+    start_query,
 )
 
 log = logging.getLogger("offset_journal.jobs.windowed_counts")
@@ -62,7 +67,9 @@ def build_query(spark: Any, args: Any) -> Any:
     window = parse_duration(args.window)
     parse_duration(args.watermark)
     out = output_dir_for(args.output, args.checkpoint)
-    start = decide_start(args, state_aware=True, window=window, output_path=out)
+    restoring = args.savepoint is not None  # the state carried, not rebuilt by a rewind
+    start = decide_start(args, state_aware=not restoring,
+                         window=None if restoring else window, output_path=out)
     events = read_kafka(spark, args, start).select(
         F.col("topic"), F.col("timestamp").alias("event_time"))
     counts = (
@@ -77,9 +84,13 @@ def build_query(spark: Any, args: Any) -> Any:
         counts = counts.where(F.col("window_end") > F.lit(start.event_time_cutoff))
     log.info("starting %s: startingOffsets=%s (%s), emitted cut-off %s", args.query_name,
              start.starting_offsets, start.reason, start.event_time_cutoff)
-    writer = (counts.writeStream.format("parquet").outputMode("append").option("path", out)
-              .option("checkpointLocation", args.checkpoint).queryName(args.query_name))
-    return link_start(args, start, apply_trigger(writer, args.trigger).start())
+
+    def writer() -> Any:
+        return apply_trigger(counts.writeStream.format("parquet").outputMode("append")
+                             .option("path", out).option("checkpointLocation", args.checkpoint)
+                             .queryName(args.query_name), args.trigger)
+
+    return start_query(spark, args, start, writer)
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -18,6 +18,7 @@ The tree::
     ├── JournalError (RuntimeError)        the journal cannot answer (journal/)
     ├── RestartError (RuntimeError)        no plan can be made (restart/)
     ├── SavepointError (RuntimeError)      no savepoint can be made or used (savepoint/)
+    │   └── RestoreError                   a savepoint's state not restored (savepoint/restore/)
     ├── GrantError (RuntimeError)          grants refused: nothing granted (journal/roles.py)
     └── KafkaAdminError (RuntimeError)     a Kafka request failed (kafka/admin.py)
         └── KafkaUnavailable               the cluster did not answer
@@ -71,6 +72,13 @@ class RestartError(OffsetJournalError, RuntimeError):
 class SavepointError(OffsetJournalError, RuntimeError):
     """No savepoint can be made or used (checkpoint missing or another query's, target
     not empty, files altered, an unknown operator); one line, nothing recorded."""
+
+
+class RestoreError(SavepointError):
+    """A savepoint's state cannot be written into a new checkpoint, or a checkpoint's
+    state repartitioned: the new query's operators or state layout do not match, the
+    checkpoint is not new, a Spark version the restore is not proven on. One line,
+    naming the operator and the difference; the new checkpoint is left as it was."""
 
 
 class GrantError(OffsetJournalError, RuntimeError):

@@ -144,17 +144,25 @@ def journal_url(empty_database_url: str) -> str:
 def make_spark_session(app_name: str = "offset-journal-tests",
                        master: str = "local[2]", delta: bool = False) -> Any:
     """A small SparkSession for tests (Python workers on this interpreter), reading Kafka
-    with Spark's own connector: its jars go in through ``spark.jars``, which also ships
-    them to executors on a multi-process master such as ``local-cluster[2,1,1024]``.
+    with Spark's own connector: its jars (and offset-journal's state-restore helper) go
+    in through ``spark.jars``, which also ships them to executors on a multi-process
+    master such as ``local-cluster[2,1,1024]``.
     ``delta``: Delta Lake's jars and session settings too (:data:`jars.DELTA_SPARK_CONF`);
     raises JarsError when they cannot be had."""
     os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
     os.environ.setdefault("PYSPARK_DRIVER_PYTHON", sys.executable)
     from pyspark.sql import SparkSession
 
-    from .local.jars import DELTA_SPARK_CONF, delta_spark_jars_value, spark_jars_value
+    from .local.jars import (
+        DELTA_SPARK_CONF,
+        delta_spark_jars_value,
+        spark_jars_value,
+        state_restore_jar,
+    )
 
-    jar_paths = [spark_jars_value()]
+    # The state-restore helper (savepoint restore, state repartition): built once per
+    # source digest, then only its directory is listed.
+    jar_paths = [spark_jars_value(), str(state_restore_jar())]
     builder = SparkSession.builder
     if delta:
         jar_paths.append(delta_spark_jars_value())

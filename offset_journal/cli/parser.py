@@ -14,6 +14,7 @@ from typing import Any, NoReturn, cast
 from .. import values
 from ..local.jars import JAR_SETS
 from .plan_args import add_plan_options, argument_type, savepoint_ref
+from .state_commands import add_state
 
 PROG = "offset-journal"
 
@@ -176,6 +177,7 @@ def build_parser(commands: Any) -> argparse.ArgumentParser:
     _add_prune(subs, common, commands)
     _add_checkpoint(subs, common, commands)
     _add_savepoint(subs, common, commands)
+    add_state(subs, common, _Parser)
     _add_tools(subs, (common, kafka_opts), commands)
     _add_health(subs, (common, kafka_opts), commands)
     _add_losses(subs, common, commands)

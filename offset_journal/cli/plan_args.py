@@ -121,6 +121,12 @@ def add_plan_options(parser: argparse.ArgumentParser, *, job: bool = False) -> N
                         help=f"{only}a plan from --savepoint: the new query seeds a "
                              "transformWithState with this old operator's state "
                              "(initial_state); repeatable, or 'all'")
+    parser.add_argument("--restore", action="store_true",
+                        help=f"{only}a plan from --savepoint: every old operator's state is "
+                             "written straight into the new checkpoint before its first "
+                             "batch (the JVM path: built-in operators too, any shuffle "
+                             "partitions; checked against the new query's operators there) "
+                             "instead of seeded in Python")
     parser.add_argument("--discard-state", action="store_true",
                         help=f"{only}a plan from --savepoint: accept losing the state of the "
                              "operators not seeded (recorded with the plan as its decision) "
@@ -178,6 +184,7 @@ def request_from_args(args: argparse.Namespace, query_name: str,
         "unrecorded_savepoint": args.unrecorded_savepoint,
         "old_sink": getattr(args, "sink_spec", None),
         "txn_app_id": args.txn_app_id, "old_checkpoint": args.old_checkpoint,
+        "restore": args.restore,
     }
     given.update(known)
     return PlanRequest(query_name, **given).checked()

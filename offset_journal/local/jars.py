@@ -18,6 +18,11 @@ outside the repository (``~/.cache/offset-journal/jars/<name>-<version>-<pom dig
 * ``delta``: Delta Lake (``io.delta:delta-spark_<spark binary>_2.13`` with
   ``delta-storage`` and Delta Kernel), at the installed ``delta-spark`` Python package's
   version, for ``spark.jars`` (Delta's own ``configure_spark_with_delta_pip`` uses Ivy).
+* ``state-restore``: offset-journal's own small Java helper (``jvm/state-restore``), BUILT
+  with Maven against ``spark-sql_2.13`` at the installed PySpark's version (Spark
+  itself provided, not shipped), for ``spark.jars``: the savepoint restore and the state
+  repartition (:mod:`offset_journal.savepoint.restore`). Cached by the digest of its pom
+  and sources.
 """
 
 from __future__ import annotations
@@ -40,8 +45,10 @@ from ..errors import JarsError
 
 log = logging.getLogger(__name__)
 
-JarSet = Literal["kafka-connector", "kafka-broker", "kafka-mirror", "delta"]
-JAR_SETS: tuple[JarSet, ...] = ("kafka-connector", "kafka-broker", "kafka-mirror", "delta")
+JarSet = Literal["kafka-connector", "kafka-broker", "kafka-mirror", "delta", "state-restore"]
+JAR_SETS: tuple[JarSet, ...] = ("kafka-connector", "kafka-broker", "kafka-mirror", "delta",
+                                "state-restore")
+STATE_RESTORE_JAR = "state-restore.jar"
 ENV_JARS_DIR = "OFFSET_JOURNAL_JARS_DIR"
 #: The broker's version: any Kafka 4.x broker serves Spark's connector's clients.
 KAFKA_VERSION = "4.1.1"
@@ -66,16 +73,22 @@ class JarSpec:
     pom: Path
     version_property: str
     properties: tuple[tuple[str, str], ...] = ()
+    build: bool = False  # a project of sources built with ``mvn package``, not resolved
 
     @property
     def directory_name(self) -> str:
         """``<name>-<version>-<digest of the Maven project>``: a changed project (a
-        dependency added or pinned, another Spark binary version) is fetched into a
-        directory of its own, and a set other processes may be running from is never
-        replaced under them."""
+        dependency added or pinned, another Spark binary version, a source changed) is
+        fetched into a directory of its own, and a set other processes may be running
+        from is never replaced under them."""
         hashed = hashlib.sha256(self.pom.read_bytes())
         for key, value in self.properties:
             hashed.update(f"\0{key}={value}".encode())
+        sources = self.pom.parent / "src"
+        for path in sorted(sources.rglob("*")) if self.build else ():
+            if path.is_file():
+                hashed.update(f"\0{path.relative_to(sources).as_posix()}\0".encode())
+                hashed.update(path.read_bytes())
         return f"{self.name}-{self.version}-{hashed.hexdigest()[:8]}"
 
 
@@ -155,6 +168,9 @@ def spec_for(name: JarSet, version: str | None = None) -> JarSpec:
     if name == "kafka-mirror":
         return JarSpec(name, version or KAFKA_VERSION,
                        jvm_dir() / "kafka-mirror" / "pom.xml", "kafka.version")
+    if name == "state-restore":
+        return JarSpec(name, version or installed_spark_version(),
+                       jvm_dir() / "state-restore" / "pom.xml", "spark.version", build=True)
     if name == "delta":
         return JarSpec(name, version or installed_delta_version(),
                        jvm_dir() / "delta" / "pom.xml", "delta.version",
@@ -181,6 +197,14 @@ def jars(name: JarSet, version: str | None = None) -> list[Path]:
 def spark_jars_value(version: str | None = None) -> str:
     """The ``spark.jars`` value for Spark's Kafka connector (comma-separated paths)."""
     return ",".join(str(p) for p in jars("kafka-connector", version))
+
+
+def state_restore_jar(version: str | None = None) -> Path:
+    """The state-restore helper's jar, built once per Spark version and source digest."""
+    found = [p for p in jars("state-restore", version) if p.name == STATE_RESTORE_JAR]
+    if not found:
+        raise JarsError(f"{STATE_RESTORE_JAR} is missing from {cache_root()}")
+    return found[0]
 
 
 def delta_spark_jars_value(version: str | None = None) -> str:
@@ -218,7 +242,10 @@ def _fetch(spec: JarSpec, target: Path) -> None:
                                       "(apt-get install maven)"))
     staging = Path(tempfile.mkdtemp(prefix=f".{spec.directory_name}-", dir=target.parent))
     try:
-        _run_maven(mvn, spec, staging)
+        if spec.build:
+            _build_with_maven(mvn, spec, staging)
+        else:
+            _run_maven(mvn, spec, staging)
         if spec.name in ("kafka-connector", "delta"):
             _drop_jars_spark_ships(staging)
         (staging / ".complete").write_text(f"{spec.name} {spec.version}\n")
@@ -243,6 +270,25 @@ def _run_maven(mvn: str, spec: JarSpec, out: Path) -> None:
         raise JarsError(_advice(spec, f"Maven could not resolve it ({_maven_reason(done.stdout)})"))
 
 
+def _build_with_maven(mvn: str, spec: JarSpec, out: Path) -> None:
+    """``mvn package`` of a project of sources, built outside the repository (its build
+    directory under ``out``), keeping only the jar it makes."""
+    build = out / "build"
+    cmd = [mvn, "-B", "-q", "-f", str(spec.pom), "package",
+           f"-D{spec.version_property}={spec.version}", f"-Dout.dir={build}"]
+    log.info("building %s for Spark %s with Maven (once per version and source)", spec.name,
+             spec.version)
+    try:
+        done = subprocess.run(cmd, capture_output=True, text=True, timeout=_MAVEN_TIMEOUT_S)
+    except subprocess.TimeoutExpired as exc:
+        raise JarsError(_advice(spec, f"Maven did not finish in {_MAVEN_TIMEOUT_S} s")) from exc
+    jar = build / f"{spec.name}.jar"
+    if done.returncode != 0 or not jar.is_file():
+        raise JarsError(_advice(spec, f"Maven could not build it ({_maven_reason(done.stdout)})"))
+    jar.rename(out / jar.name)
+    shutil.rmtree(build, ignore_errors=True)
+
+
 def _maven_reason(output: str) -> str:
     """The most telling line of a failed Maven run, without its colour codes."""
     plain = re.sub(r"\x1b\[[0-9;]*m", "", output)
@@ -265,6 +311,9 @@ def _advice(spec: JarSpec, reason: str) -> str:
                 f"{connector_coordinate(spec.version)}")
     if spec.name == "delta":
         return f"cannot fetch Delta Lake {delta_coordinate(spec)}: {reason}"
+    if spec.name == "state-restore":
+        return (f"cannot build offset-journal's state-restore helper against Spark "
+                f"{spec.version} (org.apache.spark:spark-sql_2.13:{spec.version}): {reason}")
     if spec.name == "kafka-mirror":
         return (f"cannot fetch MirrorMaker 2 org.apache.kafka:connect-mirror:{spec.version}: "
                 f"{reason}")

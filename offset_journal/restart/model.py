@@ -21,10 +21,11 @@ from ._findings import Findings
 if TYPE_CHECKING:
     from .translate import Translation
 
-StateDecision = Literal["seeded", "discarded", "refused", "empty"]
+StateDecision = Literal["seeded", "restored", "discarded", "refused", "empty"]
 """What a plan from a savepoint does with one operator's state: the new query seeds a
-transformWithState with it, the person accepted losing it (--discard-state), the plan
-refuses to lose it, or there was none."""
+transformWithState with it (the Python path), the restore writes it into the new
+checkpoint before its first batch (--restore, the JVM path), the person accepted losing
+it (--discard-state), the plan refuses to lose it, or there was none."""
 
 Mode = Literal["stateless", "state-aware"]
 """stateless: start after (or at) a batch; state-aware: also re-read what the old

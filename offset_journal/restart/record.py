@@ -129,6 +129,7 @@ def _state(plan: RestartPlan, request: PlanRequest) -> dict[str, Any]:
     return {"savepoint": {"id": plan.savepoint_id, "location": plan.savepoint_location,
                           "sha256": plan.savepoint_sha256},
             "seed": seed or None, "discard_state": request.discard_state,
+            "restore": request.restore,
             "unrecorded_savepoint": request.unrecorded_savepoint,
             "state": [[c.operator_id, c.kind, c.keys, c.decision] for c in plan.state]}
 

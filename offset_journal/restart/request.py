@@ -93,6 +93,9 @@ class PlanRequest:
     the old operators (ids, or ``"all"``) whose state the new query seeds a
     transformWithState with (``initial_state``); any other operator's state is lost,
     which the plan refuses unless ``discard_state`` (recorded as the plan's decision).
+    ``restore``: every old operator's state is written straight into the new checkpoint
+    before its first batch (:func:`offset_journal.savepoint.restore.restore_savepoint`,
+    the JVM path, built-in operators too), not seeded in Python; not with ``seed``.
     ``unrecorded_savepoint``: accept a savepoint directory whose manifest the journal did
     not record (one made with ``--no-record``), which is otherwise refused: only its own
     checksum vouches for it (recorded as the plan's decision).
@@ -130,6 +133,7 @@ class PlanRequest:
     old_sink: str | None = None
     txn_app_id: str | None = None
     old_checkpoint: str | None = None
+    restore: bool = False
 
     @property
     def policy(self) -> ReplicationPolicy:
@@ -200,9 +204,9 @@ class PlanRequest:
                                    "are numbers >= 0")
             ids = tuple(sorted(set(seed)))
         if self.savepoint is None:
-            if ids or self.discard_state or self.unrecorded_savepoint:
+            if ids or self.discard_state or self.unrecorded_savepoint or self.restore:
                 what = ("--seed" if ids else "--discard-state" if self.discard_state
-                        else "--unrecorded-savepoint")
+                        else "--restore" if self.restore else "--unrecorded-savepoint")
                 raise RestartError(f"{what} applies to a plan from a savepoint: give "
                                    "--savepoint ID|DIR too")
             return ids
@@ -213,6 +217,10 @@ class PlanRequest:
         if mode == MODE_STATE_AWARE:
             raise RestartError("give --savepoint (carry the state) or --state-aware (rebuild "
                                "a windowed aggregation's state by rewinding), not both")
+        if self.restore and ids:
+            raise RestartError("give --restore (the state written into the new checkpoint, "
+                               "JVM) or --seed (a transformWithState seeded in Python), not "
+                               "both")
         return ids
 
     def _check_sink(self) -> None:

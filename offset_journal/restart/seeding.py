@@ -3,12 +3,15 @@ operator's state.
 
 The plan starts right after the savepoint's batch B, at B's END offsets: the carried
 state holds every record up to them, so each later record is counted once into it. Per
-operator, the new query either seeds a ``transformWithState`` with its state
-(``--seed``: :func:`offset_journal.savepoint.initial_state`) or loses it: Spark gives a
-built-in operator (aggregation, dropDuplicates, stream-stream join, session window) no
-initial state. Losing state is never silent: the plan refuses unless
-``--discard-state``, recorded as its decision, and offers the state-aware rewind for a
-windowed aggregation, which rebuilds such state from the records instead.
+operator, the restore writes its state straight into the new checkpoint before the
+first batch (``--restore``: :func:`offset_journal.savepoint.restore.restore_savepoint`,
+the JVM path, for built-in operators too), the new query seeds a ``transformWithState``
+with it (``--seed``: :func:`offset_journal.savepoint.initial_state`, the Python path, for
+a query that transforms state in Python), or it is lost: Spark gives a built-in operator
+(aggregation, dropDuplicates, stream-stream join, session window) no initial state.
+Losing state is never silent: the plan refuses unless ``--discard-state``, recorded as
+its decision, and offers the state-aware rewind for a windowed aggregation, which
+rebuilds such state from the records instead.
 """
 
 from __future__ import annotations
@@ -113,6 +116,11 @@ def carried_state(inp: PlanInputs, savepoint: Savepoint) -> tuple[list[CarriedSt
             out.append(CarriedState(op.id, op.kind, op.name, 0, "empty",
                                     "no state to carry", parts))
             continue
+        if request.restore and not op.problem:
+            how = _restored(op, keys)
+            found.notes.append(f"State of {label}: {how}.")
+            out.append(CarriedState(op.id, op.kind, op.name, keys, "restored", how, parts))
+            continue
         if op.id in seeded and not op.problem and not opaque:
             how = (f"carried: initial_state(spark, {ref}, operator={op.id}, "
                    f"expect_sha256='{savepoint.digest}') (the plan's savepoint_sha256) is "
@@ -134,6 +142,15 @@ def carried_state(inp: PlanInputs, savepoint: Savepoint) -> tuple[list[CarriedSt
         found.notes.append(f"{savepoint.label()} holds no state: the old query had no "
                            "stateful operator; the plan only starts after its batch.")
     return out, found
+
+
+def _restored(op: Operator, keys: int) -> str:
+    """How a restore carries one operator's state, and why that path."""
+    return (f"restored: restore_savepoint writes its {keys:,} keys into the new checkpoint "
+            "before its first batch (the JVM path: Spark's own state writer, at the new "
+            "query's shuffle partitions), after checking them against the new query's "
+            f"{op.kind} field by field; the Python path (--seed, initial_state) is for a "
+            "transformWithState that transforms its state in Python")
 
 
 def _what(parts: Sequence[Any]) -> str:

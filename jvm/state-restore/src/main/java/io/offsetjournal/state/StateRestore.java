@@ -1,0 +1,238 @@
+package io.offsetjournal.state;
+
+import java.util.ArrayList;
+import java.util.List;
+import java.util.UUID;
+
+import org.apache.hadoop.conf.Configuration;
+import org.apache.hadoop.fs.Path;
+import org.apache.spark.sql.SparkSession;
+import org.apache.spark.sql.connector.read.streaming.Offset;
+import org.apache.spark.sql.execution.datasources.v2.state.metadata.StateMetadataPartitionReader;
+import org.apache.spark.sql.execution.streaming.checkpointing.OffsetSeq;
+import org.apache.spark.sql.execution.streaming.checkpointing.OffsetSeqMetadata;
+import org.apache.spark.sql.execution.streaming.runtime.SerializedOffset;
+import org.apache.spark.sql.execution.streaming.runtime.StreamMetadata;
+import org.apache.spark.sql.execution.streaming.runtime.StreamMetadata$;
+import org.apache.spark.sql.execution.streaming.runtime.StreamingQueryCheckpointMetadata;
+import org.apache.spark.sql.execution.streaming.state.KeyStateEncoderSpec;
+import org.apache.spark.sql.execution.streaming.state.NoPrefixKeyStateEncoderSpec;
+import org.apache.spark.sql.execution.streaming.state.OfflineStateRepartitionRunner;
+import org.apache.spark.sql.execution.streaming.state.OperatorStateMetadata;
+import org.apache.spark.sql.execution.streaming.state.OperatorStateMetadataV2;
+import org.apache.spark.sql.execution.streaming.state.PrefixKeyScanStateEncoderSpec;
+import org.apache.spark.sql.execution.streaming.state.StateSchemaCompatibilityChecker;
+import org.apache.spark.sql.execution.streaming.state.StateStore$;
+import org.apache.spark.sql.execution.streaming.state.StateStoreColFamilySchema;
+import org.apache.spark.sql.execution.streaming.state.StateStoreId;
+import org.apache.spark.sql.execution.streaming.state.StateStoreMetadata;
+import org.apache.spark.sql.execution.streaming.state.StateStoreMetadataV2;
+import org.apache.spark.sql.execution.streaming.state.StateStoreProviderId;
+import org.apache.spark.sql.execution.streaming.utils.StreamingUtils$;
+import org.apache.spark.util.SerializableConfiguration;
+
+import scala.Option;
+import scala.jdk.javaapi.CollectionConverters;
+
+/**
+ * The one edge between offset-journal and Spark's internal state classes: operator
+ * metadata and state schemas read, a new checkpoint started, the state rewritten
+ * ({@link StateWrite}) and repartitioned in place. Proven on Spark {@value #PROVEN} only:
+ * every entry point refuses another version, so a Spark that changes these internals
+ * fails here in one line, not in a task.
+ */
+public final class StateRestore {
+    /** The Spark version these internals were proven on. */
+    public static final String PROVEN = "4.2.0";
+
+    private StateRestore() {
+    }
+
+    /** The running Spark's version. */
+    public static String sparkVersion() {
+        return org.apache.spark.package$.MODULE$.SPARK_VERSION();
+    }
+
+    /** Throws (one line) unless the running Spark is the one proven. */
+    public static void checkVersion() {
+        String running = sparkVersion();
+        if (!PROVEN.equals(running)) {
+            throw new IllegalStateException("the state restore is proven on Spark " + PROVEN
+                + " only; this is Spark " + running);
+        }
+    }
+
+    static org.apache.spark.sql.classic.SparkSession classic(SparkSession spark) {
+        return (org.apache.spark.sql.classic.SparkSession) spark;
+    }
+
+    static Configuration hadoopConf(SparkSession spark) {
+        return classic(spark).sessionState().newHadoopConf();
+    }
+
+    /** The checkpoint location as Spark resolves it (qualified by its file system). */
+    public static String resolved(SparkSession spark, String checkpoint) {
+        checkVersion();
+        return StreamingUtils$.MODULE$.resolvedCheckpointLocation(hadoopConf(spark), checkpoint);
+    }
+
+    /** The operators of a checkpoint at a batch, with every store's column families. */
+    static List<OperatorStateMetadata> operators(SparkSession spark, String resolvedCheckpoint,
+                                                 long batchId) {
+        StateMetadataPartitionReader reader = new StateMetadataPartitionReader(
+            resolvedCheckpoint, new SerializableConfiguration(hadoopConf(spark)), batchId);
+        List<OperatorStateMetadata> out = new ArrayList<>();
+        for (OperatorStateMetadata op : reader.allOperatorStateMetadata()) {
+            out.add(op);
+        }
+        return out;
+    }
+
+    /** The column families of one store, as the state schema files describe them (with
+     * the key encoder Spark derives for a store whose metadata predates them). */
+    static List<StateStoreColFamilySchema> columnFamilies(SparkSession spark,
+            String resolvedCheckpoint, long operatorId, StateStoreMetadata store) {
+        List<Path> files = new ArrayList<>();
+        if (store instanceof StateStoreMetadataV2 v2) {
+            for (String p : CollectionConverters.asJava(v2.stateSchemaFilePaths())) {
+                files.add(new Path(p));
+            }
+        }
+        String root = new Path(resolvedCheckpoint, "state").toString();
+        StateStoreId storeId = new StateStoreId(root, operatorId,
+            StateStore$.MODULE$.PARTITION_ID_TO_CHECK_SCHEMA(), store.storeName());
+        StateSchemaCompatibilityChecker checker = new StateSchemaCompatibilityChecker(
+            new StateStoreProviderId(storeId, UUID.randomUUID()), hadoopConf(spark),
+            CollectionConverters.asScala(files).toList(), Option.empty(), false);
+        List<StateStoreColFamilySchema> out = new ArrayList<>();
+        for (StateStoreColFamilySchema cf : CollectionConverters.asJava(checker.readSchemaFile())) {
+            if (cf.keyStateEncoderSpec().isEmpty()) {
+                KeyStateEncoderSpec spec = store.numColsPrefixKey() > 0
+                    ? new PrefixKeyScanStateEncoderSpec(cf.keySchema(), store.numColsPrefixKey())
+                    : new NoPrefixKeyStateEncoderSpec(cf.keySchema());
+                cf = cf.copy(cf.colFamilyName(), cf.keySchemaId(), cf.keySchema(),
+                    cf.valueSchemaId(), cf.valueSchema(), Option.apply(spec),
+                    cf.userKeyEncoderSchema());
+            }
+            out.add(cf);
+        }
+        return out;
+    }
+
+    /**
+     * Every stateful operator of {@code checkpoint} at {@code batchId} as JSON: id, name,
+     * metadata version, properties (transformWithState's), and per store its partitions,
+     * prefix-key columns and column families (name, key and value schemas, key encoder).
+     */
+    public static String describe(SparkSession spark, String checkpoint, long batchId) {
+        checkVersion();
+        String resolved = resolved(spark, checkpoint);
+        Json.Array ops = new Json.Array();
+        for (OperatorStateMetadata op : operators(spark, resolved, batchId)) {
+            Json.Array stores = new Json.Array();
+            for (StateStoreMetadata store : CollectionConverters.asJava(op.stateStoresMetadata())) {
+                Json.Array cfs = new Json.Array();
+                for (StateStoreColFamilySchema cf : columnFamilies(spark, resolved,
+                        op.operatorInfo().operatorId(), store)) {
+                    cfs.add(new Json.Object()
+                        .put("name", cf.colFamilyName())
+                        .raw("key_schema", cf.keySchema().json())
+                        .raw("value_schema", cf.valueSchema().json())
+                        .raw("key_encoder", cf.keyStateEncoderSpec().get().json()));
+                }
+                stores.add(new Json.Object()
+                    .put("name", store.storeName())
+                    .put("partitions", store.numPartitions())
+                    .put("prefix_key_columns", store.numColsPrefixKey())
+                    .put("column_families", cfs));
+            }
+            Json.Object entry = new Json.Object()
+                .put("id", op.operatorInfo().operatorId())
+                .put("name", op.operatorInfo().operatorName())
+                .put("version", op.version())
+                .put("stores", stores);
+            if (op instanceof OperatorStateMetadataV2 v2) {
+                entry.raw("properties", v2.operatorPropertiesJson());
+            }
+            ops.add(entry);
+        }
+        return ops.toString();
+    }
+
+    static StreamingQueryCheckpointMetadata checkpointMetadata(SparkSession spark,
+                                                              String resolved) {
+        return new StreamingQueryCheckpointMetadata(spark, resolved, false);
+    }
+
+    /**
+     * Starts a NEW checkpoint: its {@code metadata} (a new query id, returned) and an
+     * {@code offsets/0} whose every source's end is {@code ends.get(i)} (the offsets the
+     * query starts from), so the first run of the query reads nothing, with the batch
+     * watermark {@code watermarkMs} (the old query's). The metadata carries
+     * the session's settings, the shuffle partitions included (Spark's own constructor
+     * leaves them out). Refused when the checkpoint has a query id already.
+     */
+    public static String bootstrapOffsets(SparkSession spark, String checkpoint,
+                                          List<String> ends, long watermarkMs,
+                                          long timestampMs) {
+        checkVersion();
+        String resolved = resolved(spark, checkpoint);
+        Path metadataFile = new Path(resolved, "metadata");
+        Configuration conf = hadoopConf(spark);
+        if (StreamMetadata$.MODULE$.read(metadataFile, conf).isDefined()) {
+            throw new IllegalStateException(checkpoint + " has a query id already: not new");
+        }
+        String queryId = UUID.randomUUID().toString();
+        try {
+            metadataFile.getParent().getFileSystem(conf).mkdirs(metadataFile.getParent());
+        } catch (java.io.IOException e) {
+            throw new java.io.UncheckedIOException(e);
+        }
+        StreamMetadata$.MODULE$.write(new StreamMetadata(queryId), metadataFile, conf);
+        OffsetSeqMetadata base = OffsetSeqMetadata.apply(watermarkMs, timestampMs, spark.conf());
+        String partitions = spark.conf().get("spark.sql.shuffle.partitions");
+        OffsetSeqMetadata metadata = base.copy(watermarkMs, timestampMs,
+            base.conf().updated("spark.sql.shuffle.partitions", partitions));
+        List<Option<Offset>> offsets = new ArrayList<>();
+        for (String end : ends) {
+            offsets.add(Option.apply(new SerializedOffset(end)));
+        }
+        OffsetSeq seq = new OffsetSeq(CollectionConverters.asScala(offsets).toSeq(),
+            Option.apply(metadata));
+        if (!checkpointMetadata(spark, resolved).offsetLog().add(0L, seq)) {
+            throw new IllegalStateException(checkpoint + " has offsets/0 already: not new");
+        }
+        return queryId;
+    }
+
+    /**
+     * Deletes a checkpoint a restore started and could not finish (it was new: nothing
+     * else is in it), on whatever file system Spark writes it to.
+     */
+    public static boolean remove(SparkSession spark, String checkpoint) {
+        Path path = new Path(checkpoint);
+        try {
+            return path.getFileSystem(hadoopConf(spark)).delete(path, true);
+        } catch (java.io.IOException e) {
+            throw new java.io.UncheckedIOException(e);
+        }
+    }
+
+    /** A rewrite of {@code checkpoint}'s state: see {@link StateWrite}. */
+    public static StateWrite write(SparkSession spark, String checkpoint, long readBatchId,
+                                   long writeBatchId, int partitions) {
+        checkVersion();
+        return new StateWrite(spark, resolved(spark, checkpoint), readBatchId, writeBatchId,
+            partitions);
+    }
+
+    /**
+     * Repartitions a stopped query's RocksDB state in place to {@code partitions} shuffle
+     * partitions (Spark's offline repartition: a new batch that reads nothing); returns its
+     * batch id.
+     */
+    public static long repartition(SparkSession spark, String checkpoint, int partitions) {
+        checkVersion();
+        return new OfflineStateRepartitionRunner(spark, checkpoint, partitions, true).run();
+    }
+}

@@ -1,0 +1,257 @@
+"""``offset-journal state ...``: a query's state written where a query needs it.
+
+``state restore SAVEPOINT --to NEW_CK --query FILE:FUNCTION`` restores a savepoint into
+a new checkpoint of the new query (:func:`offset_journal.savepoint.restore.restore_savepoint`)
+before the query is deployed: the plan from the savepoint (recorded, ``--restore``), the
+query's bootstrap batch, the state written; the query, started later on the checkpoint
+(``spark-submit``), resumes after it. ``FUNCTION(spark, checkpoint, starting_offsets)``
+returns the new query's ``DataStreamWriter`` (``starting_offsets``: each source's
+``startingOffsets``, in source order).
+
+``state repartition --checkpoint CK --partitions N`` runs Spark's offline repartition
+of a RocksDB checkpoint (:mod:`offset_journal.savepoint.restore.repartition`): refused
+while the journal says the query runs, journaled as a decision.
+
+Both need PySpark and offset-journal's state-restore helper jar, which they build (Maven,
+once) and put on the local session's class path themselves (with Spark's Kafka connector
+for a restore: the new query reads Kafka).
+"""
+
+from __future__ import annotations
+
+import argparse
+from typing import Any
+
+
+def add_state(subs: Any, common: argparse.ArgumentParser, parser_class: type) -> None:
+    """The ``state`` command group."""
+    state = subs.add_parser("state", parents=[common],
+                            help="a stopped query's state, changed in place (repartition)")
+    state_subs = state.add_subparsers(dest="state_command", metavar="ACTION",
+                                      parser_class=parser_class)
+    state_subs.required = True
+    rep = state_subs.add_parser(
+        "repartition", parents=[common],
+        help="repartition a stopped query's RocksDB state in place into N shuffle "
+             "partitions, journaled as a decision",
+        description="Spark's offline state repartition: a batch that reads nothing is "
+                    "added to the checkpoint, every store rewritten into N partitions; "
+                    "the query, started again on the checkpoint, runs with N shuffle "
+                    "partitions. RocksDB checkpoints only; refused while the journal says "
+                    "the query runs. Needs PySpark (a local session; --master for another) "
+                    "and Maven (the helper jar, built once).")
+    rep.add_argument("--checkpoint", required=True, metavar="CK",
+                     help="the stopped query's checkpoint directory (or URL)")
+    rep.add_argument("--partitions", required=True, type=int, metavar="N",
+                     help="the shuffle partitions the query runs with from its next batch")
+    rep.add_argument("--assume-stopped", action="store_true",
+                     help="the query is stopped although the journal has no termination "
+                          "for its last run (killed before it was journaled); recorded")
+    rep.add_argument("--master", default=None,
+                     help="Spark master for the repartition (default local[*])")
+    rep.add_argument("--no-record", action="store_true",
+                     help="leave the repartition unjournaled (restart_plans)")
+    rep.set_defaults(func=cmd_state_repartition)
+    _add_restore(state_subs, common)
+
+
+def _add_restore(state_subs: Any, common: argparse.ArgumentParser) -> None:
+    from .plan_args import savepoint_ref
+
+    res = state_subs.add_parser(
+        "restore", parents=[common],
+        help="restore a savepoint into a NEW checkpoint of the new query, before it is "
+             "deployed (the plan recorded, the state written at JVM speed)",
+        description="The plan from the savepoint (recorded), the new query's bootstrap "
+                    "batch on the new checkpoint (it reads nothing), every operator's state "
+                    "checked against the new query's and written; start the query on the "
+                    "checkpoint afterwards. Proven on Spark 4.2.0 only. Needs PySpark and "
+                    "Maven (the helper jar, built once).")
+    res.add_argument("savepoint", metavar="ID|DIR", type=savepoint_ref,
+                     help="the savepoint's id in the journal, or its directory")
+    res.add_argument("--to", required=True, metavar="NEW_CHECKPOINT",
+                     help="the new query's checkpoint: missing or empty")
+    res.add_argument("--query", required=True, metavar="FILE:FUNCTION", type=load_function,
+                     help="a Python file (or module) and the function in it that returns "
+                          "the new query's DataStreamWriter: FUNCTION(spark, checkpoint, "
+                          "starting_offsets)")
+    res.add_argument("--partitions", type=_positive, default=None, metavar="N",
+                     help="the new query's shuffle partitions (default: the old query's)")
+    res.add_argument("--bootstrap-servers", default=None,
+                     help="the Kafka cluster: the plan checks its offsets there and starts "
+                          "partitions added since at their log start")
+    res.add_argument("--map-field", action="append", default=[], metavar="OP:NEW=OLD",
+                     type=_pair,
+                     help="a field renamed on purpose in operator OP's state (repeatable)")
+    res.add_argument("--into-state", action="append", default=[], metavar="OP:NAME",
+                     type=_named_state,
+                     help="the value state an aggregation goes into when operator OP of "
+                          "the new query is a transformWithState with several")
+    res.add_argument("--rename-state", action="append", default=[], metavar="OP:NEW=OLD",
+                     type=_pair,
+                     help="a transformWithState state variable renamed (repeatable)")
+    res.add_argument("--discard-state", action="store_true",
+                     help="accept losing the state of operators that cannot be carried "
+                          "(recorded with the plan as its decision)")
+    res.add_argument("--unrecorded-savepoint", action="store_true",
+                     help="accept a savepoint directory the journal did not record")
+    res.add_argument("--master", default=None, help="Spark master (default local[*])")
+    res.add_argument("--no-record", action="store_true", help="leave the plan unrecorded")
+    res.set_defaults(func=cmd_state_restore)
+
+
+def state_session(master: str | None, *, kafka: bool = False) -> tuple[Any, bool]:
+    """The running SparkSession (False: not ours to stop; it must have the helper jar),
+    else a local one with the helper jar on its class path, and Spark's Kafka connector
+    with ``kafka`` (True)."""
+    from ..errors import ConfigError
+    from ..local.jars import spark_jars_value, state_restore_jar
+
+    try:
+        from pyspark import SparkContext
+        from pyspark.sql import SparkSession
+    except ImportError:
+        raise ConfigError("state repartition runs Spark: install PySpark "
+                          "(pip install 'offset-journal[demo]')") from None
+    if SparkContext._active_spark_context is not None:
+        return SparkSession.builder.getOrCreate(), False
+    builder = (SparkSession.builder.appName("offset-journal-state")
+               .master(master or "local[*]").config("spark.ui.enabled", "false")
+               .config("spark.jars", ",".join([*([spark_jars_value()] if kafka else []),
+                                               str(state_restore_jar())])))
+    return builder.getOrCreate(), True
+
+
+def cmd_state_repartition(args: argparse.Namespace) -> int:
+    from ..journal import Journal
+    from ..journal.db import resolve_url
+    from ..savepoint.restore.repartition import repartition_state
+
+    with Journal(resolve_url(args.database_url)) as journal:
+        spark, own = state_session(args.master)
+        try:
+            done = repartition_state(spark, args.checkpoint, args.partitions, journal=journal,
+                                     assume_stopped=args.assume_stopped,
+                                     record=not args.no_record)
+        finally:
+            if own:
+                spark.stop()
+    which = f"query {done.query_name!r}" if done.query_name else f"query id {done.query_id}"
+    print(f"repartitioned the state of {which} at {done.checkpoint}: "
+          f"{done.partitions_before} -> {done.partitions} partitions (batch {done.batch_id}, "
+          "which reads nothing); start the query again on the same checkpoint")
+    if done.plan_id is not None:
+        print(f"journaled as decision {done.plan_id}")
+    elif done.record_problem:
+        import sys
+
+        print(f"offset-journal: warning: {done.record_problem}", file=sys.stderr)
+    return 0
+
+
+def _positive(text: str) -> int:
+    try:
+        value = int(text)
+    except ValueError:
+        value = 0
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"{text!r}: give a number >= 1")
+    return value
+
+
+def _pair(text: str) -> tuple[int, str, str]:
+    """``OP:NEW=OLD``."""
+    op, _, pair = text.partition(":")
+    new, _, old = pair.partition("=")
+    if not op.strip().isdigit() or not new.strip() or not old.strip():
+        raise argparse.ArgumentTypeError(f"{text!r}: use OPERATOR:NEW=OLD")
+    return int(op), new.strip(), old.strip()
+
+
+def _named_state(text: str) -> tuple[int, str]:
+    """``OP:NAME``."""
+    op, _, name = text.partition(":")
+    if not op.strip().isdigit() or not name.strip():
+        raise argparse.ArgumentTypeError(f"{text!r}: use OPERATOR:NAME")
+    return int(op), name.strip()
+
+
+def _by_operator(pairs: list[tuple[int, str, str]]) -> dict[int, dict[str, str]]:
+    out: dict[int, dict[str, str]] = {}
+    for op, new, old in pairs:
+        out.setdefault(op, {})[new] = old
+    return out
+
+
+def load_function(ref: str) -> Any:
+    """``FILE.py:FUNCTION`` or ``module:FUNCTION``: the function (an argument error for
+    anything else: the command stops before Spark or the journal is touched)."""
+    import importlib
+    import os
+    import runpy
+
+    where, _, name = ref.rpartition(":")
+    if not where or not name:
+        raise argparse.ArgumentTypeError(f"{ref!r}: use FILE.py:FUNCTION or module:FUNCTION")
+    try:
+        if where.endswith(".py") or os.sep in where:
+            found = runpy.run_path(where).get(name)
+        else:
+            found = getattr(importlib.import_module(where), name, None)
+    except (OSError, ImportError) as exc:
+        raise argparse.ArgumentTypeError(f"{ref!r}: {exc}") from None
+    if not callable(found):
+        raise argparse.ArgumentTypeError(f"{ref!r}: no function {name!r} there")
+    return found
+
+
+def cmd_state_restore(args: argparse.Namespace) -> int:
+    import sys
+
+    from ..journal import Journal
+    from ..journal.db import resolve_url
+    from ..restart import PlanRequest, plan_restart
+    from ..savepoint import load_savepoint
+    from ..savepoint.restore import Rules, restore_savepoint
+    from ..savepoint.restore.offsets import concrete_ends
+    from ..savepoint.spark import session_conf
+
+    build = args.query
+    rules = Rules(variable=dict(args.into_state), fields=_by_operator(args.map_field),
+                  variables=_by_operator(args.rename_state),
+                  discard=bool(args.discard_state))
+    with Journal(resolve_url(args.database_url)) as journal:
+        found = load_savepoint(args.savepoint, journal, verify=False,
+                               unrecorded=args.unrecorded_savepoint)
+        m = found.manifest
+        plan = plan_restart(None, PlanRequest(
+            m.query_name, savepoint=args.savepoint, restore=True, checkpoint=args.to,
+            bootstrap_servers=args.bootstrap_servers, discard_state=args.discard_state,
+            unrecorded_savepoint=args.unrecorded_savepoint), journal=journal,
+            record=not args.no_record, command="api")
+        if not plan.ok:
+            from ..errors import RestartError
+
+            raise RestartError("restart plan has errors: " + "; ".join(plan.errors))
+        starting = [plan.starting_offsets(s.index) for s in plan.sources]
+        partitions = args.partitions or max((o.partitions for o in m.operators), default=0)
+        spark, own = state_session(args.master, kafka=True)
+        try:
+            with session_conf(spark, "spark.sql.shuffle.partitions",
+                              str(partitions) if partitions else None):
+                restored = restore_savepoint(
+                    spark, found, args.to, lambda: build(spark, args.to, starting),
+                    ends=concrete_ends(plan.sources), rules=rules, journal=journal,
+                    expect_sha256=plan.savepoint_sha256)
+        finally:
+            if own:
+                spark.stop()
+        if plan.plan_id is not None:
+            journal.link_plan(plan.plan_id, restored.bootstrap_run_id)
+    print(restored.explain())
+    if plan.plan_id is not None:
+        print(f"recorded as plan {plan.plan_id}; start the new query on {args.to}: it "
+              "resumes after the restored batch")
+    elif plan.record_problem:
+        print(f"offset-journal: warning: {plan.record_problem}", file=sys.stderr)
+    return 0

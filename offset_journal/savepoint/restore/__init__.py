@@ -1,0 +1,45 @@
+"""Restore a savepoint's state straight into a NEW checkpoint, at JVM speed, for the
+built-in stateful operators too, into any number of shuffle partitions; and repartition
+a stopped query's state in place.
+
+:func:`restore_savepoint` runs the new query's own bootstrap batch (it reads nothing),
+checks the savepoint's state layout against the new query's field by field
+(:mod:`.layout`, :mod:`.matching`: pure), writes every operator's state with Spark's
+internal state writer as the new checkpoint's next batch, and commits it with the old
+query's watermark: the new query then starts on the checkpoint exactly after the
+savepoint's batch. :func:`repartition_state` is Spark's offline repartition of a
+RocksDB checkpoint, refused while its query runs.
+
+The modules: ``layout`` and ``matching`` (what goes where, pure), ``_jvm`` (the ONE edge
+to Spark's internals, through the Java helper in ``jvm/state-restore``: proven on Spark
+4.2.0 only), ``_frames`` (the rows written, as DataFrames), ``_write`` (the restore),
+``repartition`` (in place). What needs Spark is imported on first use.
+
+May import what :mod:`offset_journal.savepoint` may: :mod:`offset_journal.checkpoint`,
+:mod:`offset_journal.journal` and the shared modules.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any
+
+from ...errors import RestoreError
+from .layout import Layout, OperatorPlan, Rules
+
+if TYPE_CHECKING:
+    from ._jvm import PROVEN_SPARK
+    from ._write import Restored, restore_savepoint
+
+_EDGE = {"restore_savepoint": "_write", "Restored": "_write", "PROVEN_SPARK": "_jvm"}
+
+
+def __getattr__(name: str) -> Any:
+    if name in _EDGE:
+        import importlib
+
+        return getattr(importlib.import_module(f".{_EDGE[name]}", __name__), name)
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+
+
+__all__ = ["PROVEN_SPARK", "Layout", "OperatorPlan", "RestoreError", "Restored", "Rules",
+           "restore_savepoint"]

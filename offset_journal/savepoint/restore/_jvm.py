@@ -1,0 +1,162 @@
+"""The one edge to Spark's internal state classes: everything the restore and the
+repartition ask of them goes through here, to offset-journal's Java helper
+(``jvm/state-restore``: ``io.offsetjournal.state.StateRestore``), which alone calls
+Spark's ``StateRewriter``, ``StatePartitionAllColumnFamiliesWriter``,
+``OfflineStateRepartitionRunner``, operator metadata and state schema readers and offset
+and commit logs. What crosses is plain JSON and DataFrames.
+
+These are internals of one Spark version: :data:`PROVEN_SPARK` is the one they were
+proven on, and any other is refused in one line, here before the JVM is asked and in the
+helper again. The day Spark makes them public, this module and the helper change, and
+nothing else.
+
+The helper's jar must be on the session's class path (``spark.jars``):
+``offset-journal jars state-restore`` builds it once (Maven, against
+``spark-sql_2.13`` of the installed PySpark) and prints its path; the jobs in ``jobs/``
+and the test session add it.
+"""
+
+from __future__ import annotations
+
+import json
+import time
+from collections.abc import Sequence
+from typing import Any
+
+from ...errors import RestoreError
+
+PROVEN_SPARK = "4.2.0"
+"""The Spark version the state restore and repartition are proven on."""
+HELPER = "io.offsetjournal.state.StateRestore"
+ALL_COLUMN_FAMILIES = "_readAllColumnFamilies"
+"""The State Data Source's internal option (Spark 4.2's ``StateSourceOptions``) that
+reads a RocksDB store as the state writer's rows, every column family as bytes."""
+
+
+def version_problem(running: str) -> str | None:
+    """Why the restore refuses Spark ``running`` (None: it is the one proven)."""
+    if running == PROVEN_SPARK:
+        return None
+    return (f"the state restore is proven on Spark {PROVEN_SPARK} only (Spark's internal "
+            f"state writer); this session runs Spark {running}: use the Python path "
+            f"(initial_state) or Spark {PROVEN_SPARK}")
+
+
+def check_version(spark: Any) -> None:
+    """RestoreError (one line) unless the session runs the Spark version proven."""
+    problem = version_problem(str(spark.version))
+    if problem is not None:
+        raise RestoreError(problem)
+
+
+def helper(spark: Any) -> Any:
+    """The helper class in the session's JVM, the Spark version checked first."""
+    check_version(spark)
+    from py4j.java_gateway import JavaClass
+
+    found = spark._jvm
+    for name in HELPER.split("."):
+        found = getattr(found, name)
+    if not isinstance(found, JavaClass):
+        raise RestoreError("offset-journal's state-restore helper is not on this session's "
+                           "class path: add the jar `offset-journal jars state-restore` "
+                           "prints to spark.jars (the jobs in jobs/ do)")
+    return found
+
+
+def _call(what: str, fn: Any, *args: Any) -> Any:
+    """A helper call, its Java error as one RestoreError line."""
+    from py4j.protocol import Py4JJavaError
+
+    try:
+        return fn(*args)
+    except Py4JJavaError as exc:
+        cause = exc.java_exception
+        text = str(cause.getMessage() or cause.toString()).strip()
+        line = text.splitlines()[0] if text else str(cause.getClass().getName())
+        raise RestoreError(f"{what}: {line}") from None
+
+
+def describe(spark: Any, checkpoint: str, batch_id: int) -> list[dict[str, Any]]:
+    """Every stateful operator of ``checkpoint`` at ``batch_id``: id, name, properties,
+    stores with their column families (key and value schemas, key encoders)."""
+    text = _call(f"cannot read the state metadata of {checkpoint} at batch {batch_id}",
+                 helper(spark).describe, spark._jsparkSession, str(checkpoint), batch_id)
+    found: list[dict[str, Any]] = json.loads(str(text))
+    return found
+
+
+def bootstrap_offsets(spark: Any, checkpoint: str, ends: Sequence[str],
+                      watermark_ms: int) -> str:
+    """A new checkpoint's ``metadata`` (a new query id, returned) and ``offsets/0``
+    ending where each source starts (``ends``: each source's offsets as JSON), with the
+    batch watermark ``watermark_ms``."""
+    return str(_call(f"cannot start the new checkpoint {checkpoint}",
+                     helper(spark).bootstrapOffsets, spark._jsparkSession, str(checkpoint),
+                     list(ends), int(watermark_ms), _now_ms()))
+
+
+class StateWrite:
+    """One rewrite of a checkpoint's state (the helper's ``StateWrite``): register what
+    each store is written with, run it, commit the batch."""
+
+    def __init__(self, spark: Any, checkpoint: str, read_batch: int, write_batch: int,
+                 partitions: int) -> None:
+        self.checkpoint = checkpoint
+        self.write_batch = write_batch
+        self._jw = _call(f"cannot read the state layout of {checkpoint}", helper(spark).write,
+                         spark._jsparkSession, str(checkpoint), read_batch, write_batch,
+                         partitions)
+
+    def typed(self, operator_id: int, store: str, family: str, frame: Any) -> None:
+        """``frame`` (columns ``key`` and ``value``, the column family's types) as the
+        state of one column family."""
+        _call(f"operator {operator_id}, column family {store}/{family}", self._jw.typed,
+              operator_id, store, family, frame._jdf)
+
+    def raw(self, operator_id: int, store: str, frame: Any) -> None:
+        """``frame`` (the writer's own rows) as the state of one store."""
+        _call(f"operator {operator_id}, store {store}", self._jw.raw, operator_id, store,
+              frame._jdf)
+
+    def run(self) -> Any:
+        """Write every store; returns the state checkpoint ids (format v2), or None."""
+        text = _call(f"cannot write the state of {self.checkpoint}", self._jw.run)
+        return json.loads(str(text))
+
+    def commit(self, next_watermark_ms: int, *, replace: bool = False) -> None:
+        """``commits/write_batch``, with the watermark the next batch runs with;
+        ``replace``: in place of the one the batch's own run wrote."""
+        if not _call(f"cannot commit batch {self.write_batch} of {self.checkpoint}",
+                     self._jw.commit, int(next_watermark_ms), bool(replace)):
+            raise RestoreError(f"{self.checkpoint} has commits/{self.write_batch} already: "
+                               "another restore or query wrote it")
+
+
+def read_all_column_families(spark: Any, checkpoint: str, batch_id: int, operator_id: int,
+                             store: str) -> Any:
+    """A RocksDB store of ``checkpoint`` at ``batch_id`` as the state writer's rows
+    (``partition_key``, ``key_bytes``, ``value_bytes``, ``column_family_name``): Spark's
+    internal read, the one its offline repartition makes."""
+    check_version(spark)
+    return (spark.read.format("statestore").option("batchId", str(batch_id))
+            .option("operatorId", str(operator_id)).option("storeName", store)
+            .option(ALL_COLUMN_FAMILIES, "true").load(str(checkpoint)))
+
+
+def repartition(spark: Any, checkpoint: str, partitions: int) -> int:
+    """Spark's offline repartition of a stopped query's RocksDB state, in place; returns
+    the batch it wrote."""
+    return int(_call(f"cannot repartition the state of {checkpoint}",
+                     helper(spark).repartition, spark._jsparkSession, str(checkpoint),
+                     int(partitions)))
+
+
+def remove(spark: Any, checkpoint: str) -> None:
+    """Delete a new checkpoint a restore could not finish (on any file system)."""
+    _call(f"cannot remove the unfinished checkpoint {checkpoint}", helper(spark).remove,
+          spark._jsparkSession, str(checkpoint))
+
+
+def _now_ms() -> int:
+    return int(time.time() * 1000)

@@ -1,0 +1,323 @@
+"""The restore itself: a NEW checkpoint started by the new query's own bootstrap batch,
+the savepoint's state written into it at JVM speed, the batch committed.
+
+1. The checkpoint must be new (missing or empty): a restore never mixes its state with
+   another query's.
+2. ``metadata`` (a new query id) and ``offsets/0``, whose every source ends where the
+   new query starts (the savepoint's batch's end offsets, the journal's), with the old
+   query's batch watermark, so the new query's first run, one batch (``Trigger.Once``),
+   reads nothing: Spark itself writes the new query's operator metadata, state schema
+   files, empty state and ``commits/0`` for the new query's own plan.
+3. The layout: the savepoint's operators against the new checkpoint's
+   (:func:`~.matching.plan_layout`); a mismatch is refused in one line, and the new
+   checkpoint removed.
+4. Every store of batch 0 written again, with the savepoint's state, by Spark's
+   ``StateRewriter`` (through :mod:`._jvm`), repartitioned into the new query's shuffle
+   partitions by the partitioning Spark's shuffle uses; ``commits/0`` written again with
+   those stores' ids and the watermark the old query's next batch would have run with.
+
+The new query then starts normally on the checkpoint: its first real batch is batch 1,
+with every key's state in place. No batch id is skipped: a sink that logs its batches
+(the file sink's ``_spark_metadata``) sees 0, 1, 2...
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import time
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any
+
+from ...errors import OffsetJournalError, RestoreError
+from ...formatting import first_line
+from ._frames import raw_frame, target_frame
+from ._jvm import (
+    StateWrite,
+    bootstrap_offsets,
+    describe,
+    helper,
+    read_all_column_families,
+    remove,
+)
+from .layout import Layout, NewOperator, Rules, new_operators
+from .matching import plan_layout
+
+if TYPE_CHECKING:
+    from ...journal import Journal
+    from ..model import Manifest, Savepoint
+
+log = logging.getLogger(__name__)
+
+BOOTSTRAP_BATCH = 0
+"""The batch the new query's bootstrap run makes and the restored state replaces (state
+version 1): the new query's first real batch is the next one."""
+BOOTSTRAP_TIMEOUT_S = 600
+
+
+@dataclass(frozen=True)
+class Restored:
+    """A restore done: the new checkpoint, its query id, the layout written (what
+    became of every operator, the notes of every mapping), the watermarks carried, and
+    how long each step took (seconds: ``bootstrap``, ``write``, ``total``).
+    ``bootstrap_run_id``: the run of the new query that wrote its bootstrap batch (a
+    restart plan is linked to it: the run that started from the plan's offsets)."""
+
+    checkpoint: str
+    query_id: str
+    savepoint: Savepoint
+    layout: Layout
+    batch_watermark_ms: int
+    next_watermark_ms: int
+    watermark_from: str
+    partitions: int
+    bootstrap_run_id: str
+    seconds: dict[str, float] = field(default_factory=dict)
+
+    @property
+    def keys(self) -> int:
+        return sum(op.keys for op in self.layout.operators if op.decision in ("restored",
+                                                                               "mapped"))
+
+    def explain(self) -> str:
+        lines = [f"restored {self.savepoint.label()} (batch "
+                 f"{self.savepoint.manifest.batch_id}) into {self.checkpoint}: "
+                 f"{self.keys:,} keys, {self.partitions} partitions, in "
+                 f"{self.seconds.get('total', 0):.1f} s"]
+        for op in self.layout.operators:
+            lines.append(f"  operator {op.operator_id} ({op.kind}): {op.decision} ({op.path})"
+                         f": {op.how}")
+        lines += [f"  note: {n}" for n in self.layout.notes]
+        lines.append(f"  watermark: {self.next_watermark_ms} ms ({self.watermark_from})")
+        return "\n".join(lines)
+
+
+def restore_savepoint(spark: Any, savepoint: Savepoint | str | int, checkpoint: str,
+                      query: Callable[[], Any], *, ends: Sequence[str] | None = None,
+                      rules: Rules | None = None, journal: Journal | None = None,
+                      database_url: str | None = None, expect_sha256: str | None = None,
+                      verify: bool = True) -> Restored:
+    """Write ``savepoint``'s state into the NEW checkpoint ``checkpoint`` of the new
+    query, so that the query, started on it, goes on exactly after the savepoint's batch
+    with every key's state in place (see the module for the steps).
+
+    ``query``: a function returning the new query's ``DataStreamWriter``, its
+    ``checkpointLocation`` set to ``checkpoint`` and its sources starting at the
+    savepoint's end offsets (a job's ``--from-journal`` plan): called once here, for the
+    bootstrap batch, and again by the caller to start the query for real. ``ends``:
+    each source's start offsets as JSON, in source order (default: the savepoint's end
+    offsets). ``rules``: mappings declared and state discarded (:class:`~.layout.Rules`).
+    The savepoint is a loaded one, its directory or its id in the journal (``journal``
+    or ``database_url``); ``expect_sha256`` pins the manifest a plan was made from.
+    RestoreError (one line) for anything that does not fit, the new checkpoint then
+    removed; the savepoint and the old checkpoint are only read."""
+    started = time.monotonic()
+    helper(spark)
+    found = _load(savepoint, journal, database_url, expect_sha256, verify)
+    manifest = found.manifest
+    _require_new(checkpoint)
+    offsets = list(ends) if ends is not None else _manifest_ends(manifest)
+    batch_wm, next_wm, wm_from = watermarks(manifest, journal, database_url)
+    try:
+        query_id, run_id = _bootstrap(spark, checkpoint, offsets, batch_wm, query)
+        bootstrapped = time.monotonic()
+        new = new_operators(describe(spark, checkpoint, BOOTSTRAP_BATCH))
+        layout = plan_layout(manifest, new, rules or Rules(),
+                             _old_operators(spark, manifest, checkpoint)).check()
+        partitions = _partitions(checkpoint, new)
+        _write(spark, found, checkpoint, layout, partitions, next_wm)
+    except BaseException as exc:
+        _remove(spark, checkpoint)
+        if isinstance(exc, OffsetJournalError) or not isinstance(exc, Exception):
+            raise
+        raise RestoreError(f"cannot restore {found.label()} into {checkpoint}: "
+                           f"{first_line(exc)}") from None
+    done = time.monotonic()
+    restored = Restored(checkpoint, query_id, found, layout, batch_wm, next_wm, wm_from,
+                        partitions, run_id,
+                        {"bootstrap": round(bootstrapped - started, 3),
+                         "write": round(done - bootstrapped, 3),
+                         "total": round(done - started, 3)})
+    log.info("%s", restored.explain())
+    return restored
+
+
+def _load(savepoint: Savepoint | str | int, journal: Journal | None,
+          database_url: str | None, expect_sha256: str | None, verify: bool) -> Savepoint:
+    from .. import load_savepoint
+    from ..model import Savepoint as Loaded
+
+    unrecorded = expect_sha256 is not None
+    if journal is None and database_url is not None and not isinstance(savepoint, Loaded):
+        from ...journal import Journal
+
+        with Journal(database_url) as own:
+            return load_savepoint(savepoint, own, verify=verify, unrecorded=unrecorded,
+                                  expect_sha256=expect_sha256)
+    return load_savepoint(savepoint, journal, verify=verify, unrecorded=unrecorded,
+                          expect_sha256=expect_sha256)
+
+
+def _require_new(checkpoint: str) -> None:
+    """RestoreError unless ``checkpoint`` is missing or an empty directory."""
+    from ...checkpoint.store import open_store
+
+    store, root = open_store(checkpoint, None)
+    kind = store.kind(root)
+    if kind is None:
+        return
+    entries = sorted(store.files(root) + store.dirs(root)) if kind == "dir" else [root]
+    if entries:
+        raise RestoreError(f"{checkpoint} is not a new checkpoint (it holds "
+                           f"{', '.join(entries[:3])}{'...' if len(entries) > 3 else ''}): "
+                           "a restore writes into a new, empty checkpoint only")
+
+
+def _manifest_ends(manifest: Manifest) -> list[str]:
+    return [json.dumps(e.offset, sort_keys=True, separators=(",", ":"))
+            for e in sorted(manifest.end_offsets, key=lambda e: e.index)]
+
+
+def _bootstrap(spark: Any, checkpoint: str, offsets: Sequence[str], watermark_ms: int,
+               query: Callable[[], Any]) -> tuple[str, str]:
+    """The new checkpoint's offsets/0 and the new query's one bootstrap batch (it reads
+    nothing): Spark writes its operator metadata, state schemas, empty state and
+    commits/0. The new checkpoint is on RocksDB (the state writer's store): the setting
+    goes into offsets/0, which the query's runs take it from. Its query and run ids."""
+    from ..spark import PROVIDER_CONF, ROCKSDB_PROVIDER, session_conf
+
+    with session_conf(spark, PROVIDER_CONF, ROCKSDB_PROVIDER):
+        query_id = bootstrap_offsets(spark, checkpoint, offsets, watermark_ms)
+        started = query().trigger(once=True).start()
+    started.awaitTermination(BOOTSTRAP_TIMEOUT_S)
+    if started.isActive:
+        started.stop()
+        raise RestoreError(f"the new query's bootstrap batch did not end in "
+                           f"{BOOTSTRAP_TIMEOUT_S} s")
+    failed = started.exception()
+    if failed is not None:
+        raise RestoreError(f"the new query's bootstrap batch failed: {first_line(failed)}")
+    return query_id, str(started.runId)
+
+
+def _old_operators(spark: Any, manifest: Manifest,
+                   checkpoint: str) -> Sequence[NewOperator] | None:
+    """The old checkpoint's operators at the savepoint's batch, when its RocksDB bytes can
+    be copied: it is still there with that batch committed, on RocksDB, in the new
+    checkpoint's format. None otherwise (the savepoint's typed rows are written)."""
+    from ..spark import ROCKSDB_PROVIDER
+
+    if manifest.provider != ROCKSDB_PROVIDER or not manifest.operators:
+        return None
+    old = _commit_version(manifest.checkpoint, manifest.batch_id)
+    new = _commit_version(checkpoint, BOOTSTRAP_BATCH)
+    if old is None or old != new:
+        return None
+    try:
+        return new_operators(describe(spark, manifest.checkpoint, manifest.batch_id))
+    except RestoreError as exc:
+        log.info("the old checkpoint's bytes are not copied: %s", exc)
+        return None
+
+
+def _commit_version(checkpoint: str, batch_id: int) -> int | None:
+    """The log version of ``commits/batch_id`` (2: RocksDB checkpoint format v2), None
+    when it is not there."""
+    from ...checkpoint.store import open_store
+
+    store, root = open_store(checkpoint, None)
+    path = store.join(root, "commits", str(batch_id))
+    if store.kind(path) != "file":
+        return None
+    head = store.read(path).split(b"\n", 1)[0].strip()
+    return int(head[1:]) if head[:1] == b"v" and head[1:].isdigit() else 1
+
+
+def _read_commit(checkpoint: str, batch_id: int) -> dict[str, Any] | None:
+    from ...checkpoint.store import open_store
+
+    store, root = open_store(checkpoint, None)
+    path = store.join(root, "commits", str(batch_id))
+    if store.kind(path) != "file":
+        return None
+    lines = store.read(path).decode("utf-8", "replace").splitlines()
+    try:
+        found = json.loads(lines[1]) if len(lines) > 1 else None
+    except ValueError:
+        return None
+    return found if isinstance(found, dict) else None
+
+
+def watermarks(manifest: Manifest, journal: Journal | None,
+               database_url: str | None) -> tuple[int, int, str]:
+    """(the batch watermark of the savepoint's batch, the watermark the old query's next
+    batch would have run with, where they come from): the old checkpoint's
+    ``offsets/B`` and ``commits/B`` when it still has them, else the journal's batch B
+    (its watermark for both: no record is dropped as late that the old query kept),
+    else 0 (no watermark)."""
+    from ...checkpoint import read_checkpoint
+
+    try:
+        ckpt = read_checkpoint(manifest.checkpoint)
+        mine = ckpt.batch(manifest.batch_id)
+        commit = _read_commit(manifest.checkpoint, manifest.batch_id)
+    except OffsetJournalError:
+        mine, commit = None, None
+    if mine is not None and commit is not None and mine.batch_watermark_ms is not None:
+        nxt = int(commit.get("nextBatchWatermarkMs") or mine.batch_watermark_ms)
+        return (int(mine.batch_watermark_ms), nxt,
+                f"the old checkpoint's batch {manifest.batch_id}")
+    batch = _journaled(manifest, journal, database_url)
+    if batch is not None and batch.watermark is not None:
+        ms = int(batch.watermark.timestamp() * 1000)
+        return ms, ms, f"the journal's batch {manifest.batch_id}"
+    return 0, 0, "none recorded (no watermark)"
+
+
+def _journaled(manifest: Manifest, journal: Journal | None, database_url: str | None) -> Any:
+    if journal is not None:
+        return journal.batch(manifest.query_name, manifest.run_id, manifest.batch_id)
+    if database_url is None:
+        return None
+    from ...journal import Journal
+
+    with Journal(database_url) as own:
+        return own.batch(manifest.query_name, manifest.run_id, manifest.batch_id)
+
+
+def _partitions(checkpoint: str, new: Sequence[NewOperator]) -> int:
+    """The new query's shuffle partitions: its operators' (every store has as many)."""
+    counts = {op.partitions for op in new if op.partitions}
+    if len(counts) != 1:
+        raise RestoreError(f"the new checkpoint {checkpoint}'s operators have "
+                           f"{sorted(counts) or 'no'} partitions: expected one number")
+    return counts.pop()
+
+
+def _write(spark: Any, found: Savepoint, checkpoint: str, layout: Layout, partitions: int,
+           next_wm: int) -> None:
+    from ..spark import FORMAT_CONF, session_conf
+
+    version = _commit_version(checkpoint, BOOTSTRAP_BATCH) or 1
+    with session_conf(spark, FORMAT_CONF, str(version) if version >= 2 else "1"):
+        writer = StateWrite(spark, checkpoint, BOOTSTRAP_BATCH, BOOTSTRAP_BATCH, partitions)
+        m = found.manifest
+        for op in layout.operators:
+            for target in op.targets:
+                writer.typed(target.operator_id, target.store, target.family,
+                             target_frame(spark, found.location, target))
+            for raw in op.raw:
+                read = read_all_column_families(spark, m.checkpoint, m.batch_id,
+                                                     raw.old_operator_id, raw.old_store)
+                writer.raw(raw.operator_id, raw.store, raw_frame(spark, read, raw))
+        writer.run()
+        writer.commit(next_wm, replace=True)
+
+
+def _remove(spark: Any, checkpoint: str) -> None:
+    try:
+        remove(spark, checkpoint)
+    except Exception as exc:  # the error that brought us here is the one to show
+        log.warning("the unfinished checkpoint %s was not removed: %s", checkpoint,
+                    first_line(exc))

@@ -1,0 +1,142 @@
+"""A stopped query's state repartitioned in place, for a job that only scales
+(``offset-journal state repartition --checkpoint CK --partitions N``).
+
+Spark 4.2's offline repartition (``OfflineStateRepartitionRunner``, through the one edge
+:mod:`._jvm`) adds a batch to the checkpoint that reads nothing: every store's state is
+read at the last committed batch and written again into N partitions, hashed as the
+shuffle hashes each key, and the query, started again on the same checkpoint, runs with
+N shuffle partitions from its next batch. Its reader takes RocksDB stores only: an
+HDFS-backed checkpoint is refused, with the way round (a savepoint restored into a new
+checkpoint with N partitions).
+
+Before it writes, the checks: the checkpoint's last batch committed, the query not
+running (the journal knows: a run of the checkpoint's query id with no termination
+journaled; ``assume_stopped`` overrules it for a run killed before its end was
+journaled, and is recorded). The repartition is journaled as a decision
+(``restart_plans``: the query resumes after its last batch, mode ``repartition``, the
+partitions before and after, the batch written).
+"""
+
+from __future__ import annotations
+
+import logging
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
+
+from ...errors import RestoreError
+from ...formatting import first_line
+from ...origin import host_name, os_user
+from ._jvm import helper, repartition
+
+if TYPE_CHECKING:
+    from ...checkpoint import Checkpoint
+    from ...journal import Journal
+
+log = logging.getLogger(__name__)
+
+ROCKSDB = "org.apache.spark.sql.execution.streaming.state.RocksDBStateStoreProvider"
+PROVIDER_CONF = "spark.sql.streaming.stateStore.providerClass"
+PARTITIONS_CONF = "spark.sql.shuffle.partitions"
+MODE = "repartition"
+
+
+@dataclass(frozen=True)
+class Repartitioned:
+    """A repartition done: the checkpoint, its query, the partitions before and after,
+    the batch Spark wrote, and the decision recorded (``plan_id``; None: not recorded,
+    ``record_problem`` says why when it was asked)."""
+
+    checkpoint: str
+    query_name: str | None
+    query_id: str
+    partitions_before: int
+    partitions: int
+    batch_id: int
+    assumed_stopped: bool = False
+    plan_id: int | None = None
+    record_problem: str | None = None
+
+
+def check_repartition(ckpt: Checkpoint, partitions: int, runs: list[Any], *,
+                      assume_stopped: bool = False) -> int:
+    """The checks before a repartition (pure): a committed last batch, RocksDB, another
+    number of partitions, no run of the query without its end journaled (unless
+    ``assume_stopped``). Returns the partitions the checkpoint has; RestoreError (one
+    line) otherwise."""
+    if partitions < 1:
+        raise RestoreError(f"--partitions {partitions}: give a number of partitions >= 1")
+    last = ckpt.last_committed
+    if last is None:
+        raise RestoreError(f"{ckpt.path} has no committed batch: nothing to repartition")
+    planned = ckpt.last_planned
+    if planned is not None and planned.batch_id != last.batch_id:
+        raise RestoreError(f"{ckpt.path}'s batch {planned.batch_id} did not commit: start the "
+                           "query once to finish it, then repartition")
+    provider = str(last.conf.get(PROVIDER_CONF) or "HDFSBackedStateStoreProvider")
+    if provider != ROCKSDB:
+        raise RestoreError(f"{ckpt.path} keeps its state on {provider.rsplit('.', 1)[-1]}: "
+                           "Spark's repartition reads RocksDB stores only; restore a "
+                           "savepoint into a new checkpoint with the partitions you want "
+                           "instead (savepoint create, then restore)")
+    before = int(last.conf.get(PARTITIONS_CONF) or 0)
+    if before == partitions:
+        raise RestoreError(f"{ckpt.path} runs with {partitions} partitions already")
+    running = [r for r in runs if r.terminated_at is None]
+    if running and not assume_stopped:
+        run = running[-1]
+        raise RestoreError(f"query {run.query_name!r} is running on {ckpt.path} as far as the "
+                           f"journal knows (run {run.run_id}, no termination journaled): stop "
+                           "it first, or, if it was killed before its end was journaled, "
+                           "pass --assume-stopped")
+    return before
+
+
+def repartition_state(spark: Any, checkpoint: str, partitions: int, *,
+                      journal: Journal | None, assume_stopped: bool = False,
+                      record: bool = True) -> Repartitioned:
+    """Repartition the stopped query's state at ``checkpoint`` into ``partitions``
+    shuffle partitions, in place (see the module). RestoreError (one line) when a check
+    refuses; nothing is written then."""
+    from ...checkpoint import read_checkpoint
+
+    helper(spark)
+    ckpt = read_checkpoint(checkpoint)
+    if ckpt.query_id is None:
+        raise RestoreError(f"{checkpoint} has no query id (metadata): not a query's checkpoint")
+    names = journal.query_names_of(ckpt.query_id) if journal is not None else []
+    runs = [r for name in names for r in journal.runs(name)  # type: ignore[union-attr]
+            if r.query_id == ckpt.query_id]
+    before = check_repartition(ckpt, partitions, runs, assume_stopped=assume_stopped)
+    batch_id = repartition(spark, checkpoint, partitions)
+    done = Repartitioned(checkpoint, names[0] if names else None, ckpt.query_id, before,
+                         partitions, batch_id, assume_stopped)
+    log.info("repartitioned %s from %d to %d partitions (batch %d)", checkpoint, before,
+             partitions, batch_id)
+    if journal is None or not record or done.query_name is None:
+        return done
+    return _recorded(journal, done, runs)
+
+
+def _recorded(journal: Journal, done: Repartitioned, runs: list[Any]) -> Repartitioned:
+    from dataclasses import replace
+
+    import sqlalchemy as sa
+
+    from ...redaction import redact
+
+    last = runs[-1] if runs else None
+    row: dict[str, Any] = {
+        "query_name": done.query_name, "position": "after", "mode": MODE,
+        "command": "state-repartition", "ok": True,
+        "anchor_run_id": last.run_id if last is not None else None,
+        "anchor_batch_id": last.last_batch_id if last is not None else None,
+        "request": {"repartition": {"from": done.partitions_before, "to": done.partitions,
+                                    "batch": done.batch_id},
+                    **({"assume_stopped": True} if done.assumed_stopped else {})},
+        "options": {}, "kafka_offsets": [], "checkpoint": done.checkpoint,
+        "host": host_name(), "os_user": os_user()}
+    try:
+        return replace(done, plan_id=journal.record_plan(row))
+    except sa.exc.SQLAlchemyError as exc:
+        reason = redact(first_line(getattr(exc, "orig", None) or exc))
+        return replace(done, record_problem=f"the repartition was not journaled ({reason})")

@@ -14,15 +14,7 @@ from typing import Any
 
 from ..errors import JournalError
 from ..formatting import cell, format_time, table
-
-EXIT_OK = 0
-
-
-def _journal(args: argparse.Namespace) -> Any:
-    from ..journal import Journal
-    from ..journal.db import resolve_url
-
-    return Journal(resolve_url(args.database_url))
+from ._edge import EXIT_OK, open_journal
 
 
 def _offsets(loss: Any, first: int | None = None) -> str:
@@ -42,7 +34,7 @@ def _state(loss: Any, plans: list[Any]) -> str:
 
 def cmd_losses_list(args: argparse.Namespace) -> int:
     """Every loss recorded (of a query, or all), with what became of it."""
-    with _journal(args) as journal:
+    with open_journal(args) as journal:
         losses = journal.recorded_losses(args.query)
         plans = {name: journal.recorded_plans(name) for name in {x.query_name for x in losses}}
     if not losses:
@@ -63,7 +55,7 @@ def cmd_losses_acknowledge(args: argparse.Namespace) -> int:
     from ..audit import open_losses
     from ..origin import host_name, os_user
 
-    with _journal(args) as journal:
+    with open_journal(args) as journal:
         todo = open_losses(journal.recorded_losses(args.query),
                            journal.recorded_plans(args.query))
         if not todo:

@@ -1,4 +1,5 @@
-"""The command line's grammar: argument types and the parser (no command runs here).
+"""The command line's grammar: the parser (no command runs here; the argument types are
+in ``_arg_types``).
 
 The commands themselves are in :mod:`offset_journal.cli`; :func:`build_parser` is
 handed that module and points each subcommand at its ``cmd_*`` function.
@@ -7,14 +8,29 @@ handed that module and points each subcommand at its ``cmd_*`` function.
 from __future__ import annotations
 
 import argparse
-from collections.abc import Callable
-from datetime import datetime, timedelta, timezone
-from typing import Any, NoReturn, cast
+from datetime import timedelta
+from typing import Any, NoReturn
 
-from .. import values
 from ..local.jars import JAR_SETS
-from .plan_args import add_plan_options, argument_type, savepoint_ref
-from .state_commands import add_state
+from ._arg_types import (  # noqa: F401 (batch_arg, duration_arg, time_arg: tests and jobs)
+    batch_arg,
+    bounded_arg,
+    count_value,
+    directory_arg,
+    duration_arg,
+    duration_threshold_arg,
+    key_value_arg,
+    lag_threshold_arg,
+    name_arg,
+    non_negative_arg,
+    past_time_arg,
+    positive_arg,
+    time_arg,
+    timeout_arg,
+    topics_arg,
+)
+from ._state_cmds import add_state
+from .plan_args import add_plan_options, savepoint_ref
 
 PROG = "offset-journal"
 
@@ -28,119 +44,6 @@ class _Parser(argparse.ArgumentParser):
 
     def error(self, message: str) -> NoReturn:
         raise UsageError(message)
-
-
-# --------------------------------------------------------------------------- values
-
-def duration_arg(text: str) -> timedelta:
-    """``10m``, ``1h30m``, ``'10 minutes'`` (offset_journal.values.parse_duration)."""
-    return cast(timedelta, argument_type(values.parse_duration)(text))
-
-
-def time_arg(text: str, now: datetime | None = None) -> datetime:
-    """ISO 8601 (naive = UTC), ``now``, ``-2h`` (offset_journal.values.parse_time)."""
-    return cast(datetime, argument_type(lambda t: values.parse_time(t, now))(text))
-
-
-def past_time_arg(text: str) -> datetime:
-    """:func:`time_arg`, refused when in the future (a count "since" then is of nothing)."""
-    def past(t: str) -> datetime:
-        value, now = values.parse_time(t), datetime.now(timezone.utc)
-        if value > now:
-            raise ValueError(f"{value.isoformat().replace('+00:00', 'Z')} is in the future: "
-                             "give a time that has passed (e.g. -1h)")
-        return value
-
-    return cast(datetime, argument_type(past)(text))
-
-
-_timeout = argument_type(values.parse_timeout)
-
-
-def _name(what: str) -> Callable[[str], str]:
-    return argument_type(lambda text: values.check_name(text, what))
-
-
-def batch_arg(text: str) -> tuple[str, int]:
-    """``RUN_ID:BATCH_ID`` (offset_journal.values.parse_batch_ref)."""
-    return cast(tuple[str, int], argument_type(values.parse_batch_ref)(text))
-
-
-def _key_value(text: str) -> tuple[str, str]:
-    key, sep, value = text.partition("=")
-    if not sep or not key.strip():
-        raise argparse.ArgumentTypeError(f"bad Kafka setting {text!r}: use KEY=VALUE")
-    return key.strip(), value
-
-
-def _topics(text: str) -> list[str]:
-    topics = [t.strip() for t in text.split(",") if t.strip()]
-    if not topics:
-        raise argparse.ArgumentTypeError(f"no topic in {text!r}")
-    return topics
-
-
-def _directory(text: str) -> str:
-    """A directory or URL: an empty one would be read as the current directory."""
-    if not text.strip():
-        raise argparse.ArgumentTypeError("is empty: give a directory or URL ('.' for the "
-                                         "current directory)")
-    return text
-
-
-def _non_negative(text: str) -> int:
-    try:
-        value = int(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"not a number: {text!r}") from None
-    if value < 0:
-        raise argparse.ArgumentTypeError(f"must be >= 0: {text!r}")
-    return value
-
-
-def _positive(text: str) -> int:
-    value = _non_negative(text)
-    if value == 0:
-        raise argparse.ArgumentTypeError("must be > 0")
-    return value
-
-
-def _lag_threshold(text: str) -> Any:
-    from ..health.check import parse_threshold
-
-    return argument_type(lambda t: parse_threshold(t, _count))(text)
-
-
-def _count(text: str) -> int:
-    try:
-        value = int(text)
-    except ValueError:
-        raise ValueError(f"not a number: {text!r}") from None
-    if value < 0:
-        raise ValueError(f"must be >= 0: {text!r}")
-    return value
-
-
-def _duration_threshold(minimum: bool) -> Callable[[str], Any]:
-    def convert(text: str) -> Any:
-        from ..health.check import parse_threshold
-
-        return argument_type(lambda t: parse_threshold(t, values.parse_duration,
-                                                       minimum=minimum))(text)
-
-    convert.__name__ = "threshold"
-    return convert
-
-
-def _bounded(low: int, high: int) -> Callable[[str], int]:
-    def convert(text: str) -> int:
-        value = _non_negative(text)
-        if not low <= value <= high:
-            raise argparse.ArgumentTypeError(f"must be between {low} and {high}: {text!r}")
-        return value
-
-    convert.__name__ = "number"
-    return convert
 
 
 # --------------------------------------------------------------------------- parser
@@ -158,7 +61,7 @@ def build_parser(commands: Any) -> argparse.ArgumentParser:
                         help="journal database URL (default: $OFFSET_JOURNAL_DATABASE_URL)")
     parser.add_argument("-v", "--verbose", action="count", default=0,
                         help="log more (-v: info, -vv: debug and tracebacks)")
-    parser.add_argument("--timeout", type=_timeout, default=None, metavar="SECONDS",
+    parser.add_argument("--timeout", type=timeout_arg, default=None, metavar="SECONDS",
                         help="give up, in one line, when the command has not finished in "
                              "this many seconds: a database or cluster that accepts and "
                              "never answers (default: $OFFSET_JOURNAL_TIMEOUT, else 120; "
@@ -196,14 +99,14 @@ def _shared_options() -> tuple[argparse.ArgumentParser, ...]:
     common.add_argument("--database-url", default=argparse.SUPPRESS, help=argparse.SUPPRESS)
     common.add_argument("-v", "--verbose", action="count", default=argparse.SUPPRESS,
                         help=argparse.SUPPRESS)
-    common.add_argument("--timeout", type=_timeout, default=argparse.SUPPRESS,
+    common.add_argument("--timeout", type=timeout_arg, default=argparse.SUPPRESS,
                         help=argparse.SUPPRESS)
 
     kafka_opts = _Parser(add_help=False)
-    kafka_opts.add_argument("--kafka-config", metavar="KEY=VALUE", type=_key_value,
+    kafka_opts.add_argument("--kafka-config", metavar="KEY=VALUE", type=key_value_arg,
                             action="append",
                             help="extra librdkafka setting (security, SASL), repeatable")
-    kafka_opts.add_argument("--kafka-timeout", type=_timeout, default=10.0, metavar="SECONDS",
+    kafka_opts.add_argument("--kafka-timeout", type=timeout_arg, default=10.0, metavar="SECONDS",
                             help="Kafka request timeout (default 10)")
 
     plan_opts = _Parser(add_help=False)
@@ -211,7 +114,7 @@ def _shared_options() -> tuple[argparse.ArgumentParser, ...]:
     plan_opts.add_argument("--bootstrap-servers", metavar="HOSTS",
                            help="check against this Kafka cluster: new partitions, deleted "
                                 "topics, data loss")
-    plan_opts.add_argument("--subscribe", metavar="TOPICS", type=_topics,
+    plan_opts.add_argument("--subscribe", metavar="TOPICS", type=topics_arg,
                            help="comma-separated topics the NEW job subscribes to, when "
                                 "they differ from the journaled job's")
     plan_opts.add_argument("--checkpoint", metavar="DIR",
@@ -279,14 +182,14 @@ def _add_rejected(subs: Subparsers, common: argparse.ArgumentParser, commands: A
 def _add_journal_views(subs: Subparsers, common: argparse.ArgumentParser,
                        commands: Any) -> None:
     runs = subs.add_parser("runs", help="runs of a query (or of all queries)", parents=[common])
-    runs.add_argument("query", nargs="?", type=_name("the query name"), help="query name")
+    runs.add_argument("query", nargs="?", type=name_arg("the query name"), help="query name")
     runs.set_defaults(func=commands.cmd_runs)
 
     history = subs.add_parser("history", help="journaled batches of a query, oldest first",
                               parents=[common])
     history.add_argument("query")
     history.add_argument("--format", choices=("table", "json", "csv"), default="table")
-    history.add_argument("--limit", type=_positive, metavar="N",
+    history.add_argument("--limit", type=positive_arg, metavar="N",
                          help="only the newest N batches")
     history.set_defaults(func=commands.cmd_history)
 
@@ -309,14 +212,14 @@ def _add_journal_views(subs: Subparsers, common: argparse.ArgumentParser,
         description="Write one self-contained HTML file (no network needed to view it): "
                     "runs and restarts on a timeline, lag and offsets per partition, batch "
                     "durations, input rows and freshness, and the findings to look at.")
-    report.add_argument("query", type=_name("the query name"), help="query name")
+    report.add_argument("query", type=name_arg("the query name"), help="query name")
     report.add_argument("-o", "--output", required=True, metavar="FILE",
                         help="the HTML file to write (replaced)")
     report.add_argument("--since", type=time_arg, metavar="TIME",
                         help="only batches triggered at or after TIME (ISO 8601 or -7d)")
-    report.add_argument("--buckets", type=_bounded(10, 2000), default=240, metavar="N",
+    report.add_argument("--buckets", type=bounded_arg(10, 2000), default=240, metavar="N",
                         help="time buckets per chart (default 240)")
-    report.add_argument("--top", type=_bounded(1, 50), default=8, metavar="N",
+    report.add_argument("--top", type=bounded_arg(1, 50), default=8, metavar="N",
                         help="partitions drawn one by one, the furthest behind (default 8); "
                              "the others as one band")
     report.add_argument("--no-audit", action="store_true",
@@ -352,7 +255,7 @@ def _add_plans(subs: Subparsers, parents: tuple[argparse.ArgumentParser, ...],
                     "stderr. Exits 1 without printing when the plan has errors (data "
                     "loss), unless --force.",
     )
-    starting.add_argument("--source", type=_non_negative, default=None, metavar="N",
+    starting.add_argument("--source", type=non_negative_arg, default=None, metavar="N",
                           help="source index (default: the query's Kafka source)")
     starting.add_argument("--force", action="store_true",
                           help="print the offsets even when the plan has errors")
@@ -376,7 +279,7 @@ def _add_plans(subs: Subparsers, parents: tuple[argparse.ArgumentParser, ...],
     plan.add_argument("--record", action="store_true",
                       help="record this plan (restart_plans) as the one a job starts from: "
                            "when you start it by hand with the options printed here")
-    plan.add_argument("--source", type=_non_negative, default=None, metavar="N",
+    plan.add_argument("--source", type=non_negative_arg, default=None, metavar="N",
                       help="only this source (default: all)")
     plan.add_argument("--output-path", metavar="PATH",
                       help="file sink output path: warns when its _spark_metadata log "
@@ -399,7 +302,7 @@ def _add_checkpoint(subs: Subparsers, common: argparse.ArgumentParser, commands:
     imp = ckpt_subs.add_parser("import", parents=[common],
                                help="journal a checkpoint's committed batches (idempotent)")
     imp.add_argument("dir")
-    imp.add_argument("--query-name", required=True, type=_name("--query-name"),
+    imp.add_argument("--query-name", required=True, type=name_arg("--query-name"),
                      help="journal them under this name")
     imp.set_defaults(func=commands.cmd_checkpoint_import)
     compare = ckpt_subs.add_parser("compare", parents=[common],
@@ -426,10 +329,10 @@ def _add_savepoint(subs: Subparsers, common: argparse.ArgumentParser, commands: 
                     "Parquet under DIR with a manifest (operators, schemas, row counts, "
                     "checksums), and record the savepoint in the journal. Needs PySpark "
                     "(a local session; --master for another).")
-    create.add_argument("query", type=_name("the query name"), help="query name")
+    create.add_argument("query", type=name_arg("the query name"), help="query name")
     create.add_argument("--checkpoint", required=True, metavar="OLD_CHECKPOINT",
-                        type=_directory, help="the old query's checkpoint directory (or URL)")
-    create.add_argument("--to", required=True, metavar="DIR", type=_directory,
+                        type=directory_arg, help="the old query's checkpoint directory (or URL)")
+    create.add_argument("--to", required=True, metavar="DIR", type=directory_arg,
                         help="a new or empty directory for the savepoint")
     create.add_argument("--master", default=None,
                         help="Spark master for the export (default local[*])")
@@ -438,7 +341,7 @@ def _add_savepoint(subs: Subparsers, common: argparse.ArgumentParser, commands: 
     create.set_defaults(func=commands.cmd_savepoint_create)
     listed = sp_subs.add_parser("list", parents=[common],
                                 help="the savepoints recorded for a query")
-    listed.add_argument("query", type=_name("the query name"), help="query name")
+    listed.add_argument("query", type=name_arg("the query name"), help="query name")
     listed.set_defaults(func=commands.cmd_savepoint_list)
     show = sp_subs.add_parser("show", parents=[common],
                               help="check a savepoint (manifest, files) and show it")
@@ -462,12 +365,12 @@ def _add_tools(subs: Subparsers, parents: tuple[argparse.ArgumentParser, ...],
                             help="commit the journal's last offsets to a consumer group "
                                  "(for lag monitoring)")
     group.add_argument("query")
-    group.add_argument("--group", required=True, type=_name("the consumer group id"),
+    group.add_argument("--group", required=True, type=name_arg("the consumer group id"),
                        help="consumer group id")
     group.add_argument("--bootstrap-servers", required=True, metavar="HOSTS")
-    group.add_argument("--source", type=_non_negative, default=None, metavar="N",
+    group.add_argument("--source", type=non_negative_arg, default=None, metavar="N",
                        help="the Kafka source to take offsets from (default: all)")
-    group.add_argument("--accept-cluster", metavar="ID", type=_name("the cluster id"),
+    group.add_argument("--accept-cluster", metavar="ID", type=name_arg("the cluster id"),
                        help="the Kafka cluster at --bootstrap-servers, whose id is ID, is the "
                             "one the journal's run read, although the journal says another: "
                             "overrule the refusal")
@@ -509,7 +412,7 @@ def _add_health(subs: Subparsers, parents: tuple[argparse.ArgumentParser, ...],
                     "retention.bytes and segment settings, and the log's growth). "
                     "Records already deleted unread are DATA LOSS, as `plan` says. "
                     "Exits 1 when a partition has lost records.")
-    retention.add_argument("query", nargs="?", type=_name("the query name"),
+    retention.add_argument("query", nargs="?", type=name_arg("the query name"),
                            help="query name (or --all)")
     retention.add_argument("--all", action="store_true", help="every journaled query")
     retention.add_argument("--bootstrap-servers", required=True, metavar="HOSTS")
@@ -521,7 +424,12 @@ def _add_health(subs: Subparsers, parents: tuple[argparse.ArgumentParser, ...],
     _add_rate_window(retention)
     _add_scope(retention)
     retention.set_defaults(func=commands.cmd_retention)
+    _add_check(subs, parents, commands)
 
+
+def _add_check(subs: Subparsers, parents: tuple[argparse.ArgumentParser, ...],
+               commands: Any) -> None:
+    common, kafka_opts = parents
     check = subs.add_parser(
         "check", parents=[common, kafka_opts],
         help="one health check for a fleet of queries (exit 0 ok, 1 warning, 2 critical, "
@@ -531,13 +439,13 @@ def _add_health(subs: Subparsers, parents: tuple[argparse.ArgumentParser, ...],
                     "critical; 3: unknown (bad arguments, the journal or cluster did not "
                     "answer, a query with no batch, no forecast to go by), as monitoring "
                     "plugins do. A threshold is CRITICAL or WARNING,CRITICAL.")
-    check.add_argument("queries", nargs="*", metavar="QUERY", type=_name("the query name"))
+    check.add_argument("queries", nargs="*", metavar="QUERY", type=name_arg("the query name"))
     check.add_argument("--all", action="store_true", help="every journaled query")
-    check.add_argument("--max-lag", type=_lag_threshold, metavar="N[,N]",
+    check.add_argument("--max-lag", type=lag_threshold_arg, metavar="N[,N]",
                        help="records behind in the last batch (all partitions)")
-    check.add_argument("--max-staleness", type=_duration_threshold(False), metavar="D[,D]",
+    check.add_argument("--max-staleness", type=duration_threshold_arg(False), metavar="D[,D]",
                        help="time since the last batch was journaled (e.g. 10m,30m)")
-    check.add_argument("--min-time-to-loss", type=_duration_threshold(True),
+    check.add_argument("--min-time-to-loss", type=duration_threshold_arg(True),
                        metavar="D[,D]",
                        help="time until retention deletes an unread record (e.g. 6h,1h); "
                             "from the forecasts `retention --record` kept, or live with "
@@ -573,7 +481,7 @@ def _add_losses(subs: Subparsers, common: argparse.ArgumentParser, commands: Any
                                         required=True)
     listed = losses_subs.add_parser("list", parents=[common],
                                     help="every recorded loss and what became of it")
-    listed.add_argument("query", nargs="?", type=_name("the query name"),
+    listed.add_argument("query", nargs="?", type=name_arg("the query name"),
                         help="query name (default: every query)")
     listed.set_defaults(func=commands.cmd_losses_list)
     ack = losses_subs.add_parser(
@@ -583,8 +491,8 @@ def _add_losses(subs: Subparsers, common: argparse.ArgumentParser, commands: Any
                     "ends now (who: host and OS user; when; --reason): `check` and `audit` "
                     "then treat them as dealt with. Records lost after it are open again. "
                     "Needs the planner role or the owner.")
-    ack.add_argument("query", type=_name("the query name"), help="query name")
-    ack.add_argument("--reason", required=True, type=_name("--reason"), metavar="TEXT",
+    ack.add_argument("query", type=name_arg("the query name"), help="query name")
+    ack.add_argument("--reason", required=True, type=name_arg("--reason"), metavar="TEXT",
                      help="what was done about it (backfilled, accepted, ticket ...)")
     ack.set_defaults(func=commands.cmd_losses_acknowledge)
 

@@ -112,6 +112,12 @@ def add_plan_options(parser: argparse.ArgumentParser, *, job: bool = False) -> N
                         help=f"{only}the Kafka cluster at --bootstrap-servers, whose id is "
                              "ID, is the one the journal's runs read, although the journal "
                              "says another: overrule the refusal (recorded with the plan)")
+    _add_savepoint_options(parser, only)
+    _add_sink_options(parser, only, job)
+
+
+def _add_savepoint_options(parser: argparse.ArgumentParser, only: str) -> None:
+    """A plan from a savepoint: which one, and what becomes of its state."""
     parser.add_argument("--savepoint", metavar="ID|DIR", type=savepoint_ref,
                         help=f"{only}start right after a savepoint's batch (its id in the "
                              "journal, or its directory), where its state stands, instead "
@@ -136,6 +142,11 @@ def add_plan_options(parser: argparse.ArgumentParser, *, job: bool = False) -> N
                              "manifest the journal did not record (made with --no-record), "
                              "vouched for by its own checksums only (recorded with the plan "
                              "as its decision) instead of refusing")
+
+
+def _add_sink_options(parser: argparse.ArgumentParser, only: str, job: bool) -> None:
+    """The OLD query's sink and checkpoint: the batches its sink committed beyond the
+    journal."""
     if not job:  # a job passes its own sink (its --sink and --output)
         parser.add_argument("--sink", metavar="PATH|delta:PATH", dest="sink_spec",
                             type=_name("the sink"),

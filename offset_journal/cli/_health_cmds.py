@@ -1,0 +1,113 @@
+"""The commands that look ahead: ``retention`` (when Kafka deletes what a query has
+not read) and ``check`` (one fleet check, with monitoring plugins' exit codes)."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import logging
+from datetime import datetime, timezone
+from typing import Any
+
+from ..formatting import cell, from_epoch_ms, table
+from ._edge import (
+    EXIT_OK,
+    EXIT_RUNTIME,
+    complain,
+    iso,
+    open_journal,
+    say,
+)
+from .parser import UsageError
+
+log = logging.getLogger(__name__)
+
+
+def _kafka_access(args: argparse.Namespace) -> Any:
+    from ..health.edge import RATE_WINDOW, KafkaAccess
+
+    return KafkaAccess(args.bootstrap_servers, dict(args.kafka_config or []),
+                       args.kafka_timeout, getattr(args, "rate_window", None) or RATE_WINDOW)
+
+
+def _names(args: argparse.Namespace, given: list[str]) -> list[str] | None:
+    """The queries asked about (None: --all)."""
+    if args.all and given:
+        raise UsageError("name queries or --all, not both")
+    if not args.all and not given:
+        raise UsageError("name a query, or --all")
+    return None if args.all else given
+
+
+def cmd_retention(args: argparse.Namespace) -> int:
+    """Exit 1 when ``plan`` would refuse a query (lost records, offsets beyond the log
+    end), or a query could not be forecast (the others are, and recorded)."""
+    from ..health.edge import fleet_names, forecasts_for
+    from ..health.forecast import sentence
+
+    names = _names(args, [args.query] if args.query else [])
+    if names is not None and (args.exclude or args.active_within):
+        raise UsageError("--exclude and --active-within narrow --all, not a named query")
+    with open_journal(args) as journal:
+        asked = (fleet_names(journal, args.exclude or (), args.active_within)
+                 if names is None else names)
+        found = forecasts_for(journal, asked, _kafka_access(args), missing_ok=names is None)
+        if args.record:
+            journal.record_forecasts([n for n in asked if n not in found.missing],
+                                     [f.row() for f in found.forecasts], found.anchors)
+    now = found.now_ms
+    losses, failed = found.errors, [f"query {name}: its retention could not be forecast "
+                                    f"({why})" for name, why in sorted(found.failed.items())]
+    code = EXIT_RUNTIME if losses or failed else EXIT_OK
+    if args.format == "json":
+        say(json.dumps({"now": iso(from_epoch_ms(now)),
+                         "topics": {t: c.to_dict() for t, c in sorted(found.topics.items())},
+                         "partitions": [f.to_dict(now) for f in found.forecasts],
+                         "data_loss": losses, "not_forecast": dict(found.failed)}, indent=2))
+        return code
+    from ..health.forecast import duration
+
+    rows = []
+    for f in found.forecasts:
+        left = f.seconds_left(now)
+        rows.append([f.query_name, f.source_index, f.topic, f.partition, f.next_offset,
+                     cell(f.log_start), cell(f.log_end), f.unread, f.lost or "",
+                     iso(from_epoch_ms(f.first_unread_ms)),
+                     duration(left) if left is not None and f.status == "at-risk" else "",
+                     f.basis, f.status])
+    say(table(["QUERY", "SOURCE", "TOPIC", "PARTITION", "NEXT", "LOG START", "LOG END",
+                "UNREAD", "LOST", "FIRST UNREAD AT", "LOSS IN", "BY", "STATUS"], rows))
+    for error in losses + failed:
+        complain("error", error)
+    for f in found.forecasts:
+        if f.status == "at-risk":
+            say(sentence(f, now))
+    if args.record:
+        say(f"recorded {len(found.forecasts)} partition forecasts")
+    return code
+
+
+def cmd_check(args: argparse.Namespace) -> int:
+    from datetime import timedelta
+
+    from ..health.check import Thresholds
+    from ..health.edge import check_fleet
+
+    names = _names(args, list(args.queries))
+    if names is not None and (args.exclude or args.active_within):
+        raise UsageError("--exclude and --active-within narrow --all, not named queries")
+    since = args.since or datetime.now(timezone.utc) - timedelta(days=1)
+    limits = Thresholds(args.max_lag, args.max_staleness, args.min_time_to_loss, since,
+                        args.max_forecast_age)
+    kafka = _kafka_access(args) if args.bootstrap_servers else None
+    with open_journal(args) as journal:
+        result = check_fleet(journal, names, limits, kafka, exclude=args.exclude or (),
+                             active_within=args.active_within)
+    if args.format == "json":
+        say(result.to_json())
+    else:
+        for problem in result.problems:
+            say(problem.line())
+        say(result.summary())
+    return int(result.exit_code)
+

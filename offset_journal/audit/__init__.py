@@ -4,6 +4,9 @@ checkpoints? (``offset-journal audit QUERY``, :func:`audit_query` handed a Journ
 * ``model.py``: the data (inputs, :class:`Finding`, :class:`RunStart`,
   :class:`AuditReport` with ``to_dict()``), closed sets, exit codes;
 * ``_core.py``: :func:`audit_batches`, the pure walk (its docstring has the rules);
+* ``_plans.py``: which recorded plan a run began from (:func:`fits`,
+  :func:`match_plan`, why a link cannot be taken; pure);
+* ``_sink.py``: the sink facts recorded with plans (issue 41), as the walk reads them;
 * ``_losses.py``: :func:`add_recorded_losses`, the losses ``retention --record`` found
   that no batch shows, as gaps (pure);
 * ``_report.py``: the table and the JSON;
@@ -17,8 +20,9 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Any
 
 from ..rows import AuditBatch, AuditSource
-from ._core import audit_batches, fits, match_plan
+from ._core import audit_batches
 from ._losses import add_recorded_losses, open_losses
+from ._plans import fits, match_plan
 from ._report import format_json, format_table
 from .model import (
     EXIT_CLEAN,

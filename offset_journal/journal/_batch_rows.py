@@ -89,6 +89,28 @@ def with_sources(conn: sa.Connection, head: Sequence[sa.RowMapping]) -> list[Bat
         .where(of_head(k.batch_pk))
         .order_by(k.batch_pk, k.source_index, k.topic, k.partition)
     ).all()
+    parts, out_of_range = _partitions_by_source(part_rows)
+    if out_of_range:
+        head = without_out_of_range(head, out_of_range)
+    sources = _sources_by_batch(src_rows, parts)
+    return [
+        Batch(
+            query_name=r["query_name"], query_id=r["query_id"], run_id=r["run_id"],
+            batch_id=r["batch_id"], trigger_at=r["trigger_at"],
+            batch_duration_ms=r["batch_duration_ms"], num_input_rows=r["num_input_rows"],
+            watermark=r["watermark"], event_time_min=r["event_time_min"],
+            event_time_max=r["event_time_max"],
+            sources=tuple(sources.get(r["id"], ())), pk=r["id"],
+            sink_description=r["sink_description"],
+        )
+        for r in head
+    ]
+
+
+def _partitions_by_source(part_rows: Sequence[Any],
+                          ) -> tuple[dict[tuple[int, int], list[PartitionOffset]], dict[int, str]]:
+    """The partition rows by (batch, source), and per batch the first partition whose
+    offsets were out of range (its batch is left out)."""
     parts: dict[tuple[int, int], list[PartitionOffset]] = {}
     out_of_range: dict[int, str] = {}
     for pr in part_rows:
@@ -97,8 +119,14 @@ def with_sources(conn: sa.Connection, head: Sequence[sa.RowMapping]) -> list[Bat
         parts.setdefault((pr[0], pr[1]), []).append(
             PartitionOffset(pr[2], pr[3], pr[4], pr[5])
         )
-    if out_of_range:
-        head = without_out_of_range(head, out_of_range)
+    return parts, out_of_range
+
+
+def _sources_by_batch(src_rows: Sequence[sa.RowMapping],
+                      parts: dict[tuple[int, int], list[PartitionOffset]],
+                      ) -> dict[int, list[SourceOffsets]]:
+    """Each batch's sources, a Kafka source's offsets rebuilt from its partition rows
+    (stored once, there)."""
     sources: dict[int, list[SourceOffsets]] = {}
     for sr in src_rows:
         rows = tuple(parts.get((sr["batch_pk"], sr["source_index"]), ()))
@@ -116,18 +144,7 @@ def with_sources(conn: sa.Connection, head: Sequence[sa.RowMapping]) -> list[Bat
                 problem=sr["problem"],
             )
         )
-    return [
-        Batch(
-            query_name=r["query_name"], query_id=r["query_id"], run_id=r["run_id"],
-            batch_id=r["batch_id"], trigger_at=r["trigger_at"],
-            batch_duration_ms=r["batch_duration_ms"], num_input_rows=r["num_input_rows"],
-            watermark=r["watermark"], event_time_min=r["event_time_min"],
-            event_time_max=r["event_time_max"],
-            sources=tuple(sources.get(r["id"], ())), pk=r["id"],
-            sink_description=r["sink_description"],
-        )
-        for r in head
-    ]
+    return sources
 
 
 

@@ -42,22 +42,7 @@ def prune(journal: JournalBase, before: datetime, *, query_name: str | None = No
     read the hole as a gap). Point-in-time and state-aware restarts need the history
     they rewind into: pick ``before`` older than the longest rewind you may want.
     """
-    b = batches.c
-
-    def newest(conn: sa.Connection) -> list[tuple[str, int, datetime | None]]:
-        names = ([query_name] if query_name is not None else
-                 conn.execute(sa.select(b.query_name).distinct()).scalars().all())
-        out = []
-        for name in names:  # only the batch rows: its offsets are not needed here
-            # The newest by trigger time and the last in the journal's own order
-            # (the planner's; see last_batch): one row when the clocks are right.
-            last = batch_rows(conn, b.query_name == name, limit=1)
-            last += last_rows(conn, name)
-            for row in {r["id"]: r for r in last}.values():
-                out.append((name, row["id"], row["trigger_at"]))
-        return out
-
-    kept = journal._run_read(newest)
+    kept = journal._run_read(lambda conn: _newest(conn, query_name))
     keep = [pk for _, pk, _ in kept]
     kept_newest = sum(1 for _, _, at in kept if at is not None and at < before)
     ranked = _ranked(before, query_name, keep, savepoints)
@@ -76,14 +61,38 @@ def prune(journal: JournalBase, before: datetime, *, query_name: str | None = No
         return ids, _kept_for_savepoints(conn, ranked)
 
     everything, for_savepoints = journal._run_read(doomed_ids)
-    deleted = rows = 0
-    for start in range(0, len(everything), chunk):
-        ids = everything[start:start + chunk]
-        with journal.connect() as conn, conn.begin():
-            rows += _delete_sources(conn, ids)
-            deleted += conn.execute(sa.delete(batches).where(b.id.in_(ids))).rowcount
-        log.info("offset-journal: pruned %d batches so far", deleted)
+    deleted, rows = _delete_in_chunks(journal, everything, chunk)
     return PruneResult(deleted, rows, kept_newest, for_savepoints)
+
+
+def _newest(conn: sa.Connection, query_name: str | None,
+            ) -> list[tuple[str, int, datetime | None]]:
+    """Each query's newest batch (name, id, trigger time), which prune keeps: the newest
+    by trigger time and the last in the journal's own order (the planner's; see
+    last_batch), one row when the clocks are right."""
+    b = batches.c
+    names = ([query_name] if query_name is not None else
+             conn.execute(sa.select(b.query_name).distinct()).scalars().all())
+    out = []
+    for name in names:  # only the batch rows: its offsets are not needed here
+        last = batch_rows(conn, b.query_name == name, limit=1)
+        last += last_rows(conn, name)
+        for row in {r["id"]: r for r in last}.values():
+            out.append((name, row["id"], row["trigger_at"]))
+    return out
+
+
+def _delete_in_chunks(journal: JournalBase, ids: list[int], chunk: int) -> tuple[int, int]:
+    """Delete the batches ``ids`` (with their sources and partitions), ``chunk`` per
+    transaction; returns (batches, source and partition rows) deleted."""
+    deleted = rows = 0
+    for start in range(0, len(ids), chunk):
+        part = ids[start:start + chunk]
+        with journal.connect() as conn, conn.begin():
+            rows += _delete_sources(conn, part)
+            deleted += conn.execute(sa.delete(batches).where(batches.c.id.in_(part))).rowcount
+        log.info("offset-journal: pruned %d batches so far", deleted)
+    return deleted, rows
 
 
 def _partition_values(conn: sa.Connection, ids: Any) -> int:

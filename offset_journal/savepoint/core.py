@@ -241,71 +241,78 @@ def export_columns(kind: PartKind, operator: OperatorKind, schema: Any,
     Returns (columns, opaque fields, dropped fields). Fields are taken by position: a
     name repeated in its struct gets its position (``count``, ``count_1``, ``sum``,
     ``count_3``), one the key already has a prefix (``value_``, ``map_key_``)."""
-    names = _Names()
-    columns: list[Column] = []
-    opaque: list[str] = []
-    dropped: list[str] = []
-    top = {f["name"]: (i, f["type"]) for i, f in enumerate(_fields(schema))}
+    flat = _Flattener(operator, {f["name"]: (i, f["type"]) for i, f in enumerate(_fields(schema))})
+    top = flat.top
+    if "key" in top:
+        flat.struct("key", (), top["key"][1], key=True)
+    if kind == "list":
+        flat.state("list_element")
+    elif kind == "map":
+        if "user_map_key" in top:
+            flat.struct("user_map_key", (), top["user_map_key"][1], prefix="map_key_")
+        flat.state("user_map_value")
+    elif kind == "timers":
+        if "expiration_timestamp_ms" in top:
+            flat.leaf("expiration_timestamp_ms", ("expiration_timestamp_ms",),
+                      top["expiration_timestamp_ms"][1])
+    else:
+        flat.state("value")
+    return flat.columns, flat.opaque, flat.dropped
 
-    def leaf(name: str, source: tuple[str | int, ...], t: Any, *, key: bool = False,
+
+class _Flattener:
+    """One part's schema flattened into columns, field by field (export_columns)."""
+
+    def __init__(self, operator: OperatorKind, top: dict[str, tuple[int, Any]]) -> None:
+        self.operator, self.top = operator, top
+        self.names = _Names()
+        self.columns: list[Column] = []
+        self.opaque: list[str] = []
+        self.dropped: list[str] = []
+
+    def leaf(self, name: str, source: tuple[str | int, ...], t: Any, *, key: bool = False,
              prefix: str = "value_") -> None:
         if t == "void" or t == "null":
-            dropped.append(name)
+            self.dropped.append(name)
             return
-        column = Column(names.add(name, prefix), source, t, key)
-        if t == "binary" and operator == "aggregation":
-            opaque.append(column.name)
-        columns.append(column)
+        column = Column(self.names.add(name, prefix), source, t, key)
+        if t == "binary" and self.operator == "aggregation":
+            self.opaque.append(column.name)
+        self.columns.append(column)
 
-    def struct(head: str, path: tuple[str | int, ...], t: Any, prefix: str = "value_",
+    def struct(self, head: str, path: tuple[str | int, ...], t: Any, prefix: str = "value_",
                key: bool = False) -> None:
         """A struct's fields, by position; a name repeated inside it (an aggregation's
         ``count``, ``count``) gets its position: ``count``, ``count_1``."""
         seen: set[str] = set()
         for i, f in enumerate(_fields(t)):
             name = str(f["name"])
-            leaf(f"{name}_{i}" if name in seen else name, (head, *path, i), f["type"],
-                 key=key, prefix=prefix)
+            self.leaf(f"{name}_{i}" if name in seen else name, (head, *path, i), f["type"],
+                      key=key, prefix=prefix)
             seen.add(name)
 
-    def state(head: str) -> None:
+    def state(self, head: str) -> None:
         """A value struct: flattened (TTL unwrapped; applyInPandasWithState's groupState
         flattened once more)."""
-        if head not in top:
+        if head not in self.top:
             return
-        t = top[head][1]
+        t = self.top[head][1]
         if not _is_struct(t):
-            leaf(head, (head,), t)
+            self.leaf(head, (head,), t)
             return
         inner, at_value, at_ttl = _unwrap_ttl(t)
         if at_value is not None and at_ttl is not None:
-            struct(head, (at_value,), inner)
-            leaf(TTL_COLUMN, (head, at_ttl), "long")
+            self.struct(head, (at_value,), inner)
+            self.leaf(TTL_COLUMN, (head, at_ttl), "long")
             return
         fields = _fields(t)
-        if operator == "apply-in-pandas-with-state" and fields and fields[0]["name"] == \
-                "groupState" and _is_struct(fields[0]["type"]):
-            struct(head, (0,), fields[0]["type"])
+        if self.operator == "apply-in-pandas-with-state" and fields and \
+                fields[0]["name"] == "groupState" and _is_struct(fields[0]["type"]):
+            self.struct(head, (0,), fields[0]["type"])
             for i, f in enumerate(fields[1:], start=1):
-                leaf(str(f["name"]), (head, i), f["type"])
+                self.leaf(str(f["name"]), (head, i), f["type"])
             return
-        struct(head, (), t)
-
-    if "key" in top:
-        struct("key", (), top["key"][1], key=True)
-    if kind == "list":
-        state("list_element")
-    elif kind == "map":
-        if "user_map_key" in top:
-            struct("user_map_key", (), top["user_map_key"][1], prefix="map_key_")
-        state("user_map_value")
-    elif kind == "timers":
-        if "expiration_timestamp_ms" in top:
-            leaf("expiration_timestamp_ms", ("expiration_timestamp_ms",),
-                 top["expiration_timestamp_ms"][1])
-    else:
-        state("value")
-    return columns, opaque, dropped
+        self.struct(head, (), t)
 
 
 def windowed_key(schema: Any) -> bool:

@@ -166,19 +166,23 @@ def start_query(spark: Any, args: argparse.Namespace, start: Start,
         return link_start(args, start, writer().start())
     from offset_journal.savepoint.restore import restore_savepoint
 
+    def link_bootstrap(run_id: str) -> None:
+        """The plan linked to the bootstrap run as it starts, before its batch is
+        journaled (a link recorded later is not one the audit takes)."""
+        class _Bootstrap:  # what link_start needs of a query: its run id
+            runId = run_id
+
+        link_start(args, start, _Bootstrap())
+
     try:
         restored = restore_savepoint(spark, start.savepoint, args.checkpoint, writer,
                                      ends=start.ends, rules=rules,
                                      database_url=args.database_url,
-                                     expect_sha256=start.savepoint_sha256)
+                                     expect_sha256=start.savepoint_sha256,
+                                     on_start=link_bootstrap)
     except (OffsetJournalError, sa.exc.SQLAlchemyError) as exc:
         raise JobError(redact(first_line(exc))) from None
     log.info("%s", restored.explain())
-
-    class _Bootstrap:  # what link_start needs of a query: its run id
-        runId = restored.bootstrap_run_id
-
-    link_start(args, start, _Bootstrap())
     return writer().start()
 
 

@@ -205,6 +205,17 @@ def load_function(ref: str) -> Any:
     return found
 
 
+def _linker(journal: Any, plan_id: int | None) -> Any:
+    """The plan linked to the bootstrap run as it starts, before its batch is
+    journaled (a link recorded later is not one the audit takes)."""
+    if plan_id is None:
+        return None
+
+    def link(run_id: str) -> None:
+        journal.link_plan(plan_id, run_id)
+    return link
+
+
 def cmd_state_restore(args: argparse.Namespace) -> int:
     import sys
 
@@ -242,12 +253,11 @@ def cmd_state_restore(args: argparse.Namespace) -> int:
                 restored = restore_savepoint(
                     spark, found, args.to, lambda: build(spark, args.to, starting),
                     ends=concrete_ends(plan.sources), rules=rules, journal=journal,
-                    expect_sha256=plan.savepoint_sha256)
+                    expect_sha256=plan.savepoint_sha256,
+                    on_start=_linker(journal, plan.plan_id))
         finally:
             if own:
                 spark.stop()
-        if plan.plan_id is not None:
-            journal.link_plan(plan.plan_id, restored.bootstrap_run_id)
     print(restored.explain())
     if plan.plan_id is not None:
         print(f"recorded as plan {plan.plan_id}; start the new query on {args.to}: it "

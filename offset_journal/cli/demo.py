@@ -79,6 +79,7 @@ def _load_job(name: str) -> Any:
     spec = importlib.util.spec_from_file_location(name, path)
     assert spec and spec.loader
     module = importlib.util.module_from_spec(spec)
+    sys.modules[name] = module  # a job ships its own classes to Spark's workers by name
     spec.loader.exec_module(module)
     return module
 
@@ -130,14 +131,16 @@ def _start_services(args: argparse.Namespace, work: Path,
     return url, kafka
 
 
-def _start_spark() -> Any:
-    """A local SparkSession reading Kafka with Spark's own connector."""
+def _start_spark(*, restore: bool = False) -> Any:
+    """A local SparkSession reading Kafka with Spark's own connector (and, to restore
+    a savepoint, offset-journal's state-restore helper: built by Maven once)."""
     from pyspark.sql import SparkSession
 
-    from ..local.jars import spark_jars_value
+    from ..local.jars import spark_jars_value, state_restore_jar
 
+    jars = spark_jars_value() + (f",{state_restore_jar()}" if restore else "")
     spark = (SparkSession.builder.master("local[2]").appName("offset-journal-demo")
-             .config("spark.jars", spark_jars_value())
+             .config("spark.jars", jars)
              .config("spark.ui.enabled", "false")
              .config("spark.ui.showConsoleProgress", "false")
              .config("spark.sql.shuffle.partitions", "2").getOrCreate())
@@ -235,6 +238,9 @@ def parser() -> argparse.ArgumentParser:
                    help="how long to wait for --bootstrap-servers to answer (default 60)")
     p.add_argument("--records", type=int, default=400, help="records produced per phase")
     p.add_argument("--workdir", help="where checkpoints and output go (default: a temp dir)")
+    p.add_argument("--stateful", action="store_true",
+                   help="the stateful upgrade instead: running totals per group, a "
+                        "savepoint, v2 on a new checkpoint with the state restored into it")
     return p
 
 
@@ -254,13 +260,18 @@ def _ready(args: argparse.Namespace) -> bool:
     return True
 
 
-def _run_v1(spark: Any, job: Any, argv: list[str], listener: Any) -> None:
-    """The job before the upgrade: a few batches on its own checkpoint, then stopped."""
+def _run_v1(spark: Any, job: Any, argv: list[str], listener: Any, *,
+            to_end: bool = False) -> None:
+    """The job before the upgrade: a few batches on its own checkpoint, then stopped
+    (mid-stream); ``to_end``: until it has read what is there (``availableNow``), as a
+    stateful job is stopped at a batch's end for its savepoint."""
     _say("v1: running the job on checkpoint v1 ...")
-    v1 = job.build_query(spark, job.parser().parse_args(argv + ["--trigger", "1 second"]))
+    trigger = "available-now" if to_end else "1 second"
+    v1 = job.build_query(spark, job.parser().parse_args(argv + ["--trigger", trigger]))
     deadline = time.monotonic() + 300
     progress = _Progress("v1 batches so far")
-    while len(v1.recentProgress) < 3 and time.monotonic() < deadline:
+    while (v1.isActive if to_end else len(v1.recentProgress) < 3) and \
+            time.monotonic() < deadline:
         progress.show(len(v1.recentProgress))
         time.sleep(0.5)
     progress.show(len(v1.recentProgress))
@@ -281,62 +292,153 @@ def main(argv: list[str] | None = None) -> int:
     stops: list[Any] = []
     try:
         url, kafka = _start_services(args, work, stops)
-        topic = f"demo-orders-{int(time.time())}"
-        produced = kafka.produce(topic, args.records)
-        _say(f"produced {len(produced)} records to {topic} "
-             f"({len({p for p, *_ in produced})} partitions)")
-
-        _say("starting Spark (local[2]) and attaching the journal listener ...")
-        from ..capture import attach
-        from ..restart import plan_restart
-
-        spark = _start_spark()
-        stops.append(spark.stop)
-        listener = attach(spark, database_url=url, spool_dir=str(work / "spool"),
-                                         kafka_bootstrap_servers=kafka.bootstrap_servers)
-        job = _load_job("kafka_to_sink")
-        name = "demo-orders-to-lake"
-        common = ["--bootstrap-servers", kafka.bootstrap_servers, "--topics", topic,
-                  "--query-name", name, "--database-url", url, "--sink", "parquet",
-                  "--output", str(work / "lake"),
-                  "--max-offsets-per-trigger", str(max(10, args.records // 8))]
-
-        _run_v1(spark, job, common + ["--checkpoint", str(work / "checkpoint-v1")], listener)
-
-        more = kafka.produce(topic, args.records, start=args.records)
-        produced += more
-        _say(f"meanwhile {len(more)} more records arrived")
-
-        # What `offset-journal plan` shows: a preview, not recorded. The job records the
-        # plan it starts from (--from-journal) and links its run to it: one plan, one
-        # number, for one upgrade.
-        # --old-checkpoint: v1's sink may hold a batch its stop cut before the journal
-        # had it; the plan reads the sink's log and takes that batch's offsets from v1's.
-        preview = plan_restart(
-            url, name, bootstrap_servers=kafka.bootstrap_servers,
-            checkpoint=str(work / "checkpoint-v2"), subscribe=[topic], record=False,
-            old_checkpoint=str(work / "checkpoint-v1"))
-        _say(f"v2: the restart plan from the journal, as `offset-journal plan {name}` "
-             "shows it:\n" + preview.explain())
-        _say("v2: running the upgraded job on a NEW, empty checkpoint, with --from-journal "
-             "...")
-        v2 = job.build_query(spark, job.parser().parse_args(
-            common + ["--checkpoint", str(work / "checkpoint-v2"), "--from-journal",
-                      "--old-checkpoint", str(work / "checkpoint-v1"),
-                      "--trigger", "available-now"]))
-        _say(_started_from(url, name, str(v2.runId), preview))
-        v2.awaitTermination()
-        listener.wait_terminated(v2.runId, 60)
-        _say(f"v2 caught up in {len(v2.recentProgress)} batches")
-
-        ok = _prove(spark, work / "lake", produced)
-        _show_history(url, name)
-        listener.close()
-        clean = _audit_and_report(url, name, work)
-        return 0 if ok and clean else 1
+        story = _stateful_story if args.stateful else _upgrade_story
+        return story(args, work, url, kafka, stops)
     finally:
         for stop in reversed(stops):
             try:
                 stop()
             except Exception:  # noqa: BLE001 - best effort cleanup
                 pass
+
+
+def _spark_with_listener(work: Path, url: str, kafka: KafkaCluster, stops: list[Any], *,
+                         restore: bool = False) -> tuple[Any, Any]:
+    """Spark (local[2]) with the journal listener attached."""
+    from ..capture import attach
+
+    _say("starting Spark (local[2]) and attaching the journal listener ...")
+    spark = _start_spark(restore=restore)
+    stops.append(spark.stop)
+    listener = attach(spark, database_url=url, spool_dir=str(work / "spool"),
+                      kafka_bootstrap_servers=kafka.bootstrap_servers)
+    return spark, listener
+
+
+def _upgrade_story(args: argparse.Namespace, work: Path, url: str, kafka: KafkaCluster,
+                   stops: list[Any]) -> int:
+    """v1 of a Kafka -> Parquet job, stopped for an upgrade; v2 on a NEW checkpoint from
+    the journal; every record exactly once."""
+    from ..restart import plan_restart
+
+    topic = f"demo-orders-{int(time.time())}"
+    produced = kafka.produce(topic, args.records)
+    _say(f"produced {len(produced)} records to {topic} "
+         f"({len({p for p, *_ in produced})} partitions)")
+    spark, listener = _spark_with_listener(work, url, kafka, stops)
+    job = _load_job("kafka_to_sink")
+    name = "demo-orders-to-lake"
+    common = ["--bootstrap-servers", kafka.bootstrap_servers, "--topics", topic,
+              "--query-name", name, "--database-url", url, "--sink", "parquet",
+              "--output", str(work / "lake"),
+              "--max-offsets-per-trigger", str(max(10, args.records // 8))]
+    v1_ck, v2_ck = str(work / "checkpoint-v1"), str(work / "checkpoint-v2")
+    _run_v1(spark, job, common + ["--checkpoint", v1_ck], listener)
+
+    more = kafka.produce(topic, args.records, start=args.records)
+    produced += more
+    _say(f"meanwhile {len(more)} more records arrived")
+
+    # What `offset-journal plan` shows: a preview, not recorded. The job records the
+    # plan it starts from (--from-journal) and links its run to it: one plan, one
+    # number, for one upgrade.
+    # --old-checkpoint: v1's sink may hold a batch its stop cut before the journal
+    # had it; the plan reads the sink's log and takes that batch's offsets from v1's.
+    preview = plan_restart(url, name, bootstrap_servers=kafka.bootstrap_servers,
+                           checkpoint=v2_ck, subscribe=[topic], record=False,
+                           old_checkpoint=v1_ck)
+    _say(f"v2: the restart plan from the journal, as `offset-journal plan {name}` "
+         "shows it:\n" + preview.explain())
+    _say("v2: running the upgraded job on a NEW, empty checkpoint, with --from-journal ...")
+    v2 = job.build_query(spark, job.parser().parse_args(
+        common + ["--checkpoint", v2_ck, "--from-journal", "--old-checkpoint", v1_ck,
+                  "--trigger", "available-now"]))
+    _say(_started_from(url, name, str(v2.runId), preview))
+    v2.awaitTermination()
+    listener.wait_terminated(v2.runId, 60)
+    _say(f"v2 caught up in {len(v2.recentProgress)} batches")
+
+    ok = _prove(spark, work / "lake", produced)
+    _show_history(url, name)
+    listener.close()
+    clean = _audit_and_report(url, name, work)
+    return 0 if ok and clean else 1
+
+
+GROUPS = 12
+"""Groups the stateful demo's v1 sees; the records that arrive while it is down add
+four more, and reach every old one."""
+
+
+def _amount(i: int, groups: int = GROUPS) -> str:
+    return f"g{i % groups},{(i * 37) % 101}"
+
+
+def _stateful_story(args: argparse.Namespace, work: Path, url: str, kafka: KafkaCluster,
+                    stops: list[Any]) -> int:
+    """v1 a running total per group (Spark's built-in aggregation, 2 shuffle
+    partitions); a savepoint of its state; v2 on a NEW checkpoint (transformWithState,
+    one more column, 4 partitions) with the savepoint's state restored into it before
+    its first batch; every group's totals equal the totals over all records."""
+    from ..savepoint import create_savepoint
+    from ..savepoint.spark import session_conf
+
+    topic = f"demo-amounts-{int(time.time())}"
+    produced = kafka.produce(topic, args.records, value=_amount)
+    _say(f"produced {len(produced)} amounts for {GROUPS} groups to {topic}")
+    spark, listener = _spark_with_listener(work, url, kafka, stops, restore=True)
+    job = _load_job("stateful_counts")
+    name = "demo-totals"
+    common = ["--bootstrap-servers", kafka.bootstrap_servers, "--topics", topic,
+              "--query-name", name, "--database-url", url, "--output", str(work / "totals"),
+              "--max-offsets-per-trigger", str(max(10, args.records // 8))]
+    v1_ck, v2_ck = str(work / "checkpoint-v1"), str(work / "checkpoint-v2")
+    _run_v1(spark, job, common + ["--checkpoint", v1_ck], listener, to_end=True)
+
+    with Journal(url) as journal:
+        saved = create_savepoint(spark, journal, name, v1_ck, str(work / "savepoint"))
+    _say(f"$ offset-journal savepoint create {name} --checkpoint {v1_ck} --to "
+         f"{work / 'savepoint'}\n  {saved.label()}: the state at batch "
+         f"{saved.manifest.batch_id}, every file checksummed")
+    more = kafka.produce(topic, args.records, start=args.records,
+                         value=lambda i: _amount(i, GROUPS + 4))
+    produced += more
+    _say(f"meanwhile {len(more)} more amounts arrived, for {GROUPS + 4} groups")
+    _say("v2: transformWithState (one more column: the mean) on a NEW checkpoint with 4 "
+         "shuffle partitions, its state restored from the savepoint (--from-journal "
+         "--savepoint --restore) ...")
+    with session_conf(spark, "spark.sql.shuffle.partitions", "4"):
+        v2 = job.build_query(spark, job.parser().parse_args(
+            common + ["--checkpoint", v2_ck, "--engine", "transform-with-state",
+                      "--from-journal", "--savepoint", str(work / "savepoint"), "--restore",
+                      "--trigger", "available-now"]))
+        v2.awaitTermination()
+    listener.wait_terminated(v2.runId, 60)
+    _say(f"v2 caught up in {len(v2.recentProgress)} batches")
+    ok = _prove_totals(spark, job.output_dir_for(str(work / "totals"), v2_ck), produced)
+    listener.close()
+    clean = _audit_and_report(url, name, work)
+    return 0 if ok and clean else 1
+
+
+def _prove_totals(spark: Any, output: str, produced: list[tuple[int, int, bytes, bytes]],
+                  ) -> bool:
+    """Every group's last totals in v2's output against the totals over every record
+    produced, before and after the upgrade: v2 counted on from v1's state."""
+    expected: dict[str, tuple[int, int, int]] = {}
+    for _p, _o, _k, value in produced:
+        grp, amount = value.decode().split(",")
+        n, mx, total = expected.get(grp, (0, int(amount), 0))
+        expected[grp] = (n + 1, max(mx, int(amount)), total + int(amount))
+    rows = sorted(spark.read.parquet(output).collect(), key=lambda r: r.batch_id)
+    latest = {r.grp: (r.n, r.mx, r.total) for r in rows}
+    wrong = sorted(g for g in expected if latest.get(g) != expected[g])
+    ok = not wrong and set(latest) == set(expected)
+    print()
+    print("PROOF")
+    print(f"  records produced          : {len(produced)}")
+    print(f"  groups                    : {len(expected)}")
+    print(f"  groups whose totals match : {len(expected) - len(wrong)}")
+    print("  RESULT: " + ("every group's totals carried across the upgrade" if ok else
+                         f"MISMATCH in {', '.join(wrong) or 'the groups written'}"))
+    return ok

@@ -97,7 +97,8 @@ def restore_savepoint(spark: Any, savepoint: Savepoint | str | int, checkpoint: 
                       query: Callable[[], Any], *, ends: Sequence[str] | None = None,
                       rules: Rules | None = None, journal: Journal | None = None,
                       database_url: str | None = None, expect_sha256: str | None = None,
-                      verify: bool = True) -> Restored:
+                      verify: bool = True,
+                      on_start: Callable[[str], None] | None = None) -> Restored:
     """Write ``savepoint``'s state into the NEW checkpoint ``checkpoint`` of the new
     query, so that the query, started on it, goes on exactly after the savepoint's batch
     with every key's state in place (see the module for the steps).
@@ -110,6 +111,9 @@ def restore_savepoint(spark: Any, savepoint: Savepoint | str | int, checkpoint: 
     offsets). ``rules``: mappings declared and state discarded (:class:`~.layout.Rules`).
     The savepoint is a loaded one, its directory or its id in the journal (``journal``
     or ``database_url``); ``expect_sha256`` pins the manifest a plan was made from.
+    ``on_start(run_id)`` is called as soon as the bootstrap query started, before its
+    batch can be journaled: a job links its recorded plan to that run there (a link
+    recorded after the run's first batch is one the audit does not take).
     RestoreError (one line) for anything that does not fit, the new checkpoint then
     removed; the savepoint and the old checkpoint are only read."""
     started = time.monotonic()
@@ -120,7 +124,7 @@ def restore_savepoint(spark: Any, savepoint: Savepoint | str | int, checkpoint: 
     offsets = list(ends) if ends is not None else _manifest_ends(manifest)
     batch_wm, next_wm, wm_from = watermarks(manifest, journal, database_url)
     try:
-        query_id, run_id = _bootstrap(spark, checkpoint, offsets, batch_wm, query)
+        query_id, run_id = _bootstrap(spark, checkpoint, offsets, batch_wm, query, on_start)
         bootstrapped = time.monotonic()
         new = new_operators(describe(spark, checkpoint, BOOTSTRAP_BATCH))
         layout = plan_layout(manifest, new, rules or Rules(),
@@ -180,7 +184,8 @@ def _manifest_ends(manifest: Manifest) -> list[str]:
 
 
 def _bootstrap(spark: Any, checkpoint: str, offsets: Sequence[str], watermark_ms: int,
-               query: Callable[[], Any]) -> tuple[str, str]:
+               query: Callable[[], Any],
+               on_start: Callable[[str], None] | None = None) -> tuple[str, str]:
     """The new checkpoint's offsets/0 and the new query's one bootstrap batch (it reads
     nothing): Spark writes its operator metadata, state schemas, empty state and
     commits/0. The new checkpoint is on RocksDB (the state writer's store): the setting
@@ -190,6 +195,8 @@ def _bootstrap(spark: Any, checkpoint: str, offsets: Sequence[str], watermark_ms
     with session_conf(spark, PROVIDER_CONF, ROCKSDB_PROVIDER):
         query_id = bootstrap_offsets(spark, checkpoint, offsets, watermark_ms)
         started = query().trigger(once=True).start()
+    if on_start is not None:
+        on_start(str(started.runId))
     started.awaitTermination(BOOTSTRAP_TIMEOUT_S)
     if started.isActive:
         started.stop()

@@ -27,6 +27,7 @@ from offset_journal.errors import OffsetJournalError
 from offset_journal.formatting import first_line
 from offset_journal.journal import Journal
 from offset_journal.restart import MODE_STATE_AWARE, plan_restart
+from offset_journal.values import url_scheme
 
 log = logging.getLogger("offset_journal.jobs")
 
@@ -89,7 +90,11 @@ def output_dir_for(base: str, checkpoint: str) -> str:
     directory: a NEW checkpoint writing into the SAME directory would have its first
     batches skipped as "already committed". One directory per checkpoint avoids that.
     """
-    digest = hashlib.sha1(os.path.abspath(checkpoint).encode()).hexdigest()[:12]
+    if url_scheme(checkpoint) is None:
+        checkpoint = os.path.abspath(checkpoint)
+    digest = hashlib.sha1(checkpoint.encode()).hexdigest()[:12]
+    if url_scheme(base) is not None:  # s3a://bucket/out: a key prefix, joined with "/"
+        return f"{base.rstrip('/')}/checkpoint={digest}"
     return os.path.join(base, f"checkpoint={digest}")
 
 
@@ -167,12 +172,17 @@ def apply_trigger(writer: Any, trigger: str) -> Any:
     return writer.trigger(processingTime=trigger)
 
 
-def make_spark(app_name: str, master: str | None = None) -> Any:
+def make_spark(app_name: str, master: str | None = None, *, s3a: bool = False,
+               delta: bool = False) -> Any:
     """The job's session. Spark's Kafka connector comes from ``--packages`` or
     ``spark.jars`` when the submitter gave it (checked: it must be this Spark's exact
     version); else its jars (matching this PySpark exactly) are added to ``spark.jars``,
     which also ships them to executors. ``master`` (``--master``) overrides the
-    submitter's, e.g. ``local-cluster[2,1,1024]`` for executors in JVMs of their own."""
+    submitter's, e.g. ``local-cluster[2,1,1024]`` for executors in JVMs of their own.
+    ``s3a`` (a path on S3) and ``delta`` (a Delta sink) add hadoop-aws and Delta Lake the
+    same way unless the submitter gave them; the endpoint and credentials come from the
+    submitter's Hadoop configuration (``spark.hadoop.fs.s3a.*``, core-site.xml) or the
+    environment, as for any Spark job."""
     from pyspark.sql import SparkSession
 
     from offset_journal.local.jars import (
@@ -190,9 +200,39 @@ def make_spark(app_name: str, master: str | None = None) -> Any:
         _check_package(spark_version, packages)
     elif any("spark-sql-kafka-0-10" in j for j in given_jars):
         check_connector_matches(spark_version, given_jars)
-    elif not on_class_path:
-        builder = builder.config("spark.jars", ",".join([*given_jars, spark_jars_value()]))
+    added = [] if on_class_path else _optional_jars(given_jars, packages, s3a=s3a,
+                                                      delta=delta)
+    if not on_class_path and not any("spark-sql-kafka-0-10" in p
+                                     for p in [*packages, *given_jars]):
+        added.append(spark_jars_value())
+    if added:
+        builder = builder.config("spark.jars", ",".join([*given_jars, *added]))
+    if delta and not on_class_path:
+        from offset_journal.local.jars import DELTA_SPARK_CONF
+
+        for key, value in DELTA_SPARK_CONF.items():
+            builder = builder.config(key, value)
     return builder.getOrCreate()
+
+
+def _optional_jars(jars: list[str], packages: list[str], *, s3a: bool,
+                   delta: bool) -> list[str]:
+    """hadoop-aws (``s3a``) and Delta Lake (``delta``) for ``spark.jars``, each unless
+    the submitter gave it."""
+    from offset_journal.local.jars import delta_spark_jars_value, s3a_spark_jars_value
+
+    given = [*jars, *packages]
+    out = []
+    if s3a and not any("hadoop-aws" in g for g in given):
+        out.append(s3a_spark_jars_value())
+    if delta and not any("delta-spark" in g for g in given):
+        out.append(delta_spark_jars_value())
+    return out
+
+
+def on_object_store(*paths: str | None) -> bool:
+    """Whether any of ``paths`` is on S3 (``s3a://``, ``s3://``, ``s3n://``)."""
+    return any(p and url_scheme(p) in ("s3a", "s3", "s3n") for p in paths)
 
 
 def submitted_jars() -> tuple[list[str], list[str], bool]:
@@ -274,7 +314,9 @@ def run_job(name: str, parser: argparse.ArgumentParser, build_query: Any,
     logging.basicConfig(level=logging.INFO,
                         format="%(asctime)s %(levelname)s %(name)s: %(message)s")
     try:
-        spark = make_spark(args.query_name, args.master)
+        spark = make_spark(args.query_name, args.master,
+                           s3a=on_object_store(args.checkpoint, getattr(args, "output", None)),
+                           delta=getattr(args, "sink", None) == "delta")
     except offset_journal.ConfigError as exc:
         print(f"{name}: error: {offset_journal.redact(exc)}", file=sys.stderr)
         return 2

@@ -10,6 +10,11 @@ Sinks:
             log (which would make Spark skip its first batches as already committed).
   postgres  rows upserted into a table keyed by (topic, partition, offset): replaying a
             batch after a crash writes nothing twice (an idempotent sink).
+  delta     Delta Lake's streaming sink, one table at OUTPUT for every checkpoint: Delta
+            skips a batch its log already holds for the same query id, and a new
+            checkpoint is a new query id, so nothing of the new query is skipped.
+
+Paths may be on S3 (``s3a://bucket/...``), the checkpoint as well as the output.
 """
 
 from __future__ import annotations
@@ -87,8 +92,8 @@ class PostgresSink:
 
 def parser() -> Any:
     p = base_parser(__doc__.splitlines()[0])
-    p.add_argument("--sink", choices=("parquet", "postgres"), default="parquet")
-    p.add_argument("--output", help="parquet: base output directory")
+    p.add_argument("--sink", choices=("parquet", "postgres", "delta"), default="parquet")
+    p.add_argument("--output", help="parquet: base output directory; delta: the table")
     p.add_argument("--sink-url", help="postgres: sink database (default: the journal's)")
     p.add_argument("--sink-table", default="kafka_records", help="postgres: sink table")
     return p
@@ -102,6 +107,12 @@ def build_query(spark: Any, args: Any) -> Any:
         out = output_dir_for(args.output, args.checkpoint)
         start = decide_start(args, output_path=out)
         writer = read_kafka(spark, args, start).writeStream.format("parquet").option("path", out)
+    elif args.sink == "delta":
+        if not args.output:
+            raise JobError("--output is required with --sink delta")
+        start = decide_start(args)
+        writer = (read_kafka(spark, args, start).select(*SINK_COLUMNS).writeStream
+                  .format("delta").option("path", args.output))
     else:
         url = args.sink_url or args.database_url
         ensure_sink_table(url, args.sink_table)

@@ -128,3 +128,136 @@ def test_the_new_checkpoint_and_file_sink_checks_on_s3a(s3_server, bucket, journ
                                     f"s3a://{bucket}/chk/v2", "--output", f"s3a://{bucket}"])
     with pytest.raises(job.JobError, match="already holds a file-sink log"):
         job.decide_start(args, output_path=f"s3a://{bucket}/out")
+
+
+def _journal_text(url: str) -> str:
+    """Every row of every journal table, as text."""
+    tables = [r[0] for r in sql_rows(url, "select table_name from information_schema.tables "
+                                          "where table_schema = 'offset_journal' and "
+                                          "table_type = 'BASE TABLE'")]
+    return "\n".join(str(row) for t in tables for row in sql_rows(
+        url, f"select row_to_json(t)::text from offset_journal.{t} t"))  # noqa: S608
+
+
+def test_bad_s3_input_is_one_line_and_records_nothing(s3_server, bucket, journal_url,
+                                                      tmp_path, cli, monkeypatch):
+    url = checkpoint_on_s3(s3_server, bucket, tmp_path)
+    s3_server.client().put_object(Bucket=bucket, Key="junk/readme.txt", Body=b"not Spark's")
+    cases = {
+        "s3a://oj-no-such-bucket/chk/v1": "s3a://oj-no-such-bucket/chk/v1: bucket "
+                                          "oj-no-such-bucket does not exist",
+        f"s3a://{bucket}/junk": "not a Spark checkpoint (no metadata file, offsets/ or "
+                                f"commits/): s3a://{bucket}/junk",
+        f"s3a://{bucket}/nothing-here": f"checkpoint directory does not exist: s3a://{bucket}"
+                                        "/nothing-here",
+        f"s3a://AKIAEXAMPLE:hunter2@{bucket}/chk/v1": "credentials in a URL are not taken "
+                                                       "(s3a://AKIAEXAMPLE:***@",
+    }
+    for where, said in cases.items():
+        for argv in (["checkpoint", "inspect", where],
+                     ["--database-url", journal_url, "checkpoint", "import", where,
+                      "--query-name", "orders"]):
+            line = one_error_line(*cli(*argv)[::2])
+            assert said in line, line
+            assert "hunter2" not in line
+    code, out, err = cli("--database-url", journal_url, "plan", "orders", "--checkpoint",
+                         "s3a://oj-no-such-bucket/chk/v2")
+    assert "bucket oj-no-such-bucket does not exist" in one_error_line(code, err)
+
+    for wrong in ({"AWS_SECRET_ACCESS_KEY": "not-the-secret"},
+                  {"AWS_ACCESS_KEY_ID": "AKIAOTHERUSER0000000"}):
+        with monkeypatch.context() as env:
+            for name, value in wrong.items():
+                env.setenv(name, value)
+            for argv in (["checkpoint", "inspect", url],
+                         ["--database-url", journal_url, "checkpoint", "import", url,
+                          "--query-name", "orders"],
+                         ["--database-url", journal_url, "plan", "orders", "--checkpoint",
+                          f"s3a://{bucket}/chk/v2"]):
+                line = one_error_line(*cli(*argv)[::2])
+                assert "the object store refused access" in line, line
+                assert "not-the-secret" not in line
+
+    with monkeypatch.context() as env:  # s3a:// without the extra installed
+        env.setitem(sys.modules, "s3fs", None)
+        line = one_error_line(*cli("checkpoint", "inspect", url)[::2])
+        assert line.endswith(f"reading s3a:// paths needs s3fs: pip install "
+                             f"'offset-journal[s3]' ({url})"), line
+    for table in ("query_runs", "batches", "restart_plans"):
+        assert count_rows(journal_url, table) == 0, table
+
+
+def test_an_endpoint_that_does_not_answer_fails_in_bounded_time(s3_server, bucket, tmp_path,
+                                                                 cli, monkeypatch):
+    """A server that takes the connection and never answers: the request's own timeout
+    (fsspec's configuration sets it here, one attempt of 1 s), and without it the
+    command's deadline; each one line, within seconds."""
+    import fsspec.config
+
+    silent = socket.socket()
+    silent.bind(("127.0.0.1", 0))
+    silent.listen(128)  # never accepted: the kernel completes the handshake, nothing answers
+    try:
+        monkeypatch.setenv("AWS_ENDPOINT_URL_S3", f"http://127.0.0.1:{silent.getsockname()[1]}")
+        url = f"s3a://{bucket}/chk/v1"
+        with monkeypatch.context() as conf:
+            conf.setitem(fsspec.config.conf, "s3", {"config_kwargs": {
+                "connect_timeout": 1, "read_timeout": 1, "retries": {"max_attempts": 1}}})
+            began = time.monotonic()
+            line = one_error_line(*cli("checkpoint", "inspect", url)[::2])
+            assert time.monotonic() - began < 20
+            assert f"{url}: no answer from the object store" in line, line
+            with pytest.raises(CheckpointError, match="no answer from the object store"):
+                is_new_checkpoint(url)  # what a job checks before it starts
+        began = time.monotonic()
+        line = one_error_line(*cli("--timeout", "3", "checkpoint", "inspect", url)[::2])
+        assert time.monotonic() - began < 15
+        assert "no answer within 3 s" in line and "object store" in line, line
+    finally:
+        silent.close()
+
+
+def test_credentials_come_the_standard_ways_and_are_never_shown(
+        s3_server, bucket, journal_url, tmp_path, cli, monkeypatch, caplog):
+    """The environment, a profile, and the Hadoop configuration Spark reads (with the
+    endpoint there too): each reads the checkpoint; the secret is never in the output,
+    the log or the journal."""
+    url = checkpoint_on_s3(s3_server, bucket, tmp_path)
+    secret = s3_server.secret_key
+    caplog.set_level("DEBUG")
+    seen: list[str] = []
+
+    def read(*argv: str) -> None:
+        code, out, err = cli(*argv)
+        assert code == 0, err
+        seen.extend([out, err])
+
+    read("-vv", "checkpoint", "inspect", url)  # the environment (the fixture's)
+    with monkeypatch.context() as env:  # a profile
+        for name in ("AWS_ACCESS_KEY_ID", "AWS_SECRET_ACCESS_KEY"):
+            env.delenv(name)
+        credentials = tmp_path / "credentials"
+        credentials.write_text(f"[oj]\naws_access_key_id = {s3_server.access_key}\n"
+                               f"aws_secret_access_key = {secret}\n")
+        env.setenv("AWS_SHARED_CREDENTIALS_FILE", str(credentials))
+        env.setenv("AWS_PROFILE", "oj")
+        read("-vv", "checkpoint", "inspect", url)
+    with monkeypatch.context() as env:  # core-site.xml, as Spark reads it
+        for name in ("AWS_ACCESS_KEY_ID", "AWS_SECRET_ACCESS_KEY", "AWS_ENDPOINT_URL_S3"):
+            env.delenv(name)
+        conf_dir = tmp_path / "hadoop-conf"
+        conf_dir.mkdir()
+        props = {**s3_server.hadoop_conf(), "fs.s3a.endpoint":
+                 s3_server.endpoint.removeprefix("http://")}
+        (conf_dir / "core-site.xml").write_text("<configuration>" + "".join(
+            f"<property><name>{k}</name><value>{v}</value></property>"
+            for k, v in props.items()) + "</configuration>")
+        env.setenv("HADOOP_CONF_DIR", str(conf_dir))
+        read("-vv", "--database-url", journal_url, "checkpoint", "import", url,
+             "--query-name", "orders")
+        read("-vv", "--database-url", journal_url, "checkpoint", "compare", url, "orders")
+        env.setenv("AWS_SECRET_ACCESS_KEY", "what-botocore-would-take")  # the conf wins
+        read("checkpoint", "inspect", url)
+    assert count_rows(journal_url, "batches") == 3
+    everything = "\n".join([*seen, caplog.text, _journal_text(journal_url)])
+    assert secret not in everything and "what-botocore-would-take" not in everything

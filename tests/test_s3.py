@@ -9,10 +9,8 @@ from __future__ import annotations
 
 import json
 import socket
-import subprocess
 import sys
 import time
-import uuid
 from pathlib import Path
 from typing import Any
 
@@ -20,41 +18,18 @@ import pytest
 
 from offset_journal.checkpoint import file_sink_metadata, is_new_checkpoint
 from offset_journal.errors import CheckpointError
+from tests import s3_support, support
 from tests.jobs_support import load_job
-from tests.support import Cli, cli, count_rows, one_error_line, sql_rows, write_checkpoint  # noqa: F401
+from tests.s3_support import upload
+from tests.support import count_rows, one_error_line, sql_rows, write_checkpoint
 
+bucket, cli = s3_support.bucket, support.cli  # the fixtures
 TOPIC = "orders"
 QUERY_ID = "0f5d7c2e-6d1b-4a51-9d0c-3c1f4b9f7a10"
-AWS_VARIABLES = ("AWS_ACCESS_KEY_ID", "AWS_SECRET_ACCESS_KEY", "AWS_SESSION_TOKEN", "AWS_PROFILE",
-                 "AWS_SHARED_CREDENTIALS_FILE", "AWS_CONFIG_FILE", "AWS_ENDPOINT_URL",
-                 "AWS_ENDPOINT_URL_S3", "HADOOP_CONF_DIR")
 
 
 def _offsets(n: int) -> dict[str, dict[str, int]]:
     return {TOPIC: {"0": 10 * n, "1": 10 * n + 5}}
-
-
-@pytest.fixture
-def bucket(s3_server: Any, monkeypatch: pytest.MonkeyPatch) -> str:
-    """A bucket of this test's own, and the standard AWS environment pointing at the
-    server (nothing else of the machine's: no profile, no Hadoop conf)."""
-    for name in AWS_VARIABLES:
-        monkeypatch.delenv(name, raising=False)
-    for name, value in s3_server.environ().items():
-        monkeypatch.setenv(name, value)
-    name = f"oj-{uuid.uuid4().hex[:12]}"
-    s3_server.create_bucket(name)
-    return name
-
-
-def upload(server: Any, local: Path, bucket: str, prefix: str) -> str:
-    """Every file under ``local`` to ``s3a://bucket/prefix/...``; the URL."""
-    client = server.client()
-    for path in sorted(p for p in local.rglob("*") if p.is_file()):
-        client.put_object(Bucket=bucket, Key=f"{prefix}/{path.relative_to(local).as_posix()}",
-                          Body=path.read_bytes())
-    return f"s3a://{bucket}/{prefix}"
-
 
 def checkpoint_on_s3(server: Any, bucket: str, tmp_path: Path, prefix: str = "chk/v1",
                      batches: int = 3) -> str:

@@ -82,7 +82,7 @@ def test_delta_sink_job_on_s3a_restarts_from_the_journal_exactly_once(
     produced = kafka_cluster.produce(kafka_topic, 30)
     common = ["--bootstrap-servers", kafka_cluster.bootstrap_servers, "--topics", kafka_topic,
               "--query-name", "orders-delta-s3", "--database-url", journal_url,
-              "--sink", "delta", "--output", table, "--max-offsets-per-trigger", "20"]
+              "--sink", "delta", "--output", table]
     run_to_end(spark, listener, job, [*common, "--checkpoint", f"s3a://{bucket}/chk/v1"])
     produced += kafka_cluster.produce(kafka_topic, 15, start=30)
     run_to_end(spark, listener, job, [*common, "--checkpoint", f"s3a://{bucket}/chk/v2",
@@ -90,3 +90,49 @@ def test_delta_sink_job_on_s3a_restarts_from_the_journal_exactly_once(
     got = _records(spark.read.format("delta").load(table).collect())
     assert max(got.values()) == 1, "a record was written twice"
     assert got == _produced(produced, kafka_topic)
+
+
+def test_savepoint_from_and_to_s3a_seeds_the_upgraded_query(
+        journaled_spark, s3a_spark, s3_server, bucket, journal_url, kafka_cluster,
+        kafka_topic, cli):
+    """stateful_counts v1 (groupBy().agg()) with its checkpoint on s3a://; `savepoint
+    create --checkpoint s3a://... --to s3a://...`; `plan --savepoint`; v2
+    (transformWithState, initial_state from the savepoint) on a new s3a:// checkpoint:
+    its state for every key equals the totals over every record. The savepoint's
+    checksums are checked on S3's objects: one object replaced is refused."""
+    from tests.test_savepoint_e2e import _amounts, _reference, _state
+
+    spark, listener = journaled_spark
+    job = load_job("stateful_counts")
+    base = f"s3a://{bucket}"
+    produced = kafka_cluster.produce(kafka_topic, 40, value=_amounts)
+    common = ["--bootstrap-servers", kafka_cluster.bootstrap_servers, "--topics", kafka_topic,
+              "--query-name", "totals-s3", "--database-url", journal_url,
+              "--output", f"{base}/out"]
+    v1_ck, v2_ck, sp = f"{base}/chk/v1", f"{base}/chk/v2", f"{base}/savepoints/1"
+    run_to_end(spark, listener, job, [*common, "--checkpoint", v1_ck])
+    produced += kafka_cluster.produce(kafka_topic, 15, start=40, value=_amounts)
+
+    code, out, err = cli("--database-url", journal_url, "savepoint", "create", "totals-s3",
+                         "--checkpoint", v1_ck, "--to", sp)
+    assert code == 0, err
+    assert f"savepoint 1 of query 'totals-s3'" in out and f"in {sp}" in out
+    code, out, err = cli("--database-url", journal_url, "savepoint", "show", "1")
+    assert code == 0, err  # the manifest and every file checked on S3
+    code, out, err = cli("--database-url", journal_url, "plan", "totals-s3", "--savepoint",
+                         "1", "--seed", "0", "--checkpoint", v2_ck)
+    assert code == 0 and "7 keys, seeded" in out, out + err
+
+    run_to_end(spark, listener, job, [*common, "--checkpoint", v2_ck, "--engine",
+                                      "transform-with-state", "--from-journal",
+                                      "--savepoint", sp, "--seed", "0"])
+    v2_state = {r.key.grp: tuple(r.value) for r in _state(spark, v2_ck, stateVarName="totals")}
+    assert v2_state == _reference(produced), "v2's state for every key"
+
+    client = s3_server.client()
+    parts = [o["Key"] for o in client.list_objects_v2(Bucket=bucket, Prefix="savepoints/1/")
+             ["Contents"] if o["Key"].endswith(".parquet")]
+    client.put_object(Bucket=bucket, Key=parts[0], Body=b"PAR1 not the exported state PAR1")
+    code, out, err = cli("--database-url", journal_url, "savepoint", "show", "1")
+    assert "does not match its checksum in the manifest: the savepoint was altered" in \
+        one_error_line(code, err)

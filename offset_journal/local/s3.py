@@ -80,6 +80,10 @@ class S3Server:
             "aws.credentials.provider": SIMPLE_PROVIDER,
             "connection.establish.timeout": "5s", "connection.timeout": "30s",
             "attempts.maximum": "2", "retry.limit": "2", "retry.interval": "100ms",
+            # copyFromLocalFile (RocksDB's SST files) through the SDK's transfer manager
+            # (its Netty client) reads the "100 Continue" moto's server sends as the
+            # upload's final status: the plain upload (the sync client) is used instead
+            "optimized.copy.from.local.enabled": "false",
         }
         conf.update({k.replace("_", "."): v for k, v in overrides.items()})
         prefix = f"fs.s3a.bucket.{bucket}." if bucket else "fs.s3a."

@@ -8,6 +8,7 @@ new query's state, its checksums checked on S3's objects."""
 from __future__ import annotations
 
 import json
+import uuid
 from collections import Counter
 from typing import Any
 
@@ -16,10 +17,12 @@ import pytest
 from offset_journal import Journal
 from tests import s3_support, support
 from tests.jobs_support import load_job, run_to_end
+from tests.s3_support import upload
 from tests.support import one_error_line
 
 pytestmark = [pytest.mark.spark, pytest.mark.slow]
 bucket, cli = s3_support.bucket, support.cli  # the fixtures
+PROFILE_PROVIDER = "org.apache.hadoop.fs.s3a.auth.ProfileAWSCredentialsProvider"
 
 
 def _records(rows: Any) -> Counter[tuple[str, int, int]]:
@@ -116,7 +119,7 @@ def test_savepoint_from_and_to_s3a_seeds_the_upgraded_query(
     code, out, err = cli("--database-url", journal_url, "savepoint", "create", "totals-s3",
                          "--checkpoint", v1_ck, "--to", sp)
     assert code == 0, err
-    assert f"savepoint 1 of query 'totals-s3'" in out and f"in {sp}" in out
+    assert "savepoint 1 of query 'totals-s3'" in out and f"in {sp}" in out
     code, out, err = cli("--database-url", journal_url, "savepoint", "show", "1")
     assert code == 0, err  # the manifest and every file checked on S3
     code, out, err = cli("--database-url", journal_url, "plan", "totals-s3", "--savepoint",
@@ -136,3 +139,31 @@ def test_savepoint_from_and_to_s3a_seeds_the_upgraded_query(
     code, out, err = cli("--database-url", journal_url, "savepoint", "show", "1")
     assert "does not match its checksum in the manifest: the savepoint was altered" in \
         one_error_line(code, err)
+
+
+def test_spark_takes_s3a_credentials_from_a_profile_and_refuses_wrong_ones(
+        s3a_spark, s3_server, tmp_path):
+    """Per-bucket Hadoop settings as a user writes them: S3A's profile provider reads a
+    shared credentials file; a wrong secret is refused, and not shown."""
+    spark = s3a_spark
+    conf = spark.sparkContext._jsc.hadoopConfiguration()
+    local = tmp_path / "t"
+    spark.range(5).write.parquet(str(local))
+    credentials = tmp_path / "credentials"
+    credentials.write_text(f"[oj]\naws_access_key_id = {s3_server.access_key}\n"
+                           f"aws_secret_access_key = {s3_server.secret_key}\n")
+    by_profile, wrong = (f"oj-{n}-{uuid.uuid4().hex[:8]}" for n in ("profile", "wrong"))
+    settings = {
+        by_profile: s3_server.hadoop_conf(
+            by_profile, aws_credentials_provider=PROFILE_PROVIDER, access_key="",
+            secret_key="", auth_profile_file=str(credentials), auth_profile_name="oj"),
+        wrong: s3_server.hadoop_conf(wrong, secret_key="not-the-secret-at-all")}
+    for name, bucket_conf in settings.items():
+        s3_server.create_bucket(name)
+        upload(s3_server, local, name, "t")
+        for key, value in bucket_conf.items():
+            conf.set(key, value)
+    assert spark.read.parquet(f"s3a://{by_profile}/t").count() == 5
+    with pytest.raises(Exception, match="AccessDenied|403") as refused:
+        spark.read.parquet(f"s3a://{wrong}/t").count()
+    assert "not-the-secret-at-all" not in str(refused.value)

@@ -43,6 +43,7 @@ QUICK = {
     "savepoint": ("savepoint", ["--sizes", "100000", "--seeded-max", "100000"]),
     "db_failover": ("db_failover", ["--rounds", "1", "--reps", "40", "--seconds", "20",
                                     "--window", "8"]),
+    "object_store": ("object_store", ["--batches", "2000", "--keys", "100000"]),
 }
 
 FULL = {
@@ -71,6 +72,7 @@ FULL = {
                             "30"]),
     "savepoint": ("savepoint", ["--sizes", "100000,1000000,10000000"]),
     "db_failover": ("db_failover", []),
+    "object_store": ("object_store", ["--batches", "10000", "--keys", "100000,1000000"]),
 }
 
 # Every script once, as small as it goes: seconds each (the Spark one about 30).
@@ -109,6 +111,7 @@ TINY = {
     "db_failover": ("db_failover", ["--rounds", "1", "--warm", "1", "--after", "1", "--late", "1",
                                     "--reps", "2", "--warmup", "0", "--seconds", "2",
                                     "--window", "1", "--rate", "5"]),
+    "object_store": ("object_store", ["--batches", "30", "--keys", "200", "--memory", "1g"]),
 }
 
 

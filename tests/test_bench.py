@@ -30,7 +30,8 @@ BENCH = Path(__file__).resolve().parents[1] / "bench"
 HELPERS = {"_common", "delay_proxy", "run_all"}  # not benchmarks themselves
 LIVE_KAFKA = {"check_fleet"}  # its live check asks a broker
 NEEDS = {"stream_overhead": pytest.mark.spark, "fleet_pgbouncer": pytest.mark.pgbouncer,
-         "ceiling": pytest.mark.pgbouncer, "savepoint": pytest.mark.spark}
+         "ceiling": pytest.mark.pgbouncer, "savepoint": pytest.mark.spark,
+         "object_store": pytest.mark.spark}
 
 
 def _run_all() -> ModuleType:

@@ -236,3 +236,20 @@ def test_credentials_come_the_standard_ways_and_are_never_shown(
     assert count_rows(journal_url, "batches") == 3
     everything = "\n".join([*seen, caplog.text, _journal_text(journal_url)])
     assert secret not in everything and "what-botocore-would-take" not in everything
+
+
+def test_the_newest_sink_batch_is_found_in_key_order_without_listing_the_log(
+        s3_server, bucket):
+    """A file sink's log of 23,456 ids kept from 12,000 on (older ones deleted), in S3's
+    key order: the newest id in a few requests, not the 12 pages a listing takes."""
+    from moto.core import DEFAULT_ACCOUNT_ID
+    from moto.s3.models import s3_backends
+
+    backend = s3_backends[DEFAULT_ACCOUNT_ID]["aws"]  # 11,457 objects, put without HTTP
+    for i in range(12_000, 23_457):
+        backend.put_object(bucket, f"out/_spark_metadata/{i}{'.compact' if i % 10 == 9 else ''}",
+                           b"v1\n")
+    before = s3_server.requests()
+    assert file_sink_metadata(f"s3a://{bucket}/out") == 23_456
+    asked = s3_server.requests() - before
+    assert asked["LIST"] <= 25 and set(asked) == {"LIST"}, asked

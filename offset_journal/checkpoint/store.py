@@ -220,6 +220,7 @@ def is_new_checkpoint(path: str | os.PathLike[str], *, fs: Any = None) -> bool:
 # at the log's first file, past "." names (Spark's temp files), in S3's key order.
 _BEFORE_DIGITS = "/"
 _PAGE = 1000
+_LISTED_DIGITS = 4  # ids below 10,000: at most 10 pages, fewer than a search asks
 
 
 def _any_log_file(store: Store, directory: str) -> bool:
@@ -237,10 +238,11 @@ def _any_log_file(store: Store, directory: str) -> bool:
 
 def _newest_log_id(store: Store, directory: str) -> int | None:
     """The highest batch id of a file sink's log (``N`` or ``N.compact``), in few
-    requests: the first page in key order, and when the log holds more than a page,
-    a search upward from the highest id seen, each step asking whether id k is there
-    (the log holds every id from its oldest kept to its newest). A log of any length
-    costs about 2 + log2(its ids) requests instead of a listing of all of it."""
+    requests. The first page in key order (one request) holds a short log whole. A
+    longer one holds every id from its oldest kept to its newest, so its newest is found
+    by asking whether id k is there (one request each): first how many digits it has,
+    then, above 10,000 ids (where a listing takes more pages than the search takes
+    requests), by halving; below, the rest of the listing is cheaper."""
     names, more = store.names_after(directory, _BEFORE_DIGITS, _PAGE)
     ids = [int(m.group(1)) for m in map(SINK_LOG_NAME.fullmatch, names) if m]
     if not ids:
@@ -251,13 +253,20 @@ def _newest_log_id(store: Store, directory: str) -> int | None:
 
     def present(batch_id: int) -> bool:
         first, _ = store.names_after(directory, "", 1, prefix=str(batch_id))
-        return bool(first) and SINK_LOG_NAME.fullmatch(first[0]) is not None and \
-            int(first[0].split(".")[0]) == batch_id
+        match = SINK_LOG_NAME.fullmatch(first[0]) if first else None
+        return match is not None and int(match.group(1)) == batch_id
 
-    high = 10 ** len(str(low))  # the first power of ten the log does not reach
-    while present(high):
-        low, high = high, high * 10
-    while high - low > 1:  # low is there, high is not
+    digits = len(str(low))
+    while present(10 ** digits):
+        low, digits = 10 ** digits, digits + 1
+    if digits <= _LISTED_DIGITS:
+        while more and names:
+            names, more = store.names_after(directory, names[-1], _PAGE)
+            low = max([low, *(int(m.group(1)) for m in map(SINK_LOG_NAME.fullmatch, names)
+                              if m)])
+        return low
+    high = 10 ** digits  # low is there, high is not
+    while high - low > 1:
         mid = (low + high) // 2
         low, high = (mid, high) if present(mid) else (low, mid)
     return low

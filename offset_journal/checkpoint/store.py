@@ -14,7 +14,7 @@ from urllib.parse import unquote, urlparse
 
 from ..errors import CheckpointError
 from ..values import url_scheme
-from . import _remote
+from ._remote import check_bucket, is_object_store, keys_after, open_s3, said_in_one_line
 from .model import Malformed
 
 log = logging.getLogger(__name__)
@@ -37,7 +37,7 @@ class Store:
         self.ordered = ordered
 
     def _said(self, path: str) -> Any:
-        return _remote.said_in_one_line(self.where or path)
+        return said_in_one_line(self.where or path)
 
     def join(self, base: str, *parts: str) -> str:
         if self.fs is None:
@@ -56,7 +56,7 @@ class Store:
             if self.fs.exists(path):
                 return "file"
         if self.ordered:
-            _remote.check_bucket(self.fs, path, self.where or path)
+            check_bucket(self.fs, path, self.where or path)
         return None
 
     def files(self, path: str) -> list[str]:
@@ -120,7 +120,7 @@ class Store:
         """File names in ``path`` after ``start_after`` in the store's key order (one
         request; ``ordered`` stores only), and whether more follow."""
         with self._said(path):
-            return _remote.keys_after(self.fs, path, start_after, limit, prefix)
+            return keys_after(self.fs, path, start_after, limit, prefix)
 
     def open_read(self, path: str) -> Any:
         """A binary file object for reading ``path`` in pieces (a large file)."""
@@ -157,8 +157,8 @@ def open_store(path: str | os.PathLike[str], fs: Any) -> tuple[Store, str]:
     scheme = url_scheme(text)
     if scheme is None:
         return Store(), text
-    if _remote.is_object_store(scheme):
-        filesystem, root = _remote.open_s3(text)
+    if is_object_store(scheme):
+        filesystem, root = open_s3(text)
         return Store(filesystem, text, ordered=True), root
     try:
         import fsspec

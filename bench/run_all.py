@@ -46,6 +46,7 @@ QUICK = {
                                     "--window", "8"]),
     "sink_check": ("sink_check", ["--batches", "10000", "--rounds", "5"]),
     "sink_chaos": ("sink_chaos", ["--kills", "3", "--records", "200"]),
+    "object_store": ("object_store", ["--batches", "2000", "--keys", "100000"]),
 }
 
 FULL = {
@@ -78,6 +79,7 @@ FULL = {
     "db_failover": ("db_failover", []),
     "sink_check": ("sink_check", ["--batches", "10000", "--rounds", "15"]),
     "sink_chaos": ("sink_chaos", ["--kills", "10", "--records", "600"]),
+    "object_store": ("object_store", ["--batches", "10000", "--keys", "100000,1000000"]),
 }
 
 # Every script once, as small as it goes: seconds each (the Spark one about 30).
@@ -121,6 +123,7 @@ TINY = {
     "sink_check": ("sink_check", ["--batches", "200", "--rounds", "1"]),
     "sink_chaos": ("sink_chaos", ["--kills", "1", "--records", "40", "--more", "10",
                                   "--window", "2"]),
+    "object_store": ("object_store", ["--batches", "30", "--keys", "200", "--memory", "1g"]),
 }
 
 

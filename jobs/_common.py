@@ -27,6 +27,7 @@ from offset_journal.errors import OffsetJournalError
 from offset_journal.formatting import first_line
 from offset_journal.journal import Journal
 from offset_journal.restart import MODE_STATE_AWARE, plan_restart
+from offset_journal.values import url_scheme
 
 log = logging.getLogger("offset_journal.jobs")
 
@@ -91,12 +92,17 @@ def output_dir_for(base: str, checkpoint: str) -> str:
     directory: a NEW checkpoint writing into the SAME directory would have its first
     batches skipped as "already committed". One directory per checkpoint avoids that.
     """
-    return os.path.join(base, f"checkpoint={checkpoint_digest(checkpoint)}")
+    digest = checkpoint_digest(checkpoint)
+    if url_scheme(base) is not None:  # s3a://bucket/out: a key prefix, joined with "/"
+        return f"{base.rstrip('/')}/checkpoint={digest}"
+    return os.path.join(base, f"checkpoint={digest}")
 
 
 def checkpoint_digest(checkpoint: str) -> str:
-    """A short name for a checkpoint location (its absolute path, hashed)."""
-    return hashlib.sha1(os.path.abspath(checkpoint).encode()).hexdigest()[:12]
+    """A short name for a checkpoint location (its absolute path, or its URL, hashed)."""
+    if url_scheme(checkpoint) is None:
+        checkpoint = os.path.abspath(checkpoint)
+    return hashlib.sha1(checkpoint.encode()).hexdigest()[:12]
 
 
 def decide_start(args: argparse.Namespace, *, state_aware: bool = False,
@@ -221,7 +227,7 @@ def apply_trigger(writer: Any, trigger: str) -> Any:
 
 
 def make_spark(app_name: str, master: str | None = None, delta: bool = False, *,
-               restore: bool = False) -> Any:
+               restore: bool = False, s3a: bool = False) -> Any:
     """The job's session. Spark's Kafka connector comes from ``--packages`` or
     ``spark.jars`` when the submitter gave it (checked: it must be this Spark's exact
     version); else its jars (matching this PySpark exactly) are added to ``spark.jars``,
@@ -230,14 +236,16 @@ def make_spark(app_name: str, master: str | None = None, delta: bool = False, *,
     ``delta``: Delta Lake's session settings, and its jars unless submitted with them.
     ``restore`` (``--restore``): offset-journal's state-restore helper jar too, unless
     the submitter gave it (under spark-submit: ``--jars`` with the path
-    ``offset-journal jars state-restore`` prints)."""
+    ``offset-journal jars state-restore`` prints).
+    ``s3a`` (a path on S3): hadoop-aws the same way unless the submitter gave it; the
+    endpoint and credentials come from the submitter's Hadoop configuration
+    (``spark.hadoop.fs.s3a.*``, core-site.xml) or the environment, as for any Spark job."""
     from pyspark.sql import SparkSession
 
     from offset_journal.local.jars import (
         DELTA_SPARK_CONF,
         STATE_RESTORE_JAR,
         check_connector_matches,
-        delta_spark_jars_value,
         installed_spark_version,
         spark_jars_value,
         state_restore_jar,
@@ -258,14 +266,34 @@ def make_spark(app_name: str, master: str | None = None, delta: bool = False, *,
     if delta:
         for key, value in DELTA_SPARK_CONF.items():
             builder = builder.config(key, value)
-        if not on_class_path and not any("delta-spark" in x for x in given_jars + packages):
-            added.append(delta_spark_jars_value())
+    if not on_class_path:
+        added += _optional_jars(given_jars, packages, s3a=s3a, delta=delta)
     if restore and not on_class_path and not any(j.endswith(STATE_RESTORE_JAR)
                                                  for j in given_jars):
         added.append(str(state_restore_jar()))
     if added:
         builder = builder.config("spark.jars", ",".join([*given_jars, *added]))
     return builder.getOrCreate()
+
+
+def _optional_jars(jars: list[str], packages: list[str], *, s3a: bool,
+                   delta: bool) -> list[str]:
+    """hadoop-aws (``s3a``) and Delta Lake (``delta``) for ``spark.jars``, each unless
+    the submitter gave it."""
+    from offset_journal.local.jars import delta_spark_jars_value, s3a_spark_jars_value
+
+    given = [*jars, *packages]
+    out = []
+    if s3a and not any("hadoop-aws" in g for g in given):
+        out.append(s3a_spark_jars_value())
+    if delta and not any("delta-spark" in g for g in given):
+        out.append(delta_spark_jars_value())
+    return out
+
+
+def on_object_store(*paths: str | None) -> bool:
+    """Whether any of ``paths`` is on S3 (``s3a://``, ``s3://``, ``s3n://``)."""
+    return any(p and url_scheme(p) in ("s3a", "s3", "s3n") for p in paths)
 
 
 def submitted_jars() -> tuple[list[str], list[str], bool]:
@@ -349,7 +377,8 @@ def run_job(name: str, parser: argparse.ArgumentParser, build_query: Any,
     try:
         spark = make_spark(args.query_name, args.master,
                            delta=str(getattr(args, "sink", "")).startswith("delta"),
-                           restore=bool(getattr(args, "restore", False)))
+                           restore=bool(getattr(args, "restore", False)),
+                           s3a=on_object_store(args.checkpoint, getattr(args, "output", None)))
     except offset_journal.ConfigError as exc:
         print(f"{name}: error: {offset_journal.redact(exc)}", file=sys.stderr)
         return 2

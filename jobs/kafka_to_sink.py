@@ -23,6 +23,8 @@ table's ``txn`` of OLD's query id or txnAppId) and starts after the last batch t
 holds, with that batch's offsets from OLD: exactly once into the sink across a driver
 crash. (Without it the plan reads the file and Delta sinks the journal names.) A job
 changing its sink kind on the upgrade leaves ``--old-checkpoint`` out.
+
+Paths may be on S3 (``s3a://bucket/...``), the checkpoint as well as the output.
 """
 
 from __future__ import annotations

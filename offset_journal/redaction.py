@@ -1,7 +1,15 @@
-"""Passwords out of any text that may hold a database URL or connection string (pure).
+"""Passwords out of any text that may hold a database URL or connection string, and
+object-store secrets out of any text that may hold their settings (pure).
 
 Anything that prints a URL, an error or a record prints :func:`redact` of it, so
-passwords never reach logs, error messages or the journal's own tables.
+passwords never reach logs, error messages or the journal's own tables. The secrets of
+object stores are the values of settings and variables named for them, however written
+(``name=value``, ``name: value``, ``"name": "value"``, ``--conf name=value``, a URL's
+query): ``fs.s3a.secret.key`` and ``fs.s3a.session.token`` (per bucket too),
+``AWS_SECRET_ACCESS_KEY`` and ``AWS_SESSION_TOKEN`` (and the profile files'
+``aws_secret_access_key``), ``X-Amz-Security-Token`` and ``X-Amz-Signature`` (a
+presigned URL), ADLS's ``fs.azure.account.key.*`` and SAS tokens, GCS's client secret
+and refresh token.
 """
 
 from __future__ import annotations
@@ -27,7 +35,18 @@ _PASSWORD_IN_QUERY = re.compile(
 )
 
 
+_SECRET_NAME = (r"(?:secret[._-]?(?:access[._-]?)?key|session[._-]?token|security[._-]?token"
+                r"|x-amz-signature|client[._-]?secret|refresh[._-]?token|sas[._-]?token"
+                r"|account[._-]?key(?:\.[\w.-]+)?)")
+_SECRET_SETTING = re.compile(
+    r"(?i)((?:^|(?<=[^\w.-]))[\w.-]*?" + _SECRET_NAME + r"[\"']?\s*[=:]\s*)"
+    r"('(?:[^'\\]|\\.)*'?|\"(?:[^\"\\]|\\.)*\"?|[^&;\s,)\]}\"']*)"
+)
+
+
 def redact(text: object) -> str:
-    """Replace passwords in any text holding database URLs (or connection strings) by ***."""
+    """Replace passwords in any text holding database URLs (or connection strings), and
+    object-store secrets in any text holding their settings, by ***."""
     out = _PASSWORD_IN_URL.sub(r"\1***", str(text))
-    return _PASSWORD_IN_QUERY.sub(r"\1***", out)
+    out = _PASSWORD_IN_QUERY.sub(r"\1***", out)
+    return _SECRET_SETTING.sub(r"\1***", out)

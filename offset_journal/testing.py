@@ -21,9 +21,12 @@ engine that happens to answer does not change it.
 * ``journal_pooler``: Debian's PgBouncer (transaction mode) in front of that Postgres,
   once per session; ``journal_pooler.url_for(journal_url)`` reaches a test's database
   through it.
-* ``spark`` (one local SparkSession per test session, with Spark's own Kafka connector
-  and Delta Lake on ``spark.jars``) and ``journaled_spark``; ``delta_spark`` is the same
-  session, failing the test with the reason when Delta Lake could not be set up.
+* ``spark`` (one local SparkSession per test session, with Spark's own Kafka connector,
+  Delta Lake and ``s3a://`` on ``spark.jars``) and ``journaled_spark``; ``delta_spark`` is
+  the same session, failing the test with the reason when Delta Lake could not be set up.
+* ``s3_server``: an S3 server on loopback (moto, credentials checked), once per test
+  session (:mod:`offset_journal.local.s3`); ``s3a_spark`` is the shared session pointed
+  at it (its Hadoop configuration), failing the test when ``s3a://`` could not be set up.
 """
 
 from __future__ import annotations
@@ -51,6 +54,7 @@ DOCKER_ONLY_MARKER = "docker_only"
 
 log = logging.getLogger(__name__)
 _delta_unavailable: list[str] = []  # why the session has no Delta Lake, if it has none
+_s3a_unavailable: list[str] = []  # why the session has no s3a://, if it has none
 
 
 _mode: list[str] = []  # the session's services mode, once configured
@@ -142,13 +146,15 @@ def journal_url(empty_database_url: str) -> str:
 
 
 def make_spark_session(app_name: str = "offset-journal-tests",
-                       master: str = "local[2]", delta: bool = False) -> Any:
+                       master: str = "local[2]", delta: bool = False,
+                       s3a: bool = False) -> Any:
     """A small SparkSession for tests (Python workers on this interpreter), reading Kafka
     with Spark's own connector: its jars (and offset-journal's state-restore helper) go
     in through ``spark.jars``, which also ships them to executors on a multi-process
     master such as ``local-cluster[2,1,1024]``.
     ``delta``: Delta Lake's jars and session settings too (:data:`jars.DELTA_SPARK_CONF`);
-    raises JarsError when they cannot be had."""
+    ``s3a``: hadoop-aws and the AWS SDK modules it calls, for ``s3a://`` paths. Raises
+    JarsError when they cannot be had."""
     os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
     os.environ.setdefault("PYSPARK_DRIVER_PYTHON", sys.executable)
     from pyspark.sql import SparkSession
@@ -156,6 +162,7 @@ def make_spark_session(app_name: str = "offset-journal-tests",
     from .local.jars import (
         DELTA_SPARK_CONF,
         delta_spark_jars_value,
+        s3a_spark_jars_value,
         spark_jars_value,
         state_restore_jar,
     )
@@ -163,6 +170,8 @@ def make_spark_session(app_name: str = "offset-journal-tests",
     # The state-restore helper (savepoint restore, state repartition): built once per
     # source digest, then only its directory is listed.
     jar_paths = [spark_jars_value(), str(state_restore_jar())]
+    if s3a:
+        jar_paths.append(s3a_spark_jars_value())
     builder = SparkSession.builder
     if delta:
         jar_paths.append(delta_spark_jars_value())
@@ -186,19 +195,56 @@ def make_spark_session(app_name: str = "offset-journal-tests",
 
 @pytest.fixture(scope="session")
 def spark() -> Iterator[Any]:
-    """One local SparkSession for the whole test session, with Delta Lake when its jars
-    can be had (else without it: only the tests that need Delta fail, saying why)."""
-    from .errors import JarsError
+    """One local SparkSession for the whole test session, with Delta Lake and s3a:// when
+    their jars can be had (else without: only the tests that need them fail, saying why;
+    once fetched, the jars come from the cache)."""
+    from .local.jars import delta_spark_jars_value, s3a_spark_jars_value
 
-    try:
-        session = make_spark_session(delta=True)
-    except JarsError as exc:
-        log.warning("test SparkSession without Delta Lake: %s", exc)
-        _delta_unavailable.append(str(exc))
-        session = make_spark_session()
+    delta = _optional_jars("Delta Lake", delta_spark_jars_value, _delta_unavailable)
+    s3a = _optional_jars("s3a://", s3a_spark_jars_value, _s3a_unavailable)
+    session = make_spark_session(delta=delta, s3a=s3a)
     session.sparkContext.setLogLevel("ERROR")
     yield session
     session.stop()
+
+
+def _optional_jars(what: str, fetch: Any, why: list[str]) -> bool:
+    """Fetch (or find in the cache) an optional jar set; False, with the reason kept
+    in ``why``, when it cannot be had."""
+    from .errors import JarsError
+
+    try:
+        fetch()
+    except JarsError as exc:
+        log.warning("test SparkSession without %s: %s", what, exc)
+        why.append(str(exc))
+        return False
+    return True
+
+
+@pytest.fixture(scope="session")
+def s3_server() -> Iterator[Any]:
+    """An S3 server on loopback for the whole test session (moto, IAM credentials
+    checked): its ``endpoint``, the user's key, ``hadoop_conf()`` and ``environ()``."""
+    from .local.s3 import start_s3
+
+    server = start_s3()
+    try:
+        yield server
+    finally:
+        server.stop()
+
+
+@pytest.fixture(scope="session")
+def s3a_spark(spark: Any, s3_server: Any) -> Any:
+    """The shared SparkSession with ``s3a://`` pointed at ``s3_server``: its settings
+    in the session's Hadoop configuration (read by every later query and read)."""
+    if _s3a_unavailable:
+        pytest.fail(f"s3a:// is not available to the test session: {_s3a_unavailable[0]}")
+    conf = spark.sparkContext._jsc.hadoopConfiguration()
+    for key, value in s3_server.hadoop_conf().items():
+        conf.set(key, value)
+    return spark
 
 
 @pytest.fixture

@@ -31,7 +31,8 @@ HELPERS = {"_common", "delay_proxy", "run_all"}  # not benchmarks themselves
 LIVE_KAFKA = {"check_fleet", "sink_chaos", "restore"}  # they ask a broker
 NEEDS = {"stream_overhead": pytest.mark.spark, "fleet_pgbouncer": pytest.mark.pgbouncer,
          "ceiling": pytest.mark.pgbouncer, "savepoint": pytest.mark.spark,
-         "sink_chaos": pytest.mark.spark, "restore": pytest.mark.spark}
+         "sink_chaos": pytest.mark.spark, "restore": pytest.mark.spark,
+         "object_store": pytest.mark.spark}
 TIMEOUT = {"sink_chaos": 600}  # two driver JVMs, one killed; seconds (300 for the rest)
 
 

@@ -393,7 +393,7 @@ def test_remote_url_without_fsspec_says_what_to_install(monkeypatch: pytest.Monk
     # A None entry in sys.modules makes `import fsspec` fail as on a machine without it.
     monkeypatch.setitem(sys.modules, "fsspec", None)
     with pytest.raises(CheckpointError, match="pip install fsspec"):
-        read_checkpoint("s3://bucket/checkpoints/q1")
+        read_checkpoint("hdfs://namenode/checkpoints/q1")
 
 
 def test_memory_filesystem_through_fsspec() -> None:

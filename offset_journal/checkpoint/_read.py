@@ -88,11 +88,16 @@ def _read_batches(store: Store, offsets_dir: str, ids: tuple[list[int], set[int]
     offset_ids, commit_ids = ids
     batches: list[CheckpointBatch] = []
     last_id = offset_ids[-1] if offset_ids else None
+    # All at once: on an object store, one request per file, in flight together.
+    contents = store.read_many([store.join(offsets_dir, str(i)) for i in offset_ids])
     for batch_id in offset_ids:
         committed = batch_id in commit_ids
         file_path = store.join(offsets_dir, str(batch_id))
         try:
-            parsed = parse_offsets_file(decode(store.read(file_path)))
+            data = contents[file_path]
+            if isinstance(data, BaseException):
+                raise data
+            parsed = parse_offsets_file(decode(data))
         except FileNotFoundError:
             log.debug("%s vanished while reading (purged by a running query?)", file_path)
             continue

@@ -50,8 +50,9 @@ def command_deadline(timeout: float | None, command: str | None) -> float | None
 
 def timed_out_line(seconds: float) -> str:
     """What a command says when its deadline passed."""
-    return (f"no answer within {seconds:g} s: the database (or Kafka cluster) stopped "
-            f"answering (raise the limit with --timeout SECONDS or {ENV_TIMEOUT})")
+    return (f"no answer within {seconds:g} s: the database (or Kafka cluster, or object "
+            f"store) stopped answering (raise the limit with --timeout SECONDS or "
+            f"{ENV_TIMEOUT})")
 
 
 @contextlib.contextmanager

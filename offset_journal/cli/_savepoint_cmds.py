@@ -27,7 +27,8 @@ def cmd_savepoint_create(args: argparse.Namespace) -> int:
         prepared = prepare_savepoint(journal, args.query, args.checkpoint, args.to)
         for note in prepared.notes:
             complain("note", note)
-        spark, own = savepoint_session(args.master)
+        spark, own = savepoint_session(args.master,
+                                       lambda: _s3a_jars(args.checkpoint, args.to))
         try:
             made = export_savepoint(spark, journal, prepared, record=not args.no_record)
         finally:
@@ -41,6 +42,16 @@ def cmd_savepoint_create(args: argparse.Namespace) -> int:
          f"{m.run_id} (query id {m.query_id}), in {made.location}")
     say(manifest_table(m))
     return EXIT_OK
+
+
+def _s3a_jars(*paths: str) -> str | None:
+    """hadoop-aws for a session of our own when a path is on S3 (fetched once)."""
+    from ..local.jars import s3a_spark_jars_value
+    from ..values import url_scheme
+
+    if any(url_scheme(p) in ("s3a", "s3", "s3n") for p in paths):
+        return s3a_spark_jars_value()
+    return None
 
 
 def cmd_savepoint_list(args: argparse.Namespace) -> int:

@@ -23,6 +23,10 @@ outside the repository (``~/.cache/offset-journal/jars/<name>-<version>-<pom dig
   itself provided, not shipped), for ``spark.jars``: the savepoint restore and the state
   repartition (:mod:`offset_journal.savepoint.restore`). Cached by the digest of its pom
   and sources.
+* ``s3a``: Spark's ``s3a://`` file system, ``hadoop-aws`` at exactly the Hadoop version
+  PySpark bundles, with the AWS SDK v2 modules it calls (not the SDK's 686 MB bundle),
+  for ``spark.jars``; the session's settings for an endpoint are in
+  :mod:`offset_journal.local.s3`.
 """
 
 from __future__ import annotations
@@ -45,14 +49,16 @@ from ..errors import JarsError
 
 log = logging.getLogger(__name__)
 
-JarSet = Literal["kafka-connector", "kafka-broker", "kafka-mirror", "delta", "state-restore"]
+JarSet = Literal["kafka-connector", "kafka-broker", "kafka-mirror", "delta", "state-restore",
+                 "s3a"]
 JAR_SETS: tuple[JarSet, ...] = ("kafka-connector", "kafka-broker", "kafka-mirror", "delta",
-                                "state-restore")
+                                "state-restore", "s3a")
 STATE_RESTORE_JAR = "state-restore.jar"
 ENV_JARS_DIR = "OFFSET_JOURNAL_JARS_DIR"
 #: The broker's version: any Kafka 4.x broker serves Spark's connector's clients.
 KAFKA_VERSION = "4.1.1"
 CONNECTOR_ARTIFACT = "org.apache.spark:spark-sql-kafka-0-10_2.13"
+S3A_ARTIFACT = "org.apache.hadoop:hadoop-aws"
 #: Delta Lake's release when the delta-spark Python package is not installed (4.4.0 is the
 #: newest on Maven Central for Spark 4.2; PyPI's 4.4.1 has no jar there).
 DELTA_VERSION = "4.4.0"
@@ -117,6 +123,16 @@ def installed_delta_version() -> str:
         return DELTA_VERSION
 
 
+def installed_hadoop_version() -> str:
+    """The Hadoop version PySpark bundles (``hadoop-client-api-3.5.0.jar``: 3.5.0 for
+    PySpark 4.2.0); ``hadoop-aws`` must be exactly this version."""
+    found = sorted(_spark_jars_dir().glob("hadoop-client-api-*.jar"))
+    if not found:
+        raise JarsError(f"no hadoop-client-api jar in {_spark_jars_dir()}: cannot tell the "
+                        "Hadoop version PySpark bundles (give the s3a set's version)")
+    return found[0].name.removeprefix("hadoop-client-api-").removesuffix(".jar")
+
+
 def spark_binary_version() -> str:
     """``4.2`` for PySpark 4.2.0: the Spark part of Delta's artifact name."""
     return ".".join(installed_spark_version().split(".")[:2])
@@ -175,6 +191,9 @@ def spec_for(name: JarSet, version: str | None = None) -> JarSpec:
         return JarSpec(name, version or installed_delta_version(),
                        jvm_dir() / "delta" / "pom.xml", "delta.version",
                        (("spark.binary.version", spark_binary_version()),))
+    if name == "s3a":
+        return JarSpec(name, version or installed_hadoop_version(),
+                       jvm_dir() / "s3a" / "pom.xml", "hadoop.version")
     raise JarsError(f"unknown jar set {name!r}: use one of {', '.join(JAR_SETS)}")
 
 
@@ -191,6 +210,9 @@ def jars(name: JarSet, version: str | None = None) -> list[Path]:
         _check_connector(found, spec.version)
     if name == "delta":
         _check_delta(found, spec)
+    if name == "s3a" and not any(p.name == f"hadoop-aws-{spec.version}.jar" for p in found):
+        raise JarsError(f"hadoop-aws-{spec.version}.jar is missing from {target}: expected "
+                        f"{S3A_ARTIFACT}:{spec.version}")
     return found
 
 
@@ -211,6 +233,11 @@ def delta_spark_jars_value(version: str | None = None) -> str:
     """The ``spark.jars`` value for Delta Lake (comma-separated paths); the session also
     needs :data:`DELTA_SPARK_CONF`."""
     return ",".join(str(p) for p in jars("delta", version))
+
+
+def s3a_spark_jars_value(version: str | None = None) -> str:
+    """The ``spark.jars`` value for ``s3a://`` (comma-separated paths)."""
+    return ",".join(str(p) for p in jars("s3a", version))
 
 
 def classpath(name: JarSet, version: str | None = None) -> str:
@@ -246,7 +273,7 @@ def _fetch(spec: JarSpec, target: Path) -> None:
             _build_with_maven(mvn, spec, staging)
         else:
             _run_maven(mvn, spec, staging)
-        if spec.name in ("kafka-connector", "delta"):
+        if spec.name in ("kafka-connector", "delta", "s3a"):
             _drop_jars_spark_ships(staging)
         (staging / ".complete").write_text(f"{spec.name} {spec.version}\n")
         shutil.rmtree(target, ignore_errors=True)
@@ -314,6 +341,8 @@ def _advice(spec: JarSpec, reason: str) -> str:
     if spec.name == "state-restore":
         return (f"cannot build offset-journal's state-restore helper against Spark "
                 f"{spec.version} (org.apache.spark:spark-sql_2.13:{spec.version}): {reason}")
+    if spec.name == "s3a":
+        return f"cannot fetch {S3A_ARTIFACT}:{spec.version} for s3a://: {reason}"
     if spec.name == "kafka-mirror":
         return (f"cannot fetch MirrorMaker 2 org.apache.kafka:connect-mirror:{spec.version}: "
                 f"{reason}")

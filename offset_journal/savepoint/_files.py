@@ -133,10 +133,14 @@ def same_location(a: str, b: str) -> bool:
 
 
 def remove_partial(store_location: str) -> None:
-    """Remove what a failed savepoint wrote to a local directory it found empty."""
+    """Remove what a failed savepoint wrote to a directory (or an object store's
+    prefix) it found empty."""
     import shutil
 
     store, root = open_store(store_location, None)
+    if store.ordered:
+        store.remove_tree(root)
+        return
     if store.fs is None and os.path.isdir(root):
         for name in os.listdir(root):
             path = os.path.join(root, name)

@@ -14,7 +14,7 @@ the RocksDB provider (:data:`ROCKSDB_PROVIDER`), which the NEW query's session s
 from __future__ import annotations
 
 import logging
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, replace
 from datetime import datetime, timezone
@@ -400,9 +400,11 @@ def initial_state(spark: Any, savepoint: Savepoint | str | int, *, operator: int
     return frame.groupBy(*parts[0].key_columns)
 
 
-def savepoint_session(master: str | None = None) -> tuple[Any, bool]:
+def savepoint_session(master: str | None = None,
+                      jars: Callable[[], str | None] | None = None) -> tuple[Any, bool]:
     """The running SparkSession (False: not ours to stop), else a local one for
-    ``savepoint create`` (True)."""
+    ``savepoint create`` (True), with what ``jars()`` gives on ``spark.jars`` (asked
+    only then: hadoop-aws for ``s3a://``)."""
     try:
         from pyspark import SparkContext
         from pyspark.sql import SparkSession
@@ -413,4 +415,7 @@ def savepoint_session(master: str | None = None) -> tuple[Any, bool]:
         return SparkSession.builder.getOrCreate(), False
     builder = (SparkSession.builder.appName("offset-journal-savepoint")
                .master(master or "local[*]").config("spark.ui.enabled", "false"))
+    extra = jars() if jars is not None else None
+    if extra:
+        builder = builder.config("spark.jars", extra)
     return builder.getOrCreate(), True

@@ -41,6 +41,10 @@ a floor in half the reps and the journal after the previous release in half.
   checks (0013) are paid: the difference to the floor is what they cost;
 * parse: ``batch_from_progress(json)`` alone (it runs in the writer thread too), timed
   in each child;
+* CPU: beside each write's wall time, the CPU time it took, in the child's thread and
+  in the server process of its connection (``/proc/PID/schedstat``: what the machine's
+  other work disturbs less than the wall time); none where the server is not on this
+  machine, nor for a previous release that takes a pooled connection per batch;
 * window: what the writer does with each batch once it is journaled, timed apart right
   after the journal's write: the progress event kept in its failover window
   (capture/_handover.py's ``Failover.journaled``: a line written to a segment file,
@@ -175,28 +179,50 @@ def open_window(journal: Any, conn: Any, url: str) -> Any:
     return failover
 
 
-def write(size: int, rep: int, run_id: str) -> tuple[float, float, float | None]:
+def write(size: int, rep: int, run_id: str) -> tuple[float, float, float | None,
+                                                     float | None]:
     """Seconds to parse batch ``rep`` of ``size`` partitions, to journal it as the
     tree's writer does: on the connection it holds from one batch to the next
     (``Journal.write_batch``); a tree without that (the previous release, whose writer
     took a pooled connection per batch), ``record_batch`` on a connection of its own;
-    and then to keep its event in the failover window (None: the tree has none)."""
+    then to keep its event in the failover window (None: the tree has none); and the
+    CPU seconds of the journal's write (None: not measured, see ``cpu_seconds``)."""
     from offset_journal.records import PROGRESS, batch_from_progress
 
     journal, conn, failover = _JOURNAL
     payload = kafka_progress(rep, size, run_id=run_id, query_id=QUERY_ID)
     t0 = time.perf_counter()
     rec = batch_from_progress(payload)
-    t1 = time.perf_counter()
+    parse = time.perf_counter() - t0
+    used = None
     if hasattr(journal, "write_batch"):
+        pid = conn.connection.driver_connection.info.backend_pid
+        cpu = cpu_seconds(pid)
+        t1 = time.perf_counter()
         assert journal.write_batch(rec, conn)
+        wall = time.perf_counter() - t1
+        used = cpu_seconds(pid, cpu)
     else:
+        t1 = time.perf_counter()
         assert journal.record_batch(rec)
-    t2 = time.perf_counter()
+        wall = time.perf_counter() - t1
     if failover is None:
-        return t1 - t0, t2 - t1, None
+        return parse, wall, None, used
+    t2 = time.perf_counter()
     failover.journaled([{"type": PROGRESS, "json": payload}], lambda events: None)
-    return t1 - t0, t2 - t1, time.perf_counter() - t2
+    return parse, wall, time.perf_counter() - t2, used
+
+
+def cpu_seconds(pid: int, since: float | None = None) -> float | None:
+    """The CPU seconds this thread and server process ``pid`` have run (``since``: less
+    that); None where the server's are not readable (not on this machine)."""
+    try:
+        with open(f"/proc/{pid}/schedstat") as f:
+            server = int(f.read().split()[0]) / 1e9
+    except (OSError, ValueError, IndexError):
+        return None
+    total = time.thread_time() + server
+    return total if since is None else total - since
 
 
 def close_journal() -> None:
@@ -230,32 +256,31 @@ def open_floor(url: str, sizes: list[int]) -> None:
                   floor_one_trip=psycopg.connect(dsn, autocommit=True))
 
 
-def floor(which: str, size: int, rep: int, run_id: str) -> float:
+def floor(which: str, size: int, rep: int, run_id: str) -> tuple[float, float | None]:
     """Seconds for one floor write (``floor``, ``floor_fk``, ``floor_unprepared``,
-    ``floor_one_trip``) of batch ``rep`` of ``size`` partitions; its record and source
-    row are made untimed."""
+    ``floor_one_trip``) of batch ``rep`` of ``size`` partitions, and its CPU seconds
+    (as ``write``'s); its record and source row are made untimed."""
     from offset_journal.records import batch_from_progress
 
     rec = batch_from_progress(kafka_progress(rep, size, run_id=run_id, query_id=QUERY_ID))
     source, layout = floor_source(rec)
-    conn = _FLOOR["floor"]
+    conn, schema = _FLOOR["floor"], "scratch"
     if rep == 0 and which == "floor_fk":  # the journal's own tables need the layout
         with conn.transaction():
             conn.execute("INSERT INTO offset_journal.kafka_layouts (layout_id, topics, "
                          "partitions) VALUES (%(layout_id)s, %(topics)s, "
                          "%(partitions)s::integer[]) ON CONFLICT DO NOTHING", layout)
-    t0 = time.perf_counter()
-    if which == "floor":
-        floor_write(conn, rec, source)
-    elif which == "floor_unprepared":
-        floor_write(_FLOOR["floor_unprepared"],
-                    replace(rec, batch_id=rec.batch_id + 1_000_000), source)
+    if which == "floor_unprepared":
+        conn, rec = _FLOOR["floor_unprepared"], replace(rec, batch_id=rec.batch_id + 1_000_000)
     elif which == "floor_one_trip":
-        floor_write(_FLOOR["floor_one_trip"],
-                    replace(rec, batch_id=rec.batch_id + 2_000_000), source)
-    else:
-        floor_write(conn, replace(rec, run_id=f"floor-{size}"), source, "offset_journal")
-    return time.perf_counter() - t0
+        conn, rec = _FLOOR["floor_one_trip"], replace(rec, batch_id=rec.batch_id + 2_000_000)
+    elif which == "floor_fk":
+        rec, schema = replace(rec, run_id=f"floor-{size}"), "offset_journal"
+    cpu = cpu_seconds(conn.info.backend_pid)
+    t0 = time.perf_counter()
+    floor_write(conn, rec, source, schema)
+    wall = time.perf_counter() - t0
+    return wall, cpu_seconds(conn.info.backend_pid, cpu)
 
 
 def close_floor() -> None:
@@ -301,7 +326,8 @@ def main(args: argparse.Namespace) -> None:
         for size in args.sizes:
             run_id = f"bench-run-{size}"
             t: dict[str, list[float]] = {k: [] for k in (
-                "parse", "previous_parse", "window", *VARIANTS)}
+                "parse", "previous_parse", "window", *VARIANTS,
+                *(f"cpu_{v}" for v in VARIANTS))}
             for rep in range(args.warmup + args.reps):
                 # the two journals alternate which goes first, the two floors too, and
                 # every other two reps the floors go first: j p f fk, p j fk f, f fk j p,
@@ -310,14 +336,16 @@ def main(args: argparse.Namespace) -> None:
                 timings = {}
                 for which in order:
                     if which == "journal":
-                        timings["parse"], timings["journal"], timings["window"] = new.call(
+                        (timings["parse"], timings["journal"], timings["window"],
+                         timings["cpu_journal"]) = new.call(
                             "write", size=size, rep=rep, run_id=run_id)
                     elif which == "previous":
-                        timings["previous_parse"], timings["previous"], _ = old.call(
+                        (timings["previous_parse"], timings["previous"], _,
+                         timings["cpu_previous"]) = old.call(
                             "write", size=size, rep=rep, run_id=run_id)
                     else:
-                        timings[which] = new.call("floor", which=which, size=size, rep=rep,
-                                                  run_id=run_id)
+                        timings[which], timings[f"cpu_{which}"] = new.call(
+                            "floor", which=which, size=size, rep=rep, run_id=run_id)
                 if rep >= args.warmup:
                     for k, v in timings.items():
                         if v is not None:
@@ -341,7 +369,13 @@ def report(args: argparse.Namespace, results: list[tuple[int, dict[str, list[flo
         rs = [a / b for a, b in zip(num, den, strict=True)]  # per rep: adjacent in time
         return f"{quantile(rs, .5):.2f} ({quantile(rs, .25):.2f}-{quantile(rs, .75):.2f})"
 
-    time_rows, ratio_rows, previous_rows = [], [], []
+    def cpu_cell(t: dict[str, list[float]], num: str, den: str | None = None) -> str:
+        a, b = t[f"cpu_{num}"], t[f"cpu_{den}"] if den else t[num]
+        if len(a) != len(t[num]) or len(b) != len(a):  # not measured (in every rep)
+            return "-"
+        return ratio(a, b) if den else cell(a)
+
+    time_rows, ratio_rows, previous_rows, cpu_rows = [], [], [], []
     for size, t in results:
         journal_floor = quantile([a / b for a, b in zip(t["journal"], t["floor"], strict=True)],
                                  .5)
@@ -370,6 +404,11 @@ def report(args: argparse.Namespace, results: list[tuple[int, dict[str, list[flo
             ratio(t["journal"], t["previous"]), ratio(t["previous"], t["journal"]),
             ratio(t["previous"], t["floor"]), cell(t["previous_parse"]), cell(t["parse"]),
         ])
+        cpu_rows.append([
+            f"{size:,}", cpu_cell(t, "journal"), cpu_cell(t, "previous"), cpu_cell(t, "floor"),
+            cpu_cell(t, "floor_fk"), cpu_cell(t, "journal", "floor"),
+            cpu_cell(t, "previous", "floor"), cpu_cell(t, "journal", "previous"),
+        ])
     print(f"\n{args.reps} reps per size (after {args.warmup} warm-up), medians with p25-p75; "
           "ratios are medians of the per-rep ratios.\n")
     print("Current (journal) and the floors, ms:\n")
@@ -386,6 +425,10 @@ def report(args: argparse.Namespace, results: list[tuple[int, dict[str, list[flo
                  "speed-up (previous / current)", "previous / floor", "previous parse ms",
                  "current parse ms"],
                 previous_rows))
+    print("\nCPU per write, the child's thread and the server process together, ms (its "
+          "ratios per rep):\n")
+    print(table(["partitions", "journal", "previous", "floor", "floor + checks",
+                 "journal / floor", "previous / floor", "journal / previous"], cpu_rows))
     print("\nTargets (issue 22): 1 partition <= 1.5x the floor; 10,000 partitions >= 4x "
           "faster than the previous release; other sizes <= 2x the floor. The failover "
           "window is kept after the write, outside its target.")

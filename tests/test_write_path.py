@@ -1,6 +1,8 @@
 """The write path of migration 0014: a batch journaled by one call to
 ``offset_journal.journal_batch``, and a lone batch (what the listener's writer sends) in
-one round trip, with the statement timeout, as a transaction of its own."""
+one round trip, with the statement timeout, as a transaction of its own: prepared on
+the writer's connection straight to Postgres, one query of the simple protocol
+elsewhere."""
 
 from __future__ import annotations
 
@@ -15,6 +17,7 @@ from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any
 
+import psycopg
 import pytest
 import sqlalchemy as sa
 from alembic import command
@@ -23,7 +26,7 @@ from psycopg import pq
 from offset_journal.capture._watchdog import Watchdog
 from offset_journal.capture.writer import Writer, WriterConfig, writer_journal
 from offset_journal.journal import Journal
-from offset_journal.journal.db import alembic_config, resolve_url, upgrade
+from offset_journal.journal.db import alembic_config, resolve_url, session_settled, upgrade
 from offset_journal.journal.roles import writer_statements
 from offset_journal.records import PROGRESS, BatchRecord, batch_from_progress
 
@@ -58,17 +61,28 @@ def _traced(conn: sa.Connection, fn: Any) -> tuple[Any, list[str]]:
     return result, sent
 
 
-def test_a_lone_batch_is_one_query_with_its_statement_timeout(journal_url: str) -> None:
+def test_a_lone_batch_is_one_round_trip_with_its_statement_timeout(journal_url: str) -> None:
+    """The writer's connection straight to Postgres holds its settings for the session
+    and sends a lone batch as a prepared statement: prepared on first use, then one
+    round trip (Bind, Execute, Sync) without the statement's text."""
     run = str(uuid.uuid4())
     journal = writer_journal(WriterConfig(journal_url, spool_dir="unused",
                                           statement_timeout_ms=7_000))
     try:
         with journal.engine.connect() as conn:
+            driver = conn.connection.driver_connection
+            assert isinstance(driver, psycopg.Connection) and session_settled(driver)
+            # the session's own settings, outside any transaction (no SET LOCAL)
+            assert [driver.pgconn.exec_(f"SHOW {name}".encode()).get_value(0, 0)
+                    for name in ("statement_timeout", "search_path")] == [
+                        b"7s", b"pg_catalog, pg_temp"]
             assert journal.write_batch(_batch(run, 0), conn)  # nothing remembered: read first
-            ok, sent = _traced(conn, lambda: journal.write_batch(_batch(run, 1), conn))
-            assert ok and sent == ["Query"]  # no BEGIN, no COMMIT, no Parse/Bind of its own
+            ok, first = _traced(conn, lambda: journal.write_batch(_batch(run, 1), conn))
+            assert ok and first[-4:] == ["Bind", "Describe", "Execute", "Sync"]
+            ok, sent = _traced(conn, lambda: journal.write_batch(_batch(run, 2), conn))
+            assert ok and sent == ["Bind", "Describe", "Execute", "Sync"]  # no Parse, no BEGIN
             # The same batch again (a spool replay): journaled once, nothing rejected.
-            assert journal.write_batch(_batch(run, 1), conn) is False
+            assert journal.write_batch(_batch(run, 2), conn) is False
             # The transactions that follow are transactions, with the timeout.
             with conn.begin():
                 assert conn.exec_driver_sql("SHOW statement_timeout").scalar_one() == "7s"
@@ -77,6 +91,10 @@ def test_a_lone_batch_is_one_query_with_its_statement_timeout(journal_url: str) 
             assert conn.exec_driver_sql(
                 "SELECT to_regclass('pg_temp.t') IS NULL").scalar_one() is True
             conn.rollback()
+            # psycopg deallocates what it prepared on a rollback: prepared again, still
+            # one transaction of its own
+            assert journal.write_batch(_batch(run, 3), conn)
+            assert driver.pgconn.transaction_status == pq.TransactionStatus.IDLE
     finally:
         journal.close()
     rows = sql_rows(journal_url, "SELECT b.batch_id, k.partition, k.start_offset, "
@@ -84,9 +102,22 @@ def test_a_lone_batch_is_one_query_with_its_statement_timeout(journal_url: str) 
                                  "offset_journal.batches b ON b.id = k.batch_pk "
                                  "WHERE b.run_id = :run ORDER BY 1, 2", run=run)
     assert rows == [(i, p, None if i == 0 else 10 * i + p, 10 * (i + 1) + p)
-                    for i in range(2) for p in range(3)]
+                    for i in range(4) for p in range(3)]
     assert sql_rows(journal_url, "SELECT count(*) FROM offset_journal.rejected_events") == [
         (0,)]
+
+
+def test_a_lone_batch_elsewhere_is_one_query_with_its_settings(journal_url: str) -> None:
+    """A connection not known to be straight to Postgres (a journal opened without
+    reading which server it is on; behind a pooler: tests/test_pgbouncer.py) prepares
+    nothing: a lone batch is one query of the simple protocol, its settings first."""
+    run = str(uuid.uuid4())
+    with Journal(journal_url) as journal, journal.engine.connect() as conn:
+        driver = conn.connection.driver_connection
+        assert not session_settled(driver) and driver.prepare_threshold is None
+        assert journal.write_batch(_batch(run, 0), conn)
+        ok, sent = _traced(conn, lambda: journal.write_batch(_batch(run, 1), conn))
+        assert ok and sent == ["Query"]  # no BEGIN, no COMMIT, no Parse/Bind of its own
 
 
 def test_the_statement_timeout_holds_in_the_one_query_write(journal_url: str) -> None:
@@ -274,16 +305,21 @@ def test_record_batch_on_a_connection_without_a_transaction_commits_with_it(
                                  ":run", run=run) == [(1,)]
 
 
-def test_the_smallest_bigint_goes_through_the_one_query_write(journal_url: str) -> None:
+@pytest.mark.parametrize("opened", ["prepared", "bound in the client"])
+def test_the_smallest_bigint_goes_through_the_one_query_write(journal_url: str,
+                                                              opened: str) -> None:
     """Bound in the client, a negative number is written with its sign apart; a cast
-    right after it would apply before the minus and overflow."""
+    right after it would apply before the minus and overflow. Prepared, it is a
+    parameter like any other."""
     run = str(uuid.uuid4())
     smallest = -(2 ** 63)
-    with Journal(journal_url) as journal, journal.engine.connect() as conn:
+    journal = (writer_journal(WriterConfig(journal_url, spool_dir="unused"))
+               if opened == "prepared" else Journal(journal_url))
+    with journal, journal.engine.connect() as conn:
         assert journal.write_batch(_batch(run, 0), conn)
         one = dataclasses.replace(_batch(run, 1), batch_duration_ms=smallest)
         ok, sent = _traced(conn, lambda: journal.write_batch(one, conn))
-        assert ok and sent == ["Query"]
+        assert ok and ("Query" in sent) == (opened == "bound in the client")
     assert sql_rows(journal_url, "SELECT batch_duration_ms FROM offset_journal.batches WHERE "
                                  "run_id = :run AND batch_id = 1", run=run) == [(smallest,)]
 

@@ -20,7 +20,7 @@ import sqlalchemy as sa
 from psycopg import pq
 from psycopg.types.json import Jsonb
 
-from .db import plain_and_idle, transaction_settings
+from .db import plain_and_idle, session_settled, transaction_settings
 
 Row = tuple[Any, ...]
 
@@ -51,7 +51,8 @@ def jsonb(value: Any) -> Jsonb:
 
 def execute(conn: sa.Connection, statement: str, params: Mapping[str, Any]) -> Row | None:
     """``statement`` in ``conn``'s transaction (begun here through SQLAlchemy, with the
-    engine's settings, when none is); its first row."""
+    engine's settings, when none is); its first row. Prepared on a connection that may
+    (db.session_settled), as :func:`run_alone` does."""
     if not conn.in_transaction():
         conn.begin()  # else psycopg would open one SQLAlchemy neither sees nor commits
     fairy = conn.connection
@@ -61,7 +62,8 @@ def execute(conn: sa.Connection, statement: str, params: Mapping[str, Any]) -> R
         return None if row is None else tuple(row)
     try:
         with driver.cursor() as cur:
-            cur.execute(statement, params)
+            # prepared where the connection may (db.session_settled), else never
+            cur.execute(statement, params, prepare=session_settled(driver) or None)
             return cur.fetchone()
     except psycopg.Error as exc:
         raise _as_sqlalchemy(conn, fairy, statement, params, exc) from exc
@@ -70,23 +72,30 @@ def execute(conn: sa.Connection, statement: str, params: Mapping[str, Any]) -> R
 def run_alone(conn: sa.Connection, statement: str, params: Mapping[str, Any]) -> Row | None:
     """``statement`` as a transaction of its own, in one round trip; its first row.
 
-    ``conn`` is not in a transaction. The engine's per-transaction settings (the search
-    path, the statement timeout) and the
-    statement go as one query of the simple protocol, which
-    Postgres runs as one implicit transaction: committed when all of it succeeds,
-    rolled back when anything fails, the connection idle after it either way. The
-    parameters are bound in the client for that (psycopg's ClientCursor quotes them).
-    Where that cannot be done (another driver, a connection with transaction options),
-    the statement runs in a transaction SQLAlchemy opens and commits.
+    ``conn`` is not in a transaction. On a connection whose session holds the engine's
+    settings (db.session_settled: straight to Postgres), the statement alone, prepared:
+    its first run on a connection prepares it (a round trip more), and from then on it
+    goes without its text and is neither parsed nor planned again. Anywhere else (behind
+    a pooler, which keeps no session for a client), the engine's per-transaction
+    settings (the search path, the statement timeout) and the statement go as one query
+    of the simple protocol, its parameters bound in the client (psycopg's ClientCursor
+    quotes them). Either way Postgres runs it as one implicit transaction: committed
+    when all of it succeeds, rolled back when anything fails, the connection idle after
+    it. Where that cannot be done (another driver, a connection with transaction
+    options), the statement runs in a transaction SQLAlchemy opens and commits.
     """
     fairy = conn.connection
     driver = fairy.driver_connection
     if not isinstance(driver, psycopg.Connection) or not plain_and_idle(driver):
         with conn.begin():
             return execute(conn, statement, params)
-    settings = transaction_settings(conn.engine)
     try:
         driver.autocommit = True  # no BEGIN of psycopg's: the query is the transaction
+        if session_settled(driver):
+            with driver.cursor() as cur:
+                cur.execute(statement, params, prepare=True)
+                return cur.fetchone()
+        settings = transaction_settings(conn.engine)
         with psycopg.ClientCursor(driver) as cur:
             cur.execute("; ".join((*settings, statement)), params)
             for _ in settings:

@@ -24,7 +24,14 @@ from psycopg import pq
 from ..errors import ConfigError
 from ..formatting import escape_line
 from ..redaction import redact
-from .server import GUARD_PARAMETER, SERVER_GUARD, SERVER_IDENTITY, guard_for, note_connection
+from .server import (
+    GUARD_PARAMETER,
+    SERVER_GUARD,
+    SERVER_IDENTITY,
+    behind_pooler,
+    guard_for,
+    note_connection,
+)
 
 log = logging.getLogger(__name__)
 
@@ -183,7 +190,9 @@ def make_engine(url: str | None = None, *, connect_timeout: int = 5,
     ``identify_server``: every new connection reads which server it is on and whether
     a pooler is in between, and behind a pooler every transaction is guarded against
     another server than the one expected (the listener's writer: a failover, see
-    server.py and capture/writer.py).
+    server.py and capture/writer.py). A connection found to be straight to Postgres
+    keeps the settings for its session and may prepare what asks to be
+    (:func:`session_settled`).
     """
     resolved = resolve_url(url)
     connect_args: dict[str, object] = {}
@@ -202,7 +211,8 @@ def make_engine(url: str | None = None, *, connect_timeout: int = 5,
     settings = transaction_statements(statement_timeout_ms)
     _TRANSACTION_SETTINGS[engine] = settings
     if identify_server and engine.dialect.driver == "psycopg":
-        sa.event.listen(engine, "connect", _identify_server)
+        sa.event.listen(engine, "connect", _identify_server(
+            "; ".join(f"SET {one}" for one in _settings(statement_timeout_ms)).encode()))
     sa.event.listen(engine, "begin", _settings_hook(engine))
     return engine
 
@@ -219,15 +229,21 @@ _TRANSACTION_SETTINGS: weakref.WeakKeyDictionary[sa.Engine, tuple[str, ...]] = (
     weakref.WeakKeyDictionary())
 
 
+def _settings(statement_timeout_ms: int | None) -> list[str]:
+    """``name = value`` of each setting: the search path, and the statement timeout when
+    there is one."""
+    settings = [f"search_path = {SEARCH_PATH}"]
+    if statement_timeout_ms:
+        settings.append(f"statement_timeout = {int(statement_timeout_ms)}")
+    return settings
+
+
 def transaction_statements(statement_timeout_ms: int | None = None) -> tuple[str, ...]:
     """The ``SET LOCAL`` statements that open each transaction: the search path, and the
     statement timeout when there is one. Per transaction, not per session: behind a
     transaction pooler the next transaction may run on another server connection (and
     a session setting would leak to the pooler's other clients)."""
-    statements = [f"SET LOCAL search_path = {SEARCH_PATH}"]
-    if statement_timeout_ms:
-        statements.append(f"SET LOCAL statement_timeout = {int(statement_timeout_ms)}")
-    return tuple(statements)
+    return tuple(f"SET LOCAL {one}" for one in _settings(statement_timeout_ms))
 
 
 def transaction_settings(engine: sa.Engine) -> tuple[str, ...]:
@@ -266,29 +282,66 @@ def _initialize_in_safe_path(dialect: Any) -> None:
     dialect.initialize = initialize
 
 
-def _identify_server(dbapi_connection: Any, _record: Any) -> None:
-    """Read which server a new connection is on (server.py), in a transaction of its
-    own on the search path. Unread, the writer cannot tell a change of server on this
-    connection (no failover window, no guard): said as a warning."""
-    if not isinstance(dbapi_connection, psycopg.Connection):
-        return
-    if not _begin_with(dbapi_connection,
-                       f"BEGIN; SET LOCAL search_path = {SEARCH_PATH}".encode()):
-        log.warning("offset-journal: could not open a transaction to read which server "
-                     "a new connection to the journal database is on: a failover is not "
-                     "seen on this connection (no failover window, no guard)")
-        return
-    try:
-        with dbapi_connection.cursor() as cur:
-            row = cur.execute(SERVER_IDENTITY).fetchone()
-    finally:
-        dbapi_connection.rollback()
-    note_connection(dbapi_connection, row)
+def _identify_server(session: bytes) -> Callable[[Any, Any], None]:
+    """A ``connect`` hook that reads which server a new connection is on (server.py), in
+    a transaction of its own on the search path. Unread, the writer cannot tell a change
+    of server on this connection (no failover window, no guard): said as a warning.
+    A connection straight to Postgres then takes the engine's settings for its session
+    (``session``: ``SET ...; SET ...``), see :func:`_settle`."""
+
+    def identify(dbapi_connection: Any, _record: Any) -> None:
+        if not isinstance(dbapi_connection, psycopg.Connection):
+            return
+        if not _begin_with(dbapi_connection,
+                           f"BEGIN; SET LOCAL search_path = {SEARCH_PATH}".encode()):
+            log.warning("offset-journal: could not open a transaction to read which server "
+                        "a new connection to the journal database is on: a failover is not "
+                        "seen on this connection (no failover window, no guard)")
+            return
+        try:
+            with dbapi_connection.cursor() as cur:
+                row = cur.execute(SERVER_IDENTITY).fetchone()
+        finally:
+            dbapi_connection.rollback()
+        note_connection(dbapi_connection, row)
+        if not behind_pooler(dbapi_connection):
+            _settle(dbapi_connection, session)
+
+    return identify
+
+
+_SETTLED: weakref.WeakSet[Any] = weakref.WeakSet()
+
+_ONLY_WHEN_ASKED = 2 ** 62
+"""psycopg's ``prepare_threshold`` on a settled connection: it prepares a statement after
+that many runs, so never on its own; only a statement run with ``prepare=True``."""
+
+
+def _settle(driver: psycopg.Connection[Any], session: bytes) -> None:
+    """Give ``driver``, a connection straight to Postgres (no pooler: it stays on one
+    server process until it breaks), the engine's settings for its whole session, and
+    let it prepare a statement that asks to be. Each transaction still sets them
+    (``SET LOCAL``, the same values). What this buys is the write path's one round trip
+    as a prepared statement: sent without its text, not parsed nor planned again
+    (journal/_driver.py). Left as it was when the settings cannot be set."""
+    with driver.lock:
+        done = driver.pgconn.exec_(session).status == pq.ExecStatus.COMMAND_OK
+    if done:
+        driver.prepare_threshold = _ONLY_WHEN_ASKED
+        _SETTLED.add(driver)
+
+
+def session_settled(driver: Any) -> bool:
+    """Whether ``driver``'s session holds its engine's settings and it may prepare (a
+    connection of an ``identify_server`` engine found straight to Postgres): a
+    statement needs no ``SET LOCAL`` before it there, and may be prepared."""
+    return driver in _SETTLED
 
 
 def _no_prepared_statements(dbapi_connection: Any, _record: Any) -> None:
     """Never prepare on the server: a transaction pooler hands the next transaction to
-    another server connection, where the prepared statement does not exist."""
+    another server connection, where the prepared statement does not exist. (A
+    connection the writer finds straight to Postgres may prepare after all: _settle.)"""
     dbapi_connection.prepare_threshold = None
 
 

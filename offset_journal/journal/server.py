@@ -132,6 +132,12 @@ def guard_for(engine: sa.Engine, driver: Any) -> ServerIdentity | None:
     return _EXPECTED.get(engine) if driver in _POOLED else None
 
 
+def behind_pooler(driver: Any) -> bool:
+    """Whether ``driver``, a connection :func:`note_connection` was given, goes through a
+    transaction pooler."""
+    return driver in _POOLED
+
+
 def pooled(conn: sa.Connection) -> bool:
     """Whether ``conn`` goes through a transaction pooler (as its connect found)."""
-    return not conn.invalidated and conn.connection.driver_connection in _POOLED
+    return not conn.invalidated and behind_pooler(conn.connection.driver_connection)

@@ -379,12 +379,14 @@ def _add_tools(subs: Subparsers, parents: tuple[argparse.ArgumentParser, ...],
 
     jars = subs.add_parser(
         "jars", parents=[common],
-        help="fetch (once) and print the JVM jars: Spark's Kafka connector or Delta Lake "
-             "for spark.jars, or the Kafka broker's class path")
+        help="fetch (once) and print the JVM jars: Spark's Kafka connector, Delta Lake, "
+             "hadoop-aws (s3a) or the state-restore helper (built) for spark.jars, or the "
+             "Kafka broker's class path")
     jars.add_argument("set", choices=list(JAR_SETS))
     jars.add_argument("--version", dest="jar_version", default=None,
-                      help="default: the installed PySpark's (connector), the installed "
-                           "delta-spark's (delta) or the pinned Kafka release (broker)")
+                      help="default: the installed PySpark's (connector, state-restore), "
+                           "the installed delta-spark's (delta), the Hadoop PySpark bundles "
+                           "(s3a) or the pinned Kafka release (broker)")
     jars.add_argument("--format", choices=["spark-jars", "classpath", "list"],
                       default="spark-jars",
                       help="comma-separated (spark.jars), a Java class path, or one per line")

@@ -253,3 +253,39 @@ def test_the_newest_sink_batch_is_found_in_key_order_without_listing_the_log(
     assert file_sink_metadata(f"s3a://{bucket}/out") == 23_456
     asked = s3_server.requests() - before
     assert asked["LIST"] <= 25 and set(asked) == {"LIST"}, asked
+
+
+def test_a_plan_reads_the_old_querys_file_sink_and_checkpoint_on_s3a(s3_server, bucket,
+                                                                     journal_url, tmp_path,
+                                                                     cli):
+    """Issue 41 on S3: the old query was killed after its file sink on s3a:// logged batch
+    5 and before commits/5, the journal holds 0..3. The plan reads the sink's log and the
+    old checkpoint's offsets/4..5 on S3, starts after batch 5 and journals 4 and 5. (A
+    journaled sink on S3 is read when given, as the jobs give theirs: not unasked.)"""
+    from offset_journal.journal import Journal
+    from offset_journal.records import batch_from_progress
+    from tests.payloads import kafka_source, progress
+    from tests.test_sink_logs import sink_log
+    from tests.test_sink_plan import ends
+
+    out = f"s3a://{bucket}/out"
+    with Journal(journal_url) as journal:
+        for b in range(4):
+            payload = json.loads(progress(b, name="orders", sources=[kafka_source(
+                "orders", ends(b - 1) if b else None, ends(b))]))
+            payload["sink"]["description"] = f"FileSink[{out}]"
+            assert journal.record_batch(batch_from_progress(json.dumps(payload)))
+            query_id = payload["id"]
+    old = upload(s3_server, write_checkpoint(tmp_path / "ck-v1", query_id,
+                                             [([ends(b)], b <= 4) for b in range(6)],
+                                             initial={"0": {"orders": {"0": 0, "1": 0}}}),
+                 bucket, "chk/v1")
+    upload(s3_server, sink_log(tmp_path / "out", range(6)), bucket, "out")
+
+    code, got, err = cli("--database-url", journal_url, "starting-offsets", "orders",
+                         "--checkpoint", f"s3a://{bucket}/chk/v2", "--old-checkpoint", old,
+                         "--sink", out)
+    assert code == 0, err
+    assert got.strip() == '{"orders":{"0":60,"1":120}}'  # after batch 5: offsets/5 on S3
+    assert [r[0] for r in sql_rows(journal_url, "SELECT batch_id FROM offset_journal.batches "
+                                                "ORDER BY batch_id")] == [0, 1, 2, 3, 4, 5]

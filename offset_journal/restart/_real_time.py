@@ -46,26 +46,7 @@ def real_time_findings(inp: PlanInputs, start: Start, sources: Sequence[SourcePl
             f"{BatchRef.of(inp.anchor).label()} stopped mid-way may have written rows, but "
             f"{logged.label()} keeps a commit log, read for this plan: a batch it does not "
             "hold never reached it for its readers, so nothing is written twice"]), None
-    by_partition: dict[str, int] = {}
-    counted = inp.real_time_ends is not None
-    for source in sources:
-        if source.kind != KIND_KAFKA or source.offsets is None:
-            continue
-        for topic, parts in source.offsets.items():
-            ends = (inp.real_time_ends or {}).get(topic, {})
-            logs = (inp.kafka_state or {}).get(topic, {})
-            for part, first in parts.items():
-                if first == EARLIEST or first < 0:
-                    counted = False
-                    continue
-                end = ends.get(part)
-                if end is None:  # no record after the stop: up to the log end
-                    log_range = logs.get(part)
-                    end = log_range[1] if log_range else None
-                if end is None:
-                    counted = False
-                    continue
-                by_partition[tp(topic, part)] = max(0, end - first)
+    by_partition, counted = _rewritten_by_partition(inp, sources)
     bound = sum(by_partition.values()) if counted else None
     when = (f"stopped at {format_time(tail.stopped_by)}" if tail.terminated else
             f"was killed, no later than {format_time(tail.stopped_by)} (its last journaled "
@@ -91,3 +72,31 @@ def real_time_findings(inp: PlanInputs, start: Start, sources: Sequence[SourcePl
               "stopped_by": format_time(tail.stopped_by), "bound": bound,
               "by_partition": by_partition if counted else None}
     return Findings(warnings=[warning]), record
+
+
+def _rewritten_by_partition(inp: PlanInputs, sources: Sequence[SourcePlan],
+                            ) -> tuple[dict[str, int], bool]:
+    """Per ``topic-partition``, the records between the plan's start and the first record
+    timestamped after the run stopped (else the log end): what a killed real-time batch
+    may have written already. False when a partition could not be counted."""
+    by_partition: dict[str, int] = {}
+    counted = inp.real_time_ends is not None
+    for source in sources:
+        if source.kind != KIND_KAFKA or source.offsets is None:
+            continue
+        for topic, parts in source.offsets.items():
+            ends = (inp.real_time_ends or {}).get(topic, {})
+            logs = (inp.kafka_state or {}).get(topic, {})
+            for part, first in parts.items():
+                if first == EARLIEST or first < 0:
+                    counted = False
+                    continue
+                end = ends.get(part)
+                if end is None:  # no record after the stop: up to the log end
+                    log_range = logs.get(part)
+                    end = log_range[1] if log_range else None
+                if end is None:
+                    counted = False
+                    continue
+                by_partition[tp(topic, part)] = max(0, end - first)
+    return by_partition, counted

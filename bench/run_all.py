@@ -1,7 +1,7 @@
 """Run every benchmark one after the other and print their markdown tables.
 
     .venv/bin/python bench/run_all.py            # quick sizes (a few minutes)
-    .venv/bin/python bench/run_all.py --full     # the sizes reported in bench/README.md
+    .venv/bin/python bench/run_all.py --full     # the sizes in bench/README.md's figures
     .venv/bin/python bench/run_all.py --tiny     # each script once, tiny: does it run?
     .venv/bin/python bench/run_all.py --only journal_write,restart_planning
 

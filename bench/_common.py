@@ -516,3 +516,33 @@ def dir_bytes(path: str | os.PathLike[str]) -> int:
 
 def rmtree(path: str | os.PathLike[str]) -> None:
     shutil.rmtree(path, ignore_errors=True)
+
+
+def totals_processor(initial: bool = True) -> Any:
+    """The benches' transformWithState: per key (n, max, total) in one value state,
+    seeded from ``initial_state`` rows (key, n, max, total) when ``initial``."""
+    from pyspark.sql import Row
+    from pyspark.sql.streaming import StatefulProcessor
+    from pyspark.sql.types import LongType, StructField, StructType
+
+    class Totals(StatefulProcessor):
+        def init(self, handle: Any) -> None:
+            self.t = handle.getValueState("totals", StructType(
+                [StructField(n, LongType()) for n in ("n", "mx", "total")]))
+
+        def handleInitialState(self, key: Any, row: Any, timerValues: Any) -> None:
+            if initial:
+                self.t.update((row[1], row[2], row[3]))
+
+        def handleInputRows(self, key: Any, rows: Any, timerValues: Any) -> Any:
+            n, mx, total = self.t.get() if self.t.exists() else (0, None, 0)
+            for r in rows:
+                n, total = n + 1, total + r.v
+                mx = r.v if mx is None or r.v > mx else mx
+            self.t.update((n, mx, total))
+            yield Row(key=key[0], n=n)
+
+        def close(self) -> None:
+            pass
+
+    return Totals()

@@ -37,7 +37,7 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
-from _common import header, journal_database, postgres, rmtree, table
+from _common import header, journal_database, postgres, rmtree, table, totals_processor
 
 NAME = "bench_restore"
 ROCKSDB = "org.apache.spark.sql.execution.streaming.state.RocksDBStateStoreProvider"
@@ -156,7 +156,7 @@ def restore_into_tws(spark: Any, work: Path, servers: str, topic: str, starting:
 
     def v2() -> Any:
         out = kafka_events(spark, servers, topic, starting).groupBy("key").transformWithState(
-            processor(False), "key long, n long", "Update", "None")
+            totals_processor(False), "key long, n long", "Update", "None")
         return (out.writeStream.format("noop").outputMode("update")
                 .queryName(NAME + "_tws").option("checkpointLocation", str(work / "ck-tws")))
 
@@ -175,7 +175,7 @@ def seeded(spark: Any, work: Path, servers: str, topic: str, starting: str,
 
     init = initial_state(spark, saved, operator=0)
     out = kafka_events(spark, servers, topic, starting).groupBy("key").transformWithState(
-        processor(True), "key long, n long", "Update", "None", initialState=init)
+        totals_processor(True), "key long, n long", "Update", "None", initialState=init)
     with session_conf(spark, PROVIDER_CONF, ROCKSDB_PROVIDER):
         q = (out.writeStream.format("noop").outputMode("update").queryName(NAME + "_seeded")
              .option("checkpointLocation", str(work / "ck-seeded")).trigger(availableNow=True)
@@ -183,32 +183,6 @@ def seeded(spark: Any, work: Path, servers: str, topic: str, starting: str,
     return first_batch(q)
 
 
-def processor(initial: bool) -> Any:
-    from pyspark.sql import Row
-    from pyspark.sql.streaming import StatefulProcessor
-    from pyspark.sql.types import LongType, StructField, StructType
-
-    class Totals(StatefulProcessor):
-        def init(self, handle: Any) -> None:
-            self.t = handle.getValueState("totals", StructType(
-                [StructField(n, LongType()) for n in ("n", "mx", "total")]))
-
-        def handleInitialState(self, key: Any, row: Any, timerValues: Any) -> None:
-            if initial:
-                self.t.update((row[1], row[2], row[3]))
-
-        def handleInputRows(self, key: Any, rows: Any, timerValues: Any) -> Any:
-            n, mx, total = self.t.get() if self.t.exists() else (0, None, 0)
-            for r in rows:
-                n, total = n + 1, total + r.v
-                mx = r.v if mx is None or r.v > mx else mx
-            self.t.update((n, mx, total))
-            yield Row(key=key[0], n=n)
-
-        def close(self) -> None:
-            pass
-
-    return Totals()
 
 
 def empty_start(spark: Any, work: Path, servers: str, topic: str, starting: str) -> float:

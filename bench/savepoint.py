@@ -27,7 +27,15 @@ import time
 from pathlib import Path
 from typing import Any
 
-from _common import dir_bytes, header, journal_database, postgres, rmtree, table
+from _common import (
+    dir_bytes,
+    header,
+    journal_database,
+    postgres,
+    rmtree,
+    table,
+    totals_processor,
+)
 
 NAME = "bench_totals"
 
@@ -44,31 +52,6 @@ def session(memory: str) -> Any:
             .getOrCreate())
 
 
-def processor() -> Any:
-    from pyspark.sql import Row
-    from pyspark.sql.streaming import StatefulProcessor
-    from pyspark.sql.types import LongType, StructField, StructType
-
-    class Totals(StatefulProcessor):
-        def init(self, handle: Any) -> None:
-            self.t = handle.getValueState("totals", StructType(
-                [StructField(n, LongType()) for n in ("n", "mx", "total")]))
-
-        def handleInitialState(self, key: Any, row: Any, timerValues: Any) -> None:
-            self.t.update((row[1], row[2], row[3]))
-
-        def handleInputRows(self, key: Any, rows: Any, timerValues: Any) -> Any:
-            n, mx, total = self.t.get() if self.t.exists() else (0, None, 0)
-            for r in rows:
-                n, total = n + 1, total + r.v
-                mx = r.v if mx is None or r.v > mx else mx
-            self.t.update((n, mx, total))
-            yield Row(key=key[0], n=n)
-
-        def close(self) -> None:
-            pass
-
-    return Totals()
 
 
 def run(query: Any) -> tuple[float, float]:
@@ -117,8 +100,8 @@ def one_size(spark: Any, listener: Any, url: str, keys: int, work: Path,
             continue
         new = spark.readStream.schema("key long, v long").parquet(str(work / "in2"))
         init = initial_state(spark, made, operator=0) if seeded else None
-        out = new.groupBy("key").transformWithState(processor(), "key long, n long", "Update",
-                                                    "None", initialState=init)
+        out = new.groupBy("key").transformWithState(totals_processor(), "key long, n long",
+                                                    "Update", "None", initialState=init)
         q = (out.writeStream.format("noop").outputMode("update")
              .option("checkpointLocation", str(work / f"ck-{label}"))
              .trigger(availableNow=True).start())

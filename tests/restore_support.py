@@ -1,5 +1,6 @@
-"""What the restore's end-to-end tests share (tests/test_restore_e2e.py,
-tests/test_restore_operators.py): the records, the queries, reading state back."""
+"""What the stateful end-to-end tests share (tests/test_restore_e2e.py,
+tests/test_restore_operators.py, tests/test_savepoint_e2e.py): the records, the queries,
+reading state back."""
 
 from __future__ import annotations
 
@@ -12,6 +13,8 @@ from offset_journal import Journal
 from offset_journal.cli import main
 
 HDFS = "org.apache.spark.sql.execution.streaming.state.HDFSBackedStateStoreProvider"
+FAR = 4_102_444_800_000  # 2100-01-01: timers that never fire during the test
+TTL_MS = 3_600_000
 
 
 def cli(capsys: Any, *argv: str) -> tuple[int, str, str]:
@@ -73,3 +76,54 @@ def ends(journal_url: str, savepoint: str) -> str:
         found = load_savepoint(savepoint, journal, verify=False)
     (end,) = found.manifest.end_offsets
     return json.dumps(end.offset)
+
+
+def sessions(value_state: str = "cnt", initial: bool = False) -> Any:
+    """A transformWithState processor with a value state (named ``value_state``), a list
+    and a map state (the last two with a TTL) and a processing-time timer per key; with
+    ``initial`` it seeds all four from a savepoint's ``initial_state`` (the Python path;
+    a restore writes them without it)."""
+    from pyspark.sql import Row
+    from pyspark.sql.streaming import StatefulProcessor
+    from pyspark.sql.types import LongType, StringType, StructField, StructType
+
+    class Sessions(StatefulProcessor):
+        def init(self, handle: Any) -> None:
+            self.handle = handle
+            self.cnt = handle.getValueState(value_state,
+                                            StructType([StructField("n", LongType())]))
+            self.seen = handle.getListState(
+                "seen", StructType([StructField("amount", LongType())]), TTL_MS)
+            self.m = handle.getMapState("m", StructType([StructField("mk", StringType())]),
+                                        StructType([StructField("mv", LongType())]), TTL_MS)
+
+        def handleInputRows(self, key: Any, rows: Any, timerValues: Any) -> Any:
+            n = self.cnt.get()[0] if self.cnt.exists() else 0
+            for row in rows:
+                n += 1
+                self.seen.appendValue((row.amount,))
+                mk = f"a{row.amount % 3}"
+                old = self.m.getValue((mk,)) if self.m.containsKey((mk,)) else None
+                self.m.updateValue((mk,), ((old[0] if old else 0) + row.amount,))
+            self.cnt.update((n,))
+            for timer in list(self.handle.listTimers()):
+                self.handle.deleteTimer(timer)
+            self.handle.registerTimer(FAR + n)
+            yield Row(grp=key[0], n=n)
+
+        def handleInitialState(self, key: Any, row: Any, timerValues: Any) -> None:
+            if not initial:
+                return
+            if row.state_var == value_state:
+                self.cnt.update((row.n,))
+            elif row.state_var == "seen":
+                self.seen.appendValue((row.amount,))
+            elif row.state_var == "m":
+                self.m.updateValue((row.mk,), (row.mv,))
+            elif row.state_var == "timers":
+                self.handle.registerTimer(row.expiration_timestamp_ms)
+
+        def close(self) -> None:
+            pass
+
+    return Sessions()

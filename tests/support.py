@@ -6,6 +6,7 @@ from __future__ import annotations
 import json
 import shutil
 import tempfile
+import uuid
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from datetime import datetime, timedelta, timezone
@@ -370,3 +371,24 @@ def denied(url: str, statement: str) -> str:
     finally:
         engine.dispose()
     raise AssertionError(f"allowed: {statement}")
+
+
+def journal_roles(journal_url: str) -> tuple[str, str, str]:
+    """A writer, a reader and a planner role of this test's own, granted on the journal:
+    their names (:func:`role_url` gives each one's URL)."""
+    from offset_journal.journal.roles import grant
+
+    suffix = uuid.uuid4().hex[:8]
+    writer, reader, planner = (f"oj_w_{suffix}", f"oj_r_{suffix}", f"oj_p_{suffix}")
+    engine = sa.create_engine(resolve_url(journal_url), poolclass=sa.pool.NullPool)
+    with engine.begin() as conn:
+        for role in (writer, reader, planner):
+            conn.exec_driver_sql(f'CREATE ROLE "{role}" LOGIN')
+    engine.dispose()
+    grant(journal_url, writer, reader, planner)
+    return writer, reader, planner
+
+
+def role_url(journal_url: str, role: str) -> str:
+    """The test's journal URL with another user."""
+    return sa.engine.make_url(journal_url).set(username=role).render_as_string(False)

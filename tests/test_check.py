@@ -150,17 +150,10 @@ def test_check_reads_a_fleet_in_the_same_few_statements_whatever_its_size(
 
 
 def test_only_the_planner_and_the_owner_record_forecasts(journal_url: str, cli: Cli) -> None:
-    suffix = uuid.uuid4().hex[:8]
-    writer, reader, planner = (f"oj_w_{suffix}", f"oj_r_{suffix}", f"oj_p_{suffix}")
-    engine = sa.create_engine(resolve_url(journal_url), poolclass=sa.pool.NullPool)
-    with engine.begin() as conn:
-        for role in (writer, reader, planner):
-            conn.exec_driver_sql(f'CREATE ROLE "{role}" LOGIN')
-    engine.dispose()
-    grant(journal_url, writer, reader, planner)
+    writer, reader, planner = support.journal_roles(journal_url)
 
     def url(role: str) -> str:
-        return sa.engine.make_url(journal_url).set(username=role).render_as_string(False)
+        return support.role_url(journal_url, role)
 
     row = _forecast_row("q", 0, "lost", lost=5)
     with Journal(url(planner)) as j:

@@ -19,7 +19,6 @@ import sqlalchemy as sa
 from offset_journal.errors import JournalError
 from offset_journal.journal import Journal
 from offset_journal.journal.db import resolve_url
-from offset_journal.journal.roles import grant
 from offset_journal.records import batch_from_progress
 from offset_journal.testing import KafkaCluster
 from tests import support
@@ -182,16 +181,10 @@ def test_only_the_planner_and_the_owner_record_or_acknowledge_a_loss(
         journal_url: str, cli: Cli) -> None:
     """A job's credentials (the writer) can neither hide a loss nor acknowledge one; the
     reader reads them (check, audit, losses list); the planner records and acknowledges."""
-    suffix = uuid.uuid4().hex[:8]
-    writer, reader, planner = (f"oj_w_{suffix}", f"oj_r_{suffix}", f"oj_p_{suffix}")
-    engine = sa.create_engine(resolve_url(journal_url), poolclass=sa.pool.NullPool)
-    with engine.begin() as conn:
-        for role in (writer, reader, planner):
-            conn.exec_driver_sql(f'CREATE ROLE "{role}" LOGIN')
-    grant(journal_url, writer, reader, planner)
+    writer, reader, planner = support.journal_roles(journal_url)
 
     def url(role: str) -> str:
-        return sa.engine.make_url(journal_url).set(username=role).render_as_string(False)
+        return support.role_url(journal_url, role)
 
     with Journal(url(writer)) as journal:
         _batch(journal, 0, None, 100)
@@ -219,6 +212,7 @@ def test_only_the_planner_and_the_owner_record_or_acknowledge_a_loss(
                "accepted: test data")[0] == 0
     assert cli("--database-url", url(reader), "check", NAME)[0] == 0
     # A planner role granted before migration 0019 is told what to do, in one line.
+    engine = sa.create_engine(resolve_url(journal_url), poolclass=sa.pool.NullPool)
     with engine.begin() as conn:
         conn.exec_driver_sql(f'REVOKE INSERT ON offset_journal.retention_losses FROM "{planner}"')
     engine.dispose()

@@ -227,45 +227,8 @@ def test_stream_stream_join_keeps_both_sides(
 
 # --------------------------------------------------------------------------- RocksDB bytes
 
-FAR = 4_102_444_800_000  # 2100-01-01: timers that never fire during the test
-TTL_MS = 3_600_000
 
 
-def _sessions(value_state: str) -> Any:
-    """A transformWithState processor with a value state (named ``value_state``), a list
-    and a map state with a TTL, and a processing-time timer per key."""
-    from pyspark.sql import Row
-    from pyspark.sql.streaming import StatefulProcessor
-    from pyspark.sql.types import LongType, StringType, StructField, StructType
-
-    class Sessions(StatefulProcessor):
-        def init(self, handle: Any) -> None:
-            self.handle = handle
-            self.cnt = handle.getValueState(value_state,
-                                            StructType([StructField("n", LongType())]))
-            self.seen = handle.getListState(
-                "seen", StructType([StructField("amount", LongType())]), TTL_MS)
-            self.m = handle.getMapState("m", StructType([StructField("mk", StringType())]),
-                                        StructType([StructField("mv", LongType())]), TTL_MS)
-
-        def handleInputRows(self, key: Any, rows: Any, timerValues: Any) -> Any:
-            n = self.cnt.get()[0] if self.cnt.exists() else 0
-            for row in rows:
-                n += 1
-                self.seen.appendValue((row.amount,))
-                mk = f"a{row.amount % 3}"
-                old = self.m.getValue((mk,)) if self.m.containsKey((mk,)) else None
-                self.m.updateValue((mk,), ((old[0] if old else 0) + row.amount,))
-            self.cnt.update((n,))
-            for timer in list(self.handle.listTimers()):
-                self.handle.deleteTimer(timer)
-            self.handle.registerTimer(FAR + n)
-            yield Row(grp=key[0], n=n)
-
-        def close(self) -> None:
-            pass
-
-    return Sessions()
 
 
 def _tws_state(spark: Any, checkpoint: Path, value_state: str) -> dict[str, Any]:
@@ -322,7 +285,7 @@ def test_transform_with_state_bytes_copied_with_a_state_variable_renamed(
 
     def writer(value_state: str, starting: str) -> Any:
         out = rs.events(spark, servers, kafka_topic, starting).groupBy("grp").transformWithState(
-            _sessions(value_state), "grp string, n long", "Update", "ProcessingTime")
+            rs.sessions(value_state), "grp string, n long", "Update", "ProcessingTime")
         return out.writeStream.outputMode("update").format("noop")
 
     with _tws_confs(spark) as stack:
@@ -350,7 +313,7 @@ def test_transform_with_state_bytes_copied_with_a_state_variable_renamed(
         rs.run(writer("count", "earliest"), "sessions-reference", tmp_path / "ck-ref")
         reference = _tws_state(spark, tmp_path / "ck-ref", "count")  # format v2: read so
         mine = _tws_state(spark, tmp_path / "ck-v2", "count")
-    assert len(reference) == 7 and all(v["timers"] == [FAR + v["cnt"]]
+    assert len(reference) == 7 and all(v["timers"] == [rs.FAR + v["cnt"]]
                                        for v in reference.values())
     assert mine == reference
     assert (tmp_path / "ck-v2" / "commits" / "0").read_text().startswith("v2")

@@ -262,20 +262,12 @@ def test_a_plan_reads_the_old_querys_file_sink_and_checkpoint_on_s3a(s3_server, 
     5 and before commits/5, the journal holds 0..3. The plan reads the sink's log and the
     old checkpoint's offsets/4..5 on S3, starts after batch 5 and journals 4 and 5. (A
     journaled sink on S3 is read when given, as the jobs give theirs: not unasked.)"""
-    from offset_journal.journal import Journal
-    from offset_journal.records import batch_from_progress
-    from tests.payloads import kafka_source, progress
+    from tests.test_sink_cli import journal_batches_0_to_3
     from tests.test_sink_logs import sink_log
     from tests.test_sink_plan import ends
 
     out = f"s3a://{bucket}/out"
-    with Journal(journal_url) as journal:
-        for b in range(4):
-            payload = json.loads(progress(b, name="orders", sources=[kafka_source(
-                "orders", ends(b - 1) if b else None, ends(b))]))
-            payload["sink"]["description"] = f"FileSink[{out}]"
-            assert journal.record_batch(batch_from_progress(json.dumps(payload)))
-            query_id = payload["id"]
+    query_id = journal_batches_0_to_3(journal_url, out)
     old = upload(s3_server, write_checkpoint(tmp_path / "ck-v1", query_id,
                                              [([ends(b)], b <= 4) for b in range(6)],
                                              initial={"0": {"orders": {"0": 0, "1": 0}}}),

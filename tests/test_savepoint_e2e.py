@@ -12,36 +12,25 @@ from typing import Any
 import pytest
 
 from offset_journal import Journal
-from offset_journal.cli import main
+from tests import restore_support as rs
 from tests.jobs_support import load_job, run_to_end
+from tests.restore_support import FAR, TTL_MS
+from tests.restore_support import amounts as _amounts
+from tests.restore_support import cli as _cli
+from tests.restore_support import reference as _reference
+from tests.restore_support import state as _state
 
 pytestmark = [pytest.mark.spark, pytest.mark.slow]
 
 QUERY = "totals"
 
 
-def _cli(capsys: Any, *argv: str) -> tuple[int, str, str]:
-    code = main(list(argv))
-    out, err = capsys.readouterr()
-    return code, out, err
 
 
-def _amounts(i: int) -> str:
-    return f"g{i % 7},{(i * 37) % 101}"
 
 
-def _reference(produced: list[tuple[int, int, bytes, bytes]]) -> dict[str, tuple[int, int, int]]:
-    """(n, max, sum) per group over every record produced."""
-    acc: dict[str, list[int]] = defaultdict(list)
-    for _p, _o, _k, value in produced:
-        grp, amount = value.decode().split(",")
-        acc[grp].append(int(amount))
-    return {g: (len(a), max(a), sum(a)) for g, a in acc.items()}
 
 
-def _state(spark: Any, checkpoint: Path, **options: str) -> list[Any]:
-    spark.streams.active  # noqa: B018 - the StateStoreCoordinator
-    return spark.read.format("statestore").options(**options).load(str(checkpoint)).collect()
 
 
 def test_aggregation_upgraded_to_transform_with_state_keeps_every_key(
@@ -105,8 +94,6 @@ def test_aggregation_upgraded_to_transform_with_state_keeps_every_key(
 
 # --------------------------------------------------------------------------- transformWithState
 
-FAR = 4_102_444_800_000  # 2100-01-01: timers that never fire during the test
-TTL_MS = 3_600_000
 
 
 def _kafka(spark: Any, servers: str, topic: str, starting: str = "earliest") -> Any:
@@ -120,53 +107,6 @@ def _kafka(spark: Any, servers: str, topic: str, starting: str = "earliest") -> 
                     F.col("topic")))
 
 
-def _processor(initial: bool) -> Any:
-    """A transformWithState processor with a value, a list and a map state (the last two
-    with a TTL) and a processing-time timer per key: v1, the reference and (``initial``)
-    v2, which seeds all four from a savepoint."""
-    from pyspark.sql import Row
-    from pyspark.sql.streaming import StatefulProcessor
-    from pyspark.sql.types import LongType, StringType, StructField, StructType
-
-    class Sessions(StatefulProcessor):
-        def init(self, handle: Any) -> None:
-            self.handle = handle
-            self.cnt = handle.getValueState("cnt", StructType([StructField("n", LongType())]))
-            self.seen = handle.getListState(
-                "seen", StructType([StructField("amount", LongType())]), TTL_MS)
-            self.m = handle.getMapState("m", StructType([StructField("mk", StringType())]),
-                                        StructType([StructField("mv", LongType())]), TTL_MS)
-
-        def handleInputRows(self, key: Any, rows: Any, timerValues: Any) -> Any:
-            n = self.cnt.get()[0] if self.cnt.exists() else 0
-            for row in rows:
-                n += 1
-                self.seen.appendValue((row.amount,))
-                mk = f"a{row.amount % 3}"
-                old = self.m.getValue((mk,)) if self.m.containsKey((mk,)) else None
-                self.m.updateValue((mk,), ((old[0] if old else 0) + row.amount,))
-            self.cnt.update((n,))
-            for timer in list(self.handle.listTimers()):
-                self.handle.deleteTimer(timer)
-            self.handle.registerTimer(FAR + n)
-            yield Row(grp=key[0], n=n)
-
-        def handleInitialState(self, key: Any, row: Any, timerValues: Any) -> None:
-            if not initial:
-                return
-            if row.state_var == "cnt":
-                self.cnt.update((row.n,))
-            elif row.state_var == "seen":
-                self.seen.appendValue((row.amount,))
-            elif row.state_var == "m":
-                self.m.updateValue((row.mk,), (row.mv,))
-            elif row.state_var == "timers":
-                self.handle.registerTimer(row.expiration_timestamp_ms)
-
-        def close(self) -> None:
-            pass
-
-    return Sessions()
 
 
 def _start_tws(df: Any, keys: list[str], processor: Any, checkpoint: Path, name: str,
@@ -237,7 +177,7 @@ def test_transform_with_state_regrouped_keeps_value_list_map_ttl_and_timers(
     servers = kafka_cluster.bootstrap_servers
     kafka_cluster.produce(kafka_topic, 60, value=_amounts)
     v1_ck = tmp_path / "ck-v1"
-    q = _start_tws(_kafka(spark, servers, kafka_topic), ["grp"], _processor(False), v1_ck,
+    q = _start_tws(_kafka(spark, servers, kafka_topic), ["grp"], rs.sessions(), v1_ck,
                    "sessions", format_v2=True)  # two batches of 30
     assert listener.wait_terminated(q.runId, 60)
     assert (v1_ck / "commits" / "1").read_text().startswith("v2")  # checkpoint format v2
@@ -261,10 +201,10 @@ def test_transform_with_state_regrouped_keeps_value_list_map_ttl_and_timers(
     frame = state_frame(spark, str(tmp_path / "sp"), operator=0)
     initial = frame.withColumn("topic", F.lit(kafka_topic)).groupBy("grp", "topic")
     q = _start_tws(_kafka(spark, servers, kafka_topic, starting), ["grp", "topic"],
-                   _processor(True), tmp_path / "ck-v2", "sessions", initial)
+                   rs.sessions(initial=True), tmp_path / "ck-v2", "sessions", initial)
     assert listener.wait_terminated(q.runId, 60)
 
-    _start_tws(_kafka(spark, servers, kafka_topic), ["grp"], _processor(False),
+    _start_tws(_kafka(spark, servers, kafka_topic), ["grp"], rs.sessions(),
                tmp_path / "ck-ref", "sessions-reference")
     reference = _tws_state(spark, tmp_path / "ck-ref")
     assert len(reference) == 7 and all(v["timers"] == [FAR + v["cnt"]]

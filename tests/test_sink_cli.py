@@ -27,18 +27,24 @@ def killed(journal_url: str, tmp_path: Path) -> dict[str, str]:
     """A query killed after its file sink logged batch 5 and before commits/5; the
     journal has batches 0..3 (the listener lost 4's event)."""
     out = tmp_path / "out"
-    with Journal(journal_url) as journal:
-        for b in range(4):
-            payload = json.loads(progress(b, name="orders", sources=[kafka_source(
-                "orders", ends(b - 1) if b else None, ends(b))]))
-            payload["sink"]["description"] = f"FileSink[{out}]"
-            assert journal.record_batch(batch_from_progress(json.dumps(payload)))
+    journal_batches_0_to_3(journal_url, str(out))
     write_checkpoint(tmp_path / "ck-v1", QUERY_ID,
                      [([ends(b)], b <= 4) for b in range(6)],
                      initial={"0": {"orders": {"0": 0, "1": 0}}})
     sink_log(out, range(6))
     return {"url": journal_url, "out": str(out), "ck": str(tmp_path / "ck-v1"),
             "new": str(tmp_path / "ck-v2")}
+
+
+def journal_batches_0_to_3(url: str, sink: str) -> str:
+    """Batches 0..3 of query ``orders`` journaled, its file sink at ``sink``; the query id."""
+    with Journal(url) as journal:
+        for b in range(4):
+            payload = json.loads(progress(b, name="orders", sources=[kafka_source(
+                "orders", ends(b - 1) if b else None, ends(b))]))
+            payload["sink"]["description"] = f"FileSink[{sink}]"
+            assert journal.record_batch(batch_from_progress(json.dumps(payload)))
+    return str(payload["id"])
 
 
 def _start(cli: Cli, k: dict[str, str], *extra: str) -> tuple[int, str, str]:

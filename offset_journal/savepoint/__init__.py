@@ -24,7 +24,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Any
 
 from ..errors import SavepointError
-from ._load import load_savepoint
+from ._load import load_planned_savepoint, load_savepoint
 from .model import BUILT_IN, Manifest, Operator, OperatorKind, Part, PartKind, Savepoint
 
 if TYPE_CHECKING:
@@ -50,4 +50,4 @@ def __getattr__(name: str) -> Any:
 
 __all__ = ["BUILT_IN", "ROCKSDB_PROVIDER", "Manifest", "Operator", "OperatorKind", "Part",
            "PartKind", "Savepoint", "SavepointError", "create_savepoint", "initial_state",
-           "load_savepoint", "prepare_savepoint", "state_frame"]
+           "load_planned_savepoint", "load_savepoint", "prepare_savepoint", "state_frame"]

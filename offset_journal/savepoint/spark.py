@@ -24,7 +24,7 @@ from ..errors import ConfigError, OffsetJournalError, SavepointError
 from ..formatting import first_line
 from ..origin import host_name, os_user
 from ._files import check_parts, remove_partial, require_empty, sums, write_manifest
-from ._load import load_savepoint
+from ._load import load_planned_savepoint
 from ._verified import read_part
 from .core import (
     ReadSpec,
@@ -328,22 +328,6 @@ def _selected(column: Column, schema: Any) -> Any:
 # --------------------------------------------------------------------------- read back
 
 
-def _savepoint(savepoint: Any, journal: Journal | None, database_url: str | None,
-               expect_sha256: str | None) -> Savepoint:
-    """The savepoint, its manifest checked against ``expect_sha256`` when given. A plan
-    already held that manifest against the journal (and accepted it unrecorded, or
-    not): the digest pins it, so an unrecorded one is not refused again here."""
-    unrecorded = expect_sha256 is not None
-    if journal is None and database_url is not None and not isinstance(savepoint, Savepoint):
-        from ..journal import Journal
-
-        with Journal(database_url) as own:
-            return load_savepoint(savepoint, own, verify=False, unrecorded=unrecorded,
-                                  expect_sha256=expect_sha256)
-    return load_savepoint(savepoint, journal, verify=False, unrecorded=unrecorded,
-                          expect_sha256=expect_sha256)
-
-
 def state_frame(spark: Any, savepoint: Savepoint | str | int, *, operator: int | None = None,
                 state_var: str | list[str] | tuple[str, ...] | None = None,
                 journal: Journal | None = None, database_url: str | None = None,
@@ -362,7 +346,7 @@ def state_frame(spark: Any, savepoint: Savepoint | str | int, *, operator: int |
     files altered, or another manifest."""
     from pyspark.sql import functions as F
 
-    found = _savepoint(savepoint, journal, database_url, expect_sha256)
+    found = load_planned_savepoint(savepoint, journal, database_url, expect_sha256)
     op, parts = choose_parts(found.manifest, operator, state_var)
     if verify:
         check_parts(found.location, parts)
@@ -394,7 +378,7 @@ def initial_state(spark: Any, savepoint: Savepoint | str | int, *, operator: int
     the directory is read again here, and only that digest ties the state read to the
     manifest whose offsets the plan checked (SavepointError for another). The files are
     checked as :func:`state_frame` checks them, at every read."""
-    found = _savepoint(savepoint, journal, database_url, expect_sha256)
+    found = load_planned_savepoint(savepoint, journal, database_url, expect_sha256)
     _op, parts = choose_parts(found.manifest, operator, state_var)
     frame = state_frame(spark, found, operator=operator, state_var=state_var, verify=verify)
     return frame.groupBy(*parts[0].key_columns)

@@ -116,9 +116,12 @@ def restore_savepoint(spark: Any, savepoint: Savepoint | str | int, checkpoint: 
     recorded after the run's first batch is one the audit does not take).
     RestoreError (one line) for anything that does not fit, the new checkpoint then
     removed; the savepoint and the old checkpoint are only read."""
+    from .. import load_planned_savepoint
+
     started = time.monotonic()
     helper(spark)
-    found = _load(savepoint, journal, database_url, expect_sha256, verify)
+    found = load_planned_savepoint(savepoint, journal, database_url, expect_sha256,
+                                   verify=verify)
     manifest = found.manifest
     _require_new(checkpoint)
     offsets = list(ends) if ends is not None else _manifest_ends(manifest)
@@ -145,22 +148,6 @@ def restore_savepoint(spark: Any, savepoint: Savepoint | str | int, checkpoint: 
                          "total": round(done - started, 3)})
     log.info("%s", restored.explain())
     return restored
-
-
-def _load(savepoint: Savepoint | str | int, journal: Journal | None,
-          database_url: str | None, expect_sha256: str | None, verify: bool) -> Savepoint:
-    from .. import load_savepoint
-    from ..model import Savepoint as Loaded
-
-    unrecorded = expect_sha256 is not None
-    if journal is None and database_url is not None and not isinstance(savepoint, Loaded):
-        from ...journal import Journal
-
-        with Journal(database_url) as own:
-            return load_savepoint(savepoint, own, verify=verify, unrecorded=unrecorded,
-                                  expect_sha256=expect_sha256)
-    return load_savepoint(savepoint, journal, verify=verify, unrecorded=unrecorded,
-                          expect_sha256=expect_sha256)
 
 
 def _require_new(checkpoint: str) -> None:

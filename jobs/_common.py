@@ -27,7 +27,7 @@ from offset_journal.errors import OffsetJournalError
 from offset_journal.formatting import first_line
 from offset_journal.journal import Journal
 from offset_journal.restart import MODE_STATE_AWARE, plan_restart
-from offset_journal.values import url_scheme
+from offset_journal.values import on_s3, url_scheme
 
 log = logging.getLogger("offset_journal.jobs")
 
@@ -244,11 +244,9 @@ def make_spark(app_name: str, master: str | None = None, delta: bool = False, *,
 
     from offset_journal.local.jars import (
         DELTA_SPARK_CONF,
-        STATE_RESTORE_JAR,
         check_connector_matches,
         installed_spark_version,
         spark_jars_value,
-        state_restore_jar,
     )
 
     given_jars, packages, on_class_path = submitted_jars()
@@ -267,20 +265,22 @@ def make_spark(app_name: str, master: str | None = None, delta: bool = False, *,
         for key, value in DELTA_SPARK_CONF.items():
             builder = builder.config(key, value)
     if not on_class_path:
-        added += _optional_jars(given_jars, packages, s3a=s3a, delta=delta)
-    if restore and not on_class_path and not any(j.endswith(STATE_RESTORE_JAR)
-                                                 for j in given_jars):
-        added.append(str(state_restore_jar()))
+        added += _optional_jars(given_jars, packages, s3a=s3a, delta=delta, restore=restore)
     if added:
         builder = builder.config("spark.jars", ",".join([*given_jars, *added]))
     return builder.getOrCreate()
 
 
-def _optional_jars(jars: list[str], packages: list[str], *, s3a: bool,
-                   delta: bool) -> list[str]:
-    """hadoop-aws (``s3a``) and Delta Lake (``delta``) for ``spark.jars``, each unless
-    the submitter gave it."""
-    from offset_journal.local.jars import delta_spark_jars_value, s3a_spark_jars_value
+def _optional_jars(jars: list[str], packages: list[str], *, s3a: bool, delta: bool,
+                   restore: bool) -> list[str]:
+    """hadoop-aws (``s3a``), Delta Lake (``delta``) and the state-restore helper
+    (``restore``) for ``spark.jars``, each unless the submitter gave it."""
+    from offset_journal.local.jars import (
+        STATE_RESTORE_JAR,
+        delta_spark_jars_value,
+        s3a_spark_jars_value,
+        state_restore_jar,
+    )
 
     given = [*jars, *packages]
     out = []
@@ -288,12 +288,9 @@ def _optional_jars(jars: list[str], packages: list[str], *, s3a: bool,
         out.append(s3a_spark_jars_value())
     if delta and not any("delta-spark" in g for g in given):
         out.append(delta_spark_jars_value())
+    if restore and not any(j.endswith(STATE_RESTORE_JAR) for j in jars):
+        out.append(str(state_restore_jar()))
     return out
-
-
-def on_object_store(*paths: str | None) -> bool:
-    """Whether any of ``paths`` is on S3 (``s3a://``, ``s3://``, ``s3n://``)."""
-    return any(p and url_scheme(p) in ("s3a", "s3", "s3n") for p in paths)
 
 
 def submitted_jars() -> tuple[list[str], list[str], bool]:
@@ -378,7 +375,7 @@ def run_job(name: str, parser: argparse.ArgumentParser, build_query: Any,
         spark = make_spark(args.query_name, args.master,
                            delta=str(getattr(args, "sink", "")).startswith("delta"),
                            restore=bool(getattr(args, "restore", False)),
-                           s3a=on_object_store(args.checkpoint, getattr(args, "output", None)))
+                           s3a=on_s3(args.checkpoint, getattr(args, "output", None)))
     except offset_journal.ConfigError as exc:
         print(f"{name}: error: {offset_journal.redact(exc)}", file=sys.stderr)
         return 2

@@ -124,3 +124,12 @@ def url_scheme(path: str) -> str | None:
     ``s3a``, ``file``...), None for a local path."""
     match = _URL.match(path)
     return match.group(1).lower() if match else None
+
+
+S3_SCHEMES = frozenset({"s3", "s3a", "s3n"})
+"""The URL schemes read as S3: Hadoop's ``s3a`` and the ``s3``/``s3n`` people also write."""
+
+
+def on_s3(*paths: str | None) -> bool:
+    """Whether any of ``paths`` (None: not given) is on S3."""
+    return any(p is not None and url_scheme(p) in S3_SCHEMES for p in paths)

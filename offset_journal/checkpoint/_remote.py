@@ -25,10 +25,10 @@ from typing import Any
 from ..errors import CheckpointError
 from ..formatting import first_line
 from ..redaction import redact
+from ..values import S3_SCHEMES
 
 log = logging.getLogger(__name__)
 
-S3_SCHEMES = frozenset({"s3", "s3a", "s3n"})
 TIMEOUTS: dict[str, Any] = {"connect_timeout": 10, "read_timeout": 20,
                             "retries": {"max_attempts": 3, "mode": "standard"}}
 """botocore's settings for every request (unless fsspec's configuration sets them)."""

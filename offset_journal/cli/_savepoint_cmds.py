@@ -47,11 +47,9 @@ def cmd_savepoint_create(args: argparse.Namespace) -> int:
 def _s3a_jars(*paths: str) -> str | None:
     """hadoop-aws for a session of our own when a path is on S3 (fetched once)."""
     from ..local.jars import s3a_spark_jars_value
-    from ..values import url_scheme
+    from ..values import on_s3
 
-    if any(url_scheme(p) in ("s3a", "s3", "s3n") for p in paths):
-        return s3a_spark_jars_value()
-    return None
+    return s3a_spark_jars_value() if on_s3(*paths) else None
 
 
 def cmd_savepoint_list(args: argparse.Namespace) -> int:

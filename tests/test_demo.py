@@ -84,17 +84,20 @@ def test_demo_given_a_broker_that_is_still_starting_waits_for_it(journal_url, tm
     assert brokers  # it was the late broker the demo used
 
 
-def test_demo_stateful_carries_every_groups_totals_across_the_upgrade(tmp_path):
+def test_demo_stateful_carries_every_groups_totals_across_the_upgrade(
+        journal_url, kafka_cluster, tmp_path):
     """Issue 43 item 5: ``demo --stateful``: v1's running totals, a savepoint, records
     for old and new groups while it is down, v2 (transformWithState, 4 partitions) on a
     new checkpoint with the state restored: every group's totals are those over all
-    records, and the audit is clean with v2's bootstrap run started from the plan."""
+    records, and the audit is clean with v2's bootstrap run started from the plan.
+    (On the session's Postgres and broker: the embedded ones are the first test's.)"""
     exe = Path(sys.executable).with_name("offset-journal")
     env = {k: v for k, v in os.environ.items() if k != "OFFSET_JOURNAL_DATABASE_URL"}
     env["PYSPARK_PYTHON"] = sys.executable
     out = subprocess.run([str(exe), "demo", "--stateful", "--records", "60", "--workdir",
-                          str(tmp_path)], env=env, capture_output=True, text=True,
-                         timeout=600)
+                          str(tmp_path), "--database-url", journal_url,
+                          "--bootstrap-servers", kafka_cluster.bootstrap_servers],
+                         env=env, capture_output=True, text=True, timeout=600)
     assert out.returncode == 0, out.stdout[-3000:] + out.stderr[-3000:]
     lines = out.stdout
     assert "records produced          : 120" in lines and "groups                    : 16" \

@@ -4,6 +4,7 @@
     .venv/bin/python bench/run_all.py --full     # the sizes in bench/README.md's figures
     .venv/bin/python bench/run_all.py --tiny     # each script once, tiny: does it run?
     .venv/bin/python bench/run_all.py --only journal_write,restart_planning
+    .venv/bin/python bench/run_all.py --tiny --jobs 2   # two at a time (figures then meaningless)
 
 Each script's progress goes to stderr; the tables go to stdout (and to ``--out``). The
 tiny sizes are what tests/test_bench.py runs, so that a benchmark the code has moved
@@ -16,6 +17,9 @@ import argparse
 import subprocess
 import sys
 import time
+from collections.abc import Callable
+from concurrent.futures import ThreadPoolExecutor, as_completed
+from dataclasses import dataclass
 from pathlib import Path
 
 HERE = Path(__file__).resolve().parent
@@ -127,6 +131,79 @@ TINY = {
 }
 
 
+@dataclass(frozen=True)
+class Outcome:
+    """One script's run: its exit code, tables (stdout), progress (stderr, when it was
+    captured) and wall time."""
+
+    name: str
+    command: list[str]
+    returncode: int
+    stdout: str
+    stderr: str
+    seconds: float
+
+
+def run_one(name: str, plan: dict[str, tuple[str, list[str]]], *, capture: bool,
+            env: dict[str, str] | None = None, timeout: float | None = None) -> Outcome:
+    """Run one script of ``plan``; its progress goes to this stderr unless ``capture``.
+    A script still running after ``timeout`` seconds is killed (exit -9)."""
+    script, script_args = plan[name]
+    cmd = [sys.executable, str(HERE / f"{script}.py"), *script_args]
+    if not capture:
+        print(f"== {' '.join(cmd[1:])}", file=sys.stderr, flush=True)
+    t0 = time.perf_counter()
+    try:
+        proc = subprocess.run(cmd, stdout=subprocess.PIPE, text=True, env=env,
+                              stderr=subprocess.PIPE if capture else None, timeout=timeout)
+    except subprocess.TimeoutExpired as exc:
+        return Outcome(name, cmd, -9, _text(exc.stdout),
+                       f"{_text(exc.stderr)}\nkilled: still running after {timeout:.0f}s",
+                       time.perf_counter() - t0)
+    return Outcome(name, cmd, proc.returncode, proc.stdout, proc.stderr or "",
+                   time.perf_counter() - t0)
+
+
+def _text(data: str | bytes | None) -> str:
+    return data.decode(errors="replace") if isinstance(data, bytes) else data or ""
+
+
+def run_many(names: list[str], plan: dict[str, tuple[str, list[str]]], *, jobs: int = 1,
+             env: dict[str, str] | None = None, timeout: float | None = None,
+             done: Callable[[Outcome], None] | None = None) -> list[Outcome]:
+    """Run ``names`` of ``plan``, ``jobs`` at a time, in ``names``' order (the outcomes
+    too). With more than one job each script's progress is captured and handed over
+    whole (to ``done``, as each ends), not interleaved with the others'. Running
+    several at once is for "does everything run?" (``--tiny``): their figures then
+    measure the neighbours too."""
+    capture = jobs > 1
+    if not capture:
+        outcomes = []
+        for name in names:
+            outcome = run_one(name, plan, capture=False, env=env, timeout=timeout)
+            if done is not None:
+                done(outcome)
+            outcomes.append(outcome)
+        return outcomes
+    with ThreadPoolExecutor(jobs) as pool:
+        futures = {name: pool.submit(run_one, name, plan, capture=True, env=env,
+                                     timeout=timeout)
+                   for name in names}
+        if done is not None:
+            for future in as_completed(futures.values()):
+                done(future.result())
+        return [futures[name].result() for name in names]
+
+
+def _say(outcome: Outcome) -> None:
+    if outcome.stderr:  # captured: the whole block at once
+        print(f"== {' '.join(outcome.command[1:])}\n{outcome.stderr.rstrip()}",
+              file=sys.stderr, flush=True)
+    print(f"== {outcome.name}: exit {outcome.returncode} after {outcome.seconds:.0f}s",
+          file=sys.stderr, flush=True)
+    print(outcome.stdout, flush=True)  # its tables, as it ends
+
+
 def main() -> int:
     p = argparse.ArgumentParser(description=__doc__,
                                 formatter_class=argparse.RawDescriptionHelpFormatter)
@@ -136,6 +213,9 @@ def main() -> int:
                        help="every script once at a tiny size (a few minutes): does it run?")
     p.add_argument("--only", type=lambda s: s.split(","),
                    help="comma-separated names (see QUICK, FULL and TINY)")
+    p.add_argument("--jobs", type=int, default=1,
+                   help="scripts run at once (default 1; more only to see that they run: "
+                        "their figures then measure each other)")
     p.add_argument("--out", help="also write the tables to this file")
     args = p.parse_args()
     plan = FULL if args.full else TINY if args.tiny else QUICK
@@ -144,22 +224,12 @@ def main() -> int:
     if unknown:
         p.error(f"no benchmark named {', '.join(unknown)} at these sizes "
                 f"(there are: {', '.join(plan)})")
-    outputs, failed = [], []
-    for name in names:
-        script, script_args = plan[name]
-        cmd = [sys.executable, str(HERE / f"{script}.py"), *script_args]
-        print(f"== {' '.join(cmd[1:])}", file=sys.stderr, flush=True)
-        t0 = time.perf_counter()
-        proc = subprocess.run(cmd, stdout=subprocess.PIPE, text=True)
-        print(f"== {name}: exit {proc.returncode} after {time.perf_counter() - t0:.0f}s",
-              file=sys.stderr, flush=True)
-        if proc.returncode != 0:
-            failed.append(name)
-        outputs.append(proc.stdout)
-        print(proc.stdout, flush=True)
+    if args.jobs < 1:
+        p.error(f"--jobs {args.jobs}: give 1 or more")
+    outcomes = run_many(names, plan, jobs=args.jobs, done=_say)
     if args.out:
-        Path(args.out).write_text("\n".join(outputs))
-    return 1 if failed else 0
+        Path(args.out).write_text("\n".join(o.stdout for o in outcomes))
+    return 1 if any(o.returncode != 0 for o in outcomes) else 0
 
 
 if __name__ == "__main__":

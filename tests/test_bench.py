@@ -25,6 +25,7 @@ import sqlalchemy as sa
 from offset_journal.journal.db import resolve_url
 from offset_journal.local.services import PostgresServer
 from offset_journal.testing import ENV_ADMIN_URL, ENV_BOOTSTRAP
+from tests.jobs_support import SHORT_LIVED_DRIVER
 
 BENCH = Path(__file__).resolve().parents[1] / "bench"
 HELPERS = {"_common", "delay_proxy", "run_all"}  # not benchmarks themselves
@@ -85,7 +86,7 @@ def tiny_runs(journal_server: PostgresServer,
     servers). The databases they create are dropped after."""
     names = _selected(request.session)
     before = _databases(journal_server.admin_url)
-    env = {**os.environ, ENV_ADMIN_URL: journal_server.admin_url}
+    env = {**SHORT_LIVED_DRIVER, **os.environ, ENV_ADMIN_URL: journal_server.admin_url}
     if LIVE_KAFKA & set(names):  # the session's broker, not one more of its own
         env[ENV_BOOTSTRAP] = request.getfixturevalue("kafka_cluster").bootstrap_servers
     try:

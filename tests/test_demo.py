@@ -10,13 +10,15 @@ from pathlib import Path
 
 import pytest
 
+from tests.jobs_support import SHORT_LIVED_DRIVER
+
 pytestmark = [pytest.mark.spark, pytest.mark.slow]
 
 
 def test_demo_proves_every_record_exactly_once(tmp_path):
     exe = Path(sys.executable).with_name("offset-journal")
     env = {k: v for k, v in os.environ.items() if k != "OFFSET_JOURNAL_DATABASE_URL"}
-    env["PYSPARK_PYTHON"] = sys.executable
+    env = {**SHORT_LIVED_DRIVER, **env, "PYSPARK_PYTHON": sys.executable}
     out = subprocess.run([str(exe), "demo", "--records", "120", "--workdir", str(tmp_path)],
                          env=env, capture_output=True, text=True, timeout=600)
     assert out.returncode == 0, out.stdout[-3000:] + out.stderr[-3000:]
@@ -68,7 +70,7 @@ def test_demo_given_a_broker_that_is_still_starting_waits_for_it(journal_url, tm
     starter.start()
     exe = Path(sys.executable).with_name("offset-journal")
     env = {k: v for k, v in os.environ.items() if k != "OFFSET_JOURNAL_DATABASE_URL"}
-    env["PYSPARK_PYTHON"] = sys.executable
+    env = {**SHORT_LIVED_DRIVER, **env, "PYSPARK_PYTHON": sys.executable}
     try:
         out = subprocess.run([str(exe), "demo", "--records", "40", "--workdir", str(tmp_path),
                               "--database-url", journal_url,
@@ -93,7 +95,7 @@ def test_demo_stateful_carries_every_groups_totals_across_the_upgrade(
     (On the session's Postgres and broker: the embedded ones are the first test's.)"""
     exe = Path(sys.executable).with_name("offset-journal")
     env = {k: v for k, v in os.environ.items() if k != "OFFSET_JOURNAL_DATABASE_URL"}
-    env["PYSPARK_PYTHON"] = sys.executable
+    env = {**SHORT_LIVED_DRIVER, **env, "PYSPARK_PYTHON": sys.executable}
     out = subprocess.run([str(exe), "demo", "--stateful", "--records", "60", "--workdir",
                           str(tmp_path), "--database-url", journal_url,
                           "--bootstrap-servers", kafka_cluster.bootstrap_servers],

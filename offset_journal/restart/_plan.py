@@ -25,7 +25,8 @@ from ..errors import RestartError
 from ..formatting import format_time
 from ..overlap import concurrent_runs
 from ..rows import KIND_KAFKA, Batch, BatchRef, FlaggedProblem, order_key, source_kind
-from ..wording import count, tp
+from ..wording import count
+from ._checks import check_last_batch, delta_table_findings, gathered_warnings
 from ._findings import Findings
 from ._from_time import reread_note, time_source_plan
 from ._inputs import PlanInputs
@@ -75,6 +76,7 @@ def compute_plan(query_name: str, anchor: Batch, **given: Any) -> RestartPlan:
 
 def decide(inp: PlanInputs) -> RestartPlan:
     """The plan for ``inp``: the steps of the module docstring, in order."""
+    gathered = gathered_warnings(inp)  # before all: the journal must know its last batch
     refuse_bad_request(inp)
     sink = sink_outcome(inp)
     if sink.taken:  # the sink holds batches beyond the journal: start after its last
@@ -101,6 +103,8 @@ def decide(inp: PlanInputs) -> RestartPlan:
     if inp.loaded_savepoint is not None:
         state, carried = carried_state(inp, inp.loaded_savepoint)
         found.merge(carried)
+    found.warnings += gathered
+    found.merge(delta_table_findings(sources, inp.delta_tables, inp.request.recreated_tables))
     return RestartPlan(
         query_name=inp.request.query_name, mode=inp.mode, position=start.position,
         anchor=BatchRef.of(inp.anchor), start_batch=start.start_ref, sources=sources,
@@ -426,58 +430,6 @@ def async_findings(inp: PlanInputs, start: Start) -> Findings:
         "or accept possible reprocessing downstream; `checkpoint compare DIR QUERY` shows "
         "where the old checkpoint stands"
     ])
-
-
-# --------------------------------------------------------------------------- the last batch
-
-
-def _kafka_ends(batch: Batch) -> dict[tuple[int, str, int], int]:
-    return {(s.source_index, p.topic, p.partition): p.end for s in batch.sources
-            if source_kind(s) == KIND_KAFKA for p in s.partitions if p.end is not None}
-
-
-def check_last_batch(query_name: str, anchor: Batch, others: Sequence[Batch]) -> list[str]:
-    """Check the batch the journal's own order calls last against the batches other
-    orders call last (pure); returns warnings, raises RestartError when they disagree.
-
-    The journal's order (the database's sequence, then batch ids within the run)
-    cannot be skewed by a driver's clock, but a batch replayed late from a spool can
-    come after batches of a later run. The offsets settle it: the last batch must have
-    read every Kafka partition it shares with another candidate at least as far. If
-    another candidate read further, which batch is last is not clear from the journal,
-    and a person must choose (``--batch RUN:BATCH``).
-    """
-    warnings: list[str] = []
-    mine = _kafka_ends(anchor)
-    for other in others:
-        if other.pk == anchor.pk:
-            continue
-        theirs = _kafka_ends(other)
-        ahead = sorted(k for k in mine.keys() & theirs.keys() if theirs[k] > mine[k])
-        ref, other_ref = BatchRef.of(anchor).label(), BatchRef.of(other).label()
-        if ahead:
-            sample = ", ".join(f"{tp(t, p)} {theirs[(i, t, p)]} > {mine[(i, t, p)]}"
-                               for i, t, p in ahead[:3])
-            more = f" and {len(ahead) - 3} more" if len(ahead) > 3 else ""
-            raise RestartError(
-                f"the journal's orders disagree on the last batch of query {query_name!r}: "
-                f"{ref} was journaled last, but {other_ref} read further ({sample}{more}); "
-                "a batch replayed late from a spool, a driver's clock off, or two jobs "
-                "under one name? Choose where to start explicitly: --batch RUN:BATCH "
-                "(starts AT that batch) or --as-of TIME"
-            )
-        later = (other.trigger_at is not None and anchor.trigger_at is not None
-                 and other.trigger_at > anchor.trigger_at)
-        if later:
-            shared = "; the offsets agree" if mine.keys() & theirs.keys() else (
-                "; no Kafka partition in common to check it by")
-            warnings.append(
-                f"{other_ref} has a later trigger time than {ref}, which the journal "
-                f"recorded after it: the clock of run {other.run_id}'s driver was ahead, "
-                f"or of run {anchor.run_id}'s behind. The journal's own order decides"
-                f"{shared}"
-            )
-    return warnings
 
 
 __all__ = ["check_last_batch", "check_request", "compute_plan", "concurrent_runs", "decide",

@@ -1,13 +1,17 @@
-"""Where a plan is decided: :func:`compute_plan` (pure: journal data in, plan out).
+"""Where a plan is decided: :func:`decide` (pure: one :class:`~._inputs.PlanInputs`
+in, the plan out; :func:`compute_plan` builds the inputs from keywords).
 
 It is a short sequence of steps, each returning :class:`~.model.Findings`:
 
 1. refuse what cannot be planned (unknown mode, a used checkpoint location);
-2. decide where to start (after, at, or rewind for state-aware plans: _state_aware.py);
+2. decide where to start, one module per kind of start: after the last batch
+   (_start_after.py), at a batch or a record time (_start_at.py), state-aware
+   (_state_aware.py), from a savepoint (seeding.py), translated (_start_translated.py);
 3. flag the batches the journal flagged when it wrote them;
 4. plan each source (Kafka: kafka_offsets.py, others: _other_sources.py);
 5. check the output path, the sink (foreachBatch: Delta txnAppId), the new checkpoint,
-   the clocks and concurrent runs.
+   the clocks and concurrent runs, and what the gather step read besides (_checks.py:
+   the journal's orders on the last batch, spool losses, the Delta tables now).
 
 Before 2, the old query's sink (``_sink.py``): when its own commit log holds batches
 beyond the journal's last, they are taken from the old checkpoint and the plan starts
@@ -25,14 +29,16 @@ from ..errors import RestartError
 from ..formatting import format_time
 from ..overlap import concurrent_runs
 from ..rows import KIND_KAFKA, Batch, BatchRef, FlaggedProblem, order_key, source_kind
-from ..wording import count
 from ._checks import check_last_batch, delta_table_findings, gathered_warnings
-from ._findings import Findings
-from ._from_time import reread_note, time_source_plan
+from ._findings import Findings, Flagged
+from ._from_time import time_source_plan
 from ._inputs import PlanInputs
 from ._other_sources import journaled_offset, other_source_plan, sink_findings
 from ._real_time import real_time_findings
 from ._sink import sink_outcome
+from ._start_after import after_start, still_running
+from ._start_at import at_start, from_time_start
+from ._start_translated import translated_start
 from ._state_aware import state_aware_start
 from .kafka_offsets import kafka_source_plan, kafka_topics
 from .model import (
@@ -55,10 +61,6 @@ FUTURE_TOLERANCE = timedelta(minutes=1)
 """A driver's clock this far ahead of the database's is worth a warning."""
 FUTURE_LIMIT = timedelta(days=1)
 """No driver's clock is this far ahead: a batch triggered later is forged or corrupt."""
-
-Flagged = dict[tuple[int, int], tuple[str, str]]
-"""(batch pk, source index) -> (the batch's label, the problem flagged on it)."""
-
 
 def compute_plan(query_name: str, anchor: Batch, **given: Any) -> RestartPlan:
     """Make a restart plan from journal data alone (pure: no I/O).
@@ -179,90 +181,23 @@ def refuse_unknown_recreated(inp: PlanInputs) -> None:
 
 
 def where_to_start(inp: PlanInputs, flagged: Flagged) -> Start:
-    """After the anchor, at it, or (state-aware) rewound: with the notes saying why."""
-    as_of = inp.request.as_of
-    when = f" triggered at or before {format_time(as_of)}" if as_of is not None else ""
-    anchor_ref = BatchRef.of(inp.anchor)
+    """Which kind of start, each decided by its own module: from a savepoint
+    (seeding), state-aware (rewound: _state_aware), from a record time or AT a batch
+    (_start_at), or AFTER the anchor (_start_after; translated: _start_translated)."""
     if inp.loaded_savepoint is not None:
         return savepoint_start(inp, inp.loaded_savepoint)
     if inp.mode == MODE_STATE_AWARE:
+        as_of = inp.request.as_of
+        when = f" triggered at or before {format_time(as_of)}" if as_of is not None else ""
         start = state_aware_start(inp, when)
     elif inp.position == POSITION_FROM_TIME:
-        start = Start(POSITION_FROM_TIME, None, None, Findings())
-        start.findings.notes += [
-            f"Starts at record time {format_time(inp.request.from_time)}: per partition, the first "
-            "offset whose record timestamp is at or after it (Kafka's offsetsForTimes, as "
-            "kafka-consumer-groups --reset-offsets --to-datetime); partitions without such "
-            "a record start at their log end. The journal's last batch "
-            f"({anchor_ref.label()}) gives the end offsets that counts what is read again.",
-            reread_note(inp.reread)]
-        return start
+        return from_time_start(inp)
     elif inp.position == POSITION_AT:
-        start = Start(POSITION_AT, [inp.anchor], inp.before, Findings(), start_ref=anchor_ref)
-        start.findings.notes.append(
-            f"Starts AT {anchor_ref.label()}: its START offsets, so that batch and all "
-            "after it are processed again (the sink receives those rows a second time "
-            "unless it is idempotent)."
-        )
+        start = at_start(inp)
     else:
-        start = Start(POSITION_AFTER, None, inp.before, Findings())
-        if inp.mirror is None:  # a translated start is said once its bound is known
-            start.findings.notes.append(after_note(inp, flagged))
-    start.findings.notes += _still_running(inp)
+        start = after_start(inp, flagged)
+    start.findings.notes += still_running(inp)
     return start
-
-
-def after_note(inp: PlanInputs, flagged: Flagged,
-               translated: tuple[int, int] | None = None) -> str:
-    """Why a plan AFTER the anchor reads what came after it; ``translated``: a translated
-    plan's bound of records read again on the replica, and its partitions without a
-    sync (read from the replica's earliest, unbounded)."""
-    anchor_ref = BatchRef.of(inp.anchor)
-    latest = ("the last journaled batch" if inp.request.as_of is None
-              else f"the last batch triggered at or before {format_time(inp.request.as_of)}")
-    if inp.sink_taken:
-        latest = "the last batch the old query's sink holds, beyond the journal's: see below"
-    head = f"Starts AFTER {anchor_ref.label()} ({latest}): at its END offsets"
-    if translated is not None:
-        bound, unsynced = translated
-        more = (f", and all the replica holds of {count(unsynced, 'partition')} without a "
-                "sync (see the warnings)" if unsynced else "")
-        head += (", translated to the replica's (per partition below). MM2's offset syncs "
-                 "place each at its record or just before it: nothing the replica holds is "
-                 f"skipped, but records may be read again, up to {count(bound, 'record')}"
-                 f"{more}")
-    else:
-        head += (". Kafka start offsets are inclusive and a batch's end offsets exclusive, "
-                 "so the new query reads exactly what came after that batch")
-    if flagged:
-        return head + (
-            ". But the journal flagged offsets that did not continue from one batch to "
-            "the next (see the errors and warnings): records were skipped or read "
-            "twice before this point, and starting here does not undo that.")
-    return head + (": nothing skipped, nothing read twice." if translated is None else ".")
-
-
-def translated_start(inp: PlanInputs, start: Start, flagged: Flagged,
-                     sources: Sequence[SourcePlan]) -> list[str]:
-    """A translated plan AFTER the anchor: the start's note, with the re-read bound the
-    translation found (every other plan's start said its note already)."""
-    if inp.mirror is None or start.position != POSITION_AFTER or inp.mode == MODE_STATE_AWARE:
-        return []
-    done = [s.translation for s in sources if s.translation is not None]
-    return [after_note(inp, flagged, (sum(t.reread_bound for t in done),
-                                      sum(len(t.unsynced) for t in done)))]
-
-
-def _still_running(inp: PlanInputs) -> list[str]:
-    """A note when the anchor was still running at ``as_of`` (it counts as before)."""
-    anchor, as_of = inp.anchor, inp.request.as_of
-    if as_of is None or anchor.trigger_at is None or not anchor.batch_duration_ms:
-        return []
-    finished = anchor.trigger_at + timedelta(milliseconds=anchor.batch_duration_ms)
-    if finished <= as_of:
-        return []
-    return [f"That batch was still running at {format_time(as_of)} (it finished at "
-            f"{format_time(finished)}); it counts as before that time."]
 
 
 # --------------------------------------------------------------------------- 3. flagged

@@ -1,20 +1,123 @@
-"""Checks of what the gather step read besides the plan's own facts (pure): the
-journal's orders on the last batch, batches a full spool dropped, flagged problems
-beyond those listed, and the Delta tables at the sources' paths now."""
+"""The plan's checks (pure), step 5 of :mod:`._plan`: the cluster not asked, the output
+path and the new checkpoint, a trigger time ahead of the database's clock, runs that
+overlapped, async progress tracking; and what the gather step read besides the plan's
+own facts: the journal's orders on the last batch, batches a full spool dropped,
+flagged problems beyond those listed, and the Delta tables at the sources' paths now."""
 
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
+from datetime import datetime, timedelta
 
 from ..errors import RestartError
 from ..formatting import format_time
+from ..overlap import concurrent_runs
 from ..rows import FLAGGED_PROBLEMS, KIND_DELTA, KIND_KAFKA, Batch, BatchRef, SpoolLoss, source_kind
 from ..wording import count, tp
 from ._delta_log import same_path
 from ._findings import Findings
 from ._inputs import PlanInputs
 from ._other_sources import check_delta_table, delta_path
-from .model import SourcePlan
+from .model import POSITION_AFTER, SourcePlan, Start
+
+FUTURE_TOLERANCE = timedelta(minutes=1)
+"""A driver's clock this far ahead of the database's is worth a warning."""
+FUTURE_LIMIT = timedelta(days=1)
+"""No driver's clock is this far ahead: a batch triggered later is forged or corrupt."""
+
+
+def unchecked_cluster(inp: PlanInputs, sources: Sequence[SourcePlan]) -> Findings:
+    found = Findings()
+    if inp.kafka_state is None and any(s.kind == KIND_KAFKA for s in sources):
+        found.warnings.append(
+            "not checked against a Kafka cluster (no bootstrap servers): partitions added "
+            "since, deleted topics and offsets lost to retention are unknown"
+        )
+    return found
+
+
+def location_findings(inp: PlanInputs) -> Findings:
+    """The output path's file sink log, and the new checkpoint location."""
+    found = Findings()
+    sink, checkpoint = inp.sink, inp.checkpoint_state
+    if sink is not None and sink.last_batch_id is not None:
+        found.warnings.append(
+            f"output path {sink.path} already has a file sink log (_spark_metadata, up to "
+            f"batch {sink.last_batch_id}): a query on a new checkpoint numbers batches from "
+            f"0 again and the sink skips batches 0..{sink.last_batch_id} as already "
+            "written, silently dropping their output; write to a new output path"
+        )
+    elif sink is not None:
+        found.notes.append(
+            f"Output path {sink.path} has no file sink log: nothing will be skipped.")
+    if checkpoint is not None:
+        found.notes.append(f"New checkpoint location {checkpoint.path} holds no offsets: "
+                           "Spark will honour startingOffsets there.")
+    return found
+
+
+def future_trigger_findings(anchor: Batch, database_now: datetime | None) -> Findings:
+    """A batch triggered after the database's clock: trigger times come from the
+    drivers' clocks, so a little ahead is clock skew (a warning: the order of batches
+    may be wrong), far ahead is a batch that cannot be real (an error)."""
+    when = anchor.trigger_at
+    if database_now is None or when is None or when <= database_now + FUTURE_TOLERANCE:
+        return Findings()
+    ahead = when - database_now
+    label = BatchRef.of(anchor).label()
+    if ahead > FUTURE_LIMIT:
+        return Findings(errors=[
+            f"{label} was triggered at {format_time(when)}, {ahead.days} days in the future "
+            f"of the database's clock ({format_time(database_now)}): no driver's clock is "
+            "that wrong, so the batch is forged or corrupt and its offsets are not handed "
+            "out; start from a point in time before it (--as-of now) or a batch (--batch)"
+        ])
+    return Findings(warnings=[
+        f"{label} was triggered at {format_time(when)}, {ahead} ahead of the database's "
+        f"clock ({format_time(database_now)}): a driver's clock is fast, so 'last' by "
+        "trigger time may not be the last batch; check `history` before using this plan"
+    ])
+
+
+def concurrency_findings(inp: PlanInputs) -> Findings:
+    """A warning per pair of runs (started by the anchor's time) that overlapped."""
+    cutoff_time = inp.anchor.trigger_at
+    relevant = [s for s in inp.runs if cutoff_time is None or s.start is None
+                or s.start <= cutoff_time]
+    return Findings(warnings=[
+        f"runs {a.run_id} and {b.run_id} of query {inp.request.query_name!r} journaled batches at "
+        f"the same time ({format_time(a.start)}..{format_time(a.end)} and "
+        f"{format_time(b.start)}..{format_time(b.end)}): two jobs under one name "
+        "interleave their offsets, and the last batch may belong to either"
+        for a, b in concurrent_runs(relevant)
+    ])
+
+
+def async_findings(inp: PlanInputs, start: Start) -> Findings:
+    """A warning when the plan starts after a batch whose end offsets may not be in the
+    old checkpoint yet (async progress tracking)."""
+    tail = inp.async_tail
+    if tail is None or start.position != POSITION_AFTER or not tail.batches:
+        return Findings()
+    ids = [b.batch_id for b in tail.batches if b.run_id == inp.anchor.run_id]
+    if inp.anchor.run_id != tail.run_id or inp.anchor.batch_id not in ids:
+        return Findings()
+    first, last = ids[0], ids[-1]
+    which = f"batch {first}" if first == last else f"batches {first}..{last}"
+    return Findings(warnings=[
+        f"run {tail.run_id} ran with async progress tracking (asyncProgressTrackingEnabled: "
+        f"Spark writes its offset and commit logs at most every {tail.interval_ms} ms): "
+        f"{which}, journaled in the last {tail.interval_ms} ms of the run, may not be in "
+        "its checkpoint, so their end offsets may not be final. This plan starts after "
+        f"batch {inp.anchor.batch_id}, which Spark reported done (its output is in the "
+        "sink) and which a NEW checkpoint takes as it is; but the OLD checkpoint may be "
+        "behind it and, restarted, would run those batches again, maybe with other offset "
+        "ranges: do not run both. To start from the last batch certainly durable instead, "
+        f"use --batch {tail.run_id}:{first} (its start offsets: {which} processed again), "
+        "or accept possible reprocessing downstream; `checkpoint compare DIR QUERY` shows "
+        "where the old checkpoint stands"
+    ])
+
 
 
 def gathered_warnings(inp: PlanInputs) -> list[str]:

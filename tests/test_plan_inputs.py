@@ -5,6 +5,7 @@ journal's plan is exactly decide(gather(...))."""
 from __future__ import annotations
 
 import json
+from dataclasses import replace
 from datetime import datetime, timedelta, timezone
 from pathlib import Path
 
@@ -33,10 +34,9 @@ KAFKA = "KafkaV2[Subscribe[orders]]"
 
 
 def batch(batch_id: int, start: int, end: int, *, minute: int | None = None,
-          event_time_max: datetime | None = None, watermark: datetime | None = None,
-          description: str = KAFKA, kind: str = "kafka") -> Batch:
+          event_time_max: datetime | None = None, watermark: datetime | None = None) -> Batch:
     """A journaled batch of query q, run-1, that read orders-0 from ``start`` to ``end``."""
-    source = SourceOffsets(0, description, kind, {"orders": {"0": start}},
+    source = SourceOffsets(0, KAFKA, "kafka", {"orders": {"0": start}},
                            {"orders": {"0": end}}, end - start,
                            (PartitionOffset("orders", 0, start, end),))
     return Batch("q", "qid-1", "run-1", batch_id,
@@ -122,11 +122,10 @@ def test_translated_starts_after_the_anchor_on_the_replica() -> None:
 def test_the_gathered_read_only_facts_become_warnings_and_errors() -> None:
     """decide does no I/O: the Delta table's id is a fact; no table is on disk here."""
     table = f"/nowhere/{__name__}/table"
-    delta = batch(3, 0, 0, description=f"DeltaSource[{table}]", kind="delta")
-    delta = Batch(**{**delta.__dict__, "sources": (SourceOffsets(
+    delta = replace(LAST, sources=(SourceOffsets(
         0, f"DeltaSource[{table}]", "delta", None,
         {"sourceVersion": 1, "reservoirId": "old-id", "reservoirVersion": 5, "index": -1,
-         "isStartingVersion": False}, 1),)})
+         "isStartingVersion": False}, 1),))
     assert not Path(table).exists()
     loss = SpoolLoss("q", 2, ("run-1",), 1, 2, T0, T0, ((0, "orders", 0, 10, 20),), "host-a",
                      T0)
@@ -141,7 +140,7 @@ def test_the_gathered_read_only_facts_become_warnings_and_errors() -> None:
 
 
 def test_orders_that_disagree_on_the_last_batch_are_refused_from_the_facts() -> None:
-    ahead = Batch(**{**batch(3, 30, 45).__dict__, "run_id": "run-2", "pk": 999})
+    ahead = replace(batch(3, 30, 45), run_id="run-2", pk=999)
     with pytest.raises(RestartError, match="orders disagree on the last batch"):
         decide(PlanInputs(PlanRequest("q"), LAST, last_candidates=[LAST, ahead]))
 

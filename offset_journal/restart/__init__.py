@@ -1,9 +1,11 @@
 """Restart plans: where a query on a NEW checkpoint starts, and why.
 
-**Where a plan is decided:** :func:`compute_plan` in ``restart/_plan.py``, a short
-sequence of named steps (its module docstring lists them) over journal data; nothing
-in it does I/O. :func:`plan_restart` (``restart/edge.py``) is the thin edge that
-gathers those inputs from the journal, the checkpoint location and the Kafka cluster.
+**Where a plan is decided:** ``decide`` in ``restart/_plan.py``, a short sequence of
+named steps (its module docstring lists them) over one frozen ``PlanInputs``; nothing
+in it does I/O (:func:`compute_plan` builds the inputs from keywords).
+:func:`plan_restart` (``restart/edge.py``) is the thin edge: ``gather`` reads every
+fact from the journal, the checkpoint locations, the sink and the Kafka cluster into
+one ``PlanInputs``, then ``decide``.
 
 A new checkpoint knows nothing; the journal knows every completed batch's offsets. A
 plan turns them into ``readStream`` options, checked against what can go wrong:
@@ -30,11 +32,14 @@ The modules, one job each, in the order data flows:
   its fields are the one list of a plan's options;
 * ``_inputs.py``: :class:`~._inputs.PlanInputs`, the request and the facts gathered for
   it (pure);
-* ``edge.py``: :func:`plan_restart`, the I/O: gathers the journal's batches, the
-  checkpoint location and the Kafka cluster's offsets;
+* ``edge.py``: :func:`plan_restart`, the I/O: ``gather`` reads the journal's batches,
+  the checkpoint locations, the sink, the Kafka cluster's offsets and the Delta tables;
 * ``model.py``: the data (:class:`RestartPlan` and its parts), closed sets;
   ``_findings.py``: what each step found (notes, warnings, errors);
-* ``_plan.py``: :func:`compute_plan`, the decision (pure);
+* ``_plan.py``: ``decide`` and :func:`compute_plan`, the decision (pure); where to
+  start, one module per kind: ``_start_after.py``, ``_start_at.py`` (a batch or a
+  record time), ``_state_aware.py``, ``seeding.py`` (a savepoint),
+  ``_start_translated.py``; ``_checks.py``: the gathered facts that only warn;
 * ``kafka_offsets.py``, ``_from_time.py``, ``_other_sources.py``, ``_state_aware.py``,
   ``_real_time.py``, ``seeding.py``, ``translate.py``: its steps for Kafka offsets, a
   point in time, Delta/file/rate sources, state-aware rewinds, a real-time run's last

@@ -21,3 +21,7 @@ class Findings:
         self.warnings += other.warnings
         self.errors += other.errors
         return self
+
+
+Flagged = dict[tuple[int, int], tuple[str, str]]
+"""(batch pk, source index) -> (the batch's label, the problem flagged on it)."""

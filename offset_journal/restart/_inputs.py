@@ -2,13 +2,13 @@
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from datetime import datetime
 from typing import TYPE_CHECKING
 
 from ..overlap import RunSpan
-from ..rows import AsyncTail, Batch, FlaggedProblem, RealTimeTail, RereadRun
+from ..rows import AsyncTail, Batch, FlaggedProblem, RealTimeTail, RereadRun, SpoolLoss
 from .model import (
     MODE_STATELESS,
     POSITION_AFTER,
@@ -63,6 +63,13 @@ class PlanInputs:
     old checkpoint's query id the batches taken from the sink are journaled as (None:
     the anchor's run). ``sink_taken`` is set by the plan: the
     batches it took from the sink and the old checkpoint (the anchor is the last).
+
+    Read-only facts the plan only warns or errs about: ``last_candidates``, the batch
+    each of the journal's orders calls last (default plans: ``check_last_batch``);
+    ``problems_cut``, more batches were flagged than ``problems`` holds;
+    ``spool_losses``, batch events a full listener spool dropped; ``delta_tables``, per
+    Delta source path of the anchor, the table id there now (None: no table; an
+    exception: it could not be read; None: not gathered, nothing checked).
     """
 
     request: PlanRequest
@@ -90,6 +97,10 @@ class PlanInputs:
     sink_batch: Batch | None = None
     sink_run_id: str | None = None
     sink_taken: Sequence[Batch] = ()
+    last_candidates: Sequence[Batch] = ()
+    problems_cut: bool = False
+    spool_losses: Sequence[SpoolLoss] = ()
+    delta_tables: Mapping[str, str | None | Exception] | None = None
 
     @property
     def mode(self) -> Mode:

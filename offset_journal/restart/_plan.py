@@ -1,13 +1,17 @@
-"""Where a plan is decided: :func:`compute_plan` (pure: journal data in, plan out).
+"""Where a plan is decided: :func:`decide` (pure: one :class:`~._inputs.PlanInputs`
+in, the plan out; :func:`compute_plan` builds the inputs from keywords).
 
 It is a short sequence of steps, each returning :class:`~.model.Findings`:
 
 1. refuse what cannot be planned (unknown mode, a used checkpoint location);
-2. decide where to start (after, at, or rewind for state-aware plans: _state_aware.py);
+2. decide where to start, one module per kind of start: after the last batch
+   (_start_after.py), at a batch or a record time (_start_at.py), state-aware
+   (_state_aware.py), from a savepoint (seeding.py), translated (_start_translated.py);
 3. flag the batches the journal flagged when it wrote them;
 4. plan each source (Kafka: kafka_offsets.py, others: _other_sources.py);
 5. check the output path, the sink (foreachBatch: Delta txnAppId), the new checkpoint,
-   the clocks and concurrent runs.
+   the clocks and concurrent runs, and what the gather step read besides (_checks.py:
+   the journal's orders on the last batch, spool losses, the Delta tables now).
 
 Before 2, the old query's sink (``_sink.py``): when its own commit log holds batches
 beyond the journal's last, they are taken from the old checkpoint and the plan starts
@@ -18,20 +22,31 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import replace
-from datetime import datetime, timedelta
 from typing import Any
 
 from ..errors import RestartError
 from ..formatting import format_time
 from ..overlap import concurrent_runs
 from ..rows import KIND_KAFKA, Batch, BatchRef, FlaggedProblem, order_key, source_kind
-from ..wording import count, tp
-from ._findings import Findings
-from ._from_time import reread_note, time_source_plan
+from ._checks import (
+    async_findings,
+    check_last_batch,
+    concurrency_findings,
+    delta_table_findings,
+    future_trigger_findings,
+    gathered_warnings,
+    location_findings,
+    unchecked_cluster,
+)
+from ._findings import Findings, Flagged
+from ._from_time import time_source_plan
 from ._inputs import PlanInputs
 from ._other_sources import journaled_offset, other_source_plan, sink_findings
 from ._real_time import real_time_findings
 from ._sink import sink_outcome
+from ._start_after import after_start, still_running
+from ._start_at import at_start, from_time_start
+from ._start_translated import translated_start
 from ._state_aware import state_aware_start
 from .kafka_offsets import kafka_source_plan, kafka_topics
 from .model import (
@@ -50,14 +65,6 @@ from .request import REQUEST_FIELDS, PlanRequest, check_request
 from .seeding import carried_state, savepoint_start
 from .translate import cluster_findings, refuse_other_cluster
 
-FUTURE_TOLERANCE = timedelta(minutes=1)
-"""A driver's clock this far ahead of the database's is worth a warning."""
-FUTURE_LIMIT = timedelta(days=1)
-"""No driver's clock is this far ahead: a batch triggered later is forged or corrupt."""
-
-Flagged = dict[tuple[int, int], tuple[str, str]]
-"""(batch pk, source index) -> (the batch's label, the problem flagged on it)."""
-
 
 def compute_plan(query_name: str, anchor: Batch, **given: Any) -> RestartPlan:
     """Make a restart plan from journal data alone (pure: no I/O).
@@ -75,6 +82,7 @@ def compute_plan(query_name: str, anchor: Batch, **given: Any) -> RestartPlan:
 
 def decide(inp: PlanInputs) -> RestartPlan:
     """The plan for ``inp``: the steps of the module docstring, in order."""
+    gathered = gathered_warnings(inp)  # before all: the journal must know its last batch
     refuse_bad_request(inp)
     sink = sink_outcome(inp)
     if sink.taken:  # the sink holds batches beyond the journal: start after its last
@@ -101,6 +109,8 @@ def decide(inp: PlanInputs) -> RestartPlan:
     if inp.loaded_savepoint is not None:
         state, carried = carried_state(inp, inp.loaded_savepoint)
         found.merge(carried)
+    found.warnings += gathered
+    found.merge(delta_table_findings(sources, inp.delta_tables, inp.request.recreated_tables))
     return RestartPlan(
         query_name=inp.request.query_name, mode=inp.mode, position=start.position,
         anchor=BatchRef.of(inp.anchor), start_batch=start.start_ref, sources=sources,
@@ -175,90 +185,23 @@ def refuse_unknown_recreated(inp: PlanInputs) -> None:
 
 
 def where_to_start(inp: PlanInputs, flagged: Flagged) -> Start:
-    """After the anchor, at it, or (state-aware) rewound: with the notes saying why."""
-    as_of = inp.request.as_of
-    when = f" triggered at or before {format_time(as_of)}" if as_of is not None else ""
-    anchor_ref = BatchRef.of(inp.anchor)
+    """Which kind of start, each decided by its own module: from a savepoint
+    (seeding), state-aware (rewound: _state_aware), from a record time or AT a batch
+    (_start_at), or AFTER the anchor (_start_after; translated: _start_translated)."""
     if inp.loaded_savepoint is not None:
         return savepoint_start(inp, inp.loaded_savepoint)
     if inp.mode == MODE_STATE_AWARE:
+        as_of = inp.request.as_of
+        when = f" triggered at or before {format_time(as_of)}" if as_of is not None else ""
         start = state_aware_start(inp, when)
     elif inp.position == POSITION_FROM_TIME:
-        start = Start(POSITION_FROM_TIME, None, None, Findings())
-        start.findings.notes += [
-            f"Starts at record time {format_time(inp.request.from_time)}: per partition, the first "
-            "offset whose record timestamp is at or after it (Kafka's offsetsForTimes, as "
-            "kafka-consumer-groups --reset-offsets --to-datetime); partitions without such "
-            "a record start at their log end. The journal's last batch "
-            f"({anchor_ref.label()}) gives the end offsets that counts what is read again.",
-            reread_note(inp.reread)]
-        return start
+        return from_time_start(inp)
     elif inp.position == POSITION_AT:
-        start = Start(POSITION_AT, [inp.anchor], inp.before, Findings(), start_ref=anchor_ref)
-        start.findings.notes.append(
-            f"Starts AT {anchor_ref.label()}: its START offsets, so that batch and all "
-            "after it are processed again (the sink receives those rows a second time "
-            "unless it is idempotent)."
-        )
+        start = at_start(inp)
     else:
-        start = Start(POSITION_AFTER, None, inp.before, Findings())
-        if inp.mirror is None:  # a translated start is said once its bound is known
-            start.findings.notes.append(after_note(inp, flagged))
-    start.findings.notes += _still_running(inp)
+        start = after_start(inp, flagged)
+    start.findings.notes += still_running(inp)
     return start
-
-
-def after_note(inp: PlanInputs, flagged: Flagged,
-               translated: tuple[int, int] | None = None) -> str:
-    """Why a plan AFTER the anchor reads what came after it; ``translated``: a translated
-    plan's bound of records read again on the replica, and its partitions without a
-    sync (read from the replica's earliest, unbounded)."""
-    anchor_ref = BatchRef.of(inp.anchor)
-    latest = ("the last journaled batch" if inp.request.as_of is None
-              else f"the last batch triggered at or before {format_time(inp.request.as_of)}")
-    if inp.sink_taken:
-        latest = "the last batch the old query's sink holds, beyond the journal's: see below"
-    head = f"Starts AFTER {anchor_ref.label()} ({latest}): at its END offsets"
-    if translated is not None:
-        bound, unsynced = translated
-        more = (f", and all the replica holds of {count(unsynced, 'partition')} without a "
-                "sync (see the warnings)" if unsynced else "")
-        head += (", translated to the replica's (per partition below). MM2's offset syncs "
-                 "place each at its record or just before it: nothing the replica holds is "
-                 f"skipped, but records may be read again, up to {count(bound, 'record')}"
-                 f"{more}")
-    else:
-        head += (". Kafka start offsets are inclusive and a batch's end offsets exclusive, "
-                 "so the new query reads exactly what came after that batch")
-    if flagged:
-        return head + (
-            ". But the journal flagged offsets that did not continue from one batch to "
-            "the next (see the errors and warnings): records were skipped or read "
-            "twice before this point, and starting here does not undo that.")
-    return head + (": nothing skipped, nothing read twice." if translated is None else ".")
-
-
-def translated_start(inp: PlanInputs, start: Start, flagged: Flagged,
-                     sources: Sequence[SourcePlan]) -> list[str]:
-    """A translated plan AFTER the anchor: the start's note, with the re-read bound the
-    translation found (every other plan's start said its note already)."""
-    if inp.mirror is None or start.position != POSITION_AFTER or inp.mode == MODE_STATE_AWARE:
-        return []
-    done = [s.translation for s in sources if s.translation is not None]
-    return [after_note(inp, flagged, (sum(t.reread_bound for t in done),
-                                      sum(len(t.unsynced) for t in done)))]
-
-
-def _still_running(inp: PlanInputs) -> list[str]:
-    """A note when the anchor was still running at ``as_of`` (it counts as before)."""
-    anchor, as_of = inp.anchor, inp.request.as_of
-    if as_of is None or anchor.trigger_at is None or not anchor.batch_duration_ms:
-        return []
-    finished = anchor.trigger_at + timedelta(milliseconds=anchor.batch_duration_ms)
-    if finished <= as_of:
-        return []
-    return [f"That batch was still running at {format_time(as_of)} (it finished at "
-            f"{format_time(finished)}); it counts as before that time."]
 
 
 # --------------------------------------------------------------------------- 3. flagged
@@ -330,154 +273,6 @@ def source_plans(inp: PlanInputs, start: Start) -> tuple[list[SourcePlan], Findi
                     "a record time applies to Kafka sources only: this source starts "
                     "after the last journaled batch")
     return plans, found
-
-
-# --------------------------------------------------------------------------- 5. checks
-
-
-def unchecked_cluster(inp: PlanInputs, sources: Sequence[SourcePlan]) -> Findings:
-    found = Findings()
-    if inp.kafka_state is None and any(s.kind == KIND_KAFKA for s in sources):
-        found.warnings.append(
-            "not checked against a Kafka cluster (no bootstrap servers): partitions added "
-            "since, deleted topics and offsets lost to retention are unknown"
-        )
-    return found
-
-
-def location_findings(inp: PlanInputs) -> Findings:
-    """The output path's file sink log, and the new checkpoint location."""
-    found = Findings()
-    sink, checkpoint = inp.sink, inp.checkpoint_state
-    if sink is not None and sink.last_batch_id is not None:
-        found.warnings.append(
-            f"output path {sink.path} already has a file sink log (_spark_metadata, up to "
-            f"batch {sink.last_batch_id}): a query on a new checkpoint numbers batches from "
-            f"0 again and the sink skips batches 0..{sink.last_batch_id} as already "
-            "written, silently dropping their output; write to a new output path"
-        )
-    elif sink is not None:
-        found.notes.append(
-            f"Output path {sink.path} has no file sink log: nothing will be skipped.")
-    if checkpoint is not None:
-        found.notes.append(f"New checkpoint location {checkpoint.path} holds no offsets: "
-                           "Spark will honour startingOffsets there.")
-    return found
-
-
-def future_trigger_findings(anchor: Batch, database_now: datetime | None) -> Findings:
-    """A batch triggered after the database's clock: trigger times come from the
-    drivers' clocks, so a little ahead is clock skew (a warning: the order of batches
-    may be wrong), far ahead is a batch that cannot be real (an error)."""
-    when = anchor.trigger_at
-    if database_now is None or when is None or when <= database_now + FUTURE_TOLERANCE:
-        return Findings()
-    ahead = when - database_now
-    label = BatchRef.of(anchor).label()
-    if ahead > FUTURE_LIMIT:
-        return Findings(errors=[
-            f"{label} was triggered at {format_time(when)}, {ahead.days} days in the future "
-            f"of the database's clock ({format_time(database_now)}): no driver's clock is "
-            "that wrong, so the batch is forged or corrupt and its offsets are not handed "
-            "out; start from a point in time before it (--as-of now) or a batch (--batch)"
-        ])
-    return Findings(warnings=[
-        f"{label} was triggered at {format_time(when)}, {ahead} ahead of the database's "
-        f"clock ({format_time(database_now)}): a driver's clock is fast, so 'last' by "
-        "trigger time may not be the last batch; check `history` before using this plan"
-    ])
-
-
-def concurrency_findings(inp: PlanInputs) -> Findings:
-    """A warning per pair of runs (started by the anchor's time) that overlapped."""
-    cutoff_time = inp.anchor.trigger_at
-    relevant = [s for s in inp.runs if cutoff_time is None or s.start is None
-                or s.start <= cutoff_time]
-    return Findings(warnings=[
-        f"runs {a.run_id} and {b.run_id} of query {inp.request.query_name!r} journaled batches at "
-        f"the same time ({format_time(a.start)}..{format_time(a.end)} and "
-        f"{format_time(b.start)}..{format_time(b.end)}): two jobs under one name "
-        "interleave their offsets, and the last batch may belong to either"
-        for a, b in concurrent_runs(relevant)
-    ])
-
-
-def async_findings(inp: PlanInputs, start: Start) -> Findings:
-    """A warning when the plan starts after a batch whose end offsets may not be in the
-    old checkpoint yet (async progress tracking)."""
-    tail = inp.async_tail
-    if tail is None or start.position != POSITION_AFTER or not tail.batches:
-        return Findings()
-    ids = [b.batch_id for b in tail.batches if b.run_id == inp.anchor.run_id]
-    if inp.anchor.run_id != tail.run_id or inp.anchor.batch_id not in ids:
-        return Findings()
-    first, last = ids[0], ids[-1]
-    which = f"batch {first}" if first == last else f"batches {first}..{last}"
-    return Findings(warnings=[
-        f"run {tail.run_id} ran with async progress tracking (asyncProgressTrackingEnabled: "
-        f"Spark writes its offset and commit logs at most every {tail.interval_ms} ms): "
-        f"{which}, journaled in the last {tail.interval_ms} ms of the run, may not be in "
-        "its checkpoint, so their end offsets may not be final. This plan starts after "
-        f"batch {inp.anchor.batch_id}, which Spark reported done (its output is in the "
-        "sink) and which a NEW checkpoint takes as it is; but the OLD checkpoint may be "
-        "behind it and, restarted, would run those batches again, maybe with other offset "
-        "ranges: do not run both. To start from the last batch certainly durable instead, "
-        f"use --batch {tail.run_id}:{first} (its start offsets: {which} processed again), "
-        "or accept possible reprocessing downstream; `checkpoint compare DIR QUERY` shows "
-        "where the old checkpoint stands"
-    ])
-
-
-# --------------------------------------------------------------------------- the last batch
-
-
-def _kafka_ends(batch: Batch) -> dict[tuple[int, str, int], int]:
-    return {(s.source_index, p.topic, p.partition): p.end for s in batch.sources
-            if source_kind(s) == KIND_KAFKA for p in s.partitions if p.end is not None}
-
-
-def check_last_batch(query_name: str, anchor: Batch, others: Sequence[Batch]) -> list[str]:
-    """Check the batch the journal's own order calls last against the batches other
-    orders call last (pure); returns warnings, raises RestartError when they disagree.
-
-    The journal's order (the database's sequence, then batch ids within the run)
-    cannot be skewed by a driver's clock, but a batch replayed late from a spool can
-    come after batches of a later run. The offsets settle it: the last batch must have
-    read every Kafka partition it shares with another candidate at least as far. If
-    another candidate read further, which batch is last is not clear from the journal,
-    and a person must choose (``--batch RUN:BATCH``).
-    """
-    warnings: list[str] = []
-    mine = _kafka_ends(anchor)
-    for other in others:
-        if other.pk == anchor.pk:
-            continue
-        theirs = _kafka_ends(other)
-        ahead = sorted(k for k in mine.keys() & theirs.keys() if theirs[k] > mine[k])
-        ref, other_ref = BatchRef.of(anchor).label(), BatchRef.of(other).label()
-        if ahead:
-            sample = ", ".join(f"{tp(t, p)} {theirs[(i, t, p)]} > {mine[(i, t, p)]}"
-                               for i, t, p in ahead[:3])
-            more = f" and {len(ahead) - 3} more" if len(ahead) > 3 else ""
-            raise RestartError(
-                f"the journal's orders disagree on the last batch of query {query_name!r}: "
-                f"{ref} was journaled last, but {other_ref} read further ({sample}{more}); "
-                "a batch replayed late from a spool, a driver's clock off, or two jobs "
-                "under one name? Choose where to start explicitly: --batch RUN:BATCH "
-                "(starts AT that batch) or --as-of TIME"
-            )
-        later = (other.trigger_at is not None and anchor.trigger_at is not None
-                 and other.trigger_at > anchor.trigger_at)
-        if later:
-            shared = "; the offsets agree" if mine.keys() & theirs.keys() else (
-                "; no Kafka partition in common to check it by")
-            warnings.append(
-                f"{other_ref} has a later trigger time than {ref}, which the journal "
-                f"recorded after it: the clock of run {other.run_id}'s driver was ahead, "
-                f"or of run {anchor.run_id}'s behind. The journal's own order decides"
-                f"{shared}"
-            )
-    return warnings
 
 
 __all__ = ["check_last_batch", "check_request", "compute_plan", "concurrent_runs", "decide",

@@ -1,5 +1,6 @@
 """The I/O edge: gather a plan's inputs from the journal, the checkpoint location, the
-output path and the Kafka cluster, then let :func:`~._plan.compute_plan` decide.
+output path and the Kafka cluster in one step (:func:`gather`, into one frozen
+:class:`~._inputs.PlanInputs`), then let :func:`~._plan.decide` decide from it alone.
 
 :func:`plan_from_journal` is handed an open :class:`~offset_journal.journal.Journal`;
 :func:`plan_restart` is the thin wrapper that opens one from a database URL.
@@ -10,23 +11,23 @@ from __future__ import annotations
 import logging
 from collections.abc import Iterable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING, Any
 
 from ..errors import CheckpointError, JournalError, RestartError
 from ..formatting import first_line, format_time
-from ..journal import FLAGGED_PROBLEMS, Batch, FlaggedProblem, Journal, SpoolLoss
+from ..journal import FLAGGED_PROBLEMS, Batch, Journal, SpoolLoss
 from ..kafka.admin import TopicState, cluster_id, offsets_for_time, read_offset_syncs, topic_state
 from ..kafka.mirror import index_syncs, offset_syncs_topic, replica_topic
 from ..overlap import span_of
-from ..rows import KIND_DELTA, RealTimeTail, order_key
+from ..rows import KIND_DELTA, RealTimeTail, order_key, source_kind
 from ..values import url_scheme
-from ..wording import count, tp
-from ._delta_log import delta_table_id, same_path
+from ..wording import count
+from ._delta_log import delta_table_id
 from ._from_time import chosen_offsets, epoch_millis
 from ._inputs import PlanInputs
-from ._other_sources import check_delta_table, delta_path
-from ._plan import check_last_batch, decide, refuse_used_checkpoint
+from ._other_sources import delta_path
+from ._plan import decide, refuse_used_checkpoint
 from ._sink import described_sink
 from .kafka_offsets import kafka_topics
 from .model import (
@@ -56,39 +57,6 @@ log = logging.getLogger(__name__)
 
 Locations = tuple[CheckpointState | None, SinkState | None]
 """What the new checkpoint location and the output path hold (None: not given)."""
-
-
-@dataclass
-class Gathered:
-    """What the journal says about a request: the anchor and everything around it."""
-
-    anchor: Batch
-    position: Position = POSITION_AFTER
-    before: Batch | None = None
-    chain: list[Batch] = field(default_factory=list)
-    warnings: list[str] = field(default_factory=list)
-    savepoint: Savepoint | None = None
-    latest: Batch | None = None
-
-
-def check_delta_tables(plan: RestartPlan, recreated: Sequence[str]) -> list[str]:
-    """Hold each Delta source's plan against the table at its path now (its table id,
-    from the transaction log); returns errors for recreated paths no source reads."""
-    asked = {same_path(p): p for p in recreated}
-    seen: set[str] = set()
-    for source in plan.sources:
-        path = delta_path(source.description) if source.kind == KIND_DELTA else None
-        if path is None:
-            continue
-        seen.add(same_path(path))
-        now: str | None | Exception
-        try:
-            now = delta_table_id(path)
-        except (OSError, ValueError) as exc:
-            now = exc
-        check_delta_table(source, path, now, same_path(path) in asked)
-    return [f"--restart-recreated-table {p}: no journaled Delta source reads it"
-            for key, p in asked.items() if key not in seen]
 
 
 # --------------------------------------------------------------------------- entry points
@@ -130,39 +98,9 @@ def plan_restart(database_url: str | None, query: str | PlanRequest, *,
 def plan_from_journal(journal: Journal, request: PlanRequest,
                       places: Locations | None = None) -> RestartPlan:
     """The plan for a checked ``request``, from an open journal; ``places``: the
-    request's :func:`locations` when already read."""
-    ckpt_state, sink = places if places is not None else locations(request)
-    old_checkpoint = read_old_checkpoint(request)
-    found = gather(journal, request)
-    sink_log = sink_facts(request, found.anchor, old_checkpoint)
-    inputs = PlanInputs(
-        request, found.anchor, position=found.position, chain=found.chain,
-        before=found.before, checkpoint_state=ckpt_state, sink=sink,
-        # Runs that started after the anchor do not matter to it (compute_plan).
-        runs=[span_of(b) for b in journal.run_bounds(request.query_name,
-                                                     started_until=found.anchor.trigger_at)],
-        database_now=journal.database_now(),
-        problems=_flagged_problems(journal, request.query_name, found.warnings),
-        async_tail=journal.async_tail(found.anchor),
-        cluster=cluster_facts(journal, request, found),
-        mirror=mirror_facts(request),
-        loaded_savepoint=found.savepoint, latest=found.latest,
-        sink_log=sink_log, sink_checkpoint=old_checkpoint,
-        sink_batch=sink_batch(journal, request, found.anchor, sink_log),
-        sink_run_id=sink_run_id(journal, request, old_checkpoint),
-    )
-    real_time = journal.real_time_tail(found.anchor)
-    if real_time is not None:
-        inputs = replace(inputs, real_time=real_time,
-                         real_time_ends=real_time_ends(request, found, real_time))
-    losses = _spool_losses(journal, request.query_name)
-    if request.from_time is not None:
-        plan = decide(replace(inputs, **time_facts(journal, request, found)))
-    else:
-        plan = decide(replace(inputs, kafka_state=cluster_state(request, found)))
-    plan.plan_warnings += found.warnings
-    plan.plan_warnings += [spool_loss_warning(loss) for loss in losses]
-    plan.plan_errors += check_delta_tables(plan, request.recreated_tables)
+    request's :func:`locations` when already read. Two steps: :func:`gather` reads
+    every fact, :func:`~._plan.decide` decides from them alone."""
+    plan = decide(gather(journal, request, places))
     for w in plan.warnings:
         log.info("restart plan for %s: %s", request.query_name, w)
     return plan
@@ -178,10 +116,51 @@ def _opened(database_url: str | None, journal: Journal | None) -> Iterator[Journ
         yield own
 
 
-# --------------------------------------------------------------------------- the journal
+# --------------------------------------------------------------------------- gather
 
 
-def gather(journal: Journal, request: PlanRequest) -> Gathered:
+def gather(journal: Journal, request: PlanRequest,
+           places: Locations | None = None) -> PlanInputs:
+    """Every fact a plan for ``request`` may need, read once (the I/O step), as one
+    frozen :class:`~._inputs.PlanInputs`: the journal's rows, the old checkpoint and
+    its sink, the new locations, the cluster and its mirror, the savepoint, the Delta
+    tables. Raises what cannot be read (a batch not journaled, a used checkpoint)."""
+    ckpt_state, sink = places if places is not None else locations(request)
+    old_checkpoint = read_old_checkpoint(request)
+    found = journal_anchor(journal, request)
+    sink_log = sink_facts(request, found.anchor, old_checkpoint)
+    return PlanInputs(
+        request, found.anchor, position=found.position, chain=found.chain,
+        before=found.before, checkpoint_state=ckpt_state, sink=sink,
+        loaded_savepoint=found.savepoint, latest=found.latest,
+        last_candidates=found.candidates,
+        **journal_facts(journal, request, found.anchor),
+        cluster=cluster_facts(journal, request, found),
+        mirror=mirror_facts(request),
+        sink_log=sink_log, sink_checkpoint=old_checkpoint,
+        sink_batch=sink_batch(journal, request, found.anchor, sink_log),
+        sink_run_id=sink_run_id(journal, request, old_checkpoint),
+        **real_time_facts(journal, request, found),
+        spool_losses=_spool_losses(journal, request.query_name),
+        **kafka_facts(journal, request, found),
+        delta_tables=delta_tables(found.anchor),
+    )
+
+
+@dataclass(frozen=True)
+class Anchored:
+    """Where the journal stands for a request: the anchor and the batches around it."""
+
+    anchor: Batch
+    position: Position = POSITION_AFTER
+    before: Batch | None = None
+    chain: Sequence[Batch] = ()
+    candidates: Sequence[Batch] = ()
+    savepoint: Savepoint | None = None
+    latest: Batch | None = None
+
+
+def journal_anchor(journal: Journal, request: PlanRequest) -> Anchored:
     """The anchor (the batch asked for, the last one at ``as_of``, or the last one),
     the batch before what is re-read, and a state-aware plan's chain."""
     name = request.query_name
@@ -200,23 +179,22 @@ def gather(journal: Journal, request: PlanRequest) -> Gathered:
         if anchor is None:
             raise RestartError(
                 f"no journaled batch {batch_id} of run {run_id} for query {name!r}")
-        found = Gathered(anchor, POSITION_AT, batch_before(journal, name, anchor))
+        found = Anchored(anchor, POSITION_AT, batch_before(journal, name, anchor))
     elif request.as_of is not None:
         at = journal.batch_as_of(name, request.as_of)
         if at is None:
             raise RestartError(f"no journaled batch of query {name!r} triggered at or before "
                                f"{format_time(request.as_of)}")
-        found = Gathered(at)
-    else:
-        found = Gathered(last, request.position,  # after it, or from a record time
-                         warnings=check_last_batch(name, last, candidates))
+        found = Anchored(at)
+    else:  # after it, or from a record time
+        found = Anchored(last, request.position, candidates=candidates)
     if request.mode == MODE_STATE_AWARE:
-        found.chain = journal.state_chain(found.anchor, request.window)
-        found.before = batch_before(journal, name, found.chain[0])
+        chain = journal.state_chain(found.anchor, request.window)
+        found = replace(found, chain=chain, before=batch_before(journal, name, chain[0]))
     return found
 
 
-def from_savepoint(journal: Journal, request: PlanRequest) -> Gathered:
+def from_savepoint(journal: Journal, request: PlanRequest) -> Anchored:
     """A plan from a savepoint: the savepoint found and checked (its manifest and every
     file against the checksums, of this query), its batch as the anchor, and the
     journal's last batch (what the plan reads again)."""
@@ -232,8 +210,23 @@ def from_savepoint(journal: Journal, request: PlanRequest) -> Gathered:
         raise RestartError(f"batch {m.batch_id} of run {m.run_id}, the batch of "
                            f"{savepoint.label()}, is no longer in the journal (pruned?): "
                            "its end offsets cannot be checked")
-    return Gathered(anchor, POSITION_SAVEPOINT, batch_before(journal, name, anchor),
+    return Anchored(anchor, POSITION_SAVEPOINT, batch_before(journal, name, anchor),
                     savepoint=savepoint, latest=journal.last_batch(name))
+
+
+def journal_facts(journal: Journal, request: PlanRequest, anchor: Batch) -> dict[str, Any]:
+    """The journal's facts around the anchor: the runs started by its time (later ones
+    do not matter to it), the database's clock, the problems flagged (the most recent
+    FLAGGED_PROBLEMS) and the anchor's run's async tail."""
+    name = request.query_name
+    problems = journal.flagged_problems(name)
+    return {
+        "runs": [span_of(b) for b in journal.run_bounds(name, started_until=anchor.trigger_at)],
+        "database_now": journal.database_now(),
+        "problems": problems[:FLAGGED_PROBLEMS],
+        "problems_cut": len(problems) > FLAGGED_PROBLEMS,
+        "async_tail": journal.async_tail(anchor),
+    }
 
 
 def batch_before(journal: Journal, query_name: str, batch: Batch) -> Batch | None:
@@ -246,40 +239,11 @@ def batch_before(journal: Journal, query_name: str, batch: Batch) -> Batch | Non
     return earlier[-1] if earlier else None
 
 
-def _flagged_problems(journal: Journal, query_name: str,
-                      warnings: list[str]) -> list[FlaggedProblem]:
-    problems = journal.flagged_problems(query_name)
-    if len(problems) > FLAGGED_PROBLEMS:
-        problems = problems[:FLAGGED_PROBLEMS]
-        warnings.append(
-            f"the journal flagged problems on more batches than the {FLAGGED_PROBLEMS} "
-            "most recent reported here: see offset_journal.batch_sources.problem")
-    return problems
-
-
 def _spool_losses(journal: Journal, query_name: str) -> list[SpoolLoss]:
     try:
         return journal.spool_losses(query_name)
     except JournalError:  # a journal not upgraded to spool_losses yet has none
         return []
-
-
-def spool_loss_warning(loss: SpoolLoss) -> str:
-    """A plan warning for batches a full listener spool dropped (spool_max_bytes)."""
-    batches = (f"batch ids {loss.batch_id_min}..{loss.batch_id_max}"
-               if loss.batch_id_min is not None else "unknown batch ids")
-    runs = ", ".join(loss.run_ids[:3]) + (" ..." if len(loss.run_ids) > 3 else "")
-    when = (f", triggered {format_time(loss.first_trigger_at)}.."
-            f"{format_time(loss.last_trigger_at)}"
-            if loss.first_trigger_at is not None else "")
-    parts = ", ".join(f"{tp(t, p)} {lo}..{hi}" for _i, t, p, lo, hi in loss.partitions[:8])
-    more = f" and {len(loss.partitions) - 8} more" if len(loss.partitions) > 8 else ""
-    return (f"{count(loss.events, 'batch event')} of this query were dropped from a full "
-            f"listener spool (spool_max_bytes) on {loss.host or 'an unknown host'} and are "
-            f"not in the journal: {batches} of run(s) {runs}{when}"
-            + (f"; offsets {parts}{more}" if parts else "")
-            + ". Each query's newest batch was kept; plans that start inside this range "
-            "(--as-of, --batch, state-aware rewinds) cannot be checked against it")
 
 
 # --------------------------------------------------------------------------- the sink
@@ -439,7 +403,7 @@ def locations(request: PlanRequest) -> Locations:
                                  file_sink_metadata(request.output_path))
 
 
-def cluster_facts(journal: Journal, request: PlanRequest, found: Gathered) -> ClusterFacts | None:
+def cluster_facts(journal: Journal, request: PlanRequest, found: Anchored) -> ClusterFacts | None:
     """Which clusters the runs the plan reads batches of read, and which one the
     bootstrap servers are (None: no bootstrap servers given)."""
     if not request.bootstrap_servers:
@@ -477,7 +441,7 @@ def mirror_facts(request: PlanRequest) -> MirrorFacts | None:
     return MirrorFacts(alias, index_syncs(syncs), request.policy)
 
 
-def cluster_state(request: PlanRequest, found: Gathered) -> TopicState | None:
+def cluster_state(request: PlanRequest, found: Anchored) -> TopicState | None:
     """The partitions and log ranges of the topics the plan names (None: not asked);
     on a replica (a translated plan), of the replica's topics."""
     if not request.bootstrap_servers:
@@ -493,7 +457,7 @@ def cluster_state(request: PlanRequest, found: Gathered) -> TopicState | None:
                        config=request.kafka_config)
 
 
-def real_time_ends(request: PlanRequest, found: Gathered, tail: RealTimeTail,
+def real_time_ends(request: PlanRequest, found: Anchored, tail: RealTimeTail,
                    ) -> TimeLookup | None:
     """Per partition of the anchor's Kafka topics, the first offset timestamped after a
     real-time run stopped (None per partition: no such record); None when the cluster
@@ -510,7 +474,7 @@ def real_time_ends(request: PlanRequest, found: Gathered, tail: RealTimeTail,
     return lookup
 
 
-def time_facts(journal: Journal, request: PlanRequest, found: Gathered) -> dict[str, Any]:
+def time_facts(journal: Journal, request: PlanRequest, found: Anchored) -> dict[str, Any]:
     """A record-time plan's facts: the cluster's partitions, each one's first offset at
     or after ``request.from_time`` and the journaled batches that reads again.
     RestartError for a subscribed topic the cluster does not have."""
@@ -529,3 +493,36 @@ def time_facts(journal: Journal, request: PlanRequest, found: Gathered) -> dict[
     reread = journal.reread_runs(request.query_name, chosen_offsets(lookup, state),
                                  request.source)
     return {"kafka_state": state, "time_lookup": lookup, "reread": reread}
+
+
+def kafka_facts(journal: Journal, request: PlanRequest, found: Anchored) -> dict[str, Any]:
+    """The cluster's facts: a record-time plan's (:func:`time_facts`), else the topics'
+    partitions and log ranges (:func:`cluster_state`)."""
+    if request.from_time is not None:
+        return time_facts(journal, request, found)
+    return {"kafka_state": cluster_state(request, found)}
+
+
+def real_time_facts(journal: Journal, request: PlanRequest, found: Anchored,
+                    ) -> dict[str, Any]:
+    """The anchor's run's real-time tail and, asked of the cluster, where each
+    partition stood after it stopped (nothing when the run was not real-time)."""
+    tail = journal.real_time_tail(found.anchor)
+    if tail is None:
+        return {}
+    return {"real_time": tail, "real_time_ends": real_time_ends(request, found, tail)}
+
+
+def delta_tables(anchor: Batch) -> dict[str, str | None | Exception]:
+    """Per Delta source path of the anchor, the table id there now, from its
+    transaction log (None: no table; the exception when it cannot be read)."""
+    tables: dict[str, str | None | Exception] = {}
+    for source in anchor.sources:
+        path = delta_path(source.description) if source_kind(source) == KIND_DELTA else None
+        if path is None or path in tables:
+            continue
+        try:
+            tables[path] = delta_table_id(path)
+        except (OSError, ValueError) as exc:
+            tables[path] = exc
+    return tables

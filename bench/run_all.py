@@ -142,6 +142,7 @@ class Outcome:
     stdout: str
     stderr: str
     seconds: float
+    captured: bool = False  # stderr was held, not shown as it ran
 
 
 def run_one(name: str, plan: dict[str, tuple[str, list[str]]], *, capture: bool,
@@ -159,9 +160,9 @@ def run_one(name: str, plan: dict[str, tuple[str, list[str]]], *, capture: bool,
     except subprocess.TimeoutExpired as exc:
         return Outcome(name, cmd, -9, _text(exc.stdout),
                        f"{_text(exc.stderr)}\nkilled: still running after {timeout:.0f}s",
-                       time.perf_counter() - t0)
+                       time.perf_counter() - t0, capture)
     return Outcome(name, cmd, proc.returncode, proc.stdout, proc.stderr or "",
-                   time.perf_counter() - t0)
+                   time.perf_counter() - t0, capture)
 
 
 def _text(data: str | bytes | None) -> str:
@@ -196,8 +197,9 @@ def run_many(names: list[str], plan: dict[str, tuple[str, list[str]]], *, jobs: 
 
 
 def _say(outcome: Outcome) -> None:
-    if outcome.stderr:  # captured: the whole block at once
-        print(f"== {' '.join(outcome.command[1:])}\n{outcome.stderr.rstrip()}",
+    if outcome.captured:  # held: the command, then what it said, at once
+        said = outcome.stderr.rstrip()
+        print(f"== {' '.join(outcome.command[1:])}" + (f"\n{said}" if said else ""),
               file=sys.stderr, flush=True)
     print(f"== {outcome.name}: exit {outcome.returncode} after {outcome.seconds:.0f}s",
           file=sys.stderr, flush=True)

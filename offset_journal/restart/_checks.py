@@ -119,7 +119,6 @@ def async_findings(inp: PlanInputs, start: Start) -> Findings:
     ])
 
 
-
 def gathered_warnings(inp: PlanInputs) -> list[str]:
     """The warnings of the read-only facts, in the order plans have always said them:
     the last batch's, the flagged problems cut off, then the spool's losses."""
@@ -169,7 +168,6 @@ def delta_table_findings(sources: Sequence[SourcePlan],
         check_delta_table(source, path, now, same_path(path) in asked)
     return Findings(errors=[f"--restart-recreated-table {p}: no journaled Delta source reads it"
                             for key, p in asked.items() if key not in seen])
-
 
 
 def _kafka_ends(batch: Batch) -> dict[tuple[int, str, int], int]:

@@ -68,8 +68,9 @@ class PlanInputs:
     each of the journal's orders calls last (default plans: ``check_last_batch``);
     ``problems_cut``, more batches were flagged than ``problems`` holds;
     ``spool_losses``, batch events a full listener spool dropped; ``delta_tables``, per
-    Delta source path of the anchor, the table id there now (None: no table; an
-    exception: it could not be read; None: not gathered, nothing checked).
+    Delta source path of the anchor, the table id there now (a path mapped to None: no
+    table there; to an exception: it could not be read); the field None: not gathered,
+    nothing checked.
     """
 
     request: PlanRequest

@@ -29,6 +29,20 @@ def pytest_addoption(parser: pytest.Parser) -> None:
                           "Postgres or browser (the planner's and the audit's pure core)")
 
 
+@pytest.hookimpl(tryfirst=True)
+def pytest_configure(config: pytest.Config) -> None:
+    """Run in this one process, not on pyproject's two xdist workers, where a worker
+    would gain nothing or could not say why it stops: the quick tier (seconds of pure
+    core), and a run on a machine without a Debian package the suite needs (the check
+    below stops such a run up front, in one line, from this process)."""
+    if hasattr(config, "workerinput") or not getattr(config.option, "tx", None):
+        return  # an xdist worker, or a run that is in one process already
+    missing = any(not (os.access(binary, os.X_OK) or shutil.which(marker))
+                  for marker, (binary, _) in PACKAGES.items())
+    if config.getoption("--quick") or missing:
+        config.option.dist, config.option.tx, config.option.numprocesses = "no", [], 0
+
+
 def needs_real_parts(item: pytest.Item) -> bool:
     names = set(getattr(item, "fixturenames", ()))
     marked = any(item.get_closest_marker(m)

@@ -202,7 +202,9 @@ def jars(name: JarSet, version: str | None = None) -> list[Path]:
     spec = spec_for(name, version)
     target = cache_root() / spec.directory_name
     if not _complete(target):
-        with _lock(cache_root() / f".{spec.directory_name}.lock"):
+        # One lock for every set: fetches of two sets at once (two test workers) would
+        # run two Mavens on one local repository.
+        with _lock(cache_root() / ".fetch.lock"):
             if not _complete(target):
                 _fetch(spec, target)
     found = sorted(target.glob("*.jar"))

@@ -29,6 +29,11 @@ def pytest_addoption(parser: pytest.Parser) -> None:
                           "Postgres or browser (the planner's and the audit's pure core)")
 
 
+def installed(marker: str) -> bool:
+    """The Debian package behind ``marker`` (a key of PACKAGES) is on this machine."""
+    return os.access(PACKAGES[marker][0], os.X_OK) or shutil.which(marker) is not None
+
+
 @pytest.hookimpl(tryfirst=True)
 def pytest_configure(config: pytest.Config) -> None:
     """Run in this one process, not on pyproject's two xdist workers, where a worker
@@ -37,9 +42,7 @@ def pytest_configure(config: pytest.Config) -> None:
     below stops such a run up front, in one line, from this process)."""
     if hasattr(config, "workerinput") or not getattr(config.option, "tx", None):
         return  # an xdist worker, or a run that is in one process already
-    missing = any(not (os.access(binary, os.X_OK) or shutil.which(marker))
-                  for marker, (binary, _) in PACKAGES.items())
-    if config.getoption("--quick") or missing:
+    if config.getoption("--quick") or not all(map(installed, PACKAGES)):
         config.option.dist, config.option.tx, config.option.numprocesses = "no", [], 0
 
 
@@ -57,7 +60,6 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
         config.hook.pytest_deselected(items=slow)
         return
     for marker, (binary, why) in PACKAGES.items():
-        if any(i.get_closest_marker(marker) for i in items) and not (
-                os.access(binary, os.X_OK) or shutil.which(marker)):
+        if any(i.get_closest_marker(marker) for i in items) and not installed(marker):
             pytest.exit(f"{why} ({binary} not found): apt-get install -y {marker}, "
                         f"or run with --quick / -m 'not {marker}'", returncode=4)

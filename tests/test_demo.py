@@ -15,6 +15,9 @@ from tests.jobs_support import SHORT_LIVED_DRIVER
 pytestmark = [pytest.mark.spark, pytest.mark.slow]
 
 
+EXE = Path(sys.executable).with_name("offset-journal")
+
+
 def _demo_env() -> dict[str, str]:
     """The demo's environment: this interpreter's workers, a short-lived driver's JIT,
     and no journal URL of the caller's (the demo's own defaults, or what it is given)."""
@@ -23,9 +26,8 @@ def _demo_env() -> dict[str, str]:
 
 
 def test_demo_proves_every_record_exactly_once(tmp_path):
-    exe = Path(sys.executable).with_name("offset-journal")
     env = _demo_env()
-    out = subprocess.run([str(exe), "demo", "--records", "120", "--workdir", str(tmp_path)],
+    out = subprocess.run([str(EXE), "demo", "--records", "120", "--workdir", str(tmp_path)],
                          env=env, capture_output=True, text=True, timeout=600)
     assert out.returncode == 0, out.stdout[-3000:] + out.stderr[-3000:]
     lines = out.stdout
@@ -74,10 +76,9 @@ def test_demo_given_a_broker_that_is_still_starting_waits_for_it(journal_url, tm
     brokers = []
     starter = threading.Timer(12, lambda: brokers.append(start_local_kafka(port=port)))
     starter.start()
-    exe = Path(sys.executable).with_name("offset-journal")
     env = _demo_env()
     try:
-        out = subprocess.run([str(exe), "demo", "--records", "40", "--workdir", str(tmp_path),
+        out = subprocess.run([str(EXE), "demo", "--records", "40", "--workdir", str(tmp_path),
                               "--database-url", journal_url,
                               "--bootstrap-servers", f"127.0.0.1:{port}"],
                              env=env, capture_output=True, text=True, timeout=600)
@@ -98,9 +99,8 @@ def test_demo_stateful_carries_every_groups_totals_across_the_upgrade(
     new checkpoint with the state restored: every group's totals are those over all
     records, and the audit is clean with v2's bootstrap run started from the plan.
     (On the session's Postgres and broker: the embedded ones are the first test's.)"""
-    exe = Path(sys.executable).with_name("offset-journal")
     env = _demo_env()
-    out = subprocess.run([str(exe), "demo", "--stateful", "--records", "60", "--workdir",
+    out = subprocess.run([str(EXE), "demo", "--stateful", "--records", "60", "--workdir",
                           str(tmp_path), "--database-url", journal_url,
                           "--bootstrap-servers", kafka_cluster.bootstrap_servers],
                          env=env, capture_output=True, text=True, timeout=600)

@@ -15,7 +15,7 @@ import pytest
 import yaml
 
 from tests.payloads import progress
-from tests.support import journal_batches, journal_report_runs, ts
+from tests.support import journal_batches, journal_report_runs, journal_roles, role_url, ts
 
 ROOT = Path(__file__).resolve().parents[1]
 DASHBOARD = ROOT / "docs" / "grafana" / "offset-journal.json"
@@ -168,6 +168,60 @@ def test_every_panel_answers_from_a_real_journal(journal_url: str) -> None:
     assert [(r[1], r[2], r[4]) for r in rows] == [(1, "lost", 60), (3, "at-risk", 0),
                                                    (2, "at-risk", 0)]
     assert rows[1][6] == 0 and 4.9 * 3600 < rows[2][6] <= 5 * 3600  # overdue: 0, not < 0
+
+
+def test_time_to_data_loss_keeps_a_recorded_loss_until_dealt_with(journal_url: str) -> None:
+    """Once the query read on past records retention deleted (failOnDataLoss=false), the
+    next `retention --record` no longer says them lost: the panel must still show them,
+    from the recorded losses, as `check` does, until a person acknowledges them or a
+    restart plan after the same batch accepted data loss there."""
+    from offset_journal.journal import Journal
+    from offset_journal.restart import PlanRequest, plan_restart
+    from offset_journal.restart.record import plan_row
+
+    journal_report_runs(journal_url)
+    row = {"query_name": "orders", "source_index": 0, "topic": "orders", "log_end": 900,
+           "first_unread_at": None, "loss_earliest": None, "loss_latest": None,
+           "basis": None}
+    lost = [{**row, "partition": p, "status": "lost", "next_offset": 100,
+             "log_start": 100 + n, "unread": 900 - 100 - n, "lost": n}
+            for p, n in ((0, 60), (1, 30), (2, 20))]
+    caught_up = [{**row, "partition": p, "status": "caught-up", "next_offset": 900,
+                  "log_start": 500, "unread": 0, "lost": 0} for p in range(3)]
+    sql = expand(_sql(_dashboard(), "Time to data loss"), {"query": "orders"})
+    with Journal(journal_url) as j:
+        anchor = j.last_batch("orders")
+        assert anchor is not None
+        j.record_forecasts(["orders"], lost, {"orders": (anchor.run_id, anchor.batch_id)})
+        said = _run(journal_url, sql)[1]
+        assert [(r[1], r[2], r[4]) for r in said] == [(0, "lost", 60), (1, "lost", 30),
+                                                      (2, "lost", 20)]  # said once each
+        j.record_forecasts(["orders"], caught_up)  # the job read on past them
+        said = _run(journal_url, sql)[1]
+        assert [(r[1], r[2], r[3], r[4], r[6]) for r in said] == [
+            (0, "lost", None, 60, 0), (1, "lost", None, 30, 0), (2, "lost", None, 20, 0),
+            (0, "caught-up", 0, 0, 0), (1, "caught-up", 0, 0, 0), (2, "caught-up", 0, 0, 0)]
+        assert {r[7] for r in said if r[2] == "lost"} == {"recorded, not acknowledged"}
+        by_partition = {x.partition: x for x in j.recorded_losses("orders")}
+        # partition 1: 10 of its 30 acknowledged, then all; partition 2: a plan accepted it
+        j.record_acknowledgements([{"loss_id": by_partition[1].id, "end_offset": 110,
+                                    "reason": "replayed 100..109", "host": None,
+                                    "os_user": None}])
+        assert [(r[1], r[4]) for r in _run(journal_url, sql)[1] if r[2] == "lost"] == [
+            (0, 60), (1, 20), (2, 20)]
+        j.record_acknowledgements([{"loss_id": by_partition[1].id, "end_offset": 130,
+                                    "reason": "replayed the rest", "host": None,
+                                    "os_user": None}])
+        plan = plan_row(plan_restart(journal_url, "orders", record=False),
+                        PlanRequest("orders", allow_data_loss=True), "starting-offsets")
+        j.record_plan({**plan, "kafka_offsets": [  # a plan naming partition 2 only
+            o for o in plan["kafka_offsets"] if (o[1], o[2]) == ("orders", 2)]})
+        said = _run(journal_url, sql)[1]
+        assert [(r[1], r[4]) for r in said if r[2] == "lost"] == [(0, 60)]
+        [facts] = j.check_facts(["orders"], None)  # what check says open, the same
+        assert [(x.partition, x.unacknowledged) for x in facts.losses] == [(0, 60)]
+    _writer, reader, _planner = journal_roles(journal_url)  # the role Grafana reads as
+    assert _run(role_url(journal_url, reader), sql)[1] == said
 
 
 HOSTILE = ["\\' OR true --", "\\'; DROP TABLE offset_journal.batches; --",

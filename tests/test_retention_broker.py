@@ -394,3 +394,48 @@ def test_retention_sentences_escape_hostile_query_names(
     assert lines[2].startswith(f"partition 0 of {topic} loses unread records in about ")
     assert lines[2].endswith("unless evil\\nOK: 0 queries checked, no problem\\n#\\x1b[2J "
                              "catches up"), out
+
+
+def test_retention_says_when_all_selects_nothing(
+        kafka_cluster: KafkaCluster, journal_url: str, cli: Cli) -> None:
+    """`retention --all --exclude '*'` printed an empty table and exited 0: a cron job
+    whose filters leave out every query (or that points at a journal holding none) must
+    hear that nothing was forecast, and it exits 1 as when a query could not be
+    forecast; what was recorded stays."""
+    servers = kafka_cluster.bootstrap_servers
+    base = ["--database-url", journal_url, "retention", "--all", "--bootstrap-servers",
+            servers]
+    code, out, err = cli(*base, "--record")
+    assert (code, out) == (1, ""), out
+    assert support.one_error_line(code, err) == (
+        "offset-journal: error: the journal holds no query: nothing forecast (is a "
+        "listener writing to this database?)")
+    topic = f"ret-scope-{time.time_ns()}"
+    _filled(kafka_cluster, topic, {"retention.ms": "3600000"}, records=5)
+    _ENDS["scoped"] = 0
+    _journal_at(journal_url, "scoped", topic, 0, 0, 5)
+    assert cli(*base, "--record")[0] == 0
+    def recorded() -> list[dict[str, Any]]:
+        with Journal(journal_url) as journal:  # as kept ("left" is counted from now)
+            return [{k: v for k, v in r.items() if k != "left"}
+                    for r in journal.recorded_forecasts("scoped")]
+
+    kept = recorded()
+    assert kept
+    for extra, by in ((["--exclude", "*"], "--exclude"),
+                      (["--exclude", "sc*", "--record"], "--exclude"),
+                      (["--exclude", "other", "--exclude", "scoped", "--format", "json"],
+                       "--exclude"),
+                      (["--exclude", "*", "--active-within", "7d"],
+                       "--exclude and --active-within")):
+        code, out, err = cli(*base, *extra)
+        assert support.one_error_line(code, err) == (
+            f"offset-journal: error: every query was left out: the journal holds 1 query, "
+            f"and {by} left out each one: nothing forecast"), (extra, err)
+        assert code == 1, extra
+        if "json" in extra:  # still the document, with nothing in it
+            found = json.loads(out)
+            assert (found["partitions"], found["topics"], found["data_loss"]) == ([], {}, [])
+        else:
+            assert out == "", (extra, out)
+    assert recorded() == kept

@@ -51,6 +51,8 @@ def cmd_retention(args: argparse.Namespace) -> int:
     with open_journal(args) as journal:
         asked = (fleet_names(journal, args.exclude or (), args.active_within)
                  if names is None else names)
+        if not asked:  # --all selected nothing: the broker has nothing to be asked
+            return _nothing_to_forecast(args, len(journal.query_names()))
         found = forecasts_for(journal, asked, _kafka_access(args), missing_ok=names is None)
         if args.record:
             journal.record_forecasts([n for n in asked if n not in found.missing],
@@ -85,6 +87,26 @@ def cmd_retention(args: argparse.Namespace) -> int:
     if args.record:
         say(f"recorded {len(found.forecasts)} partition forecasts")
     return code
+
+
+def _nothing_to_forecast(args: argparse.Namespace, held: int) -> int:
+    """``--all`` selected no query: said, and exit 1, as a query not forecast is. A cron
+    job that forecasts (and records) nothing is as blind as one whose forecast failed:
+    filters leaving out every query, or a journal no listener writes to."""
+    if held:
+        given = [o for o, v in (("--exclude", args.exclude), ("--active-within",
+                                                              args.active_within)) if v]
+        why = (f"every query was left out: the journal holds {held} "
+               f"quer{'y' if held == 1 else 'ies'}, and "
+               f"{' and '.join(given)} left out each one: nothing forecast")
+    else:
+        why = ("the journal holds no query: nothing forecast (is a listener writing to "
+               "this database?)")
+    if args.format == "json":
+        say(json.dumps({"now": iso(datetime.now(timezone.utc)), "topics": {},
+                        "partitions": [], "data_loss": [], "not_forecast": {}}, indent=2))
+    complain("error", why)
+    return EXIT_RUNTIME
 
 
 def cmd_check(args: argparse.Namespace) -> int:

@@ -413,7 +413,8 @@ def _add_health(subs: Subparsers, parents: tuple[argparse.ArgumentParser, ...],
                     "earliest (from that record's timestamp, the topic's retention.ms, "
                     "retention.bytes and segment settings, and the log's growth). "
                     "Records already deleted unread are DATA LOSS, as `plan` says. "
-                    "Exits 1 when a partition has lost records.")
+                    "Exits 1 when a partition has lost records, a query could not be "
+                    "forecast, or --all selects no query (said in one line).")
     retention.add_argument("query", nargs="?", type=name_arg("the query name"),
                            help="query name (or --all)")
     retention.add_argument("--all", action="store_true", help="every journaled query")

@@ -487,7 +487,8 @@ class ForecastFacts:
     of an unread record (``read_on``: of a partition read past since, an early bound);
     ``lost``: records already deleted unread, in ``lost_partitions`` ((source index,
     topic, partition, next offset) each); ``beyond_end``, ``unknown``, ``gone``:
-    partitions in those states."""
+    partitions in those states; ``unknown_why``: when made live, the line saying which
+    of its topics' configs the broker would not describe (an authorizer), if any."""
 
     made_at: datetime
     partitions: int = 0
@@ -499,6 +500,7 @@ class ForecastFacts:
     gone: int = 0
     lost_partitions: tuple[tuple[int, str, int, int], ...] = ()
     read_on: bool = False
+    unknown_why: str | None = None  # live: the topics' configs the broker would not describe
 
 
 @dataclass(frozen=True)

@@ -11,8 +11,8 @@ pytest_plugins = ["offset_journal.testing"]
 
 # The real parts a test may need; a test whose fixtures reach none of them (and is not
 # marked spark or slow) is in the quick tier: the pure core, in seconds.
-REAL_PARTS = frozenset({"spark", "delta_spark", "kafka_cluster", "journal_server", "secure",
-                        "s3_server", "s3a_spark"})
+REAL_PARTS = frozenset({"spark", "delta_spark", "kafka_cluster", "acl_kafka", "journal_server",
+                        "secure", "s3_server", "s3a_spark"})
 CHROMIUM = os.environ.get("OFFSET_JOURNAL_CHROMIUM", "/usr/bin/chromium")
 PGBOUNCER = os.environ.get("OFFSET_JOURNAL_PGBOUNCER", "/usr/sbin/pgbouncer")
 # Debian packages some tests need (marker: binary, what it is for); the README's

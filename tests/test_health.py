@@ -16,6 +16,7 @@ from offset_journal.health.check import (
     Threshold,
     Thresholds,
     check,
+    forecast_facts,
     in_scope,
     parse_threshold,
 )
@@ -23,6 +24,7 @@ from offset_journal.health.forecast import (
     RECORD_OVERHEAD,
     PartitionLog,
     TopicRetention,
+    configs_unknown,
     first_loss,
     forecast,
     growth_rate,
@@ -308,6 +310,31 @@ def test_no_forecast_to_go_by_is_unknown_and_a_gone_partition_a_warning() -> Non
     # A live forecast is as old as the check.
     live = _fresh("live", live=True, forecast=_foreseen(made=NOW_DT - timedelta(hours=1)))
     assert check([live], LIMITS, NOW_DT).problems == []
+
+
+def test_topics_whose_configs_were_refused_are_said_in_one_line_with_why() -> None:
+    """A topic the broker would not describe (an authorizer): its partitions unknown,
+    the check's UNKNOWN line says which topic and why (the generic reasons otherwise)."""
+    refused = {"shut": "Topic authorization failed; the principal lacks DescribeConfigs "
+                       "on it"}
+    assert configs_unknown(refused) == (
+        "the retention configs of topic shut could not be read (Topic authorization "
+        "failed; the principal lacks DescribeConfigs on it): its partitions' time to loss "
+        "is unknown")
+    many = configs_unknown({f"t{i}\n": "no" for i in range(7)})
+    assert many.startswith("the retention configs of 7 topics could not be read (t0\\n: "
+                           "no; also t1\\n, t2\\n, t3\\n, t4\\n and 2 more): their ")
+    assert "\n" not in many
+    log = PartitionLog(0, 10, first_unread_ms=NOW)
+    made = [forecast("q", 0, "shut", 0, 0, log, None, NOW),
+            forecast("q", 0, "open", 0, 0, log, TIME_ONLY, NOW)]
+    facts = forecast_facts(made, NOW_DT, {**refused, "other": "x"})
+    assert (facts.unknown, facts.unknown_why) == (1, configs_unknown(refused))
+    assert forecast_facts(made[1:], NOW_DT, refused).unknown_why is None
+    [problem] = check([_fresh("q", live=True, forecast=facts)], LIMITS, NOW_DT).problems
+    assert problem.line() == (f"UNKNOWN: q: 1 partition could not be forecast "
+                              f"({configs_unknown(refused)}) (forecast now; see "
+                              "`offset-journal retention q`)")
 
 
 def test_all_leaves_out_excluded_and_retired_queries() -> None:

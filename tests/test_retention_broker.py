@@ -17,7 +17,8 @@ from typing import Any
 from confluent_kafka import Consumer, TopicPartition
 
 from offset_journal.journal import Journal
-from offset_journal.kafka.admin import admin_client, topic_configs, topic_state
+from offset_journal.kafka.admin import admin_client, topic_state
+from offset_journal.kafka.configs import topic_configs
 from offset_journal.records import batch_from_progress
 from offset_journal.testing import KafkaCluster
 from tests import support
@@ -108,7 +109,7 @@ def test_forecast_holds_for_time_and_size_retention_and_check_warns_first(
         "segment.ms": str(SEGMENT_MS)})
     kafka_cluster.create_topic(keeps, 1, config={
         "retention.ms": str(RETENTION_MS), "segment.ms": str(SEGMENT_MS)})
-    _configs, broker = topic_configs(admin_client(servers), [by_time], where=servers)
+    broker = topic_configs(admin_client(servers), [by_time], where=servers).broker
     # The broker applies retention every second (local/kafka.py, the containers' spec):
     # with Kafka's default of five minutes this test would wait that long.
     assert int(broker["log.retention.check.interval.ms"]) <= 1000

@@ -41,9 +41,10 @@ def _names(args: argparse.Namespace, given: list[str]) -> list[str] | None:
 
 def cmd_retention(args: argparse.Namespace) -> int:
     """Exit 1 when ``plan`` would refuse a query (lost records, offsets beyond the log
-    end), or a query could not be forecast (the others are, and recorded)."""
+    end), or a query or a topic's configs could not be forecast (the others are, and
+    recorded)."""
     from ..health.edge import fleet_names, forecasts_for
-    from ..health.forecast import sentence
+    from ..health.forecast import configs_unknown, sentence
 
     names = _names(args, [args.query] if args.query else [])
     if names is not None and (args.exclude or args.active_within):
@@ -60,12 +61,16 @@ def cmd_retention(args: argparse.Namespace) -> int:
     now = found.now_ms
     losses, failed = found.errors, [f"query {name}: its retention could not be forecast "
                                     f"({why})" for name, why in sorted(found.failed.items())]
+    if found.configs_unknown:
+        failed.append(configs_unknown(found.configs_unknown))
     code = EXIT_RUNTIME if losses or failed else EXIT_OK
     if args.format == "json":
         say(json.dumps({"now": iso(from_epoch_ms(now)),
                          "topics": {t: c.to_dict() for t, c in sorted(found.topics.items())},
                          "partitions": [f.to_dict(now) for f in found.forecasts],
-                         "data_loss": losses, "not_forecast": dict(found.failed)}, indent=2))
+                         "data_loss": losses, "not_forecast": dict(found.failed),
+                         "configs_unknown": dict(sorted(found.configs_unknown.items()))},
+                        indent=2))
         return code
     from ..health.forecast import duration
 
@@ -104,7 +109,8 @@ def _nothing_to_forecast(args: argparse.Namespace, held: int) -> int:
                "this database?)")
     if args.format == "json":
         say(json.dumps({"now": iso(datetime.now(timezone.utc)), "topics": {},
-                        "partitions": [], "data_loss": [], "not_forecast": {}}, indent=2))
+                        "partitions": [], "data_loss": [], "not_forecast": {},
+                        "configs_unknown": {}}, indent=2))
     complain("error", why)
     return EXIT_RUNTIME
 

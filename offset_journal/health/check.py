@@ -11,7 +11,7 @@ alone); exit codes are the monitoring plugins' (Nagios): 0 ok, 1 warning, 2 crit
 from __future__ import annotations
 
 import json
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta, timezone
 from enum import IntEnum
@@ -22,6 +22,7 @@ from ..formatting import cell, format_time
 from ..rows import ForecastFacts, QueryFacts
 from ..wording import count, tp
 from .forecast import Forecast, duration
+from .forecast import configs_unknown as configs_unknown_line
 
 Severity = Literal["warning", "critical", "unknown"]
 
@@ -139,14 +140,19 @@ def parse_threshold(text: str, parse: Any, *, minimum: bool = False) -> Threshol
     return Threshold(critical, warning)
 
 
-def forecast_facts(forecasts: Sequence[Forecast], made_at: datetime) -> ForecastFacts:
-    """The facts of one query's live forecasts."""
+def forecast_facts(forecasts: Sequence[Forecast], made_at: datetime,
+                   configs_unknown: Mapping[str, str] | None = None) -> ForecastFacts:
+    """The facts of one query's live forecasts; ``configs_unknown``: the topics whose
+    configs the broker would not describe (topic: why), said for those it reads."""
     risky = [f for f in forecasts if f.status == "at-risk" and f.loss_earliest is not None]
     first = min(risky, key=lambda f: (f.loss_earliest or 0, f.topic, f.partition),
                 default=None)
 
     def n(status: str) -> int:
         return sum(f.status == status for f in forecasts)
+
+    refused = {f.topic: (configs_unknown or {})[f.topic] for f in forecasts
+               if f.status == "unknown" and f.topic in (configs_unknown or {})}
 
     return ForecastFacts(made_at, len(forecasts),
                          loss_at=_at_ms(first.loss_earliest) if first is not None else None,
@@ -155,7 +161,8 @@ def forecast_facts(forecasts: Sequence[Forecast], made_at: datetime) -> Forecast
                          unknown=n("unknown"), gone=n("gone"),
                          lost_partitions=tuple((f.source_index, f.topic, f.partition,
                                                 f.next_offset)
-                                               for f in forecasts if f.status == "lost"))
+                                               for f in forecasts if f.status == "lost"),
+                         unknown_why=configs_unknown_line(refused) if refused else None)
 
 
 def in_scope(facts: Iterable[QueryFacts], exclude: Sequence[str] = (),
@@ -289,10 +296,10 @@ def _forecast_problems(q: QueryFacts, limits: Thresholds, now: datetime) -> list
             ": is `retention --record` still running?")
         return out
     if f.unknown:
+        why = f.unknown_why or ("its first unread record not readable or without a "
+                                "timestamp, or the query's forecast failed")
         add("unknown", "unknown-forecast",
-            f"{count(f.unknown, 'partition')} could not be forecast (its first unread "
-            f"record not readable or without a timestamp, or the query's forecast failed) "
-            f"({made}; {see})")
+            f"{count(f.unknown, 'partition')} could not be forecast ({why}) ({made}; {see})")
     if f.gone:
         add("warning", "gone",
             f"{count(f.gone, 'partition')} it read no longer on the cluster (topic "

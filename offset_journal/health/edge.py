@@ -28,9 +28,9 @@ from ..kafka.admin import (
     offsets_for_time_with,
     record_probe,
     records_at_with,
-    topic_configs,
     topic_state_with,
 )
+from ..kafka.configs import topic_configs
 from ..restart.kafka_offsets import default_start, kafka_topics
 from ..rows import KIND_KAFKA, Batch, source_kind
 from .check import CheckResult, Thresholds, check, forecast_facts, in_scope
@@ -64,8 +64,9 @@ class Forecasts:
     """Every partition's forecast, the names with no journaled batch, the time (epoch
     ms) it was made at, the topics' retention, the plan's errors per source (DATA
     LOSS, offsets beyond a log end: ``plan`` would refuse to start the query), the
-    queries whose forecast failed (their partitions ``unknown``) and each query's last
-    batch, (run id, batch id), the forecast starts after."""
+    queries whose forecast failed (their partitions ``unknown``), each query's last
+    batch, (run id, batch id), the forecast starts after, and the topics whose configs
+    the broker would not describe (an authorizer: their partitions ``unknown``)."""
 
     forecasts: list[Forecast]
     missing: list[str]
@@ -74,6 +75,8 @@ class Forecasts:
     errors: list[str] = field(default_factory=list)
     failed: dict[str, str] = field(default_factory=dict)  # query: why it was not forecast
     anchors: dict[str, tuple[str, int]] = field(default_factory=dict)  # query: its last batch
+    # topic: why the broker would not describe its configs (its partitions unknown)
+    configs_unknown: dict[str, str] = field(default_factory=dict)
 
 
 @dataclass(frozen=True)
@@ -122,9 +125,9 @@ def forecast_sources(sources: Sequence[SourceAt], kafka: KafkaAccess, now_ms: in
     topics = sorted({t for s in sources for t in kafka_topics([s.batch], s.index)})
     with record_probe(where, kafka.config, kafka.timeout) as consumer:
         state = topic_state_with(consumer, topics, timeout=kafka.timeout, where=where)
-        configs, broker = topic_configs(admin_client(where, kafka.config), list(state),
-                                        timeout=kafka.timeout, where=where)
-        cfgs = {t: topic_retention(c, broker) for t, c in configs.items()}
+        described = topic_configs(admin_client(where, kafka.config), list(state),
+                                  timeout=kafka.timeout, where=where)
+        cfgs = {t: topic_retention(c, described.broker) for t, c in described.configs.items()}
         failed: dict[str, str] = {}
         planned = []
         for s in sources:
@@ -144,6 +147,7 @@ def forecast_sources(sources: Sequence[SourceAt], kafka: KafkaAccess, now_ms: in
         records = records_at_with(consumer, wanted, timeout=kafka.timeout)
     found = forecasts_from(planned, Probed(state, cfgs, since, records), now_ms, failed)
     found.anchors = {s.query_name: (s.batch.run_id, s.batch.batch_id) for s in sources}
+    found.configs_unknown = dict(described.unknown)
     return found
 
 
@@ -268,7 +272,8 @@ def check_fleet(journal: Journal, names: Sequence[str] | None, limits: Threshold
         for x in live.forecasts:
             by_query.setdefault(x.query_name, []).append(x)
         facts = [replace(f, live=True, reads_kafka=f.query_name in reading,
-                         forecast=forecast_facts(by_query.get(f.query_name, []), made),
+                         forecast=forecast_facts(by_query.get(f.query_name, []), made,
+                                                 live.configs_unknown),
                          forecast_error=live.failed.get(f.query_name))
                  for f in facts]
     total, payloads = journal.rejected_since(limits.since)

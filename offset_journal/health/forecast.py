@@ -307,6 +307,19 @@ def sentence(f: Forecast, now_ms: int) -> str:
                 f"{f.query_name} catches up")
 
 
+def configs_unknown(unknown: Mapping[str, str]) -> str:
+    """One line for the topics whose configs the broker would not describe (topic: why):
+    the first with its reason, up to four others by name; control characters escaped."""
+    first, *rest = sorted(unknown)
+    if not rest:
+        what = f"topic {first} could not be read ({unknown[first]}): its partitions'"
+    else:
+        named = ", ".join(rest[:4]) + (f" and {len(rest) - 4} more" if len(rest) > 4 else "")
+        what = (f"{len(unknown)} topics could not be read ({first}: {unknown[first]}; "
+                f"also {named}): their partitions'")
+    return cell(f"the retention configs of {what} time to loss is unknown")
+
+
 def first_loss(forecasts: list[Forecast]) -> Forecast | None:
     """The partition that loses records first (a lost one before any at risk)."""
     found = [f for f in forecasts if f.status in ("lost", "at-risk")]

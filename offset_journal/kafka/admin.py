@@ -49,7 +49,7 @@ class _DebugLogger:
         log.debug("librdkafka: " + fmt, *args)
 
 
-def _confluent() -> Any:
+def confluent() -> Any:
     try:
         import confluent_kafka
     except ImportError:  # pragma: no cover - the kafka extra is installed in dev
@@ -61,7 +61,7 @@ def _confluent() -> Any:
 
 def _consumer(bootstrap_servers: str, config: Mapping[str, Any] | None, group: str | None,
               timeout: float) -> Any:
-    ck = _confluent()
+    ck = confluent()
     conf: dict[str, Any] = {
         "bootstrap.servers": bootstrap_servers,
         "group.id": group or "offset-journal-probe",
@@ -80,18 +80,18 @@ def _consumer(bootstrap_servers: str, config: Mapping[str, Any] | None, group: s
     try:
         return ck.Consumer(conf)
     except (ck.KafkaException, ValueError, TypeError) as exc:
-        raise KafkaAdminError(f"bad Kafka client configuration: {_message(exc)}") from None
+        raise KafkaAdminError(f"bad Kafka client configuration: {one_line(exc)}") from None
 
 
-def _message(exc: BaseException) -> str:
+def one_line(exc: BaseException) -> str:
     """One line out of a KafkaException (whose arg is a confluent KafkaError object) or anything."""
     arg = exc.args[0] if exc.args else exc
     text = arg.str() if hasattr(arg, "str") else str(arg)
     return " ".join(str(text).split()) or type(exc).__name__
 
 
-def _raise(what: str, exc: BaseException, bootstrap_servers: str) -> KafkaAdminError:
-    ck = _confluent()
+def request_error(what: str, exc: BaseException, bootstrap_servers: str) -> KafkaAdminError:
+    ck = confluent()
     arg: Any = exc.args[0] if exc.args else None
     code = arg.code() if arg is not None and hasattr(arg, "code") else None
     unavailable = code in (
@@ -99,17 +99,17 @@ def _raise(what: str, exc: BaseException, bootstrap_servers: str) -> KafkaAdminE
         ck.KafkaError._RESOLVE,
     )
     cls = KafkaUnavailable if unavailable else KafkaAdminError
-    return cls(f"{what} at {bootstrap_servers}: {_message(exc)}")
+    return cls(f"{what} at {bootstrap_servers}: {one_line(exc)}")
 
 
-def _metadata(consumer: Any, bootstrap_servers: str, timeout: float) -> Any:
-    ck = _confluent()
+def cluster_metadata(consumer: Any, bootstrap_servers: str, timeout: float) -> Any:
+    ck = confluent()
     try:
         # All topics: asking for one by name is a request to create it on clusters
         # that auto-create, and a cheap way to see which topics are gone.
         return consumer.list_topics(timeout=timeout)
     except ck.KafkaException as exc:
-        raise _raise("cannot read cluster metadata", exc, bootstrap_servers) from None
+        raise request_error("cannot read cluster metadata", exc, bootstrap_servers) from None
 
 
 def topic_state(bootstrap_servers: str, topics: Iterable[str], timeout: float = 10,
@@ -135,8 +135,8 @@ def topic_state_with(consumer: Any, topics: Iterable[str], *, timeout: float = 1
                      where: str = "the cluster") -> TopicState:
     """:func:`topic_state` through an open confluent-kafka consumer (``where``: the
     cluster's name in error messages)."""
-    ck = _confluent()
-    metadata = _metadata(consumer, where, timeout)
+    ck = confluent()
+    metadata = cluster_metadata(consumer, where, timeout)
     state: TopicState = {}
     for topic in sorted(set(topics)):
         meta = metadata.topics.get(topic)
@@ -150,7 +150,7 @@ def topic_state_with(consumer: Any, topics: Iterable[str], *, timeout: float = 1
                     ck.TopicPartition(topic, partition), timeout=timeout, cached=False
                 )
             except ck.KafkaException as exc:
-                raise _raise(f"cannot read the offsets of {topic}-{partition}", exc,
+                raise request_error(f"cannot read the offsets of {topic}-{partition}", exc,
                              where) from None
             parts[partition] = (int(low), int(high))
         state[topic] = parts
@@ -160,9 +160,9 @@ def topic_state_with(consumer: Any, topics: Iterable[str], *, timeout: float = 1
 def partition_count(client: Any, topic: str, *, timeout: float = 10,
                     where: str = "the cluster") -> int:
     """How many partitions ``topic`` has (0: none such), through an open confluent-kafka
-    client; asked of all topics, as :func:`_metadata` does, so that asking never
+    client; asked of all topics, as :func:`cluster_metadata` does, so that asking never
     creates the topic on a cluster that auto-creates (an admin client would)."""
-    meta = _metadata(client, where, timeout).topics.get(topic)
+    meta = cluster_metadata(client, where, timeout).topics.get(topic)
     return len(meta.partitions) if meta is not None and meta.error is None else 0
 
 
@@ -175,7 +175,7 @@ def create_topic(admin: Any, topic: str, partitions: int, *,
     retries its own timed-out request and gets TOPIC_ALREADY_EXISTS, and a cluster that
     auto-creates may have made it on first use. With another partition count it is one
     line (:class:`KafkaAdminError`)."""
-    ck = _confluent()
+    ck = confluent()
     from confluent_kafka.admin import NewTopic
 
     request = NewTopic(topic, partitions, replication_factor, config=dict(config or {}))
@@ -187,7 +187,7 @@ def create_topic(admin: Any, topic: str, partitions: int, *,
         arg: Any = exc.args[0] if exc.args else None
         if arg is None or not hasattr(arg, "code") or \
                 arg.code() != ck.KafkaError.TOPIC_ALREADY_EXISTS:
-            raise _raise(f"cannot create topic {topic}", exc, where) from None
+            raise request_error(f"cannot create topic {topic}", exc, where) from None
         log.debug("topic %s already exists at %s", topic, where)
     deadline = time.monotonic() + timeout
     while not (found := partition_count(admin, topic, timeout=timeout, where=where)):
@@ -206,7 +206,7 @@ def cluster_id(bootstrap_servers: str, *, timeout: float = 10,
     KRaft's, or ZooKeeper's for an older cluster); None when it does not say one."""
     consumer = _consumer(bootstrap_servers, config, None, timeout)
     try:
-        found = _metadata(consumer, bootstrap_servers, timeout).cluster_id
+        found = cluster_metadata(consumer, bootstrap_servers, timeout).cluster_id
     finally:
         consumer.close()
     return str(found) if found else None
@@ -216,7 +216,7 @@ def read_offset_syncs(bootstrap_servers: str, topic: str, *, timeout: float = 30
                       config: Mapping[str, Any] | None = None) -> list[OffsetSync] | None:
     """Every MirrorMaker 2 offset sync in ``topic`` on the cluster, in each partition's
     order (None: no such topic). A record that is not a sync is skipped with a warning."""
-    ck = _confluent()
+    ck = confluent()
     consumer = _consumer(bootstrap_servers, {**(config or {}), "enable.partition.eof": True},
                          None, timeout)
     try:
@@ -243,7 +243,7 @@ def _read_syncs(consumer: Any, ends: dict[int, int], timeout: float,
                                    f"within {timeout:g} s")
         for msg in consumer.consume(num_messages=1000, timeout=0.5):
             if msg.error() is not None:
-                if msg.error().code() == _confluent().KafkaError._PARTITION_EOF:
+                if msg.error().code() == confluent().KafkaError._PARTITION_EOF:
                     left.pop(msg.partition(), None)  # compacted up to its end
                 continue  # a transient error: the deadline decides
             try:
@@ -293,19 +293,19 @@ def offsets_for_time_with(consumer: Any, partitions: Iterable[tuple[str, int]], 
                           ) -> dict[tuple[str, int], int | None]:
     """:func:`offsets_for_time` for (topic, partition) pairs through an open consumer:
     per pair the first offset stamped at or after ``when_ms`` (None: no such record)."""
-    ck = _confluent()
+    ck = confluent()
     tps = [ck.TopicPartition(t, p, int(when_ms)) for t, p in sorted(set(partitions))]
     if not tps:
         return {}
     try:
         found = consumer.offsets_for_times(tps, timeout=timeout)
     except ck.KafkaException as exc:
-        raise _raise("cannot look offsets up by time", exc, where) from None
+        raise request_error("cannot look offsets up by time", exc, where) from None
     out: dict[tuple[str, int], int | None] = {}
     for tp in found:
         if tp.error is not None:
             raise KafkaAdminError(f"cannot look up {tp.topic}-{tp.partition} by time at "
-                                  f"{where}: {_message(ck.KafkaException(tp.error))}")
+                                  f"{where}: {one_line(ck.KafkaException(tp.error))}")
         out[(tp.topic, tp.partition)] = int(tp.offset) if tp.offset >= 0 else None
     return out
 
@@ -382,7 +382,7 @@ def _first_records(consumer: Any, offsets: Mapping[tuple[str, int], int], timeou
                                          set[tuple[str, int]]]:
     """One round of :func:`records_at_with`: what was found, and the partitions that did
     not answer within ``timeout``."""
-    ck = _confluent()
+    ck = confluent()
     consumer.assign([ck.TopicPartition(t, p, int(o)) for (t, p), o in sorted(offsets.items())])
     found: dict[tuple[str, int], list[Any]] = {}
     waiting = set(offsets)
@@ -425,15 +425,10 @@ def _first_records(consumer: Any, offsets: Mapping[tuple[str, int], int], timeou
     return {k: (v[0], v[1], v[2], v[3]) for k, v in found.items()}, waiting
 
 
-RETENTION_CONFIGS = ("retention.ms", "retention.bytes", "segment.ms", "segment.bytes",
-                     "cleanup.policy")
-"""The topic configs that say when Kafka deletes a partition's records."""
-
-
 def admin_client(bootstrap_servers: str, config: Mapping[str, Any] | None = None) -> Any:
     """A confluent-kafka AdminClient with the caller's settings (security, SASL), its
     connect chatter at DEBUG."""
-    ck = _confluent()
+    ck = confluent()
     from confluent_kafka.admin import AdminClient
 
     conf: dict[str, Any] = {"bootstrap.servers": bootstrap_servers, "logger": _DebugLogger(),
@@ -441,43 +436,7 @@ def admin_client(bootstrap_servers: str, config: Mapping[str, Any] | None = None
     try:
         return AdminClient(conf)
     except (ck.KafkaException, ValueError, TypeError) as exc:
-        raise KafkaAdminError(f"bad Kafka client configuration: {_message(exc)}") from None
-
-
-def topic_configs(admin: Any, topics: Iterable[str], *, timeout: float = 10,
-                  where: str = "the cluster", names: Iterable[str] = RETENTION_CONFIGS,
-                  ) -> tuple[dict[str, dict[str, str]], dict[str, str]]:
-    """Each topic's configs in ``names`` (as the broker resolves them: the topic's own,
-    else the broker's default) and, of one broker, ``log.retention.check.interval.ms``
-    (how often it applies retention), through an open AdminClient. Topics the cluster
-    lacks are left out."""
-    from confluent_kafka.admin import ConfigResource
-
-    ck = _confluent()
-    wanted = set(names)
-    metadata = _metadata(admin, where, timeout)
-    present = sorted(t for t in set(topics) if t in metadata.topics
-                     and metadata.topics[t].error is None)
-    resources = [ConfigResource(ConfigResource.Type.TOPIC, t) for t in present]
-    brokers = sorted(metadata.brokers)
-    if brokers:
-        resources.append(ConfigResource(ConfigResource.Type.BROKER, str(brokers[0])))
-    out: dict[str, dict[str, str]] = {}
-    broker: dict[str, str] = {}
-    try:
-        futures = admin.describe_configs(resources, request_timeout=timeout)
-        for resource, future in futures.items():
-            entries = future.result(timeout)
-            if resource.restype == ConfigResource.Type.BROKER:
-                entry = entries.get("log.retention.check.interval.ms")
-                if entry is not None and entry.value is not None:
-                    broker["log.retention.check.interval.ms"] = str(entry.value)
-                continue
-            out[resource.name] = {k: str(e.value) for k, e in entries.items()
-                                  if k in wanted and e.value is not None}
-    except ck.KafkaException as exc:
-        raise _raise("cannot read topic configs", exc, where) from None
-    return out, broker
+        raise KafkaAdminError(f"bad Kafka client configuration: {one_line(exc)}") from None
 
 
 def commit_group(bootstrap_servers: str, group: str, offsets: Mapping[str, Mapping[int, int]],
@@ -495,7 +454,7 @@ def commit_group(bootstrap_servers: str, group: str, offsets: Mapping[str, Mappi
         timeout = parse_timeout(timeout)
     except ValueError as exc:
         raise KafkaAdminError(str(exc)) from None
-    ck = _confluent()
+    ck = confluent()
     tps = [
         ck.TopicPartition(topic, int(partition), int(offset))
         for topic in sorted(offsets)
@@ -508,18 +467,18 @@ def commit_group(bootstrap_servers: str, group: str, offsets: Mapping[str, Mappi
     try:
         # Fail fast on an unreachable cluster: commit() itself would wait for the
         # group coordinator much longer than ``timeout``.
-        _metadata(consumer, bootstrap_servers, timeout)
+        cluster_metadata(consumer, bootstrap_servers, timeout)
         try:
             result = consumer.commit(offsets=tps, asynchronous=False)
         except ck.KafkaException as exc:
-            raise _raise(f"cannot commit offsets for group {group!r}", exc,
+            raise request_error(f"cannot commit offsets for group {group!r}", exc,
                          bootstrap_servers) from None
         failed = [tp for tp in result or () if tp.error is not None]
         if failed:
             first = failed[0]
             raise KafkaAdminError(
                 f"cannot commit offsets for group {group!r}: {first.topic}-{first.partition}: "
-                f"{_message(ck.KafkaException(first.error))}"
+                f"{one_line(ck.KafkaException(first.error))}"
                 + (f" (and {len(failed) - 1} more partitions)" if len(failed) > 1 else "")
             )
         log.info("committed %d partition offsets for group %s", len(tps), group)
@@ -531,10 +490,10 @@ def committed_offsets(bootstrap_servers: str, group: str, topics: Iterable[str],
                       config: Mapping[str, Any] | None = None,
                       timeout: float = 10) -> KafkaOffsets:
     """The offsets ``group`` has committed for ``topics`` (partitions without one left out)."""
-    ck = _confluent()
+    ck = confluent()
     consumer = _consumer(bootstrap_servers, config, group, timeout)
     try:
-        metadata = _metadata(consumer, bootstrap_servers, timeout)
+        metadata = cluster_metadata(consumer, bootstrap_servers, timeout)
         tps = [
             ck.TopicPartition(topic, partition)
             for topic in sorted(set(topics))
@@ -546,7 +505,7 @@ def committed_offsets(bootstrap_servers: str, group: str, topics: Iterable[str],
         try:
             result = consumer.committed(tps, timeout=timeout)
         except ck.KafkaException as exc:
-            raise _raise(f"cannot read the offsets of group {group!r}", exc,
+            raise request_error(f"cannot read the offsets of group {group!r}", exc,
                          bootstrap_servers) from None
     finally:
         consumer.close()
@@ -561,7 +520,6 @@ __all__ = [
     "KafkaAdminError",
     "KafkaUnavailable",
     "PartitionState",
-    "RETENTION_CONFIGS",
     "admin_client",
     "RecordSample",
     "TimeLookup",
@@ -574,7 +532,6 @@ __all__ = [
     "PROBE_FETCH_BYTES",
     "record_probe",
     "records_at_with",
-    "topic_configs",
     "partition_count",
     "topic_state",
     "topic_state_with",

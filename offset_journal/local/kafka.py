@@ -10,6 +10,10 @@ Settings are for speed, not durability: no group rebalance delay, retention chec
 second (records are kept unless a topic sets ``retention.ms``: Kafka applies retention by
 record timestamp, and tests produce records with event times years back), topics never
 auto-created (a test asks for the partitions it wants).
+
+Started with ``users``, it takes SASL/PLAIN only and KRaft's StandardAuthorizer decides:
+a user may do what an ACL allows it and nothing else, the super user (which sets the
+ACLs up) everything: how a secured production cluster answers a job's principal.
 """
 
 from __future__ import annotations
@@ -18,12 +22,13 @@ import base64
 import logging
 import os
 import re
+import secrets
 import shutil
 import socket
 import subprocess
 import tempfile
 import time
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import IO, Any
@@ -86,6 +91,9 @@ class LocalKafka:
     data_dir: Path
     classpath: str
     heap: str = "512m"
+    # SASL/PLAIN users (name: password), SUPER_USER among them: with any, clients
+    # authenticate and the broker's authorizer enforces ACLs (see _secured_config).
+    users: Mapping[str, str] = field(default_factory=dict, repr=False)
     _process: subprocess.Popen[bytes] | None = field(default=None, repr=False)
     _log_file: IO[bytes] | None = field(default=None, repr=False)
 
@@ -96,6 +104,15 @@ class LocalKafka:
     @property
     def log_path(self) -> Path:
         return self.data_dir / "broker.log"
+
+    def client_config(self, user: str = "") -> dict[str, str]:
+        """librdkafka settings to reach the broker as ``user`` (default: the super user);
+        none for a broker without users."""
+        if not self.users:
+            return {}
+        name = user or SUPER_USER
+        return {"security.protocol": "SASL_PLAINTEXT", "sasl.mechanism": "PLAIN",
+                "sasl.username": name, "sasl.password": self.users[name]}
 
     def running(self) -> bool:
         return self._process is not None and self._process.poll() is None
@@ -149,14 +166,22 @@ class LocalKafka:
 
 
 def start_local_kafka(*, heap: str = "512m", timeout: float = _START_TIMEOUT_S,
-                      port: int | None = None) -> LocalKafka:
-    """Fetch the broker's jars (once), then start a fresh single-node broker."""
+                      port: int | None = None, users: Iterable[str] = ()) -> LocalKafka:
+    """Fetch the broker's jars (once), then start a fresh single-node broker. With
+    ``users``: SASL/PLAIN only, each user (and :data:`SUPER_USER`, for setting it up)
+    with a password of its own, and KRaft's StandardAuthorizer: a user may do only
+    what an ACL allows it (:meth:`LocalKafka.client_config` to connect as one)."""
     from .jars import classpath
 
     cp = classpath("kafka-broker")
     data_dir = Path(tempfile.mkdtemp(prefix="oj-kafka-"))
     broker_port = port if port is not None else _free_port()
-    broker = LocalKafka(f"127.0.0.1:{broker_port}", _free_port(), data_dir, cp, heap)
+    names = sorted({*users, SUPER_USER}) if users else []
+    for name in names:
+        if not _USER_NAME.fullmatch(name):
+            raise BrokerStartError(f"not a usable SASL user name: {name!r}")
+    broker = LocalKafka(f"127.0.0.1:{broker_port}", _free_port(), data_dir, cp, heap,
+                        users={n: secrets.token_hex(16) for n in names})
     try:
         return broker.start(timeout)
     except BaseException:
@@ -189,6 +214,38 @@ def java_executable() -> str:
         raise BrokerStartError("java is not installed: install a JDK 17 (apt-get install "
                                "openjdk-17-jre-headless)")
     return found
+
+
+SUPER_USER = "admin"
+"""The user a broker with users (``start_local_kafka(users=...)``) is set up by: every
+ACL allows it, and the broker itself (between its listeners) authenticates as it."""
+
+_USER_NAME = re.compile(r"[A-Za-z0-9_.-]+")
+_AUTHORIZER = "org.apache.kafka.metadata.authorizer.StandardAuthorizer"
+
+
+def _secured_config(broker: LocalKafka) -> dict[str, str]:
+    """SASL/PLAIN on both listeners (clients and the controller's), the broker's own
+    connections as the super user, and the authorizer: no ACL, no access."""
+    host = "127.0.0.1"
+    quoted = " ".join(f'user_{n}="{p}"' for n, p in sorted(broker.users.items()))
+    jaas = ("org.apache.kafka.common.security.plain.PlainLoginModule required "
+            f'username="{SUPER_USER}" password="{broker.users[SUPER_USER]}" {quoted};')
+    return {
+        "listeners": f"CLIENT://{broker.bootstrap_servers},"
+                     f"CONTROLLER://{host}:{broker.controller_port}",
+        "advertised.listeners": f"CLIENT://{broker.bootstrap_servers}",
+        "inter.broker.listener.name": "CLIENT",
+        "listener.security.protocol.map": "CLIENT:SASL_PLAINTEXT,CONTROLLER:SASL_PLAINTEXT",
+        "sasl.enabled.mechanisms": "PLAIN",
+        "sasl.mechanism.inter.broker.protocol": "PLAIN",
+        "sasl.mechanism.controller.protocol": "PLAIN",
+        "listener.name.client.plain.sasl.jaas.config": jaas,
+        "listener.name.controller.plain.sasl.jaas.config": jaas,
+        "authorizer.class.name": _AUTHORIZER,
+        "super.users": f"User:{SUPER_USER}",
+        "allow.everyone.if.no.acl.found": "false",
+    }
 
 
 def _write_config(broker: LocalKafka) -> None:
@@ -224,6 +281,8 @@ def _write_config(broker: LocalKafka) -> None:
         "log.segment.delete.delay.ms": "0",
         "file.delete.delay.ms": "0",
     }
+    if broker.users:
+        props.update(_secured_config(broker))
     text = "".join(f"{k}={v}\n" for k, v in props.items())
     (broker.data_dir / "server.properties").write_text(text)
     (broker.data_dir / "log4j2.xml").write_text(_LOG4J2)
@@ -247,7 +306,7 @@ def _wait_ready(broker: LocalKafka, timeout: float) -> None:
     from confluent_kafka.admin import AdminClient
 
     conf: dict[str, Any] = {"bootstrap.servers": broker.bootstrap_servers, "log_level": 0,
-                            "logger": QuietLogger()}
+                            "logger": QuietLogger(), **broker.client_config()}
     admin = AdminClient(conf)
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:

@@ -148,8 +148,14 @@ def _retention(data: ReportData) -> str:
         f"<td>{r.unread:,}</td><td>{'DATA LOSS: ' + format(r.lost, ',') if r.lost else ''}"
         f"</td><td>{escape(_iso(r.loss_earliest))}</td><td>{escape(r.basis or '')}</td>"
         f"<td>{escape(r.status)}</td></tr>" for r in data.retention)
+    unknown = sum(r.status == "unknown" for r in data.retention)
+    why = (f'<p class="note">{unknown:,} partition{"" if unknown == 1 else "s"} could not be '
+           "forecast (the first unread record unreadable or without a timestamp, or the "
+           "topic&#x27;s configs not described to the recording&#x27;s principal): "
+           f"<code>offset-journal retention {escape(data.query_name)} --bootstrap-servers "
+           "...</code> says why.</p>" if unknown else "")
     return (f'<p class="note">As recorded {escape(_iso(recorded))}: when Kafka&#x27;s retention '
-            "deletes the first record the query has not read, at the earliest.</p>"
+            f"deletes the first record the query has not read, at the earliest.</p>{why}"
             "<table><tr><th>source</th><th>partition</th><th>next offset</th>"
             "<th>log start</th><th>log end</th><th>unread</th><th>lost</th>"
             "<th>loss at the earliest</th><th>by</th><th>status</th></tr>"

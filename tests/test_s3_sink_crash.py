@@ -1,11 +1,12 @@
-"""The batch in flight with the sink on S3, on the real parts (Spark 4.2 with Spark's
-Kafka connector and S3A, a real broker, Postgres, an S3 server on loopback checking
-every signature): a file-sink job on ``s3a://`` SIGKILLed after its sink logged batch N
-and before ``commits/N``, then restarted as the docs say, from the plan that
+"""The batch in flight with the sink on S3, against an S3 server on loopback checking
+every signature. On the real parts (Spark 4.2 with Spark's Kafka connector and S3A, a
+real broker, Postgres): a file-sink job on ``s3a://`` SIGKILLed after its sink logged
+batch N and before ``commits/N``, then restarted as the docs say, from the plan that
 ``starting-offsets --checkpoint NEW --old-checkpoint OLD`` hands out, with nothing but
 the Hadoop configuration Spark itself read (``HADOOP_CONF_DIR``). The plan reads the
 sink the journal names where it lives, so every record is in the output once, by
-(topic, partition, offset)."""
+(topic, partition, offset). And the command alone: the journaled sink read unasked,
+refused in one line when the store refuses the credentials."""
 
 from __future__ import annotations
 
@@ -18,9 +19,9 @@ import pytest
 from offset_journal import Journal
 from tests import s3_support, support
 from tests.jobs_support import load_job, run_to_end, start_driver
-from tests.s3_support import core_site, kill_after_s3_sink_commit
+from tests.s3_support import core_site, kill_after_s3_sink_commit, upload
+from tests.support import count_rows, one_error_line, write_checkpoint
 
-pytestmark = [pytest.mark.spark, pytest.mark.slow]
 bucket, cli = s3_support.bucket, support.cli  # the fixtures
 PER_BATCH = 300
 
@@ -36,6 +37,8 @@ def _keys(server: Any, bucket: str, prefix: str) -> set[str]:
     return {o["Key"][len(prefix):] for o in answer.get("Contents", [])}
 
 
+@pytest.mark.spark
+@pytest.mark.slow
 def test_killed_with_the_sink_on_s3_the_documented_restart_is_exactly_once(
         journaled_spark, s3a_spark, s3_server, bucket, journal_url, kafka_cluster,
         kafka_topic, cli, tmp_path, monkeypatch):
@@ -93,3 +96,42 @@ def test_killed_with_the_sink_on_s3_the_documented_restart_is_exactly_once(
         plan = j.recorded_plans(name)[-1]
     assert plan.sink is not None and plan.sink["last_batch"] == batch
     assert plan.sink["path"] == job.output_dir_for(f"{base}/out1", ck1)
+
+
+def test_the_journaled_sink_on_s3_is_read_unasked_and_refused_when_it_cannot_be(
+        cli, s3_server, bucket, journal_url, tmp_path, monkeypatch):
+    """The journal names the file sink at s3a://B/out, which logged batches 0..5; the
+    journal has 0..3, the old checkpoint (on this disk) offsets/0..5 and commits/0..4.
+    Credentials only in core-site.xml: a wrong secret is one line naming --sink, nothing
+    recorded or journaled; the right one, and the plan starts after batch 5."""
+    from tests.test_sink_cli import journal_batches_0_to_3
+    from tests.test_sink_logs import sink_log
+    from tests.test_sink_plan import ends
+
+    out = f"s3a://{bucket}/out"
+    query_id = journal_batches_0_to_3(journal_url, out)
+    old = write_checkpoint(tmp_path / "ck-v1", query_id, [([ends(b)], b <= 4) for b in range(6)],
+                           initial={"0": {"orders": {"0": 0, "1": 0}}})
+    upload(s3_server, sink_log(tmp_path / "out", range(6)), bucket, "out")
+    for variable in ("AWS_ACCESS_KEY_ID", "AWS_SECRET_ACCESS_KEY", "AWS_ENDPOINT_URL_S3"):
+        monkeypatch.delenv(variable)
+    argv = ["--database-url", journal_url, "starting-offsets", "orders", "--checkpoint",
+            str(tmp_path / "ck-v2"), "--old-checkpoint", str(old)]
+
+    wrong = core_site(tmp_path / "wrong", s3_server.hadoop_conf(secret_key="not-the-secret"))
+    monkeypatch.setenv("HADOOP_CONF_DIR", str(wrong))
+    code, got, err = cli(*argv)
+    line = one_error_line(code, err)
+    assert got == "" and f"the old query's sink, the file sink at {out} (its journaled " \
+        f"description), cannot be read: {out}: the object store refused access" in line
+    assert "(--sink PATH for a file sink, --sink delta:PATH for a Delta table)" in line
+    assert "not-the-secret" not in line
+    assert count_rows(journal_url, "batches") == 4
+    assert count_rows(journal_url, "restart_plans") == 0
+
+    right = core_site(tmp_path / "right", s3_server.hadoop_conf())
+    monkeypatch.setenv("HADOOP_CONF_DIR", str(right))
+    code, got, err = cli(*argv)
+    assert code == 0, err
+    assert got.strip() == '{"orders":{"0":60,"1":120}}'  # after batch 5: offsets/5
+    assert count_rows(journal_url, "batches") == 6

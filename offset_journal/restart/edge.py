@@ -304,7 +304,7 @@ def read_sink(kind: SinkKind | None, path: str, found_by: SinkFoundBy,
         log = read_file_sink_log(path)
     except (CheckpointError, OSError, ValueError) as exc:
         return SinkFacts(kind or SINK_FILE, path, found_by, problem=first_line(exc),
-                         app_id=app_id)
+                         app_id=None if kind == SINK_FILE else app_id)
     if log is None:
         return SinkFacts(SINK_FILE, path, found_by, exists=False)
     return SinkFacts(SINK_FILE, path, found_by, True, log.last_batch,

@@ -49,7 +49,8 @@ def test_killed_with_the_sink_on_s3_the_documented_restart_is_exactly_once(
     ck1, ck2 = f"{base}/ck1", f"{base}/ck2"
     # The store's settings and credentials only where Spark reads them: core-site.xml.
     conf_dir = core_site(tmp_path / "hadoop", s3_server.hadoop_conf())
-    for variable in ("AWS_ACCESS_KEY_ID", "AWS_SECRET_ACCESS_KEY", "AWS_ENDPOINT_URL_S3"):
+    for variable in ("AWS_ACCESS_KEY_ID", "AWS_SECRET_ACCESS_KEY", "AWS_ENDPOINT_URL_S3",
+                     "AWS_DEFAULT_REGION"):
         monkeypatch.delenv(variable)
     monkeypatch.setenv("HADOOP_CONF_DIR", str(conf_dir))
 

@@ -260,8 +260,8 @@ def test_a_plan_reads_the_old_querys_file_sink_and_checkpoint_on_s3a(s3_server, 
                                                                      cli):
     """Issue 41 on S3: the old query was killed after its file sink on s3a:// logged batch
     5 and before commits/5, the journal holds 0..3. The plan reads the sink's log and the
-    old checkpoint's offsets/4..5 on S3, starts after batch 5 and journals 4 and 5. (A
-    journaled sink on S3 is read when given, as the jobs give theirs: not unasked.)"""
+    old checkpoint's offsets/4..5 on S3, starts after batch 5 and journals 4 and 5. (Given,
+    as the jobs give theirs; the journaled one unasked: tests/test_s3_sink_crash.py.)"""
     from tests.test_sink_cli import journal_batches_0_to_3
     from tests.test_sink_logs import sink_log
     from tests.test_sink_plan import ends

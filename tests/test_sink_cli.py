@@ -118,17 +118,28 @@ def test_a_delta_table_without_the_old_querys_txn_is_refused(cli, journal_url, t
     assert count_rows(journal_url, "restart_plans") == 0
 
 
-def test_a_journaled_sink_elsewhere_is_not_read_unasked_and_none_skips_it(cli, journal_url):
+def test_a_journaled_sink_that_cannot_be_read_is_refused_and_none_skips_it(
+        cli, journal_url, monkeypatch):
+    """The sink the journal names is read wherever it lives: on S3 with no credentials
+    anywhere (botocore says so before sending a request), the plan refuses in one line
+    naming what to give; --sink none plans without it."""
+    from tests.s3_support import AWS_VARIABLES
+
+    for name in AWS_VARIABLES:
+        monkeypatch.delenv(name, raising=False)
+    monkeypatch.setenv("AWS_EC2_METADATA_DISABLED", "true")
     with Journal(journal_url) as journal:
         payload = json.loads(progress(0, name="orders",
                                       sources=[kafka_source("orders", None, ends(0))]))
         payload["sink"]["description"] = "DeltaSink[s3://bucket/table]"
         journal.record_batch(batch_from_progress(json.dumps(payload)))
-    code, out, err = cli("--database-url", journal_url, "plan", "orders", "--format", "json")
-    plan = json.loads(out)
-    assert code == 0 and plan["sink"] is None
-    assert any("s3://bucket/table" in w and "another file system (s3)" in w
-               for w in plan["warnings"])
+    for command in ("plan", "starting-offsets"):
+        code, out, err = cli("--database-url", journal_url, command, "orders")
+        line = one_error_line(code, err)
+        assert out == "" and "the Delta table at s3://bucket/table" in line
+        assert "cannot be read: s3://bucket/table: no credentials for the object store" in line
+        assert "--sink delta:PATH" in line and "(--sink none)" in line
+    assert count_rows(journal_url, "restart_plans") == 0
     code, out, err = cli("--database-url", journal_url, "plan", "orders", "--format", "json",
                          "--sink", "none")
     assert code == 0 and not any("sink" in w for w in json.loads(out)["warnings"])

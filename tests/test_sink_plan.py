@@ -218,6 +218,64 @@ def test_a_foreach_batch_delta_writer_is_planned_by_its_txn_app_id(tmp_path):
         flat(p.explain())
 
 
+# --------------------------------------------------------------------------- unseen
+
+
+def test_a_journaled_sink_that_cannot_be_read_is_refused_by_a_plan_after_the_journal():
+    """The sink the journal names is read wherever it lives; one that cannot be (refused
+    credentials, no answer, no reader for its file system) may hold the batch in flight:
+    a plan after the journal's last batch is refused, naming what to give. A plan that
+    reads again on purpose does not start after the sink: a warning."""
+    facts = file_sink(None, path="s3a://b/out", problem="s3a://b/out: the object store "
+                      "refused access (Forbidden)")
+    anchor = journaled(3, sink="FileSink[s3a://b/out]")
+    with pytest.raises(RestartError) as info:
+        plan(anchor, facts)
+    said = str(info.value)
+    assert said.startswith("the old query's sink, the file sink at s3a://b/out (its "
+                           "journaled description), cannot be read: s3a://b/out: the "
+                           "object store refused access (Forbidden). A batch it holds "
+                           "beyond the journal's last (batch 3) would be written again")
+    assert said.endswith("(--sink PATH for a file sink, --sink delta:PATH for a Delta "
+                         "table), or plan without the check (--sink none)")
+    p = plan(anchor, facts, position="at", before=journaled(2))
+    assert p.ok and any("was not checked: s3a://b/out: the object store refused access"
+                        in w for w in p.warnings)
+
+
+def test_old_checkpoint_batches_beyond_the_journal_no_sink_log_accounts_for_are_refused(
+        tmp_path):
+    """offsets/4..5 beyond the journal's last (3), commits/5 absent: the batch in flight.
+    With no sink log saying what the sink holds (the journal names no file or Delta sink,
+    or its sink has no log where it is named), a plan after 3 would have the new query
+    write them again: refused, naming --sink; --sink none reads them again on purpose."""
+    ck = old_checkpoint(tmp_path / "a", offsets=5, committed=4)
+    foreach = journaled(3, sink="ForeachBatchSink")
+    with pytest.raises(RestartError) as info:
+        plan(foreach, None, ck)
+    said = str(info.value)
+    assert said.startswith(f"the old checkpoint {ck.path} has offsets/ of batches 4..5 and "
+                           "no commits/ of batch 5 (in flight: ")
+    assert "no sink log says whether the old query's sink holds them (the journal names " \
+           "no file or Delta sink (ForeachBatchSink))" in said
+    assert "a plan after batch 3 would write them again" in said
+    assert "(--sink PATH for a file sink, --sink delta:PATH for a Delta table)" in said
+    with pytest.raises(RestartError, match=f"the file sink at {OUT}, the journal's sink, "
+                                           "has no log there"):
+        plan(journaled(3), file_sink(None, exists=False), ck)
+
+    p = plan(foreach, None, ck, old_sink="none")
+    assert p.ok and p.starting_offsets(0) == '{"orders":{"0":40,"1":80}}'  # after 3
+    assert any("as asked (--sink none)" in w and "offsets/ of batches 4..5" in w
+               for w in p.warnings)
+    assert plan(foreach, None, old_checkpoint(tmp_path / "b", offsets=3, committed=3)).ok
+    assert plan(foreach, None, ck, position="at", before=journaled(2)).ok
+    committed = old_checkpoint(tmp_path / "c", offsets=4, committed=4)
+    with pytest.raises(RestartError, match=r"has offsets/ of batch 4, beyond the journal's "
+                                           r"last \(batch 3 of run run-1"):
+        plan(foreach, None, committed)  # committed, its event never journaled: the same
+
+
 # --------------------------------------------------------------------------- elsewhere
 
 

@@ -36,6 +36,7 @@ S3FS_RETRIES = 1
 """s3fs's own retry loop runs around botocore's: once is enough with botocore retrying."""
 _HADOOP_KEYS = ("endpoint", "endpoint.region", "path.style.access",
                 "connection.ssl.enabled", "access.key", "secret.key", "session.token")
+_NO_CREDENTIALS = ("NoCredentialsError", "PartialCredentialsError")
 _NO_ANSWER = ("ConnectionError", "HTTPClientError", "ConnectTimeoutError", "ReadTimeoutError",
               "EndpointConnectionError", "ConnectionClosedError", "FSTimeoutError",
               "TimeoutError")
@@ -156,6 +157,11 @@ def translated(exc: BaseException, where: str) -> BaseException | None:
             f"{where}: the object store refused access ({reason}): check the credentials "
             "(AWS_ACCESS_KEY_ID/AWS_SECRET_ACCESS_KEY, AWS_PROFILE, or fs.s3a.access.key "
             "and fs.s3a.secret.key in core-site.xml)")
+    if name in _NO_CREDENTIALS:  # botocore's, raised before any request is sent
+        return CheckpointError(
+            f"{where}: no credentials for the object store ({reason}): give them the "
+            "standard ways (AWS_ACCESS_KEY_ID/AWS_SECRET_ACCESS_KEY, AWS_PROFILE, or "
+            "fs.s3a.access.key and fs.s3a.secret.key in core-site.xml)")
     if isinstance(exc, FileNotFoundError) and _error_code(exc) == "NoSuchBucket":
         bucket = where.split("://", 1)[-1].split("/", 1)[0]
         return CheckpointError(f"{where}: bucket {bucket} does not exist")

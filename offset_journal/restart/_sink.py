@@ -15,7 +15,11 @@ that the sink does not hold is DATA LOSS, counted, unless accepted.
 Refused in one line (RestartError), nothing recorded: a sink path that is not a sink,
 another query's sink (the journal names another path; a Delta table with no ``txn`` of
 the old query), an old checkpoint of another query, and a sink holding a batch whose
-``offsets/N`` is gone or disagrees with the journal.
+``offsets/N`` is gone or disagrees with the journal. And, for a plan after the journal's
+last batch, whatever would leave a batch in flight unseen: the sink the journal names
+that cannot be read (wherever it lives: the edge reads an object store as it reads a
+local path), and an old checkpoint with batches beyond the journal when no sink log
+says which of them the sink holds.
 """
 
 from __future__ import annotations
@@ -33,12 +37,14 @@ from ._delta_log import same_path
 from ._findings import Findings
 from ._inputs import PlanInputs
 from .model import MODE_STATE_AWARE, POSITION_AFTER, SINK_FILE, SinkFacts
+from .request import SINK_NONE
 
 if TYPE_CHECKING:
     from ..checkpoint.model import Checkpoint, CheckpointBatch
 
 FILE_SINK = "FileSink["
 DELTA_SINK = "DeltaSink["
+GIVE_SINK = "--sink PATH for a file sink, --sink delta:PATH for a Delta table"
 
 
 @dataclass(frozen=True)
@@ -66,10 +72,10 @@ def sink_outcome(inp: PlanInputs) -> SinkOutcome:
     holds last with the journal's last (and the old checkpoint's last commit)."""
     facts = inp.sink_log
     if facts is None:
-        return SinkOutcome()
+        return SinkOutcome(findings=unchecked_beyond(inp, None))
     checkpoint = inp.sink_checkpoint
     later = checkpoint is not None and continues_after(inp, checkpoint)
-    unread = _unread(facts, later)
+    unread = _unread(inp, facts, later)
     if unread is not None:
         return unread
     if checkpoint is not None and not later:
@@ -103,10 +109,13 @@ def sink_outcome(inp: PlanInputs) -> SinkOutcome:
     return SinkOutcome(taken, found, _record(inp, facts, taken))
 
 
-def _unread(facts: SinkFacts, later: bool) -> SinkOutcome | None:
-    """A sink that could not be read: refused when given, a warning when the journal's
-    description named it (its path may be on another machine). A later checkpoint's
-    file sink with no log yet (:func:`continues_after`) wrote nothing: a note."""
+def _unread(inp: PlanInputs, facts: SinkFacts, later: bool) -> SinkOutcome | None:
+    """A sink that could not be read: refused when given, and when the journal named it
+    and the plan starts after the journal's last batch (a batch the sink holds beyond it
+    would be written again). A journaled one with no log where it is named (moved, or on
+    another machine's disk): a warning, unless the old checkpoint has batches beyond the
+    journal (:func:`unchecked_beyond`). A later checkpoint's file sink with no log yet
+    (:func:`continues_after`) wrote nothing: a note."""
     if facts.problem is None and facts.exists:
         return None
     if later and facts.problem is None:
@@ -117,10 +126,19 @@ def _unread(facts: SinkFacts, later: bool) -> SinkOutcome | None:
                             "Delta table's) there")
     if facts.found_by == "given":
         raise RestartError(f"--sink {facts.path} is not a sink this plan can read: {why}")
-    return SinkOutcome(findings=Findings(warnings=[
+    if facts.problem is not None and _after_the_last_batch(inp):
+        raise RestartError(
+            f"the old query's sink, {facts.label()} (its journaled description), cannot be "
+            f"read: {why}. A batch it holds beyond the journal's last (batch "
+            f"{inp.anchor.batch_id}) would be written again: give the sink "
+            f"where this plan can read it ({GIVE_SINK}), or plan without the check "
+            "(--sink none)")
+    found = Findings(warnings=[
         f"the old query's sink, {facts.label()} (its journaled description), was not "
         f"checked: {why}. A batch it holds beyond the journal's last would be written "
-        "again: give the sink (--sink PATH, --sink delta:PATH) or --sink none"]))
+        "again: give the sink (--sink PATH, --sink delta:PATH) or --sink none"])
+    found.merge(unchecked_beyond(inp, facts))
+    return SinkOutcome(findings=found)
 
 
 def _upto(facts: SinkFacts) -> str:
@@ -133,6 +151,50 @@ def _after_the_last_batch(inp: PlanInputs) -> bool:
 
 
 # --------------------------------------------------------------------------- refusals
+
+
+def unchecked_beyond(inp: PlanInputs, facts: SinkFacts | None) -> Findings:
+    """The old checkpoint's batches beyond the journal's last when no sink log says
+    which of them the sink holds (``facts``: the journaled sink with no log where it is
+    named; None: no sink read). Their ``offsets/N`` were written before they ran, so
+    each may be in the sink (in flight: no ``commits/N``; or committed, its event never
+    journaled), and a plan after the journal's last has the new query write them again.
+    Refused (RestartError), naming what to give; with ``--sink none`` (an idempotent
+    sink, or one the person checked) a warning. An old checkpoint of another query, not
+    started where the journal's last batch ended, is not this query's: nothing here."""
+    checkpoint = inp.sink_checkpoint
+    if checkpoint is None or not _after_the_last_batch(inp):
+        return Findings()
+    j = inp.anchor.batch_id
+    if checkpoint.query_id == inp.anchor.query_id:
+        beyond = [b for b in checkpoint.batches if b.batch_id > j]
+    elif continues_after(inp, checkpoint):
+        beyond = list(checkpoint.batches)
+    else:
+        return Findings()
+    if not beyond:
+        return Findings()
+    ids = [b.batch_id for b in beyond]
+    open_ = [b.batch_id for b in beyond if not b.committed]
+    shows = (f"offsets/ of {_ids(ids)}" + (f" and no commits/ of {_ids(open_)} (in flight: "
+             "the driver stopped after it began them)" if open_ else "")
+             + f", beyond the journal's last ({BatchRef.of(inp.anchor).label()})")
+    if inp.request.old_sink == SINK_NONE:
+        return Findings(warnings=[
+            f"the old checkpoint {checkpoint.path} has {shows}; as asked (--sink none), no "
+            f"sink says whether it holds them: this plan starts after batch {j}, and the "
+            "new query reads them again and writes them to its sink (twice, unless the "
+            "sink is idempotent)"])
+    unread = (f"{facts.label()}, the journal's sink, has no log there" if facts is not None
+              else "the journal names no file or Delta sink"
+              f" ({inp.anchor.sink_description or 'no description'})")
+    raise RestartError(
+        f"the old checkpoint {checkpoint.path} has {shows}, and no sink log says whether "
+        f"the old query's sink holds them ({unread}): a plan after batch {j} would write "
+        f"them again. Give the old query's sink ({GIVE_SINK}), or read them again on "
+        "purpose, for an idempotent sink (--sink none)")
+
+
 
 
 def continues_after(inp: PlanInputs, checkpoint: Checkpoint) -> bool:

@@ -21,7 +21,6 @@ from ..kafka.admin import TopicState, cluster_id, offsets_for_time, read_offset_
 from ..kafka.mirror import index_syncs, offset_syncs_topic, replica_topic
 from ..overlap import span_of
 from ..rows import KIND_DELTA, RealTimeTail, order_key, source_kind
-from ..values import url_scheme
 from ..wording import count
 from ._delta_log import delta_table_id
 from ._from_time import chosen_offsets, epoch_millis
@@ -263,8 +262,10 @@ def sink_facts(request: PlanRequest, anchor: Batch,
                old_checkpoint: Checkpoint | None = None) -> SinkFacts | None:
     """The OLD query's sink as its own log says: the one given (``--sink``), else the
     one the journal's sink description of the last batch names (``FileSink[...]``,
-    ``DeltaSink[...]``); None when neither (or ``--sink none``). A Delta sink's txn
-    appId is the old checkpoint's query id (the anchor's, without one)."""
+    ``DeltaSink[...]``), read wherever it lives (an object store with the credentials
+    of the standard places, as a given one is: it is the only witness of a batch in
+    flight); None when neither (or ``--sink none``). A Delta sink's txn appId is the
+    old checkpoint's query id (the anchor's, without one)."""
     found_by: SinkFoundBy = "given"
     kind: SinkKind | None
     if request.old_sink == SINK_NONE:
@@ -275,11 +276,6 @@ def sink_facts(request: PlanRequest, anchor: Batch,
             return None
         kind, path = SINK_DELTA if described[0] == SINK_DELTA else SINK_FILE, described[1]
         found_by = "journaled"
-        scheme = url_scheme(path)
-        if scheme not in (None, "file"):  # not read unasked: it may be slow or need keys
-            return SinkFacts(kind, path, found_by, problem=(
-                f"it is on another file system ({scheme}): give it (--sink) to have it "
-                "read through fsspec"))
     else:
         kind, path = sink_spec(request.old_sink)
     foreach = (anchor.sink_description or "").startswith("ForeachBatchSink")
@@ -307,7 +303,8 @@ def read_sink(kind: SinkKind | None, path: str, found_by: SinkFoundBy,
                 return SinkFacts(SINK_DELTA, path, found_by, exists=False, app_id=app_id)
         log = read_file_sink_log(path)
     except (CheckpointError, OSError, ValueError) as exc:
-        return SinkFacts(kind or SINK_FILE, path, found_by, problem=str(exc), app_id=app_id)
+        return SinkFacts(kind or SINK_FILE, path, found_by, problem=first_line(exc),
+                         app_id=None if kind == SINK_FILE else app_id)
     if log is None:
         return SinkFacts(SINK_FILE, path, found_by, exists=False)
     return SinkFacts(SINK_FILE, path, found_by, True, log.last_batch,

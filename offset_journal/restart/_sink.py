@@ -195,8 +195,6 @@ def unchecked_beyond(inp: PlanInputs, facts: SinkFacts | None) -> Findings:
         "purpose, for an idempotent sink (--sink none)")
 
 
-
-
 def continues_after(inp: PlanInputs, checkpoint: Checkpoint) -> bool:
     """The old checkpoint is a LATER one than the journal's last batch's: its query
     started right after that batch (its Kafka initial offsets, ``sources/N/0``, are the

@@ -9,7 +9,9 @@ query): ``fs.s3a.secret.key`` and ``fs.s3a.session.token`` (per bucket too),
 ``AWS_SECRET_ACCESS_KEY`` and ``AWS_SESSION_TOKEN`` (and the profile files'
 ``aws_secret_access_key``), ``X-Amz-Security-Token`` and ``X-Amz-Signature`` (a
 presigned URL), ADLS's ``fs.azure.account.key.*`` and SAS tokens, GCS's client secret
-and refresh token.
+and refresh token; and the access key id beside them (``fs.s3a.access.key``,
+``AWS_ACCESS_KEY_ID``, a signed request's ``Credential=``) and a request's
+``Signature``, as botocore's DEBUG lines print them.
 """
 
 from __future__ import annotations
@@ -35,12 +37,17 @@ _PASSWORD_IN_QUERY = re.compile(
 )
 
 
+# An access key id is not a secret on its own, but with a leaked secret it is the other
+# half, and it names the account: out too. A request's signature (botocore's DEBUG
+# lines: its ``Authorization`` header and ``Signature:`` line) may be replayed for
+# minutes. A value may be a bytes literal (``b'...'``: botocore's header dumps).
 _SECRET_NAME = (r"(?:secret[._-]?(?:access[._-]?)?key|session[._-]?token|security[._-]?token"
                 r"|x-amz-signature|client[._-]?secret|refresh[._-]?token|sas[._-]?token"
-                r"|account[._-]?key(?:\.[\w.-]+)?)")
+                r"|account[._-]?key(?:\.[\w.-]+)?|access[._-]?key(?:[._-]?id)?"
+                r"|credential|signature)")
 _SECRET_SETTING = re.compile(
     r"(?i)((?:^|(?<=[^\w.-]))[\w.-]*?" + _SECRET_NAME + r"[\"']?\s*[=:]\s*)"
-    r"('(?:[^'\\]|\\.)*'?|\"(?:[^\"\\]|\\.)*\"?|[^&;\s,)\]}\"']*)"
+    r"(b?'(?:[^'\\]|\\.)*'?|b?\"(?:[^\"\\]|\\.)*\"?|[^&;\s,)\]}\"']*)"
 )
 
 

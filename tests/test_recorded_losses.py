@@ -18,11 +18,12 @@ import sqlalchemy as sa
 
 from offset_journal.errors import JournalError
 from offset_journal.journal import Journal
+from offset_journal.journal._losses import loss_rows, record_losses
 from offset_journal.journal.db import resolve_url
 from offset_journal.records import batch_from_progress
 from offset_journal.testing import KafkaCluster
 from tests import support
-from tests.payloads import kafka_source, progress
+from tests.payloads import kafka_source, progress, sql_execute, sql_rows
 from tests.support import Cli
 
 cli = support.cli
@@ -219,3 +220,67 @@ def test_only_the_planner_and_the_owner_record_or_acknowledge_a_loss(
     with Journal(url(planner)) as journal, pytest.raises(JournalError,
                                                          match="granted before migration 0019"):
         journal.record_forecasts([NAME], [_lost(100, 180)], {NAME: (f"{NAME}-run-1", 0)})
+
+
+def test_the_planner_grows_a_recorded_loss_and_cannot_shrink_or_backdate_it(
+        journal_url: str, cli: Cli) -> None:
+    """The planner's UPDATE of a loss (so that a later recording grows it) cannot take a
+    loss back: a smaller end, an earlier or a future recording time, or another column
+    is refused by the database, with the planner's own connection; a larger end is not,
+    and the owner may still correct a row."""
+    writer, _reader, planner = support.journal_roles(journal_url)
+    planner_url = support.role_url(journal_url, planner)
+    with Journal(support.role_url(journal_url, writer)) as journal:
+        _batch(journal, 0, None, 100)
+    with Journal(planner_url) as journal:
+        journal.record_forecasts([NAME], [_lost(100, 150)], {NAME: (f"{NAME}-run-1", 0)})
+    table = "offset_journal.retention_losses"
+    (recorded,) = sql_rows(journal_url, f"SELECT last_recorded_at FROM {table}")  # noqa: S608
+    for change in ("end_offset = first_offset + 1",
+                   "last_recorded_at = last_recorded_at - interval '10 years'",
+                   "last_recorded_at = now() + interval '10 years'",
+                   "end_offset = end_offset + 10, "
+                   "last_recorded_at = last_recorded_at - interval '1 second'"):
+        refusal = support.denied(planner_url, f"UPDATE {table} SET {change}")  # noqa: S608
+        assert "a recorded loss only grows" in refusal, refusal
+    # Other columns are not granted at all.
+    assert "permission denied" in support.denied(
+        planner_url, f"UPDATE {table} SET first_offset = 149")  # noqa: S608
+    assert sql_rows(journal_url, f"SELECT first_offset, end_offset, last_recorded_at "  # noqa: S608
+                                 f"FROM {table}") == [(100, 150, recorded[0])]
+    code, out, _err = cli("--database-url", planner_url, "losses", "list")
+    assert code == 0 and "100..149" in out and "OPEN" in out, out
+    assert cli("--database-url", planner_url, "check", NAME)[0] == 2
+    # Growing is what the grant is for: by hand, and by a recording finding more.
+    sql_execute(planner_url, f"UPDATE {table} SET end_offset = end_offset + 5, "  # noqa: S608
+                             "last_recorded_at = now()")
+    with Journal(planner_url) as journal:
+        journal.record_forecasts([NAME], [_lost(100, 170)], {NAME: (f"{NAME}-run-1", 0)})
+        journal.record_forecasts([NAME], [_lost(100, 160)], {NAME: (f"{NAME}-run-1", 0)})
+        [loss] = journal.recorded_losses(NAME)
+    assert (loss.first_offset, loss.end_offset) == (100, 170)
+    assert loss.last_recorded_at is not None and loss.last_recorded_at > recorded[0]
+    # The owner corrects what it must (it could drop the trigger anyway).
+    sql_execute(journal_url, f"UPDATE {table} SET end_offset = 101, "  # noqa: S608
+                             "last_recorded_at = last_recorded_at - interval '10 years'")
+    assert sql_rows(journal_url, f"SELECT end_offset FROM {table}") == [(101,)]  # noqa: S608
+
+
+def test_a_recording_that_began_before_another_committed_keeps_the_later_time(
+        journal_url: str) -> None:
+    """Two `retention --record` runs overlap: the one whose transaction began first
+    records last. Its now() is earlier than the time already recorded; the loss keeps the
+    later time instead of being refused as moved back."""
+    _writer, _reader, planner = support.journal_roles(journal_url)
+    planner_url = support.role_url(journal_url, planner)
+    anchors = {NAME: (f"{NAME}-run-1", 0)}
+    rows = loss_rows([_lost(100, 150)], anchors)
+    with Journal(planner_url) as journal:
+        with journal.engine.begin() as early:
+            (began,) = early.execute(sa.text("SELECT now()")).one()
+            with Journal(planner_url) as other:
+                other.record_forecasts([NAME], [_lost(100, 160)], anchors)
+            record_losses(early, rows)
+        [loss] = journal.recorded_losses(NAME)
+    assert loss.end_offset == 160
+    assert loss.last_recorded_at is not None and loss.last_recorded_at > began

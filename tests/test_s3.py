@@ -8,7 +8,10 @@ tests/test_s3_jobs.py."""
 from __future__ import annotations
 
 import json
+import os
+import re
 import socket
+import subprocess
 import sys
 import time
 from pathlib import Path
@@ -126,7 +129,7 @@ def test_bad_s3_input_is_one_line_and_records_nothing(s3_server, bucket, journal
         f"s3a://{bucket}/nothing-here": f"checkpoint directory does not exist: s3a://{bucket}"
                                         "/nothing-here",
         f"s3a://AKIAEXAMPLE:hunter2@{bucket}/chk/v1": "credentials in a URL are not taken "
-                                                       "(s3a://AKIAEXAMPLE:***@",
+                                                       f"(s3a://***@{bucket}/chk/v1)",
     }
     for where, said in cases.items():
         for argv in (["checkpoint", "inspect", where],
@@ -281,3 +284,52 @@ def test_a_plan_reads_the_old_querys_file_sink_and_checkpoint_on_s3a(s3_server, 
     assert got.strip() == '{"orders":{"0":60,"1":120}}'  # after batch 5: offsets/5 on S3
     assert [r[0] for r in sql_rows(journal_url, "SELECT batch_id FROM offset_journal.batches "
                                                 "ORDER BY batch_id")] == [0, 1, 2, 3, 4, 5]
+
+
+# What a secret may hold that ends the bucket early ('/'), or looks like a second '@', a
+# query or a fragment: none may change what is refused, nor show.
+SECRETS = ["abc/defSECRET", "a+b/c=SECRET", "p@ss/SECRET", "SECRET#frag", "SE?CRET",
+           "x:y/SECRET", "%2FSECRET"]
+
+
+def _console(env: dict[str, str], *argv: str) -> subprocess.CompletedProcess[str]:
+    script = str(Path(sys.executable).parent / "offset-journal")
+    return subprocess.run([script, *argv], capture_output=True, text=True, timeout=180,
+                          env=env, check=False)
+
+
+def test_credentials_in_a_url_are_refused_before_any_call_and_vv_shows_no_secret(
+        s3_server, bucket, tmp_path, cli, caplog):
+    """``s3a://KEY:SECRET@bucket/...`` is refused in one line whatever the secret holds
+    ('/' made the bucket ``KEY:abc`` and botocore's "unexpected ParamValidationError"),
+    before s3fs or botocore is called: not one DEBUG line of theirs. And -vv of a real
+    read (the console script, as a user runs it) passes the libraries' DEBUG lines
+    through the same redaction: neither the secret, nor the access key id, nor a
+    request's signature, which botocore prints in its header dump and its own line."""
+    url = checkpoint_on_s3(s3_server, bucket, tmp_path)
+    caplog.set_level("DEBUG")
+    for secret in SECRETS:
+        where = f"s3a://AKIAINURL0EXAMPLE:{secret}@{bucket}/chk/v1"
+        line = one_error_line(*cli("checkpoint", "inspect", where)[::2])
+        assert f"credentials in a URL are not taken (s3a://***@{bucket}/chk/v1)" in line, line
+        code, out, err = cli("-vv", "checkpoint", "inspect", where)
+        assert code == 1 and out == "" and "credentials in a URL are not taken" in err
+        assert "SECRET" not in err + caplog.text and "AKIAINURL0EXAMPLE" not in err
+        called = [r.name for r in caplog.records
+                  if r.name.split(".")[0] in ("s3fs", "botocore", "aiobotocore", "fsspec")]
+        assert called == [], called
+    env = dict(os.environ)
+    for name in s3_support.AWS_VARIABLES:
+        env.pop(name, None)
+    env.update(s3_server.environ())
+    refused = _console(env, "-vv", "checkpoint", "inspect",
+                       f"s3a://AKIAINURL0EXAMPLE:abc/defSECRET@{bucket}/ck1")
+    assert refused.returncode == 1 and "credentials in a URL are not taken" in refused.stderr
+    assert "SECRET" not in refused.stderr and "DEBUG: s3fs" not in refused.stderr
+    read = _console(env, "-vv", "checkpoint", "inspect", url)
+    assert read.returncode == 0, read.stderr[-3000:]
+    said = read.stderr
+    assert "DEBUG: botocore.auth" in said and "DEBUG: s3fs" in said  # they did speak
+    assert "Signature=***" in said and "Credential=***" in said, said[-3000:]
+    assert s3_server.secret_key not in said and s3_server.access_key not in said
+    assert not re.search(r"Signature[=:]\s*[0-9a-f]{64}", said), said[-3000:]

@@ -56,6 +56,50 @@ def test_a_malformed_url_error_never_shows_the_password(password: str) -> None:
         assert f":{password}@" not in str(exc)
 
 
+@settings(max_examples=300, deadline=None)
+@given(PASSWORDS)
+def test_an_s3a_url_with_credentials_is_refused_whatever_the_secret_holds(
+        password: str) -> None:
+    """Refused before s3fs is imported or anything called ('/' in the secret once made
+    the text before it a bucket name, and botocore was called with it)."""
+    from offset_journal.checkpoint._remote import open_s3
+    from offset_journal.errors import CheckpointError
+
+    for shown in (password, quote(password, safe="")):
+        with pytest.raises(CheckpointError, match="credentials in a URL are not taken") as info:
+            open_s3(f"s3a://AKIAKEYINURL:{shown}@bucket-1/chk/v1")
+        assert "(s3a://***@bucket-1/chk/v1)" in str(info.value)
+        assert "AKIAKEYINURL" not in str(info.value) and f":{shown}@" not in str(info.value)
+
+
+# What botocore and s3fs print at DEBUG, as they print it (header dumps hold bytes).
+SIGNED = ("AWS4-HMAC-SHA256 Credential=AKIAEXAMPLEKEYID0000/20261128/us-east-1/s3/aws4_request, "
+          "SignedHeaders=host;x-amz-date, Signature=" + "ab12" * 16)
+
+
+@pytest.mark.parametrize(("text", "shown"), [
+    (f"Sending http request: <AWSPreparedRequest headers={{'Authorization': b'{SIGNED}', "
+     "'X-Amz-Security-Token': b'IQoJb3Jp//Z2lu+X2Vj', 'X-Amz-Date': b'20261128T233913Z'}>",
+     "Sending http request: <AWSPreparedRequest headers={'Authorization': b'AWS4-HMAC-SHA256 "
+     "Credential=***, SignedHeaders=host;x-amz-date, Signature=***', 'X-Amz-Security-Token': "
+     "***, 'X-Amz-Date': b'20261128T233913Z'}>"),
+    ("botocore.auth: Signature:\n" + "ab12" * 16, "botocore.auth: Signature:\n***"),
+    ("CanonicalRequest:\nGET\nx-amz-security-token:IQoJb3Jp//Z2lu\nx-amz-date:2026",
+     "CanonicalRequest:\nGET\nx-amz-security-token:***\nx-amz-date:2026"),
+    ("AWS_ACCESS_KEY_ID=AKIAEXAMPLEKEYID0000 aws_access_key_id = AKIAEXAMPLEKEYID0000",
+     "AWS_ACCESS_KEY_ID=*** aws_access_key_id = ***"),
+    ("fs.s3a.access.key=AKIAEXAMPLEKEYID0000", "fs.s3a.access.key=***"),
+    ("https://b.s3.amazonaws.com/k?X-Amz-Credential=AKIAEXAMPLEKEYID0000%2F2026&x=1",
+     "https://b.s3.amazonaws.com/k?X-Amz-Credential=***&x=1"),
+    ("An error occurred (SignatureDoesNotMatch): The request signature we calculated does "
+     "not match", "An error occurred (SignatureDoesNotMatch): The request signature we "
+     "calculated does not match"),
+])
+def test_redact_hides_a_signed_requests_key_id_signature_and_token(text: str,
+                                                                    shown: str) -> None:
+    assert redact(text) == shown
+
+
 def test_a_malformed_url_error_with_blanks_in_the_password() -> None:
     with pytest.raises(ConfigError, match="malformed") as info:
         resolve_url("postgresql://writer:pa ss w0rd@db:notaport/journal")

@@ -4,8 +4,14 @@ own, which flock treats like two processes) sharing one spool directory."""
 from __future__ import annotations
 
 import json
+import os
 import threading
 import time
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import pytest
 
 from offset_journal.capture._spool import Spool
 
@@ -202,3 +208,146 @@ def test_a_line_that_is_no_event_never_stops_the_spools_replay(journal_url, tmp_
         assert any(path.name in r.getMessage() and f"line {line}" in r.getMessage()
                    for r in caplog.records), caplog.text
     assert sql_rows(journal_url, "select count(*) from offset_journal.rejected_events") == [(0,)]
+
+
+# ------------------------------------------------------------ whose the spool is
+
+OTHER_UID = 65534  # nobody
+as_root = pytest.mark.skipif(os.geteuid() != 0,
+                             reason="giving a file to another uid takes root (CI runs as root)")
+DEAD_URL = "postgresql+psycopg://w@127.0.0.1:1/journal"
+
+
+def _spooled(name: str, run: str, batches: range) -> list[dict[str, Any]]:
+    from tests.payloads import kafka_source, progress
+
+    return [{"type": "started", "query_id": f"q-{name}", "run_id": run, "name": name,
+             "timestamp": "2024-01-01T00:00:00.000Z"},
+            *({"type": "progress", "json": progress(
+                i, run_id=run, query_id=f"q-{name}", name=name,
+                sources=[kafka_source("t", {"t": {"0": i}}, {"t": {"0": i + 1}})])}
+              for i in batches)]
+
+
+def _lines(events: list[dict[str, Any]]) -> bytes:
+    return b"".join(json.dumps(e).encode() + b"\n" for e in events)
+
+
+def _shared(tmp_path: Path, mode: int) -> Path:
+    shared = tmp_path / "shared"
+    shared.mkdir()
+    os.chmod(shared, mode)
+    return shared
+
+
+def _foreign_dir(tmp_path: Path) -> Path:
+    theirs = tmp_path / "theirs"
+    theirs.mkdir(mode=0o700)
+    os.chown(theirs, OTHER_UID, OTHER_UID)
+    return theirs
+
+
+@pytest.mark.parametrize("make, said", [
+    pytest.param(lambda p: _shared(p, 0o777), "writable by other users (mode 0777)",
+                 id="world-writable"),
+    pytest.param(lambda p: _shared(p, 0o1777), "writable by other users (mode 1777)",
+                 id="sticky-like-tmp"),
+    pytest.param(lambda p: _shared(p, 0o770), "writable by its group (mode 0770)",
+                 id="group-writable"),
+    pytest.param(_foreign_dir, f"belongs to uid {OTHER_UID}, not to this user",
+                 id="another-users", marks=as_root),
+])
+def test_attach_refuses_a_spool_directory_another_user_may_write_in_one_line(
+        tmp_path: Path, make: Callable[[Path], Path], said: str) -> None:
+    """Whatever the spool directory holds is journaled with the writer's rights: one that
+    exists and another user owns or may write to is refused where the listener is made
+    (one line), and left as it was (never chmod'ed: it may be a shared path)."""
+    from offset_journal import ConfigError, OffsetJournalListener, attach
+
+    spool = make(tmp_path)
+    before = spool.stat()
+    for make_listener in (lambda: attach(object(), database_url=DEAD_URL, spool_dir=str(spool)),
+                          lambda: OffsetJournalListener(DEAD_URL, spool_dir=str(spool))):
+        with pytest.raises(ConfigError) as info:
+            make_listener()
+        message = str(info.value)
+        assert said in message and str(spool) in message and "\n" not in message, message
+    after = spool.stat()
+    assert (after.st_mode, after.st_uid) == (before.st_mode, before.st_uid)
+    assert list(spool.iterdir()) == []
+
+
+def test_a_spool_directory_that_turned_shared_is_neither_written_nor_replayed(
+        tmp_path: Path, caplog: pytest.LogCaptureFixture) -> None:
+    """After the listener was made (or on a Spark Connect server, where it is made from
+    its pickle) the directory is checked again on every use: events are not written
+    there (the spool is unusable: the writer counts them lost, with the reason) and
+    nothing in it is replayed; said once at ERROR."""
+    spool_dir = tmp_path / "spool"
+    spool = Spool(spool_dir)
+    spool.append(_spooled("mine", "run-1", range(2)))
+    os.chmod(spool_dir, 0o777)
+    spool.close()
+    later = Spool(spool_dir)
+    with pytest.raises(PermissionError, match="writable by other users"):
+        later.append(_spooled("mine", "run-1", range(2, 3)))
+    taken: list[dict[str, Any]] = []
+    assert not later.pending() and later.replay(taken.extend) == 0 and taken == []
+    assert later.size() == 0 and not later.has_losses()
+    assert len(list(spool_dir.glob("spool-*.jsonl"))) == 1  # left for a person
+    said = [r for r in caplog.records if r.levelname == "ERROR" and str(spool_dir) in
+            r.getMessage() and "nothing in it is read" in r.getMessage()]
+    assert len(said) == 1, caplog.text
+
+
+@as_root
+def test_files_another_user_put_in_the_spool_are_skipped_never_journaled(
+        journal_url: str, tmp_path: Path, caplog: pytest.LogCaptureFixture) -> None:
+    """A spool file, a losses.json and a failover-window segment another uid made, and a
+    symlink, in the job's own spool directory: the writer's replay and hand-over skip
+    each (a WARNING naming it, counted in stats().foreign), journal none of them, and
+    leave them for a person; this user's dead driver's events are journaled as before,
+    and flush() is not held up by what it skipped."""
+    from offset_journal.capture._recent import _header
+    from offset_journal.capture._spool import new_loss_entry
+    from offset_journal.capture.writer import Writer, WriterConfig
+    from tests.payloads import sql_rows
+
+    spool = tmp_path / "spool"
+    spool.mkdir(mode=0o700)
+    now = time.time_ns()
+    ours = spool / f"spool-deadhost-1-{now}-0000000a.jsonl"
+    ours.write_bytes(_lines(_spooled("mine", "run-mine", range(2))))
+    planted = spool / f"spool-deadhost-1-{now - 1}-0000000b.jsonl"
+    planted.write_bytes(_lines(_spooled("forged", "run-forged", range(5, 7))))
+    outside = tmp_path / "outside.jsonl"
+    outside.write_bytes(_lines(_spooled("forged", "run-linked", range(3))))
+    linked = spool / f"spool-deadhost-1-{now - 2}-0000000c.jsonl"
+    linked.symlink_to(outside)
+    losses = spool / "losses.json"
+    losses.write_text(json.dumps({"losses": {"forged": new_loss_entry("forged")}}))
+    segment = spool / f"recent-deadhost-1-{now}-0000000d.jsonl"
+    progress_line = _spooled("forged", "run-window", range(9, 10))[1]["json"]
+    segment.write_text(_header("a-server-before", time.time()) + f"P{progress_line}\n")
+    for path in (planted, losses, segment):
+        os.chown(path, OTHER_UID, OTHER_UID)
+        os.chmod(path, 0o600)
+    w = Writer(WriterConfig(journal_url, str(spool), retry_initial=0.05, retry_max=0.2))
+    w.start()
+    try:
+        assert w.flush(timeout=60)
+    finally:
+        assert w.close()
+    journaled = sql_rows(journal_url, "SELECT query_name, run_id, batch_id FROM "
+                                      "offset_journal.batches ORDER BY 1, 2, 3")
+    assert journaled == [("mine", "run-mine", 0), ("mine", "run-mine", 1)]
+    assert sql_rows(journal_url, "SELECT count(*) FROM offset_journal.query_runs "
+                                 "WHERE query_name = 'forged'") == [(0,)]
+    assert sql_rows(journal_url, "SELECT count(*) FROM offset_journal.spool_losses") == [(0,)]
+    assert not ours.exists()
+    assert all(p.exists() or p.is_symlink() for p in (planted, linked, losses, segment))
+    assert w.stats().foreign == 4
+    warned = " ".join(r.getMessage() for r in caplog.records if r.levelname == "WARNING")
+    for path in (planted, losses, segment):
+        assert f"{path} (owned by uid {OTHER_UID}" in warned, warned
+    assert f"{linked} (not a regular file" in warned, warned

@@ -54,7 +54,10 @@ class WriterStats:
     window (a disk error there, dropped to keep within failover_window_max_bytes, or
     a line or segment there that nothing could read when it was to be journaled
     again): in the journal, but lost if its database fails over to a standby that
-    lacks them.
+    lacks them; ``foreign``: files in the spool directory (spool, failover window,
+    losses.json) that this user did not make, skipped and never journaled (each a
+    writer of this listener found; a later writer finds the same ones again, so
+    adding keeps the larger count).
     """
 
     journaled: int = 0
@@ -64,6 +67,7 @@ class WriterStats:
     lost_reasons: dict[str, int] = field(default_factory=dict)
     rejournaled: int = 0
     unprotected: int = 0
+    foreign: int = 0
 
     def __add__(self, other: WriterStats) -> WriterStats:
         reasons = Counter(self.lost_reasons)
@@ -71,4 +75,5 @@ class WriterStats:
         return WriterStats(self.journaled + other.journaled, self.spooled + other.spooled,
                            self.rejected + other.rejected, self.lost + other.lost,
                            dict(reasons), self.rejournaled + other.rejournaled,
-                           self.unprotected + other.unprotected)
+                           self.unprotected + other.unprotected,
+                           max(self.foreign, other.foreign))

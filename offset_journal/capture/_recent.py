@@ -51,6 +51,7 @@ from typing import IO, Any
 
 from ..formatting import first_line
 from ..records import PROGRESS
+from ._ownership import Strangers, check_directory
 from ._spool import SPOOL_DIR_MODE, SPOOL_FILE_MODE, event_line
 
 log = logging.getLogger(__name__)
@@ -206,6 +207,8 @@ class RecentWindow:
         self._checked_on: str | None = None  # the server of the last complete check
         self._handing = False  # a hand-over stopped short (keep raised): tried again
         self._warned_at: dict[str, float] = {}
+        self.strangers = Strangers(f"failover window {self.directory}")
+        """Segments here this user did not make: never journaled (see _ownership.py)."""
         self.dropped = 0
         """Events dropped before they were safe, to keep within ``max_bytes``."""
         self.unprotected = 0
@@ -319,6 +322,7 @@ class RecentWindow:
         """A new segment of this process for ``server``, its ``header`` written."""
         if not self.directory.is_dir():
             self.directory.mkdir(parents=True, exist_ok=True, mode=SPOOL_DIR_MODE)
+        check_directory(self.directory)
         name = (f"recent-{socket.gethostname()}-{os.getpid()}-{time.time_ns()}-"
                 f"{uuid.uuid4().hex[:8]}.jsonl")
         # Locked with its header written under a name no scan lists, then renamed into
@@ -541,11 +545,14 @@ class RecentWindow:
                     path, why, aside.name, lines)
 
     def _orphans(self) -> list[Path]:
+        """Segments of dead processes: this user's only, in a directory no other user
+        may write to (_ownership.py)."""
         try:
-            if not self.directory.is_dir():
+            if not self.directory.is_dir() or self.strangers.refused(self.directory):
                 return []
             own = {s.path for s in self._own}
-            return sorted(p for p in self.directory.glob(SEGMENTS) if p not in own)
+            return sorted(p for p in self.directory.glob(SEGMENTS)
+                          if p not in own and self.strangers.look(p) is not None)
         except OSError as exc:
             self._warn("scan", f"cannot list {self.directory}", exc)
             return []

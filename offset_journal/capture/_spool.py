@@ -27,6 +27,7 @@ from typing import IO, Any
 from sqlalchemy.engine import make_url
 
 from ..records import PROGRESS, batch_from_progress, journal_name
+from ._ownership import Strangers, check_directory
 
 log = logging.getLogger(__name__)
 
@@ -226,6 +227,8 @@ class Spool:
         self._path: Path | None = None
         self._replaying: Path | None = None
         self.dropped = 0
+        self.strangers = Strangers(f"spool {self.directory}")
+        """Files here this user did not make: never replayed (see _ownership.py)."""
 
     # -------------------------------------------------------------- writing
 
@@ -234,10 +237,13 @@ class Spool:
         return self.directory / LOSSES_FILE
 
     def _make_dir(self) -> None:
+        """The directory, made 0700 if missing; PermissionError when one that exists
+        may be written by another user (_ownership.py)."""
         if not self.directory.is_dir():
             self.directory.mkdir(parents=True, exist_ok=True, mode=SPOOL_DIR_MODE)
             os.chmod(self.directory, SPOOL_DIR_MODE)  # whatever the umask (events hold
             # query names, offsets and exception texts: for the job's user only)
+        check_directory(self.directory)  # whoever made it: another may have, first
 
     def _open(self) -> IO[str]:
         if self._file is None:
@@ -391,7 +397,9 @@ class Spool:
             os.replace(tmp, self.losses_path)
 
     def has_losses(self) -> bool:
-        return self.losses_path.is_file()
+        """Whether a losses.json of this user's waits (another's is skipped, said)."""
+        return (self.losses_path.exists() and not self.strangers.refused(self.directory)
+                and self.strangers.look(self.losses_path) is not None)
 
     def losses(self) -> list[dict[str, Any]]:
         """What a full spool dropped and the journal does not know yet, per query."""
@@ -405,6 +413,8 @@ class Spool:
         if not self.has_losses():
             return 0
         with self._losses_lock():
+            if not self.has_losses():  # replaced since: see has_losses()
+                return 0
             entries = list(self._read_losses().values())
             if entries:
                 sink(entries)
@@ -422,15 +432,15 @@ class Spool:
 
     def _stats(self) -> list[tuple[Path, os.stat_result]]:
         """Spool files with their stat, in replay order. A file another driver's replay
-        removed between listing and stat is gone, not an error."""
-        if not self.directory.is_dir():
+        removed between listing and stat is gone, not an error. Nothing in a directory
+        another user may write to, nor files this user did not make (_ownership.py)."""
+        if not self.directory.is_dir() or self.strangers.refused(self.directory):
             return []
         found = []
         for path in self.directory.glob("spool-*.jsonl"):
-            try:
-                found.append((path, path.stat()))
-            except FileNotFoundError:
-                continue
+            st = self.strangers.look(path)
+            if st is not None:
+                found.append((path, st))
         return sorted(found, key=lambda ps: (ps[1].st_mtime, ps[0].name))
 
     def files(self) -> list[Path]:
@@ -473,6 +483,9 @@ class Spool:
                 except BlockingIOError:
                     f.close()
                     continue  # another live writer owns it
+                if not self.strangers.ours(path, os.fstat(f.fileno())):
+                    f.close()  # swapped since it was listed
+                    continue
                 self._replaying = path
             try:
                 events = read_events(f, path)

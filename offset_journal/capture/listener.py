@@ -20,12 +20,14 @@ import threading
 import time
 from collections.abc import Mapping
 from datetime import datetime, timezone
+from pathlib import Path
 from typing import Any
 
 from ..errors import ConfigError
 from ..journal.db import resolve_url
 from ..records import ASYNC_EXECUTION, CLUSTER, PROGRESS, REAL_TIME_TRIGGER, STARTED, TERMINATED
 from ..redaction import redact
+from ._ownership import directory_refusal
 from ._recent import DEFAULT_MAX_BYTES, DEFAULT_SECONDS
 from ._spool import Spool, default_spool_dir
 from .writer import Writer, WriterConfig, WriterStats
@@ -44,7 +46,8 @@ class OffsetJournalListener(_Base):
     Args:
         database_url: SQLAlchemy/libpq URL; else OFFSET_JOURNAL_DATABASE_URL.
         spool_dir: where events wait while the database is away; else
-            OFFSET_JOURNAL_SPOOL_DIR, else a directory under ~/.local/state.
+            OFFSET_JOURNAL_SPOOL_DIR, else a directory under ~/.local/state. One that
+            exists must be this user's and not writable by others (ConfigError).
         queue_size: events held in memory before callbacks spill to the spool.
         spool_max_bytes: cap on the spool's size on disk (None: unbounded).
         terminate_flush_timeout: how long a query's termination waits for its events
@@ -80,9 +83,13 @@ class OffsetJournalListener(_Base):
             raise ConfigError(f"failover_window_max_bytes must be a number of bytes above 0, "
                               f"not {failover_window_max_bytes!r}")
         url = resolve_url(database_url)
+        spool_dir = str(spool_dir or default_spool_dir(url))
+        refusal = directory_refusal(Path(spool_dir))  # what it holds would be journaled
+        if refusal is not None:
+            raise ConfigError(refusal)
         self._config = WriterConfig(
             database_url=url,
-            spool_dir=str(spool_dir or default_spool_dir(url)),
+            spool_dir=spool_dir,
             queue_size=queue_size,
             retry_max=retry_max,
             connect_timeout=connect_timeout,

@@ -117,7 +117,8 @@ class Writer:
             return WriterStats(journaled=self.written, spooled=self.spooled,
                                rejected=self.rejected, lost=sum(self._lost.values()),
                                lost_reasons=dict(self._lost), rejournaled=self.rejournaled,
-                               unprotected=self.window.unprotected + self._failover.unprotected)
+                               unprotected=self.window.unprotected + self._failover.unprotected,
+                               foreign=self.spool.strangers.count + self.window.strangers.count)
 
     def submit(self, event: dict[str, Any]) -> None:
         """Hand an event over without waiting; spills to the spool when the queue is full."""

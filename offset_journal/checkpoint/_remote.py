@@ -117,21 +117,35 @@ def s3_options(bucket: str, hadoop: Mapping[str, str] | None = None) -> dict[str
     return _merged({"config_kwargs": TIMEOUTS}, options_from_hadoop(conf, bucket), user)
 
 
+def refuse_credentials(text: str, bucket: str) -> None:
+    """CheckpointError for ``s3a://KEY:SECRET@bucket/...`` whatever the secret holds
+    (S3A no longer takes them either), before anything is called with it.
+
+    A secret holding '/' ends what looks like the bucket early (``KEY:abc`` of
+    ``KEY:abc/def@bucket``): no bucket name holds ':' or '@', so either one there means
+    credentials. Where they end cannot be told from the text, so everything before its
+    last '@' is left out of the message."""
+    if ":" not in bucket and "@" not in bucket:
+        return
+    scheme, _, rest = text.partition("://")
+    shown = f"{scheme}://***@{rest.rpartition('@')[2]}" if "@" in rest else f"{scheme}://***"
+    raise CheckpointError(f"credentials in a URL are not taken ({redact(shown)}): give them "
+                          "the standard ways (environment, profile, Hadoop conf)")
+
+
 def open_s3(text: str) -> tuple[Any, str]:
     """An s3fs file system for ``text`` (an s3a://, s3:// or s3n:// URL) and the path in
     it (``bucket/key``). A fresh instance each time: credentials taken from the
     environment when it is made, not from an earlier one's."""
+    root = text.split("://", 1)[1].strip("/")
+    bucket = root.split("/", 1)[0]
+    refuse_credentials(text, bucket)
     try:
         import s3fs
     except ImportError:
         scheme = text.split(":", 1)[0]
         raise CheckpointError(f"reading {scheme}:// paths needs s3fs: pip install "
                               f"'offset-journal[s3]' ({text})") from None
-    root = text.split("://", 1)[1].strip("/")
-    bucket = root.split("/", 1)[0]
-    if "@" in bucket:  # s3a://KEY:SECRET@bucket: S3A no longer takes them either
-        raise CheckpointError(f"credentials in a URL are not taken ({redact(text)}): give them "
-                              "the standard ways (environment, profile, Hadoop conf)")
     if not bucket:
         raise CheckpointError(f"no bucket in {text}: use s3a://BUCKET/PATH")
     fs = s3fs.S3FileSystem(skip_instance_cache=True, **s3_options(bucket))

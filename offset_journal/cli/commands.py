@@ -116,12 +116,22 @@ def _read_only_line(args: argparse.Namespace, exc: BaseException) -> str | None:
             "a multi-host URL with target_session_attrs=read-write)")
 
 
+class _Redacting(logging.Formatter):
+    """Every line logged through the command's handler redacted: the libraries' (s3fs's
+    calls, botocore's request dumps and signatures at -vv) as well as offset-journal's
+    own, whose messages redact what they know of but not what a library prints."""
+
+    def format(self, record: logging.LogRecord) -> str:
+        return redact(super().format(record))
+
+
 def _setup_logging(verbose: int) -> None:
     level = logging.WARNING if verbose <= 0 else logging.INFO if verbose == 1 else logging.DEBUG
+    handler = logging.StreamHandler(sys.stderr)
+    handler.setFormatter(_Redacting(f"{PROG}: %(levelname)s: %(name)s: %(message)s"))
     # basicConfig only: main() also runs in-process (tests, notebooks), where the
     # host's logging setup must be left as it is.
-    logging.basicConfig(level=level, stream=sys.stderr,
-                        format=f"{PROG}: %(levelname)s: %(name)s: %(message)s")
+    logging.basicConfig(level=level, handlers=[handler])
 
 
 def _command_index(argv: Sequence[str]) -> int | None:
@@ -222,8 +232,8 @@ def _run(args: argparse.Namespace, how: _Failing, console: bool) -> int:
     except BrokenPipeError:
         return EXIT_OK
     except Exception as exc:
-        if args.verbose >= 2:
-            traceback.print_exc()
+        if args.verbose >= 2:  # a library's exception may quote a secret it was given
+            sys.stderr.write(redact(traceback.format_exc()))
         if _runtime_error(exc):
             how.fail(_read_only_line(args, exc) or one_line(exc))
         else:

@@ -39,15 +39,19 @@ def loss_rows(rows: Sequence[Mapping[str, Any]], anchors: Mapping[str, tuple[str
 
 def record_losses(conn: sa.Connection, rows: Sequence[dict[str, Any]]) -> None:
     """Add losses, or grow the end of those already recorded (in the caller's
-    transaction)."""
+    transaction).
+
+    Neither column goes back (migration 0021 refuses it for every role but the owner):
+    a recording whose transaction began before another's committed keeps the later
+    time."""
     if not rows:
         return
+    t = retention_losses.c
     stmt = pg_insert(retention_losses).values(list(rows))
     conn.execute(stmt.on_conflict_do_update(
         constraint="retention_losses_key",
-        set_={"end_offset": sa.func.greatest(retention_losses.c.end_offset,
-                                             stmt.excluded.end_offset),
-              "last_recorded_at": sa.func.now()}))
+        set_={"end_offset": sa.func.greatest(t.end_offset, stmt.excluded.end_offset),
+              "last_recorded_at": sa.func.greatest(t.last_recorded_at, sa.func.now())}))
 
 
 def loss_of(m: Mapping[str, Any], acknowledged: tuple[LossAcknowledgement, ...] = (),

@@ -75,8 +75,9 @@ FORECAST_TABLES: tuple[str, ...] = ("retention_forecasts",)
 
 LOSS_TABLES: tuple[str, ...] = ("retention_losses", "loss_acknowledgements")
 """The losses ``retention --record`` found and the decisions acknowledging them
-(migration 0019): the planner role adds to them (and grows a loss's end offset); the
-writer only reads them, so a job can neither hide nor acknowledge a loss."""
+(migration 0019): the planner role adds to them (and grows a loss's end offset, which
+migration 0021's trigger lets only grow); the writer only reads them, so a job can
+neither hide nor acknowledge a loss."""
 
 LOSS_UPDATE_COLUMNS: tuple[str, ...] = ("end_offset", "last_recorded_at")
 """What a later recording of the same loss changes (more records found deleted)."""

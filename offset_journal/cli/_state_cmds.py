@@ -10,7 +10,8 @@ returns the new query's ``DataStreamWriter`` (``starting_offsets``: each source'
 
 ``state repartition --checkpoint CK --partitions N`` runs Spark's offline repartition
 of a RocksDB checkpoint (:mod:`offset_journal.savepoint.restore.repartition`): refused
-while the journal says the query runs, journaled as a decision.
+while the journal says the query runs or has no run of it (``--assume-stopped``),
+journaled as a decision, or said not to be.
 
 Both need PySpark and offset-journal's state-restore helper jar, which they build (Maven,
 once) and put on the local session's class path themselves (with Spark's Kafka connector
@@ -38,15 +39,19 @@ def add_state(subs: Any, common: argparse.ArgumentParser, parser_class: type) ->
                     "added to the checkpoint, every store rewritten into N partitions; "
                     "the query, started again on the checkpoint, runs with N shuffle "
                     "partitions. RocksDB checkpoints only; refused while the journal says "
-                    "the query runs. Needs PySpark (a local session; --master for another) "
-                    "and Maven (the helper jar, built once).")
+                    "the query runs, and for a query id the journal has no run of (it "
+                    "cannot tell) unless --assume-stopped; a repartition that fails "
+                    "removes what it wrote. Needs PySpark (a local session; --master for "
+                    "another) and Maven (the helper jar, built once).")
     rep.add_argument("--checkpoint", required=True, metavar="CK",
                      help="the stopped query's checkpoint directory (or URL)")
     rep.add_argument("--partitions", required=True, type=int, metavar="N",
                      help="the shuffle partitions the query runs with from its next batch")
     rep.add_argument("--assume-stopped", action="store_true",
-                     help="the query is stopped although the journal has no termination "
-                          "for its last run (killed before it was journaled); recorded")
+                     help="the query is stopped although the journal cannot tell: no "
+                          "termination journaled for its last run (killed before it was "
+                          "journaled), or no run of its query id at all (not journaled "
+                          "then); recorded with the decision")
     rep.add_argument("--master", default=None,
                      help="Spark master for the repartition (default local[*])")
     rep.add_argument("--no-record", action="store_true",
@@ -142,6 +147,8 @@ def cmd_state_repartition(args: argparse.Namespace) -> int:
           "which reads nothing); start the query again on the same checkpoint")
     if done.plan_id is not None:
         print(f"journaled as decision {done.plan_id}")
+    elif args.no_record:
+        print("not journaled (--no-record)")
     elif done.record_problem:
         import sys
 

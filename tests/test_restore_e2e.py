@@ -119,6 +119,13 @@ def _by_command(spark: Any, listener: Any, journal_url: str, source: tuple[str, 
     code, out, err = rs.cli(capsys, "--database-url", journal_url, "state", "restore", str(sp),
                             "--to", str(tmp_path / "ck-x"), "--query", f"{query_file}:nope")
     assert code == 2 and "no function 'nope' there" in err
+    exits = tmp_path / "exits.py"
+    exits.write_text("import sys\n\n\ndef v2(spark, checkpoint, starting):\n    sys.exit(0)\n")
+    code, out, err = rs.cli(capsys, "--database-url", journal_url, "state", "restore", str(sp),
+                            "--to", str(tmp_path / "ck-x"), "--query", f"{exits}:v2",
+                            "--no-record")
+    assert code == 1 and "v2() called sys.exit(0) instead of returning" in err, err
+    assert len(err.strip().splitlines()) == 1 and not (tmp_path / "ck-x").exists()
 
 
 def _refused(spark: Any, journal_url: str, events: Any, sp: Path, v1_ck: Path,

@@ -13,14 +13,15 @@ Before it writes, the checks: the checkpoint's last batch committed, the query n
 running. Only the journal can tell that: a run of the checkpoint's query id with no
 termination journaled runs; a query id it has no run of may run (a query the listener
 does not journal), so both are refused unless ``assume_stopped`` (a run killed before
-its end was journaled; a query stopped that the journal does not know), which is
-recorded. A query of this very Spark session is refused even then. A repartition
-started on a running query makes it fail at its next batch and may fail itself: the
-helper then deletes what it added, so the query's next start does not run a stray
-repartition batch on state still in the old partitions. The repartition is journaled
-as a decision (``restart_plans``: the query resumes after its last batch, mode
-``repartition``, the partitions before and after, the batch written) when the journal
-knows the query's name; ``record_problem`` says when it is not.
+its end was journaled; a query stopped that the journal does not know), recorded
+with the decision when there is one. A query of this very Spark session is refused
+even then. A repartition started on a running query makes it fail at its next batch
+and may fail itself: the helper then deletes what it added, so the query's next start
+does not run a stray repartition batch on state still in the old partitions. The
+repartition is journaled as a decision (``restart_plans``: the query resumes after
+its last batch, mode ``repartition``, the partitions before and after, the batch
+written) when the journal knows the query's name; ``record_problem`` says when it is
+not.
 """
 
 from __future__ import annotations

@@ -10,7 +10,8 @@ returns the new query's ``DataStreamWriter`` (``starting_offsets``: each source'
 
 ``state repartition --checkpoint CK --partitions N`` runs Spark's offline repartition
 of a RocksDB checkpoint (:mod:`offset_journal.savepoint.restore.repartition`): refused
-while the journal says the query runs, journaled as a decision.
+while the journal says the query runs or has no run of it (``--assume-stopped``),
+journaled as a decision, or said not to be.
 
 Both need PySpark and offset-journal's state-restore helper jar, which they build (Maven,
 once) and put on the local session's class path themselves (with Spark's Kafka connector
@@ -38,15 +39,19 @@ def add_state(subs: Any, common: argparse.ArgumentParser, parser_class: type) ->
                     "added to the checkpoint, every store rewritten into N partitions; "
                     "the query, started again on the checkpoint, runs with N shuffle "
                     "partitions. RocksDB checkpoints only; refused while the journal says "
-                    "the query runs. Needs PySpark (a local session; --master for another) "
-                    "and Maven (the helper jar, built once).")
+                    "the query runs, and for a query id the journal has no run of (it "
+                    "cannot tell) unless --assume-stopped; a repartition that fails "
+                    "removes what it wrote. Needs PySpark (a local session; --master for "
+                    "another) and Maven (the helper jar, built once).")
     rep.add_argument("--checkpoint", required=True, metavar="CK",
                      help="the stopped query's checkpoint directory (or URL)")
     rep.add_argument("--partitions", required=True, type=int, metavar="N",
                      help="the shuffle partitions the query runs with from its next batch")
     rep.add_argument("--assume-stopped", action="store_true",
-                     help="the query is stopped although the journal has no termination "
-                          "for its last run (killed before it was journaled); recorded")
+                     help="the query is stopped although the journal cannot tell: no "
+                          "termination journaled for its last run (killed before it was "
+                          "journaled), or no run of its query id at all (not journaled "
+                          "then); recorded with the decision")
     rep.add_argument("--master", default=None,
                      help="Spark master for the repartition (default local[*])")
     rep.add_argument("--no-record", action="store_true",
@@ -56,6 +61,7 @@ def add_state(subs: Any, common: argparse.ArgumentParser, parser_class: type) ->
 
 
 def _add_restore(state_subs: Any, common: argparse.ArgumentParser) -> None:
+    from ._query_file import query_ref
     from .plan_args import savepoint_ref
 
     res = state_subs.add_parser(
@@ -71,10 +77,12 @@ def _add_restore(state_subs: Any, common: argparse.ArgumentParser) -> None:
                      help="the savepoint's id in the journal, or its directory")
     res.add_argument("--to", required=True, metavar="NEW_CHECKPOINT",
                      help="the new query's checkpoint: missing or empty")
-    res.add_argument("--query", required=True, metavar="FILE:FUNCTION", type=load_function,
+    res.add_argument("--query", required=True, metavar="FILE:FUNCTION", type=query_ref,
                      help="a Python file (or module) and the function in it that returns "
                           "the new query's DataStreamWriter: FUNCTION(spark, checkpoint, "
-                          "starting_offsets)")
+                          "starting_offsets); the file runs when the command starts, "
+                          "before Spark or the journal is touched (a regular file, 1 MiB "
+                          "at most)")
     res.add_argument("--partitions", type=_positive, default=None, metavar="N",
                      help="the new query's shuffle partitions (default: the old query's)")
     res.add_argument("--bootstrap-servers", default=None,
@@ -142,6 +150,8 @@ def cmd_state_repartition(args: argparse.Namespace) -> int:
           "which reads nothing); start the query again on the same checkpoint")
     if done.plan_id is not None:
         print(f"journaled as decision {done.plan_id}")
+    elif args.no_record:
+        print("not journaled (--no-record)")
     elif done.record_problem:
         import sys
 
@@ -183,28 +193,6 @@ def _by_operator(pairs: list[tuple[int, str, str]]) -> dict[int, dict[str, str]]
     return out
 
 
-def load_function(ref: str) -> Any:
-    """``FILE.py:FUNCTION`` or ``module:FUNCTION``: the function (an argument error for
-    anything else: the command stops before Spark or the journal is touched)."""
-    import importlib
-    import os
-    import runpy
-
-    where, _, name = ref.rpartition(":")
-    if not where or not name:
-        raise argparse.ArgumentTypeError(f"{ref!r}: use FILE.py:FUNCTION or module:FUNCTION")
-    try:
-        if where.endswith(".py") or os.sep in where:
-            found = runpy.run_path(where).get(name)
-        else:
-            found = getattr(importlib.import_module(where), name, None)
-    except (OSError, ImportError) as exc:
-        raise argparse.ArgumentTypeError(f"{ref!r}: {exc}") from None
-    if not callable(found):
-        raise argparse.ArgumentTypeError(f"{ref!r}: no function {name!r} there")
-    return found
-
-
 def _linker(journal: Any, plan_id: int | None) -> Any:
     """The plan linked to the bootstrap run as it starts, before its batch is
     journaled (a link recorded later is not one the audit takes)."""
@@ -226,8 +214,9 @@ def cmd_state_restore(args: argparse.Namespace) -> int:
     from ..savepoint.restore import Rules, restore_savepoint
     from ..savepoint.restore.offsets import concrete_ends
     from ..savepoint.spark import session_conf
+    from ._query_file import load_function
 
-    build = args.query
+    build = load_function(args.query)
     rules = Rules(variable=dict(args.into_state), fields=_by_operator(args.map_field),
                   variables=_by_operator(args.rename_state),
                   discard=bool(args.discard_state))

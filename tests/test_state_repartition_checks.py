@@ -1,6 +1,7 @@
-"""The checks ``state repartition`` makes before it writes (pure): the checkpoint's
-own first, then whether the query may be running, as the journal and the session tell.
-The repartition itself runs in tests/test_restore_e2e.py."""
+"""The checks ``state repartition`` makes before it writes: the checkpoint's own first,
+then whether the query may be running, as the journal and the session tell (pure); and
+the command making those that need no Spark before it starts a session. The
+repartition itself runs in tests/test_restore_e2e.py."""
 
 from __future__ import annotations
 
@@ -53,3 +54,25 @@ def test_the_checkpoints_own_refusals_come_first() -> None:
         check_repartition(_checkpoint(provider="x.HDFSBackedStateStoreProvider"), 4, [])
     with pytest.raises(RestoreError, match="runs with 2 partitions already"):
         check_repartition(_checkpoint(), 2, [])
+
+
+def test_what_needs_no_spark_is_refused_before_a_session_starts(journal_url: str,
+                                                                   tmp_path) -> None:
+    """The checkpoint and the journal are read before the command starts Spark: a
+    credentials URL and a missing checkpoint are refused by them, in one line, and the
+    master given (one Spark could not parse) is never reached."""
+    import subprocess
+    import sys
+
+    from tests.support import one_error_line
+
+    cases = {"s3a://KEY:abc/defSECRET@bucket/ck1": "credentials in a URL are not taken",
+             str(tmp_path / "nowhere"): "nowhere"}
+    for checkpoint, expected in cases.items():
+        done = subprocess.run(
+            [sys.executable, "-m", "offset_journal.cli", "--database-url", journal_url,
+             "state", "repartition", "--checkpoint", checkpoint, "--partitions", "4",
+             "--master", "no-such-master://x"],
+            capture_output=True, text=True, timeout=120)
+        line = one_error_line(done.returncode, done.stderr)
+        assert expected in line and "SECRET" not in line and "master" not in line.lower()

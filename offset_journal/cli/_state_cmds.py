@@ -133,9 +133,11 @@ def state_session(master: str | None, *, kafka: bool = False) -> tuple[Any, bool
 def cmd_state_repartition(args: argparse.Namespace) -> int:
     from ..journal import Journal
     from ..journal.db import resolve_url
-    from ..savepoint.restore.repartition import repartition_state
+    from ..savepoint.restore.repartition import preflight, repartition_state
 
     with Journal(resolve_url(args.database_url)) as journal:
+        preflight(args.checkpoint, args.partitions, journal,
+                  assume_stopped=args.assume_stopped)
         spark, own = state_session(args.master)
         try:
             done = repartition_state(spark, args.checkpoint, args.partitions, journal=journal,

@@ -114,6 +114,25 @@ def _check_stopped(ckpt: Checkpoint, runs: list[Any], *, assume_stopped: bool,
                            "session: stop it first")
 
 
+def preflight(checkpoint: str, partitions: int, journal: Journal | None, *,
+              assume_stopped: bool = False) -> tuple[Checkpoint, list[str], list[Any]]:
+    """Every check that needs no Spark, run before a session is started for the
+    repartition (a refusal then costs no Spark start): the checkpoint read (an URL with
+    credentials refused there), the journal's names and runs of its query id, and
+    :func:`check_repartition` on them. Returns (the checkpoint, the query's names, its
+    runs)."""
+    from ...checkpoint import read_checkpoint
+
+    ckpt = read_checkpoint(checkpoint)
+    if ckpt.query_id is None:
+        raise RestoreError(f"{checkpoint} has no query id (metadata): not a query's checkpoint")
+    names = journal.query_names_of(ckpt.query_id) if journal is not None else []
+    runs = [r for name in names for r in journal.runs(name)  # type: ignore[union-attr]
+            if r.query_id == ckpt.query_id]
+    check_repartition(ckpt, partitions, runs, assume_stopped=assume_stopped)
+    return ckpt, names, runs
+
+
 def repartition_state(spark: Any, checkpoint: str, partitions: int, *,
                       journal: Journal | None, assume_stopped: bool = False,
                       record: bool = True) -> Repartitioned:
@@ -121,20 +140,14 @@ def repartition_state(spark: Any, checkpoint: str, partitions: int, *,
     shuffle partitions, in place (see the module). RestoreError (one line) when a check
     refuses (nothing is written then) or the repartition fails (what it wrote is
     removed, the error says so)."""
-    from ...checkpoint import read_checkpoint
-
     helper(spark)
-    ckpt = read_checkpoint(checkpoint)
-    if ckpt.query_id is None:
-        raise RestoreError(f"{checkpoint} has no query id (metadata): not a query's checkpoint")
-    names = journal.query_names_of(ckpt.query_id) if journal is not None else []
-    runs = [r for name in names for r in journal.runs(name)  # type: ignore[union-attr]
-            if r.query_id == ckpt.query_id]
+    ckpt, names, runs = preflight(checkpoint, partitions, journal,
+                                  assume_stopped=assume_stopped)
     here = any(str(q.id) == ckpt.query_id for q in spark.streams.active)
     before = check_repartition(ckpt, partitions, runs, assume_stopped=assume_stopped,
                                running_here=here)
     batch_id = repartition(spark, checkpoint, partitions)
-    done = Repartitioned(checkpoint, names[0] if names else None, ckpt.query_id, before,
+    done = Repartitioned(checkpoint, names[0] if names else None, str(ckpt.query_id), before,
                          partitions, batch_id, assume_stopped)
     log.info("repartitioned %s from %d to %d partitions (batch %d)", checkpoint, before,
              partitions, batch_id)

@@ -98,6 +98,18 @@ def _add_restore(state_subs: Any, common: argparse.ArgumentParser) -> None:
     res.add_argument("--rename-state", action="append", default=[], metavar="OP:NEW=OLD",
                      type=_pair,
                      help="a transformWithState state variable renamed (repeatable)")
+    res.add_argument("--assume-matched", action="append", default=[], metavar="OP:BOOL",
+                     type=_matched,
+                     help="an outer or semi stream-stream join OP restored from the "
+                          "savepoint's rows, which carry no 'matched' flag: write every row "
+                          "as matched (true: a row that never matched emits no null-padded "
+                          "row) or unmatched (false: one that did emits one too); recorded "
+                          "with the plan")
+    res.add_argument("--time-zone", default=None, metavar="ZONE", type=_zone,
+                     help="the time zone the new query's session runs in "
+                          "(spark.sql.session.timeZone), e.g. America/New_York or +05:00: "
+                          "a date field that became a timestamp is each date at midnight "
+                          "there; recorded with the plan")
     res.add_argument("--discard-state", action="store_true",
                      help="accept losing the state of operators that cannot be carried "
                           "(recorded with the plan as its decision)")
@@ -180,6 +192,32 @@ def _pair(text: str) -> tuple[int, str, str]:
     return int(op), new.strip(), old.strip()
 
 
+def _matched(text: str) -> tuple[int, bool]:
+    """``OP:true`` or ``OP:false``."""
+    op, _, flag = text.partition(":")
+    if not op.strip().isdigit() or flag.strip().lower() not in ("true", "false"):
+        raise argparse.ArgumentTypeError(f"{text!r}: use OPERATOR:true or OPERATOR:false")
+    return int(op), flag.strip().lower() == "true"
+
+
+def _zone(text: str) -> str:
+    """A time zone Spark takes: a region (``America/New_York``), ``UTC``, or an offset
+    (``+05:00``)."""
+    import re
+    import zoneinfo
+
+    zone = text.strip()
+    if re.fullmatch(r"(UTC|GMT)?[+-](0?\d|1[0-8])(:[0-5]\d)?|UTC|GMT|Z", zone):
+        return zone
+    try:
+        zoneinfo.ZoneInfo(zone)
+    except (ValueError, zoneinfo.ZoneInfoNotFoundError):
+        raise argparse.ArgumentTypeError(
+            f"{text!r}: not a time zone (a region such as America/New_York, UTC, or an "
+            "offset such as +05:00)") from None
+    return zone
+
+
 def _named_state(text: str) -> tuple[int, str]:
     """``OP:NAME``."""
     op, _, name = text.partition(":")
@@ -217,11 +255,13 @@ def cmd_state_restore(args: argparse.Namespace) -> int:
     from ..savepoint.restore.offsets import concrete_ends
     from ..savepoint.spark import session_conf
     from ._query_file import load_function
+    from ._restore_flags import CommandFlags
 
     build = load_function(args.query)
     rules = Rules(variable=dict(args.into_state), fields=_by_operator(args.map_field),
                   variables=_by_operator(args.rename_state),
-                  discard=bool(args.discard_state))
+                  discard=bool(args.discard_state), matched=dict(args.assume_matched),
+                  time_zone=args.time_zone, spelling=CommandFlags())
     with Journal(resolve_url(args.database_url)) as journal:
         found = load_savepoint(args.savepoint, journal, verify=False,
                                unrecorded=args.unrecorded_savepoint)
@@ -229,8 +269,9 @@ def cmd_state_restore(args: argparse.Namespace) -> int:
         plan = plan_restart(None, PlanRequest(
             m.query_name, savepoint=args.savepoint, restore=True, checkpoint=args.to,
             bootstrap_servers=args.bootstrap_servers, discard_state=args.discard_state,
-            unrecorded_savepoint=args.unrecorded_savepoint), journal=journal,
-            record=not args.no_record, command="api")
+            unrecorded_savepoint=args.unrecorded_savepoint,
+            restore_rules=rules.recorded() or None), journal=journal,
+            record=not args.no_record, command="state-restore")
         if not plan.ok:
             from ..errors import RestartError
 

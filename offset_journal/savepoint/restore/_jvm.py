@@ -86,6 +86,14 @@ def describe(spark: Any, checkpoint: str, batch_id: int) -> list[dict[str, Any]]
     return found
 
 
+def join_types(spark: Any, query: Any) -> dict[int, str]:
+    """Each stream-stream join of a started query's last batch, operator id to its join
+    type as Spark writes it in SQL (``INNER``, ``LEFT OUTER``...): the operator metadata
+    does not say it."""
+    text = _call("cannot read the new query's plan", helper(spark).joinTypes, query._jsq)
+    return {int(k): str(v) for k, v in json.loads(str(text)).items()}
+
+
 def bootstrap_offsets(spark: Any, checkpoint: str, ends: Sequence[str],
                       watermark_ms: int) -> str:
     """A new checkpoint's ``metadata`` (a new query id, returned) and ``offsets/0``

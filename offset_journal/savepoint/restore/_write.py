@@ -38,6 +38,7 @@ from ._jvm import (
     bootstrap_offsets,
     describe,
     helper,
+    join_types,
     read_all_column_families,
     remove,
 )
@@ -108,7 +109,8 @@ def restore_savepoint(spark: Any, savepoint: Savepoint | str | int, checkpoint: 
     savepoint's end offsets (a job's ``--from-journal`` plan): called once here, for the
     bootstrap batch, and again by the caller to start the query for real. ``ends``:
     each source's start offsets as JSON, in source order (default: the savepoint's end
-    offsets). ``rules``: mappings declared and state discarded (:class:`~.layout.Rules`).
+    offsets). ``rules``: mappings declared and state discarded (:class:`~.layout.Rules`;
+    a date becomes a timestamp in ``spark``'s session time zone unless they name one).
     The savepoint is a loaded one, its directory or its id in the journal (``journal``
     or ``database_url``); ``expect_sha256`` pins the manifest a plan was made from.
     ``on_start(run_id)`` is called as soon as the bootstrap query started, before its
@@ -127,10 +129,12 @@ def restore_savepoint(spark: Any, savepoint: Savepoint | str | int, checkpoint: 
     offsets = list(ends) if ends is not None else _manifest_ends(manifest)
     batch_wm, next_wm, wm_from = watermarks(manifest, journal, database_url)
     try:
-        query_id, run_id = _bootstrap(spark, checkpoint, offsets, batch_wm, query, on_start)
+        query_id, run_id, joins = _bootstrap(spark, checkpoint, offsets, batch_wm, query,
+                                             on_start)
         bootstrapped = time.monotonic()
-        new = new_operators(describe(spark, checkpoint, BOOTSTRAP_BATCH))
-        layout = plan_layout(manifest, new, rules or Rules(),
+        new = new_operators(describe(spark, checkpoint, BOOTSTRAP_BATCH), joins)
+        zone = str(spark.conf.get("spark.sql.session.timeZone"))
+        layout = plan_layout(manifest, new, (rules or Rules()).in_session(zone),
                              _old_operators(spark, manifest, checkpoint)).check()
         partitions = _partitions(checkpoint, new)
         _write(spark, found, checkpoint, layout, partitions, next_wm)
@@ -172,11 +176,13 @@ def _manifest_ends(manifest: Manifest) -> list[str]:
 
 def _bootstrap(spark: Any, checkpoint: str, offsets: Sequence[str], watermark_ms: int,
                query: Callable[[], Any],
-               on_start: Callable[[str], None] | None = None) -> tuple[str, str]:
+               on_start: Callable[[str], None] | None = None,
+               ) -> tuple[str, str, dict[int, str]]:
     """The new checkpoint's offsets/0 and the new query's one bootstrap batch (it reads
     nothing): Spark writes its operator metadata, state schemas, empty state and
     commits/0. The new checkpoint is on RocksDB (the state writer's store): the setting
-    goes into offsets/0, which the query's runs take it from. Its query and run ids."""
+    goes into offsets/0, which the query's runs take it from. Its query and run ids, and
+    its stream-stream joins' types (by operator id)."""
     from ..spark import PROVIDER_CONF, ROCKSDB_PROVIDER, session_conf
 
     with session_conf(spark, PROVIDER_CONF, ROCKSDB_PROVIDER):
@@ -192,7 +198,7 @@ def _bootstrap(spark: Any, checkpoint: str, offsets: Sequence[str], watermark_ms
     failed = started.exception()
     if failed is not None:
         raise RestoreError(f"the new query's bootstrap batch failed: {first_line(failed)}")
-    return query_id, str(started.runId)
+    return query_id, str(started.runId), join_types(spark, started)
 
 
 def _old_operators(spark: Any, manifest: Manifest,

@@ -12,11 +12,15 @@ import org.apache.hadoop.fs.FileSystem;
 import org.apache.hadoop.fs.Path;
 import org.apache.spark.sql.SparkSession;
 import org.apache.spark.sql.connector.read.streaming.Offset;
+import org.apache.spark.sql.execution.SparkPlan;
 import org.apache.spark.sql.execution.datasources.v2.state.metadata.StateMetadataPartitionReader;
 import org.apache.spark.sql.execution.streaming.checkpointing.OffsetSeq;
 import org.apache.spark.sql.execution.streaming.checkpointing.OffsetSeqMetadata;
+import org.apache.spark.sql.execution.streaming.operators.stateful.join.StreamingSymmetricHashJoinExec;
+import org.apache.spark.sql.execution.streaming.runtime.IncrementalExecution;
 import org.apache.spark.sql.execution.streaming.runtime.SerializedOffset;
 import org.apache.spark.sql.execution.streaming.runtime.StreamMetadata;
+import org.apache.spark.sql.execution.streaming.runtime.StreamExecution;
 import org.apache.spark.sql.execution.streaming.runtime.StreamMetadata$;
 import org.apache.spark.sql.execution.streaming.runtime.StreamingQueryCheckpointMetadata;
 import org.apache.spark.sql.execution.streaming.state.KeyStateEncoderSpec;
@@ -33,7 +37,9 @@ import org.apache.spark.sql.execution.streaming.state.StateStoreId;
 import org.apache.spark.sql.execution.streaming.state.StateStoreMetadata;
 import org.apache.spark.sql.execution.streaming.state.StateStoreMetadataV2;
 import org.apache.spark.sql.execution.streaming.state.StateStoreProviderId;
+import org.apache.spark.sql.execution.streaming.runtime.StreamingQueryWrapper;
 import org.apache.spark.sql.execution.streaming.utils.StreamingUtils$;
+import org.apache.spark.sql.streaming.StreamingQuery;
 import org.apache.spark.util.SerializableConfiguration;
 
 import scala.Option;
@@ -162,6 +168,32 @@ public final class StateRestore {
             ops.add(entry);
         }
         return ops.toString();
+    }
+
+    /**
+     * Each stream-stream join of a query's last batch as JSON, operator id to join type
+     * (its SQL: {@code INNER}, {@code LEFT OUTER}...): the operator metadata does not
+     * say it, and an outer join reads its rows' {@code matched} flags where an inner one
+     * does not. Empty when the query ran no batch.
+     */
+    public static String joinTypes(StreamingQuery query) {
+        checkVersion();
+        StreamingQuery q = query instanceof StreamingQueryWrapper w ? w.streamingQuery() : query;
+        Json.Object out = new Json.Object();
+        IncrementalExecution last = ((StreamExecution) q).lastExecution();
+        if (last != null) {
+            joins(last.executedPlan(), out);
+        }
+        return out.toString();
+    }
+
+    private static void joins(SparkPlan plan, Json.Object out) {
+        if (plan instanceof StreamingSymmetricHashJoinExec join && join.stateInfo().isDefined()) {
+            out.put(String.valueOf(join.stateInfo().get().operatorId()), join.joinType().sql());
+        }
+        for (SparkPlan child : CollectionConverters.asJava(plan.children())) {
+            joins(child, out);
+        }
     }
 
     static StreamingQueryCheckpointMetadata checkpointMetadata(SparkSession spark,

@@ -32,15 +32,9 @@ from typing import TYPE_CHECKING, Any
 
 from ...errors import OffsetJournalError, RestoreError
 from ...formatting import first_line
+from ._bootstrap import BOOTSTRAP_BATCH, Bootstrap, run_bootstrap
 from ._frames import raw_frame, target_frame
-from ._jvm import (
-    StateWrite,
-    bootstrap_offsets,
-    describe,
-    helper,
-    read_all_column_families,
-    remove,
-)
+from ._jvm import StateWrite, describe, helper, read_all_column_families, remove
 from .layout import Layout, NewOperator, Rules, new_operators
 from .matching import plan_layout
 
@@ -49,12 +43,6 @@ if TYPE_CHECKING:
     from ..model import Manifest, Savepoint
 
 log = logging.getLogger(__name__)
-
-BOOTSTRAP_BATCH = 0
-"""The batch the new query's bootstrap run makes and the restored state replaces (state
-version 1): the new query's first real batch is the next one."""
-BOOTSTRAP_TIMEOUT_S = 600
-
 
 @dataclass(frozen=True)
 class Restored:
@@ -74,6 +62,7 @@ class Restored:
     partitions: int
     bootstrap_run_id: str
     seconds: dict[str, float] = field(default_factory=dict)
+    bootstrap: Bootstrap | None = None
 
     @property
     def keys(self) -> int:
@@ -127,7 +116,7 @@ def restore_savepoint(spark: Any, savepoint: Savepoint | str | int, checkpoint: 
     offsets = list(ends) if ends is not None else _manifest_ends(manifest)
     batch_wm, next_wm, wm_from = watermarks(manifest, journal, database_url)
     try:
-        query_id, run_id = _bootstrap(spark, checkpoint, offsets, batch_wm, query, on_start)
+        boot = run_bootstrap(spark, checkpoint, offsets, batch_wm, query, on_start)
         bootstrapped = time.monotonic()
         new = new_operators(describe(spark, checkpoint, BOOTSTRAP_BATCH))
         layout = plan_layout(manifest, new, rules or Rules(),
@@ -141,11 +130,11 @@ def restore_savepoint(spark: Any, savepoint: Savepoint | str | int, checkpoint: 
         raise RestoreError(f"cannot restore {found.label()} into {checkpoint}: "
                            f"{first_line(exc)}") from None
     done = time.monotonic()
-    restored = Restored(checkpoint, query_id, found, layout, batch_wm, next_wm, wm_from,
-                        partitions, run_id,
+    restored = Restored(checkpoint, boot.query_id, found, layout, batch_wm, next_wm, wm_from,
+                        partitions, boot.run_id,
                         {"bootstrap": round(bootstrapped - started, 3),
                          "write": round(done - bootstrapped, 3),
-                         "total": round(done - started, 3)})
+                         "total": round(done - started, 3)}, boot)
     log.info("%s", restored.explain())
     return restored
 
@@ -168,31 +157,6 @@ def _require_new(checkpoint: str) -> None:
 def _manifest_ends(manifest: Manifest) -> list[str]:
     return [json.dumps(e.offset, sort_keys=True, separators=(",", ":"))
             for e in sorted(manifest.end_offsets, key=lambda e: e.index)]
-
-
-def _bootstrap(spark: Any, checkpoint: str, offsets: Sequence[str], watermark_ms: int,
-               query: Callable[[], Any],
-               on_start: Callable[[str], None] | None = None) -> tuple[str, str]:
-    """The new checkpoint's offsets/0 and the new query's one bootstrap batch (it reads
-    nothing): Spark writes its operator metadata, state schemas, empty state and
-    commits/0. The new checkpoint is on RocksDB (the state writer's store): the setting
-    goes into offsets/0, which the query's runs take it from. Its query and run ids."""
-    from ..spark import PROVIDER_CONF, ROCKSDB_PROVIDER, session_conf
-
-    with session_conf(spark, PROVIDER_CONF, ROCKSDB_PROVIDER):
-        query_id = bootstrap_offsets(spark, checkpoint, offsets, watermark_ms)
-        started = query().trigger(once=True).start()
-    if on_start is not None:
-        on_start(str(started.runId))
-    started.awaitTermination(BOOTSTRAP_TIMEOUT_S)
-    if started.isActive:
-        started.stop()
-        raise RestoreError(f"the new query's bootstrap batch did not end in "
-                           f"{BOOTSTRAP_TIMEOUT_S} s")
-    failed = started.exception()
-    if failed is not None:
-        raise RestoreError(f"the new query's bootstrap batch failed: {first_line(failed)}")
-    return query_id, str(started.runId)
 
 
 def _old_operators(spark: Any, manifest: Manifest,

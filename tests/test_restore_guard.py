@@ -151,7 +151,7 @@ def _bootstrap_journaled(journal_url: str, new_ck: Path, capsys: Any) -> None:
 
 
 def test_a_checkpoint_of_another_query_at_the_old_path_gives_no_watermark(
-        journaled_spark, journal_url, kafka_cluster, kafka_topic, tmp_path, capsys):
+        journaled_spark, journal_url, kafka_cluster, kafka_topic, tmp_path, capsys, caplog):
     """jobs/windowed_counts.py: v1 to its end, a savepoint; v1's checkpoint then removed
     and another query started at the same path (the documented reuse of a location),
     its records an hour later: its batches carry a watermark far beyond v1's. v2,
@@ -185,11 +185,26 @@ def test_a_checkpoint_of_another_query_at_the_old_path_gives_no_watermark(
                                       "--checkpoint", str(v1_ck)])
     produced += kafka_cluster.produce(kafka_topic, 60, start=60, timestamp_ms=ts)
     kafka_cluster.produce(kafka_topic, 1, start=10_000, timestamp_ms=lambda i: t0 + 7_200_000)
+    caplog.set_level("INFO", logger="offset_journal")
     run_to_end(spark, listener, job, [*mine, "--checkpoint", str(tmp_path / "ck-v2"),
                                       "--from-journal", "--savepoint", str(tmp_path / "sp"),
                                       "--restore"])
+    carried = _journaled_watermark(journal_url, tmp_path / "sp")
+    assert f"watermark: {carried} ms (the journal's batch" in caplog.text
+    assert f"{v1_ck} is now the checkpoint of query id" in caplog.text
     rows = read_parquet_outputs(spark, tmp_path / "out", ["window_start", "count"])
     starts = [r[0] for r in rows]
     assert len(starts) == len(set(starts)), "a window was emitted twice"
     expected = Counter((ts(int(k.decode()[1:])) // 10_000) * 10_000 for _p, _o, k, _v in produced)
     assert {int(r[0].timestamp() * 1000): r[1] for r in rows} == dict(expected)
+
+
+def _journaled_watermark(journal_url: str, savepoint: Path) -> int:
+    """The watermark the journal has for v1's batch the savepoint was taken at."""
+    from offset_journal.savepoint import load_savepoint
+
+    with Journal(journal_url) as journal:
+        m = load_savepoint(str(savepoint), journal, verify=False).manifest
+        batch = journal.batch(m.query_name, m.run_id, m.batch_id)
+    assert batch is not None and batch.watermark is not None
+    return int(batch.watermark.timestamp() * 1000)

@@ -119,8 +119,8 @@ def restore_savepoint(spark: Any, savepoint: Savepoint | str | int, checkpoint: 
         boot = run_bootstrap(spark, checkpoint, offsets, batch_wm, query, on_start)
         bootstrapped = time.monotonic()
         new = new_operators(describe(spark, checkpoint, BOOTSTRAP_BATCH))
-        layout = plan_layout(manifest, new, rules or Rules(),
-                             _old_operators(spark, manifest, checkpoint)).check()
+        layout = _checked(plan_layout(manifest, new, rules or Rules(),
+                                      _old_operators(spark, manifest, checkpoint)), manifest)
         partitions = _partitions(checkpoint, new)
         _write(spark, found, checkpoint, layout, partitions, next_wm)
     except BaseException as exc:
@@ -162,11 +162,16 @@ def _manifest_ends(manifest: Manifest) -> list[str]:
 def _old_operators(spark: Any, manifest: Manifest,
                    checkpoint: str) -> Sequence[NewOperator] | None:
     """The old checkpoint's operators at the savepoint's batch, when its RocksDB bytes can
-    be copied: it is still there with that batch committed, on RocksDB, in the new
-    checkpoint's format. None otherwise (the savepoint's typed rows are written)."""
+    be copied: it is still there, the savepoint's query's, with that batch committed, on
+    RocksDB, in the new checkpoint's format. None otherwise (the savepoint's typed rows
+    are written)."""
     from ..spark import ROCKSDB_PROVIDER
 
     if manifest.provider != ROCKSDB_PROVIDER or not manifest.operators:
+        return None
+    other = other_query(manifest)
+    if other is not None:
+        log.warning("the old checkpoint's state is not copied: %s", other)
         return None
     old = _commit_version(manifest.checkpoint, manifest.batch_id)
     new = _commit_version(checkpoint, BOOTSTRAP_BATCH)
@@ -177,6 +182,35 @@ def _old_operators(spark: Any, manifest: Manifest,
     except RestoreError as exc:
         log.info("the old checkpoint's bytes are not copied: %s", exc)
         return None
+
+
+def _checked(layout: Layout, manifest: Manifest) -> Layout:
+    """``layout`` checked; a refusal says so when the old checkpoint's state was not read
+    because another query's checkpoint sits at its path."""
+    try:
+        return layout.check()
+    except RestoreError as exc:
+        other = other_query(manifest)
+        if other is None:
+            raise
+        raise RestoreError(f"{exc} ({other})") from None
+
+
+def other_query(manifest: Manifest) -> str | None:
+    """Why the checkpoint now at the savepoint's checkpoint path is not the one the
+    savepoint was taken of (None: it is, or nothing is there): its ``metadata`` names
+    another query id. A location is reused after a broken checkpoint is removed; that
+    checkpoint's batch B is another query's, its watermark and state not the savepoint's."""
+    from ...checkpoint import read_checkpoint
+
+    try:
+        found = read_checkpoint(manifest.checkpoint).query_id
+    except OffsetJournalError:
+        return None
+    if found == manifest.query_id:
+        return None
+    return (f"{manifest.checkpoint} is now the checkpoint of query id {found}, not of the "
+            f"savepoint's query id {manifest.query_id}")
 
 
 def _commit_version(checkpoint: str, batch_id: int) -> int | None:
@@ -211,26 +245,29 @@ def watermarks(manifest: Manifest, journal: Journal | None,
                database_url: str | None) -> tuple[int, int, str]:
     """(the batch watermark of the savepoint's batch, the watermark the old query's next
     batch would have run with, where they come from): the old checkpoint's
-    ``offsets/B`` and ``commits/B`` when it still has them, else the journal's batch B
-    (its watermark for both: no record is dropped as late that the old query kept),
-    else 0 (no watermark)."""
+    ``offsets/B`` and ``commits/B`` when it still has them (and is still the savepoint's
+    query's: :func:`other_query`), else the journal's batch B (its watermark for both:
+    no record is dropped as late that the old query kept), else 0 (no watermark)."""
     from ...checkpoint import read_checkpoint
 
+    other = other_query(manifest)
+    mine, commit = None, None
     try:
-        ckpt = read_checkpoint(manifest.checkpoint)
-        mine = ckpt.batch(manifest.batch_id)
-        commit = _read_commit(manifest.checkpoint, manifest.batch_id)
+        if other is None:
+            mine = read_checkpoint(manifest.checkpoint).batch(manifest.batch_id)
+            commit = _read_commit(manifest.checkpoint, manifest.batch_id)
     except OffsetJournalError:
         mine, commit = None, None
     if mine is not None and commit is not None and mine.batch_watermark_ms is not None:
         nxt = int(commit.get("nextBatchWatermarkMs") or mine.batch_watermark_ms)
         return (int(mine.batch_watermark_ms), nxt,
                 f"the old checkpoint's batch {manifest.batch_id}")
+    why = "" if other is None else f" ({other}: not read)"
     batch = _journaled(manifest, journal, database_url)
     if batch is not None and batch.watermark is not None:
         ms = int(batch.watermark.timestamp() * 1000)
-        return ms, ms, f"the journal's batch {manifest.batch_id}"
-    return 0, 0, "none recorded (no watermark)"
+        return ms, ms, f"the journal's batch {manifest.batch_id}{why}"
+    return 0, 0, f"none recorded (no watermark){why}"
 
 
 def _journaled(manifest: Manifest, journal: Journal | None, database_url: str | None) -> Any:

@@ -1,8 +1,9 @@
 """What a restore checks of the new query before it writes anything: that the query runs
 on the new checkpoint it was given (not on the old one), that its file sink's log does
 not already hold the batch ids it will write (they would be skipped, their records
-lost), and where the carried watermark comes from when the old checkpoint's location
-now holds another query's checkpoint; and that the journal shows the bootstrap run of
+lost), and that a checkpoint of another query now at the old checkpoint's location
+gives neither the carried watermark nor RocksDB bytes; and that the journal shows the
+bootstrap run of
 ``state restore``, linked to its plan. Real Spark 4.2 with its Kafka connector on the
 test broker, real Postgres."""
 
@@ -208,3 +209,59 @@ def _journaled_watermark(journal_url: str, savepoint: Path) -> int:
         batch = journal.batch(m.query_name, m.run_id, m.batch_id)
     assert batch is not None and batch.watermark is not None
     return int(batch.watermark.timestamp() * 1000)
+
+
+def test_the_rocksdb_bytes_of_another_querys_checkpoint_at_the_old_path_are_not_copied(
+        journaled_spark, journal_url, kafka_cluster, kafka_topic, tmp_path, capsys):
+    """v1: transformWithState on RocksDB (checkpoint format v2), a savepoint; v1's
+    checkpoint then removed and the same query started at that path on other records:
+    its checkpoint has the savepoint's batch id, the same column families, other state.
+    The restore, which takes transformWithState's TTL indexes and timers from the old
+    checkpoint's bytes only, does not copy these: refused in one line saying the path now
+    holds another query's checkpoint, the new checkpoint removed."""
+    import sys
+
+    from pyspark import cloudpickle
+
+    from offset_journal.errors import RestoreError
+    from offset_journal.savepoint.restore import restore_savepoint
+    from offset_journal.savepoint.spark import (
+        FORMAT_CONF,
+        PROVIDER_CONF,
+        ROCKSDB_PROVIDER,
+        session_conf,
+    )
+
+    cloudpickle.register_pickle_by_value(sys.modules[__name__])
+    spark, listener = journaled_spark
+    servers, other = kafka_cluster.bootstrap_servers, kafka_topic + "-other"
+    kafka_cluster.produce(kafka_topic, 60, value=rs.amounts)
+    kafka_cluster.produce(other, 150, value=lambda i: f"x{i % 5},{i}")
+
+    def writer(topic: str, starting: str) -> Any:
+        out = rs.events(spark, servers, topic, starting).groupBy("grp").transformWithState(
+            rs.sessions(), "grp string, n long", "Update", "ProcessingTime")
+        return out.writeStream.outputMode("update").format("noop")
+
+    v1_ck, v2_ck, sp = tmp_path / "ck-v1", tmp_path / "ck-v2", tmp_path / "sp"
+    with session_conf(spark, PROVIDER_CONF, ROCKSDB_PROVIDER), \
+            session_conf(spark, FORMAT_CONF, "2"), \
+            session_conf(spark, "spark.sql.streaming.noDataMicroBatches.enabled", "false"):
+        rs.run(writer(kafka_topic, "earliest"), "sessions", v1_ck, listener)
+        code, _out, err = rs.cli(capsys, "--database-url", journal_url, "savepoint", "create",
+                                 "sessions", "--checkpoint", str(v1_ck), "--to", str(sp))
+        assert code == 0, err
+        shutil.rmtree(v1_ck)
+        rs.run(writer(other, "earliest"), "sessions-other", v1_ck, listener)
+        starting = rs.ends(journal_url, str(sp))
+
+        def v2() -> Any:
+            return writer(kafka_topic, starting).queryName("sessions").option(
+                "checkpointLocation", str(v2_ck))
+
+        with Journal(journal_url) as journal, pytest.raises(RestoreError) as caught:
+            restore_savepoint(spark, str(sp), str(v2_ck), v2, journal=journal)
+    message = str(caught.value)
+    assert "\n" not in message and "transformWithState state is restored from" in message
+    assert f"{v1_ck} is now the checkpoint of query id" in message
+    assert not v2_ck.exists(), "the refused restore's checkpoint is removed"

@@ -3,9 +3,8 @@ on the new checkpoint it was given (not on the old one), that its file sink's lo
 not already hold the batch ids it will write (they would be skipped, their records
 lost), and that a checkpoint of another query now at the old checkpoint's location
 gives neither the carried watermark nor RocksDB bytes; and that the journal shows the
-bootstrap run of
-``state restore``, linked to its plan. Real Spark 4.2 with its Kafka connector on the
-test broker, real Postgres."""
+bootstrap run of ``state restore``, linked to its plan. Real Spark 4.2 with its Kafka
+connector on the test broker, real Postgres."""
 
 from __future__ import annotations
 

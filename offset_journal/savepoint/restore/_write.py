@@ -7,7 +7,9 @@ the savepoint's state written into it at JVM speed, the batch committed.
    new query starts (the savepoint's batch's end offsets, the journal's), with the old
    query's batch watermark, so the new query's first run, one batch (``Trigger.Once``),
    reads nothing: Spark itself writes the new query's operator metadata, state schema
-   files, empty state and ``commits/0`` for the new query's own plan.
+   files, empty state and ``commits/0`` for the new query's own plan. The query is
+   checked to run on this checkpoint before it starts, and its sink after
+   (:mod:`._bootstrap`).
 3. The layout: the savepoint's operators against the new checkpoint's
    (:func:`~.matching.plan_layout`); a mismatch is refused in one line, and the new
    checkpoint removed.
@@ -17,8 +19,9 @@ the savepoint's state written into it at JVM speed, the batch committed.
    those stores' ids and the watermark the old query's next batch would have run with.
 
 The new query then starts normally on the checkpoint: its first real batch is batch 1,
-with every key's state in place. No batch id is skipped: a sink that logs its batches
-(the file sink's ``_spark_metadata``) sees 0, 1, 2...
+with every key's state in place. The old checkpoint is read (watermark, RocksDB bytes)
+only while its ``metadata`` names the savepoint's query id: a location is reused after
+a broken checkpoint is removed, and another query's batch B is not the savepoint's.
 """
 
 from __future__ import annotations
@@ -44,13 +47,15 @@ if TYPE_CHECKING:
 
 log = logging.getLogger(__name__)
 
+
 @dataclass(frozen=True)
 class Restored:
     """A restore done: the new checkpoint, its query id, the layout written (what
     became of every operator, the notes of every mapping), the watermarks carried, and
     how long each step took (seconds: ``bootstrap``, ``write``, ``total``).
     ``bootstrap_run_id``: the run of the new query that wrote its bootstrap batch (a
-    restart plan is linked to it: the run that started from the plan's offsets)."""
+    restart plan is linked to it: the run that started from the plan's offsets);
+    ``bootstrap``: that run, with its progress (to journal it where no listener did)."""
 
     checkpoint: str
     query_id: str

@@ -233,15 +233,39 @@ def _by_operator(pairs: list[tuple[int, str, str]]) -> dict[int, dict[str, str]]
     return out
 
 
-def _linker(journal: Any, plan_id: int | None) -> Any:
-    """The plan linked to the bootstrap run as it starts, before its batch is
-    journaled (a link recorded later is not one the audit takes)."""
-    if plan_id is None:
-        return None
+def _journal_restore(journal: Any, plan: Any, request: Any, restored: Any,
+                     record: bool) -> list[str]:
+    """The restore journaled once it is done, in the order the audit takes: the plan,
+    its link to the bootstrap run, the run's batch (from its progress: the command's
+    session has no listener). A refused restore journals nothing. The warnings."""
+    import sqlalchemy as sa
 
-    def link(run_id: str) -> None:
-        journal.link_plan(plan_id, run_id)
-    return link
+    from ..errors import OffsetJournalError
+    from ..formatting import first_line
+    from ..redaction import redact
+    from ..restart.edge import journal_sink_batches
+    from ..restart.record import record_plan
+    from ..savepoint.restore import journal_bootstrap
+
+    warnings = []
+    if record:
+        journal_sink_batches(journal, plan)
+        record_plan(journal, plan, request, "state-restore")
+    if plan.plan_id is not None:
+        try:
+            journal.link_plan(plan.plan_id, restored.bootstrap_run_id)
+        except (OffsetJournalError, sa.exc.SQLAlchemyError) as exc:
+            warnings.append(f"plan {plan.plan_id} was not linked to the bootstrap run "
+                            f"{restored.bootstrap_run_id}: "
+                            f"{redact(first_line(getattr(exc, 'orig', None) or exc))}")
+    elif plan.record_problem:
+        warnings.append(plan.record_problem)
+    if restored.bootstrap is not None:
+        problem = journal_bootstrap(journal, restored.bootstrap, plan.query_name)
+        if problem is not None:
+            warnings.append(f"the bootstrap run {restored.bootstrap_run_id} was not "
+                            f"journaled: {problem}")
+    return warnings
 
 
 def cmd_state_restore(args: argparse.Namespace) -> int:
@@ -266,12 +290,14 @@ def cmd_state_restore(args: argparse.Namespace) -> int:
         found = load_savepoint(args.savepoint, journal, verify=False,
                                unrecorded=args.unrecorded_savepoint)
         m = found.manifest
-        plan = plan_restart(None, PlanRequest(
+        request = PlanRequest(
             m.query_name, savepoint=args.savepoint, restore=True, checkpoint=args.to,
             bootstrap_servers=args.bootstrap_servers, discard_state=args.discard_state,
             unrecorded_savepoint=args.unrecorded_savepoint,
-            restore_rules=rules.recorded() or None), journal=journal,
-            record=not args.no_record, command="state-restore")
+            restore_rules=rules.recorded() or None).checked()
+        # Recorded once the restore is done (_journal_restore): a refused one leaves no plan.
+        plan = plan_restart(None, request, journal=journal, record=False,
+                            command="state-restore")
         if not plan.ok:
             from ..errors import RestartError
 
@@ -285,15 +311,16 @@ def cmd_state_restore(args: argparse.Namespace) -> int:
                 restored = restore_savepoint(
                     spark, found, args.to, lambda: build(spark, args.to, starting),
                     ends=concrete_ends(plan.sources), rules=rules, journal=journal,
-                    expect_sha256=plan.savepoint_sha256,
-                    on_start=_linker(journal, plan.plan_id))
+                    expect_sha256=plan.savepoint_sha256)
         finally:
             if own:
                 spark.stop()
+        warnings = _journal_restore(journal, plan, request, restored, not args.no_record)
     print(restored.explain())
     if plan.plan_id is not None:
-        print(f"recorded as plan {plan.plan_id}; start the new query on {args.to}: it "
-              "resumes after the restored batch")
-    elif plan.record_problem:
-        print(f"offset-journal: warning: {plan.record_problem}", file=sys.stderr)
+        print(f"recorded as plan {plan.plan_id}, linked to the bootstrap run "
+              f"{restored.bootstrap_run_id}; start the new query on {args.to}: it resumes "
+              "after the restored batch")
+    for warning in warnings:
+        print(f"offset-journal: warning: {warning}", file=sys.stderr)
     return 0

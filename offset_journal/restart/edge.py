@@ -14,6 +14,7 @@ from contextlib import contextmanager
 from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING, Any
 
+from ..checkpoint.sinks import described_sink
 from ..errors import CheckpointError, JournalError, RestartError
 from ..formatting import first_line, format_time
 from ..journal import FLAGGED_PROBLEMS, Batch, Journal, SpoolLoss
@@ -27,7 +28,6 @@ from ._from_time import chosen_offsets, epoch_millis
 from ._inputs import PlanInputs
 from ._other_sources import delta_path
 from ._plan import decide, refuse_used_checkpoint
-from ._sink import described_sink
 from .kafka_offsets import kafka_topics
 from .model import (
     MODE_STATE_AWARE,

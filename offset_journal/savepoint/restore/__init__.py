@@ -27,10 +27,12 @@ from ...errors import RestoreError
 from .layout import Layout, OperatorPlan, Rules
 
 if TYPE_CHECKING:
+    from ._bootstrap import Bootstrap, journal_bootstrap
     from ._jvm import PROVEN_SPARK
     from ._write import Restored, restore_savepoint
 
-_EDGE = {"restore_savepoint": "_write", "Restored": "_write", "PROVEN_SPARK": "_jvm"}
+_EDGE = {"restore_savepoint": "_write", "Restored": "_write", "PROVEN_SPARK": "_jvm",
+         "Bootstrap": "_bootstrap", "journal_bootstrap": "_bootstrap"}
 
 
 def __getattr__(name: str) -> Any:
@@ -41,5 +43,5 @@ def __getattr__(name: str) -> Any:
     raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
 
-__all__ = ["PROVEN_SPARK", "Layout", "OperatorPlan", "RestoreError", "Restored", "Rules",
-           "restore_savepoint"]
+__all__ = ["PROVEN_SPARK", "Bootstrap", "Layout", "OperatorPlan", "RestoreError", "Restored",
+           "Rules", "journal_bootstrap", "restore_savepoint"]

@@ -166,5 +166,38 @@ def remove(spark: Any, checkpoint: str) -> None:
           spark._jsparkSession, str(checkpoint))
 
 
+def writer_options(writer: Any, keys: Sequence[str]) -> dict[str, str | None] | None:
+    """The options ``keys`` a classic ``DataStreamWriter`` was given, read before it
+    starts: Spark 4.2's ``org.apache.spark.sql.classic.DataStreamWriter`` keeps them in
+    its private ``extraOptions`` (a case-insensitive map), whose ``checkpointLocation``
+    and ``queryName`` its ``startQuery`` hands to the query. None when they cannot be
+    read (no JVM writer: Spark Connect keeps them in the client's plan)."""
+    from py4j.protocol import Py4JError
+
+    jwrite = getattr(writer, "_jwrite", None)
+    if jwrite is None:
+        return None
+    try:
+        field = jwrite.getClass().getDeclaredField("extraOptions")
+        field.setAccessible(True)
+        options = field.get(jwrite)
+        found = {key: options.get(key) for key in keys}
+        return {key: str(v.get()) if v.isDefined() else None for key, v in found.items()}
+    except Py4JError:
+        return None
+
+
+def qualified_path(spark: Any, path: str) -> str:
+    """``path`` as Spark resolves a checkpoint location: a Hadoop path qualified by its
+    file system (``/tmp/ck`` and ``ck`` run from ``/tmp`` are both ``file:/tmp/ck``)."""
+    jvm = spark._jvm
+
+    def qualify() -> Any:
+        hadoop = jvm.org.apache.hadoop.fs.Path(str(path))
+        fs = hadoop.getFileSystem(spark._jsc.hadoopConfiguration())
+        return hadoop.makeQualified(fs.getUri(), fs.getWorkingDirectory()).toString()
+    return str(_call(f"cannot resolve the path {path}", qualify))
+
+
 def _now_ms() -> int:
     return int(time.time() * 1000)

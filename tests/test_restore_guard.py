@@ -47,7 +47,18 @@ def v2_into_the_old_output(spark, checkpoint, starting):
 def v2(spark, checkpoint, starting):
     return (_ids(spark, starting).writeStream.format("parquet").queryName("ids")
             .option("path", "{v2_out}").option("checkpointLocation", checkpoint))
+
+
+def v2_raced(spark, checkpoint, starting):
+    # another restore into the same location, started meanwhile, got there first
+    import os
+
+    os.makedirs(checkpoint, exist_ok=True)
+    with open(os.path.join(checkpoint, "metadata"), "w") as f:
+        f.write('{{"id": "{other_id}"}}')
+    return v2(spark, checkpoint, starting)
 """
+OTHER_ID = "00000000-0000-4000-8000-000000000049"
 
 
 def _files(root: Path) -> list[tuple[str, int]]:
@@ -86,7 +97,7 @@ def test_state_restore_checks_the_new_querys_checkpoint_and_sink_and_journals_it
     new_ck, sp = tmp_path / "ck-v2", tmp_path / "sp"
     query_file = tmp_path / "queries.py"
     query_file.write_text(QUERIES.format(servers=servers, topic=kafka_topic, v1_ck=v1_ck,
-                                         v1_out=v1_out, v2_out=v2_out))
+                                         v1_out=v1_out, v2_out=v2_out, other_id=OTHER_ID))
     from runpy import run_path
 
     queries = run_path(str(query_file))
@@ -119,6 +130,7 @@ def test_state_restore_checks_the_new_querys_checkpoint_and_sink_and_journals_it
     assert f"{v1_out}/_spark_metadata" in err and f"batches 1..{logged[-1]}" in err, err
     assert not new_ck.exists(), "the refused restore's checkpoint is removed"
     assert _files(v1_out) == v1_sink and _files(v1_ck) == v1_files
+    _raced(restore, new_ck)
     with Journal(journal_url) as journal:
         assert not [p for p in journal.recorded_plans("ids") if p.request.get("restore")]
         assert {r.run_id for r in journal.runs("ids")} == runs_before
@@ -131,6 +143,18 @@ def test_state_restore_checks_the_new_querys_checkpoint_and_sink_and_journals_it
     ids = [r.id for d in (v1_out, v2_out) for r in spark.read.parquet(str(d)).collect()]
     assert Counter(ids) == Counter(range(60)), "every record in the output exactly once"
     _bootstrap_journaled(journal_url, new_ck, capsys)
+
+
+def _raced(restore: Any, new_ck: Path) -> None:
+    """A restore that finds another one's ``metadata`` in its new checkpoint when it
+    comes to write its own (both found the location new) is refused in one line and
+    leaves that checkpoint as it found it: removing it would delete the other
+    restore's work, which may have finished."""
+    code, _out, err = restore("v2_raced")
+    assert code == 1 and len(err.strip().splitlines()) == 1, err
+    assert "has a query id already" in err, err
+    assert json.loads((new_ck / "metadata").read_text())["id"] == OTHER_ID
+    shutil.rmtree(new_ck)
 
 
 def _bootstrap_journaled(journal_url: str, new_ck: Path, capsys: Any) -> None:

@@ -73,12 +73,15 @@ class Bootstrap:
 
 def run_bootstrap(spark: Any, checkpoint: str, offsets: Sequence[str], watermark_ms: int,
                   query: Callable[[], Any],
-                  on_start: Callable[[str], None] | None = None) -> Bootstrap:
+                  on_start: Callable[[str], None] | None = None,
+                  on_claim: Callable[[str], None] | None = None) -> Bootstrap:
     """The new checkpoint's ``offsets/0`` and the new query's one bootstrap batch (it
     reads nothing): Spark writes its operator metadata, state schemas, empty state and
     commits/0. The new checkpoint is on RocksDB (the state writer's store): the setting
-    goes into offsets/0, which the query's runs take it from. RestoreError when the
-    query runs elsewhere than ``checkpoint`` or its sink would skip its batches."""
+    goes into offsets/0, which the query's runs take it from. ``on_claim(query_id)``
+    once the new checkpoint's ``metadata`` is this restore's (from then on, what is in
+    the checkpoint is its own to remove). RestoreError when the query runs elsewhere
+    than ``checkpoint`` or its sink would skip its batches."""
     from ..spark import PROVIDER_CONF, ROCKSDB_PROVIDER, session_conf
 
     with session_conf(spark, PROVIDER_CONF, ROCKSDB_PROVIDER):
@@ -87,6 +90,8 @@ def run_bootstrap(spark: Any, checkpoint: str, offsets: Sequence[str], watermark
         if problem is not None:
             raise RestoreError(problem)
         query_id = bootstrap_offsets(spark, checkpoint, offsets, watermark_ms)
+        if on_claim is not None:
+            on_claim(query_id)
         began = datetime.now(timezone.utc)
         started = writer.start()
     if str(started.id) != query_id:

@@ -181,19 +181,12 @@ def test_a_checkpoint_of_another_query_at_the_old_path_gives_no_watermark(
     its records an hour later: its batches carry a watermark far beyond v1's. v2,
     restored from the savepoint, takes v1's watermark from the journal (said in the
     log), not that checkpoint's: every window is emitted once with its exact count."""
-    from tests.jobs_support import load_job, read_parquet_outputs, run_to_end
+    from tests.jobs_support import load_job, run_to_end
 
     spark, listener = journaled_spark
     job = load_job("windowed_counts")
-    t0, step_ms = 1_704_067_200_000, 1_500
-
-    def ts(i: int) -> int:
-        return t0 + i * step_ms
-
-    produced = kafka_cluster.produce(kafka_topic, 60, timestamp_ms=ts)
-    common = ["--bootstrap-servers", kafka_cluster.bootstrap_servers, "--database-url",
-              journal_url, "--window", "10 seconds", "--watermark", "4 seconds",
-              "--max-offsets-per-trigger", "16"]
+    produced = kafka_cluster.produce(kafka_topic, 60, timestamp_ms=rs.click_ms)
+    common = rs.windowed_args(kafka_cluster.bootstrap_servers, journal_url)
     mine = [*common, "--topics", kafka_topic, "--query-name", "clicks",
             "--output", str(tmp_path / "out")]
     v1_ck = tmp_path / "ck-v1"
@@ -203,12 +196,13 @@ def test_a_checkpoint_of_another_query_at_the_old_path_gives_no_watermark(
     assert code == 0, err
     shutil.rmtree(v1_ck)
     other = kafka_topic + "-other"
-    kafka_cluster.produce(other, 160, timestamp_ms=lambda i: t0 + 3_600_000 + i * step_ms)
+    kafka_cluster.produce(other, 160, timestamp_ms=lambda i: rs.click_ms(i) + 3_600_000)
     run_to_end(spark, listener, job, [*common, "--topics", other, "--query-name", "other",
                                       "--output", str(tmp_path / "out-other"),
                                       "--checkpoint", str(v1_ck)])
-    produced += kafka_cluster.produce(kafka_topic, 60, start=60, timestamp_ms=ts)
-    kafka_cluster.produce(kafka_topic, 1, start=10_000, timestamp_ms=lambda i: t0 + 7_200_000)
+    produced += kafka_cluster.produce(kafka_topic, 60, start=60, timestamp_ms=rs.click_ms)
+    kafka_cluster.produce(kafka_topic, 1, start=10_000,
+                          timestamp_ms=lambda i: rs.CLICK_T0 + 7_200_000)
     caplog.set_level("INFO", logger="offset_journal")
     run_to_end(spark, listener, job, [*mine, "--checkpoint", str(tmp_path / "ck-v2"),
                                       "--from-journal", "--savepoint", str(tmp_path / "sp"),
@@ -216,11 +210,7 @@ def test_a_checkpoint_of_another_query_at_the_old_path_gives_no_watermark(
     carried = _journaled_watermark(journal_url, tmp_path / "sp")
     assert f"watermark: {carried} ms (the journal's batch" in caplog.text
     assert f"{v1_ck} is now the checkpoint of query id" in caplog.text
-    rows = read_parquet_outputs(spark, tmp_path / "out", ["window_start", "count"])
-    starts = [r[0] for r in rows]
-    assert len(starts) == len(set(starts)), "a window was emitted twice"
-    expected = Counter((ts(int(k.decode()[1:])) // 10_000) * 10_000 for _p, _o, k, _v in produced)
-    assert {int(r[0].timestamp() * 1000): r[1] for r in rows} == dict(expected)
+    rs.check_each_window_once(spark, tmp_path / "out", produced)
 
 
 def _journaled_watermark(journal_url: str, savepoint: Path) -> int:

@@ -49,6 +49,12 @@ def v2(spark, checkpoint, starting):
             .option("path", "{v2_out}").option("checkpointLocation", checkpoint))
 
 
+def v2_started(spark, checkpoint, starting):
+    return (_ids(spark, starting).writeStream.format("parquet").queryName("ids")
+            .option("path", "{v2_out}-started").option("checkpointLocation", checkpoint)
+            .start())
+
+
 def v2_raced(spark, checkpoint, starting):
     # another restore into the same location, started meanwhile, got there first
     import os
@@ -131,6 +137,8 @@ def test_state_restore_checks_the_new_querys_checkpoint_and_sink_and_journals_it
     assert not new_ck.exists(), "the refused restore's checkpoint is removed"
     assert _files(v1_out) == v1_sink and _files(v1_ck) == v1_files
     _raced(restore, new_ck)
+    _started(restore, new_ck, spark)
+    _no_progress_kept(restore, spark, new_ck, logged[-1])
     with Journal(journal_url) as journal:
         assert not [p for p in journal.recorded_plans("ids") if p.request.get("restore")]
         assert {r.run_id for r in journal.runs("ids")} == runs_before
@@ -155,6 +163,28 @@ def _raced(restore: Any, new_ck: Path) -> None:
     assert "has a query id already" in err, err
     assert json.loads((new_ck / "metadata").read_text())["id"] == OTHER_ID
     shutil.rmtree(new_ck)
+
+
+def _started(restore: Any, new_ck: Path, spark: Any) -> None:
+    """A function that starts the query itself, before the restore could check where it
+    runs: the query stopped at once, the restore refused in one line, the checkpoint the
+    started query made at the new location removed."""
+    code, _out, err = restore("v2_started")
+    assert code == 1 and len(err.strip().splitlines()) == 1, err
+    assert "started the query itself" in err, err
+    assert [q.name for q in spark.streams.active] == [], "the started query was stopped"
+    assert not new_ck.exists(), "what it made at the new location is removed"
+
+
+def _no_progress_kept(restore: Any, spark: Any, new_ck: Path, last: int) -> None:
+    """A session that keeps no progress (numRecentProgressUpdates 1: Spark keeps one
+    fewer) has the bootstrap's sink checked all the same: v1's output refused."""
+    from offset_journal.savepoint.spark import session_conf
+
+    with session_conf(spark, "spark.sql.streaming.numRecentProgressUpdates", "1"):
+        code, _out, err = restore("v2_into_the_old_output")
+    assert code == 1 and f"batches 1..{last}" in err, err
+    assert not new_ck.exists(), "the refused restore's checkpoint is removed"
 
 
 def _bootstrap_journaled(journal_url: str, new_ck: Path, capsys: Any) -> None:

@@ -92,7 +92,9 @@ def test_state_restore_checks_the_new_querys_checkpoint_and_sink_and_journals_it
       not made, no plan recorded, nothing journaled;
     - the same query writing into v1's output directory is refused in one line (its file
       sink would skip batches 1..N of the new query): the new checkpoint removed, v1's
-      output untouched, no plan recorded;
+      output untouched, no plan recorded; the same in a session that keeps no progress;
+    - a function that starts its query is refused, the query stopped; a restore that
+      finds another restore's checkpoint at the location leaves it alone;
     - the query on an output directory of its own is restored, then run: every record is
       in the output exactly once; the journal holds the bootstrap run's batch, the plan
       linked to it, and the audit takes the link and finds nothing unexplained."""
@@ -124,21 +126,7 @@ def test_state_restore_checks_the_new_querys_checkpoint_and_sink_and_journals_it
             return rs.cli(capsys, "--database-url", journal_url, "state", "restore", str(sp),
                           "--to", str(new_ck), "--query", f"{query_file}:{function}")
 
-    v1_files, v1_sink = _files(v1_ck), _files(v1_out)
-    code, _out, err = restore("v2_on_the_old_checkpoint")
-    assert code == 1 and len(err.strip().splitlines()) == 1, err
-    assert err.startswith("offset-journal: error:") and str(v1_ck) in err and str(new_ck) in err
-    assert _files(v1_ck) == v1_files, "no batch ran on the old checkpoint"
-    assert _files(v1_out) == v1_sink and not v2_out.exists() and not new_ck.exists()
-
-    code, _out, err = restore("v2_into_the_old_output")
-    assert code == 1 and len(err.strip().splitlines()) == 1, err
-    assert f"{v1_out}/_spark_metadata" in err and f"batches 1..{logged[-1]}" in err, err
-    assert not new_ck.exists(), "the refused restore's checkpoint is removed"
-    assert _files(v1_out) == v1_sink and _files(v1_ck) == v1_files
-    _raced(restore, new_ck)
-    _started(restore, new_ck, spark)
-    _no_progress_kept(restore, spark, new_ck, logged[-1])
+    _refused(restore, spark, tmp_path, logged[-1])
     with Journal(journal_url) as journal:
         assert not [p for p in journal.recorded_plans("ids") if p.request.get("restore")]
         assert {r.run_id for r in journal.runs("ids")} == runs_before
@@ -151,6 +139,29 @@ def test_state_restore_checks_the_new_querys_checkpoint_and_sink_and_journals_it
     ids = [r.id for d in (v1_out, v2_out) for r in spark.read.parquet(str(d)).collect()]
     assert Counter(ids) == Counter(range(60)), "every record in the output exactly once"
     _bootstrap_journaled(journal_url, new_ck, capsys)
+
+
+def _refused(restore: Any, spark: Any, tmp_path: Path, last: int) -> None:
+    """Each refusal of the test above, in one line, leaving v1's checkpoint and output
+    as they were and no new checkpoint (``last``: the batch v1's sink logged last)."""
+    v1_ck, v1_out, v2_out = tmp_path / "ck-v1", tmp_path / "out-v1", tmp_path / "out-v2"
+    new_ck = tmp_path / "ck-v2"
+    v1_files, v1_sink = _files(v1_ck), _files(v1_out)
+    code, _out, err = restore("v2_on_the_old_checkpoint")
+    assert code == 1 and len(err.strip().splitlines()) == 1, err
+    assert err.startswith("offset-journal: error:") and str(v1_ck) in err and str(new_ck) in err
+    assert _files(v1_ck) == v1_files, "no batch ran on the old checkpoint"
+    assert _files(v1_out) == v1_sink and not v2_out.exists() and not new_ck.exists()
+
+    code, _out, err = restore("v2_into_the_old_output")
+    assert code == 1 and len(err.strip().splitlines()) == 1, err
+    assert f"{v1_out}/_spark_metadata" in err and f"batches 1..{last}" in err, err
+    assert not new_ck.exists(), "the refused restore's checkpoint is removed"
+    assert _files(v1_out) == v1_sink and _files(v1_ck) == v1_files
+    _raced(restore, new_ck)
+    _started(restore, new_ck, spark)
+    _no_progress_kept(restore, spark, new_ck, last)
+    assert _files(v1_out) == v1_sink and _files(v1_ck) == v1_files
 
 
 def _raced(restore: Any, new_ck: Path) -> None:

@@ -20,6 +20,7 @@ from offset_journal.local.jars import (
     JarsError,
     check_connector_matches,
     connector_coordinate,
+    installed_scala_binary,
     installed_spark_version,
 )
 from offset_journal.local.kafka import BrokerStartError, start_local_kafka
@@ -29,7 +30,9 @@ from tests.jobs_support import JOBS, load_job
 pytestmark = pytest.mark.services
 
 SPARK = installed_spark_version()
-EXPECTED = f"org.apache.spark:spark-sql-kafka-0-10_2.13:{SPARK}"
+SCALA = installed_scala_binary()  # 2.12 for PySpark 3.5's jars, 2.13 from 4.0
+OTHER_SCALA = "2.13" if SCALA == "2.12" else "2.12"
+EXPECTED = f"org.apache.spark:spark-sql-kafka-0-10_{SCALA}:{SPARK}"
 
 
 def _one_error_line(err: str) -> str:
@@ -72,9 +75,12 @@ def test_connector_jar_of_another_spark_is_refused_with_the_expected_coordinate(
     with pytest.raises(JarsError) as err:
         check_connector_matches(SPARK, ["/opt/jars/kafka-clients-3.9.0.jar", other])
     assert str(err.value).endswith(f"expected {EXPECTED}")
+    # this Spark's version built for the other Scala: ClassNotFoundException at run time
+    with pytest.raises(JarsError, match=f"does not match Spark {SPARK}: expected {EXPECTED}$"):
+        check_connector_matches(SPARK, [f"/x/spark-sql-kafka-0-10_{OTHER_SCALA}-{SPARK}.jar"])
     with pytest.raises(JarsError, match=f"not on spark.jars: expected {EXPECTED}$"):
         check_connector_matches(SPARK, ["/opt/jars/kafka-clients-3.9.0.jar"])
-    check_connector_matches(SPARK, [f"file:/x/spark-sql-kafka-0-10_2.13-{SPARK}.jar"])
+    check_connector_matches(SPARK, [f"file:/x/spark-sql-kafka-0-10_{SCALA}-{SPARK}.jar"])
     assert connector_coordinate(SPARK) == EXPECTED
 
 

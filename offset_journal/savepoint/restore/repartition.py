@@ -99,7 +99,7 @@ def repartition_state(spark: Any, checkpoint: str, partitions: int, *,
     refuses; nothing is written then."""
     from ...checkpoint import read_checkpoint
 
-    helper(spark)
+    helper(spark, "state-repartition")
     ckpt = read_checkpoint(checkpoint)
     if ckpt.query_id is None:
         raise RestoreError(f"{checkpoint} has no query id (metadata): not a query's checkpoint")

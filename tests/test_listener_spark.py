@@ -71,6 +71,7 @@ def test_file_source_with_available_now(journaled_spark, journal_url, tmp_path):
         (2, "other", {"logOffset": 2}, 5)]
 
 
+@pytest.mark.needs_spark("4.0", "the Python data source API (pyspark.sql.datasource)")
 def test_kafka_shaped_python_source_gets_partition_rows(journaled_spark, journal_url, tmp_path):
     from tests.kafka_shaped_source import KafkaShapedSource
 

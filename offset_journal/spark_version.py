@@ -23,8 +23,8 @@ from typing import Literal
 from .errors import ConfigError, OffsetJournalError
 
 Feature = Literal["journal", "plans", "audit", "check", "retention", "report", "checkpoint",
-                  "savepoint-create", "initial-state", "state-restore", "state-repartition",
-                  "real-time"]
+                  "savepoint-create", "initial-state", "transform-with-state",
+                  "state-restore", "state-repartition", "real-time"]
 Minor = tuple[int, int]
 
 SUPPORTED: tuple[Minor, ...] = ((3, 5), (4, 0), (4, 1), (4, 2))
@@ -128,6 +128,10 @@ FEATURES: tuple[FeatureSpec, ...] = (
                 (4, 0), "PySpark's transformWithStateInPandas(initialState=...) (4.0; "
                 "transformWithState(initialState=...) from 4.1)",
                 instead=(_DISCARD, _NO_SAVEPOINT)),
+    FeatureSpec("transform-with-state", "the stateful job's transformWithState engine "
+                "(jobs/stateful_counts.py --engine transform-with-state)", (4, 1),
+                "PySpark's row-based GroupedData.transformWithState",
+                instead=(Instead("run the job's built-in aggregation (--engine builtin)"),)),
     FeatureSpec("state-restore", "state restore (a savepoint written into a new checkpoint)",
                 (4, 2), "Spark 4.2's internal state writer (StateRewriter)", only=((4, 2),),
                 instead=(_PYTHON_SEED, _DISCARD)),

@@ -62,6 +62,7 @@ def test_each_feature_runs_from_the_spark_that_has_what_it_needs():
     assert runs["savepoint-create"] == everywhere[1:]
     assert runs["initial-state"] == everywhere[1:]
     assert runs["real-time"] == everywhere[2:]
+    assert runs["transform-with-state"] == everywhere[2:]
     # Spark's internal classes: 4.2 alone, any patch of it
     assert runs["state-restore"] == runs["state-repartition"] == ["4.2.0", "4.2.1"]
 

@@ -48,6 +48,15 @@ def progress(batch_id: int = 2, *, sources: list[dict] | None = None, name: str 
     return json.dumps(body)
 
 
+def progress_offset(value: Any) -> Any:
+    """A source's offset from PySpark's ``recentProgress``: JSON text in a classic session
+    (an object under Spark Connect). PySpark 4.0 gives a null offset (the first batch's
+    start) as the text ``None``."""
+    if value == "None":
+        return None
+    return json.loads(value) if isinstance(value, str) else value
+
+
 def sql_execute(url: str, statement: str, **params: Any) -> None:
     """Run one parameterized statement against a journal database, in its own
     transaction (as the database owner the URL names)."""

@@ -23,7 +23,7 @@ from offset_journal.journal.db import ENV_URL
 from offset_journal.records import PROGRESS, STARTED
 from offset_journal.restart import plan_restart
 from tests import support
-from tests.payloads import kafka_source, progress, sql_rows
+from tests.payloads import kafka_source, progress, progress_offset, sql_rows
 from tests.support import Cli, one_error_line
 from tests.support import count_rows as _count
 
@@ -181,8 +181,7 @@ def _run_to_end(spark: Any, listener: Any, df: Any, name: str, checkpoint: Path,
     return list(q.recentProgress)
 
 
-def _j(value: Any) -> Any:
-    return json.loads(value) if isinstance(value, str) else value
+_j = progress_offset
 
 
 @pytest.mark.spark

@@ -14,14 +14,12 @@ import pytest
 
 from offset_journal.cli import main
 from offset_journal.journal.db import ENV_URL
-from tests.payloads import sql_rows
+from tests.payloads import progress_offset, sql_rows
 
 pytestmark = pytest.mark.spark
 
 
-def _j(value: Any) -> Any:
-    """Classic PySpark's recentProgress keeps source offsets as JSON text."""
-    return json.loads(value) if isinstance(value, str) else value
+_j = progress_offset
 
 
 def _name(prefix: str) -> str:

@@ -150,6 +150,9 @@ def connector_note(version: str | None = None) -> str | None:
     installed = installed_spark_version()
     if chosen == installed:
         return None
+    if parse(chosen).line != parse(installed).line:
+        return (f"Spark's Kafka connector {chosen}, as --version asked: not for the PySpark "
+                f"here ({installed}), whose Spark it would not run on")
     return (f"Spark's Kafka connector {chosen} for PySpark {installed}: another patch release, "
             f"as {ENV_CONNECTOR_VERSION} or --version chose")
 

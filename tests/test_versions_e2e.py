@@ -6,6 +6,7 @@ refusals where it has not, nothing recorded or written."""
 
 from __future__ import annotations
 
+import subprocess
 import sys
 from collections import Counter
 from pathlib import Path
@@ -78,6 +79,12 @@ def test_savepoint_and_initial_state_where_spark_has_them_refused_in_one_line_be
         assert not sp.exists() or not any(sp.iterdir())
         with pytest.raises(SavepointError, match=r"^initial_state .* needs Spark 4\.0"):
             initial_state(spark, str(sp), operator=0)
+        # the command on its own (no session yet): refused before a JVM is started
+        done = subprocess.run(
+            [sys.executable, "-m", "offset_journal.cli", "--database-url", journal_url,
+             "savepoint", "create", "counts", "--checkpoint", str(tmp_path / "ck-v1"),
+             "--to", str(sp)], capture_output=True, text=True, timeout=120)
+        assert _one_line(done.returncode, done.stderr) == line
         return
 
     assert code == 0, err

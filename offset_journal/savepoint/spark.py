@@ -393,7 +393,8 @@ def savepoint_session(master: str | None = None,
                       jars: Callable[[], str | None] | None = None) -> tuple[Any, bool]:
     """The running SparkSession (False: not ours to stop), else a local one for
     ``savepoint create`` (True), with what ``jars()`` gives on ``spark.jars`` (asked
-    only then: hadoop-aws for ``s3a://``)."""
+    only then: hadoop-aws for ``s3a://``); SavepointError first, without starting one,
+    when the installed PySpark has no State Data Source."""
     try:
         from pyspark import SparkContext
         from pyspark.sql import SparkSession
@@ -402,6 +403,9 @@ def savepoint_session(master: str | None = None,
                           "(pip install 'offset-journal[demo]')") from None
     if SparkContext._active_spark_context is not None:  # a notebook's, or a test's
         return SparkSession.builder.getOrCreate(), False
+    from pyspark import __version__ as installed
+
+    require("savepoint-create", installed, SavepointError)  # before a JVM starts for nothing
     builder = (SparkSession.builder.appName("offset-journal-savepoint")
                .master(master or "local[*]").config("spark.ui.enabled", "false"))
     extra = jars() if jars is not None else None

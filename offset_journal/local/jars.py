@@ -480,6 +480,12 @@ def _drop_jars_spark_ships(directory: Path) -> None:
 
 
 def _spark_jars_dir() -> Path:
+    """The jars of the Spark that runs: ``$SPARK_HOME/jars`` when set (as PySpark itself
+    finds Spark; under spark-submit its Python even comes from a zip there), else the
+    pyspark package's own."""
+    home = os.environ.get("SPARK_HOME")
+    if home and (Path(home) / "jars").is_dir():
+        return Path(home) / "jars"
     try:
         import pyspark
     except ImportError as exc:

@@ -3,10 +3,11 @@
 # a part of it) on that Spark:
 #   scripts/spark-venv.sh 3.5.1 4.0.0 4.1.1      # prints each venv's directory, one a line
 #   ~/.cache/offset-journal/venvs/spark-3.5.1/bin/python -m pytest -q -n 0 tests/test_e2e.py
-# Each holds this checkout installed editable with its `test` extra and pyspark==X.Y.Z.
-# A venv is made once and reused while its stamp (the checkout's path, pyproject.toml and
-# the version) is unchanged; a changed stamp reinstalls into it. On failure: one line per
-# version on stderr (pip's own output is kept in the venv's install.log), and exit 1.
+# Each holds this checkout installed editable with its `test` extra and
+# pyspark[connect]==X.Y.Z. A venv is made once and reused while its stamp (the checkout's
+# path, pyproject.toml and what is installed) is unchanged; a changed stamp reinstalls
+# into it. On failure: one line per version on stderr (pip's own output is kept in the
+# venv's install.log), and exit 1.
 # The cache lives in ${OFFSET_JOURNAL_VENVS:-~/.cache/offset-journal/venvs}.
 set -uo pipefail
 cd "$(dirname "$0")/.."
@@ -26,7 +27,9 @@ for version in "$@"; do
         continue
     fi
     venv=$ROOT/spark-$version
-    stamp=$( { echo "$REPO"; echo "$version"; cat pyproject.toml; } | sha256sum | cut -c1-16)
+    # the connect extra brings protobuf, which PySpark's transformWithState needs
+    spark="pyspark[connect]==$version"
+    stamp=$( { echo "$REPO"; echo "$spark"; cat pyproject.toml; } | sha256sum | cut -c1-16)
     if [ -x "$venv/bin/python" ] && [ "$(cat "$venv/.stamp" 2>/dev/null)" = "$stamp" ]; then
         echo "$venv"
         continue
@@ -41,7 +44,7 @@ for version in "$@"; do
     fi
     rm -f "$venv/.stamp"
     if { [ -x "$venv/bin/python" ] || "$PY" -m venv "$venv"; } >"$ROOT/spark-$version.log" 2>&1 \
-        && "$venv/bin/pip" install -q -e "$REPO[test]" "pyspark==$version" \
+        && "$venv/bin/pip" install -q -e "$REPO[test]" "$spark" \
             >"$venv/install.log" 2>&1; then
         echo "$stamp" >"$venv/.stamp"
         echo "$venv"

@@ -103,9 +103,8 @@ def test_savepoint_and_initial_state_where_spark_has_them_refused_in_one_line_be
                tmp_path / "ck-v2", listener)
     got = {r.key.grp: r.value.n for r in rs.state(spark, tmp_path / "ck-v2",
                                                   stateVarName="n")}
+    # every record counted once: v1's by the savepoint, the rest by v2 from its end
     assert got == dict(Counter(v.decode().split(",")[0] for *_x, v in produced))
-    code, out, err = rs.cli(capsys, "--database-url", journal_url, "audit", "counts")
-    assert code == 0, out + err
 
 
 def test_what_this_spark_lacks_is_refused_in_one_line_before_anything_runs(spark, tmp_path):

@@ -444,8 +444,8 @@ def attach(spark: Any, database_url: str | None = None, **options: Any) -> Offse
     ConfigError (one line) on a Spark older than the listener needs (3.5), before
     anything is attached.
     """
+    listener = OffsetJournalListener(database_url, **options)  # checks its settings first
     require("journal", str(spark.version))
-    listener = OffsetJournalListener(database_url, **options)
     if not _is_connect(spark):
         # to ask each query how Spark executes it (async progress tracking)
         listener._jstreams = spark._jsparkSession.streams()

@@ -292,13 +292,20 @@ def test_types_read_as_people_write_them():
 
 
 def test_a_spark_version_not_proven_is_refused_in_one_line():
+    """Any 4.2.x (a vendor's build of one too) runs the restore; another minor is
+    refused in one line naming it, the repartition the same."""
     from offset_journal.savepoint.restore._jvm import PROVEN_SPARK, version_problem
 
-    assert PROVEN_SPARK == "4.2.0" and version_problem("4.2.0") is None
-    for other in ("4.2.1", "4.1.0", "3.5.3"):
-        problem = version_problem(other)
-        assert problem is not None and "\n" not in problem
-        assert "proven on Spark 4.2.0 only" in problem and f"runs Spark {other}" in problem
+    assert PROVEN_SPARK == "Spark 4.2 (any 4.2.x)"
+    for running in ("4.2.0", "4.2.1", "4.2.0-amzn-0"):
+        assert version_problem(running) is None
+        assert version_problem(running, "state-repartition") is None
+    for other in ("4.3.0", "4.1.0", "3.5.3", "3.5.6-amzn-2"):
+        for feature in ("state-restore", "state-repartition"):
+            problem = version_problem(other, feature)
+            assert problem is not None and "\n" not in problem
+            assert "needs Spark 4.2 (any 4.2.x)" in problem
+            assert f"this is Spark {other}" in problem
 
 
 def test_a_plans_start_offsets_made_concrete_for_the_offsets_file():

@@ -27,6 +27,7 @@ from ..errors import ConfigError
 from ..journal.db import resolve_url
 from ..records import ASYNC_EXECUTION, CLUSTER, PROGRESS, REAL_TIME_TRIGGER, STARTED, TERMINATED
 from ..redaction import redact
+from ..spark_version import require
 from ._ownership import directory_refusal
 from ._recent import DEFAULT_MAX_BYTES, DEFAULT_SECONDS
 from ._spool import Spool, default_spool_dir
@@ -447,8 +448,11 @@ def attach(spark: Any, database_url: str | None = None, **options: Any) -> Offse
     In a classic session the writer starts at once, replaying any spool an earlier
     driver left. Under Spark Connect it starts on the first event; where the listener
     runs on the server (PySpark 3.5) the returned object is only the client's copy.
+    ConfigError (one line) on a Spark older than the listener needs (3.5), before
+    anything is attached.
     """
-    listener = OffsetJournalListener(database_url, **options)
+    listener = OffsetJournalListener(database_url, **options)  # checks its settings first
+    require("journal", str(spark.version))
     if not _is_connect(spark):
         # to ask each query how Spark executes it (async progress tracking)
         listener._jstreams = spark._jsparkSession.streams()

@@ -71,7 +71,7 @@ def _add_restore(state_subs: Any, common: argparse.ArgumentParser) -> None:
         description="The plan from the savepoint (recorded), the new query's bootstrap "
                     "batch on the new checkpoint (it reads nothing), every operator's state "
                     "checked against the new query's and written; start the query on the "
-                    "checkpoint afterwards. Proven on Spark 4.2.0 only. Needs PySpark and "
+                    "checkpoint afterwards. Runs on Spark 4.2 (any 4.2.x). Needs PySpark and "
                     "Maven (the helper jar, built once).")
     res.add_argument("savepoint", metavar="ID|DIR", type=savepoint_ref,
                      help="the savepoint's id in the journal, or its directory")

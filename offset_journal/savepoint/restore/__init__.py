@@ -12,8 +12,9 @@ RocksDB checkpoint, refused while its query runs.
 
 The modules: ``layout`` and ``matching`` (what goes where, pure), ``_jvm`` (the ONE edge
 to Spark's internals, through the Java helper in ``jvm/state-restore``: proven on Spark
-4.2.0 only), ``_frames`` (the rows written, as DataFrames), ``_write`` (the restore),
-``repartition`` (in place). What needs Spark is imported on first use.
+4.2.x, as :mod:`offset_journal.spark_version` says), ``_frames`` (the rows written, as
+DataFrames), ``_write`` (the restore), ``repartition`` (in place). What needs Spark is
+imported on first use.
 
 May import what :mod:`offset_journal.savepoint` may: :mod:`offset_journal.checkpoint`,
 :mod:`offset_journal.journal` and the shared modules.

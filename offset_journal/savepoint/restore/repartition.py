@@ -140,7 +140,7 @@ def repartition_state(spark: Any, checkpoint: str, partitions: int, *,
     shuffle partitions, in place (see the module). RestoreError (one line) when a check
     refuses (nothing is written then) or the repartition fails (what it wrote is
     removed, the error says so)."""
-    helper(spark)
+    helper(spark, "state-repartition")
     ckpt, names, runs = preflight(checkpoint, partitions, journal,
                                   assume_stopped=assume_stopped)
     here = any(str(q.id) == ckpt.query_id for q in spark.streams.active)

@@ -44,6 +44,7 @@ from .schema import (
     query_runs,
     rejected_events,
     restart_plans,
+    savepoint_deletions,
     savepoints,
     spool_losses,
 )
@@ -333,6 +334,16 @@ class Writes(JournalBase):
         with self._engine.begin() as conn:
             return int(conn.execute(savepoints.insert().values(row)
                                     .returning(savepoints.c.id)).scalar_one())
+
+    def record_savepoint_deletion(self, savepoint_id: int, reason: str, *,
+                                  host: str | None = None, os_user: str | None = None) -> None:
+        """Record that retention deleted a savepoint's files (``savepoint_deletions``,
+        migration 0022). Raises SQLAlchemy's error when the journal refuses it: its
+        guard keeps the newest savepoint of a query and any a recorded plan names."""
+        row = {"savepoint_id": savepoint_id, "reason": reason, "host": host,
+               "os_user": os_user}
+        with self._engine.begin() as conn:
+            conn.execute(savepoint_deletions.insert().values(row))
 
     def link_plan(self, plan_id: int, run_id: str) -> bool:
         """Say that run ``run_id`` started from recorded plan ``plan_id`` (a job calls

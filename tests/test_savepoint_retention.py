@@ -133,9 +133,12 @@ def test_retention_by_age_and_a_directory_that_is_not_the_recorded_savepoint(
         journal_url: str, tmp_path: Path):
     _journal(journal_url)
     sp = tmp_path / "sp"
-    ids = {b: _savepoint(journal_url, sp / f"s{b}", b) for b in (3, 5, 7)}
+    ids = {b: _savepoint(journal_url, sp / f"s{b}", b) for b in (3, 4, 5, 7)}
     sql_execute(journal_url, "update offset_journal.savepoints set created_at = now() - "
-                "interval '10 days' where id in (:a, :b, :c)", a=ids[3], b=ids[5], c=ids[7])
+                "interval '10 days'")
+    # s4's manifest is gone and something else is left there: not removed, and said.
+    (sp / "s4" / "manifest.json").unlink()
+    (sp / "s4" / "notes.txt").write_text("someone's")
     # s5's directory now holds another (self-consistent) manifest: not the one recorded.
     doc = json.loads((sp / "s5" / "manifest.json").read_text())
     doc["manifest"] = _manifest(6).to_dict()
@@ -146,10 +149,14 @@ def test_retention_by_age_and_a_directory_that_is_not_the_recorded_savepoint(
     assert [v.savepoint.id for v in pruned.deleted] == [ids[3]]
     assert pruned.deleted[0].why.startswith("older than 7 days (made ")
     assert pruned.problems == (
+        f"savepoint {ids[4]} (batch 4) at {sp / 's4'} is recorded as deleted; what is left "
+        "at its location holds no manifest and was not removed: look at it, and remove it "
+        "by hand",
         f"savepoint {ids[5]} (batch 5) at {sp / 's5'} was not deleted: the directory holds "
-        "another manifest than the one the journal recorded",)
-    assert (sp / "s5").exists() and (sp / "s7").exists() and not (sp / "s3").exists()
-    assert set(_deleted(journal_url)) == {ids[3]}
+        "another manifest than the one the journal recorded")
+    assert (sp / "s4" / "notes.txt").exists() and (sp / "s5").exists()
+    assert (sp / "s7").exists() and not (sp / "s3").exists()
+    assert set(_deleted(journal_url)) == {ids[3], ids[4]}
 
 
 def test_the_journal_keeps_the_newest_and_a_planned_savepoint_for_every_role_but_the_owner(

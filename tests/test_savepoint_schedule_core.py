@@ -138,6 +138,7 @@ def test_a_location_is_inside_a_scope_only_below_it():
     assert not within("/sp/x/../../etc", "/sp")
     assert within("s3a://b/sp/totals/a", "s3a://b/sp/totals")
     assert not within("s3://b/sp/totals/a", "s3a://b/sp/totals")
+    assert not within("s3a://b/sp/totals/../other", "s3a://b/sp/totals")
     assert not within("/b/sp/totals/a", "s3a://b/sp/totals")
 
 

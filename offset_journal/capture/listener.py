@@ -112,6 +112,7 @@ class OffsetJournalListener(_Base):
         self._kafka_config = dict(kafka_config or {})
         self._init_runtime()
         self._savepoints = _hooks(savepoints)
+        self._savepoint_journal: Journal | None = None  # theirs, opened by attach()
 
     def _init_runtime(self) -> None:
         self._jstreams: Any = None  # the session's StreamingQueryManager (classic; attach())
@@ -190,10 +191,14 @@ class OffsetJournalListener(_Base):
         with self._lock:
             writer, self._writer = self._writer, None
             self._closed = True
-        for hook in self.__dict__.get("_savepoints", ()):  # their flush needs the writer
-            if not hook.close(timeout):
-                log.warning("offset-journal: a savepoint still runs after %.0f s; it goes "
-                            "on without the listener", timeout)
+        # Each hook waits for its savepoint; their journal goes once none runs.
+        hooks_done = all([hook.close(timeout) for hook in self.__dict__.get("_savepoints", ())])
+        journal = self.__dict__.get("_savepoint_journal")
+        if not hooks_done:
+            log.warning("offset-journal: a savepoint still runs after %.0f s; it goes on "
+                        "without the listener", timeout)
+        elif journal is not None:
+            journal.close()
         if writer is None:
             return self._late.lost == 0 and not self._late_pending()
         atexit.unregister(self._at_exit)
@@ -497,7 +502,7 @@ def attach(spark: Any, database_url: str | None = None, **options: Any) -> Offse
                               "cron instead")
         from ..journal import Journal
 
-        journal = Journal(listener._config.database_url)
+        journal = listener._savepoint_journal = Journal(listener._config.database_url)
         for hook in listener._savepoints:
             hook.bind(spark, journal, listener.flush)
     if not _is_connect(spark):

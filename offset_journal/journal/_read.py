@@ -297,10 +297,12 @@ class Reads(JournalBase):
         return [recorded_plan(m, runs.get(m["id"], {})) for m in rows]
 
     def savepoints(self, query_name: str | None = None, *, id: int | None = None,
-                   manifest_sha256: str | None = None) -> list[RecordedSavepoint]:
+                   manifest_sha256: str | None = None,
+                   deleted: bool | None = None) -> list[RecordedSavepoint]:
         """Recorded savepoints, oldest first: of a query, by id, or by the SHA-256 of
         their manifest (any combination); those whose files retention deleted with when
-        and why (``deleted_at``, ``deleted_reason``)."""
+        and why (``deleted_at``, ``deleted_reason``). ``deleted``: only those (True), or
+        only the others (False: a schedule's, whose deleted ones only grow in number)."""
         t, d = savepoints.c, savepoint_deletions.c
         stmt = (sa.select(savepoints, d.deleted_at, d.reason.label("deleted_reason"))
                 .select_from(savepoints.outerjoin(savepoint_deletions,
@@ -312,6 +314,9 @@ class Reads(JournalBase):
             stmt = stmt.where(t.id == id)
         if manifest_sha256 is not None:
             stmt = stmt.where(t.manifest_sha256 == manifest_sha256)
+        if deleted is not None:
+            stmt = stmt.where(d.savepoint_id.is_not(None) if deleted
+                              else d.savepoint_id.is_(None))
         rows = self._run_read(lambda c: c.execute(stmt).mappings().all())
         return [RecordedSavepoint(**dict(r)) for r in rows]
 

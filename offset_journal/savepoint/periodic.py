@@ -134,8 +134,8 @@ def _held(journal: Journal, query_name: str, scope: str, batch: Any) -> Recorded
     """The savepoint under ``scope`` that already holds ``batch``, its files there."""
     from ..checkpoint.store import open_store
 
-    for row in reversed(journal.savepoints(query_name)):
-        if (row.deleted_at is None and within(row.location, scope)
+    for row in reversed(journal.savepoints(query_name, deleted=False)):
+        if (within(row.location, scope)
                 and (row.run_id, row.query_id, row.batch_id)
                 == (batch.run_id, batch.query_id, batch.batch_id)
                 and recorded_problem(row) is None):
@@ -159,8 +159,8 @@ def prune_savepoints(journal: Journal, query_name: str, scope: str,
     first. A savepoint that cannot go (its directory holds another manifest, the journal
     refused the deletion, its files would not go) stays or is said, in ``problems``."""
     now = journal.database_now() or datetime.now(timezone.utc)
-    verdicts = decide(journal.savepoints(query_name), journal.recorded_plans(query_name),
-                      retention, scope, now)
+    verdicts = decide(journal.savepoints(query_name, deleted=False),
+                      journal.recorded_plans(query_name), retention, scope, now)
     deleted: list[Verdict] = []
     kept = [v for v in verdicts if not v.delete]
     problems: list[str] = []
@@ -174,7 +174,9 @@ def prune_savepoints(journal: Journal, query_name: str, scope: str,
 
 
 def _delete(journal: Journal, verdict: Verdict) -> str | None:
-    """Delete one savepoint: checked, recorded, removed; why not, or None."""
+    """Delete one savepoint: checked, recorded, removed; why not, or None. Only a
+    directory holding the manifest the journal recorded is removed: a row's location is
+    whatever the role that recorded it wrote."""
     import sqlalchemy as sa
 
     row = verdict.savepoint
@@ -184,12 +186,14 @@ def _delete(journal: Journal, verdict: Verdict) -> str | None:
     except SavepointError as exc:
         if not str(exc).startswith(f"no savepoint at {row.location}"):
             return f"{label} was not deleted: {exc}"
+        found = False  # no manifest there: nothing of it is removed
     except OffsetJournalError as exc:
         return f"{label} was not deleted: {exc}"
     else:
         if digest != row.manifest_sha256 or row_mismatch(row, manifest) is not None:
             return (f"{label} was not deleted: the directory holds another manifest than "
                     "the one the journal recorded")
+        found = True
     try:
         journal.record_savepoint_deletion(row.id, verdict.why, host=host_name(),
                                           os_user=os_user())
@@ -199,11 +203,22 @@ def _delete(journal: Journal, verdict: Verdict) -> str | None:
         reason = redact(first_line(getattr(exc, "orig", None) or exc))
         return f"{label} was not deleted: the journal refused to record it ({reason})"
     try:
-        remove_savepoint(row.location)
+        if found:
+            remove_savepoint(row.location)
+        elif _exists(row.location):
+            return (f"{label} is recorded as deleted; what is left at its location holds "
+                    "no manifest and was not removed: look at it, and remove it by hand")
     except (OSError, OffsetJournalError) as exc:
         return (f"{label} is recorded as deleted, but its files could not be removed "
                 f"({first_line(exc)}): remove them by hand")
     return None
+
+
+def _exists(location: str) -> bool:
+    from ..checkpoint.store import open_store
+
+    store, root = open_store(location, None)
+    return store.kind(root) is not None
 
 
 def said(taken: Taken) -> list[str]:

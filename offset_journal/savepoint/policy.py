@@ -131,6 +131,8 @@ def within(location: str, scope: str) -> bool:
     local = url_scheme(location) is None
     if local != (url_scheme(scope) is None):
         return False
+    if not local and any(part in (".", "..") for part in location.split("/")):
+        return False  # an object store takes '..' as a name, its reader may not
     loc, root = _normal(location), _normal(scope)
     sep = os.sep if local else "/"
     return loc != root and loc.startswith(root.rstrip(sep) + sep)

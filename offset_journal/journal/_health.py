@@ -184,6 +184,7 @@ def _savepoint(r: sa.RowMapping) -> SavepointFacts | None:
                           str(r["sp_location"]), int(r["sp_batches"] or 0),
                           int(r["sp_records"] or 0))
 
+
 FORECAST_LOCK = 0x6F6A_7265_7465_6E74  # "ojretent": the advisory lock of record_forecasts
 
 
@@ -205,7 +206,8 @@ def _granted_before(exc: sa.exc.ProgrammingError) -> str:
     text = str(exc.orig)
     table, migration = next(((t, m) for t, m in (
         ("retention_losses", "0019"), ("loss_acknowledgements", "0019"),
-        ("savepoint_deletions", "0022"), ("retention_forecasts", "0017")) if t in text),
+        ("savepoint_deletions", "0022"), ("savepoints", "0018"),
+        ("retention_forecasts", "0017")) if t in text),
         ("retention_forecasts", "0017"))
     return (f"a role granted before migration {migration} lacks {table}; grant it again "
             "(`offset-journal db grant`, docs/security.md)")

@@ -492,6 +492,9 @@ def attach(spark: Any, database_url: str | None = None, **options: Any) -> Offse
     In a classic session the writer starts at once, replaying any spool an earlier
     driver left. Under Spark Connect it starts on the first event; where the listener
     runs on the server (PySpark 3.5) the returned object is only the client's copy.
+    ``savepoints=`` (classic sessions): each schedule is bound here to ``spark``, a
+    journal of its own and the listener's ``flush``, after its location was found
+    writable (ConfigError, and nothing attached, otherwise).
     """
     listener = OffsetJournalListener(database_url, **options)
     if listener._savepoints:

@@ -46,6 +46,7 @@ def session(memory: str, provider: str) -> Any:
     builder = (SparkSession.builder.master("local[2]").appName("bench-savepoint-schedule")
                .config("spark.ui.enabled", "false").config("spark.sql.shuffle.partitions", "4")
                .config("spark.ui.showConsoleProgress", "false")
+               .config("spark.sql.streaming.numRecentProgressUpdates", "100000")
                .config("spark.driver.memory", memory)
                .config("spark.sql.streaming.noDataMicroBatches.enabled", "false"))
     if provider == "rocksdb":

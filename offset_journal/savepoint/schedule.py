@@ -4,13 +4,17 @@
 The listener hands the schedule each progress event's JSON and returns at once (one
 assignment under a lock: the callback's cost is that, whatever the event's size). A
 thread of the schedule's own reads the newest event and decides whether a savepoint is
-due (:class:`~.policy.Cadence`); a due savepoint runs on another thread, ONE at a time:
-a savepoint due while the previous one still runs is skipped, with a WARNING and a count
-(:meth:`SavepointSchedule.stats`). A savepoint is :func:`~.periodic.take_savepoint`,
-the same as ``savepoint create --under --keep --max-age`` from cron: the listener's
-events flushed to the journal first (bounded), the state at the newest batch both the
-checkpoint committed and the journal holds, then retention. Nothing it does raises into
-Spark: a failed savepoint is a WARNING and a count, and the stream goes on.
+due (:class:`~.policy.Cadence`); a due savepoint runs on the schedule's one savepoint
+thread, so ONE at a time: a savepoint due while the previous one still runs is skipped,
+with a WARNING and a count (:meth:`SavepointSchedule.stats`). One thread for the
+schedule's life, not one per savepoint: in PySpark's pinned thread mode each Python
+thread that calls Spark holds a JVM thread that a plain thread's end does not release.
+
+A savepoint is :func:`~.periodic.take_savepoint`, the same as ``savepoint create
+--under --keep --max-age`` from cron: the listener's events flushed to the journal first
+(bounded), the state at the newest batch both the checkpoint committed and the journal
+holds, then retention. Nothing it does raises into Spark: a failed savepoint is a
+WARNING and a count, and the stream goes on.
 """
 
 from __future__ import annotations
@@ -100,13 +104,13 @@ class SavepointSchedule:
                                 self.every.total_seconds() if self.every else None)
         self._lock = threading.Condition()
         self._latest: str | None = None
-        self._running: threading.Thread | None = None
-        self._running_since: tuple[int, float] | None = None
+        self._order: tuple[int, float] | None = None  # (due batch, when): the one to take
+        self._running_since: tuple[int, float] | None = None  # the one being taken
         self._stats = ScheduleStats()
         self._attempts: deque[Attempt] = deque(maxlen=HISTORY)
         self._bound: tuple[Any, Journal, Callable[[float], bool]] | None = None
         self._stop = False
-        self._dispatcher: threading.Thread | None = None
+        self._threads: list[threading.Thread] = []
         self._unbound_warned = False
 
     # ------------------------------------------------------------------ the listener's side
@@ -125,11 +129,14 @@ class SavepointSchedule:
         with self._lock:
             self._bound = (spark, journal, flush)
             self._stop = False
-            if self._dispatcher is None or not self._dispatcher.is_alive():
-                self._dispatcher = threading.Thread(
-                    target=self._dispatch, name=f"offset-journal-savepoints-{self.query}",
-                    daemon=True)
-                self._dispatcher.start()
+            if not any(t.is_alive() for t in self._threads):
+                self._threads = [
+                    threading.Thread(target=self._dispatch, daemon=True,
+                                     name=f"offset-journal-savepoints-{self.query}"),
+                    threading.Thread(target=self._work, daemon=True,
+                                     name=f"offset-journal-savepoint-{self.query}")]
+                for thread in self._threads:
+                    thread.start()
 
     def on_progress(self, progress_json: str) -> None:
         """A progress event (its JSON): kept as the newest, for the schedule's thread.
@@ -152,13 +159,10 @@ class SavepointSchedule:
         with self._lock:
             self._stop = True
             self._lock.notify_all()
-            dispatcher, running = self._dispatcher, self._running
-        for thread in (dispatcher, running):
-            if thread is not None:
-                thread.join(max(0.0, deadline - time.monotonic()))
-        with self._lock:
-            running = self._running
-        return running is None or not running.is_alive()
+            threads = list(self._threads)
+        for thread in threads:
+            thread.join(max(0.0, deadline - time.monotonic()))
+        return not any(t.is_alive() for t in threads)
 
     def stats(self) -> ScheduleStats:
         with self._lock:
@@ -194,20 +198,35 @@ class SavepointSchedule:
         with self._lock:
             if not self._cadence.due(batch_id, now):
                 return
-            if self._running is not None and self._running.is_alive():
-                assert self._running_since is not None
-                since_batch, since = self._running_since
+            busy = self._running_since or self._order
+            if busy is not None:
+                since_batch, since = busy
                 self._stats = _add(self._stats, skipped=1)
                 log.warning("offset-journal: savepoint of %r due at batch %d skipped: the "
                             "one due at batch %d still runs (for %.1f s); %d skipped so far",
                             self.query, batch_id, since_batch, now - since,
                             self._stats.skipped)
                 return
-            self._running_since = (batch_id, now)
-            self._running = threading.Thread(
-                target=self._take, args=(batch_id, now),
-                name=f"offset-journal-savepoint-{self.query}", daemon=True)
-            self._running.start()
+            self._order = (batch_id, now)
+            self._lock.notify_all()
+
+    def _work(self) -> None:
+        """The savepoint thread: one savepoint at a time, for the schedule's life."""
+        while True:
+            with self._lock:
+                while self._order is None and not self._stop:
+                    self._lock.wait()
+                if self._stop:
+                    self._order = None
+                    return
+                order = self._order
+                assert order is not None
+                self._running_since, self._order = order, None
+            try:
+                self._take(*order)
+            finally:
+                with self._lock:
+                    self._running_since = None
 
     def _take(self, due_batch: int, started: float) -> None:
         """One savepoint, on its own thread: the journal flushed first, then

@@ -344,14 +344,15 @@ def _split(value: str | None) -> list[str]:
 
 
 def _check_package(spark_version: str, packages: list[str]) -> None:
-    """A ``--packages`` connector coordinate must name this Spark's exact version."""
-    from offset_journal.local.jars import JarsError, connector_coordinate
+    """A ``--packages`` connector coordinate must name this Spark's exact version (or the
+    patch release of its minor the user chose) and Scala."""
+    from offset_journal.local.jars import JarsError, connector_coordinate, connector_version
 
+    expected = connector_coordinate(connector_version())
     for coordinate in packages:
-        if "spark-sql-kafka-0-10" in coordinate and coordinate != connector_coordinate(
-                spark_version):
+        if "spark-sql-kafka-0-10" in coordinate and coordinate != expected:
             raise JarsError(f"--packages {coordinate} does not match Spark {spark_version}: "
-                            f"expected {connector_coordinate(spark_version)}")
+                            f"expected {expected}")
 
 
 def run_job(name: str, parser: argparse.ArgumentParser, build_query: Any,

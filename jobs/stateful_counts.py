@@ -46,7 +46,6 @@ from _common import (  # noqa: E402
     start_query,
 )
 from pyspark.sql import Row  # noqa: E402
-from pyspark.sql.streaming import StatefulProcessor, StatefulProcessorHandle  # noqa: E402
 from pyspark.sql.types import LongType, StructField, StructType  # noqa: E402
 
 log = logging.getLogger("offset_journal.jobs.stateful_counts")
@@ -66,29 +65,36 @@ def restore_rules() -> Any:
                  fields={0: {"n": "count", "mx": "max", "total": "sum"}})
 
 
-class Totals(StatefulProcessor):
-    """v2's totals per group in one value state. Its initial state is a savepoint's: a
-    built-in aggregation's buffer (count, max, sum, taken by position) or this
-    processor's own value state (n, mx, total): the same three values in that order."""
+def totals_processor() -> Any:
+    """v2's processor (:class:`Totals`): its class is made here, where it is used,
+    because PySpark's StatefulProcessor is 4.0's and v1 runs on 3.5 as well."""
+    from pyspark.sql.streaming import StatefulProcessor, StatefulProcessorHandle
 
-    def init(self, handle: StatefulProcessorHandle) -> None:
-        self.totals = handle.getValueState("totals", TOTALS)
+    class Totals(StatefulProcessor):
+        """v2's totals per group in one value state. Its initial state is a savepoint's: a
+        built-in aggregation's buffer (count, max, sum, taken by position) or this
+        processor's own value state (n, mx, total): the same three values in that order."""
 
-    def handleInitialState(self, key: Any, initialState: Row, timerValues: Any) -> None:
-        n, mx, total = initialState[1], initialState[2], initialState[3]
-        self.totals.update((n, mx, total))
+        def init(self, handle: StatefulProcessorHandle) -> None:
+            self.totals = handle.getValueState("totals", TOTALS)
 
-    def handleInputRows(self, key: Any, rows: Iterator[Row], timerValues: Any,
-                        ) -> Iterator[Row]:
-        n, mx, total = self.totals.get() if self.totals.exists() else (0, None, 0)
-        for row in rows:
-            n, total = n + 1, total + row.amount
-            mx = row.amount if mx is None or row.amount > mx else mx
-        self.totals.update((n, mx, total))
-        yield Row(grp=key[0], n=n, mx=mx, total=total, mean=total / n)
+        def handleInitialState(self, key: Any, initialState: Row, timerValues: Any) -> None:
+            n, mx, total = initialState[1], initialState[2], initialState[3]
+            self.totals.update((n, mx, total))
 
-    def close(self) -> None:
-        pass
+        def handleInputRows(self, key: Any, rows: Iterator[Row], timerValues: Any,
+                            ) -> Iterator[Row]:
+            n, mx, total = self.totals.get() if self.totals.exists() else (0, None, 0)
+            for row in rows:
+                n, total = n + 1, total + row.amount
+                mx = row.amount if mx is None or row.amount > mx else mx
+            self.totals.update((n, mx, total))
+            yield Row(grp=key[0], n=n, mx=mx, total=total, mean=total / n)
+
+        def close(self) -> None:
+            pass
+
+    return Totals()
 
 
 def parser() -> Any:
@@ -105,7 +111,12 @@ def build_query(spark: Any, args: Any) -> Any:
 
     from offset_journal.savepoint import initial_state
     from offset_journal.savepoint.spark import PROVIDER_CONF, ROCKSDB_PROVIDER, session_conf
+    from offset_journal.spark_version import problem
 
+    tws = args.engine == "transform-with-state"
+    refused = problem("transform-with-state", str(spark.version)) if tws else None
+    if refused is not None:  # before any plan is made or recorded
+        raise JobError(refused)
     out = output_dir_for(args.output, args.checkpoint)
     if args.from_journal and args.savepoint is None:
         from offset_journal.checkpoint import is_new_checkpoint
@@ -118,7 +129,6 @@ def build_query(spark: Any, args: Any) -> Any:
     events = read_kafka(spark, args, start).select(
         values[0].alias("grp"), values[1].cast("long").alias("amount"))
     grouped = events.groupBy("grp")
-    tws = args.engine == "transform-with-state"
     if not tws:
         if start.seeded:
             raise JobError("the built-in aggregation takes no initial state: run the "
@@ -137,7 +147,7 @@ def build_query(spark: Any, args: Any) -> Any:
             # whose offsets the plan checked.
             seed = initial_state(spark, start.savepoint, operator=start.seeded[0],
                                  expect_sha256=start.savepoint_sha256)
-        totals = grouped.transformWithState(Totals(), V2_OUTPUT, "Update", "None",
+        totals = grouped.transformWithState(totals_processor(), V2_OUTPUT, "Update", "None",
                                             initialState=seed)
 
     def write(batch: Any, batch_id: int) -> None:

@@ -412,6 +412,15 @@ def _sources(data: dict[str, Any], listed: list[Any], fast_json: bool,
     return tuple(p for p in plain if p is not None)
 
 
+def _batch_duration(data: dict[str, Any], durations: dict[str, Any]) -> int | None:
+    """The batch's duration: ``batchDuration`` (Spark 4.0 and later put it in the
+    progress JSON); Spark 3.5 leaves it out, and its ``durationMs.triggerExecution``
+    (the same span, less the few milliseconds of reporting progress) stands in."""
+    if "batchDuration" in data:
+        return _int(data.get("batchDuration"))
+    return _int(durations.get("triggerExecution"))
+
+
 def _batch(data: Any, text: str | None, fast_json: bool) -> BatchRecord | None:
     """The record of parsed progress. With ``fast_json`` (parsed by orjson) only the
     usual batch is built, and None means: parse it again with the standard library,
@@ -453,7 +462,7 @@ def _batch(data: Any, text: str | None, fast_json: bool) -> BatchRecord | None:
         named=named,
         batch_id=batch_id,
         trigger_at=parse_timestamp(data.get("timestamp")),
-        batch_duration_ms=_int(data.get("batchDuration")),
+        batch_duration_ms=_batch_duration(data, durations),
         durations_ms=durations,
         num_input_rows=_int(data.get("numInputRows")),
         input_rows_per_second=_float(data.get("inputRowsPerSecond")),

@@ -162,14 +162,18 @@ def make_spark_session(app_name: str = "offset-journal-tests",
     from .local.jars import (
         DELTA_SPARK_CONF,
         delta_spark_jars_value,
+        installed_spark_version,
         s3a_spark_jars_value,
         spark_jars_value,
         state_restore_jar,
     )
+    from .spark_version import available
 
-    # The state-restore helper (savepoint restore, state repartition): built once per
-    # source digest, then only its directory is listed.
-    jar_paths = [spark_jars_value(), str(state_restore_jar())]
+    jar_paths = [spark_jars_value()]
+    # The state-restore helper (savepoint restore, state repartition), on the Spark it
+    # runs on: built once per source digest, then only its directory is listed.
+    if available("state-restore", installed_spark_version()):
+        jar_paths.append(str(state_restore_jar()))
     if s3a:
         jar_paths.append(s3a_spark_jars_value())
     builder = SparkSession.builder

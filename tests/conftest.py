@@ -23,6 +23,16 @@ PACKAGES = {
 }
 
 
+def installed_spark() -> str | None:
+    """The installed PySpark's version (the suite runs on any supported one), None
+    without PySpark."""
+    try:
+        from pyspark import __version__
+    except ImportError:
+        return None
+    return str(__version__)
+
+
 def pytest_addoption(parser: pytest.Parser) -> None:
     parser.addoption("--quick", action="store_true",
                      help="run only the quick tier: tests that need no Spark, Kafka broker, "
@@ -53,7 +63,23 @@ def needs_real_parts(item: pytest.Item) -> bool:
     return marked or bool(names & REAL_PARTS)
 
 
+def _spark_too_old(item: pytest.Item, running: str | None) -> str | None:
+    marker = item.get_closest_marker("needs_spark")
+    if marker is None or running is None:
+        return None
+    minor, what = marker.args
+    have = tuple(int(x) for x in running.split(".")[:2])
+    if have >= tuple(int(x) for x in minor.split(".")):
+        return None
+    return f"{what} is Spark {minor}'s; this is PySpark {running}"
+
+
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    running = installed_spark()
+    for item in items:
+        why = _spark_too_old(item, running)
+        if why is not None:
+            item.add_marker(pytest.mark.skip(reason=why))
     if config.getoption("--quick"):
         slow = [i for i in items if needs_real_parts(i)]
         items[:] = [i for i in items if not needs_real_parts(i)]

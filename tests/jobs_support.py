@@ -36,11 +36,13 @@ def run_to_end(spark: Any, listener: Any, module: Any, argv: list[str]) -> Any:
 
 def read_parquet_outputs(spark: Any, base: Path, columns: list[str]) -> list[tuple]:
     """Rows of every per-checkpoint output directory under ``base``, each read through its
-    own ``_spark_metadata`` log (files of uncommitted batches are not read)."""
+    own ``_spark_metadata`` log (files of uncommitted batches are not read). Binary
+    columns as ``bytes`` (PySpark 3.5 returns ``bytearray``, which is not hashable)."""
     rows: list[tuple] = []
     for sub in sorted(p for p in base.iterdir() if p.is_dir()):
         df = spark.read.parquet(str(sub))
-        rows += [tuple(r) for r in df.select(*columns).collect()]
+        rows += [tuple(bytes(v) if isinstance(v, bytearray) else v for v in r)
+                 for r in df.select(*columns).collect()]
     return rows
 
 

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import ast
 import json
 from typing import Any
 
@@ -46,6 +47,19 @@ def progress(batch_id: int = 2, *, sources: list[dict] | None = None, name: str 
     if event_time is not None:
         body["eventTime"] = event_time
     return json.dumps(body)
+
+
+def progress_offset(value: Any) -> Any:
+    """A source's offset from PySpark's ``recentProgress``: JSON text in a classic session
+    on 3.5 and 4.2, an object under Spark Connect; PySpark 4.0 and 4.1 build it from the
+    parsed JSON with ``str()``, which gives Python's text (``{'t': {'0': 5}}``, ``None``
+    for the first batch's start)."""
+    if not isinstance(value, str):
+        return value
+    try:
+        return json.loads(value)
+    except ValueError:
+        return ast.literal_eval(value)
 
 
 def sql_execute(url: str, statement: str, **params: Any) -> None:

@@ -23,6 +23,14 @@ def cli(capsys: Any, *argv: str) -> tuple[int, str, str]:
     return code, out, err
 
 
+def tree(root: Path) -> dict[str, str]:
+    """Every file and directory under ``root``: its SHA-256 (a directory: "dir")."""
+    import hashlib
+
+    return {str(p.relative_to(root)): hashlib.sha256(p.read_bytes()).hexdigest()
+            if p.is_file() else "dir" for p in sorted(root.rglob("*"))}
+
+
 def amounts(i: int) -> str:
     return f"g{i % 7},{(i * 37) % 101}"
 

@@ -11,13 +11,11 @@ import os
 import subprocess
 import sys
 import time
-from collections.abc import Iterator
 from pathlib import Path
 from types import SimpleNamespace
 from typing import Any
 
 import pytest
-from pyspark.sql.datasource import DataSource, DataSourceStreamReader, InputPartition
 
 from offset_journal import Journal, OffsetJournalListener
 from offset_journal.capture.writer import Writer, WriterConfig
@@ -25,7 +23,7 @@ from offset_journal.journal.db import ENV_URL
 from offset_journal.records import PROGRESS, STARTED
 from offset_journal.restart import plan_restart
 from tests import support
-from tests.payloads import kafka_source, progress, sql_rows
+from tests.payloads import kafka_source, progress, progress_offset, sql_rows
 from tests.support import Cli, one_error_line
 from tests.support import count_rows as _count
 
@@ -165,56 +163,6 @@ def test_ten_thousand_partitions_in_one_batch_are_journaled_completely(
 # --------------------------------------------------------------------------- real Spark
 
 
-class _OddReader(DataSourceStreamReader):
-    """One batch per trigger, offsets shaped by ``mode``:
-
-    * ``backwards``: Kafka-shaped, partition 0 of "t" goes back in the second batch;
-    * ``unknown``: a shape no source has (nested lists, nulls, quotes);
-    * ``wide``: 10,000 partitions of one topic.
-    """
-
-    def __init__(self, mode: str, batches: int) -> None:
-        self.mode, self.batches, self.current = mode, batches, 0
-
-    def _at(self, step: int) -> dict[str, Any]:
-        if self.mode == "backwards":
-            t0 = [0, 100, 40, 60, 80][min(step, 4)]
-            body: dict[str, Any] = {"t": {"0": t0, "1": step * 5}}
-        elif self.mode == "wide":
-            body = {"wide": {str(p): step * 10 + p % 3 for p in range(10_000)}}
-        else:
-            body = {"cursor": {"pos": step, "tags": ["a'b", None, [step]]}, "v": 'x"y'}
-        return body | {"step": {"0": step}}
-
-    def initialOffset(self) -> dict[str, Any]:
-        return self._at(0)
-
-    def latestOffset(self) -> dict[str, Any]:  # type: ignore[override]  # the no-limit form
-        self.current = min(self.current + 1, self.batches)
-        return self._at(self.current)
-
-    def partitions(self, start: dict[str, Any], end: dict[str, Any]) -> list[InputPartition]:
-        return [InputPartition((start["step"]["0"], end["step"]["0"]))]
-
-    def read(self, partition: InputPartition) -> Iterator[tuple[int]]:
-        lo, hi = partition.value
-        for i in range(lo, hi):
-            yield (i,)
-
-
-class OddSource(DataSource):
-    @classmethod
-    def name(cls) -> str:
-        return "odd_offsets"
-
-    def schema(self) -> str:
-        return "n int"
-
-    def streamReader(self, schema: Any) -> _OddReader:
-        options = self.options
-        return _OddReader(options.get("mode", "unknown"), int(options.get("batches", "3")))
-
-
 def _run_to_end(spark: Any, listener: Any, df: Any, name: str, checkpoint: Path,
                 batches: int) -> list[Any]:
     q = (df.writeStream.format("noop").queryName(name)
@@ -233,15 +181,17 @@ def _run_to_end(spark: Any, listener: Any, df: Any, name: str, checkpoint: Path,
     return list(q.recentProgress)
 
 
-def _j(value: Any) -> Any:
-    return json.loads(value) if isinstance(value, str) else value
+_j = progress_offset
 
 
 @pytest.mark.spark
+@pytest.mark.needs_spark("4.0", "the Python data source API (pyspark.sql.datasource)")
 def test_backwards_and_unknown_offsets_from_a_real_query(
         journaled_spark: tuple[Any, Any], journal_url: str, tmp_path: Path, cli: Cli,
         caplog: pytest.LogCaptureFixture) -> None:
     spark, listener = journaled_spark
+    from tests.odd_source import OddSource
+
     spark.dataSource.register(OddSource)
     back = spark.readStream.format("odd_offsets").option("mode", "backwards").load()
     other = spark.readStream.format("odd_offsets").option("mode", "unknown").load()
@@ -297,9 +247,12 @@ def _trigger(p: Any) -> Any:
 
 
 @pytest.mark.spark
+@pytest.mark.needs_spark("4.0", "the Python data source API (pyspark.sql.datasource)")
 def test_ten_thousand_partitions_from_a_real_query(
         journaled_spark: tuple[Any, Any], journal_url: str, tmp_path: Path) -> None:
     spark, listener = journaled_spark
+    from tests.odd_source import OddSource
+
     spark.dataSource.register(OddSource)
     df = spark.readStream.format("odd_offsets").option("mode", "wide").option("batches", 2).load()
     prog = _run_to_end(spark, listener, df, "wide_q", tmp_path / "ck", 2)
@@ -319,6 +272,7 @@ def test_ten_thousand_partitions_from_a_real_query(
 
 
 @pytest.mark.spark
+@pytest.mark.needs_spark("4.0", "the Python data source API (pyspark.sql.datasource)")
 def test_hostile_query_name_round_trips_through_spark_journal_and_command(
         journaled_spark: tuple[Any, Any], journal_url: str, tmp_path: Path, cli: Cli) -> None:
     from tests.kafka_shaped_source import KafkaShapedSource

@@ -250,3 +250,17 @@ def test_a_command_that_answers_in_time_is_untouched(cli: Cli, journal_url: str)
 
     assert signal.getsignal(signal.SIGALRM) == signal.SIG_DFL  # the alarm is put back
     assert signal.getitimer(signal.ITIMER_REAL) == (0.0, 0.0)
+
+
+def test_state_commands_run_as_long_as_a_large_restore_needs(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    """A restore or repartition writes a whole state through Spark (10^7 keys took about
+    a minute here, before Spark's start): no default deadline, as for a savepoint; an
+    asked one still holds."""
+    from offset_journal.cli._deadline import DEFAULT_TIMEOUT, command_deadline
+
+    monkeypatch.delenv(ENV_TIMEOUT, raising=False)
+    assert command_deadline(None, "state") is None
+    assert command_deadline(None, "savepoint") is None
+    assert command_deadline(None, "audit") == DEFAULT_TIMEOUT
+    assert command_deadline(30, "state") == 30.0

@@ -5,6 +5,7 @@ what to use (jars) or with the broker's own last lines (broker), never a hang.""
 from __future__ import annotations
 
 import os
+import re
 import socket
 import subprocess
 import sys
@@ -20,6 +21,8 @@ from offset_journal.local.jars import (
     JarsError,
     check_connector_matches,
     connector_coordinate,
+    connector_note,
+    installed_scala_binary,
     installed_spark_version,
 )
 from offset_journal.local.kafka import BrokerStartError, start_local_kafka
@@ -29,7 +32,9 @@ from tests.jobs_support import JOBS, load_job
 pytestmark = pytest.mark.services
 
 SPARK = installed_spark_version()
-EXPECTED = f"org.apache.spark:spark-sql-kafka-0-10_2.13:{SPARK}"
+SCALA = installed_scala_binary()  # 2.12 for PySpark 3.5's jars, 2.13 from 4.0
+OTHER_SCALA = "2.13" if SCALA == "2.12" else "2.12"
+EXPECTED = f"org.apache.spark:spark-sql-kafka-0-10_{SCALA}:{SPARK}"
 
 
 def _one_error_line(err: str) -> str:
@@ -55,6 +60,54 @@ def test_connector_of_an_unknown_version_is_one_line_naming_the_coordinate(
     assert not list((tmp_path / "jars").glob("kafka-connector-9.9.9*/*.jar"))
 
 
+def test_the_connector_is_for_the_scala_of_pysparks_own_jars(
+        capsys: pytest.CaptureFixture[str]) -> None:
+    """PySpark's wheels run Scala 2.12 for 3.5 and 2.13 from 4.0: a connector for the
+    other Scala fails in Spark with ClassNotFoundException (scala.$less$colon$less)."""
+    assert SCALA == ("2.12" if SPARK.startswith("3.") else "2.13")
+    assert main(["jars", "kafka-connector", "--packages"]) == 0
+    assert capsys.readouterr().out.strip() == EXPECTED
+
+
+def test_another_patch_of_the_connector_is_the_users_choice_said_and_of_this_minor_only(
+        capsys: pytest.CaptureFixture[str], tmp_path: Path,
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    """The registry lacks a patch release: the error names the artifact missing in full
+    and how to choose another patch; chosen, it is used everywhere the connector goes and
+    said; another minor is refused."""
+    monkeypatch.setenv("OFFSET_JOURNAL_JARS_DIR", str(tmp_path / "jars"))
+    minor = ".".join(SPARK.split(".")[:2])
+    missing = f"{minor}.99"  # no registry has it: what a lacking mirror looks like
+    monkeypatch.setenv("OFFSET_JOURNAL_CONNECTOR_VERSION", missing)
+    code = main(["jars", "kafka-connector"])
+    out, err = capsys.readouterr()
+    line = _one_error_line(err)
+    assert code != 0 and out == ""
+    coordinate = f"org.apache.spark:spark-sql-kafka-0-10_{SCALA}:{missing}"
+    assert f"Maven could not resolve it ({coordinate} cannot be had: " in line, line
+    assert (f"to use the connector of another Spark {minor}.x release (your choice, none is "
+            f"picked for you), set OFFSET_JOURNAL_CONNECTOR_VERSION={minor}.<patch>") in line
+    assert main(["jars", "kafka-connector", "--packages"]) == 0  # fetches nothing
+    assert capsys.readouterr().out.strip() == coordinate
+    # the jobs' check of a submitted jar follows the choice
+    check_connector_matches(SPARK, [f"/x/spark-sql-kafka-0-10_{SCALA}-{missing}.jar"])
+    with pytest.raises(JarsError, match=f"expected {re.escape(coordinate)}$"):
+        check_connector_matches(SPARK, [f"/x/spark-sql-kafka-0-10_{SCALA}-{SPARK}.jar"])
+    assert connector_note() == (
+        f"Spark's Kafka connector {missing} for PySpark {SPARK}: another patch release, as "
+        "OFFSET_JOURNAL_CONNECTOR_VERSION or --version chose")
+
+    monkeypatch.setenv("OFFSET_JOURNAL_CONNECTOR_VERSION", "9.9.0")
+    code = main(["jars", "kafka-connector", "--packages"])
+    out, err = capsys.readouterr()
+    assert code != 0 and out == ""
+    assert _one_error_line(err) == (
+        f"offset-journal: error: OFFSET_JOURNAL_CONNECTOR_VERSION=9.9.0 is not a Spark {minor}.x "
+        f"release, and PySpark here is {SPARK}: the Kafka connector must be of Spark's own "
+        f"minor (unset it, or give a {minor}.x release)")
+    assert not list((tmp_path / "jars").glob("kafka-connector-*/*.jar"))
+
+
 def test_connector_without_maven_is_one_line_naming_the_coordinate(
         capsys: pytest.CaptureFixture[str], tmp_path: Path,
         monkeypatch: pytest.MonkeyPatch) -> None:
@@ -72,9 +125,12 @@ def test_connector_jar_of_another_spark_is_refused_with_the_expected_coordinate(
     with pytest.raises(JarsError) as err:
         check_connector_matches(SPARK, ["/opt/jars/kafka-clients-3.9.0.jar", other])
     assert str(err.value).endswith(f"expected {EXPECTED}")
+    # this Spark's version built for the other Scala: ClassNotFoundException at run time
+    with pytest.raises(JarsError, match=f"does not match Spark {SPARK}: expected {EXPECTED}$"):
+        check_connector_matches(SPARK, [f"/x/spark-sql-kafka-0-10_{OTHER_SCALA}-{SPARK}.jar"])
     with pytest.raises(JarsError, match=f"not on spark.jars: expected {EXPECTED}$"):
         check_connector_matches(SPARK, ["/opt/jars/kafka-clients-3.9.0.jar"])
-    check_connector_matches(SPARK, [f"file:/x/spark-sql-kafka-0-10_2.13-{SPARK}.jar"])
+    check_connector_matches(SPARK, [f"file:/x/spark-sql-kafka-0-10_{SCALA}-{SPARK}.jar"])
     assert connector_coordinate(SPARK) == EXPECTED
 
 

@@ -16,7 +16,11 @@ from pathlib import Path
 import pytest
 
 from offset_journal import Journal
-from offset_journal.local.jars import installed_spark_version
+from offset_journal.local.jars import (
+    connector_jar_name,
+    installed_scala_binary,
+    installed_spark_version,
+)
 from tests.jobs_support import JOBS, read_parquet_outputs
 
 pytestmark = [pytest.mark.spark, pytest.mark.slow]
@@ -43,8 +47,8 @@ def _run_job(argv: list[str], home: Path, log: Path) -> None:
     env = dict(os.environ, PYSPARK_PYTHON=sys.executable, PYSPARK_DRIVER_PYTHON=sys.executable,
                SPARK_HOME=str(home),
                # the launcher's class-path builder asks for the Scala version outside a
-               # Spark build tree; PySpark's jars are Scala 2.13
-               SPARK_SCALA_VERSION="2.13")
+               # Spark build tree: the one PySpark's jars are built for
+               SPARK_SCALA_VERSION=installed_scala_binary())
     env.pop("PYSPARK_SUBMIT_ARGS", None)
     with log.open("w") as out:
         done = subprocess.run([sys.executable, str(JOBS / "kafka_to_sink.py"), *argv], env=env,
@@ -74,7 +78,7 @@ def test_upgrade_on_local_cluster_is_exactly_once(spark, journal_url, kafka_clus
     # while they shut down; only executors that ran tasks are looked at.)
     logs = [text for text in _executor_logs(home) if "Running task" in text]
     assert len(logs) == 2, f"expected 2 executors that ran tasks, found {len(logs)}"
-    connector = f"spark-sql-kafka-0-10_2.13-{installed_spark_version()}.jar"
+    connector = connector_jar_name(installed_spark_version())
     for text in logs:
         assert re.search(rf"Fetching spark://\S+/jars/{re.escape(connector)}", text), \
             text[-3000:]

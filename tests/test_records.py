@@ -42,6 +42,18 @@ def test_guide_example_kafka_progress():
     assert rec.raw_progress is None and rec.problems == []
 
 
+def test_batch_duration_is_batch_duration_or_on_spark_3_5_the_trigger_execution():
+    """Spark 4's progress JSON says ``batchDuration``; Spark 3.5's leaves it out (the guide's
+    example is that shape), and its ``durationMs.triggerExecution`` is journaled instead."""
+    body = json.loads(progress())
+    assert "batchDuration" not in body and body["durationMs"]["triggerExecution"] == 3
+    assert batch_from_progress(json.dumps(body)).batch_duration_ms == 3
+    body["batchDuration"] = 7  # Spark 4: the batch's own duration, taken as it is
+    assert batch_from_progress(json.dumps(body)).batch_duration_ms == 7
+    del body["batchDuration"], body["durationMs"]
+    assert batch_from_progress(json.dumps(body)).batch_duration_ms is None
+
+
 def test_two_kafka_sources_in_one_query():
     rec = batch_from_progress(progress(sources=[
         kafka_source("orders", {"orders": {"0": 5}}, {"orders": {"0": 9}}),

@@ -119,6 +119,13 @@ def _by_command(spark: Any, listener: Any, journal_url: str, source: tuple[str, 
     code, out, err = rs.cli(capsys, "--database-url", journal_url, "state", "restore", str(sp),
                             "--to", str(tmp_path / "ck-x"), "--query", f"{query_file}:nope")
     assert code == 2 and "no function 'nope' there" in err
+    exits = tmp_path / "exits.py"
+    exits.write_text("import sys\n\n\ndef v2(spark, checkpoint, starting):\n    sys.exit(0)\n")
+    code, out, err = rs.cli(capsys, "--database-url", journal_url, "state", "restore", str(sp),
+                            "--to", str(tmp_path / "ck-x"), "--query", f"{exits}:v2",
+                            "--no-record")
+    assert code == 1 and "v2() called sys.exit(0) instead of returning" in err, err
+    assert len(err.strip().splitlines()) == 1 and not (tmp_path / "ck-x").exists()
 
 
 def _refused(spark: Any, journal_url: str, events: Any, sp: Path, v1_ck: Path,
@@ -276,6 +283,70 @@ def test_a_running_jobs_checkpoint_repartitioned_in_place(
     assert decision.request["repartition"]["to"] == 4 and decision.checkpoint == str(ck)
     code, out, err = rs.cli(capsys, "--database-url", journal_url, "audit", "totals")
     assert code == 0, out
+
+
+def test_a_query_the_journal_does_not_know_is_repartitioned_only_when_said_stopped(
+        spark, journal_url, kafka_cluster, kafka_topic, tmp_path, capsys):
+    """A RocksDB aggregation on 2 partitions the journal has no run of (no listener).
+    While it runs, ``state repartition`` is refused (the journal cannot tell), with
+    ``--assume-stopped`` too (it runs in this session): the checkpoint byte for byte as
+    it was, the query reads on. Stopped, refused without ``--assume-stopped``; with it, a
+    repartition that fails after writing its batch (one partition's state file
+    unreadable) removes what it wrote; with the file back it repartitions to 4, says it
+    journaled nothing, and the query resumes with every key's totals in 4 partitions."""
+    from offset_journal.savepoint.spark import PROVIDER_CONF, ROCKSDB_PROVIDER, session_conf
+    from tests.support import count_rows, one_error_line
+
+    servers = kafka_cluster.bootstrap_servers
+    produced = kafka_cluster.produce(kafka_topic, 60, value=rs.amounts)
+    ck = tmp_path / "ck"
+
+    def writer() -> Any:
+        return (rs.totals(rs.events(spark, servers, kafka_topic)).writeStream.outputMode("update")
+                .format("noop").queryName("totals").option("checkpointLocation", str(ck)))
+
+    def repartition(*extra: str) -> tuple[int, str, str]:
+        return rs.cli(capsys, "--database-url", journal_url, "state", "repartition",
+                      "--checkpoint", str(ck), "--partitions", "4", *extra)
+
+    with session_conf(spark, PROVIDER_CONF, ROCKSDB_PROVIDER):
+        q = writer().trigger(processingTime="200 milliseconds").start()
+        q.processAllAvailable()
+        found = rs.tree(ck)
+        code, out, err = repartition()
+        assert "has no run of query id" in one_error_line(code, err) and out == ""
+        assert "--assume-stopped" in err
+        code, out, err = repartition("--assume-stopped")
+        assert "runs in this Spark session" in one_error_line(code, err)
+        assert rs.tree(ck) == found
+        produced += kafka_cluster.produce(kafka_topic, 30, start=60, value=rs.amounts)
+        q.processAllAvailable()
+        assert q.isActive and q.exception() is None
+        q.stop()
+        code, out, err = repartition()
+        assert "has no run of query id" in one_error_line(code, err)
+
+        victim = max((ck / "state" / "0" / "1").glob("*.zip"), key=lambda p: int(p.stem))
+        kept = victim.read_bytes()
+        victim.write_bytes(b"not a zip")
+        found = rs.tree(ck)
+        code, out, err = repartition("--assume-stopped")
+        line = one_error_line(code, err)
+        assert "cannot repartition the state of" in line, line
+        assert "what it wrote is removed: the checkpoint is as it was" in line, line
+        assert rs.tree(ck) == found
+        victim.write_bytes(kept)
+
+        code, out, err = repartition("--assume-stopped")
+        assert code == 0, err
+        assert "2 -> 4 partitions" in out
+        assert "not journaled (the journal has no run of query id" in err
+        assert count_rows(journal_url, "restart_plans") == 0
+        produced += kafka_cluster.produce(kafka_topic, 20, start=90, value=rs.amounts)
+        rs.run(writer(), "totals", ck)
+    state = rs.state(spark, ck)
+    assert {r.key.grp: tuple(r.value) for r in state} == rs.reference(produced)
+    assert {r.partition_id for r in state} == {0, 1, 2, 3}
 
 
 # --------------------------------------------------------------------------- the command

@@ -225,6 +225,107 @@ def test_stream_stream_join_keeps_both_sides(
         assert mine == ref and mine, side
 
 
+OUTER_QUERY = '''
+from pyspark.sql import functions as F
+
+
+def _events(spark, topic, starting):
+    values = F.split(F.col("value").cast("string"), ",")
+    return (spark.readStream.format("kafka").option("kafka.bootstrap.servers", {servers!r})
+            .option("subscribe", topic).option("startingOffsets", starting)
+            .option("maxOffsetsPerTrigger", "20").load()
+            .select(values[0].cast("long").alias("id"), values[2].cast("long").alias("amount"),
+                    F.col("timestamp").alias("ts")))
+
+
+def joined(spark, checkpoint, starting):
+    """A LEFT OUTER join with time bounds and watermarks, into a file sink next to its
+    checkpoint."""
+    left = _events(spark, {left!r}, starting[0]).withWatermark("ts", "5 seconds")
+    right = (_events(spark, {right!r}, starting[1])
+             .select(F.col("id").alias("rid"), F.col("amount").alias("paid"),
+                     F.col("ts").alias("rts")).withWatermark("rts", "5 seconds"))
+    rows = left.join(right, F.expr("id = rid AND rts BETWEEN ts - interval 3 seconds "
+                                   "AND ts + interval 3 seconds"), "leftOuter")
+    return (rows.select("id", "amount", "paid", "ts", "rts").writeStream.outputMode("append")
+            .format("parquet").option("path", checkpoint + "-out").queryName("outer")
+            .option("checkpointLocation", checkpoint))
+'''
+
+
+def _unmatched(i: int) -> str:
+    """A right side record; every fourth id is another (its left rows never match)."""
+    n = i // 2
+    return f"{n + 1000 if n % 4 == 0 else n},g{n % 3},{(n * 37) % 101}"
+
+
+def test_an_outer_join_from_the_savepoints_rows_is_refused_unless_its_flags_are_declared(
+        journaled_spark, journal_url, kafka_cluster, kafka_topic, tmp_path, capsys):
+    """A LEFT OUTER join on the HDFS-backed store (no RocksDB bytes to copy): the
+    savepoint's rows carry no 'matched' flag, so ``state restore`` refuses in one line
+    naming the join type and its flag. Declared (``--assume-matched 0:true``, recorded
+    with the plan) it restores, and the note says what that costs, which is exactly what
+    v1 and v2 together lack against a run that never stopped: the null-padded row of
+    each left row the savepoint held that never matched."""
+    import runpy
+    from collections import Counter
+
+    from offset_journal.savepoint import load_savepoint
+    from offset_journal.savepoint.spark import PROVIDER_CONF, session_conf
+
+    spark, listener = journaled_spark
+    right = kafka_topic + "-payments"
+    query = tmp_path / "outer.py"
+    query.write_text(OUTER_QUERY.format(servers=kafka_cluster.bootstrap_servers,
+                                        left=kafka_topic, right=right))
+    joined = runpy.run_path(str(query))["joined"]
+    kafka_cluster.produce(kafka_topic, 20, value=_record, timestamp_ms=_burst_ms)
+    kafka_cluster.produce(right, 14, value=_unmatched, timestamp_ms=_burst_ms)
+    with session_conf(spark, PROVIDER_CONF, rs.HDFS):
+        rs.run(joined(spark, str(tmp_path / "ck-v1"), ["earliest"] * 2), "outer",
+               tmp_path / "ck-v1", listener)
+    code, _out, err = rs.cli(capsys, "--database-url", journal_url, "savepoint", "create",
+                             "outer", "--checkpoint", str(tmp_path / "ck-v1"),
+                             "--to", str(tmp_path / "sp"))
+    assert code == 0, err
+    held = {r.value.id for r in rs.state(spark, tmp_path / "ck-v1", joinSide="left")}
+    kafka_cluster.produce(kafka_topic, 20, start=20, value=_record, timestamp_ms=_burst_ms)
+    kafka_cluster.produce(right, 26, start=14, value=_unmatched, timestamp_ms=_burst_ms)
+
+    restore = ["--database-url", journal_url, "state", "restore", str(tmp_path / "sp"),
+               "--query", f"{query}:joined"]
+    code, out, err = rs.cli(capsys, *restore, "--to", str(tmp_path / "ck-refused"))
+    assert code == 1 and len(err.strip().splitlines()) == 1, err
+    assert ("operator 0 (stream-stream-join, symmetricHashJoin) is a LEFT OUTER join, which "
+            "reads each row's 'matched' flag") in err
+    assert "(--assume-matched 0:true or --assume-matched 0:false)" in err
+    assert "Rules(" not in err and not (tmp_path / "ck-refused").exists()
+    code, out, err = rs.cli(capsys, *restore, "--to", str(tmp_path / "ck-v2"),
+                            "--assume-matched", "0:true")
+    assert code == 0, err
+    assert ("a LEFT OUTER join restored from the savepoint's rows, which carry no 'matched' "
+            "flag: every row restored as matched (declared: --assume-matched 0:true): a left "
+            "row that never matched emits no null-padded row") in out
+    with Journal(journal_url) as journal:
+        recorded = journal.recorded_plans("outer")[-1]
+        manifest = load_savepoint(str(tmp_path / "sp"), journal, verify=False).manifest
+    assert recorded.request["restore_rules"] == {"matched": {"0": True}}
+    ends = [json.dumps(e.offset) for e in sorted(manifest.end_offsets, key=lambda e: e.index)]
+    rs.run(joined(spark, str(tmp_path / "ck-v2"), ends), "outer", tmp_path / "ck-v2")
+    with session_conf(spark, PROVIDER_CONF, rs.HDFS):
+        rs.run(joined(spark, str(tmp_path / "ck-ref"), ["earliest"] * 2), "outer-reference",
+               tmp_path / "ck-ref")
+
+    def rows(checkpoint: str) -> list[tuple[Any, ...]]:
+        return [tuple(r) for r in spark.read.parquet(str(tmp_path / checkpoint) + "-out")
+                .collect()]
+
+    reference = rows("ck-ref")
+    lost = [r for r in reference if r[2] is None and r[0] in held]
+    assert lost, "the savepoint held left rows that never matched and expire in v2"
+    assert Counter(rows("ck-v1") + rows("ck-v2")) == Counter(reference) - Counter(lost)
+
+
 # --------------------------------------------------------------------------- RocksDB bytes
 
 

@@ -295,6 +295,33 @@ def test_a_plan_from_a_savepoint_starts_after_its_batch_and_names_what_is_carrie
     assert row["request"]["state"] == [[0, "aggregation", 3, "seeded"]]
 
 
+def test_a_restore_plan_names_the_way_of_the_interface_it_was_made_for():
+    """The plan's "how" of a restored operator names what its reader runs: the command
+    that restores (a plan the plan commands print), this restore (`state restore`), or
+    restore_savepoint (a job, the Python API). What the restore declares is recorded."""
+    sp = Savepoint(_manifest(), "/sp", 7)
+    hows = {command: _plan(sp, restore=True, command=command).state[0].how
+            for command in ("plan", "starting-offsets", "state-restore", "api")}
+    assert hows["plan"] == hows["starting-offsets"]
+    assert hows["plan"].startswith("restored: `offset-journal state restore 7 --to CHECKPOINT "
+                                   "--query FILE:FUNCTION` (or the job started from this plan "
+                                   "with --restore) writes its 3 keys")
+    assert hows["state-restore"].startswith("restored: this restore (offset-journal state "
+                                            "restore) writes its 3 keys")
+    assert hows["api"].startswith("restored: restore_savepoint (a job's --restore")
+    assert "restore_savepoint" not in hows["plan"] + hows["state-restore"]
+
+    declared = {"matched": {"0": False}, "time_zone": "America/New_York"}
+    request = PlanRequest("counts", savepoint="/sp", restore=True, restore_rules=declared)
+    plan = _plan(sp, restore=True, restore_rules=declared)
+    row = plan_row(plan, request.checked(), "state-restore")
+    assert row["command"] == "state-restore" and row["request"]["restore_rules"] == declared
+    assert "restore_rules" not in plan_row(plan, replace(request, restore_rules=None).checked(),
+                                           "state-restore")["request"]
+    with pytest.raises(RestartError, match=r"they apply to a plan with restore \(--restore\)"):
+        replace(request, restore=False).checked()
+
+
 def test_state_a_built_in_operator_cannot_take_is_refused_unless_discarded():
     windowed = Operator(0, "stateStoreSave", "aggregation", 2, ("default",), windowed=True)
     dedup = Operator(1, "dedupe", "dedup", 2, ("default",))

@@ -27,6 +27,7 @@ from ..errors import ConfigError
 from ..journal.db import resolve_url
 from ..records import ASYNC_EXECUTION, CLUSTER, PROGRESS, REAL_TIME_TRIGGER, STARTED, TERMINATED
 from ..redaction import redact
+from ..spark_version import require
 from ._ownership import directory_refusal
 from ._recent import DEFAULT_MAX_BYTES, DEFAULT_SECONDS
 from ._spool import Spool, default_spool_dir
@@ -492,17 +493,21 @@ def attach(spark: Any, database_url: str | None = None, **options: Any) -> Offse
     In a classic session the writer starts at once, replaying any spool an earlier
     driver left. Under Spark Connect it starts on the first event; where the listener
     runs on the server (PySpark 3.5) the returned object is only the client's copy.
-    ``savepoints=`` (classic sessions): each schedule is bound here to ``spark``, a
-    journal of its own and the listener's ``flush``, after its location was found
-    writable (ConfigError, and nothing attached, otherwise).
+    ConfigError (one line) on a Spark older than the listener needs (3.5), before
+    anything is attached. ``savepoints=`` (classic sessions, Spark with the State Data
+    Source): each schedule is bound here to ``spark``, a journal of its own and the
+    listener's ``flush``, after its location was found writable (ConfigError, and
+    nothing attached, otherwise).
     """
-    listener = OffsetJournalListener(database_url, **options)
+    listener = OffsetJournalListener(database_url, **options)  # checks its settings first
+    require("journal", str(spark.version))
     if listener._savepoints:
         if _is_connect(spark):
             raise ConfigError("savepoints= needs a classic SparkSession (the savepoints read "
                               "the state on the driver); under Spark Connect, run "
                               "`offset-journal savepoint create --under ... --keep ...` from "
                               "cron instead")
+        require("savepoint-create", str(spark.version))
         from ..journal import Journal
 
         journal = listener._savepoint_journal = Journal(listener._config.database_url)

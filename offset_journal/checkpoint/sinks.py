@@ -45,6 +45,8 @@ from .store import SINK_LOG_NAME, Store, decode, open_store, snippet
 
 SINK_LOG_DIR = "_spark_metadata"
 DELTA_LOG_DIR = "_delta_log"
+FILE_SINK = "FileSink["
+DELTA_SINK = "DeltaSink["
 _COMMIT = re.compile(r"([0-9]{20})\.json")
 _CHECKPOINT = re.compile(
     r"([0-9]{20})\.checkpoint(?:\.([0-9]{10})\.([0-9]{10})|\.[0-9a-fA-F-]{36})?\.(parquet|json)")
@@ -81,6 +83,17 @@ class DeltaTxns:
     txns: Mapping[str, int] = field(default_factory=dict)
     checkpoint: int | None = None
     bytes_read: int = 0
+
+
+def described_sink(description: str | None) -> tuple[str, str] | None:
+    """(kind, path) of a sink Spark describes as ``FileSink[path]`` or ``DeltaSink[path]``
+    (a progress's ``sink.description``, the journal's ``sink_description``); None for
+    any other sink."""
+    text = (description or "").strip()
+    for prefix, kind in ((FILE_SINK, "file"), (DELTA_SINK, "delta")):
+        if text.startswith(prefix) and text.endswith("]") and len(text) > len(prefix) + 1:
+            return kind, text[len(prefix):-1]
+    return None
 
 
 def read_file_sink_log(output_path: str | os.PathLike[str], *, fs: Any = None,
@@ -303,5 +316,5 @@ class _Counted:
         self.closed = True
 
 
-__all__ = ["DELTA_LOG_DIR", "SINK_LOG_DIR", "DeltaTxns", "FileSinkLog", "read_delta_txns",
-           "read_file_sink_log"]
+__all__ = ["DELTA_LOG_DIR", "DELTA_SINK", "FILE_SINK", "SINK_LOG_DIR", "DeltaTxns", "FileSinkLog",
+           "described_sink", "read_delta_txns", "read_file_sink_log"]

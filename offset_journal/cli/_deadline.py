@@ -21,9 +21,10 @@ from ..values import parse_timeout
 ENV_TIMEOUT = "OFFSET_JOURNAL_TIMEOUT"
 DEFAULT_TIMEOUT = 120.0
 """Seconds a command may take before it gives up (--timeout, $OFFSET_JOURNAL_TIMEOUT)."""
-UNBOUNDED = frozenset({"jars", "demo", "savepoint"})
+UNBOUNDED = frozenset({"jars", "demo", "savepoint", "state"})
 """Commands that run as long as they need unless a deadline is asked for: a first
-Maven download, the demo's streaming jobs, a savepoint's export of a large state."""
+Maven download, the demo's streaming jobs, a savepoint's export of a large state, a
+restore or repartition that writes a large state through Spark."""
 GRACE = 5.0
 """Seconds past the deadline after which the last resort runs if unwinding hangs."""
 
@@ -36,7 +37,7 @@ class DeadlineExceeded(BaseException):
 
 def command_deadline(timeout: float | None, command: str | None) -> float | None:
     """The command's deadline in seconds: ``timeout`` (--timeout), else
-    $OFFSET_JOURNAL_TIMEOUT, else the default (none for jars, demo and savepoint)."""
+    $OFFSET_JOURNAL_TIMEOUT, else the default (none for the commands in UNBOUNDED)."""
     if timeout is not None:
         return float(timeout)
     env = os.environ.get(ENV_TIMEOUT, "").strip()

@@ -227,9 +227,13 @@ def cmd_jars(args: argparse.Namespace) -> int:
             return EXIT_OK
         if args.set != "kafka-connector":
             raise UsageError("--packages is for kafka-connector and delta only")
-        say(jars.connector_coordinate(args.jar_version or jars.installed_spark_version()))
+        say(jars.connector_coordinate(args.jar_version or jars.connector_version()))
         return EXIT_OK
     paths = jars.jars(args.set, args.jar_version)
+    if args.set == "kafka-connector":
+        note = jars.connector_note(args.jar_version)
+        if note:  # another patch than PySpark's: the user's choice, said where they look
+            complain("note", note)
     if args.format == "list":
         for path in paths:
             say(str(path))

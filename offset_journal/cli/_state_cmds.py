@@ -10,7 +10,8 @@ returns the new query's ``DataStreamWriter`` (``starting_offsets``: each source'
 
 ``state repartition --checkpoint CK --partitions N`` runs Spark's offline repartition
 of a RocksDB checkpoint (:mod:`offset_journal.savepoint.restore.repartition`): refused
-while the journal says the query runs, journaled as a decision.
+while the journal says the query runs or has no run of it (``--assume-stopped``),
+journaled as a decision, or said not to be.
 
 Both need PySpark and offset-journal's state-restore helper jar, which they build (Maven,
 once) and put on the local session's class path themselves (with Spark's Kafka connector
@@ -38,15 +39,19 @@ def add_state(subs: Any, common: argparse.ArgumentParser, parser_class: type) ->
                     "added to the checkpoint, every store rewritten into N partitions; "
                     "the query, started again on the checkpoint, runs with N shuffle "
                     "partitions. RocksDB checkpoints only; refused while the journal says "
-                    "the query runs. Needs PySpark (a local session; --master for another) "
-                    "and Maven (the helper jar, built once).")
+                    "the query runs, and for a query id the journal has no run of (it "
+                    "cannot tell) unless --assume-stopped; a repartition that fails "
+                    "removes what it wrote. Needs PySpark (a local session; --master for "
+                    "another) and Maven (the helper jar, built once).")
     rep.add_argument("--checkpoint", required=True, metavar="CK",
                      help="the stopped query's checkpoint directory (or URL)")
     rep.add_argument("--partitions", required=True, type=int, metavar="N",
                      help="the shuffle partitions the query runs with from its next batch")
     rep.add_argument("--assume-stopped", action="store_true",
-                     help="the query is stopped although the journal has no termination "
-                          "for its last run (killed before it was journaled); recorded")
+                     help="the query is stopped although the journal cannot tell: no "
+                          "termination journaled for its last run (killed before it was "
+                          "journaled), or no run of its query id at all (not journaled "
+                          "then); recorded with the decision")
     rep.add_argument("--master", default=None,
                      help="Spark master for the repartition (default local[*])")
     rep.add_argument("--no-record", action="store_true",
@@ -56,6 +61,7 @@ def add_state(subs: Any, common: argparse.ArgumentParser, parser_class: type) ->
 
 
 def _add_restore(state_subs: Any, common: argparse.ArgumentParser) -> None:
+    from ._query_file import query_ref
     from .plan_args import savepoint_ref
 
     res = state_subs.add_parser(
@@ -65,16 +71,18 @@ def _add_restore(state_subs: Any, common: argparse.ArgumentParser) -> None:
         description="The plan from the savepoint (recorded), the new query's bootstrap "
                     "batch on the new checkpoint (it reads nothing), every operator's state "
                     "checked against the new query's and written; start the query on the "
-                    "checkpoint afterwards. Proven on Spark 4.2.0 only. Needs PySpark and "
+                    "checkpoint afterwards. Runs on Spark 4.2 (any 4.2.x). Needs PySpark and "
                     "Maven (the helper jar, built once).")
     res.add_argument("savepoint", metavar="ID|DIR", type=savepoint_ref,
                      help="the savepoint's id in the journal, or its directory")
     res.add_argument("--to", required=True, metavar="NEW_CHECKPOINT",
                      help="the new query's checkpoint: missing or empty")
-    res.add_argument("--query", required=True, metavar="FILE:FUNCTION", type=load_function,
+    res.add_argument("--query", required=True, metavar="FILE:FUNCTION", type=query_ref,
                      help="a Python file (or module) and the function in it that returns "
                           "the new query's DataStreamWriter: FUNCTION(spark, checkpoint, "
-                          "starting_offsets)")
+                          "starting_offsets); the file runs when the command starts, "
+                          "before Spark or the journal is touched (a regular file, 1 MiB "
+                          "at most)")
     res.add_argument("--partitions", type=_positive, default=None, metavar="N",
                      help="the new query's shuffle partitions (default: the old query's)")
     res.add_argument("--bootstrap-servers", default=None,
@@ -90,6 +98,18 @@ def _add_restore(state_subs: Any, common: argparse.ArgumentParser) -> None:
     res.add_argument("--rename-state", action="append", default=[], metavar="OP:NEW=OLD",
                      type=_pair,
                      help="a transformWithState state variable renamed (repeatable)")
+    res.add_argument("--assume-matched", action="append", default=[], metavar="OP:BOOL",
+                     type=_matched,
+                     help="an outer or semi stream-stream join OP restored from the "
+                          "savepoint's rows, which carry no 'matched' flag: write every row "
+                          "as matched (true: a row that never matched emits no null-padded "
+                          "row) or unmatched (false: one that did emits one too); recorded "
+                          "with the plan")
+    res.add_argument("--time-zone", default=None, metavar="ZONE", type=_zone,
+                     help="the time zone the new query's session runs in "
+                          "(spark.sql.session.timeZone), e.g. America/New_York or +05:00: "
+                          "a date field that became a timestamp is each date at midnight "
+                          "there; recorded with the plan")
     res.add_argument("--discard-state", action="store_true",
                      help="accept losing the state of operators that cannot be carried "
                           "(recorded with the plan as its decision)")
@@ -125,9 +145,11 @@ def state_session(master: str | None, *, kafka: bool = False) -> tuple[Any, bool
 def cmd_state_repartition(args: argparse.Namespace) -> int:
     from ..journal import Journal
     from ..journal.db import resolve_url
-    from ..savepoint.restore.repartition import repartition_state
+    from ..savepoint.restore.repartition import preflight, repartition_state
 
     with Journal(resolve_url(args.database_url)) as journal:
+        preflight(args.checkpoint, args.partitions, journal,
+                  assume_stopped=args.assume_stopped)
         spark, own = state_session(args.master)
         try:
             done = repartition_state(spark, args.checkpoint, args.partitions, journal=journal,
@@ -142,6 +164,8 @@ def cmd_state_repartition(args: argparse.Namespace) -> int:
           "which reads nothing); start the query again on the same checkpoint")
     if done.plan_id is not None:
         print(f"journaled as decision {done.plan_id}")
+    elif args.no_record:
+        print("not journaled (--no-record)")
     elif done.record_problem:
         import sys
 
@@ -168,6 +192,32 @@ def _pair(text: str) -> tuple[int, str, str]:
     return int(op), new.strip(), old.strip()
 
 
+def _matched(text: str) -> tuple[int, bool]:
+    """``OP:true`` or ``OP:false``."""
+    op, _, flag = text.partition(":")
+    if not op.strip().isdigit() or flag.strip().lower() not in ("true", "false"):
+        raise argparse.ArgumentTypeError(f"{text!r}: use OPERATOR:true or OPERATOR:false")
+    return int(op), flag.strip().lower() == "true"
+
+
+def _zone(text: str) -> str:
+    """A time zone Spark takes: a region (``America/New_York``), ``UTC``, or an offset
+    (``+05:00``)."""
+    import re
+    import zoneinfo
+
+    zone = text.strip()
+    if re.fullmatch(r"(UTC|GMT)?[+-](0?\d|1[0-8])(:[0-5]\d)?|UTC|GMT|Z", zone):
+        return zone
+    try:
+        zoneinfo.ZoneInfo(zone)
+    except (ValueError, zoneinfo.ZoneInfoNotFoundError):
+        raise argparse.ArgumentTypeError(
+            f"{text!r}: not a time zone (a region such as America/New_York, UTC, or an "
+            "offset such as +05:00)") from None
+    return zone
+
+
 def _named_state(text: str) -> tuple[int, str]:
     """``OP:NAME``."""
     op, _, name = text.partition(":")
@@ -183,37 +233,39 @@ def _by_operator(pairs: list[tuple[int, str, str]]) -> dict[int, dict[str, str]]
     return out
 
 
-def load_function(ref: str) -> Any:
-    """``FILE.py:FUNCTION`` or ``module:FUNCTION``: the function (an argument error for
-    anything else: the command stops before Spark or the journal is touched)."""
-    import importlib
-    import os
-    import runpy
+def _journal_restore(journal: Any, plan: Any, request: Any, restored: Any,
+                     record: bool) -> list[str]:
+    """The restore journaled once it is done, in the order the audit takes: the plan,
+    its link to the bootstrap run, the run's batch (from its progress: the command's
+    session has no listener). A refused restore journals nothing. The warnings."""
+    import sqlalchemy as sa
 
-    where, _, name = ref.rpartition(":")
-    if not where or not name:
-        raise argparse.ArgumentTypeError(f"{ref!r}: use FILE.py:FUNCTION or module:FUNCTION")
-    try:
-        if where.endswith(".py") or os.sep in where:
-            found = runpy.run_path(where).get(name)
-        else:
-            found = getattr(importlib.import_module(where), name, None)
-    except (OSError, ImportError) as exc:
-        raise argparse.ArgumentTypeError(f"{ref!r}: {exc}") from None
-    if not callable(found):
-        raise argparse.ArgumentTypeError(f"{ref!r}: no function {name!r} there")
-    return found
+    from ..errors import OffsetJournalError
+    from ..formatting import first_line
+    from ..redaction import redact
+    from ..restart.edge import journal_sink_batches
+    from ..restart.record import record_plan
+    from ..savepoint.restore import journal_bootstrap
 
-
-def _linker(journal: Any, plan_id: int | None) -> Any:
-    """The plan linked to the bootstrap run as it starts, before its batch is
-    journaled (a link recorded later is not one the audit takes)."""
-    if plan_id is None:
-        return None
-
-    def link(run_id: str) -> None:
-        journal.link_plan(plan_id, run_id)
-    return link
+    warnings = []
+    if record:
+        journal_sink_batches(journal, plan)
+        record_plan(journal, plan, request, "state-restore")
+    if plan.plan_id is not None:
+        try:
+            journal.link_plan(plan.plan_id, restored.bootstrap_run_id)
+        except (OffsetJournalError, sa.exc.SQLAlchemyError) as exc:
+            warnings.append(f"plan {plan.plan_id} was not linked to the bootstrap run "
+                            f"{restored.bootstrap_run_id}: "
+                            f"{redact(first_line(getattr(exc, 'orig', None) or exc))}")
+    elif plan.record_problem:
+        warnings.append(plan.record_problem)
+    if restored.bootstrap is not None:
+        problem = journal_bootstrap(journal, restored.bootstrap, plan.query_name)
+        if problem is not None:
+            warnings.append(f"the bootstrap run {restored.bootstrap_run_id} was not "
+                            f"journaled: {problem}")
+    return warnings
 
 
 def cmd_state_restore(args: argparse.Namespace) -> int:
@@ -226,20 +278,26 @@ def cmd_state_restore(args: argparse.Namespace) -> int:
     from ..savepoint.restore import Rules, restore_savepoint
     from ..savepoint.restore.offsets import concrete_ends
     from ..savepoint.spark import session_conf
+    from ._query_file import load_function
+    from ._restore_flags import CommandFlags
 
-    build = args.query
+    build = load_function(args.query)
     rules = Rules(variable=dict(args.into_state), fields=_by_operator(args.map_field),
                   variables=_by_operator(args.rename_state),
-                  discard=bool(args.discard_state))
+                  discard=bool(args.discard_state), matched=dict(args.assume_matched),
+                  time_zone=args.time_zone, spelling=CommandFlags())
     with Journal(resolve_url(args.database_url)) as journal:
         found = load_savepoint(args.savepoint, journal, verify=False,
                                unrecorded=args.unrecorded_savepoint)
         m = found.manifest
-        plan = plan_restart(None, PlanRequest(
+        request = PlanRequest(
             m.query_name, savepoint=args.savepoint, restore=True, checkpoint=args.to,
             bootstrap_servers=args.bootstrap_servers, discard_state=args.discard_state,
-            unrecorded_savepoint=args.unrecorded_savepoint), journal=journal,
-            record=not args.no_record, command="api")
+            unrecorded_savepoint=args.unrecorded_savepoint,
+            restore_rules=rules.recorded() or None).checked()
+        # Recorded once the restore is done (_journal_restore): a refused one leaves no plan.
+        plan = plan_restart(None, request, journal=journal, record=False,
+                            command="state-restore")
         if not plan.ok:
             from ..errors import RestartError
 
@@ -253,15 +311,16 @@ def cmd_state_restore(args: argparse.Namespace) -> int:
                 restored = restore_savepoint(
                     spark, found, args.to, lambda: build(spark, args.to, starting),
                     ends=concrete_ends(plan.sources), rules=rules, journal=journal,
-                    expect_sha256=plan.savepoint_sha256,
-                    on_start=_linker(journal, plan.plan_id))
+                    expect_sha256=plan.savepoint_sha256)
         finally:
             if own:
                 spark.stop()
+        warnings = _journal_restore(journal, plan, request, restored, not args.no_record)
     print(restored.explain())
     if plan.plan_id is not None:
-        print(f"recorded as plan {plan.plan_id}; start the new query on {args.to}: it "
-              "resumes after the restored batch")
-    elif plan.record_problem:
-        print(f"offset-journal: warning: {plan.record_problem}", file=sys.stderr)
+        print(f"recorded as plan {plan.plan_id}, linked to the bootstrap run "
+              f"{restored.bootstrap_run_id}; start the new query on {args.to}: it resumes "
+              "after the restored batch")
+    for warning in warnings:
+        print(f"offset-journal: warning: {warning}", file=sys.stderr)
     return 0

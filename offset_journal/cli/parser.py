@@ -402,9 +402,10 @@ def _add_tools(subs: Subparsers, parents: tuple[argparse.ArgumentParser, ...],
              "Kafka broker's class path")
     jars.add_argument("set", choices=list(JAR_SETS))
     jars.add_argument("--version", dest="jar_version", default=None,
-                      help="default: the installed PySpark's (connector, state-restore), "
-                           "the installed delta-spark's (delta), the Hadoop PySpark bundles "
-                           "(s3a) or the pinned Kafka release (broker)")
+                      help="default: the installed PySpark's (connector, state-restore; "
+                           "for the connector, $OFFSET_JOURNAL_CONNECTOR_VERSION picks another "
+                           "patch of its minor), the installed delta-spark's (delta), the "
+                           "Hadoop PySpark bundles (s3a) or the pinned Kafka release (broker)")
     jars.add_argument("--format", choices=["spark-jars", "classpath", "list"],
                       default="spark-jars",
                       help="comma-separated (spark.jars), a Java class path, or one per line")

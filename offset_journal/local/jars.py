@@ -1,27 +1,35 @@
 """The JVM parts: Spark's Kafka connector and a Kafka broker, fetched from Maven Central.
 
-Spark reads Kafka only through its own connector, ``spark-sql-kafka-0-10_2.13``, whose
-version must be exactly Spark's. ``spark-submit --packages`` resolves it with Ivy, which
-does not see Maven's settings (mirrors, proxies) and fetches again on every new cache.
-Here the small Maven projects in ``jvm/`` resolve each set once per version into a cache
-outside the repository (``~/.cache/offset-journal/jars/<name>-<version>-<pom digest>/``, or
-``$OFFSET_JOURNAL_JARS_DIR``); later calls only list the directory.
+Spark reads Kafka only through its own connector, ``spark-sql-kafka-0-10_<scala>``, whose
+version must be Spark's and whose Scala binary version (2.12 or 2.13) must be the one
+PySpark's own jars were built for (``scala-library-2.12.18.jar``: 2.12, PySpark 3.5's).
+``spark-submit --packages`` resolves it with Ivy, which does not see Maven's settings
+(mirrors, proxies) and fetches again on every new cache. Here the small Maven projects
+in ``jvm/`` resolve each set once per version into a cache outside the repository
+(``~/.cache/offset-journal/jars/<name>-<version>-<digest>/``, or
+``$OFFSET_JOURNAL_JARS_DIR``; the digest covers the pom and the settings given to
+Maven, the Scala binary version and the PySpark whose jars were left out among them);
+later calls only list the directory.
 
 * ``kafka-connector``: the connector and the runtime jars PySpark does not already ship,
-  for ``spark.jars`` (which also ships them to executors).
+  for ``spark.jars`` (which also ships them to executors), at exactly the installed
+  PySpark's version; another patch of the same minor only when the user sets
+  ``$OFFSET_JOURNAL_CONNECTOR_VERSION`` (a registry may lack a patch; said when used).
 * ``kafka-broker``: ``kafka_2.13`` (a KRaft broker, ``kafka.Kafka``), Kafka's tools
   (``kafka-tools``: ConsumerGroupCommand and friends) and the log4j2 binding that Kafka's
   tarball adds and its POM lacks, for :mod:`offset_journal.local.kafka`.
 * ``kafka-mirror``: MirrorMaker 2 (``connect-mirror`` with the Connect runtime, the mirror
   client and the JSON converter) at the broker's Kafka version, with the same log4j2
   binding, for :mod:`offset_journal.local.mirror` (MM2 in dedicated mode).
-* ``delta``: Delta Lake (``io.delta:delta-spark_<spark binary>_2.13`` with
-  ``delta-storage`` and Delta Kernel), at the installed ``delta-spark`` Python package's
-  version, for ``spark.jars`` (Delta's own ``configure_spark_with_delta_pip`` uses Ivy).
+* ``delta``: Delta Lake (``io.delta:delta-spark_<spark binary>_<scala>`` from Delta 4.1,
+  ``delta-spark_<scala>`` before, with ``delta-storage`` and Delta Kernel), at the
+  installed ``delta-spark`` Python package's version, for ``spark.jars`` (Delta's own
+  ``configure_spark_with_delta_pip`` uses Ivy).
 * ``state-restore``: offset-journal's own small Java helper (``jvm/state-restore``), BUILT
   with Maven against ``spark-sql_2.13`` at the installed PySpark's version (Spark
   itself provided, not shipped), for ``spark.jars``: the savepoint restore and the state
-  repartition (:mod:`offset_journal.savepoint.restore`). Cached by the digest of its pom
+  repartition (:mod:`offset_journal.savepoint.restore`), on the Spark minors
+  :mod:`offset_journal.spark_version` says they run on. Cached by the digest of its pom
   and sources.
 * ``s3a``: Spark's ``s3a://`` file system, ``hadoop-aws`` at exactly the Hadoop version
   PySpark bundles, with the AWS SDK v2 modules it calls (not the SDK's 686 MB bundle),
@@ -46,6 +54,8 @@ from pathlib import Path
 from typing import Literal
 
 from ..errors import JarsError
+from ..spark_version import default_scala, parse, problem
+from ._maven import reason as maven_reason
 
 log = logging.getLogger(__name__)
 
@@ -55,13 +65,19 @@ JAR_SETS: tuple[JarSet, ...] = ("kafka-connector", "kafka-broker", "kafka-mirror
                                 "state-restore", "s3a")
 STATE_RESTORE_JAR = "state-restore.jar"
 ENV_JARS_DIR = "OFFSET_JOURNAL_JARS_DIR"
+ENV_CONNECTOR_VERSION = "OFFSET_JOURNAL_CONNECTOR_VERSION"
+"""Another patch release of the installed PySpark's minor for Spark's Kafka connector,
+when the registry lacks the installed one's: the user's choice, never made here."""
 #: The broker's version: any Kafka 4.x broker serves Spark's connector's clients.
 KAFKA_VERSION = "4.1.1"
-CONNECTOR_ARTIFACT = "org.apache.spark:spark-sql-kafka-0-10_2.13"
+CONNECTOR_ARTIFACT = "org.apache.spark:spark-sql-kafka-0-10"
+"""Without its Scala suffix: ``_2.12`` or ``_2.13``, PySpark's own (:func:`scala_for`)."""
 S3A_ARTIFACT = "org.apache.hadoop:hadoop-aws"
 #: Delta Lake's release when the delta-spark Python package is not installed (4.4.0 is the
-#: newest on Maven Central for Spark 4.2; PyPI's 4.4.1 has no jar there).
+#: newest on Maven Central for Spark 4.2; PyPI's 4.4.1 has no jar there), for Spark 4.2
+#: only: another Spark needs the delta-spark release made for it installed.
 DELTA_VERSION = "4.4.0"
+DELTA_VERSION_SPARK = (4, 2)
 #: The session settings Delta Lake needs besides its jars.
 DELTA_SPARK_CONF = {
     "spark.sql.extensions": "io.delta.sql.DeltaSparkSessionExtension",
@@ -98,9 +114,69 @@ class JarSpec:
         return f"{self.name}-{self.version}-{hashed.hexdigest()[:8]}"
 
 
-def connector_coordinate(spark_version: str) -> str:
-    """The ``--packages`` coordinate of Spark's Kafka connector for ``spark_version``."""
-    return f"{CONNECTOR_ARTIFACT}:{spark_version}"
+def connector_coordinate(spark_version: str, scala: str | None = None) -> str:
+    """The ``--packages`` coordinate of Spark's Kafka connector for ``spark_version``
+    (``scala``: default :func:`scala_for` it)."""
+    return f"{CONNECTOR_ARTIFACT}_{scala or scala_for(spark_version)}:{spark_version}"
+
+
+def connector_jar_name(spark_version: str, scala: str | None = None) -> str:
+    """``spark-sql-kafka-0-10_2.12-3.5.1.jar``: the connector's jar file."""
+    artifact = CONNECTOR_ARTIFACT.split(":")[1]
+    return f"{artifact}_{scala or scala_for(spark_version)}-{spark_version}.jar"
+
+
+def connector_version() -> str:
+    """The Kafka connector's version for the installed PySpark: its own, or the patch
+    release of the same minor the user set in ``$OFFSET_JOURNAL_CONNECTOR_VERSION``
+    (JarsError for another minor: its classes would not match Spark's)."""
+    installed = installed_spark_version()
+    chosen = os.environ.get(ENV_CONNECTOR_VERSION, "").strip()
+    if not chosen or chosen == installed:
+        return installed
+    checked_version(chosen)
+    line = ".".join(map(str, parse(installed).line))
+    if parse(chosen).line != parse(installed).line:
+        raise JarsError(f"{ENV_CONNECTOR_VERSION}={chosen} is not a Spark {line}.x release, "
+                        f"and PySpark here is {installed}: the Kafka connector must be of "
+                        f"Spark's own minor (unset it, or give a {line}.x release)")
+    return chosen
+
+
+def connector_note(version: str | None = None) -> str | None:
+    """A line saying the connector is another patch than PySpark's (the user's choice in
+    ``$OFFSET_JOURNAL_CONNECTOR_VERSION``), None when it is PySpark's own."""
+    chosen = version or connector_version()
+    installed = installed_spark_version()
+    if chosen == installed:
+        return None
+    if parse(chosen).line != parse(installed).line:
+        return (f"Spark's Kafka connector {chosen}, as --version asked: not for the PySpark "
+                f"here ({installed}), whose Spark it would not run on")
+    return (f"Spark's Kafka connector {chosen} for PySpark {installed}: another patch release, "
+            f"as {ENV_CONNECTOR_VERSION} or --version chose")
+
+
+def installed_scala_binary() -> str:
+    """The Scala binary version PySpark's jars were built for (``scala-library-2.12.18.jar``:
+    2.12): every Scala artifact on its class path must be built for the same."""
+    found = sorted(_spark_jars_dir().glob("scala-library-*.jar"))
+    if not found:
+        raise JarsError(f"no scala-library jar in {_spark_jars_dir()}: cannot tell which Scala "
+                        "PySpark is built for")
+    release = found[0].name.removeprefix("scala-library-").removesuffix(".jar")
+    return ".".join(release.split(".")[:2])
+
+
+def scala_for(spark_version: str) -> str:
+    """The Scala binary version of artifacts for Spark ``spark_version``: the installed
+    PySpark's when it is the same minor (its jars say), else that Spark's default."""
+    wanted = parse(spark_version)
+    try:
+        installed = parse(installed_spark_version())
+    except JarsError:
+        return default_scala(wanted)
+    return installed_scala_binary() if installed.line == wanted.line else default_scala(wanted)
 
 
 def installed_spark_version() -> str:
@@ -114,13 +190,36 @@ def installed_spark_version() -> str:
 
 def installed_delta_version() -> str:
     """The installed delta-spark Python package's version (its jars must match it), else
-    :data:`DELTA_VERSION`."""
+    :data:`DELTA_VERSION` on the Spark it is for; JarsError on another Spark."""
     from importlib.metadata import PackageNotFoundError, version
 
     try:
         return version("delta-spark")
     except PackageNotFoundError:
+        spark = installed_spark_version()
+        if parse(spark).line != DELTA_VERSION_SPARK:
+            raise JarsError(f"delta-spark is not installed: pip install the delta-spark release "
+                            f"made for Spark {spark_binary_version()} (PySpark here is "
+                            f"{spark}), or give the delta set's version") from None
         return DELTA_VERSION
+
+
+def delta_artifact(delta_version: str, spark_binary: str, scala: str) -> str:
+    """Delta's artifact for a Spark: ``delta-spark_4.2_2.13`` from Delta 4.1 (built for
+    several Spark minors), ``delta-spark_2.13`` before (one Spark each)."""
+    if parse(delta_version).line >= (4, 1):
+        return f"delta-spark_{spark_binary}_{scala}"
+    return f"delta-spark_{scala}"
+
+
+def installed_jackson_version() -> str:
+    """The jackson-databind PySpark ships (2.21.2 for 4.2.0, 2.15.2 for 3.5.1): Delta's one
+    Jackson module Spark does not ship must be the same release."""
+    found = sorted(_spark_jars_dir().glob("jackson-databind-*.jar"))
+    if not found:
+        raise JarsError(f"no jackson-databind jar in {_spark_jars_dir()}: cannot tell the "
+                        "Jackson release PySpark ships")
+    return found[0].name.removeprefix("jackson-databind-").removesuffix(".jar")
 
 
 def installed_hadoop_version() -> str:
@@ -135,7 +234,7 @@ def installed_hadoop_version() -> str:
 
 def spark_binary_version() -> str:
     """``4.2`` for PySpark 4.2.0: the Spark part of Delta's artifact name."""
-    return ".".join(installed_spark_version().split(".")[:2])
+    return ".".join(map(str, parse(installed_spark_version()).line))
 
 
 def jvm_dir() -> Path:
@@ -176,8 +275,11 @@ def spec_for(name: JarSet, version: str | None = None) -> JarSpec:
     if version is not None:
         checked_version(version)
     if name == "kafka-connector":
-        return JarSpec(name, version or installed_spark_version(),
-                       jvm_dir() / "kafka-connector" / "pom.xml", "spark.version")
+        chosen = version or connector_version()
+        # the installed PySpark: its jars decide what the set leaves out
+        return JarSpec(name, chosen, jvm_dir() / "kafka-connector" / "pom.xml",
+                       "spark.version", (("scala.binary.version", scala_for(chosen)),
+                                         ("pyspark.version", installed_spark_version())))
     if name == "kafka-broker":
         return JarSpec(name, version or KAFKA_VERSION,
                        jvm_dir() / "kafka-broker" / "pom.xml", "kafka.version")
@@ -185,15 +287,26 @@ def spec_for(name: JarSet, version: str | None = None) -> JarSpec:
         return JarSpec(name, version or KAFKA_VERSION,
                        jvm_dir() / "kafka-mirror" / "pom.xml", "kafka.version")
     if name == "state-restore":
-        return JarSpec(name, version or installed_spark_version(),
-                       jvm_dir() / "state-restore" / "pom.xml", "spark.version", build=True)
+        chosen = version or installed_spark_version()
+        refused = problem("state-restore", chosen)
+        if refused is not None:  # its sources call one Spark minor's internal classes
+            raise JarsError(f"cannot build offset-journal's state-restore helper for Spark "
+                            f"{chosen}: {refused}")
+        return JarSpec(name, chosen, jvm_dir() / "state-restore" / "pom.xml", "spark.version",
+                       build=True)
     if name == "delta":
-        return JarSpec(name, version or installed_delta_version(),
-                       jvm_dir() / "delta" / "pom.xml", "delta.version",
-                       (("spark.binary.version", spark_binary_version()),))
+        chosen = version or installed_delta_version()
+        binary, scala = spark_binary_version(), installed_scala_binary()
+        return JarSpec(name, chosen, jvm_dir() / "delta" / "pom.xml", "delta.version",
+                       (("delta.artifact", delta_artifact(chosen, binary, scala)),
+                        ("jackson.version", installed_jackson_version())))
     if name == "s3a":
-        return JarSpec(name, version or installed_hadoop_version(),
-                       jvm_dir() / "s3a" / "pom.xml", "hadoop.version")
+        chosen = version or installed_hadoop_version()
+        if parse(chosen).line < (3, 4):
+            raise JarsError(f"the s3a set is for Hadoop 3.4 and later (AWS SDK v2); Hadoop "
+                            f"{chosen} (PySpark's) needs hadoop-aws {chosen} with its SDK v1 "
+                            "bundle: give them on spark.jars or --packages")
+        return JarSpec(name, chosen, jvm_dir() / "s3a" / "pom.xml", "hadoop.version")
     raise JarsError(f"unknown jar set {name!r}: use one of {', '.join(JAR_SETS)}")
 
 
@@ -209,7 +322,7 @@ def jars(name: JarSet, version: str | None = None) -> list[Path]:
                 _fetch(spec, target)
     found = sorted(target.glob("*.jar"))
     if name == "kafka-connector":
-        _check_connector(found, spec.version)
+        _check_connector(found, spec)
     if name == "delta":
         _check_delta(found, spec)
     if name == "s3a" and not any(p.name == f"hadoop-aws-{spec.version}.jar" for p in found):
@@ -296,7 +409,7 @@ def _run_maven(mvn: str, spec: JarSpec, out: Path) -> None:
     except subprocess.TimeoutExpired as exc:
         raise JarsError(_advice(spec, f"Maven did not finish in {_MAVEN_TIMEOUT_S} s")) from exc
     if done.returncode != 0:
-        raise JarsError(_advice(spec, f"Maven could not resolve it ({_maven_reason(done.stdout)})"))
+        raise JarsError(_advice(spec, f"Maven could not resolve it ({maven_reason(done.stdout)})"))
 
 
 def _build_with_maven(mvn: str, spec: JarSpec, out: Path) -> None:
@@ -313,31 +426,14 @@ def _build_with_maven(mvn: str, spec: JarSpec, out: Path) -> None:
         raise JarsError(_advice(spec, f"Maven did not finish in {_MAVEN_TIMEOUT_S} s")) from exc
     jar = build / f"{spec.name}.jar"
     if done.returncode != 0 or not jar.is_file():
-        raise JarsError(_advice(spec, f"Maven could not build it ({_maven_reason(done.stdout)})"))
+        raise JarsError(_advice(spec, f"Maven could not build it ({maven_reason(done.stdout)})"))
     jar.rename(out / jar.name)
     shutil.rmtree(build, ignore_errors=True)
 
 
-def _maven_reason(output: str) -> str:
-    """The most telling line of a failed Maven run, without its colour codes."""
-    plain = re.sub(r"\x1b\[[0-9;]*m", "", output)
-    lines = [ln.removeprefix("[ERROR]").strip() for ln in plain.splitlines()
-             if ln.startswith("[ERROR]") and ln.removeprefix("[ERROR]").strip()]
-    for ln in lines:
-        found = re.search(r"(\S+ was not found in \S+)", ln)
-        if found:
-            return found.group(1)
-    for ln in lines:
-        if "Could not" in ln or "Missing" in ln or "resolve" in ln or "Failed" in ln:
-            return ln[:300]
-    return lines[0][:300] if lines else "no error message"
-
-
 def _advice(spec: JarSpec, reason: str) -> str:
     if spec.name == "kafka-connector":
-        return (f"cannot fetch Spark's Kafka connector {connector_coordinate(spec.version)}: "
-                f"{reason}; or start Spark with --packages "
-                f"{connector_coordinate(spec.version)}")
+        return _connector_advice(spec, reason)
     if spec.name == "delta":
         return f"cannot fetch Delta Lake {delta_coordinate(spec)}: {reason}"
     if spec.name == "state-restore":
@@ -351,10 +447,22 @@ def _advice(spec: JarSpec, reason: str) -> str:
     return f"cannot fetch the Kafka broker org.apache.kafka:kafka_2.13:{spec.version}: {reason}"
 
 
+def _connector_advice(spec: JarSpec, reason: str) -> str:
+    """The connector's failure, and the user's ways on: another patch of the same minor
+    (their choice, never made here), or Spark's own --packages."""
+    scala = dict(spec.properties).get("scala.binary.version")
+    coordinate = connector_coordinate(spec.version, scala)
+    line = ".".join(map(str, parse(spec.version).line))
+    return (f"cannot fetch Spark's Kafka connector {coordinate}: {reason}; to use the "
+            f"connector of another Spark {line}.x release (your choice, none is picked for "
+            f"you), set {ENV_CONNECTOR_VERSION}={line}.<patch> or give "
+            f"`offset-journal jars kafka-connector --version {line}.<patch>`; or start Spark "
+            f"with --packages {coordinate}")
+
+
 def delta_coordinate(spec: JarSpec) -> str:
     """``io.delta:delta-spark_4.2_2.13:4.4.0`` for a delta spec."""
-    binary = dict(spec.properties).get("spark.binary.version", "")
-    return f"io.delta:delta-spark_{binary}_2.13:{spec.version}"
+    return f"io.delta:{dict(spec.properties)['delta.artifact']}:{spec.version}"
 
 
 def _artifact(jar: str) -> str:
@@ -372,6 +480,12 @@ def _drop_jars_spark_ships(directory: Path) -> None:
 
 
 def _spark_jars_dir() -> Path:
+    """The jars of the Spark that runs: ``$SPARK_HOME/jars`` when set (as PySpark itself
+    finds Spark; under spark-submit its Python even comes from a zip there), else the
+    pyspark package's own."""
+    home = os.environ.get("SPARK_HOME")
+    if home and (Path(home) / "jars").is_dir():
+        return Path(home) / "jars"
     try:
         import pyspark
     except ImportError as exc:
@@ -379,18 +493,18 @@ def _spark_jars_dir() -> Path:
     return Path(pyspark.__file__).resolve().parent / "jars"
 
 
-def _check_connector(found: list[Path], version: str) -> None:
-    """The connector jar of exactly ``version`` must be there."""
-    expected = f"spark-sql-kafka-0-10_2.13-{version}.jar"
+def _check_connector(found: list[Path], spec: JarSpec) -> None:
+    """The connector jar of exactly the spec's version and Scala must be there."""
+    scala = dict(spec.properties).get("scala.binary.version")
+    expected = connector_jar_name(spec.version, scala)
     if not any(p.name == expected for p in found):
         raise JarsError(f"Spark's Kafka connector {expected} is missing from "
-                        f"{cache_root()}: expected {connector_coordinate(version)}")
+                        f"{cache_root()}: expected {connector_coordinate(spec.version, scala)}")
 
 
 def _check_delta(found: list[Path], spec: JarSpec) -> None:
-    """Delta's jar of exactly the spec's version and Spark binary version must be there."""
-    binary = dict(spec.properties).get("spark.binary.version", "")
-    expected = f"delta-spark_{binary}_2.13-{spec.version}.jar"
+    """Delta's jar of exactly the spec's version, Spark and Scala must be there."""
+    expected = f"{dict(spec.properties)['delta.artifact']}-{spec.version}.jar"
     if not any(p.name == expected for p in found):
         raise JarsError(f"Delta Lake's {expected} is missing from {cache_root()}: "
                         f"expected {delta_coordinate(spec)}")
@@ -398,13 +512,18 @@ def _check_delta(found: list[Path], spec: JarSpec) -> None:
 
 def check_connector_matches(spark_version: str, jar_paths: list[str]) -> None:
     """Raise when the ``spark.jars`` given hold a Kafka connector of another Spark
-    version than the one running (Spark fails much later, with a NoSuchMethodError)."""
+    version or Scala than the one running (Spark fails much later, with a
+    NoSuchMethodError or ClassNotFoundException). Another patch of the same minor passes
+    when the user chose it (``$OFFSET_JOURNAL_CONNECTOR_VERSION``)."""
     names = [Path(p).name for p in jar_paths]
-    connectors = [n for n in names if n.startswith("spark-sql-kafka-0-10_2.13-")]
-    expected = f"spark-sql-kafka-0-10_2.13-{spark_version}.jar"
+    prefix = CONNECTOR_ARTIFACT.split(":")[1] + "_"
+    connectors = [n for n in names if n.startswith(prefix)]
+    wanted = connector_version() if spark_version == installed_spark_version() \
+        else spark_version
+    expected = connector_jar_name(wanted)
     if not connectors:
         raise JarsError("Spark's Kafka connector is not on spark.jars: expected "
-                        f"{connector_coordinate(spark_version)}")
+                        f"{connector_coordinate(wanted)}")
     if expected not in connectors:
         raise JarsError(f"Spark's Kafka connector {connectors[0]} does not match Spark "
-                        f"{spark_version}: expected {connector_coordinate(spark_version)}")
+                        f"{spark_version}: expected {connector_coordinate(wanted)}")

@@ -71,6 +71,8 @@ class PlanInputs:
     Delta source path of the anchor, the table id there now (a path mapped to None: no
     table there; to an exception: it could not be read); the field None: not gathered,
     nothing checked.
+    ``command``: who hands the plan out (:data:`~.record.COMMANDS`): its advice names
+    that interface's way (a command's, or the Python API's).
     """
 
     request: PlanRequest
@@ -102,6 +104,7 @@ class PlanInputs:
     problems_cut: bool = False
     spool_losses: Sequence[SpoolLoss] = ()
     delta_tables: Mapping[str, str | None | Exception] | None = None
+    command: str = "api"
 
     @property
     def mode(self) -> Mode:

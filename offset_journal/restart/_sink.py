@@ -28,6 +28,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
+from ..checkpoint.sinks import described_sink
 from ..errors import RestartError
 from ..formatting import from_epoch_ms
 from ..offsets import PartitionOffset, as_kafka_offsets, looks_like_kafka, partition_offsets
@@ -42,8 +43,6 @@ from .request import SINK_NONE
 if TYPE_CHECKING:
     from ..checkpoint.model import Checkpoint, CheckpointBatch
 
-FILE_SINK = "FileSink["
-DELTA_SINK = "DeltaSink["
 GIVE_SINK = "--sink PATH for a file sink, --sink delta:PATH for a Delta table"
 
 
@@ -55,16 +54,6 @@ class SinkOutcome:
     taken: tuple[Batch, ...] = ()
     findings: Findings = field(default_factory=Findings)
     record: dict[str, Any] | None = None
-
-
-def described_sink(description: str | None) -> tuple[str, str] | None:
-    """(kind, path) of a sink Spark describes as ``FileSink[path]`` or ``DeltaSink[path]``
-    (the journal's ``sink_description``); None for any other sink."""
-    text = (description or "").strip()
-    for prefix, kind in ((FILE_SINK, "file"), (DELTA_SINK, "delta")):
-        if text.startswith(prefix) and text.endswith("]") and len(text) > len(prefix) + 1:
-            return kind, text[len(prefix):-1]
-    return None
 
 
 def sink_outcome(inp: PlanInputs) -> SinkOutcome:

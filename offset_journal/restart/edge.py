@@ -14,6 +14,7 @@ from contextlib import contextmanager
 from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING, Any
 
+from ..checkpoint.sinks import described_sink
 from ..errors import CheckpointError, JournalError, RestartError
 from ..formatting import first_line, format_time
 from ..journal import FLAGGED_PROBLEMS, Batch, Journal, SpoolLoss
@@ -27,7 +28,6 @@ from ._from_time import chosen_offsets, epoch_millis
 from ._inputs import PlanInputs
 from ._other_sources import delta_path
 from ._plan import decide, refuse_used_checkpoint
-from ._sink import described_sink
 from .kafka_offsets import kafka_topics
 from .model import (
     MODE_STATE_AWARE,
@@ -87,7 +87,7 @@ def plan_restart(database_url: str | None, query: str | PlanRequest, *,
         request = PlanRequest(query, **options).checked()
     places = locations(request)  # before the journal is opened: refusing changes nothing
     with _opened(database_url, journal) as j:
-        plan = plan_from_journal(j, request, places)
+        plan = plan_from_journal(j, request, places, command)
         if record:
             journal_sink_batches(j, plan)
             record_plan(j, plan, request, command)
@@ -95,11 +95,12 @@ def plan_restart(database_url: str | None, query: str | PlanRequest, *,
 
 
 def plan_from_journal(journal: Journal, request: PlanRequest,
-                      places: Locations | None = None) -> RestartPlan:
+                      places: Locations | None = None, command: str = "api") -> RestartPlan:
     """The plan for a checked ``request``, from an open journal; ``places``: the
-    request's :func:`locations` when already read. Two steps: :func:`gather` reads
-    every fact, :func:`~._plan.decide` decides from them alone."""
-    plan = decide(gather(journal, request, places))
+    request's :func:`locations` when already read; ``command``: who hands it out. Two
+    steps: :func:`gather` reads every fact, :func:`~._plan.decide` decides from them
+    alone."""
+    plan = decide(gather(journal, request, places, command))
     for w in plan.warnings:
         log.info("restart plan for %s: %s", request.query_name, w)
     return plan
@@ -119,7 +120,7 @@ def _opened(database_url: str | None, journal: Journal | None) -> Iterator[Journ
 
 
 def gather(journal: Journal, request: PlanRequest,
-           places: Locations | None = None) -> PlanInputs:
+           places: Locations | None = None, command: str = "api") -> PlanInputs:
     """Every fact a plan for ``request`` may need, read once (the I/O step), as one
     frozen :class:`~._inputs.PlanInputs`: the journal's rows, the old checkpoint and
     its sink, the new locations, the cluster and its mirror, the savepoint, the Delta
@@ -143,6 +144,7 @@ def gather(journal: Journal, request: PlanRequest,
         spool_losses=_spool_losses(journal, request.query_name),
         **kafka_facts(journal, request, found),
         delta_tables=delta_tables(found.anchor),
+        command=command,
     )
 
 

@@ -36,8 +36,8 @@ if TYPE_CHECKING:
 
 log = logging.getLogger(__name__)
 
-COMMANDS = ("starting-offsets", "plan", "api")
-"""Who handed the plan out: the two commands, or the Python API (jobs)."""
+COMMANDS = ("starting-offsets", "plan", "state-restore", "api")
+"""Who handed the plan out: the three commands that plan, or the Python API (jobs)."""
 
 
 RecordedPosition = Literal["after", "at", "as-of", "rewind", "from-time", "savepoint"]
@@ -121,8 +121,9 @@ def handed_out(plan: RestartPlan) -> list[tuple[int, str, int, int]]:
 def _state(plan: RestartPlan, request: PlanRequest) -> dict[str, Any]:
     """A plan from a savepoint: which (id, location, manifest SHA-256), what was asked
     (seed, discard_state: a loss accepted is a decision; unrecorded_savepoint: a
-    savepoint the journal never recorded accepted is one too) and each operator's state
-    with what became of it: [[operator id, kind, keys, decision], ...]."""
+    savepoint the journal never recorded accepted is one too; restore_rules: what the
+    restore declares, a join's ``matched`` flags or a time zone among them) and each
+    operator's state with what became of it: [[operator id, kind, keys, decision], ...]."""
     if plan.savepoint_location is None:
         return {}
     seed = request.seed if isinstance(request.seed, str) else list(request.seed)
@@ -130,6 +131,7 @@ def _state(plan: RestartPlan, request: PlanRequest) -> dict[str, Any]:
                           "sha256": plan.savepoint_sha256},
             "seed": seed or None, "discard_state": request.discard_state,
             "restore": request.restore,
+            "restore_rules": dict(request.restore_rules or {}) or None,
             "unrecorded_savepoint": request.unrecorded_savepoint,
             "state": [[c.operator_id, c.kind, c.keys, c.decision] for c in plan.state]}
 

@@ -96,6 +96,9 @@ class PlanRequest:
     ``restore``: every old operator's state is written straight into the new checkpoint
     before its first batch (:func:`offset_journal.savepoint.restore.restore_savepoint`,
     the JVM path, built-in operators too), not seeded in Python; not with ``seed``.
+    ``restore_rules``: what the restore itself declares (``state restore``'s renamed
+    fields, the ``matched`` flag of a join's rows, the time zone of a date; plain JSON),
+    recorded with the plan as its decisions; only with ``restore``.
     ``unrecorded_savepoint``: accept a savepoint directory whose manifest the journal did
     not record (one made with ``--no-record``), which is otherwise refused: only its own
     checksum vouches for it (recorded as the plan's decision).
@@ -134,6 +137,7 @@ class PlanRequest:
     txn_app_id: str | None = None
     old_checkpoint: str | None = None
     restore: bool = False
+    restore_rules: Mapping[str, Any] | None = None
 
     @property
     def policy(self) -> ReplicationPolicy:
@@ -203,6 +207,10 @@ class PlanRequest:
                 raise RestartError(f"bad operator to seed in {list(seed)!r}: operator ids "
                                    "are numbers >= 0")
             ids = tuple(sorted(set(seed)))
+        if self.restore_rules is not None and (
+                not self.restore or not isinstance(self.restore_rules, Mapping)):
+            raise RestartError("restore rules (restore_rules) are what a restore declares: "
+                               "they apply to a plan with restore (--restore) only")
         if self.savepoint is None:
             if ids or self.discard_state or self.unrecorded_savepoint or self.restore:
                 what = ("--seed" if ids else "--discard-state" if self.discard_state

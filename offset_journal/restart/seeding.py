@@ -117,7 +117,7 @@ def carried_state(inp: PlanInputs, savepoint: Savepoint) -> tuple[list[CarriedSt
                                     "no state to carry", parts))
             continue
         if request.restore and not op.problem:
-            how = _restored(op, keys)
+            how = _restored(op, keys, inp.command, ref)
             found.notes.append(f"State of {label}: {how}.")
             out.append(CarriedState(op.id, op.kind, op.name, keys, "restored", how, parts))
             continue
@@ -144,13 +144,24 @@ def carried_state(inp: PlanInputs, savepoint: Savepoint) -> tuple[list[CarriedSt
     return out, found
 
 
-def _restored(op: Operator, keys: int) -> str:
-    """How a restore carries one operator's state, and why that path."""
-    return (f"restored: restore_savepoint writes its {keys:,} keys into the new checkpoint "
-            "before its first batch (the JVM path: Spark's own state writer, at the new "
-            "query's shuffle partitions), after checking them against the new query's "
-            f"{op.kind} field by field; the Python path (--seed, initial_state) is for a "
-            "transformWithState that transforms its state in Python")
+_RESTORER = {
+    "state-restore": "this restore (offset-journal state restore) writes",
+    "api": "restore_savepoint (a job's --restore: jobs/_common.start_query) writes"}
+"""Who writes a restored operator's state, as the interface that made the plan says it;
+a plan the plan commands print names the command that restores (below)."""
+
+
+def _restored(op: Operator, keys: int, command: str, ref: str) -> str:
+    """How a restore carries one operator's state, and why that path, naming the way
+    of the interface the plan was made for."""
+    who = _RESTORER.get(command) or (
+        f"`offset-journal state restore {ref} --to CHECKPOINT --query FILE:FUNCTION` (or "
+        "the job started from this plan with --restore) writes")
+    return (f"restored: {who} its {keys:,} keys into the new checkpoint before its first "
+            "batch (the JVM path: Spark's own state writer, at the new query's shuffle "
+            f"partitions), after checking them against the new query's {op.kind} field by "
+            "field; the Python path (--seed, initial_state) is for a transformWithState "
+            "that transforms its state in Python")
 
 
 def _what(parts: Sequence[Any]) -> str:

@@ -60,14 +60,25 @@ def read_part(spark: Any, location: str, part: Part, *, verify: bool = True) -> 
         return spark.createDataFrame([], schema)
     if not verify:
         return spark.read.schema(schema).parquet(*paths)
-    from pyspark.sql.pandas.types import to_arrow_schema
-
     expected = {path_key(p): (f.size, f.sha256) for p, f in zip(paths, part.files,
                                                                   strict=True)}
     raw = (spark.read.format("binaryFile").option("ignoreMissingFiles", "false")
            .option("ignoreCorruptFiles", "false").load(paths).select("path", "content"))
-    checked = _checked_parquet(expected, to_arrow_schema(schema, timezone="UTC"), location)
+    checked = _checked_parquet(expected, _arrow_schema(schema), location)
     return raw.mapInArrow(checked, schema)
+
+
+def _arrow_schema(schema: Any) -> Any:
+    """``schema`` as Arrow's, timestamps in UTC: PySpark 4.2's ``to_arrow_schema`` takes
+    ``timezone=``, 4.0's and 4.1's ``timestamp_utc=``."""
+    import inspect
+
+    from pyspark.sql.pandas.types import to_arrow_schema
+
+    convert: Any = to_arrow_schema  # typed as the installed PySpark's
+    if "timezone" in inspect.signature(convert).parameters:
+        return convert(schema, timezone="UTC")
+    return convert(schema, timestamp_utc=True)
 
 
 def _checked_parquet(expected: dict[str, tuple[int, str]], target: Any,

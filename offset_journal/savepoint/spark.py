@@ -23,6 +23,7 @@ from typing import TYPE_CHECKING, Any
 from ..errors import ConfigError, OffsetJournalError, SavepointError
 from ..formatting import first_line
 from ..origin import host_name, os_user
+from ..spark_version import require
 from ._files import check_parts, remove_partial, require_empty, sums, write_manifest
 from ._load import load_planned_savepoint
 from ._verified import read_part
@@ -129,7 +130,9 @@ def create_savepoint(spark: Any, journal: Journal, query_name: str, checkpoint: 
 def export_savepoint(spark: Any, journal: Journal, prepared: Prepared, *,
                      record: bool = True) -> Savepoint:
     """The second half of :func:`create_savepoint`: read and write the state, the
-    manifest, and record it."""
+    manifest, and record it. SavepointError (one line) first, on a Spark without the
+    State Data Source."""
+    require("savepoint-create", str(spark.version), SavepointError)
     batch, target = prepared.batch, prepared.target
     try:
         operators, parts = export_state(spark, prepared.checkpoint, target, batch.batch_id)
@@ -377,7 +380,9 @@ def initial_state(spark: Any, savepoint: Savepoint | str | int, *, operator: int
     state's rows come one element at a time. Give ``expect_sha256=plan.savepoint_sha256``:
     the directory is read again here, and only that digest ties the state read to the
     manifest whose offsets the plan checked (SavepointError for another). The files are
-    checked as :func:`state_frame` checks them, at every read."""
+    checked as :func:`state_frame` checks them, at every read. SavepointError (one line)
+    first on a Spark whose PySpark has no ``initialState``."""
+    require("initial-state", str(spark.version), SavepointError)
     found = load_planned_savepoint(savepoint, journal, database_url, expect_sha256)
     _op, parts = choose_parts(found.manifest, operator, state_var)
     frame = state_frame(spark, found, operator=operator, state_var=state_var, verify=verify)
@@ -388,7 +393,8 @@ def savepoint_session(master: str | None = None,
                       jars: Callable[[], str | None] | None = None) -> tuple[Any, bool]:
     """The running SparkSession (False: not ours to stop), else a local one for
     ``savepoint create`` (True), with what ``jars()`` gives on ``spark.jars`` (asked
-    only then: hadoop-aws for ``s3a://``)."""
+    only then: hadoop-aws for ``s3a://``); SavepointError first, without starting one,
+    when the installed PySpark has no State Data Source."""
     try:
         from pyspark import SparkContext
         from pyspark.sql import SparkSession
@@ -397,6 +403,9 @@ def savepoint_session(master: str | None = None,
                           "(pip install 'offset-journal[demo]')") from None
     if SparkContext._active_spark_context is not None:  # a notebook's, or a test's
         return SparkSession.builder.getOrCreate(), False
+    from pyspark import __version__ as installed
+
+    require("savepoint-create", installed, SavepointError)  # before a JVM starts for nothing
     builder = (SparkSession.builder.appName("offset-journal-savepoint")
                .master(master or "local[*]").config("spark.ui.enabled", "false"))
     extra = jars() if jars is not None else None

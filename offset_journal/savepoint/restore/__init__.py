@@ -12,8 +12,9 @@ RocksDB checkpoint, refused while its query runs.
 
 The modules: ``layout`` and ``matching`` (what goes where, pure), ``_jvm`` (the ONE edge
 to Spark's internals, through the Java helper in ``jvm/state-restore``: proven on Spark
-4.2.0 only), ``_frames`` (the rows written, as DataFrames), ``_write`` (the restore),
-``repartition`` (in place). What needs Spark is imported on first use.
+4.2.x, as :mod:`offset_journal.spark_version` says), ``_frames`` (the rows written, as
+DataFrames), ``_write`` (the restore), ``repartition`` (in place). What needs Spark is
+imported on first use.
 
 May import what :mod:`offset_journal.savepoint` may: :mod:`offset_journal.checkpoint`,
 :mod:`offset_journal.journal` and the shared modules.
@@ -27,10 +28,12 @@ from ...errors import RestoreError
 from .layout import Layout, OperatorPlan, Rules
 
 if TYPE_CHECKING:
+    from ._bootstrap import Bootstrap, journal_bootstrap
     from ._jvm import PROVEN_SPARK
     from ._write import Restored, restore_savepoint
 
-_EDGE = {"restore_savepoint": "_write", "Restored": "_write", "PROVEN_SPARK": "_jvm"}
+_EDGE = {"restore_savepoint": "_write", "Restored": "_write", "PROVEN_SPARK": "_jvm",
+         "Bootstrap": "_bootstrap", "journal_bootstrap": "_bootstrap"}
 
 
 def __getattr__(name: str) -> Any:
@@ -41,5 +44,5 @@ def __getattr__(name: str) -> Any:
     raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
 
-__all__ = ["PROVEN_SPARK", "Layout", "OperatorPlan", "RestoreError", "Restored", "Rules",
-           "restore_savepoint"]
+__all__ = ["PROVEN_SPARK", "Bootstrap", "Layout", "OperatorPlan", "RestoreError", "Restored",
+           "Rules", "journal_bootstrap", "restore_savepoint"]

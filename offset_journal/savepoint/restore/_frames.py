@@ -1,7 +1,9 @@
 """The rows a restore writes, as DataFrames (public Spark API only): each target column
 family's ``key`` and ``value`` structs built from the savepoint's Parquet columns as the
-layout says (:class:`~.layout.Source`), and the old checkpoint's bytes with column
-families renamed. The JVM helper encodes and writes them.
+layout says (:class:`~.layout.Source`; a nested value by name, as its
+:class:`~._nested.Convert` says, where Spark's positional cast would be wrong), and the
+old checkpoint's bytes with column families renamed. The JVM helper encodes and writes
+them.
 """
 
 from __future__ import annotations
@@ -9,6 +11,7 @@ from __future__ import annotations
 from typing import Any
 
 from .._verified import read_part
+from ._nested import Convert
 from .layout import COUNT, INDEX, MATCHED, RawTarget, Source, Target
 
 
@@ -30,7 +33,40 @@ def _expr(source: Source, synthetic: dict[str, Any]) -> Any:
         return inner.cast(_type(source.type)).alias(source.name)
     if source.column is None:
         return F.lit(None).cast(_type(source.type)).alias(source.name)
-    return F.col(f"`{source.column}`").cast(_type(source.type)).alias(source.name)
+    column = F.col(f"`{source.column}`")
+    if source.convert is not None:
+        return converted(column, source.convert).alias(source.name)
+    return column.cast(_type(source.type)).alias(source.name)
+
+
+def converted(value: Any, how: Convert) -> Any:
+    """``value`` (a column of the savepoint's type) as the new type, built as ``how``
+    says: each struct field taken by its name (a null struct stays null), each array
+    element and map entry converted, a date at midnight of its zone."""
+    from pyspark.sql import functions as F
+
+    if how.kind == "cast":
+        return value.cast(_type(how.type))
+    if how.kind == "date":
+        return F.make_timestamp(years=F.year(value), months=F.month(value),
+                                days=F.dayofmonth(value), hours=F.lit(0), mins=F.lit(0),
+                                secs=F.lit(0), timezone=F.lit(how.zone))
+    if how.kind == "struct":
+        built = F.struct(*[converted(value.getField(old), inner).alias(new)
+                           for new, old, inner in how.fields])
+        return F.when(value.isNull(), F.lit(None)).otherwise(built)
+    element = _given(how.element)
+    if how.kind == "array":
+        return F.transform(value, lambda x: converted(x, element))
+    key = _given(how.key)
+    return F.map_from_entries(F.transform(F.map_entries(value), lambda e: F.struct(
+        converted(e["key"], key).alias("key"), converted(e["value"], element).alias("value"))))
+
+
+def _given(how: Convert | None) -> Convert:
+    """An array's or map's part of a Convert (always there for those kinds)."""
+    assert how is not None
+    return how
 
 
 def _struct(sources: tuple[Source, ...], synthetic: dict[str, Any]) -> Any:
@@ -64,7 +100,7 @@ def target_frame(spark: Any, location: str, target: Target) -> Any:
     key_fields = [F.col(f"k.`{s.name}`").alias(s.name) for s in plain_key]
     index = next(s for s in target.key if s.column == INDEX)
     key = F.struct(*key_fields, _expr(index, {INDEX: F.col("i")}))
-    value = _struct(target.value, {**cols, MATCHED: F.lit(True)})
+    value = _struct(target.value, {**cols, MATCHED: F.lit(target.matched)})
     return numbered.select(key.alias("key"), value.alias("value"))
 
 

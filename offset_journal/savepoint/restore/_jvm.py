@@ -5,10 +5,10 @@ Spark's ``StateRewriter``, ``StatePartitionAllColumnFamiliesWriter``,
 ``OfflineStateRepartitionRunner``, operator metadata and state schema readers and offset
 and commit logs. What crosses is plain JSON and DataFrames.
 
-These are internals of one Spark version: :data:`PROVEN_SPARK` is the one they were
-proven on, and any other is refused in one line, here before the JVM is asked and in the
-helper again. The day Spark makes them public, this module and the helper change, and
-nothing else.
+These are internals of one Spark minor: :mod:`offset_journal.spark_version` says which
+(:data:`PROVEN_SPARK`, any patch of it, vendors' builds of it included), and any other is
+refused in one line, here before the JVM is asked and in the helper again. The day Spark
+makes them public, this module and the helper change, and nothing else.
 
 The helper's jar must be on the session's class path (``spark.jars``):
 ``offset-journal jars state-restore`` builds it once (Maven, against
@@ -24,34 +24,32 @@ from collections.abc import Sequence
 from typing import Any
 
 from ...errors import RestoreError
+from ...spark_version import Feature, needs_text, problem
 
-PROVEN_SPARK = "4.2.0"
-"""The Spark version the state restore and repartition are proven on."""
+PROVEN_SPARK = needs_text("state-restore")
+"""The Spark the state restore and repartition are proven on, in words (``Spark 4.2 (any
+4.2.x)``)."""
 HELPER = "io.offsetjournal.state.StateRestore"
 ALL_COLUMN_FAMILIES = "_readAllColumnFamilies"
 """The State Data Source's internal option (Spark 4.2's ``StateSourceOptions``) that
 reads a RocksDB store as the state writer's rows, every column family as bytes."""
 
 
-def version_problem(running: str) -> str | None:
-    """Why the restore refuses Spark ``running`` (None: it is the one proven)."""
-    if running == PROVEN_SPARK:
-        return None
-    return (f"the state restore is proven on Spark {PROVEN_SPARK} only (Spark's internal "
-            f"state writer); this session runs Spark {running}: use the Python path "
-            f"(initial_state) or Spark {PROVEN_SPARK}")
+def version_problem(running: str, feature: Feature = "state-restore") -> str | None:
+    """Why ``feature`` refuses Spark ``running`` (None: it runs there)."""
+    return problem(feature, running)
 
 
-def check_version(spark: Any) -> None:
-    """RestoreError (one line) unless the session runs the Spark version proven."""
-    problem = version_problem(str(spark.version))
-    if problem is not None:
-        raise RestoreError(problem)
+def check_version(spark: Any, feature: Feature = "state-restore") -> None:
+    """RestoreError (one line) unless the session's Spark runs ``feature``."""
+    found = version_problem(str(spark.version), feature)
+    if found is not None:
+        raise RestoreError(found)
 
 
-def helper(spark: Any) -> Any:
+def helper(spark: Any, feature: Feature = "state-restore") -> Any:
     """The helper class in the session's JVM, the Spark version checked first."""
-    check_version(spark)
+    check_version(spark, feature)
     from py4j.java_gateway import JavaClass
 
     found = spark._jvm
@@ -84,6 +82,14 @@ def describe(spark: Any, checkpoint: str, batch_id: int) -> list[dict[str, Any]]
                  helper(spark).describe, spark._jsparkSession, str(checkpoint), batch_id)
     found: list[dict[str, Any]] = json.loads(str(text))
     return found
+
+
+def join_types(spark: Any, query: Any) -> dict[int, str]:
+    """Each stream-stream join of a started query's last batch, operator id to its join
+    type as Spark writes it in SQL (``INNER``, ``LEFT OUTER``...): the operator metadata
+    does not say it."""
+    text = _call("cannot read the new query's plan", helper(spark).joinTypes, query._jsq)
+    return {int(k): str(v) for k, v in json.loads(str(text)).items()}
 
 
 def bootstrap_offsets(spark: Any, checkpoint: str, ends: Sequence[str],
@@ -148,14 +154,47 @@ def repartition(spark: Any, checkpoint: str, partitions: int) -> int:
     """Spark's offline repartition of a stopped query's RocksDB state, in place; returns
     the batch it wrote."""
     return int(_call(f"cannot repartition the state of {checkpoint}",
-                     helper(spark).repartition, spark._jsparkSession, str(checkpoint),
-                     int(partitions)))
+                     helper(spark, "state-repartition").repartition, spark._jsparkSession,
+                     str(checkpoint), int(partitions)))
 
 
 def remove(spark: Any, checkpoint: str) -> None:
     """Delete a new checkpoint a restore could not finish (on any file system)."""
     _call(f"cannot remove the unfinished checkpoint {checkpoint}", helper(spark).remove,
           spark._jsparkSession, str(checkpoint))
+
+
+def writer_options(writer: Any, keys: Sequence[str]) -> dict[str, str | None] | None:
+    """The options ``keys`` a classic ``DataStreamWriter`` was given, read before it
+    starts: Spark 4.2's ``org.apache.spark.sql.classic.DataStreamWriter`` keeps them in
+    its private ``extraOptions`` (a case-insensitive map), whose ``checkpointLocation``
+    and ``queryName`` its ``startQuery`` hands to the query. None when they cannot be
+    read (no JVM writer: Spark Connect keeps them in the client's plan)."""
+    from py4j.protocol import Py4JError
+
+    jwrite = getattr(writer, "_jwrite", None)
+    if jwrite is None:
+        return None
+    try:
+        field = jwrite.getClass().getDeclaredField("extraOptions")
+        field.setAccessible(True)
+        options = field.get(jwrite)
+        found = {key: options.get(key) for key in keys}
+        return {key: str(v.get()) if v.isDefined() else None for key, v in found.items()}
+    except Py4JError:
+        return None
+
+
+def qualified_path(spark: Any, path: str) -> str:
+    """``path`` as Spark resolves a checkpoint location: a Hadoop path qualified by its
+    file system (``/tmp/ck`` and ``ck`` run from ``/tmp`` are both ``file:/tmp/ck``)."""
+    jvm = spark._jvm
+
+    def qualify() -> Any:
+        hadoop = jvm.org.apache.hadoop.fs.Path(str(path))
+        fs = hadoop.getFileSystem(spark._jsc.hadoopConfiguration())
+        return hadoop.makeQualified(fs.getUri(), fs.getWorkingDirectory()).toString()
+    return str(_call(f"cannot resolve the path {path}", qualify))
 
 
 def _now_ms() -> int:

@@ -7,7 +7,9 @@ the savepoint's state written into it at JVM speed, the batch committed.
    new query starts (the savepoint's batch's end offsets, the journal's), with the old
    query's batch watermark, so the new query's first run, one batch (``Trigger.Once``),
    reads nothing: Spark itself writes the new query's operator metadata, state schema
-   files, empty state and ``commits/0`` for the new query's own plan.
+   files, empty state and ``commits/0`` for the new query's own plan. The query is
+   checked to run on this checkpoint before it starts, and its sink after
+   (:mod:`._bootstrap`).
 3. The layout: the savepoint's operators against the new checkpoint's
    (:func:`~.matching.plan_layout`); a mismatch is refused in one line, and the new
    checkpoint removed.
@@ -17,8 +19,9 @@ the savepoint's state written into it at JVM speed, the batch committed.
    those stores' ids and the watermark the old query's next batch would have run with.
 
 The new query then starts normally on the checkpoint: its first real batch is batch 1,
-with every key's state in place. No batch id is skipped: a sink that logs its batches
-(the file sink's ``_spark_metadata``) sees 0, 1, 2...
+with every key's state in place. The old checkpoint is read (watermark, RocksDB bytes)
+only while its ``metadata`` names the savepoint's query id: a location is reused after
+a broken checkpoint is removed, and another query's batch B is not the savepoint's.
 """
 
 from __future__ import annotations
@@ -32,15 +35,9 @@ from typing import TYPE_CHECKING, Any
 
 from ...errors import OffsetJournalError, RestoreError
 from ...formatting import first_line
+from ._bootstrap import BOOTSTRAP_BATCH, Bootstrap, run_bootstrap
 from ._frames import raw_frame, target_frame
-from ._jvm import (
-    StateWrite,
-    bootstrap_offsets,
-    describe,
-    helper,
-    read_all_column_families,
-    remove,
-)
+from ._jvm import StateWrite, describe, helper, read_all_column_families, remove
 from .layout import Layout, NewOperator, Rules, new_operators
 from .matching import plan_layout
 
@@ -50,11 +47,6 @@ if TYPE_CHECKING:
 
 log = logging.getLogger(__name__)
 
-BOOTSTRAP_BATCH = 0
-"""The batch the new query's bootstrap run makes and the restored state replaces (state
-version 1): the new query's first real batch is the next one."""
-BOOTSTRAP_TIMEOUT_S = 600
-
 
 @dataclass(frozen=True)
 class Restored:
@@ -62,7 +54,8 @@ class Restored:
     became of every operator, the notes of every mapping), the watermarks carried, and
     how long each step took (seconds: ``bootstrap``, ``write``, ``total``).
     ``bootstrap_run_id``: the run of the new query that wrote its bootstrap batch (a
-    restart plan is linked to it: the run that started from the plan's offsets)."""
+    restart plan is linked to it: the run that started from the plan's offsets);
+    ``bootstrap``: that run, with its progress (to journal it where no listener did)."""
 
     checkpoint: str
     query_id: str
@@ -74,6 +67,7 @@ class Restored:
     partitions: int
     bootstrap_run_id: str
     seconds: dict[str, float] = field(default_factory=dict)
+    bootstrap: Bootstrap | None = None
 
     @property
     def keys(self) -> int:
@@ -108,7 +102,8 @@ def restore_savepoint(spark: Any, savepoint: Savepoint | str | int, checkpoint: 
     savepoint's end offsets (a job's ``--from-journal`` plan): called once here, for the
     bootstrap batch, and again by the caller to start the query for real. ``ends``:
     each source's start offsets as JSON, in source order (default: the savepoint's end
-    offsets). ``rules``: mappings declared and state discarded (:class:`~.layout.Rules`).
+    offsets). ``rules``: mappings declared and state discarded (:class:`~.layout.Rules`;
+    a date becomes a timestamp in ``spark``'s session time zone unless they name one).
     The savepoint is a loaded one, its directory or its id in the journal (``journal``
     or ``database_url``); ``expect_sha256`` pins the manifest a plan was made from.
     ``on_start(run_id)`` is called as soon as the bootstrap query started, before its
@@ -127,11 +122,12 @@ def restore_savepoint(spark: Any, savepoint: Savepoint | str | int, checkpoint: 
     offsets = list(ends) if ends is not None else _manifest_ends(manifest)
     batch_wm, next_wm, wm_from = watermarks(manifest, journal, database_url)
     try:
-        query_id, run_id = _bootstrap(spark, checkpoint, offsets, batch_wm, query, on_start)
+        boot = run_bootstrap(spark, checkpoint, offsets, batch_wm, query, on_start)
         bootstrapped = time.monotonic()
-        new = new_operators(describe(spark, checkpoint, BOOTSTRAP_BATCH))
-        layout = plan_layout(manifest, new, rules or Rules(),
-                             _old_operators(spark, manifest, checkpoint)).check()
+        new = new_operators(describe(spark, checkpoint, BOOTSTRAP_BATCH), boot.joins)
+        zone = str(spark.conf.get("spark.sql.session.timeZone"))
+        layout = _checked(plan_layout(manifest, new, (rules or Rules()).in_session(zone),
+                                      _old_operators(spark, manifest, checkpoint)), manifest)
         partitions = _partitions(checkpoint, new)
         _write(spark, found, checkpoint, layout, partitions, next_wm)
     except BaseException as exc:
@@ -141,11 +137,11 @@ def restore_savepoint(spark: Any, savepoint: Savepoint | str | int, checkpoint: 
         raise RestoreError(f"cannot restore {found.label()} into {checkpoint}: "
                            f"{first_line(exc)}") from None
     done = time.monotonic()
-    restored = Restored(checkpoint, query_id, found, layout, batch_wm, next_wm, wm_from,
-                        partitions, run_id,
+    restored = Restored(checkpoint, boot.query_id, found, layout, batch_wm, next_wm, wm_from,
+                        partitions, boot.run_id,
                         {"bootstrap": round(bootstrapped - started, 3),
                          "write": round(done - bootstrapped, 3),
-                         "total": round(done - started, 3)})
+                         "total": round(done - started, 3)}, boot)
     log.info("%s", restored.explain())
     return restored
 
@@ -170,39 +166,19 @@ def _manifest_ends(manifest: Manifest) -> list[str]:
             for e in sorted(manifest.end_offsets, key=lambda e: e.index)]
 
 
-def _bootstrap(spark: Any, checkpoint: str, offsets: Sequence[str], watermark_ms: int,
-               query: Callable[[], Any],
-               on_start: Callable[[str], None] | None = None) -> tuple[str, str]:
-    """The new checkpoint's offsets/0 and the new query's one bootstrap batch (it reads
-    nothing): Spark writes its operator metadata, state schemas, empty state and
-    commits/0. The new checkpoint is on RocksDB (the state writer's store): the setting
-    goes into offsets/0, which the query's runs take it from. Its query and run ids."""
-    from ..spark import PROVIDER_CONF, ROCKSDB_PROVIDER, session_conf
-
-    with session_conf(spark, PROVIDER_CONF, ROCKSDB_PROVIDER):
-        query_id = bootstrap_offsets(spark, checkpoint, offsets, watermark_ms)
-        started = query().trigger(once=True).start()
-    if on_start is not None:
-        on_start(str(started.runId))
-    started.awaitTermination(BOOTSTRAP_TIMEOUT_S)
-    if started.isActive:
-        started.stop()
-        raise RestoreError(f"the new query's bootstrap batch did not end in "
-                           f"{BOOTSTRAP_TIMEOUT_S} s")
-    failed = started.exception()
-    if failed is not None:
-        raise RestoreError(f"the new query's bootstrap batch failed: {first_line(failed)}")
-    return query_id, str(started.runId)
-
-
 def _old_operators(spark: Any, manifest: Manifest,
                    checkpoint: str) -> Sequence[NewOperator] | None:
     """The old checkpoint's operators at the savepoint's batch, when its RocksDB bytes can
-    be copied: it is still there with that batch committed, on RocksDB, in the new
-    checkpoint's format. None otherwise (the savepoint's typed rows are written)."""
+    be copied: it is still there, the savepoint's query's, with that batch committed, on
+    RocksDB, in the new checkpoint's format. None otherwise (the savepoint's typed rows
+    are written)."""
     from ..spark import ROCKSDB_PROVIDER
 
     if manifest.provider != ROCKSDB_PROVIDER or not manifest.operators:
+        return None
+    other = other_query(manifest)
+    if other is not None:
+        log.warning("the old checkpoint's state is not copied: %s", other)
         return None
     old = _commit_version(manifest.checkpoint, manifest.batch_id)
     new = _commit_version(checkpoint, BOOTSTRAP_BATCH)
@@ -213,6 +189,35 @@ def _old_operators(spark: Any, manifest: Manifest,
     except RestoreError as exc:
         log.info("the old checkpoint's bytes are not copied: %s", exc)
         return None
+
+
+def _checked(layout: Layout, manifest: Manifest) -> Layout:
+    """``layout`` checked; a refusal says so when the old checkpoint's state was not read
+    because another query's checkpoint sits at its path."""
+    try:
+        return layout.check()
+    except RestoreError as exc:
+        other = other_query(manifest)
+        if other is None:
+            raise
+        raise RestoreError(f"{exc} ({other})") from None
+
+
+def other_query(manifest: Manifest) -> str | None:
+    """Why the checkpoint now at the savepoint's checkpoint path is not the one the
+    savepoint was taken of (None: it is, or nothing is there): its ``metadata`` names
+    another query id. A location is reused after a broken checkpoint is removed; that
+    checkpoint's batch B is another query's, its watermark and state not the savepoint's."""
+    from ...checkpoint import read_checkpoint
+
+    try:
+        found = read_checkpoint(manifest.checkpoint).query_id
+    except OffsetJournalError:
+        return None
+    if found == manifest.query_id:
+        return None
+    return (f"{manifest.checkpoint} is now the checkpoint of query id {found}, not of the "
+            f"savepoint's query id {manifest.query_id}")
 
 
 def _commit_version(checkpoint: str, batch_id: int) -> int | None:
@@ -247,26 +252,29 @@ def watermarks(manifest: Manifest, journal: Journal | None,
                database_url: str | None) -> tuple[int, int, str]:
     """(the batch watermark of the savepoint's batch, the watermark the old query's next
     batch would have run with, where they come from): the old checkpoint's
-    ``offsets/B`` and ``commits/B`` when it still has them, else the journal's batch B
-    (its watermark for both: no record is dropped as late that the old query kept),
-    else 0 (no watermark)."""
+    ``offsets/B`` and ``commits/B`` when it still has them (and is still the savepoint's
+    query's: :func:`other_query`), else the journal's batch B (its watermark for both:
+    no record is dropped as late that the old query kept), else 0 (no watermark)."""
     from ...checkpoint import read_checkpoint
 
+    other = other_query(manifest)
+    mine, commit = None, None
     try:
-        ckpt = read_checkpoint(manifest.checkpoint)
-        mine = ckpt.batch(manifest.batch_id)
-        commit = _read_commit(manifest.checkpoint, manifest.batch_id)
+        if other is None:
+            mine = read_checkpoint(manifest.checkpoint).batch(manifest.batch_id)
+            commit = _read_commit(manifest.checkpoint, manifest.batch_id)
     except OffsetJournalError:
         mine, commit = None, None
     if mine is not None and commit is not None and mine.batch_watermark_ms is not None:
         nxt = int(commit.get("nextBatchWatermarkMs") or mine.batch_watermark_ms)
         return (int(mine.batch_watermark_ms), nxt,
                 f"the old checkpoint's batch {manifest.batch_id}")
+    why = "" if other is None else f" ({other}: not read)"
     batch = _journaled(manifest, journal, database_url)
     if batch is not None and batch.watermark is not None:
         ms = int(batch.watermark.timestamp() * 1000)
-        return ms, ms, f"the journal's batch {manifest.batch_id}"
-    return 0, 0, "none recorded (no watermark)"
+        return ms, ms, f"the journal's batch {manifest.batch_id}{why}"
+    return 0, 0, f"none recorded (no watermark){why}"
 
 
 def _journaled(manifest: Manifest, journal: Journal | None, database_url: str | None) -> Any:

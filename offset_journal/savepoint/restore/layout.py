@@ -15,9 +15,16 @@ The rules:
 * operators are matched by id (Spark numbers them in plan order) and kind;
 * fields are matched by position, their names equal; when every name of the new schema
   is found exactly once in the old one, by name (a reordered schema); a field renamed on
-  purpose is declared (``fields={new: old}``);
+  purpose is declared (``fields={new: old}``); the fields of a struct inside a field,
+  an array's elements and a map's keys and values the same way, at every depth
+  (:mod:`._nested`: Spark's cast between structs is positional);
 * a type may widen (``int`` to ``long``, ``float`` to ``double``...), never narrow or
-  change kind; a field that may be null in the savepoint may be null in the new query;
+  change kind; ``date`` to ``timestamp`` only in a declared time zone (``time_zone``:
+  the zone the new query keys its days in); a field that may be null in the savepoint
+  may be null in the new query, at every depth;
+* a stream-stream join that reads its rows' ``matched`` flags (an outer or semi join),
+  written from the savepoint's rows, which lack them, only with the flag its rows get
+  declared (``matched``), or its state discarded;
 * an aggregation's state may go into a ``transformWithState`` value state of the same
   key (the one value state it has, or the one named); its buffer fields are Spark's
   (``count``, ``max``, ``sum``), so the value state's fields are declared against them
@@ -32,12 +39,13 @@ bootstrap batch); the old one is the savepoint's manifest.
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any, Literal
 
 from ...errors import RestoreError
 from ..core import operator_kind
 from ..model import OperatorKind, Part
+from ._nested import Convert, TypeCompare, is_struct, struct_fields, type_name
 
 Decision = Literal["restored", "mapped", "empty", "discarded"]
 """What becomes of one operator of the new query: its state written as the savepoint has
@@ -56,9 +64,10 @@ COUNT = "__count"
 MATCHED = "__matched"
 """The synthetic column of a join's keyWithIndexToValue value (state format 2)."""
 
-_WIDER: dict[str, tuple[str, ...]] = {
-    "byte": ("short", "integer", "long"), "short": ("integer", "long"),
-    "integer": ("long",), "float": ("double",), "date": ("timestamp",)}
+SESSION_ZONE = "session"
+"""``Rules.time_zone`` by default: the zone of the session the restore runs in, which
+:func:`~._write.restore_savepoint` puts in its place (a job's own session: the one the
+new query runs in)."""
 
 
 @dataclass(frozen=True)
@@ -76,13 +85,16 @@ class Family:
 
 @dataclass(frozen=True)
 class NewOperator:
-    """One stateful operator of the new query (after its bootstrap batch)."""
+    """One stateful operator of the new query (after its bootstrap batch); a
+    stream-stream join's ``join_type`` as Spark's plan says it (``INNER``, ``LEFT
+    OUTER``...; None: not read)."""
 
     id: int
     name: str
     partitions: int
     families: tuple[Family, ...]
     properties: Any = None
+    join_type: str | None = None
 
     @property
     def kind(self) -> OperatorKind:
@@ -95,18 +107,21 @@ class NewOperator:
 @dataclass(frozen=True)
 class Source:
     """How one field of a new key or value is made: a savepoint column (``column``,
-    cast to ``type``), a struct of ``fields``, a null (``column`` and ``fields`` both
-    empty), or a synthetic column (:data:`INDEX`, :data:`COUNT`, :data:`MATCHED`)."""
+    cast to ``type``, or built as ``convert`` says where a cast would be wrong), a struct
+    of ``fields``, a null (``column`` and ``fields`` both empty), or a synthetic column
+    (:data:`INDEX`, :data:`COUNT`, :data:`MATCHED`)."""
 
     name: str
     type: Any
     column: str | None = None
     fields: tuple[Source, ...] = ()
+    convert: Convert | None = None
 
 
 @dataclass(frozen=True)
 class Target:
-    """One column family of the new checkpoint written from one part of the savepoint."""
+    """One column family of the new checkpoint written from one part of the savepoint;
+    ``matched``: the flag a join's rows are written with (the savepoint has none)."""
 
     operator_id: int
     store: str
@@ -115,6 +130,7 @@ class Target:
     key: tuple[Source, ...]
     value: tuple[Source, ...]
     shape: Shape = "rows"
+    matched: bool = True
 
 
 @dataclass(frozen=True)
@@ -152,22 +168,65 @@ class OperatorPlan:
         return "raw" if self.raw else "typed" if self.targets else "none"
 
 
+class Spelling:
+    """How the interface a restore is asked through writes each declaration, so that a
+    refusal names what its user types: the Python API's :class:`Rules` (this class). A
+    command gives its flags by a subclass of its own (the pure core knows no parser)."""
+
+    def rename(self, operator_id: int, new: str, old: str) -> str:
+        return f"Rules(fields={{{operator_id}: {{{new!r}: {old!r}}}}})"
+
+    def into_state(self, operator_id: int, name: str) -> str:
+        return f"Rules(variable={{{operator_id}: {name!r}}})"
+
+    def discard(self, operator_id: int) -> str:
+        return f"Rules(discard={{{operator_id}}})"
+
+    def matched(self, operator_id: int, value: bool) -> str:
+        return f"Rules(matched={{{operator_id}: {value}}})"
+
+    def time_zone(self) -> str:
+        return "Rules(time_zone='ZONE'), the new query's spark.sql.session.timeZone"
+
+
 @dataclass(frozen=True)
 class Rules:
     """What the caller declares or accepts: per new operator id, a value state variable
     to map an aggregation into (``variable``), fields renamed (``fields``: new name ->
-    old name, per operator), state variables renamed (``variables``: new -> old), and
+    old name, per operator), state variables renamed (``variables``: new -> old),
     operators whose state is discarded (``discard``: ids, or True for every one that
-    cannot be carried)."""
+    cannot be carried), the ``matched`` flag a stream-stream join's rows are written
+    with where the join reads it and the savepoint lacks it (per operator), and the
+    ``time_zone`` a date becomes a timestamp in (:data:`SESSION_ZONE`: the restore
+    session's; None: none declared, such a field refused). ``spelling``: how the
+    caller's interface writes these, for the refusals to say."""
 
     variable: Mapping[int, str] = field(default_factory=dict)
     fields: Mapping[int, Mapping[str, str]] = field(default_factory=dict)
     variables: Mapping[int, Mapping[str, str]] = field(default_factory=dict)
     discard: frozenset[int] | bool = frozenset()
+    matched: Mapping[int, bool] = field(default_factory=dict)
+    time_zone: str | None = SESSION_ZONE
+    spelling: Spelling = field(default_factory=Spelling, compare=False)
 
     def discards(self, operator_id: int) -> bool:
         return self.discard is True or (
             not isinstance(self.discard, bool) and operator_id in self.discard)
+
+    def in_session(self, zone: str) -> Rules:
+        """These rules, the session's time zone ``zone`` taken where none was given."""
+        return replace(self, time_zone=zone) if self.time_zone == SESSION_ZONE else self
+
+    def recorded(self) -> dict[str, Any]:
+        """What these rules declare, as a recorded plan keeps it (plain JSON: operator
+        ids as text; what is not declared left out)."""
+        def by_op(m: Mapping[int, Any]) -> dict[str, Any]:
+            return {str(k): (dict(v) if isinstance(v, Mapping) else v)
+                    for k, v in sorted(m.items())}
+        out = {"variable": by_op(self.variable), "fields": by_op(self.fields),
+               "variables": by_op(self.variables), "matched": by_op(self.matched),
+               "time_zone": None if self.time_zone == SESSION_ZONE else self.time_zone}
+        return {k: v for k, v in out.items() if v}
 
 
 @dataclass(frozen=True)
@@ -194,8 +253,10 @@ class Layout:
 # --------------------------------------------------------------------------- reading
 
 
-def new_operators(described: Sequence[Mapping[str, Any]]) -> tuple[NewOperator, ...]:
-    """The new checkpoint's operators from the JVM helper's description (plain JSON)."""
+def new_operators(described: Sequence[Mapping[str, Any]],
+                  join_types: Mapping[int, str] | None = None) -> tuple[NewOperator, ...]:
+    """The new checkpoint's operators from the JVM helper's description (plain JSON),
+    with each stream-stream join's type as the new query's plan has it."""
     out = []
     for op in described:
         families = tuple(
@@ -205,18 +266,8 @@ def new_operators(described: Sequence[Mapping[str, Any]]) -> tuple[NewOperator, 
         partitions = max((int(s.get("partitions") or 0) for s in op.get("stores") or ()),
                          default=0)
         out.append(NewOperator(int(op["id"]), str(op["name"]), partitions, families,
-                               op.get("properties")))
+                               op.get("properties"), (join_types or {}).get(int(op["id"]))))
     return tuple(sorted(out, key=lambda o: o.id))
-
-
-def struct_fields(struct: Any) -> list[Mapping[str, Any]]:
-    if isinstance(struct, Mapping) and struct.get("type") == "struct":
-        return list(struct.get("fields") or [])
-    return []
-
-
-def _is_struct(t: Any) -> bool:
-    return isinstance(t, Mapping) and t.get("type") == "struct"
 
 
 def top(schema: Any, name: str) -> Any:
@@ -227,56 +278,32 @@ def top(schema: Any, name: str) -> Any:
     return None
 
 
-def type_name(t: Any) -> str:
-    """A Spark type (JSON) as people read it: ``long``, ``struct<a: long, b: string>``."""
-    if _is_struct(t):
-        return "struct<" + ", ".join(f"{f['name']}: {type_name(f['type'])}"
-                                     for f in struct_fields(t)) + ">"
-    if isinstance(t, Mapping):
-        kind = t.get("type")
-        if kind == "array":
-            return f"array<{type_name(t.get('elementType'))}>"
-        if kind == "map":
-            return f"map<{type_name(t.get('keyType'))}, {type_name(t.get('valueType'))}>"
-        return str(kind)
-    return "void" if t in ("null", "void") else str(t)
-
-
-def _same_type(old: Any, new: Any) -> bool:
-    """Equal Spark types, names of struct fields, nullability and metadata aside."""
-    if _is_struct(old) and _is_struct(new):
-        a, b = struct_fields(old), struct_fields(new)
-        return len(a) == len(b) and all(_same_type(x["type"], y["type"])
-                                        for x, y in zip(a, b, strict=True))
-    if isinstance(old, Mapping) and isinstance(new, Mapping):
-        keys = set(old) | set(new)
-        return all(k in ("containsNull", "valueContainsNull") or
-                   _same_type(old.get(k), new.get(k)) for k in keys)
-    return _void(old) and _void(new) or old == new
-
-
-def _void(t: Any) -> bool:
-    return t in ("null", "void")
-
-
 # --------------------------------------------------------------------------- fields
 
 
 @dataclass
 class FieldCompare:
-    """One struct of the savepoint set against one of the new checkpoint."""
+    """One struct of the savepoint set against one of the new checkpoint (of operator
+    ``operator_id``, under ``rules``: its time zone, its interface's spelling)."""
 
     where: str  # "operator 0 (aggregation, stateStoreSave): the value"
     part: Part
     renames: Mapping[str, str]
     notes: list[str]
     errors: list[str]
+    operator_id: int = 0
+    rules: Rules = field(default_factory=Rules)
 
     def column(self, source: tuple[Any, ...]) -> str | None:
         for c in self.part.columns:
             if tuple(c.source) == source:
                 return c.name
         return None
+
+    def inner(self, where: str) -> FieldCompare:
+        """The same comparison for a struct inside this one (no renames there)."""
+        return FieldCompare(where, self.part, {}, self.notes, self.errors, self.operator_id,
+                            self.rules)
 
     def struct(self, old: Any, new: Any, source: tuple[Any, ...]) -> tuple[Source, ...]:
         """The new struct's fields, each from the old struct's field it matches."""
@@ -299,11 +326,12 @@ class FieldCompare:
             else:
                 i = next(i for i, (a, b) in enumerate(zip(names_old, names_new, strict=True))
                          if a != b)
+                hint = self.rules.spelling.rename(self.operator_id, str(news[i]["name"]),
+                                                  names_old[i])
                 self.errors.append(
                     f"{self.where}: field {i + 1} is {names_old[i]!r} in the savepoint and "
-                    f"{news[i]['name']!r} in the new query (declare a rename, e.g. "
-                    f"fields={{{str(news[i]['name'])!r}: {names_old[i]!r}}}, if it is the "
-                    "same value)")
+                    f"{news[i]['name']!r} in the new query (declare a rename if it is the "
+                    f"same value: {hint})")
                 return ()
         out = []
         for j, n in enumerate(news):
@@ -323,24 +351,16 @@ class FieldCompare:
             self.errors.append(f"{what} may be null in the savepoint and may not in the new "
                                "query")
         column = self.column(source)
-        if _void(to):
+        if to in ("null", "void"):
             return Source(name, to)
-        if _is_struct(to) and _is_struct(old["type"]) and column is None:
-            inner = FieldCompare(f"{what}", self.part, {}, self.notes, self.errors)
-            return Source(name, to, fields=inner.struct(old["type"], to, source))
+        if is_struct(to) and is_struct(old["type"]) and column is None:
+            return Source(name, to, fields=self.inner(what).struct(old["type"], to, source))
         if column is None:
             self.errors.append(f"{what} is not in the savepoint's exported columns "
                                f"({type_name(old['type'])})")
             return Source(name, to)
-        if not _same_type(old["type"], to):
-            if to not in _WIDER.get(str(old["type"]), ()):
-                self.errors.append(f"{what} is {type_name(old['type'])} in the savepoint and "
-                                   f"{type_name(to)} in the new query")
-            else:
-                self.notes.append(f"{what} widened from {type_name(old['type'])} to "
-                                  f"{type_name(to)}")
-        return Source(name, to, column)
-
-
-def _renames(rules: Rules, operator_id: int) -> Mapping[str, str]:
-    return rules.fields.get(operator_id, {})
+        zone = self.rules.time_zone
+        how = TypeCompare(self.where, self.notes, self.errors,
+                          None if zone == SESSION_ZONE else zone,
+                          self.rules.spelling.time_zone).convert(old["type"], to, name)
+        return Source(name, to, column, convert=None if how.kind == "cast" else how)

@@ -8,7 +8,10 @@ Per pair of operators:
   ``flatMapGroupsWithState`` and ``applyInPandasWithState``): its one column family,
   key and value;
 * a stream-stream join: each side's two stores, rebuilt from the side's rows (the rows
-  per key, the rows numbered per key);
+  per key, the rows numbered per key); the rows carry no ``matched`` flag (the State
+  Data Source leaves it out), which an INNER join never reads and an outer or semi join
+  does: such a join is refused unless the flag its rows get is declared, or its state
+  discarded;
 * an aggregation into a ``transformWithState``: its state into one value state of the
   same key (:class:`~.layout.Rules`);
 * ``transformWithState`` into ``transformWithState``: every column family as the old
@@ -101,16 +104,17 @@ def _pair(manifest: Manifest, o: Operator | None, n: NewOperator | None, rules: 
                + (", ".join(x.label() for x in news.values()) or "none") + ")")
         if rules.discards(o.id):
             return OperatorPlan(o.id, o.kind, "discarded", f"{why}: discarded "
-                                "(--discard-state)", keys=keys)
-        acc.errors.append(f"{lost}: {why}; its state would be lost (or accept losing it with "
-                          "--discard-state)")
+                                f"({rules.spelling.discard(o.id)})", keys=keys)
+        acc.errors.append(f"{lost}: {why}; its state would be lost (or accept losing it: "
+                          f"{rules.spelling.discard(o.id)})")
         return None
     if keys == 0:
         return OperatorPlan(n.id, n.kind, "empty", f"{o.label()} held no state at batch "
                                                    f"{manifest.batch_id}")
     if rules.discards(o.id):
         return OperatorPlan(n.id, n.kind, "discarded", f"{lost}: discarded "
-                            "(--discard-state), the new operator starts empty", keys=keys)
+                            f"({rules.spelling.discard(o.id)}), the new operator starts empty",
+                            keys=keys)
     errors_before = len(acc.errors)
     plan = _carry(manifest, o, n, rules, raw, acc)
     if len(acc.errors) > errors_before:
@@ -144,8 +148,8 @@ def _carry(manifest: Manifest, o: Operator, n: NewOperator, rules: Rules,
             "seed the new query in Python (initial_state)")
         return None
     acc.errors.append(f"{o.label()} of the savepoint is {n.label()} in the new query: a "
-                      f"{o.kind}'s state cannot become a {n.kind}'s (or accept losing it with "
-                      "--discard-state)")
+                      f"{o.kind}'s state cannot become a {n.kind}'s (or accept losing it: "
+                      f"{rules.spelling.discard(o.id)})")
     return None
 
 
@@ -167,6 +171,11 @@ def _part(manifest: Manifest, o: Operator, name: str, acc: _Acc) -> Part | None:
     return None
 
 
+def _compare(where: str, part: Part, renames: Mapping[str, str], acc: _Acc, n: NewOperator,
+             rules: Rules) -> FieldCompare:
+    return FieldCompare(where, part, renames, acc.notes, acc.errors, n.id, rules)
+
+
 def _single(manifest: Manifest, o: Operator, n: NewOperator, rules: Rules,
             acc: _Acc) -> OperatorPlan | None:
     part = _part(manifest, o, "default", acc)
@@ -174,9 +183,9 @@ def _single(manifest: Manifest, o: Operator, n: NewOperator, rules: Rules,
     if part is None or fam is None:
         return None
     renames = rules.fields.get(n.id, {})
-    key = FieldCompare(f"{n.label()}: the key", part, renames, acc.notes, acc.errors).struct(
+    key = _compare(f"{n.label()}: the key", part, renames, acc, n, rules).struct(
         top(part.schema, "key"), fam.key, ("key",))
-    value = FieldCompare(f"{n.label()}: the value", part, renames, acc.notes, acc.errors).struct(
+    value = _compare(f"{n.label()}: the value", part, renames, acc, n, rules).struct(
         top(part.schema, "value"), fam.value, ("value",))
     keys = manifest.keys(o.id)
     return OperatorPlan(n.id, n.kind, "restored", (
@@ -187,6 +196,9 @@ def _single(manifest: Manifest, o: Operator, n: NewOperator, rules: Rules,
 
 def _join(manifest: Manifest, o: Operator, n: NewOperator, rules: Rules,
           acc: _Acc) -> OperatorPlan | None:
+    flag = _join_flag(n, rules, acc)
+    if flag is None:
+        return None
     targets: list[Target] = []
     renames = rules.fields.get(n.id, {})
     for side in ("left", "right"):
@@ -197,7 +209,7 @@ def _join(manifest: Manifest, o: Operator, n: NewOperator, rules: Rules,
             return None
         where = f"{n.label()}: the {side} side's"
         old_key, old_value = top(part.schema, "key"), top(part.schema, "value")
-        key = FieldCompare(f"{where} key", part, renames, acc.notes, acc.errors).struct(
+        key = _compare(f"{where} key", part, renames, acc, n, rules).struct(
             old_key, counts.key, ("key",))
         (count_field,) = struct_fields(counts.value)[:1] or [{"name": "value", "type": "long"}]
         targets.append(Target(n.id, counts.store, "default", part, key,
@@ -205,23 +217,73 @@ def _join(manifest: Manifest, o: Operator, n: NewOperator, rules: Rules,
                               "join-count"))
         index_key = struct_fields(rows.key)
         index_value = struct_fields(rows.value)
-        matched = bool(index_value) and index_value[-1]["name"] == "matched"
-        key2 = FieldCompare(f"{where} key", part, renames, [], acc.errors).struct(
+        matched = _has_matched(rows)
+        key2 = _compare(f"{where} key", part, renames, _Acc([], acc.errors), n, rules).struct(
             old_key, _struct(index_key[:-1]), ("key",))
-        value2 = FieldCompare(f"{where} row", part, renames, acc.notes, acc.errors).struct(
+        value2 = _compare(f"{where} row", part, renames, acc, n, rules).struct(
             old_value, _struct(index_value[:-1] if matched else index_value), ("value",))
         key2 += (Source(str(index_key[-1]["name"]), index_key[-1]["type"], INDEX),)
         if matched:
             value2 += (Source("matched", "boolean", MATCHED),)
-        targets.append(Target(n.id, rows.store, "default", part, key2, value2, "join-index"))
-    acc.notes.append(f"{n.label()}: the savepoint's rows of each side carry no 'matched' "
-                     "flag (the State Data Source leaves it out): rows are restored as "
-                     "matched, which an inner join never reads; an outer join restores its "
-                     "flags only from the old checkpoint's RocksDB store")
+        targets.append(Target(n.id, rows.store, "default", part, key2, value2, "join-index",
+                              matched=flag))
     keys = manifest.keys(o.id)
     return OperatorPlan(n.id, n.kind, "restored", (
         f"{keys:,} keys: both sides rebuilt from the savepoint's rows (rows per key, each "
         f"row's index), into {n.partitions} partitions"), tuple(targets), keys=keys)
+
+
+def _has_matched(rows: Family) -> bool:
+    """A keyWithIndexToValue store keeps each row's ``matched`` flag (state format 2)."""
+    fields = struct_fields(rows.value)
+    return bool(fields) and fields[-1]["name"] == "matched"
+
+
+_FLAG_READER = {"LEFT OUTER": "a left row", "RIGHT OUTER": "a right row",
+                "FULL OUTER": "a row of either side", "LEFT SEMI": "a left row"}
+"""The joins that read their rows' ``matched`` flags, and whose rows: an outer join
+emits a row that never matched, null-padded, when the watermark expires it; a left semi
+join emits a left row at its first match only."""
+
+
+def _join_flag(n: NewOperator, rules: Rules, acc: _Acc) -> bool | None:
+    """The ``matched`` flag the join's rows are written with (the savepoint has none);
+    None: refused (the join reads the flags, and none is declared)."""
+    label, kind = n.label(), n.join_type
+    if not any(_has_matched(f) for f in n.families if f.store.endswith("keyWithIndexToValue")):
+        return True  # state format 1: Spark keeps no flag to lose
+    if kind == "INNER":
+        acc.notes.append(f"{label}: an INNER join never reads its rows' 'matched' flags, "
+                         "which the savepoint's rows lack (the State Data Source leaves "
+                         "them out): its rows are restored as matched")
+        return True
+    whose = _FLAG_READER.get(str(kind), "a row")
+    lose, again = (
+        (f"{whose} not yet matched is never emitted at its match",
+         f"{whose} already emitted is emitted again at its next match")
+        if kind == "LEFT SEMI" else
+        (f"{whose} that never matched emits no null-padded row when the watermark expires it",
+         f"{whose} that did match emits a null-padded row too when it expires"))
+    what = (f"a {kind} join" if kind else
+            "a join whose type the new query's plan did not say (an outer or semi join "
+            "reads the flags)")
+    declared = rules.matched.get(n.id)
+    if declared is not None:
+        acc.notes.append(
+            f"{label}: {what} restored from the savepoint's rows, which carry no 'matched' "
+            f"flag: every row restored as {'matched' if declared else 'unmatched'} "
+            f"(declared: {rules.spelling.matched(n.id, declared)}): "
+            f"{lose if declared else again}")
+        return declared
+    spell = rules.spelling
+    acc.errors.append(
+        f"{label} is {what}, which reads each row's 'matched' flag, and the savepoint's rows "
+        "carry none (the State Data Source leaves it out; the old checkpoint's RocksDB store "
+        f"has it): restored as matched, {lose}; as unmatched, {again}. Restore from the old "
+        f"RocksDB checkpoint, or declare which ({spell.matched(n.id, True)} or "
+        f"{spell.matched(n.id, False)}), or accept losing the join's state "
+        f"({spell.discard(n.id)})")
+    return None
 
 
 def _struct(fields: Sequence[Mapping[str, Any]]) -> dict[str, Any]:
@@ -240,7 +302,8 @@ def _into_value_state(manifest: Manifest, o: Operator, n: NewOperator, rules: Ru
     if wanted is None and len(values) != 1:
         names = ", ".join(str(v.get("stateName")) for v in values) or "none"
         acc.errors.append(f"{o.label()} goes into {n.label()}: name the value state it goes "
-                          f"into (it has value states: {names})")
+                          f"into (it has value states: {names}): "
+                          f"{rules.spelling.into_state(n.id, 'NAME')}")
         return None
     chosen = next((v for v in values if wanted is None or v.get("stateName") == wanted), None)
     if chosen is None:
@@ -257,10 +320,10 @@ def _into_value_state(manifest: Manifest, o: Operator, n: NewOperator, rules: Ru
     if part is None or fam is None:
         return None
     renames = rules.fields.get(n.id, {})
-    key = FieldCompare(f"{n.label()}: the key", part, {}, acc.notes, acc.errors).struct(
+    key = _compare(f"{n.label()}: the key", part, {}, acc, n, rules).struct(
         top(part.schema, "key"), fam.key, ("key",))
-    value = FieldCompare(f"{n.label()}: value state {name!r}", part, renames, acc.notes,
-                     acc.errors).struct(top(part.schema, "value"), fam.value, ("value",))
+    value = _compare(f"{n.label()}: value state {name!r}", part, renames, acc, n,
+                     rules).struct(top(part.schema, "value"), fam.value, ("value",))
     pairs = ", ".join(f"{s.name} <- {renames.get(s.name, s.name)}" for s in value)
     keys = manifest.keys(o.id)
     return OperatorPlan(n.id, n.kind, "mapped", (

@@ -1,23 +1,32 @@
 package io.offsetjournal.state;
 
 import java.util.ArrayList;
+import java.util.HashSet;
 import java.util.List;
+import java.util.Set;
 import java.util.UUID;
 
 import org.apache.hadoop.conf.Configuration;
+import org.apache.hadoop.fs.FileStatus;
+import org.apache.hadoop.fs.FileSystem;
 import org.apache.hadoop.fs.Path;
 import org.apache.spark.sql.SparkSession;
 import org.apache.spark.sql.connector.read.streaming.Offset;
+import org.apache.spark.sql.execution.SparkPlan;
 import org.apache.spark.sql.execution.datasources.v2.state.metadata.StateMetadataPartitionReader;
 import org.apache.spark.sql.execution.streaming.checkpointing.OffsetSeq;
 import org.apache.spark.sql.execution.streaming.checkpointing.OffsetSeqMetadata;
+import org.apache.spark.sql.execution.streaming.operators.stateful.join.StreamingSymmetricHashJoinExec;
+import org.apache.spark.sql.execution.streaming.runtime.IncrementalExecution;
 import org.apache.spark.sql.execution.streaming.runtime.SerializedOffset;
 import org.apache.spark.sql.execution.streaming.runtime.StreamMetadata;
+import org.apache.spark.sql.execution.streaming.runtime.StreamExecution;
 import org.apache.spark.sql.execution.streaming.runtime.StreamMetadata$;
 import org.apache.spark.sql.execution.streaming.runtime.StreamingQueryCheckpointMetadata;
 import org.apache.spark.sql.execution.streaming.state.KeyStateEncoderSpec;
 import org.apache.spark.sql.execution.streaming.state.NoPrefixKeyStateEncoderSpec;
 import org.apache.spark.sql.execution.streaming.state.OfflineStateRepartitionRunner;
+import org.apache.spark.sql.execution.streaming.state.OfflineStateRepartitionUtils$;
 import org.apache.spark.sql.execution.streaming.state.OperatorStateMetadata;
 import org.apache.spark.sql.execution.streaming.state.OperatorStateMetadataV2;
 import org.apache.spark.sql.execution.streaming.state.PrefixKeyScanStateEncoderSpec;
@@ -28,7 +37,9 @@ import org.apache.spark.sql.execution.streaming.state.StateStoreId;
 import org.apache.spark.sql.execution.streaming.state.StateStoreMetadata;
 import org.apache.spark.sql.execution.streaming.state.StateStoreMetadataV2;
 import org.apache.spark.sql.execution.streaming.state.StateStoreProviderId;
+import org.apache.spark.sql.execution.streaming.runtime.StreamingQueryWrapper;
 import org.apache.spark.sql.execution.streaming.utils.StreamingUtils$;
+import org.apache.spark.sql.streaming.StreamingQuery;
 import org.apache.spark.util.SerializableConfiguration;
 
 import scala.Option;
@@ -159,6 +170,32 @@ public final class StateRestore {
         return ops.toString();
     }
 
+    /**
+     * Each stream-stream join of a query's last batch as JSON, operator id to join type
+     * (its SQL: {@code INNER}, {@code LEFT OUTER}...): the operator metadata does not
+     * say it, and an outer join reads its rows' {@code matched} flags where an inner one
+     * does not. Empty when the query ran no batch.
+     */
+    public static String joinTypes(StreamingQuery query) {
+        checkVersion();
+        StreamingQuery q = query instanceof StreamingQueryWrapper w ? w.streamingQuery() : query;
+        Json.Object out = new Json.Object();
+        IncrementalExecution last = ((StreamExecution) q).lastExecution();
+        if (last != null) {
+            joins(last.executedPlan(), out);
+        }
+        return out.toString();
+    }
+
+    private static void joins(SparkPlan plan, Json.Object out) {
+        if (plan instanceof StreamingSymmetricHashJoinExec join && join.stateInfo().isDefined()) {
+            out.put(String.valueOf(join.stateInfo().get().operatorId()), join.joinType().sql());
+        }
+        for (SparkPlan child : CollectionConverters.asJava(plan.children())) {
+            joins(child, out);
+        }
+    }
+
     static StreamingQueryCheckpointMetadata checkpointMetadata(SparkSession spark,
                                                               String resolved) {
         return new StreamingQueryCheckpointMetadata(spark, resolved, false);
@@ -229,10 +266,92 @@ public final class StateRestore {
     /**
      * Repartitions a stopped query's RocksDB state in place to {@code partitions} shuffle
      * partitions (Spark's offline repartition: a new batch that reads nothing); returns its
-     * batch id.
+     * batch id. When it fails after writing its batch, everything it added to the
+     * checkpoint is deleted again: left there, its {@code offsets/N} would be run by the
+     * query's next start with N partitions on state still in the old ones. What another
+     * writer added meanwhile (a query running after all) is left alone; the error says
+     * which of the two it was.
      */
     public static long repartition(SparkSession spark, String checkpoint, int partitions) {
         checkVersion();
-        return new OfflineStateRepartitionRunner(spark, checkpoint, partitions, true).run();
+        String resolved = resolved(spark, checkpoint);
+        Path root = new Path(resolved);
+        FileSystem fs = fileSystem(root, hadoopConf(spark));
+        Option<Object> last = checkpointMetadata(spark, resolved).offsetLog().getLatestBatchId();
+        long batchId = last.isDefined() ? ((Long) last.get()) + 1 : 0L;
+        Set<Path> before = tree(fs, root);
+        try {
+            return new OfflineStateRepartitionRunner(spark, checkpoint, partitions, true).run();
+        } catch (Throwable e) {  // Spark's own errors are checked (SparkException)
+            throw new IllegalStateException(firstLine(e) + "; "
+                + undone(spark, resolved, fs, before, batchId), e);
+        }
+    }
+
+    /** What became of a failed repartition's writes ({@code batchId}: the batch it adds). */
+    private static String undone(SparkSession spark, String resolved, FileSystem fs,
+                                 Set<Path> before, long batchId) {
+        org.apache.spark.sql.execution.streaming.checkpointing.OffsetSeqLog log =
+            checkpointMetadata(spark, resolved).offsetLog();
+        if (log.get(batchId).isEmpty()) {
+            return "nothing was written";
+        }
+        if (!OfflineStateRepartitionUtils$.MODULE$.isRepartitionBatch(batchId, log)) {
+            return "offsets/" + batchId + " was written by another query meanwhile (one runs on "
+                + "the checkpoint): the checkpoint is left as it is";
+        }
+        try {
+            removeAdded(fs, new Path(resolved), before);
+        } catch (java.io.IOException e) {
+            return "what it wrote could not all be removed (" + firstLine(e) + "): remove "
+                + "offsets/" + batchId + " before the query starts again";
+        }
+        return "what it wrote is removed: the checkpoint is as it was";
+    }
+
+    private static FileSystem fileSystem(Path path, Configuration conf) {
+        try {
+            return path.getFileSystem(conf);
+        } catch (java.io.IOException e) {
+            throw new java.io.UncheckedIOException(e);
+        }
+    }
+
+    /** Every file and directory under {@code root}. */
+    private static Set<Path> tree(FileSystem fs, Path root) {
+        Set<Path> out = new HashSet<>();
+        try {
+            walk(fs, root, out);
+        } catch (java.io.IOException e) {
+            throw new java.io.UncheckedIOException(e);
+        }
+        return out;
+    }
+
+    private static void walk(FileSystem fs, Path dir, Set<Path> out) throws java.io.IOException {
+        for (FileStatus status : fs.listStatus(dir)) {
+            out.add(status.getPath());
+            if (status.isDirectory()) {
+                walk(fs, status.getPath(), out);
+            }
+        }
+    }
+
+    /** Deletes what is under {@code dir} and not in {@code before} (new directories whole). */
+    private static void removeAdded(FileSystem fs, Path dir, Set<Path> before)
+            throws java.io.IOException {
+        for (FileStatus status : fs.listStatus(dir)) {
+            if (!before.contains(status.getPath())) {
+                fs.delete(status.getPath(), true);
+            } else if (status.isDirectory()) {
+                removeAdded(fs, status.getPath(), before);
+            }
+        }
+    }
+
+    private static String firstLine(Throwable e) {
+        String text = e.getMessage() == null ? e.toString() : e.getMessage().strip();
+        int end = text.indexOf('\n');
+        return end < 0 ? text : text.substring(0, end);
     }
 }

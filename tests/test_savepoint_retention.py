@@ -10,8 +10,11 @@ does: what retention reads is the journal and the manifest, never the state."""
 from __future__ import annotations
 
 import json
+import threading
+import time
 from datetime import datetime, timedelta, timezone
 from pathlib import Path
+from typing import Any
 
 import pytest
 import sqlalchemy as sa
@@ -19,9 +22,11 @@ import sqlalchemy as sa
 from offset_journal import Journal
 from offset_journal.errors import SavepointError
 from offset_journal.journal.db import resolve_url
+from offset_journal.journal.schema import restart_plans
 from offset_journal.records import batch_from_progress
 from offset_journal.report._gather import gather
-from offset_journal.restart import plan_restart
+from offset_journal.restart import PlanRequest, plan_restart
+from offset_journal.restart.record import plan_row
 from offset_journal.savepoint import load_savepoint
 from offset_journal.savepoint._files import write_manifest
 from offset_journal.savepoint.core import pinning
@@ -275,3 +280,96 @@ def test_a_downgrade_below_0022_is_refused_while_deletions_are_recorded(
     sql_execute(journal_url, "delete from offset_journal.savepoint_deletions")
     command.downgrade(alembic_config(journal_url), "0021_losses_only_grow")
     assert current_revision(journal_url) == "0021_losses_only_grow"
+
+
+ADVISORY_WAITING = ("SELECT count(*) FROM pg_locks WHERE locktype = 'advisory' "
+                    "AND NOT granted")
+SAVEPOINT_LOCK = sa.text("SELECT pg_advisory_xact_lock(hashtext('offset_journal."
+                         "savepoint_deletions'), hashtext(:q))")
+
+
+def _while_locked(url: str, call: Any, then: Any) -> Any:
+    """``call()`` on a thread while another transaction holds the query's savepoint
+    lock; once Postgres shows it waiting for that lock (a bounded wait), that
+    transaction runs ``then(connection)`` and commits. ``call``'s result, or what it
+    raised."""
+    engine = sa.create_engine(resolve_url(url), poolclass=sa.pool.NullPool)
+    done: dict[str, Any] = {}
+
+    def run() -> None:
+        try:
+            done["result"] = call()
+        except Exception as exc:  # noqa: BLE001 - handed back to the test
+            done["error"] = exc
+
+    try:
+        with engine.connect() as held:
+            held.execute(SAVEPOINT_LOCK, {"q": QUERY})
+            thread = threading.Thread(target=run, daemon=True)
+            thread.start()
+            deadline = time.monotonic() + 60
+            while int(sql_rows(url, ADVISORY_WAITING)[0][0]) == 0:
+                assert thread.is_alive(), done  # it must wait for the lock, not pass it
+                assert time.monotonic() < deadline, "never waited for the savepoint lock"
+                time.sleep(0.05)
+            then(held)
+            held.commit()
+        thread.join(60)
+        assert not thread.is_alive()
+    finally:
+        engine.dispose()
+    return done.get("error", done.get("result"))
+
+
+def _plan_row(url: str, savepoint_id: int, tmp_path: Path) -> dict[str, Any]:
+    request = PlanRequest(QUERY, savepoint=str(savepoint_id),
+                          checkpoint=str(tmp_path / "ck-v2")).checked()
+    plan = plan_restart(url, request, record=False)
+    assert plan.ok, plan.errors
+    return plan_row(plan, request, "api")
+
+
+def test_a_plan_recorded_while_retention_decides_keeps_its_savepoint(
+        journal_url: str, tmp_path: Path):
+    """Retention read no plan of s2; a plan from s2 is recorded before its deletion is:
+    s2 stays, files and all, for the owner too (whom the table's guard does not check).
+    And the newest stays though retention was told otherwise."""
+    _journal(journal_url)
+    sp = tmp_path / "sp"
+    ids = {b: _savepoint(journal_url, sp / f"s{b}", b) for b in (2, 3)}
+    row = _plan_row(journal_url, ids[2], tmp_path)
+
+    with Journal(journal_url) as j:
+        pruned = _while_locked(
+            journal_url, lambda: prune_savepoints(j, QUERY, str(sp), Retention(keep=1)),
+            lambda held: held.execute(sa.insert(restart_plans).values(row)))
+        assert not isinstance(pruned, Exception), pruned
+        (plan_id,) = [p.id for p in j.recorded_plans(QUERY)]
+        assert pruned.deleted == () and pruned.problems == ()
+        assert [(v.savepoint.id, v.why) for v in pruned.kept] == [
+            (ids[3], "the newest"), (ids[2], f"restart plan {plan_id} starts from it")]
+        assert j.record_savepoint_deletion(ids[3], "told to") == "the newest"
+    assert (sp / "s2" / "manifest.json").exists() and _deleted(journal_url) == {}
+
+
+def test_a_plan_from_a_savepoint_deleted_while_it_was_made_is_not_recorded(
+        journal_url: str, tmp_path: Path):
+    """The planner loaded s2's files; retention records s2's deletion before the plan
+    is recorded: the plan is refused in one line, never recorded naming files that go."""
+    _journal(journal_url)
+    ids = {b: _savepoint(journal_url, tmp_path / f"s{b}", b) for b in (2, 3)}
+    row = _plan_row(journal_url, ids[2], tmp_path)
+    with Journal(journal_url) as j:
+        refused = _while_locked(
+            journal_url, lambda: j.record_plan(row),
+            lambda held: held.execute(sa.text(
+                "INSERT INTO offset_journal.savepoint_deletions (savepoint_id, reason) "
+                "VALUES (:i, 'beyond the 1 newest kept')"), {"i": ids[2]}))
+        assert isinstance(refused, SavepointError), refused
+        assert str(refused) == (
+            f"savepoint {ids[2]} of query 'totals' was deleted by retention while the plan "
+            "was made (beyond the 1 newest kept): its files are gone; plan again from a "
+            "newer one (`offset-journal savepoint list totals`)")
+        assert j.recorded_plans(QUERY) == []
+        # a plan from the newest is recorded as before
+        assert j.record_plan(_plan_row(journal_url, ids[3], tmp_path)) > 0

@@ -165,18 +165,22 @@ def prune_savepoints(journal: Journal, query_name: str, scope: str,
     kept = [v for v in verdicts if not v.delete]
     problems: list[str] = []
     for verdict in reversed([v for v in verdicts if v.delete]):
-        problem = _delete(journal, verdict)
-        if problem is None:
+        outcome = _delete(journal, verdict)
+        if outcome is None:
             deleted.append(verdict)
+        elif isinstance(outcome, Verdict):
+            kept.append(outcome)
         else:
-            problems.append(problem)
+            problems.append(outcome)
     return Pruned(tuple(deleted), tuple(kept), tuple(problems))
 
 
-def _delete(journal: Journal, verdict: Verdict) -> str | None:
-    """Delete one savepoint: checked, recorded, removed; why not, or None. Only a
-    directory holding the manifest the journal recorded is removed: a row's location is
-    whatever the role that recorded it wrote."""
+def _delete(journal: Journal, verdict: Verdict) -> str | Verdict | None:
+    """Delete one savepoint: checked, recorded, removed. None when deleted; a Verdict to
+    keep it when, by the time its deletion was recorded, a plan named it or it was the
+    newest (the journal checks under a lock a planner takes too); else why not, for a
+    person. Only a directory holding the manifest the journal recorded is removed: a
+    row's location is whatever the role that recorded it wrote."""
     import sqlalchemy as sa
 
     row = verdict.savepoint
@@ -195,13 +199,15 @@ def _delete(journal: Journal, verdict: Verdict) -> str | None:
                     "the one the journal recorded")
         found = True
     try:
-        journal.record_savepoint_deletion(row.id, verdict.why, host=host_name(),
-                                          os_user=os_user())
+        stays = journal.record_savepoint_deletion(row.id, verdict.why, host=host_name(),
+                                                  os_user=os_user())
     except sa.exc.IntegrityError:
         return None  # another schedule recorded it first, and removes its files
     except sa.exc.SQLAlchemyError as exc:
         reason = redact(first_line(getattr(exc, "orig", None) or exc))
         return f"{label} was not deleted: the journal refused to record it ({reason})"
+    if stays is not None:
+        return Verdict(row, False, stays)
     try:
         if found:
             remove_savepoint(row.location)

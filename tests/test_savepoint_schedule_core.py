@@ -172,6 +172,34 @@ def test_a_schedule_that_is_not_a_schedule_is_one_line(kwargs: dict[str, Any], w
     assert words in str(raised.value) and "\n" not in str(raised.value)
 
 
+def test_an_attach_that_cannot_keep_its_schedule_is_one_line_and_attaches_nothing(
+        tmp_path: Any):
+    """Two schedules of one query would take two savepoints at once; a Spark without
+    the State Data Source (3.5 has the listener, not savepoints) cannot take any: both
+    refused in one line before a journal is opened or a thread started."""
+    from offset_journal import attach
+    from offset_journal.capture.listener import OffsetJournalListener
+
+    one = SavepointSchedule("totals", checkpoint="/chk", under=str(tmp_path / "sp"),
+                            every_batches=5)
+    other = SavepointSchedule("totals", checkpoint="/chk", under=str(tmp_path / "sp2"),
+                              every="1h")
+    with pytest.raises(ConfigError, match=r"^savepoints= has more than one schedule of "
+                                          r"query 'totals': give each query one"):
+        OffsetJournalListener("postgresql://unused/x", spool_dir=str(tmp_path),
+                              savepoints=[one, other])
+
+    class Spark35:  # what attach() reads of a classic session on Spark 3.5
+        version = "3.5.1"
+
+    with pytest.raises(ConfigError) as refused:
+        attach(Spark35(), "postgresql://unused/x", spool_dir=str(tmp_path), savepoints=one)
+    text = str(refused.value)
+    assert text.startswith("savepoint create needs Spark 4.0 or later") and "\n" not in text
+    assert "this is Spark 3.5.1" in text
+    assert not list(tmp_path.iterdir()) and one._bound is None and one._threads == []
+
+
 @pytest.mark.parametrize("argv, words", [
     (["savepoint", "create", "q", "--checkpoint", "/c", "--under", "/s", "--max-age", "soon"],
      "--max-age: bad duration 'soon'"),

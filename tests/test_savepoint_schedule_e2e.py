@@ -9,6 +9,7 @@ stopped query."""
 from __future__ import annotations
 
 import logging
+import threading
 import time
 from collections.abc import Callable
 from pathlib import Path
@@ -154,15 +155,20 @@ def test_a_schedule_under_a_running_stream(spark: Any, journal_url: str, kafka_c
 def test_a_schedule_whose_location_is_not_writable_is_refused_at_attach(
         spark: Any, journal_url: str, tmp_path: Path) -> None:
     (tmp_path / "a-file").write_text("x")
+    fine = SavepointSchedule("other", checkpoint=str(tmp_path / "ck2"),
+                             under=str(tmp_path / "sp"), every="10m")
     schedule = SavepointSchedule(QUERY, checkpoint=str(tmp_path / "ck"),
                                  under=str(tmp_path / "a-file" / "sp"), every="10m")
     with pytest.raises(ConfigError) as refused:
         offset_journal.attach(spark, journal_url, spool_dir=str(tmp_path / "spool"),
-                              savepoints=schedule)
+                              savepoints=[fine, schedule])
     text = str(refused.value)
     assert "\n" not in text and text.startswith(f"savepoint schedule of {QUERY!r}: the "
                                                 "savepoint location ")
     assert "is not writable" in text
+    # Nothing attached: the schedule bound before the refusal runs no thread on.
+    _wait_for("the bound schedule's threads ended", lambda: not any(
+        t.name.endswith("-other") for t in threading.enumerate()))
     with pytest.raises(ConfigError, match="takes a SavepointSchedule"):
         offset_journal.attach(spark, journal_url, spool_dir=str(tmp_path / "spool"),
                               savepoints="every 10 batches")

@@ -413,6 +413,11 @@ def _hooks(given: Any) -> tuple[SavepointHook, ...]:
         if not all(callable(getattr(hook, m, None)) for m in ("bind", "on_progress", "close")):
             raise ConfigError(f"savepoints= takes a SavepointSchedule (or a list of them), "
                               f"not {type(hook).__name__}")
+    names = [getattr(hook, "query", None) for hook in hooks]
+    twice = sorted({str(n) for n in names if n is not None and names.count(n) > 1})
+    if twice:  # each schedule takes one savepoint at a time: two would take two at once
+        raise ConfigError(f"savepoints= has more than one schedule of query {twice[0]!r}: "
+                          "give each query one (every_batches= and every= together)")
     return hooks
 
 
@@ -511,8 +516,14 @@ def attach(spark: Any, database_url: str | None = None, **options: Any) -> Offse
         from ..journal import Journal
 
         journal = listener._savepoint_journal = Journal(listener._config.database_url)
-        for hook in listener._savepoints:
-            hook.bind(spark, journal, listener.flush)
+        try:
+            for hook in listener._savepoints:
+                hook.bind(spark, journal, listener.flush)
+        except BaseException:  # nothing attached: no schedule left running, no journal open
+            for hook in listener._savepoints:
+                hook.close(0)
+            journal.close()
+            raise
     if not _is_connect(spark):
         # to ask each query how Spark executes it (async progress tracking)
         listener._jstreams = spark._jsparkSession.streams()

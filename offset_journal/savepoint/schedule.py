@@ -27,7 +27,7 @@ from collections import deque
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from datetime import timedelta
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Literal
 
 from ..errors import ConfigError, OffsetJournalError
 from ..formatting import first_line
@@ -38,6 +38,8 @@ if TYPE_CHECKING:
     from .periodic import Taken
 
 log = logging.getLogger(__name__)
+
+Outcome = Literal["taken", "unchanged", "failed"]
 
 HISTORY = 100
 """The most recent savepoint attempts :meth:`SavepointSchedule.stats` keeps."""
@@ -52,7 +54,7 @@ class Attempt:
     due_batch: int
     started: float
     ended: float
-    outcome: str
+    outcome: Outcome
     savepoint_id: int | None = None
     batch_id: int | None = None
     deleted: tuple[int, ...] = ()

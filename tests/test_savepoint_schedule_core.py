@@ -5,6 +5,7 @@ the schedule's bad input (no Spark, no database)."""
 from __future__ import annotations
 
 import json
+import time
 from datetime import datetime, timedelta, timezone
 from typing import Any
 
@@ -15,7 +16,7 @@ from offset_journal.health.check import Threshold, Thresholds, check
 from offset_journal.report._render import render
 from offset_journal.report.model import Recovery, ReportData
 from offset_journal.rows import QueryFacts, RecordedPlan, RecordedSavepoint, SavepointFacts
-from offset_journal.savepoint import SavepointSchedule
+from offset_journal.savepoint import SavepointSchedule, ScheduleStats
 from offset_journal.savepoint.model import Manifest, SourceEnd
 from offset_journal.savepoint.periodic import directory_name, scope_of
 from offset_journal.savepoint.policy import Cadence, Retention, decide, within
@@ -274,3 +275,25 @@ def test_the_report_says_what_a_recovery_reads_again():
             "<b>3,000</b> batches (<b>1,500,000</b> records) again.") in page
     assert "No savepoint: a lost or broken checkpoint loses" in _report(Recovery())
     assert "<h2>Recovery</h2>" not in _report(None)  # a stateless query
+
+
+def test_another_querys_events_never_hide_a_due_batch(tmp_path: Any):
+    """Events of two queries handed over faster than the schedule's thread reads them:
+    each of the schedule's query is read (its cadence sees batch 3), none lost behind
+    the other query's newer one. Nothing falls due, so nothing is taken."""
+    schedule = SavepointSchedule("totals", checkpoint="/chk", under=str(tmp_path / "sp"),
+                                 every_batches=100)
+    schedule.bind(object(), None, lambda _timeout: True)  # type: ignore[arg-type]
+    try:
+        with schedule._lock:  # the schedule's thread waits until all are handed over
+            for batch in range(4):
+                schedule.on_progress(json.dumps({"name": "totals", "batchId": batch}))
+                schedule.on_progress(json.dumps({"name": "other", "batchId": 50 + batch}))
+        deadline = time.monotonic() + 30
+        while schedule._cadence._last_batch != 3:
+            assert time.monotonic() < deadline, schedule._cadence
+            time.sleep(0.01)
+        assert schedule._cadence._next_batch == 100  # armed at batch 0, its first
+        assert schedule.stats() == ScheduleStats()
+    finally:
+        assert schedule.close(30)

@@ -1,9 +1,9 @@
 """Savepoints taken from the driver while the query runs:
 ``attach(spark, url, savepoints=SavepointSchedule(...))``.
 
-The listener hands the schedule each progress event's JSON and returns at once (one
-assignment under a lock: the callback's cost is that, whatever the event's size). A
-thread of the schedule's own reads the newest event and decides whether a savepoint is
+The listener hands the schedule each progress event's JSON and returns at once (an
+append under a lock: the callback's cost is that, whatever the event's size). A thread
+of the schedule's own reads the events, each query's, and decides whether a savepoint is
 due (:class:`~.policy.Cadence`); a due savepoint runs on the schedule's one savepoint
 thread, so ONE at a time: a savepoint due while the previous one still runs is skipped,
 with a WARNING and a count (:meth:`SavepointSchedule.stats`). One thread for the
@@ -43,6 +43,9 @@ Outcome = Literal["taken", "unchanged", "failed"]
 
 HISTORY = 100
 """The most recent savepoint attempts :meth:`SavepointSchedule.stats` keeps."""
+PENDING = 1000
+"""Progress events kept for the schedule's thread (the oldest dropped past it: a due
+point is caught up at its query's next batch)."""
 
 
 @dataclass(frozen=True)
@@ -105,7 +108,9 @@ class SavepointSchedule:
         self._cadence = Cadence(self.every_batches,
                                 self.every.total_seconds() if self.every else None)
         self._lock = threading.Condition()
-        self._latest: str | None = None
+        # Events not yet read, every query's: the newest alone would let another query's
+        # event, arriving before this thread woke, hide this query's due batch.
+        self._events: deque[str] = deque(maxlen=PENDING)
         self._order: tuple[int, float] | None = None  # (due batch, when): the one to take
         self._running_since: tuple[int, float] | None = None  # the one being taken
         self._stats = ScheduleStats()
@@ -141,7 +146,7 @@ class SavepointSchedule:
                     thread.start()
 
     def on_progress(self, progress_json: str) -> None:
-        """A progress event (its JSON): kept as the newest, for the schedule's thread.
+        """A progress event (its JSON): kept for the schedule's thread.
         Never blocks on anything but this lock, never raises."""
         with self._lock:
             if self._bound is None:
@@ -151,7 +156,7 @@ class SavepointSchedule:
                                 "attached (give it to attach(..., savepoints=...)): no "
                                 "savepoint is taken", self.query)
                 return
-            self._latest = progress_json
+            self._events.append(progress_json)
             self._lock.notify_all()
 
     def close(self, timeout: float = 60.0) -> bool:
@@ -177,17 +182,18 @@ class SavepointSchedule:
     def _dispatch(self) -> None:
         while True:
             with self._lock:
-                while self._latest is None and not self._stop:
+                while not self._events and not self._stop:
                     self._lock.wait()
                 if self._stop:
                     return
-                text, self._latest = self._latest, None
-            assert text is not None
-            try:
-                self._consider(text)
-            except Exception:  # noqa: BLE001 - the schedule's thread never dies of an event
-                log.exception("offset-journal: the savepoint schedule of %r could not read "
-                              "a progress event (the query is unaffected)", self.query)
+                texts = list(self._events)
+                self._events.clear()
+            for text in texts:
+                try:
+                    self._consider(text)
+                except Exception:  # noqa: BLE001 - the schedule's thread never dies of one
+                    log.exception("offset-journal: the savepoint schedule of %r could not "
+                                  "read a progress event (the query is unaffected)", self.query)
 
     def _consider(self, text: str) -> None:
         """One progress event: a savepoint started when due and none runs; skipped, with

@@ -165,6 +165,9 @@ def test_a_scheduled_savepoint_names_its_directory_and_its_scope():
     ({"every_batches": 5, "max_age": timedelta(0)}, "max_age must be a positive duration"),
     ({}, "give every_batches=N, every='15m', or both"),
     ({"every_batches": 5, "under": " "}, "under must be a non-empty string"),
+    ({"every_batches": 5, "flush_timeout": "30"}, "flush_timeout must be a number of "
+                                                  "seconds, 0 or more, not '30'"),
+    ({"every_batches": 5, "flush_timeout": -1}, "flush_timeout must be a number"),
 ])
 def test_a_schedule_that_is_not_a_schedule_is_one_line(kwargs: dict[str, Any], words: str):
     args = {"checkpoint": "/chk", "under": "/sp", **kwargs}

@@ -104,6 +104,10 @@ class SavepointSchedule:
                               "both")
         self.retention = Retention(count_of(keep, "savepoint schedule: keep"),
                                    duration_of(max_age, "savepoint schedule: max_age"))
+        if (isinstance(flush_timeout, bool) or not isinstance(flush_timeout, (int, float))
+                or not 0 <= flush_timeout < float("inf")):
+            raise ConfigError(f"savepoint schedule: flush_timeout must be a number of "
+                              f"seconds, 0 or more, not {flush_timeout!r}")
         self.flush_timeout = float(flush_timeout)
         self._cadence = Cadence(self.every_batches,
                                 self.every.total_seconds() if self.every else None)

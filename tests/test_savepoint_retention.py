@@ -33,11 +33,12 @@ from offset_journal.savepoint.core import pinning
 from offset_journal.savepoint.model import Manifest, SourceEnd, digest_of
 from offset_journal.savepoint.periodic import prune_savepoints
 from offset_journal.savepoint.policy import Retention
-from tests import support
+from tests import s3_support, support
 from tests.payloads import kafka_source, progress, sql_execute, sql_rows
+from tests.s3_support import upload
 from tests.support import Cli, denied, journal_roles, one_error_line, role_url, write_checkpoint
 
-cli = support.cli
+bucket, cli = s3_support.bucket, support.cli  # the fixtures
 
 QUERY, RUN, QID = "totals", "run-1", "qid"
 
@@ -373,3 +374,41 @@ def test_a_plan_from_a_savepoint_deleted_while_it_was_made_is_not_recorded(
         assert j.recorded_plans(QUERY) == []
         # a plan from the newest is recorded as before
         assert j.record_plan(_plan_row(journal_url, ids[3], tmp_path)) > 0
+
+
+def test_retention_on_s3a_removes_a_savepoints_prefix_whole(s3_server: Any, bucket: str,
+                                                             journal_url: str,
+                                                             tmp_path: Path):
+    """Savepoints under an ``s3a://`` location (the S3 server): the location is probed
+    writable, those beyond --keep lose every object under their prefix, the newest and
+    a savepoint whose prefix only starts alike keep theirs."""
+    from offset_journal.savepoint._files import probe_writable
+
+    _journal(journal_url)
+    scope = f"s3a://{bucket}/sp/totals"
+    ids = {}
+    for b in (2, 4, 6):
+        where = tmp_path / f"totals-batch{b}"
+        m = _manifest(b)
+        digest = write_manifest(str(where), m)
+        (where / "state").mkdir()
+        (where / "state" / "part-0.parquet").write_bytes(b"a part, as a savepoint has")
+        url = upload(s3_server, where, bucket, f"sp/totals/totals-batch{b}")
+        with Journal(journal_url) as j:
+            ids[b] = j.record_savepoint({
+                "query_name": QUERY, "run_id": RUN, "query_id": QID, "batch_id": b,
+                "checkpoint": "/chk/v1", "location": url, "manifest_sha256": digest,
+                "manifest": m.to_dict(), "host": "h", "os_user": "u"})
+    # not a savepoint of the schedule: its key starts as one's does
+    s3_server.client().put_object(Bucket=bucket, Key="sp/totals/totals-batch2-notes.txt",
+                                  Body=b"someone's")
+    probe_writable(scope)
+    with Journal(journal_url) as j:
+        pruned = prune_savepoints(j, QUERY, scope, Retention(keep=1))
+    assert pruned.problems == ()
+    assert [v.savepoint.id for v in pruned.deleted] == [ids[2], ids[4]]
+    listed = s3_server.client().list_objects_v2(Bucket=bucket, Prefix="sp/")
+    assert sorted(o["Key"] for o in listed.get("Contents", [])) == [
+        "sp/totals/totals-batch2-notes.txt", "sp/totals/totals-batch6/manifest.json",
+        "sp/totals/totals-batch6/state/part-0.parquet"]
+    assert set(_deleted(journal_url)) == {ids[2], ids[4]}

@@ -131,9 +131,12 @@ def test_retention_touches_only_savepoints_of_its_own_location_that_are_savepoin
                    4: (True, "beyond the 1 newest kept")}
 
 
-def test_a_location_is_inside_a_scope_only_below_it():
+def test_a_location_is_inside_a_scope_only_directly_below_it():
     assert within("/sp/totals/a", "/sp/totals")
     assert within("/sp/totals/a/", "/sp/totals/")
+    assert within("/a", "/")
+    assert not within("/sp/totals/by-hand/a", "/sp/totals")  # a schedule writes children
+    assert not within("s3a://b/sp/totals/x/a", "s3a://b/sp/totals")
     assert not within("/sp/totals", "/sp/totals")
     assert not within("/sp/totals-old/a", "/sp/totals")  # a sibling with a longer name
     assert not within("/sp/x/../../etc", "/sp")

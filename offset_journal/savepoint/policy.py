@@ -125,9 +125,11 @@ def _normal(location: str) -> str:
 
 
 def within(location: str, scope: str) -> bool:
-    """Whether ``location`` is inside the directory (or prefix) ``scope``: a schedule's
-    retention deletes only what it could have written, never a savepoint made by hand
-    elsewhere. URLs are compared as written (``s3a://`` is not ``s3://``)."""
+    """Whether ``location`` is directly in the directory (or prefix) ``scope``: a
+    schedule's retention deletes only what it could have written (its savepoints are
+    the location's children), never a savepoint made by hand elsewhere, deeper below
+    included (``--to ./sp --keep 1`` in a home directory names the home directory).
+    URLs are compared as written (``s3a://`` is not ``s3://``)."""
     local = url_scheme(location) is None
     if local != (url_scheme(scope) is None):
         return False
@@ -135,7 +137,8 @@ def within(location: str, scope: str) -> bool:
         return False  # an object store takes '..' as a name, its reader may not
     loc, root = _normal(location), _normal(scope)
     sep = os.sep if local else "/"
-    return loc != root and loc.startswith(root.rstrip(sep) + sep)
+    parent, _sep, name = loc.rstrip(sep).rpartition(sep)
+    return bool(name) and parent == root.rstrip(sep)
 
 
 def plan_naming(plans: Iterable[RecordedPlan], row: RecordedSavepoint) -> int | None:

@@ -462,10 +462,13 @@ def recorded_problem(row: Mapping[str, Any] | RecordedSavepoint, *,
 def pinning(rows: Iterable[RecordedSavepoint]) -> tuple[list[int], list[tuple[int, str]]]:
     """Which recorded savepoints keep their batch from ``prune`` (ids), and which pin
     nothing, with why: a row whose manifest is not one, or not of its batch, is not a
-    savepoint (any role with INSERT on the table may write one)."""
+    savepoint (any role with INSERT on the table may write one). A savepoint whose files
+    retention deleted keeps nothing, and needs no note: no plan can start from it."""
     pins: list[int] = []
     ignored: list[tuple[int, str]] = []
     for row in rows:
+        if row.deleted_at is not None:
+            continue
         why = recorded_problem(row)
         if why is None:
             pins.append(row.id)

@@ -171,7 +171,7 @@ def make_spark_session(app_name: str = "offset-journal-tests",
 
     jar_paths = [spark_jars_value()]
     # The state-restore helper (savepoint restore, state repartition), on the Spark it
-    # runs on: built once per source digest, then only its directory is listed.
+    # runs on: the jar the package ships for that minor.
     if available("state-restore", installed_spark_version()):
         jar_paths.append(str(state_restore_jar()))
     if s3a:

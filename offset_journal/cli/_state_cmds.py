@@ -13,9 +13,9 @@ of a RocksDB checkpoint (:mod:`offset_journal.savepoint.restore.repartition`): r
 while the journal says the query runs or has no run of it (``--assume-stopped``),
 journaled as a decision, or said not to be.
 
-Both need PySpark and offset-journal's state-restore helper jar, which they build (Maven,
-once) and put on the local session's class path themselves (with Spark's Kafka connector
-for a restore: the new query reads Kafka).
+Both need PySpark and offset-journal's state-restore helper jar, which the package ships
+for the Spark minors they run on; they put it on the local session's ``spark.jars``
+themselves (with Spark's Kafka connector for a restore: the new query reads Kafka).
 """
 
 from __future__ import annotations

@@ -84,7 +84,7 @@ def test_jars_state_restore_prints_the_shipped_jar_without_maven(capsys, monkeyp
     assert code != 0 and out == ""
     assert err.startswith("offset-journal: error: no state-restore helper for Spark 4.1.1: "
                           "state restore") and err.count("\n") == 1, err
-    assert "needs Spark 4.2 (any 4.2.x)" in err
+    assert "needs Spark 4.2 or 4.3 (any 4.2.x, 4.3.x)" in err
 
 
 def test_the_probe_names_a_spark_class_this_jvm_lacks(tmp_path) -> None:

@@ -16,7 +16,7 @@ import pytest
 
 from offset_journal import Journal
 from offset_journal.errors import ConfigError, RestoreError, SavepointError
-from offset_journal.spark_version import available, parse
+from offset_journal.spark_version import available, needs_text, parse
 from tests import restore_support as rs
 from tests.payloads import sql_rows
 
@@ -121,7 +121,7 @@ def test_what_this_spark_lacks_is_refused_in_one_line_before_anything_runs(spark
             continue
         with pytest.raises(RestoreError) as err:
             check_version(spark, feature)
-        assert "needs Spark 4.2 (any 4.2.x)" in str(err.value)
+        assert f"needs {needs_text(feature)}" in str(err.value)
         assert f"this is Spark {running}" in str(err.value) and "\n" not in str(err.value)
     if available("state-restore", running):
         major, minor = parse(running).line

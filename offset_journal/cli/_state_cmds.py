@@ -71,8 +71,8 @@ def _add_restore(state_subs: Any, common: argparse.ArgumentParser) -> None:
         description="The plan from the savepoint (recorded), the new query's bootstrap "
                     "batch on the new checkpoint (it reads nothing), every operator's state "
                     "checked against the new query's and written; start the query on the "
-                    "checkpoint afterwards. Runs on Spark 4.2 (any 4.2.x). Needs PySpark and "
-                    "Maven (the helper jar, built once).")
+                    "checkpoint afterwards. Runs on Spark 4.2 and 4.3 (any patch). Needs "
+                    "PySpark (the helper jar is shipped).")
     res.add_argument("savepoint", metavar="ID|DIR", type=savepoint_ref,
                      help="the savepoint's id in the journal, or its directory")
     res.add_argument("--to", required=True, metavar="NEW_CHECKPOINT",

@@ -5,9 +5,10 @@ Spark's ``StateRewriter``, ``StatePartitionAllColumnFamiliesWriter``,
 ``OfflineStateRepartitionRunner``, operator metadata and state schema readers and offset
 and commit logs. What crosses is plain JSON and DataFrames.
 
-These are internals of one Spark minor: :mod:`offset_journal.spark_version` says which
-(:data:`PROVEN_SPARK`, any patch of it, vendors' builds of it included), and any other is
-refused in one line, here before the JVM is asked and in the helper again. The day Spark
+These are internals that change between Spark minors: :mod:`offset_journal.spark_version`
+says which minors run them (:data:`PROVEN_SPARK`, any patch, vendors' builds included;
+the repartition 4.2 alone), and any other is refused in one line, here before the JVM is
+asked and in the helper again (each minor has its own jar, compiled against it). The day Spark
 makes them public, this module and the helper change, and nothing else.
 
 The helper's jar must be on the session's class path (``spark.jars``, which also hands
@@ -31,8 +32,8 @@ from ...errors import RestoreError
 from ...spark_version import DATABRICKS_CONF, Feature, needs_text, problem, runtime_problem
 
 PROVEN_SPARK = needs_text("state-restore")
-"""The Spark the state restore and repartition are proven on, in words (``Spark 4.2 (any
-4.2.x)``)."""
+"""The Spark the state restore is proven on, in words (``Spark 4.2 or 4.3 (any 4.2.x,
+4.3.x)``)."""
 HELPER = "io.offsetjournal.state.StateRestore"
 PROBE = "io.offsetjournal.state.Probe"
 ALL_COLUMN_FAMILIES = "_readAllColumnFamilies"

@@ -16,6 +16,9 @@ throwaway Postgres, a Kafka broker: the test session's or a local one):
   second of the write, the path (RocksDB: the old checkpoint's bytes; HDFS: the
   savepoint's typed rows encoded); then v2 runs: its first real batch's
   ``triggerExecution``, against v2 on an empty new checkpoint (the same records);
+  then the same restore again in the same JVM, into another new checkpoint: each with
+  the driver JVM's classes loaded, JIT compilation and GC time during it (what a JVM's
+  first restore pays and its second does not);
 * restore into transformWithState: the same state mapped into a value state (typed rows,
   the path a Python seed replaces), its write time; and, up to ``--seeded-max`` keys,
   today's Python path, a ``transformWithState`` seeded with ``initial_state``: its first
@@ -135,19 +138,34 @@ def build_v1(spark: Any, listener: Any, work: Path, keys: int, provider: str) ->
     return took
 
 
+def jvm_counters(spark: Any) -> dict[str, float]:
+    """The driver JVM's classes loaded so far, seconds its JIT compiled and its
+    collectors ran: what a first run pays and a second does not."""
+    mf = spark._jvm.java.lang.management.ManagementFactory
+    gc = sum(max(int(b.getCollectionTime()), 0) for b in mf.getGarbageCollectorMXBeans())
+    return {"classes": float(mf.getClassLoadingMXBean().getTotalLoadedClassCount()),
+            "jit": mf.getCompilationMXBean().getTotalCompilationTime() / 1000,
+            "gc": gc / 1000}
+
+
 def restore_into_aggregation(spark: Any, work: Path, servers: str, topic: str,
-                             starting: str, saved: Any) -> dict[str, Any]:
+                             starting: str, saved: Any, ck: str = "ck-v2") -> dict[str, Any]:
+    """One restore into the new checkpoint ``ck`` and v2's first batch on it, with what
+    the driver JVM spent on class loading, JIT and GC during the restore."""
     from offset_journal.savepoint.restore import restore_savepoint
 
     def v2() -> Any:
         return (aggregation(kafka_events(spark, servers, topic, starting)).writeStream
                 .format("noop").outputMode("update").queryName(NAME)
-                .option("checkpointLocation", str(work / "ck-v2")))
+                .option("checkpointLocation", str(work / ck)))
 
-    restored = restore_savepoint(spark, saved, str(work / "ck-v2"), v2, ends=[starting])
+    before = jvm_counters(spark)
+    restored = restore_savepoint(spark, saved, str(work / ck), v2, ends=[starting])
+    after = jvm_counters(spark)
     first = first_batch(v2().trigger(availableNow=True).start())
     (op,) = restored.layout.operators
-    return {"path": op.path, "first": first, **restored.seconds}
+    return {"path": op.path, "first": first, **restored.seconds,
+            **{k: after[k] - before[k] for k in after}}
 
 
 def restore_into_tws(spark: Any, work: Path, servers: str, topic: str, starting: str,
@@ -214,6 +232,10 @@ def one(spark: Any, listener: Any, url: str, servers: str, keys: int, provider: 
     starting = new_records(servers, topic, keys)
     got = restore_into_aggregation(spark, work, servers, topic, starting, saved)
     say(f"{keys:,} keys, {provider}: restore {got['total']:.1f} s ({got['path']})")
+    # the same restore again in this JVM (into another new checkpoint): the pair says
+    # what the first one paid for being first
+    again = restore_into_aggregation(spark, work, servers, topic, starting, saved, "ck-v2b")
+    say(f"{keys:,} keys, {provider}: restore again {again['total']:.1f} s")
     empty = empty_start(spark, work, servers, topic, starting)
     tws = restore_into_tws(spark, work, servers, topic, starting, saved)
     python = (f"{seeded(spark, work, servers, topic, starting, saved):.1f}"
@@ -222,7 +244,9 @@ def one(spark: Any, listener: Any, url: str, servers: str, keys: int, provider: 
     row = [f"{keys:,}", provider, f"{os.getloadavg()[0]:.1f}", f"{v1_s:.1f}",
            f"{export_s:.1f}", got["path"], f"{got['bootstrap']:.1f}", f"{got['write']:.1f}",
            f"{rate:,.0f}", f"{got['total']:.1f}", f"{got['first']:.2f}", f"{empty:.2f}",
-           f"{got['first'] / empty:.2f}", f"{keys / tws:,.0f}", python]
+           f"{got['first'] / empty:.2f}", f"{keys / tws:,.0f}", python,
+           *(f"{r['bootstrap']:.1f} / {r['write']:.1f} / {keys / r['write']:,.0f} / "
+             f"{r['classes']:,.0f} / {r['jit']:.1f} / {r['gc']:.1f}" for r in (got, again))]
     rmtree(work)
     return row
 
@@ -230,7 +254,9 @@ def one(spark: Any, listener: Any, url: str, servers: str, keys: int, provider: 
 HEADERS = ["keys", "v1 store", "load (1 min)", "v1 builds it s", "export s", "restore path",
            "bootstrap s", "state write s", "keys/s", "restore s", "v2 first batch s",
            "empty start first batch s", "first / empty", "into transformWithState keys/s",
-           "Python path (handleInitialState) first batch s"]
+           "Python path (handleInitialState) first batch s",
+           "1st restore: bootstrap s / write s / keys/s / classes loaded / JIT s / GC s",
+           "2nd restore, same JVM: the same"]
 
 
 def say(text: str) -> None:

@@ -275,8 +275,8 @@ def _optional_jars(jars: list[str], packages: list[str], *, s3a: bool, delta: bo
                    restore: bool) -> list[str]:
     """hadoop-aws (``s3a``), Delta Lake (``delta``) and the state-restore helper
     (``restore``) for ``spark.jars``, each unless the submitter gave it."""
+    from offset_journal.local.helper_jar import is_helper_jar
     from offset_journal.local.jars import (
-        STATE_RESTORE_JAR,
         delta_spark_jars_value,
         s3a_spark_jars_value,
         state_restore_jar,
@@ -288,7 +288,7 @@ def _optional_jars(jars: list[str], packages: list[str], *, s3a: bool, delta: bo
         out.append(s3a_spark_jars_value())
     if delta and not any("delta-spark" in g for g in given):
         out.append(delta_spark_jars_value())
-    if restore and not any(j.endswith(STATE_RESTORE_JAR) for j in jars):
+    if restore and not any(is_helper_jar(j) for j in jars):
         out.append(str(state_restore_jar()))
     return out
 

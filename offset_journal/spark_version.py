@@ -133,7 +133,8 @@ FEATURES: tuple[FeatureSpec, ...] = (
                 "PySpark's row-based GroupedData.transformWithState",
                 instead=(Instead("run the job's built-in aggregation (--engine builtin)"),)),
     FeatureSpec("state-restore", "state restore (a savepoint written into a new checkpoint)",
-                (4, 2), "Spark 4.2's internal state writer (StateRewriter)", only=((4, 2),),
+                (4, 2), "Spark's internal state writer (StateRewriter, new in 4.2)",
+                only=((4, 2), (4, 3)),
                 instead=(_PYTHON_SEED, _DISCARD)),
     FeatureSpec("state-repartition", "state repartition", (4, 2),
                 "Spark 4.2's internal OfflineStateRepartitionRunner", only=((4, 2),),
@@ -215,3 +216,29 @@ def table(lines: tuple[Minor, ...] = SUPPORTED) -> list[tuple[FeatureSpec, list[
     """Each feature, with whether it runs on each of ``lines``: the compatibility page's
     table."""
     return [(f, [available(f.feature, f"{a}.{b}.0") for a, b in lines]) for f in FEATURES]
+
+
+INTERNALS: tuple[Feature, ...] = tuple(f.feature for f in FEATURES if f.only)
+"""The features that call Spark's internal classes (the state restore's helper)."""
+DATABRICKS_CONF = "spark.databricks.clusterUsageTags.sparkVersion"
+"""The setting Databricks Runtime gives every cluster's Spark (``17.3.x-scala2.13``); its
+driver also has ``DATABRICKS_RUNTIME_VERSION`` in the environment."""
+
+
+def runtime_problem(feature: Feature, version: SparkVersion | str,
+                    databricks: str | None) -> str | None:
+    """Why ``feature`` is refused on a vendor's runtime whose Spark internals are its
+    own (``databricks``: the Databricks Runtime version, None elsewhere), whatever
+    version its Spark reports; None when it runs there. Only the features that call
+    Spark's internal classes are refused: the rest use Spark's public API."""
+    if feature not in INTERNALS or not databricks:
+        return None
+    running = _as_version(version)
+    found = spec(feature)
+    line = (f"{found.title} calls Apache Spark's internal classes ({found.needs}), and "
+            f"Databricks Runtime {databricks} builds its Spark {running.raw} with its own; "
+            "refused before anything is written")
+    options = [i.text for i in found.instead if i.needs is None or available(i.needs, running)]
+    if options:
+        line += ": instead, " + ", or ".join(options)
+    return line

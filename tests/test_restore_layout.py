@@ -292,20 +292,21 @@ def test_types_read_as_people_write_them():
 
 
 def test_a_spark_version_not_proven_is_refused_in_one_line():
-    """Any 4.2.x (a vendor's build of one too) runs the restore; another minor is
-    refused in one line naming it, the repartition the same."""
+    """Any 4.2.x or 4.3.x (a vendor's build of one too) runs the restore, any 4.2.x the
+    repartition; another minor is refused in one line naming it."""
     from offset_journal.savepoint.restore._jvm import PROVEN_SPARK, version_problem
 
-    assert PROVEN_SPARK == "Spark 4.2 (any 4.2.x)"
-    for running in ("4.2.0", "4.2.1", "4.2.0-amzn-0"):
+    assert PROVEN_SPARK == "Spark 4.2 or 4.3 (any 4.2.x, 4.3.x)"
+    for running in ("4.2.0", "4.2.1", "4.2.0-amzn-0", "4.3.0", "4.3.1-amzn-0"):
         assert version_problem(running) is None
+    for running in ("4.2.0", "4.2.1", "4.2.0-amzn-0"):
         assert version_problem(running, "state-repartition") is None
-    for other in ("4.3.0", "4.1.0", "3.5.3", "3.5.6-amzn-2"):
-        for feature in ("state-restore", "state-repartition"):
+    for feature, others in (("state-restore", ("4.1.0", "3.5.3", "3.5.6-amzn-2", "5.0.0")),
+                            ("state-repartition", ("4.3.0", "4.1.0", "3.5.3"))):
+        for other in others:
             problem = version_problem(other, feature)
             assert problem is not None and "\n" not in problem
-            assert "needs Spark 4.2 (any 4.2.x)" in problem
-            assert f"this is Spark {other}" in problem
+            assert "needs Spark 4.2" in problem and f"this is Spark {other}" in problem
 
 
 def test_a_plans_start_offsets_made_concrete_for_the_offsets_file():

@@ -63,8 +63,9 @@ def test_each_feature_runs_from_the_spark_that_has_what_it_needs():
     assert runs["initial-state"] == everywhere[1:]
     assert runs["real-time"] == everywhere[2:]
     assert runs["transform-with-state"] == everywhere[2:]
-    # Spark's internal classes: 4.2 alone, any patch of it
-    assert runs["state-restore"] == runs["state-repartition"] == ["4.2.0", "4.2.1"]
+    # Spark's internal classes: the minors the helper is compiled for, any patch of them
+    assert runs["state-restore"] == ["4.2.0", "4.2.1", "4.3.0"]
+    assert runs["state-repartition"] == ["4.2.0", "4.2.1"]
 
 
 def test_vendor_builds_and_patches_count_as_their_apache_release():
@@ -84,7 +85,8 @@ def test_a_refusal_names_the_spark_it_needs_and_what_this_spark_can_do_instead()
     # the restore on 4.1 offers the Python seed, which 4.1 has; on 3.5 it does not
     on_41 = problem("state-restore", "4.1.1")
     assert on_41 is not None and on_41.startswith(
-        "state restore (a savepoint written into a new checkpoint) needs Spark 4.2 (any 4.2.x): ")
+        "state restore (a savepoint written into a new checkpoint) needs Spark 4.2 or 4.3 (any "
+        "4.2.x, 4.3.x): ")
     assert "this is Spark 4.1.1: instead, seed the new query in Python from a savepoint " \
            "(initial_state), or restart without the state" in on_41
     on_35 = problem("state-restore", "3.5.1")
@@ -108,7 +110,8 @@ def test_require_raises_the_callers_error_with_the_line():
 
 def test_needs_text_and_the_default_scala():
     assert needs_text("savepoint-create") == "Spark 4.0 or later"
-    assert needs_text("state-restore") == "Spark 4.2 (any 4.2.x)"
+    assert needs_text("state-restore") == "Spark 4.2 or 4.3 (any 4.2.x, 4.3.x)"
+    assert needs_text("state-repartition") == "Spark 4.2 (any 4.2.x)"
     assert [default_scala(v) for v in ("3.5.1", "3.5.7", "4.0.0", "4.2.0")] == [
         "2.12", "2.12", "2.13", "2.13"]
     assert SUPPORTED == ((3, 5), (4, 0), (4, 1), (4, 2))

@@ -16,7 +16,7 @@ import pytest
 
 from offset_journal import Journal
 from offset_journal.errors import ConfigError, RestoreError, SavepointError
-from offset_journal.spark_version import available
+from offset_journal.spark_version import available, needs_text, parse
 from tests import restore_support as rs
 from tests.payloads import sql_rows
 
@@ -110,8 +110,8 @@ def test_savepoint_and_initial_state_where_spark_has_them_refused_in_one_line_be
 def test_what_this_spark_lacks_is_refused_in_one_line_before_anything_runs(spark, tmp_path):
     """The state restore and repartition (4.2's internals) and attach() (3.5's listener)
     on the Spark installed: refused in one line where it lacks them, with nothing
-    written; the jar set of the restore's helper likewise, before Maven."""
-    from offset_journal.local.jars import JarsError, spec_for
+    written; the restore's helper jar likewise (the package ships none for this minor)."""
+    from offset_journal.local.jars import JarsError, state_restore_jar
     from offset_journal.savepoint.restore._jvm import check_version
 
     running = spark.version
@@ -121,14 +121,15 @@ def test_what_this_spark_lacks_is_refused_in_one_line_before_anything_runs(spark
             continue
         with pytest.raises(RestoreError) as err:
             check_version(spark, feature)
-        assert "needs Spark 4.2 (any 4.2.x)" in str(err.value)
+        assert f"needs {needs_text(feature)}" in str(err.value)
         assert f"this is Spark {running}" in str(err.value) and "\n" not in str(err.value)
     if available("state-restore", running):
-        assert spec_for("state-restore").version == running
+        major, minor = parse(running).line
+        assert state_restore_jar().name == f"state-restore-spark{major}.{minor}.jar"
     else:
-        with pytest.raises(JarsError, match=r"^cannot build offset-journal's state-restore "
-                                            rf"helper for Spark {running}: state restore"):
-            spec_for("state-restore")
+        with pytest.raises(JarsError, match=r"^no state-restore helper for Spark "
+                                            rf"{running}: state restore"):
+            state_restore_jar()
     assert available("journal", running)  # every supported Spark has the listener
 
     class Older:  # what attach() reads of a session on a Spark before 3.5

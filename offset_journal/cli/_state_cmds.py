@@ -13,9 +13,9 @@ of a RocksDB checkpoint (:mod:`offset_journal.savepoint.restore.repartition`): r
 while the journal says the query runs or has no run of it (``--assume-stopped``),
 journaled as a decision, or said not to be.
 
-Both need PySpark and offset-journal's state-restore helper jar, which they build (Maven,
-once) and put on the local session's class path themselves (with Spark's Kafka connector
-for a restore: the new query reads Kafka).
+Both need PySpark and offset-journal's state-restore helper jar, which the package ships
+for the Spark minors they run on; they put it on the local session's ``spark.jars``
+themselves (with Spark's Kafka connector for a restore: the new query reads Kafka).
 """
 
 from __future__ import annotations
@@ -71,8 +71,8 @@ def _add_restore(state_subs: Any, common: argparse.ArgumentParser) -> None:
         description="The plan from the savepoint (recorded), the new query's bootstrap "
                     "batch on the new checkpoint (it reads nothing), every operator's state "
                     "checked against the new query's and written; start the query on the "
-                    "checkpoint afterwards. Runs on Spark 4.2 (any 4.2.x). Needs PySpark and "
-                    "Maven (the helper jar, built once).")
+                    "checkpoint afterwards. Runs on Spark 4.2 and 4.3 (any patch). Needs "
+                    "PySpark (the helper jar is shipped).")
     res.add_argument("savepoint", metavar="ID|DIR", type=savepoint_ref,
                      help="the savepoint's id in the journal, or its directory")
     res.add_argument("--to", required=True, metavar="NEW_CHECKPOINT",

@@ -133,7 +133,7 @@ def _start_services(args: argparse.Namespace, work: Path,
 
 def _start_spark(*, restore: bool = False) -> Any:
     """A local SparkSession reading Kafka with Spark's own connector (and, to restore
-    a savepoint, offset-journal's state-restore helper: built by Maven once)."""
+    a savepoint, offset-journal's state-restore helper, which the package ships)."""
     from pyspark.sql import SparkSession
 
     from ..local.jars import spark_jars_value, state_restore_jar

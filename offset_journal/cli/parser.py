@@ -398,7 +398,7 @@ def _add_tools(subs: Subparsers, parents: tuple[argparse.ArgumentParser, ...],
     jars = subs.add_parser(
         "jars", parents=[common],
         help="fetch (once) and print the JVM jars: Spark's Kafka connector, Delta Lake, "
-             "hadoop-aws (s3a) or the state-restore helper (built) for spark.jars, or the "
+             "hadoop-aws (s3a) or the state-restore helper (shipped) for spark.jars, or the "
              "Kafka broker's class path")
     jars.add_argument("set", choices=list(JAR_SETS))
     jars.add_argument("--version", dest="jar_version", default=None,

@@ -25,12 +25,10 @@ later calls only list the directory.
   ``delta-spark_<scala>`` before, with ``delta-storage`` and Delta Kernel), at the
   installed ``delta-spark`` Python package's version, for ``spark.jars`` (Delta's own
   ``configure_spark_with_delta_pip`` uses Ivy).
-* ``state-restore``: offset-journal's own small Java helper (``jvm/state-restore``), BUILT
-  with Maven against ``spark-sql_2.13`` at the installed PySpark's version (Spark
-  itself provided, not shipped), for ``spark.jars``: the savepoint restore and the state
-  repartition (:mod:`offset_journal.savepoint.restore`), on the Spark minors
-  :mod:`offset_journal.spark_version` says they run on. Cached by the digest of its pom
-  and sources.
+* ``state-restore``: offset-journal's own small Java helper (``jvm/state-restore``),
+  not fetched: the package ships it prebuilt for each Spark minor the restore runs on
+  (:mod:`.helper_jar`), and this set is that one file, for ``spark.jars``: the
+  savepoint restore and the state repartition (:mod:`offset_journal.savepoint.restore`).
 * ``s3a``: Spark's ``s3a://`` file system, ``hadoop-aws`` at exactly the Hadoop version
   PySpark bundles, with the AWS SDK v2 modules it calls (not the SDK's 686 MB bundle),
   for ``spark.jars``; the session's settings for an endpoint are in
@@ -54,8 +52,9 @@ from pathlib import Path
 from typing import Literal
 
 from ..errors import JarsError
-from ..spark_version import default_scala, parse, problem
+from ..spark_version import default_scala, parse
 from ._maven import reason as maven_reason
+from .helper_jar import shipped_jar
 
 log = logging.getLogger(__name__)
 
@@ -63,7 +62,6 @@ JarSet = Literal["kafka-connector", "kafka-broker", "kafka-mirror", "delta", "st
                  "s3a"]
 JAR_SETS: tuple[JarSet, ...] = ("kafka-connector", "kafka-broker", "kafka-mirror", "delta",
                                 "state-restore", "s3a")
-STATE_RESTORE_JAR = "state-restore.jar"
 ENV_JARS_DIR = "OFFSET_JOURNAL_JARS_DIR"
 ENV_CONNECTOR_VERSION = "OFFSET_JOURNAL_CONNECTOR_VERSION"
 """Another patch release of the installed PySpark's minor for Spark's Kafka connector,
@@ -95,22 +93,16 @@ class JarSpec:
     pom: Path
     version_property: str
     properties: tuple[tuple[str, str], ...] = ()
-    build: bool = False  # a project of sources built with ``mvn package``, not resolved
 
     @property
     def directory_name(self) -> str:
         """``<name>-<version>-<digest of the Maven project>``: a changed project (a
-        dependency added or pinned, another Spark binary version, a source changed) is
-        fetched into a directory of its own, and a set other processes may be running
-        from is never replaced under them."""
+        dependency added or pinned, another Spark binary version) is fetched into a
+        directory of its own, and a set other processes may be running from is never
+        replaced under them."""
         hashed = hashlib.sha256(self.pom.read_bytes())
         for key, value in self.properties:
             hashed.update(f"\0{key}={value}".encode())
-        sources = self.pom.parent / "src"
-        for path in sorted(sources.rglob("*")) if self.build else ():
-            if path.is_file():
-                hashed.update(f"\0{path.relative_to(sources).as_posix()}\0".encode())
-                hashed.update(path.read_bytes())
         return f"{self.name}-{self.version}-{hashed.hexdigest()[:8]}"
 
 
@@ -287,13 +279,8 @@ def spec_for(name: JarSet, version: str | None = None) -> JarSpec:
         return JarSpec(name, version or KAFKA_VERSION,
                        jvm_dir() / "kafka-mirror" / "pom.xml", "kafka.version")
     if name == "state-restore":
-        chosen = version or installed_spark_version()
-        refused = problem("state-restore", chosen)
-        if refused is not None:  # its sources call one Spark minor's internal classes
-            raise JarsError(f"cannot build offset-journal's state-restore helper for Spark "
-                            f"{chosen}: {refused}")
-        return JarSpec(name, chosen, jvm_dir() / "state-restore" / "pom.xml", "spark.version",
-                       build=True)
+        raise JarsError("the state-restore helper is not fetched: offset-journal ships it "
+                        "(state_restore_jar())")
     if name == "delta":
         chosen = version or installed_delta_version()
         binary, scala = spark_binary_version(), installed_scala_binary()
@@ -311,7 +298,10 @@ def spec_for(name: JarSet, version: str | None = None) -> JarSpec:
 
 
 def jars(name: JarSet, version: str | None = None) -> list[Path]:
-    """The jar files of set ``name``, fetched once per version into the cache."""
+    """The jar files of set ``name``, fetched once per version into the cache (the
+    state-restore helper: the one the package ships for that Spark)."""
+    if name == "state-restore":
+        return [state_restore_jar(version)]
     spec = spec_for(name, version)
     target = cache_root() / spec.directory_name
     if not _complete(target):
@@ -337,11 +327,10 @@ def spark_jars_value(version: str | None = None) -> str:
 
 
 def state_restore_jar(version: str | None = None) -> Path:
-    """The state-restore helper's jar, built once per Spark version and source digest."""
-    found = [p for p in jars("state-restore", version) if p.name == STATE_RESTORE_JAR]
-    if not found:
-        raise JarsError(f"{STATE_RESTORE_JAR} is missing from {cache_root()}")
-    return found[0]
+    """The state-restore helper's jar the package ships for Spark ``version`` (default:
+    the installed PySpark's; any patch of a minor it is compiled for): nothing to fetch
+    or build."""
+    return shipped_jar(checked_version(version) if version else installed_spark_version())
 
 
 def delta_spark_jars_value(version: str | None = None) -> str:
@@ -384,10 +373,7 @@ def _fetch(spec: JarSpec, target: Path) -> None:
                                       "(apt-get install maven)"))
     staging = Path(tempfile.mkdtemp(prefix=f".{spec.directory_name}-", dir=target.parent))
     try:
-        if spec.build:
-            _build_with_maven(mvn, spec, staging)
-        else:
-            _run_maven(mvn, spec, staging)
+        _run_maven(mvn, spec, staging)
         if spec.name in ("kafka-connector", "delta", "s3a"):
             _drop_jars_spark_ships(staging)
         (staging / ".complete").write_text(f"{spec.name} {spec.version}\n")
@@ -412,33 +398,11 @@ def _run_maven(mvn: str, spec: JarSpec, out: Path) -> None:
         raise JarsError(_advice(spec, f"Maven could not resolve it ({maven_reason(done.stdout)})"))
 
 
-def _build_with_maven(mvn: str, spec: JarSpec, out: Path) -> None:
-    """``mvn package`` of a project of sources, built outside the repository (its build
-    directory under ``out``), keeping only the jar it makes."""
-    build = out / "build"
-    cmd = [mvn, "-B", "-q", "-f", str(spec.pom), "package",
-           f"-D{spec.version_property}={spec.version}", f"-Dout.dir={build}"]
-    log.info("building %s for Spark %s with Maven (once per version and source)", spec.name,
-             spec.version)
-    try:
-        done = subprocess.run(cmd, capture_output=True, text=True, timeout=_MAVEN_TIMEOUT_S)
-    except subprocess.TimeoutExpired as exc:
-        raise JarsError(_advice(spec, f"Maven did not finish in {_MAVEN_TIMEOUT_S} s")) from exc
-    jar = build / f"{spec.name}.jar"
-    if done.returncode != 0 or not jar.is_file():
-        raise JarsError(_advice(spec, f"Maven could not build it ({maven_reason(done.stdout)})"))
-    jar.rename(out / jar.name)
-    shutil.rmtree(build, ignore_errors=True)
-
-
 def _advice(spec: JarSpec, reason: str) -> str:
     if spec.name == "kafka-connector":
         return _connector_advice(spec, reason)
     if spec.name == "delta":
         return f"cannot fetch Delta Lake {delta_coordinate(spec)}: {reason}"
-    if spec.name == "state-restore":
-        return (f"cannot build offset-journal's state-restore helper against Spark "
-                f"{spec.version} (org.apache.spark:spark-sql_2.13:{spec.version}): {reason}")
     if spec.name == "s3a":
         return f"cannot fetch {S3A_ARTIFACT}:{spec.version} for s3a://: {reason}"
     if spec.name == "kafka-mirror":
@@ -477,6 +441,12 @@ def _drop_jars_spark_ships(directory: Path) -> None:
     for jar in directory.glob("*.jar"):
         if _artifact(jar.name) in shipped:
             jar.unlink()
+
+
+def spark_jars_dir() -> Path:
+    """The jars of the Spark that runs (see :func:`_spark_jars_dir`): what the
+    state-restore helper is compiled against."""
+    return _spark_jars_dir()
 
 
 def _spark_jars_dir() -> Path:

@@ -5,31 +5,37 @@ Spark's ``StateRewriter``, ``StatePartitionAllColumnFamiliesWriter``,
 ``OfflineStateRepartitionRunner``, operator metadata and state schema readers and offset
 and commit logs. What crosses is plain JSON and DataFrames.
 
-These are internals of one Spark minor: :mod:`offset_journal.spark_version` says which
-(:data:`PROVEN_SPARK`, any patch of it, vendors' builds of it included), and any other is
-refused in one line, here before the JVM is asked and in the helper again. The day Spark
+These are internals that change between Spark minors: :mod:`offset_journal.spark_version`
+says which minors run them (:data:`PROVEN_SPARK`, any patch, vendors' builds included;
+the repartition 4.2 alone), and any other is refused in one line, here before the JVM is
+asked and in the helper again (each minor has its own jar, compiled against it). The day Spark
 makes them public, this module and the helper change, and nothing else.
 
-The helper's jar must be on the session's class path (``spark.jars``):
-``offset-journal jars state-restore`` builds it once (Maven, against
-``spark-sql_2.13`` of the installed PySpark) and prints its path; the jobs in ``jobs/``
-and the test session add it.
+The helper's jar must be on the session's class path (``spark.jars``, which also hands
+it to the executors, where its ``EncodeRows`` runs in tasks): the package ships it for
+each minor the restore runs on (:mod:`offset_journal.local.helper_jar`) and
+``offset-journal jars state-restore`` prints its path; the jobs in ``jobs/`` and the
+test session add it. Before the first call, a runtime whose Spark internals are its own
+is refused: Databricks Runtime by name, any other by the first internal class the
+helper names that its JVM cannot load (the helper's ``Probe``).
 """
 
 from __future__ import annotations
 
 import json
+import os
 import time
 from collections.abc import Sequence
 from typing import Any
 
 from ...errors import RestoreError
-from ...spark_version import Feature, needs_text, problem
+from ...spark_version import DATABRICKS_CONF, Feature, needs_text, problem, runtime_problem
 
 PROVEN_SPARK = needs_text("state-restore")
-"""The Spark the state restore and repartition are proven on, in words (``Spark 4.2 (any
-4.2.x)``)."""
+"""The Spark the state restore is proven on, in words (``Spark 4.2 or 4.3 (any 4.2.x,
+4.3.x)``)."""
 HELPER = "io.offsetjournal.state.StateRestore"
+PROBE = "io.offsetjournal.state.Probe"
 ALL_COLUMN_FAMILIES = "_readAllColumnFamilies"
 """The State Data Source's internal option (Spark 4.2's ``StateSourceOptions``) that
 reads a RocksDB store as the state writer's rows, every column family as bytes."""
@@ -41,25 +47,52 @@ def version_problem(running: str, feature: Feature = "state-restore") -> str | N
 
 
 def check_version(spark: Any, feature: Feature = "state-restore") -> None:
-    """RestoreError (one line) unless the session's Spark runs ``feature``."""
-    found = version_problem(str(spark.version), feature)
+    """RestoreError (one line) unless the session's Spark runs ``feature``: its version,
+    and a vendor runtime whose internals are its own (Databricks Runtime)."""
+    running = str(spark.version)
+    found = version_problem(running, feature) or runtime_problem(
+        feature, running, databricks_runtime(spark))
     if found is not None:
         raise RestoreError(found)
 
 
-def helper(spark: Any, feature: Feature = "state-restore") -> Any:
-    """The helper class in the session's JVM, the Spark version checked first."""
-    check_version(spark, feature)
-    from py4j.java_gateway import JavaClass
+def databricks_runtime(spark: Any) -> str | None:
+    """The Databricks Runtime the session runs on (its cluster's setting, else the
+    driver's environment), None elsewhere."""
+    found = spark.conf.get(DATABRICKS_CONF, None)
+    return str(found) if found else os.environ.get("DATABRICKS_RUNTIME_VERSION") or None
 
-    found = spark._jvm
-    for name in HELPER.split("."):
-        found = getattr(found, name)
-    if not isinstance(found, JavaClass):
+
+def helper(spark: Any, feature: Feature = "state-restore") -> Any:
+    """The helper class in the session's JVM, the Spark version checked first, then
+    that this JVM has every Spark class the helper names."""
+    check_version(spark, feature)
+    found, probe = _java_class(spark, HELPER), _java_class(spark, PROBE)
+    if found is None or probe is None:
         raise RestoreError("offset-journal's state-restore helper is not on this session's "
                            "class path: add the jar `offset-journal jars state-restore` "
                            "prints to spark.jars (the jobs in jobs/ do)")
+    missing = probe.missing()
+    if missing is not None:
+        raise RestoreError(missing_class_problem(str(missing), str(spark.version), feature))
     return found
+
+
+def missing_class_problem(name: str, running: str, feature: Feature = "state-restore") -> str:
+    """The one line for a Spark whose JVM lacks an internal class the helper calls."""
+    return (f"this Spark {running} has no {name}, which offset-journal's state-restore "
+            f"helper calls: its internals are not Apache Spark's ({needs_text(feature)}); "
+            "nothing was written")
+
+
+def _java_class(spark: Any, name: str) -> Any:
+    """The JVM class ``name`` (a py4j JavaClass), None when the session cannot load it."""
+    from py4j.java_gateway import JavaClass
+
+    found = spark._jvm
+    for part in name.split("."):
+        found = getattr(found, part)
+    return found if isinstance(found, JavaClass) else None
 
 
 def _call(what: str, fn: Any, *args: Any) -> Any:

@@ -48,14 +48,13 @@ import scala.jdk.javaapi.CollectionConverters;
 /**
  * The one edge between offset-journal and Spark's internal state classes: operator
  * metadata and state schemas read, a new checkpoint started, the state rewritten
- * ({@link StateWrite}) and repartitioned in place. Proven on Spark {@value #PROVEN} only:
- * every entry point refuses another version, so a Spark that changes these internals
- * fails here in one line, not in a task.
+ * ({@link StateWrite}) and repartitioned in place. These classes change between Spark
+ * minors, so the helper is compiled once per minor against that Spark's own jars
+ * ({@link SparkLine}, from {@code src/spark-<minor>/java}): every entry point refuses
+ * a Spark of another minor, so a jar on the wrong Spark fails here in one line, not in a
+ * task.
  */
 public final class StateRestore {
-    /** The Spark version these internals were proven on. */
-    public static final String PROVEN = "4.2.0";
-
     private StateRestore() {
     }
 
@@ -64,12 +63,24 @@ public final class StateRestore {
         return org.apache.spark.package$.MODULE$.SPARK_VERSION();
     }
 
-    /** Throws (one line) unless the running Spark is the one proven. */
+    /** The Spark minor this jar was compiled for ({@code 4.2}). */
+    public static String line() {
+        return SparkLine.LINE;
+    }
+
+    /**
+     * Throws (one line) unless the running Spark is of the minor this jar was compiled
+     * for: any patch release, and a vendor's build of one ({@code 4.2.1},
+     * {@code 4.2.0-amzn-0}).
+     */
     public static void checkVersion() {
         String running = sparkVersion();
-        if (!PROVEN.equals(running)) {
-            throw new IllegalStateException("the state restore is proven on Spark " + PROVEN
-                + " only; this is Spark " + running);
+        String[] parts = running.split("[^0-9]+", 3);
+        String minor = parts.length >= 2 ? parts[0] + "." + parts[1] : running;
+        if (!SparkLine.LINE.equals(minor)) {
+            throw new IllegalStateException("this state-restore helper is compiled for Spark "
+                + SparkLine.LINE + " (any " + SparkLine.LINE + ".x); this is Spark " + running
+                + ": use the helper jar offset-journal ships for this Spark's minor");
         }
     }
 

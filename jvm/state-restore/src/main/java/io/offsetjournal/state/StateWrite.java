@@ -208,6 +208,10 @@ public final class StateWrite {
         if (!ran) {
             throw new IllegalStateException("commit before the state write ran");
         }
+        CommitLog log = StateRestore.checkpointMetadata(spark, resolved).commitLog();
+        // Asked before the batch's own commit goes: on a Spark that takes the version from
+        // the checkpoint's last commit, that commit is the one this write replaces.
+        int version = SparkLine.commitVersion(spark, log);
         if (replace) {
             Path file = new Path(new Path(resolved, "commits"), String.valueOf(writeBatchId));
             Path crc = new Path(file.getParent(), "." + file.getName() + ".crc");
@@ -219,9 +223,9 @@ public final class StateWrite {
                 throw new java.io.UncheckedIOException(e);
             }
         }
-        CommitLog log = StateRestore.checkpointMetadata(spark, resolved).commitLog();
+        log = StateRestore.checkpointMetadata(spark, resolved).commitLog();
         return log.add(writeBatchId, log.createMetadata(nextBatchWatermarkMs, ids,
-            scala.collection.immutable.Map$.MODULE$.empty(), log.defaultVersion()));
+            scala.collection.immutable.Map$.MODULE$.empty(), version));
     }
 
     /** The column families this write knows, as op/store/family (for messages). */

@@ -118,10 +118,10 @@ class Claim:
         late = (f" ({ids_text(self.seen)} came later)" if self.seen else "")
         verb = "is" if len(unseen) == 1 else "are"
         return (f"journal rows lost: {ids_text(unseen)} of query id {self.query_id} {verb} "
-                f"not in the journal{late} (its database failed over to a server that lacked them, or "
-                "Spark's listener bus dropped their events: see the Deploy page); Spark ran "
-                "them, so the offsets were most likely processed, but the journal cannot "
-                f"show it: {fill_hint(query_name, self.query_id)}")
+                f"not in the journal{late} (its database failed over to a server that "
+                "lacked them, or Spark's listener bus dropped their events: see the Deploy "
+                "page); Spark ran them, so the offsets were most likely processed, but the "
+                f"journal cannot show it: {fill_hint(query_name, self.query_id)}")
 
     def settle(self, query_name: str, standby: str | None,
                ) -> tuple[list[Finding], list[Finding], list[str]]:

@@ -40,10 +40,27 @@ flagged AS (
     GROUP BY b.query_name),
 spooled AS (
     SELECT query_name, sum(events) AS events FROM {s}.spool_losses
-    WHERE recorded_at >= :since GROUP BY query_name)
+    WHERE recorded_at >= :since GROUP BY query_name),
+ids AS (
+    -- Batch ids of a query id journaled since then, distinct (a batch run again on a
+    -- resume, or imported from the checkpoint, is one id), each with the one before.
+    SELECT d.query_name, d.query_id, d.batch_id,
+           lag(d.batch_id) OVER (PARTITION BY d.query_name, d.query_id
+                                 ORDER BY d.batch_id) AS prev
+    FROM (SELECT DISTINCT b.query_name, b.query_id, b.batch_id FROM {s}.batches b
+          WHERE b.query_name IN (SELECT query_name FROM names)
+            AND b.recorded_at >= :since) d),
+missing AS (
+    -- Ids inside a query id's run of ids that the journal lacks (Spark ran them: it
+    -- started a later one on the same checkpoint).
+    SELECT query_name, sum(batch_id - prev - 1) AS n,
+           (array_agg(query_id || ':' || (prev + 1) || '..' || (batch_id - 1)
+                      ORDER BY query_id, batch_id))[1] AS example
+    FROM ids WHERE batch_id > prev + 1 GROUP BY query_name)
 SELECT n.query_name, last.id AS batch_pk, last.trigger_at, last.recorded_at,
        lag.total_lag, worst.topic, worst.partition, worst.lag,
        f.n AS flagged, f.example, sp.events AS spooled, kafka.reads_kafka,
+       mi.n AS missing, mi.example AS missing_example,
        fc.made_at, fc.partitions, fc.loss_earliest, fc.loss_topic, fc.loss_partition,
        fc.lost, fc.beyond_end, fc.unknown, fc.gone, fc.lost_partitions, fc.loss_read_on,
        rl.losses
@@ -129,6 +146,7 @@ LEFT JOIN LATERAL (
                   AND o ->> 1 = l.topic AND o ->> 2 = l.partition::text))) rl ON true
 LEFT JOIN flagged f ON f.query_name = n.query_name
 LEFT JOIN spooled sp ON sp.query_name = n.query_name
+LEFT JOIN missing mi ON mi.query_name = n.query_name
 ORDER BY n.query_name
 """
 
@@ -188,6 +206,7 @@ class Health(Reads):
             else None,
             flagged=int(r["flagged"] or 0), flagged_example=r["example"],
             spool_lost_events=int(r["spooled"] or 0),
+            missing_batches=int(r["missing"] or 0), missing_example=r["missing_example"],
             forecast=_forecast(r), reads_kafka=bool(r["reads_kafka"]),
             exists=r["batch_pk"] is not None,
             losses=facts_losses(r["query_name"], r["losses"])) for r in rows]

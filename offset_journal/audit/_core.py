@@ -62,7 +62,8 @@ old checkpoint (same query id, batch id and offsets) is not read twice into the 
 the sink's log already held it, and the file and Delta sinks skip such a batch.
 
 Limits: a batch journaled late (from a listener's spool, after a newer run's) is
-placed where it was journaled; a query reading one topic-partition in two sources
+placed where it was journaled, unless it fills ids its checkpoint's later batches
+showed missing; a query reading one topic-partition in two sources
 (a self-union) shows overlaps between them.
 """
 

@@ -427,7 +427,7 @@ class _Walk:
         a note says the ids that never came)."""
         dropped: list[Finding] = []
         for claim in self.claims.values():
-            _keep, drop, notes = claim.settle(self.query_name, self.standby)
+            drop, notes = claim.settle(self.query_name, self.standby)
             dropped += drop
             self.notes += [(claim.ref, note) for note in notes]
         if dropped:

@@ -124,8 +124,9 @@ class Claim:
                 f"journal cannot show it: {fill_hint(query_name, self.query_id)}")
 
     def settle(self, query_name: str, standby: str | None,
-               ) -> tuple[list[Finding], list[Finding], list[str]]:
-        """The claim's findings to keep and to drop (filled), and its notes."""
+               ) -> tuple[list[Finding], list[str]]:
+        """Say why each of the claim's gaps is left; return those to drop (filled, or
+        on a standby) and the claim's notes."""
         keep: list[Finding] = []
         drop: list[Finding] = []
         for hole in self.holes.values():
@@ -151,4 +152,4 @@ class Claim:
                          f"journaled only after {self.ref.label()} "
                          "(from a listener's spool, or `checkpoint import`): they fill the "
                          "offsets their absence left")
-        return keep, drop, notes
+        return drop, notes

@@ -576,6 +576,10 @@ class QueryFacts:
     flagged: int = 0  # batches' sources with a problem flagged since ``since``
     flagged_example: str | None = None
     spool_lost_events: int = 0
+    # Batch ids journaled since ``since`` missing inside a query id's ids (Spark ran
+    # them), and the first such span as ``query_id:first..last``.
+    missing_batches: int = 0
+    missing_example: str | None = None
     rejected: int = 0
     forecast: ForecastFacts | None = None  # None: none recorded (or live: not asked)
     reads_kafka: bool = True  # its last batch reads a Kafka source (so has a forecast)

@@ -546,17 +546,56 @@ def test_batch_ids_missing_inside_a_run_are_journal_rows_lost():
     [finding] = report.findings
     assert (finding.kind, finding.status, finding.first, finding.end) == (GAP, UNEXPLAINED,
                                                                            30, 60)
-    assert "journal rows lost: batches 3..5 of run r are not in the journal" in finding.reason
+    assert "journal rows lost: batches 3..5 of query id q1 are not in the journal" in (
+        finding.reason)
     assert "resumed a checkpoint" not in finding.reason
-    # journaled late (a spool replayed after the run went on): said so, not "lost"
+    assert ("`offset-journal checkpoint import CHECKPOINT --query-name q` (CHECKPOINT: the "
+            "location of query id q1)") in finding.reason
+    # journaled late (a spool replayed after the run went on): they fill the gap, a note
+    # says so, and nothing reads as processed twice
     late = audit_batches("q", [*batches, _batch(6, "r", 4, 40), _batch(7, "r", 3, 30),
                                _batch(8, "r", 5, 50)])
-    assert "batches 3..5 of run r were journaled only after r:6" in late.findings[0].reason
+    assert late.ok and late.findings == []
+    assert any("batches 3..5 of query id q1 were journaled only after r:6" in n
+               for n in late.notes)
+    # some of them: the gap is what is still missing, and says which came
+    part = audit_batches("q", [*batches, _batch(6, "r", 3, 30), _batch(7, "r", 5, 50)])
+    [rest] = part.findings
+    assert (rest.status, rest.first, rest.end) == (UNEXPLAINED, 40, 50)
+    assert "batch 4 of query id q1 is not in the journal (batches 3, 5 came later)" in (
+        rest.reason)
     # on a standby, ids that never came may only not be replayed yet: a note
     standby = audit_batches("q", batches, standby="h2:5432, a standby 3.0 s behind")
     assert standby.exit_code == 0 and standby.findings == []
-    assert any("batches 3..5 of run r (before r:6; offsets 30..59 of t-0) are not on this "
+    assert any("batches 3..5 of query id q1 (before r:6; offsets 30..59 of t-0) are not on this "
                "standby: h2:5432, a standby 3.0 s behind" in n for n in standby.notes)
+
+
+def test_batches_imported_from_the_checkpoint_fill_what_the_listener_lost() -> None:
+    """Spark's listener bus dropped batches 3..5's events: `checkpoint import` journals
+    them under the checkpoint's own run (same query id), after the run went on. They
+    fill the gap rather than reading as another run re-reading offsets; a batch of
+    another query id, or with other offsets, fills nothing."""
+    batches = [_batch(pk, "r", b, 10 * b) for pk, b in enumerate((0, 1, 2, 6, 7), 1)]
+    imported = [_batch(pk, "ckpt", b, 10 * b) for pk, b in ((6, 3), (7, 4), (8, 5))]
+    report = audit_batches("q", [*batches, *imported])
+    assert report.ok and report.findings == [], report.findings
+    assert [r.run_id for r in report.runs] == ["r"]
+    # another query id (another checkpoint) fills nothing: it is a run of its own
+    other = [AuditBatch(b.pk, "x", "q2", b.batch_id, None, None, b.sources)
+             for b in imported]
+    assert [(f.kind, f.first, f.end) for f in audit_batches(
+        "q", [*batches, *other]).findings][0] == (GAP, 30, 60)
+    # the listener lost the last batches of a run, and a run resuming the checkpoint
+    # journaled on: the same ids missing, not an older checkpoint copy
+    resumed = [*batches[:3], _batch(4, "r2", 6, 60), _batch(5, "r2", 7, 70)]
+    [gap] = audit_batches("q", resumed).findings
+    assert "batches 3..5 of query id q1 are not in the journal" in gap.reason
+    assert "resumed a checkpoint" not in gap.reason
+    assert audit_batches("q", [*resumed, *imported]).ok
+    # offsets that do not lie inside the gap fill nothing either
+    wrong = [_batch(6, "ckpt", 3, 25)]
+    assert not audit_batches("q", [*batches, *wrong]).ok
 
 
 # --------------------------------------------------------------------------- recorded losses

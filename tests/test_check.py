@@ -396,3 +396,43 @@ def test_a_since_in_the_future_is_refused_and_every_query_left_out_is_said(
         "UNKNOWN: every query was left out: the journal holds 1 query, and --exclude or "
         "--active-within left out each one: nothing checked"), out
     assert "holds no query" not in out
+
+
+def _of(journal: Journal, name: str, query_id: str, run_id: str, batch_id: int,
+        start: int | None, end: int) -> None:
+    offsets = {"orders": {"0": end}}
+    starts = {"orders": {"0": start}} if start is not None else None
+    payload = progress(batch_id, sources=[kafka_source("orders", starts, offsets, offsets)],
+                       name=name, query_id=query_id, run_id=run_id, timestamp=_now_ts())
+    assert journal.record_batch(batch_from_progress(payload))
+
+
+def test_batch_ids_a_checkpoint_ran_that_the_journal_lacks_are_named(
+        journal_url: str, cli: Cli) -> None:
+    """Batch ids of one query id (a checkpoint, across the runs resuming it) missing
+    before a journaled one: Spark ran them (its listener bus dropped their events).
+    check names them and the import that fills them; batches of that query id journaled
+    later under another run (`checkpoint import`'s) fill them; a new checkpoint's ids
+    starting at 0 again are not missing."""
+    with Journal(journal_url) as journal:
+        for b in (0, 1, 2, 6):
+            _of(journal, "dropped", "qid-1", "run-1", b, 10 * b if b else None, 10 * b + 10)
+        _of(journal, "dropped", "qid-1", "run-2", 9, 90, 100)  # resumed: 7, 8 lost too
+        _of(journal, "dropped", "qid-2", "run-3", 0, None, 110)  # a new checkpoint
+        for b in (0, 1):
+            _of(journal, "fine", "qid-3", "run-4", b, 10 * b if b else None, 10 * b + 10)
+    code, out, err = cli("--database-url", journal_url, "check", "dropped", "fine")
+    assert code == 1, out + err
+    [line] = [line for line in out.splitlines() if "missing" in line]
+    assert line.startswith("WARNING: dropped: 5 batch ids missing from the journal since ")
+    assert line.endswith(
+        ", though Spark ran them (query id qid-1: batches 3..5, and more): the listener's "
+        "events were dropped (Spark's listener bus) or lost with a database; `offset-journal "
+        "checkpoint import CHECKPOINT --query-name dropped` journals them from that query "
+        "id's checkpoint (see `offset-journal audit dropped`)")
+    # the import's run journals them (same query id, its own run): nothing missing
+    with Journal(journal_url) as journal:
+        for b in (3, 4, 5, 7, 8):
+            _of(journal, "dropped", "qid-1", "import", b, 10 * b, 10 * b + 10)
+    code, out, err = cli("--database-url", journal_url, "check", "dropped", "fine")
+    assert code == 0 and "missing" not in out, out + err

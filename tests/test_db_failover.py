@@ -281,7 +281,7 @@ def test_commands_on_a_standby_read_and_say_what_needs_the_primary(servers, tmp_
     code, out, err = _cli(capsys, reader, "audit", QUERY)
     assert code == 0, out + err
     assert f"127.0.0.1:{standby.port}, a standby" in out
-    assert "batch 4 of run" in out and "not on this standby" in out
+    assert "batch 4 of query id" in out and "not on this standby" in out
     # on the primary, batch 4 is there and nothing is said of standbys
     code, out, _ = _cli(capsys, primary.url(DB, WRITER), "audit", QUERY)
     assert code == 0 and "standby" not in out, out

@@ -283,6 +283,19 @@ def test_data_loss_flagged_batches_and_unknown_queries() -> None:
     assert check([], Thresholds(), NOW_DT).exit_code == CheckExit.UNKNOWN
 
 
+def test_batch_ids_the_journal_lacks_are_a_warning_that_says_how_to_fill_them() -> None:
+    [one] = check([_fresh("q", missing_batches=1, missing_example="qid:4..4")], Thresholds(),
+                  NOW_DT).problems
+    assert (one.severity, one.kind) == ("warning", "missing-batches")
+    assert "1 batch id missing from the journal since " in one.text
+    assert "(query id qid: batch 4): " in one.text
+    assert "`offset-journal checkpoint import CHECKPOINT --query-name q`" in one.text
+    [more] = check([_fresh("q", missing_batches=7, missing_example="a:b:3..5")],
+                   Thresholds(), NOW_DT).problems
+    assert "7 batch ids missing" in more.text and "(query id a:b: batches 3..5, and more)" \
+        in more.text
+
+
 def test_no_forecast_to_go_by_is_unknown_and_a_gone_partition_a_warning() -> None:
     """--min-time-to-loss passes only on a forecast: a query with none recorded, one
     older than --max-forecast-age, or a partition not forecast is UNKNOWN; a partition

@@ -41,14 +41,17 @@ running query is read from its log start), and in the first run audited (the jou
 begins there); otherwise it is an **unexplained start** (only the broker knows a log
 start, and offsets it deleted were never processed either).
 
-**Journal rows lost.** A run's batch ids follow one another: a batch whose run has
-journaled batches, and whose id is more than one past the highest of them, shows that
-the ids in between were not journaled before it. A gap there names them: as journal
-rows lost (its database failed over to a server that lacked them, or the listener lost
-events) when they never come, as journaled late when they come further on; never as a
-job reading from the wrong place. Read on a standby (``standby``, what the edge says
-of its lag), ids that never come may only not be replayed yet: a note says so, and
-there is no finding.
+**Journal rows lost.** A checkpoint's batch ids follow one another, across the runs
+that resume it: a batch whose query id has journaled batches, and whose id is more than
+one past the highest of them, shows that the ids in between were not journaled before
+it. A gap there names them as journal
+rows lost (its database failed over to a server that lacked them, or Spark's listener
+bus dropped their events), never as a job reading from the wrong place, and says how to
+journal them from the checkpoint. A batch of the same query id with one of those ids,
+journaled further on (a listener's spool, ``checkpoint import``), fills its part of the
+gap (:mod:`._missing`). Read on a standby (``standby``, what the edge says of its lag),
+ids that never come may only not be replayed yet: a note says so, and there is no
+finding.
 
 **The sink's log.** A plan that read the old query's sink (issue 41) keeps what it
 took from it: the batches the sink held beyond the journal, with their offsets from the
@@ -59,7 +62,8 @@ old checkpoint (same query id, batch id and offsets) is not read twice into the 
 the sink's log already held it, and the file and Delta sinks skip such a batch.
 
 Limits: a batch journaled late (from a listener's spool, after a newer run's) is
-placed where it was journaled; a query reading one topic-partition in two sources
+placed where it was journaled, unless it fills ids its checkpoint's later batches
+showed missing; a query reading one topic-partition in two sources
 (a self-union) shows overlaps between them.
 """
 
@@ -74,6 +78,7 @@ from typing import Literal
 from ..offsets import EARLIEST, PartitionOffset
 from ..rows import AuditBatch, AuditSource, RecordedPlan
 from ..wording import tp as tp_label
+from ._missing import Claim, Hole
 from ._plans import (
     link_problem,
     match_plan,
@@ -153,52 +158,6 @@ class _Run:
     plan: RecordedPlan | None
     offsets: dict[TP, int]
     first_pk: int
-    last_batch: int = -1
-    """The highest batch id of the run walked so far."""
-
-
-@dataclass
-class _Claim:
-    """Batch ids ``first``..``last`` of a run, not journaled before ``ref``: the gaps
-    they left (findings, with the text before their cause; on a standby, the offsets
-    for a note), and those of the ids that showed up further on."""
-
-    run_id: str
-    first: int
-    last: int
-    ref: HistoryRef
-    findings: list[tuple[Finding, str]] = field(default_factory=list)
-    offsets: list[str] = field(default_factory=list)
-    seen: set[int] = field(default_factory=set)
-
-    def unseen(self) -> list[int]:
-        return [i for i in range(self.first, self.last + 1) if i not in self.seen]
-
-    def cause(self) -> str:
-        """Why the ids were not there, now that the walk is over."""
-        unseen = self.unseen()
-        run = f"of run {self.run_id}"
-        if not unseen:
-            return (f"{_ids(self.seen)} {run} were journaled only after {self.ref.label()} "
-                    "(late, from a spool): the audit follows the journal's order")
-        late = (f" ({_ids(self.seen)} came later, from a spool)" if self.seen else "")
-        return (f"journal rows lost: {_ids(unseen)} {run} are not in the journal{late} (its "
-                "database failed over to a server that lacked them, or the listener lost "
-                "events: see `plan`); Spark ran them, so the offsets were most likely "
-                "processed, but the journal cannot show it")
-
-
-def _ids(ids: Iterable[int]) -> str:
-    """Batch ids as people read them: ``batch 4``, ``batches 4, 7..9``."""
-    ordered = sorted(ids)
-    spans: list[list[int]] = []
-    for i in ordered:
-        if spans and spans[-1][1] == i - 1:
-            spans[-1][1] = i
-        else:
-            spans.append([i, i])
-    text = ", ".join(f"{a}" if a == b else f"{a}..{b}" for a, b in spans)
-    return f"batch {text}" if len(ordered) == 1 else f"batches {text}"
 
 
 @dataclass(frozen=True)
@@ -221,8 +180,10 @@ class _Open:
 
 
 class _Walk:
-    def __init__(self, plans: Sequence[RecordedPlan], standby: str | None = None) -> None:
+    def __init__(self, plans: Sequence[RecordedPlan], standby: str | None = None,
+                 query_name: str = "") -> None:
         self.plans = list(plans)
+        self.query_name = query_name
         self.standby = standby
         self.linked = {run: plan for plan in self.plans for run in plan.run_ids}
         self.taken: set[int] = set()
@@ -231,7 +192,9 @@ class _Walk:
         self.open: dict[tuple[TP, str], _Open] = {}
         self.findings: list[Finding] = []
         self.notes: list[tuple[HistoryRef, str]] = []
-        self.claims: dict[str, dict[tuple[int, int], _Claim]] = {}
+        self.claims: dict[tuple[str, int, int], Claim] = {}
+        self.last_ids: dict[str, int] = {}
+        """The highest batch id walked so far per query id (checkpoint)."""
         self.origin: str | None = None
         self.count = 0
         self.sink_held = sink_held(self.plans)
@@ -304,14 +267,19 @@ class _Walk:
 
     def step(self, batch: AuditBatch) -> None:
         self.count += 1
+        claim = next((c for c in self.claims.values() if c.holds(batch)), None)
+        if claim is not None:
+            claim.seen.add(batch.batch_id)
+            if claim.fill(batch):  # a batch journaled late: it moves no frontier
+                return
         run, first = self.run_of(batch)
         ref = HistoryRef.of(batch)
-        missing = (None if first or batch.batch_id <= run.last_batch + 1
-                   else (run.last_batch + 1, batch.batch_id - 1))
-        run.last_batch = max(run.last_batch, batch.batch_id)
-        for claim in self.claims.get(batch.run_id, {}).values():
-            if claim.first <= batch.batch_id <= claim.last:
-                claim.seen.add(batch.batch_id)
+        # Batch ids follow one another per checkpoint (query id), across the runs that
+        # resume it: Spark starts one only after it committed the one before.
+        last = self.last_ids.get(batch.query_id)
+        missing = (None if last is None or batch.batch_id <= last + 1
+                   else (last + 1, batch.batch_id - 1))
+        self.last_ids[batch.query_id] = max(batch.batch_id, -1 if last is None else last)
         for source in batch.sources:
             for p in source.partitions:
                 if p.end is None:
@@ -431,45 +399,40 @@ class _Walk:
 
     def gap(self, at: _At, start: int, state: _Partition, how: StartHow) -> None:
         key, ref = at.key, at.ref
-        what = f"offsets {state.frontier}..{start - 1} of {tp_label(*key)}"
+        context = f"{state.at.label()} ended at {state.frontier}, {ref.label()} started at {start}"
         claim = self.claim(at)
-        if claim is not None and self.standby is not None:
-            claim.offsets.append(what)  # said in a note at the end, if still missing
-            return
         status, why = self.verdict(at, start, how, GAP)
-        text = (f"{what} were never processed: {state.at.label()} ended at "
-                f"{state.frontier}, {ref.label()} started at {start}; ")
         finding = Finding(GAP, status, key[0], key[1], state.frontier, start,
-                          at.run.start.run_id, [ref], [state.at], at.run.start.plan_id,
-                          text + why)
+                          at.run.start.run_id, [ref], [state.at], at.run.start.plan_id, why)
+        hole = Hole(finding, context)
+        finding.reason = hole.text(state.frontier, start) + why
         self.add(finding)
-        if claim is not None:
-            claim.findings.append((finding, text))
+        if claim is not None:  # its reason is said once the walk is over (settle)
+            claim.holes[key] = hole
 
-    def claim(self, at: _At) -> _Claim | None:
+    def claim(self, at: _At) -> Claim | None:
         """The claim of the ids missing before ``at``'s batch, if any."""
         if at.missing is None:
             return None
-        claims = self.claims.setdefault(at.run.start.run_id, {})
-        found = claims.get(at.missing)
+        key = (at.run.start.query_id, *at.missing)
+        found = self.claims.get(key)
         if found is None:
-            found = claims[at.missing] = _Claim(at.run.start.run_id, *at.missing, at.ref)
+            found = self.claims[key] = Claim(at.run.start.run_id, at.run.start.query_id,
+                                             *at.missing, at.ref)
         return found
 
     def settle(self) -> None:
-        """The walk is over: each claim's gaps say whether its ids came late or never
-        (on a standby, a note for those that never came)."""
-        for claims in self.claims.values():
-            for claim in claims.values():
-                for finding, text in claim.findings:
-                    finding.reason = text + claim.cause()
-                unseen = claim.unseen()
-                if claim.offsets and unseen:
-                    self.notes.append((claim.ref, (
-                        f"{_ids(unseen)} of run {claim.run_id} (before "
-                        f"{claim.ref.label()}; {', '.join(claim.offsets)}) are not on this "
-                        f"standby: {self.standby}; they may only not be replayed yet: audit "
-                        "the primary to know whether they are lost")))
+        """The walk is over: each claim's gaps say whether its ids came late or never;
+        those later batches filled are dropped (on a standby, every claim's gap is:
+        a note says the ids that never came)."""
+        dropped: list[Finding] = []
+        for claim in self.claims.values():
+            drop, notes = claim.settle(self.query_name, self.standby)
+            dropped += drop
+            self.notes += [(claim.ref, note) for note in notes]
+        if dropped:
+            gone = {id(f) for f in dropped}
+            self.findings = [f for f in self.findings if id(f) not in gone]
 
     def overlap(self, at: _At, start: int, end: int, state: _Partition,
                 how: StartHow) -> None:
@@ -553,7 +516,7 @@ def audit_batches(query_name: str, batches: Iterable[AuditBatch],
     ids that journaled batches at the same time (overlap.concurrent_runs).
     ``standby``: the journal was read on a standby, which this says how far behind
     it is (batch ids missing inside a run are then notes, not journal rows lost)."""
-    walk = _Walk(plans, standby)
+    walk = _Walk(plans, standby, query_name)
     for batch in batches:
         walk.step(batch)
     walk.settle()

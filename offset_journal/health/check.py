@@ -288,11 +288,27 @@ def _query_problems(q: QueryFacts, limits: Thresholds, now: datetime) -> list[Pr
         add("warning", "spool-loss",
             f"{count(q.spool_lost_events, 'batch event')} dropped from a full listener "
             f"spool since {_since(limits)} (not journaled)")
+    if q.missing_batches:
+        add("warning", "missing-batches", _missing_text(q, limits))
     if q.rejected:
         add("warning", "rejected",
             f"{count(q.rejected, 'rejected event')} since {_since(limits)} (see "
             "`offset-journal rejected list`)")
     return out
+
+
+def _missing_text(q: QueryFacts, limits: Thresholds) -> str:
+    """Batch ids Spark ran that the journal lacks, and how to journal them."""
+    query_id, _, ids = (q.missing_example or "").rpartition(":")
+    first, _, last = ids.partition("..")
+    which = f"batch {first}" if first == last else f"batches {first}..{last}"
+    return (f"{count(q.missing_batches, 'batch id')} missing from the journal since "
+            f"{_since(limits)}, though Spark ran them (query id {query_id}: {which}"
+            f"{', and more' if q.missing_batches > int(last) - int(first) + 1 else ''}): "
+            "the listener's events were dropped (Spark's listener bus) or lost with a "
+            f"database; `offset-journal checkpoint import CHECKPOINT --query-name "
+            f"{q.query_name}` journals them from that query id's checkpoint (see "
+            f"`offset-journal audit {q.query_name}`)")
 
 
 def _adder(name: str, out: list[Problem]) -> Callable[[Severity | None, str, str], None]:

@@ -40,10 +40,30 @@ flagged AS (
     GROUP BY b.query_name),
 spooled AS (
     SELECT query_name, sum(events) AS events FROM {s}.spool_losses
-    WHERE recorded_at >= :since GROUP BY query_name)
+    WHERE recorded_at >= :since GROUP BY query_name),
+missing AS (
+    -- Batch ids inside a query id's ids that the journal lacks (Spark ran them: it
+    -- started a later one on the same checkpoint), among the query's last
+    -- :recent batches journaled since then (by the (query_name, id) index: the
+    -- check stays bounded however long the history), each id once (a batch run again
+    -- on a resume, or imported from the checkpoint, is one id).
+    SELECT n.query_name, sum(g.batch_id - g.prev - 1) AS n,
+           (array_agg(g.query_id || ':' || (g.prev + 1) || '..' || (g.batch_id - 1)
+                      ORDER BY g.query_id, g.batch_id))[1] AS example
+    FROM names n
+    CROSS JOIN LATERAL (
+        SELECT d.query_id, d.batch_id,
+               lag(d.batch_id) OVER (PARTITION BY d.query_id ORDER BY d.batch_id) AS prev
+        FROM (SELECT DISTINCT r.query_id, r.batch_id
+              FROM (SELECT b.query_id, b.batch_id FROM {s}.batches b
+                    WHERE b.query_name = n.query_name AND b.recorded_at >= :since
+                    ORDER BY b.id DESC LIMIT :recent) r) d) g
+    WHERE g.batch_id > g.prev + 1
+    GROUP BY n.query_name)
 SELECT n.query_name, last.id AS batch_pk, last.trigger_at, last.recorded_at,
        lag.total_lag, worst.topic, worst.partition, worst.lag,
        f.n AS flagged, f.example, sp.events AS spooled, kafka.reads_kafka,
+       mi.n AS missing, mi.example AS missing_example,
        fc.made_at, fc.partitions, fc.loss_earliest, fc.loss_topic, fc.loss_partition,
        fc.lost, fc.beyond_end, fc.unknown, fc.gone, fc.lost_partitions, fc.loss_read_on,
        rl.losses, {stateful} AS stateful, {savepoint_columns}
@@ -130,6 +150,7 @@ LEFT JOIN LATERAL (
 {savepoint_laterals}
 LEFT JOIN flagged f ON f.query_name = n.query_name
 LEFT JOIN spooled sp ON sp.query_name = n.query_name
+LEFT JOIN missing mi ON mi.query_name = n.query_name
 ORDER BY n.query_name
 """
 
@@ -213,6 +234,10 @@ def _granted_before(exc: sa.exc.ProgrammingError) -> str:
             "(`offset-journal db grant`, docs/security.md)")
 
 
+MISSING_WINDOW = 1_000
+"""The batches per query ``check`` looks for missing batch ids in: its newest since
+``--since`` (the audit reads every one)."""
+
 REJECTED_READ = 10_000
 """The most recent rejected events read to name their queries (all are counted)."""
 
@@ -225,7 +250,7 @@ class Health(Reads):
         """Per query (``names``, or every query the journal knows), what ``check`` holds
         it to; a name with no batch comes back with ``exists=False``."""
         sql = _sql(_FACTS, _ALL_NAMES if names is None else _GIVEN_NAMES)
-        params: dict[str, Any] = {"since": since or _EPOCH}
+        params: dict[str, Any] = {"since": since or _EPOCH, "recent": MISSING_WINDOW}
         if names is not None:
             params["names"] = list(names)
         try:
@@ -243,6 +268,7 @@ class Health(Reads):
             else None,
             flagged=int(r["flagged"] or 0), flagged_example=r["example"],
             spool_lost_events=int(r["spooled"] or 0),
+            missing_batches=int(r["missing"] or 0), missing_example=r["missing_example"],
             forecast=_forecast(r), reads_kafka=bool(r["reads_kafka"]),
             exists=r["batch_pk"] is not None,
             losses=facts_losses(r["query_name"], r["losses"]),

@@ -4,7 +4,7 @@
 # commands, savepoints and the restore where the Spark has them, each refusal's one line)
 # on each Spark release given, each in its own cached venv (scripts/spark-venv.sh):
 #   scripts/compat-tier.sh 3.5.1                 # one release
-#   scripts/compat-tier.sh 3.5.7 4.0.0           # what .ci/run runs
+#   scripts/compat-tier.sh 3.5.7 4.0.0 4.1.1     # several: one broker, one Postgres
 #   scripts/compat-tier.sh 4.0.0 -- -x -k audit  # pytest arguments after --
 # In one pytest process per release (-n 0): one SparkSession serves the whole tier, which
 # on two cores is quicker than two workers starting one each. Given several releases, one

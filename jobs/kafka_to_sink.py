@@ -21,8 +21,10 @@ With ``--from-journal --old-checkpoint OLD`` the restart plan reads what the old
 query's sink holds (this job's sink on OLD: its ``_spark_metadata`` log, or the Delta
 table's ``txn`` of OLD's query id or txnAppId) and starts after the last batch the sink
 holds, with that batch's offsets from OLD: exactly once into the sink across a driver
-crash. (Without it the plan reads the file and Delta sinks the journal names.) A job
-changing its sink kind on the upgrade leaves ``--old-checkpoint`` out.
+crash. (Without it the plan reads the file and Delta sinks the journal names.) The
+postgres sink keeps no log and needs none: with ``--old-checkpoint`` the batches OLD has
+beyond the journal are read again on purpose (the plan's ``--sink none``, a warning). A
+job changing its sink kind on the upgrade leaves ``--old-checkpoint`` out.
 
 Paths may be on S3 (``s3a://bucket/...``), the checkpoint as well as the output.
 """
@@ -47,6 +49,8 @@ from _common import (  # noqa: E402
     read_kafka,
     run_job,
 )
+
+from offset_journal.restart.request import SINK_NONE  # noqa: E402
 
 log = logging.getLogger("offset_journal.jobs.kafka_to_sink")
 
@@ -155,7 +159,10 @@ def build_query(spark: Any, args: Any) -> Any:
     else:
         url = args.sink_url or args.database_url
         ensure_sink_table(url, args.sink_table)
-        start = decide_start(args)
+        # An upsert keyed by (topic, partition, offset) keeps no log to read and needs
+        # none: a batch in flight on OLD is read again on purpose (the plan warns), where
+        # the plan would refuse for want of a sink log and this job has no flag to say it.
+        start = decide_start(args, sink=SINK_NONE if old else None)
         writer = read_kafka(spark, args, start).writeStream.foreachBatch(
             PostgresSink(url, args.sink_table))
     log.info("starting %s: startingOffsets=%s (%s)", args.query_name, start.starting_offsets,

@@ -306,8 +306,8 @@ class RecordedPlan:
 class RecordedSavepoint:
     """A savepoint as the journal recorded it (``savepoints``; migration 0018): the
     query, the run, query id and batch whose state it holds, the checkpoint it was read
-    from, where it was written, its manifest and the manifest's SHA-256.
-    ``created_at`` is the database's clock."""
+    from, where it was written, its manifest and the manifest's SHA-256 (``created_at``:
+    the database's clock), and when and why retention deleted its files (0022)."""
 
     id: int
     query_name: str
@@ -321,23 +321,15 @@ class RecordedSavepoint:
     manifest: Any
     host: str | None = None
     os_user: str | None = None
+    deleted_at: datetime | None = None
+    deleted_reason: str | None = None
 
 
 SourceKind = Literal["kafka", "delta", "file", "rate", "other"]
-
-
 KIND_KAFKA: SourceKind = "kafka"
-
-
 KIND_DELTA: SourceKind = "delta"
-
-
 KIND_FILE: SourceKind = "file"
-
-
 KIND_RATE: SourceKind = "rate"
-
-
 KIND_OTHER: SourceKind = "other"
 
 
@@ -592,3 +584,17 @@ class QueryFacts:
     # Recorded losses neither acknowledged nor accepted by a plan (their open part).
     losses: tuple[RecordedLoss, ...] = ()
     forecast_error: str | None = None  # the live forecast failed for this query: why
+    stateful: bool = False  # its last batch has a stateful operator
+    savepoint: SavepointFacts | None = None  # its newest savepoint not deleted
+
+
+@dataclass(frozen=True)
+class SavepointFacts:
+    """A query's newest savepoint not deleted; a recovery from it reads again the batches after."""
+
+    id: int
+    created_at: datetime
+    batch_id: int
+    location: str
+    batches_after: int
+    records_after: int

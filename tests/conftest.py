@@ -3,6 +3,13 @@ import shutil
 import sys
 
 import pytest
+from hypothesis import settings
+
+# Property tests check what holds for every example, not how fast one runs: on two
+# workers beside Spark's JVMs an example can take seconds, and hypothesis's default
+# 200 ms deadline then failed a correct test.
+settings.register_profile("suite", deadline=None)
+settings.load_profile("suite")
 
 os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
 os.environ.setdefault("PYSPARK_DRIVER_PYTHON", sys.executable)

@@ -1,6 +1,6 @@
-"""What the stateful end-to-end tests share (tests/test_restore_e2e.py,
-tests/test_restore_operators.py, tests/test_savepoint_e2e.py): the records, the queries,
-reading state back."""
+"""What the stateful end-to-end tests share (tests/test_restore_*.py,
+tests/test_savepoint_e2e.py): the records, the queries, reading state back, the checks
+of an upgraded query's state and output."""
 
 from __future__ import annotations
 
@@ -49,15 +49,22 @@ def state(spark: Any, checkpoint: Path, **options: str) -> list[Any]:
     return spark.read.format("statestore").options(**options).load(str(checkpoint)).collect()
 
 
-def events(spark: Any, servers: str, topic: str, starting: str = "earliest",
-            per_trigger: int = 30) -> Any:
+def kafka_csv(spark: Any, servers: str, topic: str, starting: str = "earliest",
+              per_trigger: int = 30) -> tuple[Any, Any]:
+    """``topic`` as a stream from ``starting``, ``per_trigger`` records a batch, and its
+    values split on ',' (a column: ``values[i]`` is the i-th field as a string)."""
     from pyspark.sql import functions as F
 
-    values = F.split(F.col("value").cast("string"), ",")
-    return (spark.readStream.format("kafka").option("kafka.bootstrap.servers", servers)
-            .option("subscribe", topic).option("startingOffsets", starting)
-            .option("maxOffsetsPerTrigger", str(per_trigger)).load()
-            .select(values[0].alias("grp"), values[1].cast("long").alias("amount")))
+    frame = (spark.readStream.format("kafka").option("kafka.bootstrap.servers", servers)
+             .option("subscribe", topic).option("startingOffsets", starting)
+             .option("maxOffsetsPerTrigger", str(per_trigger)).load())
+    return frame, F.split(F.col("value").cast("string"), ",")
+
+
+def events(spark: Any, servers: str, topic: str, starting: str = "earliest",
+           per_trigger: int = 30) -> Any:
+    frame, values = kafka_csv(spark, servers, topic, starting, per_trigger)
+    return frame.select(values[0].alias("grp"), values[1].cast("long").alias("amount"))
 
 
 def totals(events: Any) -> Any:
@@ -65,6 +72,70 @@ def totals(events: Any) -> Any:
 
     return events.groupBy("grp").agg(F.count("*").alias("n"), F.max("amount").alias("mx"),
                                      F.sum("amount").alias("total"))
+
+
+def totals_writer(spark: Any, servers: str, topic: str, checkpoint: Path) -> Any:
+    """The query ``totals`` (:func:`totals` of :func:`events`, to ``noop``) on
+    ``checkpoint``: a stateful query whose output is not looked at."""
+    return (totals(events(spark, servers, topic)).writeStream.outputMode("update")
+            .format("noop").queryName("totals").option("checkpointLocation", str(checkpoint)))
+
+
+def check_upgraded_totals(spark: Any, produced: list[tuple[int, int, bytes, bytes]],
+                          checkpoint: Path, out_dir: Path, before: int) -> dict[str, Any]:
+    """v2 of :func:`totals` (with ``mean``, its batch id in each row of ``out_dir``)
+    restored into 8 partitions at ``checkpoint`` and run: its state is every key's
+    totals over every record ``produced``, in 8 partitions; its first batch is 1 (batch
+    0 is the restore's, reading nothing); the keys of the records after the first
+    ``before`` are its output, with those totals. Returns them."""
+    import pytest
+
+    expected = reference(produced)
+    restored = state(spark, checkpoint)
+    assert {r.key.grp: tuple(r.value) for r in restored} == expected
+    assert {r.partition_id for r in restored} <= set(range(8))
+    (meta,) = spark.read.format("state-metadata").load(str(checkpoint)).collect()
+    assert meta.numPartitions == 8
+    rows = spark.read.parquet(str(out_dir)).collect()
+    assert min(r.batch_id for r in rows) == 1, "v2's first real batch follows the bootstrap"
+    latest = {r.grp: r for r in sorted(rows, key=lambda r: r.batch_id)}
+    assert set(latest) == {v.decode().split(",")[0] for *_x, v in produced[before:]}
+    for grp, row in latest.items():
+        assert (row.n, row.mx, row.total) == expected[grp]
+        assert row.mean == pytest.approx(expected[grp][2] / expected[grp][0])
+    return expected
+
+
+CLICK_T0, CLICK_STEP_MS = 1_704_067_200_000, 1_500
+"""jobs/windowed_counts.py's records: record i at CLICK_T0 + i * CLICK_STEP_MS."""
+
+
+def click_ms(i: int) -> int:
+    return CLICK_T0 + i * CLICK_STEP_MS
+
+
+def windowed_args(servers: str, journal_url: str) -> list[str]:
+    """jobs/windowed_counts.py's options in the restore tests: 10 s windows, a 4 s
+    watermark, 16 records a batch."""
+    return ["--bootstrap-servers", servers, "--database-url", journal_url,
+            "--window", "10 seconds", "--watermark", "4 seconds",
+            "--max-offsets-per-trigger", "16"]
+
+
+def check_each_window_once(spark: Any, out_dir: Path,
+                           produced: list[tuple[int, int, bytes, bytes]]) -> None:
+    """jobs/windowed_counts.py's output: every window of the records ``produced`` (keys
+    ``k<i>``, timed by :func:`click_ms`) emitted once, with its exact count."""
+    from collections import Counter
+
+    from tests.jobs_support import read_parquet_outputs
+
+    rows = read_parquet_outputs(spark, out_dir, ["window_start", "count"])
+    starts = [r[0] for r in rows]
+    assert len(starts) == len(set(starts)), "a window was emitted twice"
+    expected = Counter((click_ms(int(k.decode()[1:])) // 10_000) * 10_000
+                       for _p, _o, k, _v in produced)
+    assert {int(r[0].timestamp() * 1000): r[1] for r in rows} == dict(expected)
 
 
 def run(writer: Any, name: str, checkpoint: Path, listener: Any = None) -> Any:

@@ -14,7 +14,6 @@ import subprocess
 import sys
 from collections.abc import Callable
 from pathlib import Path
-from typing import Any
 
 import pytest
 
@@ -170,23 +169,9 @@ def test_the_sections_flow_restores_and_v2_reads_on(
     assert "restored" in preview, preview
     assert "operator 0 (aggregation): restored (typed)" in restored, restored
     assert "recorded as plan" in restored, restored
-    _check_v2(spark, produced, v2_ck, tmp_path / "lake" / "totals-v2")
+    rs.check_upgraded_totals(spark, produced, v2_ck, tmp_path / "lake" / "totals-v2", 60)
 
     (scale,) = commands(blocks("bash")[1])
     out = shell.run(scale)
     assert "2 -> 16 partitions" in out and "journaled as decision" in out, out
 
-
-def _check_v2(spark: Any, produced: Any, v2_ck: Path, out_dir: Path) -> None:
-    reference = rs.reference(produced)
-    state = rs.state(spark, v2_ck)
-    assert {r.key.grp: tuple(r.value) for r in state} == reference
-    (meta,) = spark.read.format("state-metadata").load(str(v2_ck)).collect()
-    assert meta.numPartitions == 8
-    rows = spark.read.parquet(str(out_dir)).collect()
-    assert min(r.batch_id for r in rows) == 1, "v2's batch 0 is the restore's, reading nothing"
-    latest = {r.grp: r for r in sorted(rows, key=lambda r: r.batch_id)}
-    assert set(latest) == {v.decode().split(",")[0] for *_x, v in produced[60:]}
-    for grp, row in latest.items():
-        assert (row.n, row.mx, row.total) == reference[grp]
-        assert row.mean == pytest.approx(reference[grp][2] / reference[grp][0])

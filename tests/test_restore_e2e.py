@@ -74,28 +74,10 @@ def test_aggregation_restored_into_eight_partitions_with_a_changed_projection(
     assert (op.decision, op.path) == ("restored", "typed")
     rs.run(v2(), "totals", v2_ck, listener)
 
-    reference = _check_v2(spark, produced, v2_ck, out_dir)
+    reference = rs.check_upgraded_totals(spark, produced, v2_ck, out_dir, 70)
 
     _by_command(spark, listener, journal_url, (servers, kafka_topic, starting), sp, reference,
                 tmp_path, capsys)
-
-
-def _check_v2(spark: Any, produced: Any, v2_ck: Path, out_dir: Path) -> Any:
-    """v2's state (in 8 partitions) and the output of the keys that got records after
-    the savepoint equal the totals over all records; returns those totals."""
-    reference = rs.reference(produced)
-    v2_state = rs.state(spark, v2_ck)
-    assert {r.key.grp: tuple(r.value) for r in v2_state} == reference
-    assert {r.partition_id for r in v2_state} <= set(range(8))
-    (meta,) = spark.read.format("state-metadata").load(str(v2_ck)).collect()
-    assert meta.numPartitions == 8
-    rows = spark.read.parquet(str(out_dir)).collect()
-    assert min(r.batch_id for r in rows) == 1, "v2's first real batch follows the bootstrap"
-    latest = {r.grp: r for r in sorted(rows, key=lambda r: r.batch_id)}
-    assert set(latest) == {v.decode().split(",")[0] for *_x, v in produced[70:]}
-    for grp, row in latest.items():
-        assert (row.n, row.mx, row.total) == reference[grp]
-    return reference
 
 
 def _by_command(spark: Any, listener: Any, journal_url: str, source: tuple[str, str, str],
@@ -249,8 +231,7 @@ def test_a_running_jobs_checkpoint_repartitioned_in_place(
     ck = tmp_path / "ck"
 
     def writer() -> Any:
-        return (rs.totals(rs.events(spark, servers, kafka_topic)).writeStream.outputMode("update")
-                .format("noop").queryName("totals").option("checkpointLocation", str(ck)))
+        return rs.totals_writer(spark, servers, kafka_topic, ck)
 
     with session_conf(spark, PROVIDER_CONF, ROCKSDB_PROVIDER):
         q = writer().trigger(processingTime="200 milliseconds").start()
@@ -302,8 +283,7 @@ def test_a_query_the_journal_does_not_know_is_repartitioned_only_when_said_stopp
     ck = tmp_path / "ck"
 
     def writer() -> Any:
-        return (rs.totals(rs.events(spark, servers, kafka_topic)).writeStream.outputMode("update")
-                .format("noop").queryName("totals").option("checkpointLocation", str(ck)))
+        return rs.totals_writer(spark, servers, kafka_topic, ck)
 
     def repartition(*extra: str) -> tuple[int, str, str]:
         return rs.cli(capsys, "--database-url", journal_url, "state", "repartition",
@@ -373,37 +353,25 @@ def test_windowed_job_keeps_its_windows_through_a_restore(
     instead of the state-aware rewind: the windows open at the savepoint (one of them
     split across the upgrade) and v1's watermark carried into the new checkpoint, nothing
     read again; every window is emitted once, with its exact count, into the file sink."""
-    from collections import Counter
-
     from tests.jobs_support import load_job, read_parquet_outputs, run_to_end
 
     spark, listener = journaled_spark
     job = load_job("windowed_counts")
-    t0, step_ms = 1_704_067_200_000, 1_500
-
-    def ts(i: int) -> int:
-        return t0 + i * step_ms
-
-    produced = kafka_cluster.produce(kafka_topic, 75, timestamp_ms=ts)
-    common = ["--bootstrap-servers", kafka_cluster.bootstrap_servers, "--topics", kafka_topic,
-              "--query-name", "clicks", "--database-url", journal_url,
-              "--output", str(tmp_path / "out"), "--window", "10 seconds",
-              "--watermark", "4 seconds", "--max-offsets-per-trigger", "16"]
+    produced = kafka_cluster.produce(kafka_topic, 75, timestamp_ms=rs.click_ms)
+    common = [*rs.windowed_args(kafka_cluster.bootstrap_servers, journal_url), "--topics",
+              kafka_topic, "--query-name", "clicks", "--output", str(tmp_path / "out")]
     run_to_end(spark, listener, job, common + ["--checkpoint", str(tmp_path / "ck-v1")])
     assert read_parquet_outputs(spark, tmp_path / "out", ["window_start", "count"])
     code, _out, err = rs.cli(capsys, "--database-url", journal_url, "savepoint", "create",
                            "clicks", "--checkpoint", str(tmp_path / "ck-v1"),
                            "--to", str(tmp_path / "sp"))
     assert code == 0, err
-    produced += kafka_cluster.produce(kafka_topic, 85, start=75, timestamp_ms=ts)
-    kafka_cluster.produce(kafka_topic, 1, start=10_000, timestamp_ms=lambda i: t0 + 3_600_000)
+    produced += kafka_cluster.produce(kafka_topic, 85, start=75, timestamp_ms=rs.click_ms)
+    kafka_cluster.produce(kafka_topic, 1, start=10_000,
+                          timestamp_ms=lambda i: rs.CLICK_T0 + 3_600_000)
     run_to_end(spark, listener, job, common + ["--checkpoint", str(tmp_path / "ck-v2"),
                                                "--from-journal", "--savepoint",
                                                str(tmp_path / "sp"), "--restore"])
-    rows = read_parquet_outputs(spark, tmp_path / "out", ["window_start", "count"])
-    starts = [r[0] for r in rows]
-    assert len(starts) == len(set(starts)), "a window was emitted twice"
-    expected = Counter((ts(int(k.decode()[1:])) // 10_000) * 10_000 for _p, _o, k, _v in produced)
-    assert {int(r[0].timestamp() * 1000): r[1] for r in rows} == dict(expected)
+    rs.check_each_window_once(spark, tmp_path / "out", produced)
     code, out, err = rs.cli(capsys, "--database-url", journal_url, "audit", "clicks")
     assert code == 0, out

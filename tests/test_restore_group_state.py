@@ -48,13 +48,10 @@ def _value(i: int) -> str:
 def _events(spark: Any, servers: str, topic: str, starting: str) -> Any:
     from pyspark.sql import functions as F
 
-    values = F.split(F.col("value").cast("string"), ",")
-    return (spark.readStream.format("kafka").option("kafka.bootstrap.servers", servers)
-            .option("subscribe", topic).option("startingOffsets", starting)
-            .option("maxOffsetsPerTrigger", "20").load()
-            .select(values[1].alias("grp"), values[2].cast("long").alias("amount"),
-                    F.col("timestamp").alias("ts"),
-                    F.unix_millis(F.col("timestamp")).alias("ts_ms"))
+    frame, values = rs.kafka_csv(spark, servers, topic, starting, per_trigger=20)
+    return (frame.select(values[1].alias("grp"), values[2].cast("long").alias("amount"),
+                         F.col("timestamp").alias("ts"),
+                         F.unix_millis(F.col("timestamp")).alias("ts_ms"))
             .withWatermark("ts", "5 seconds"))
 
 

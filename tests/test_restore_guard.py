@@ -47,7 +47,24 @@ def v2_into_the_old_output(spark, checkpoint, starting):
 def v2(spark, checkpoint, starting):
     return (_ids(spark, starting).writeStream.format("parquet").queryName("ids")
             .option("path", "{v2_out}").option("checkpointLocation", checkpoint))
+
+
+def v2_started(spark, checkpoint, starting):
+    return (_ids(spark, starting).writeStream.format("parquet").queryName("ids")
+            .option("path", "{v2_out}-started").option("checkpointLocation", checkpoint)
+            .start())
+
+
+def v2_raced(spark, checkpoint, starting):
+    # another restore into the same location, started meanwhile, got there first
+    import os
+
+    os.makedirs(checkpoint, exist_ok=True)
+    with open(os.path.join(checkpoint, "metadata"), "w") as f:
+        f.write('{{"id": "{other_id}"}}')
+    return v2(spark, checkpoint, starting)
 """
+OTHER_ID = "00000000-0000-4000-8000-000000000049"
 
 
 def _files(root: Path) -> list[tuple[str, int]]:
@@ -75,7 +92,9 @@ def test_state_restore_checks_the_new_querys_checkpoint_and_sink_and_journals_it
       not made, no plan recorded, nothing journaled;
     - the same query writing into v1's output directory is refused in one line (its file
       sink would skip batches 1..N of the new query): the new checkpoint removed, v1's
-      output untouched, no plan recorded;
+      output untouched, no plan recorded; the same in a session that keeps no progress;
+    - a function that starts its query is refused, the query stopped; a restore that
+      finds another restore's checkpoint at the location leaves it alone;
     - the query on an output directory of its own is restored, then run: every record is
       in the output exactly once; the journal holds the bootstrap run's batch, the plan
       linked to it, and the audit takes the link and finds nothing unexplained."""
@@ -86,7 +105,7 @@ def test_state_restore_checks_the_new_querys_checkpoint_and_sink_and_journals_it
     new_ck, sp = tmp_path / "ck-v2", tmp_path / "sp"
     query_file = tmp_path / "queries.py"
     query_file.write_text(QUERIES.format(servers=servers, topic=kafka_topic, v1_ck=v1_ck,
-                                         v1_out=v1_out, v2_out=v2_out))
+                                         v1_out=v1_out, v2_out=v2_out, other_id=OTHER_ID))
     from runpy import run_path
 
     queries = run_path(str(query_file))
@@ -107,18 +126,7 @@ def test_state_restore_checks_the_new_querys_checkpoint_and_sink_and_journals_it
             return rs.cli(capsys, "--database-url", journal_url, "state", "restore", str(sp),
                           "--to", str(new_ck), "--query", f"{query_file}:{function}")
 
-    v1_files, v1_sink = _files(v1_ck), _files(v1_out)
-    code, _out, err = restore("v2_on_the_old_checkpoint")
-    assert code == 1 and len(err.strip().splitlines()) == 1, err
-    assert err.startswith("offset-journal: error:") and str(v1_ck) in err and str(new_ck) in err
-    assert _files(v1_ck) == v1_files, "no batch ran on the old checkpoint"
-    assert _files(v1_out) == v1_sink and not v2_out.exists() and not new_ck.exists()
-
-    code, _out, err = restore("v2_into_the_old_output")
-    assert code == 1 and len(err.strip().splitlines()) == 1, err
-    assert f"{v1_out}/_spark_metadata" in err and f"batches 1..{logged[-1]}" in err, err
-    assert not new_ck.exists(), "the refused restore's checkpoint is removed"
-    assert _files(v1_out) == v1_sink and _files(v1_ck) == v1_files
+    _refused(restore, spark, tmp_path, logged[-1])
     with Journal(journal_url) as journal:
         assert not [p for p in journal.recorded_plans("ids") if p.request.get("restore")]
         assert {r.run_id for r in journal.runs("ids")} == runs_before
@@ -131,6 +139,63 @@ def test_state_restore_checks_the_new_querys_checkpoint_and_sink_and_journals_it
     ids = [r.id for d in (v1_out, v2_out) for r in spark.read.parquet(str(d)).collect()]
     assert Counter(ids) == Counter(range(60)), "every record in the output exactly once"
     _bootstrap_journaled(journal_url, new_ck, capsys)
+
+
+def _refused(restore: Any, spark: Any, tmp_path: Path, last: int) -> None:
+    """Each refusal of the test above, in one line, leaving v1's checkpoint and output
+    as they were and no new checkpoint (``last``: the batch v1's sink logged last)."""
+    v1_ck, v1_out, v2_out = tmp_path / "ck-v1", tmp_path / "out-v1", tmp_path / "out-v2"
+    new_ck = tmp_path / "ck-v2"
+    v1_files, v1_sink = _files(v1_ck), _files(v1_out)
+    code, _out, err = restore("v2_on_the_old_checkpoint")
+    assert code == 1 and len(err.strip().splitlines()) == 1, err
+    assert err.startswith("offset-journal: error:") and str(v1_ck) in err and str(new_ck) in err
+    assert _files(v1_ck) == v1_files, "no batch ran on the old checkpoint"
+    assert _files(v1_out) == v1_sink and not v2_out.exists() and not new_ck.exists()
+
+    code, _out, err = restore("v2_into_the_old_output")
+    assert code == 1 and len(err.strip().splitlines()) == 1, err
+    assert f"{v1_out}/_spark_metadata" in err and f"batches 1..{last}" in err, err
+    assert not new_ck.exists(), "the refused restore's checkpoint is removed"
+    assert _files(v1_out) == v1_sink and _files(v1_ck) == v1_files
+    _raced(restore, new_ck)
+    _started(restore, new_ck, spark)
+    _no_progress_kept(restore, spark, new_ck, last)
+    assert _files(v1_out) == v1_sink and _files(v1_ck) == v1_files
+
+
+def _raced(restore: Any, new_ck: Path) -> None:
+    """A restore that finds another one's ``metadata`` in its new checkpoint when it
+    comes to write its own (both found the location new) is refused in one line and
+    leaves that checkpoint as it found it: removing it would delete the other
+    restore's work, which may have finished."""
+    code, _out, err = restore("v2_raced")
+    assert code == 1 and len(err.strip().splitlines()) == 1, err
+    assert "has a query id already" in err, err
+    assert json.loads((new_ck / "metadata").read_text())["id"] == OTHER_ID
+    shutil.rmtree(new_ck)
+
+
+def _started(restore: Any, new_ck: Path, spark: Any) -> None:
+    """A function that starts the query itself, before the restore could check where it
+    runs: the query stopped at once, the restore refused in one line, the checkpoint the
+    started query made at the new location removed."""
+    code, _out, err = restore("v2_started")
+    assert code == 1 and len(err.strip().splitlines()) == 1, err
+    assert "started the query itself" in err, err
+    assert [q.name for q in spark.streams.active] == [], "the started query was stopped"
+    assert not new_ck.exists(), "what it made at the new location is removed"
+
+
+def _no_progress_kept(restore: Any, spark: Any, new_ck: Path, last: int) -> None:
+    """A session that keeps no progress (numRecentProgressUpdates 1: Spark keeps one
+    fewer) has the bootstrap's sink checked all the same: v1's output refused."""
+    from offset_journal.savepoint.spark import session_conf
+
+    with session_conf(spark, "spark.sql.streaming.numRecentProgressUpdates", "1"):
+        code, _out, err = restore("v2_into_the_old_output")
+    assert code == 1 and f"batches 1..{last}" in err, err
+    assert not new_ck.exists(), "the refused restore's checkpoint is removed"
 
 
 def _bootstrap_journaled(journal_url: str, new_ck: Path, capsys: Any) -> None:
@@ -157,19 +222,12 @@ def test_a_checkpoint_of_another_query_at_the_old_path_gives_no_watermark(
     its records an hour later: its batches carry a watermark far beyond v1's. v2,
     restored from the savepoint, takes v1's watermark from the journal (said in the
     log), not that checkpoint's: every window is emitted once with its exact count."""
-    from tests.jobs_support import load_job, read_parquet_outputs, run_to_end
+    from tests.jobs_support import load_job, run_to_end
 
     spark, listener = journaled_spark
     job = load_job("windowed_counts")
-    t0, step_ms = 1_704_067_200_000, 1_500
-
-    def ts(i: int) -> int:
-        return t0 + i * step_ms
-
-    produced = kafka_cluster.produce(kafka_topic, 60, timestamp_ms=ts)
-    common = ["--bootstrap-servers", kafka_cluster.bootstrap_servers, "--database-url",
-              journal_url, "--window", "10 seconds", "--watermark", "4 seconds",
-              "--max-offsets-per-trigger", "16"]
+    produced = kafka_cluster.produce(kafka_topic, 60, timestamp_ms=rs.click_ms)
+    common = rs.windowed_args(kafka_cluster.bootstrap_servers, journal_url)
     mine = [*common, "--topics", kafka_topic, "--query-name", "clicks",
             "--output", str(tmp_path / "out")]
     v1_ck = tmp_path / "ck-v1"
@@ -179,12 +237,13 @@ def test_a_checkpoint_of_another_query_at_the_old_path_gives_no_watermark(
     assert code == 0, err
     shutil.rmtree(v1_ck)
     other = kafka_topic + "-other"
-    kafka_cluster.produce(other, 160, timestamp_ms=lambda i: t0 + 3_600_000 + i * step_ms)
+    kafka_cluster.produce(other, 160, timestamp_ms=lambda i: rs.click_ms(i) + 3_600_000)
     run_to_end(spark, listener, job, [*common, "--topics", other, "--query-name", "other",
                                       "--output", str(tmp_path / "out-other"),
                                       "--checkpoint", str(v1_ck)])
-    produced += kafka_cluster.produce(kafka_topic, 60, start=60, timestamp_ms=ts)
-    kafka_cluster.produce(kafka_topic, 1, start=10_000, timestamp_ms=lambda i: t0 + 7_200_000)
+    produced += kafka_cluster.produce(kafka_topic, 60, start=60, timestamp_ms=rs.click_ms)
+    kafka_cluster.produce(kafka_topic, 1, start=10_000,
+                          timestamp_ms=lambda i: rs.CLICK_T0 + 7_200_000)
     caplog.set_level("INFO", logger="offset_journal")
     run_to_end(spark, listener, job, [*mine, "--checkpoint", str(tmp_path / "ck-v2"),
                                       "--from-journal", "--savepoint", str(tmp_path / "sp"),
@@ -192,11 +251,7 @@ def test_a_checkpoint_of_another_query_at_the_old_path_gives_no_watermark(
     carried = _journaled_watermark(journal_url, tmp_path / "sp")
     assert f"watermark: {carried} ms (the journal's batch" in caplog.text
     assert f"{v1_ck} is now the checkpoint of query id" in caplog.text
-    rows = read_parquet_outputs(spark, tmp_path / "out", ["window_start", "count"])
-    starts = [r[0] for r in rows]
-    assert len(starts) == len(set(starts)), "a window was emitted twice"
-    expected = Counter((ts(int(k.decode()[1:])) // 10_000) * 10_000 for _p, _o, k, _v in produced)
-    assert {int(r[0].timestamp() * 1000): r[1] for r in rows} == dict(expected)
+    rs.check_each_window_once(spark, tmp_path / "out", produced)
 
 
 def _journaled_watermark(journal_url: str, savepoint: Path) -> int:

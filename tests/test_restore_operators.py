@@ -43,12 +43,9 @@ def _record(i: int) -> str:
 def _timed_events(spark: Any, servers: str, topic: str, starting: str) -> Any:
     from pyspark.sql import functions as F
 
-    values = F.split(F.col("value").cast("string"), ",")
-    return (spark.readStream.format("kafka").option("kafka.bootstrap.servers", servers)
-            .option("subscribe", topic).option("startingOffsets", starting)
-            .option("maxOffsetsPerTrigger", "20").load()
-            .select(values[0].cast("long").alias("id"), values[1].alias("grp"),
-                    values[2].cast("long").alias("amount"), F.col("timestamp").alias("ts")))
+    frame, values = rs.kafka_csv(spark, servers, topic, starting, per_trigger=20)
+    return frame.select(values[0].cast("long").alias("id"), values[1].alias("grp"),
+                        values[2].cast("long").alias("amount"), F.col("timestamp").alias("ts"))
 
 
 def _collect(out_dir: Path) -> Any:

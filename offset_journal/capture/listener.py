@@ -18,10 +18,10 @@ import os
 import socket
 import threading
 import time
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping, Sequence
 from datetime import datetime, timezone
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any, Protocol
 
 from ..errors import ConfigError
 from ..journal.db import resolve_url
@@ -32,6 +32,9 @@ from ._ownership import directory_refusal
 from ._recent import DEFAULT_MAX_BYTES, DEFAULT_SECONDS
 from ._spool import Spool, default_spool_dir
 from .writer import Writer, WriterConfig, WriterStats
+
+if TYPE_CHECKING:
+    from ..journal import Journal
 
 try:  # pyspark is optional for the rest of the package
     from pyspark.sql.streaming import StreamingQueryListener as _Base
@@ -69,6 +72,10 @@ class OffsetJournalListener(_Base):
         failover_window_max_bytes: the most the failover window keeps on disk (256 MiB);
             past it, its oldest events are dropped, said in a warning, and counted in
             ``stats().unprotected``.
+        savepoints: savepoints on a schedule, taken from this driver while the query
+            runs (:class:`offset_journal.savepoint.SavepointSchedule`, or several):
+            each gets every progress event's JSON, off the stream's path. Classic
+            sessions, through :func:`attach`.
     """
 
     def __init__(self, database_url: str | None = None, *, spool_dir: str | None = None,
@@ -78,7 +85,8 @@ class OffsetJournalListener(_Base):
                  exit_flush_timeout: float = 10.0, kafka_bootstrap_servers: str | None = None,
                  kafka_config: Mapping[str, Any] | None = None,
                  failover_window: float = DEFAULT_SECONDS,
-                 failover_window_max_bytes: int = DEFAULT_MAX_BYTES) -> None:
+                 failover_window_max_bytes: int = DEFAULT_MAX_BYTES,
+                 savepoints: SavepointHook | Sequence[SavepointHook] | None = None) -> None:
         if (not isinstance(failover_window_max_bytes, int)
                 or isinstance(failover_window_max_bytes, bool) or failover_window_max_bytes < 1):
             raise ConfigError(f"failover_window_max_bytes must be a number of bytes above 0, "
@@ -104,6 +112,8 @@ class OffsetJournalListener(_Base):
         self._kafka_servers = kafka_bootstrap_servers or None
         self._kafka_config = dict(kafka_config or {})
         self._init_runtime()
+        self._savepoints = _hooks(savepoints)
+        self._savepoint_journal: Journal | None = None  # theirs, opened by attach()
 
     def _init_runtime(self) -> None:
         self._jstreams: Any = None  # the session's StreamingQueryManager (classic; attach())
@@ -128,6 +138,7 @@ class OffsetJournalListener(_Base):
     def __setstate__(self, state: dict[str, Any]) -> None:
         self.__dict__.update(state)
         self._init_runtime()
+        self._savepoints = ()  # a schedule runs where attach() bound it: the driver
 
     # ------------------------------------------------------------------ lifecycle
 
@@ -181,6 +192,14 @@ class OffsetJournalListener(_Base):
         with self._lock:
             writer, self._writer = self._writer, None
             self._closed = True
+        # Each hook waits for its savepoint; their journal goes once none runs.
+        hooks_done = all([hook.close(timeout) for hook in self.__dict__.get("_savepoints", ())])
+        journal = self.__dict__.get("_savepoint_journal")
+        if not hooks_done:
+            log.warning("offset-journal: a savepoint still runs after %.0f s; it goes on "
+                        "without the listener", timeout)
+        elif journal is not None:
+            journal.close()
         if writer is None:
             return self._late.lost == 0 and not self._late_pending()
         atexit.unregister(self._at_exit)
@@ -340,7 +359,10 @@ class OffsetJournalListener(_Base):
 
     def onQueryProgress(self, event: Any) -> None:
         try:
-            self._submit({"type": PROGRESS, "json": event.progress.json})
+            text = event.progress.json
+            self._submit({"type": PROGRESS, "json": text})
+            for hook in self.__dict__.get("_savepoints", ()):
+                hook.on_progress(text)
         except Exception:
             log.exception("offset-journal: onQueryProgress failed (the query is unaffected)")
 
@@ -369,6 +391,34 @@ class OffsetJournalListener(_Base):
                 self._terminated_cond.notify_all()
         except Exception:
             log.exception("offset-journal: onQueryTerminated failed (the query is unaffected)")
+
+
+class SavepointHook(Protocol):
+    """What ``savepoints=`` takes (:class:`offset_journal.savepoint.SavepointSchedule`):
+    bound by :func:`attach` to the session, a journal and the listener's ``flush``; handed
+    each progress event's JSON (it must return at once); closed with the listener."""
+
+    def bind(self, spark: Any, journal: Journal, flush: Callable[[float], bool]) -> None: ...
+
+    def on_progress(self, progress_json: str) -> None: ...
+
+    def close(self, timeout: float = 60.0) -> bool: ...
+
+
+def _hooks(given: Any) -> tuple[SavepointHook, ...]:
+    if given is None:
+        return ()
+    hooks = tuple(given) if isinstance(given, (list, tuple)) else (given,)
+    for hook in hooks:
+        if not all(callable(getattr(hook, m, None)) for m in ("bind", "on_progress", "close")):
+            raise ConfigError(f"savepoints= takes a SavepointSchedule (or a list of them), "
+                              f"not {type(hook).__name__}")
+    names = [getattr(hook, "query", None) for hook in hooks]
+    twice = sorted({str(n) for n in names if n is not None and names.count(n) > 1})
+    if twice:  # each schedule takes one savepoint at a time: two would take two at once
+        raise ConfigError(f"savepoints= has more than one schedule of query {twice[0]!r}: "
+                          "give each query one (every_batches= and every= together)")
+    return hooks
 
 
 class _Progress:
@@ -449,10 +499,31 @@ def attach(spark: Any, database_url: str | None = None, **options: Any) -> Offse
     driver left. Under Spark Connect it starts on the first event; where the listener
     runs on the server (PySpark 3.5) the returned object is only the client's copy.
     ConfigError (one line) on a Spark older than the listener needs (3.5), before
-    anything is attached.
+    anything is attached. ``savepoints=`` (classic sessions, Spark with the State Data
+    Source): each schedule is bound here to ``spark``, a journal of its own and the
+    listener's ``flush``, after its location was found writable (ConfigError, and
+    nothing attached, otherwise).
     """
     listener = OffsetJournalListener(database_url, **options)  # checks its settings first
     require("journal", str(spark.version))
+    if listener._savepoints:
+        if _is_connect(spark):
+            raise ConfigError("savepoints= needs a classic SparkSession (the savepoints read "
+                              "the state on the driver); under Spark Connect, run "
+                              "`offset-journal savepoint create --under ... --keep ...` from "
+                              "cron instead")
+        require("savepoint-create", str(spark.version))
+        from ..journal import Journal
+
+        journal = listener._savepoint_journal = Journal(listener._config.database_url)
+        try:
+            for hook in listener._savepoints:
+                hook.bind(spark, journal, listener.flush)
+        except BaseException:  # nothing attached: no schedule left running, no journal open
+            for hook in listener._savepoints:
+                hook.close(0)
+            journal.close()
+            raise
     if not _is_connect(spark):
         # to ask each query how Spark executes it (async progress tracking)
         listener._jstreams = spark._jsparkSession.streams()

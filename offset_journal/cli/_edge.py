@@ -20,6 +20,10 @@ EXIT_USAGE = 2
 EXIT_UNKNOWN = 3
 """``check``'s exit for every error (bad arguments, no answer): the monitoring plugins'
 UNKNOWN, since its 1 and 2 mean warning and critical."""
+EXIT_WARNING = 1
+EXIT_CRITICAL = 2
+"""A scheduled ``savepoint create`` (``--keep``/``--max-age``) exits as ``check``: 1 when
+the savepoint was taken but something needs a person, 2 when none was taken."""
 
 
 def say(text: str = "") -> None:

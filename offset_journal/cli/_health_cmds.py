@@ -126,7 +126,7 @@ def cmd_check(args: argparse.Namespace) -> int:
         raise UsageError("--exclude and --active-within narrow --all, not named queries")
     since = args.since or datetime.now(timezone.utc) - timedelta(days=1)
     limits = Thresholds(args.max_lag, args.max_staleness, args.min_time_to_loss, since,
-                        args.max_forecast_age)
+                        args.max_forecast_age, args.max_savepoint_age)
     kafka = _kafka_access(args) if args.bootstrap_servers else None
     with open_journal(args) as journal:
         result = check_fleet(journal, names, limits, kafka, exclude=args.exclude or (),

@@ -5,16 +5,29 @@ from __future__ import annotations
 
 import argparse
 import logging
+from typing import Any
 
 from ._edge import (
     EXIT_OK,
+    EXIT_WARNING,
     NotFound,
     complain,
     open_journal,
     say,
 )
+from .parser import UsageError
 
 log = logging.getLogger(__name__)
+
+
+def scheduled_create(argv: list[str], index: int | None) -> bool:
+    """Whether ``argv`` is ``savepoint create`` with retention (``--keep``,
+    ``--max-age``): cron's form, which exits as ``check`` does (read before parsing,
+    which may fail)."""
+    if index is None or argv[index] != "savepoint" or "create" not in argv[index + 1:]:
+        return False
+    return any(a in ("--keep", "--max-age") or a.startswith(("--keep=", "--max-age="))
+               for a in argv[index + 1:])
 
 
 def cmd_savepoint_create(args: argparse.Namespace) -> int:
@@ -23,6 +36,8 @@ def cmd_savepoint_create(args: argparse.Namespace) -> int:
     from ..savepoint.spark import export_savepoint, prepare_savepoint, savepoint_session
     from ._savepoints import manifest_table
 
+    if args.under is not None or args.keep is not None or args.max_age is not None:
+        return _create_on_schedule(args)
     with open_journal(args) as journal:
         prepared = prepare_savepoint(journal, args.query, args.checkpoint, args.to)
         for note in prepared.notes:
@@ -42,6 +57,58 @@ def cmd_savepoint_create(args: argparse.Namespace) -> int:
          f"{m.run_id} (query id {m.query_id}), in {made.location}")
     say(manifest_table(m))
     return EXIT_OK
+
+
+def _create_on_schedule(args: argparse.Namespace) -> int:
+    """``--under``/``--keep``/``--max-age``: the savepoint a driver's schedule takes
+    (:func:`~offset_journal.savepoint.periodic.take_savepoint`). With retention, exit 1
+    (WARNING) when it was taken but something needs a person (not recorded, a savepoint
+    not deleted); one not taken is an error (exit 2 then: main)."""
+    from ..savepoint.periodic import said, take_savepoint
+    from ..savepoint.policy import Retention
+    from ..savepoint.spark import savepoint_session
+    from ._savepoints import manifest_table
+
+    if args.no_record:
+        raise UsageError("--no-record takes no --under, --keep or --max-age: a schedule's "
+                         "savepoints are recorded, and its retention reads the records")
+    sessions: list[tuple[Any, bool]] = []
+
+    def spark() -> Any:
+        sessions.append(savepoint_session(
+            args.master, lambda: _s3a_jars(args.checkpoint, args.to or args.under)))
+        return sessions[-1][0]
+
+    retention = Retention(args.keep, args.max_age)
+    try:
+        with open_journal(args) as journal:
+            taken = take_savepoint(spark, journal, args.query, args.checkpoint,
+                                   under=args.under, to=args.to, retention=retention)
+    finally:
+        for session, own in sessions:
+            if own:
+                session.stop()
+    for note in taken.notes:
+        complain("note", note)
+    made = taken.savepoint
+    if made is not None:
+        m = made.manifest
+        which = f"savepoint {made.id}" if made.id is not None else "savepoint (not recorded)"
+        say(f"{which} of query {m.query_name!r}: the state at batch {m.batch_id} of run "
+            f"{m.run_id} (query id {m.query_id}), in {made.location}")
+        say(manifest_table(m))
+    for line in said(taken):
+        say(line)
+    for warning in taken.warnings:
+        complain("warning", warning)
+    if not retention.bounded:
+        return EXIT_OK
+    status = "WARNING" if taken.warnings else "OK"
+    what = (f"savepoint {made.id} taken at batch {taken.batch_id}" if made is not None
+            else f"nothing new at batch {taken.batch_id}")
+    say(f"{status}: {what}; {len(taken.pruned.deleted)} deleted, "
+        f"{len(taken.pruned.kept)} kept in {taken.scope}")
+    return EXIT_WARNING if taken.warnings else EXIT_OK
 
 
 def _s3a_jars(*paths: str) -> str | None:

@@ -51,9 +51,10 @@ def shown(found: Any, fmt: str) -> str:
 
 
 def listed(rows: Iterable[RecordedSavepoint]) -> tuple[str, list[str]]:
-    """`savepoint list`: the table, and a note per row whose recorded manifest is
-    ignored (not a manifest, not of the row's batch, not the one its SHA-256 names: any
-    role with INSERT on the table may write a row)."""
+    """`savepoint list`: the table (a savepoint retention deleted says when and why),
+    and a note per row whose recorded manifest is ignored (not a manifest, not of the
+    row's batch, not the one its SHA-256 names: any role with INSERT on the table may
+    write a row)."""
     from ..savepoint.core import recorded_problem
 
     out, notes = [], []
@@ -62,9 +63,12 @@ def listed(rows: Iterable[RecordedSavepoint]) -> tuple[str, list[str]]:
         if why is not None:
             notes.append(f"savepoint {r.id}: its recorded manifest is ignored ({why})")
         operators = "?" if why is not None else len(r.manifest.get("operators") or ())
+        deleted = (f"{format_time(r.deleted_at, 'milliseconds')}: {r.deleted_reason}"
+                   if r.deleted_at is not None else "")
         out.append([r.id, format_time(r.created_at, "milliseconds") or "", r.batch_id,
-                    r.run_id, operators, r.location])
-    return table(["ID", "CREATED", "BATCH", "RUN", "OPERATORS", "LOCATION"], out), notes
+                    r.run_id, operators, r.location, deleted])
+    return table(["ID", "CREATED", "BATCH", "RUN", "OPERATORS", "LOCATION", "DELETED"],
+                 out), notes
 
 
 def prune_lines(result: PruneResult, ignored: Iterable[tuple[int, str]],

@@ -32,7 +32,15 @@ from ..formatting import cell, one_line
 from ..redaction import redact
 from . import parser as cli_parser
 from ._deadline import DeadlineExceeded, alarm_deadline, command_deadline, timed_out_line
-from ._edge import EXIT_OK, EXIT_RUNTIME, EXIT_UNKNOWN, EXIT_USAGE, complain, say
+from ._edge import (
+    EXIT_CRITICAL,
+    EXIT_OK,
+    EXIT_RUNTIME,
+    EXIT_UNKNOWN,
+    EXIT_USAGE,
+    complain,
+    say,
+)
 from ._health_cmds import cmd_check, cmd_retention
 from ._journal_cmds import (
     cmd_audit,
@@ -57,7 +65,12 @@ from ._restart_cmds import (
     cmd_plan,
     cmd_starting_offsets,
 )
-from ._savepoint_cmds import cmd_savepoint_create, cmd_savepoint_list, cmd_savepoint_show
+from ._savepoint_cmds import (
+    cmd_savepoint_create,
+    cmd_savepoint_list,
+    cmd_savepoint_show,
+    scheduled_create,
+)
 from .parser import PROG, UsageError
 
 log = logging.getLogger(__name__)
@@ -164,10 +177,13 @@ def main(argv: Sequence[str] | None = None) -> int:
     console = argv is None
     argv = list(sys.argv[1:] if argv is None else argv)
     index = _command_index(argv)
-    # check's 1 and 2 are warning and critical: its errors are 3, UNKNOWN
+    # check's 1 and 2 are warning and critical: its errors are 3, UNKNOWN; a scheduled
+    # savepoint's too, but one not taken is 2, critical (the state is not saved)
     health = index is not None and argv[index] == "check"
-    how = _Failing(EXIT_UNKNOWN if health else EXIT_USAGE,
-                   EXIT_UNKNOWN if health else EXIT_RUNTIME, health and _asks_json(argv))
+    scheduled = scheduled_create(argv, index)
+    how = _Failing(EXIT_UNKNOWN if health or scheduled else EXIT_USAGE,
+                   EXIT_UNKNOWN if health else EXIT_CRITICAL if scheduled else EXIT_RUNTIME,
+                   health and _asks_json(argv))
     try:
         args = _parsed(build_parser(), argv, index)
     except UsageError as exc:

@@ -323,17 +323,35 @@ def _add_savepoint(subs: Subparsers, common: argparse.ArgumentParser, commands: 
     create = sp_subs.add_parser(
         "create", parents=[common],
         help="export every stateful operator's state at the newest batch both the "
-             "checkpoint and the journal have, and record it",
-        description="Export the state of every stateful operator of the old checkpoint "
-                    "at the newest batch both its commits/ and the journal have, to "
-                    "Parquet under DIR with a manifest (operators, schemas, row counts, "
-                    "checksums), and record the savepoint in the journal. Needs PySpark "
-                    "(a local session; --master for another).")
+             "checkpoint and the journal have, and record it; on a schedule, with "
+             "retention (--under, --keep, --max-age)",
+        description="Export the state of every stateful operator of the checkpoint (of a "
+                    "running or stopped query) at the newest batch both its commits/ and "
+                    "the journal have, to Parquet under DIR with a manifest (operators, "
+                    "schemas, row counts, checksums), and record the savepoint in the "
+                    "journal. Needs PySpark (a local session; --master for another). From "
+                    "cron: --under DIR makes each savepoint its own directory there "
+                    "(nothing new when the newest there holds the batch already), and "
+                    "--keep/--max-age delete the query's older savepoints there, never "
+                    "the newest nor one a recorded plan starts from; with either, the "
+                    "command exits as check does: 0 ok, 1 warning (taken, but something "
+                    "was not recorded or not deleted), 2 critical (no savepoint taken), "
+                    "3 unknown (bad arguments).")
     create.add_argument("query", type=name_arg("the query name"), help="query name")
-    create.add_argument("--checkpoint", required=True, metavar="OLD_CHECKPOINT",
-                        type=directory_arg, help="the old query's checkpoint directory (or URL)")
-    create.add_argument("--to", required=True, metavar="DIR", type=directory_arg,
-                        help="a new or empty directory for the savepoint")
+    create.add_argument("--checkpoint", required=True, metavar="CHECKPOINT",
+                        type=directory_arg, help="the query's checkpoint directory (or URL)")
+    where = create.add_mutually_exclusive_group(required=True)
+    where.add_argument("--to", metavar="DIR", type=directory_arg,
+                       help="a new or empty directory for the savepoint")
+    where.add_argument("--under", metavar="DIR", type=directory_arg,
+                       help="make the savepoint its own new directory under DIR (a "
+                            "schedule's location: QUERY-batchN-TIME)")
+    create.add_argument("--keep", type=positive_arg, default=None, metavar="N",
+                        help="then delete the query's savepoints in the same location "
+                             "beyond the N newest")
+    create.add_argument("--max-age", type=duration_arg, default=None, metavar="DURATION",
+                        help="then delete the query's savepoints in the same location "
+                             "older than DURATION (e.g. 7d)")
     create.add_argument("--master", default=None,
                         help="Spark master for the export (default local[*])")
     create.add_argument("--no-record", action="store_true",
@@ -461,6 +479,11 @@ def _add_check(subs: Subparsers, parents: tuple[argparse.ArgumentParser, ...],
                        default=timedelta(minutes=15), metavar="DURATION",
                        help="recorded forecasts older than this are unknown: `retention "
                             "--record` stopped running (default 15m)")
+    check.add_argument("--max-savepoint-age", type=duration_threshold_arg(False),
+                       metavar="D[,D]",
+                       help="a stateful query's newest savepoint older than this (e.g. "
+                            "1h,6h), or none at all (critical); the line says how many "
+                            "batches and records a recovery from it reads again today")
     check.add_argument("--since", type=past_time_arg, default=None, metavar="TIME",
                        help="count problems flagged on batches, spool losses and rejected "
                             "events from TIME on (ISO 8601 or -1d; default: -1d)")

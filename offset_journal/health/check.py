@@ -66,6 +66,7 @@ class Thresholds:
     min_time_to_loss: Threshold[timedelta] | None = None
     since: datetime | None = None  # problems, spool losses and rejected events from then on
     max_forecast_age: timedelta = timedelta(minutes=15)  # older recorded forecasts: unknown
+    max_savepoint_age: Threshold[timedelta] | None = None  # a stateful query's newest
 
 
 
@@ -98,6 +99,7 @@ class Problem:
 class CheckResult:
     queries: int
     problems: list[Problem] = field(default_factory=list)
+    recovery: list[dict[str, Any]] = field(default_factory=list)  # stateful queries'
 
     @property
     def exit_code(self) -> CheckExit:
@@ -120,7 +122,8 @@ class CheckResult:
     def to_json(self) -> str:
         return json.dumps({"status": self.exit_code.name.lower(),
                            "exit_code": int(self.exit_code), "queries": self.queries,
-                           "problems": [p.to_dict() for p in self.problems]}, indent=2)
+                           "problems": [p.to_dict() for p in self.problems],
+                           "recovery": self.recovery}, indent=2)
 
 
 def parse_threshold(text: str, parse: Any, *, minimum: bool = False) -> Threshold[Any]:
@@ -203,7 +206,50 @@ def check(facts: list[QueryFacts], limits: Thresholds, now: datetime,
                            f"since {_since(limits)} (see `offset-journal rejected list`)"))
     order = {"critical": 0, "unknown": 1, "warning": 2}
     out.sort(key=lambda p: (order[p.severity], p.query_name or "", p.kind))
-    return CheckResult(len(facts), out)
+    return CheckResult(len(facts), out, [recovery(q, now) for q in facts if q.stateful])
+
+
+def recovery(q: QueryFacts, now: datetime) -> dict[str, Any]:
+    """What a recovery of a stateful query from its newest savepoint costs today: the
+    batches journaled after the savepoint's batch, and the records they read, are read
+    again (``check --format json``'s ``recovery``)."""
+    sp = q.savepoint
+    if sp is None:
+        return {"query": q.query_name, "savepoint": None}
+    return {"query": q.query_name, "savepoint": sp.id, "batch_id": sp.batch_id,
+            "made": format_time(sp.created_at),
+            "age_seconds": round(max((now - sp.created_at).total_seconds(), 0.0), 3),
+            "location": sp.location, "batches_again": sp.batches_after,
+            "records_again": sp.records_after}
+
+
+def _savepoint_problems(q: QueryFacts, limits: Thresholds, now: datetime) -> list[Problem]:
+    """``--max-savepoint-age``: a stateful query whose newest savepoint is older than
+    the limit, with what a recovery from it reads again today; one with none at all is
+    critical (a lost checkpoint loses its state)."""
+    wanted = limits.max_savepoint_age
+    if wanted is None or not q.stateful:
+        return []
+    name, sp = q.query_name, q.savepoint
+    if sp is None:
+        return [Problem("critical", name, "no-savepoint",
+                        f"{name}: a stateful query with no savepoint: a lost checkpoint "
+                        "loses its state (take one: `offset-journal savepoint create`, or "
+                        "on a schedule: attach(..., savepoints=SavepointSchedule(...)))")]
+    age = now - sp.created_at
+    level = wanted.level(age)
+    if level is None:
+        return []
+    return [Problem(level, name, "savepoint-age",
+                    f"{name}: its newest savepoint, {sp.id} (batch {sp.batch_id}), is "
+                    f"{duration(max(age.total_seconds(), 0))} old (made "
+                    f"{format_time(sp.created_at)}; over {_td(wanted)}): a recovery today "
+                    f"reads {_again(sp.batches_after, sp.records_after)} again")]
+
+
+def _again(batches: int, records: int) -> str:
+    return (f"{batches:,} batch{'' if batches == 1 else 'es'} ({records:,} "
+            f"record{'' if records == 1 else 's'})")
 
 
 def _since(limits: Thresholds) -> str:
@@ -219,6 +265,7 @@ def _query_problems(q: QueryFacts, limits: Thresholds, now: datetime) -> list[Pr
     add = _adder(name, out)
     out += _forecast_problems(q, limits, now)
     out += _loss_problems(q)
+    out += _savepoint_problems(q, limits, now)
     if limits.max_lag is not None and q.total_lag is not None:
         worst = (f"; furthest behind: {tp(q.worst[0], q.worst[1])} by {q.worst[2]:,}"
                  if q.worst else "")

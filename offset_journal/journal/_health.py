@@ -18,7 +18,7 @@ import sqlalchemy as sa
 
 from ..errors import JournalError
 from ..formatting import first_line
-from ..rows import ForecastFacts, QueryFacts
+from ..rows import ForecastFacts, QueryFacts, SavepointFacts
 from ._losses import facts_losses, loss_rows, record_losses
 from ._read import Reads
 from .schema import SCHEMA, rejected_events, retention_forecasts
@@ -46,10 +46,10 @@ SELECT n.query_name, last.id AS batch_pk, last.trigger_at, last.recorded_at,
        f.n AS flagged, f.example, sp.events AS spooled, kafka.reads_kafka,
        fc.made_at, fc.partitions, fc.loss_earliest, fc.loss_topic, fc.loss_partition,
        fc.lost, fc.beyond_end, fc.unknown, fc.gone, fc.lost_partitions, fc.loss_read_on,
-       rl.losses
+       rl.losses, {stateful} AS stateful, {savepoint_columns}
 FROM names n
 LEFT JOIN LATERAL (
-    SELECT b.id, b.trigger_at, b.recorded_at FROM {s}.batches b
+    SELECT b.id, b.trigger_at, b.recorded_at, b.state_operators FROM {s}.batches b
     WHERE b.query_name = n.query_name AND b.trigger_at IS NOT NULL
       AND b.run_id = (SELECT x.run_id FROM {s}.batches x
                       WHERE x.query_name = n.query_name AND x.trigger_at IS NOT NULL
@@ -127,10 +127,63 @@ LEFT JOIN LATERAL (
                                                       ELSE '[]' END) o
                 WHERE jsonb_typeof(o) = 'array' AND jsonb_typeof(o -> 2) = 'number'
                   AND o ->> 1 = l.topic AND o ->> 2 = l.partition::text))) rl ON true
+{savepoint_laterals}
 LEFT JOIN flagged f ON f.query_name = n.query_name
 LEFT JOIN spooled sp ON sp.query_name = n.query_name
 ORDER BY n.query_name
 """
+
+# A stateful query: its last batch has a stateful operator (progress' stateOperators).
+_STATEFUL = ("coalesce(CASE WHEN jsonb_typeof(last.state_operators) = 'array' "
+             "THEN jsonb_array_length(last.state_operators) > 0 END, false)")
+# Its newest savepoint whose files are not deleted (migration 0022), and what a recovery
+# from it reads again today: the batches journaled after its batch (in the journal's
+# order, every run since) and the records they read. The batches after it are read
+# through batches_query_order_idx: the cost follows the batches since the savepoint.
+_SAVEPOINT_COLUMNS = ("newest.id AS sp_id, newest.created_at AS sp_created_at, "
+                      "newest.batch_id AS sp_batch_id, newest.location AS sp_location, "
+                      "again.batches AS sp_batches, again.records AS sp_records")
+_SAVEPOINT_LATERALS = """
+LEFT JOIN LATERAL (
+    SELECT s.id, s.created_at, s.batch_id, s.location,
+           (SELECT x.id FROM {s}.batches x
+            WHERE x.run_id = s.run_id AND x.batch_id = s.batch_id) AS batch_pk
+    FROM {s}.savepoints s
+    WHERE s.query_name = n.query_name
+      AND NOT EXISTS (SELECT FROM {s}.savepoint_deletions d WHERE d.savepoint_id = s.id)
+    ORDER BY s.id DESC LIMIT 1) newest ON true
+LEFT JOIN LATERAL (
+    SELECT count(*) AS batches, coalesce(sum(b.num_input_rows), 0) AS records
+    FROM {s}.batches b
+    WHERE b.query_name = n.query_name AND b.id > newest.batch_pk) again
+    ON newest.id IS NOT NULL
+"""
+
+_RECOVERY = """
+WITH names(query_name) AS ({names})
+SELECT n.query_name, {stateful} AS stateful, {savepoint_columns}
+FROM names n
+LEFT JOIN LATERAL (
+    SELECT b.state_operators FROM {s}.batches b WHERE b.query_name = n.query_name
+    ORDER BY b.id DESC LIMIT 1) last ON true
+{savepoint_laterals}
+ORDER BY n.query_name
+"""
+
+
+def _sql(template: str, names: str) -> str:
+    return template.format(s=SCHEMA, names=names, stateful=_STATEFUL,
+                           savepoint_columns=_SAVEPOINT_COLUMNS,
+                           savepoint_laterals=_SAVEPOINT_LATERALS.format(s=SCHEMA))
+
+
+def _savepoint(r: sa.RowMapping) -> SavepointFacts | None:
+    if r["sp_id"] is None:
+        return None
+    return SavepointFacts(int(r["sp_id"]), r["sp_created_at"], int(r["sp_batch_id"]),
+                          str(r["sp_location"]), int(r["sp_batches"] or 0),
+                          int(r["sp_records"] or 0))
+
 
 FORECAST_LOCK = 0x6F6A_7265_7465_6E74  # "ojretent": the advisory lock of record_forecasts
 
@@ -153,7 +206,9 @@ def _granted_before(exc: sa.exc.ProgrammingError) -> str:
     text = str(exc.orig)
     table, migration = next(((t, m) for t, m in (
         ("retention_losses", "0019"), ("loss_acknowledgements", "0019"),
-        ("retention_forecasts", "0017")) if t in text), ("retention_forecasts", "0017"))
+        ("savepoint_deletions", "0022"), ("savepoints", "0018"),
+        ("retention_forecasts", "0017")) if t in text),
+        ("retention_forecasts", "0017"))
     return (f"a role granted before migration {migration} lacks {table}; grant it again "
             "(`offset-journal db grant`, docs/security.md)")
 
@@ -169,7 +224,7 @@ class Health(Reads):
                     ) -> list[QueryFacts]:
         """Per query (``names``, or every query the journal knows), what ``check`` holds
         it to; a name with no batch comes back with ``exists=False``."""
-        sql = _FACTS.format(s=SCHEMA, names=_ALL_NAMES if names is None else _GIVEN_NAMES)
+        sql = _sql(_FACTS, _ALL_NAMES if names is None else _GIVEN_NAMES)
         params: dict[str, Any] = {"since": since or _EPOCH}
         if names is not None:
             params["names"] = list(names)
@@ -190,7 +245,17 @@ class Health(Reads):
             spool_lost_events=int(r["spooled"] or 0),
             forecast=_forecast(r), reads_kafka=bool(r["reads_kafka"]),
             exists=r["batch_pk"] is not None,
-            losses=facts_losses(r["query_name"], r["losses"])) for r in rows]
+            losses=facts_losses(r["query_name"], r["losses"]),
+            stateful=bool(r["stateful"]), savepoint=_savepoint(r)) for r in rows]
+
+    def recovery_facts(self, query_name: str) -> tuple[bool, SavepointFacts | None]:
+        """Whether a query is stateful (its last batch), and its newest savepoint not
+        deleted with what a recovery from it reads again today (``check`` reads the
+        same in :meth:`check_facts`)."""
+        sql = _sql(_RECOVERY, _GIVEN_NAMES)
+        rows = self._run_read(
+            lambda c: c.execute(sa.text(sql), {"names": [query_name]}).mappings().all())
+        return (bool(rows[0]["stateful"]), _savepoint(rows[0])) if rows else (False, None)
 
     def rejected_since(self, since: datetime | None) -> tuple[int, list[str]]:
         """How many events were rejected since ``since``, and the payloads of the

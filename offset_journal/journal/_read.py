@@ -33,6 +33,7 @@ from .schema import (
     plan_runs,
     query_runs,
     restart_plans,
+    savepoint_deletions,
     savepoints,
     spool_losses,
 )
@@ -296,17 +297,26 @@ class Reads(JournalBase):
         return [recorded_plan(m, runs.get(m["id"], {})) for m in rows]
 
     def savepoints(self, query_name: str | None = None, *, id: int | None = None,
-                   manifest_sha256: str | None = None) -> list[RecordedSavepoint]:
+                   manifest_sha256: str | None = None,
+                   deleted: bool | None = None) -> list[RecordedSavepoint]:
         """Recorded savepoints, oldest first: of a query, by id, or by the SHA-256 of
-        their manifest (any combination)."""
-        t = savepoints.c
-        stmt = sa.select(savepoints).order_by(t.id)
+        their manifest (any combination); those whose files retention deleted with when
+        and why (``deleted_at``, ``deleted_reason``). ``deleted``: only those (True), or
+        only the others (False: a schedule's, whose deleted ones only grow in number)."""
+        t, d = savepoints.c, savepoint_deletions.c
+        stmt = (sa.select(savepoints, d.deleted_at, d.reason.label("deleted_reason"))
+                .select_from(savepoints.outerjoin(savepoint_deletions,
+                                                  d.savepoint_id == t.id))
+                .order_by(t.id))
         if query_name is not None:
             stmt = stmt.where(t.query_name == query_name)
         if id is not None:
             stmt = stmt.where(t.id == id)
         if manifest_sha256 is not None:
             stmt = stmt.where(t.manifest_sha256 == manifest_sha256)
+        if deleted is not None:
+            stmt = stmt.where(d.savepoint_id.is_not(None) if deleted
+                              else d.savepoint_id.is_(None))
         rows = self._run_read(lambda c: c.execute(stmt).mappings().all())
         return [RecordedSavepoint(**dict(r)) for r in rows]
 

@@ -12,7 +12,13 @@ import sqlalchemy as sa
 from ..rows import PruneResult, SavepointKeep
 from ._base import JournalBase
 from ._batch_rows import batch_rows, last_rows
-from .schema import batch_sources, batches, kafka_partition_rows, savepoints
+from .schema import (
+    batch_sources,
+    batches,
+    kafka_partition_rows,
+    savepoint_deletions,
+    savepoints,
+)
 
 log = logging.getLogger("offset_journal.journal")
 
@@ -122,12 +128,14 @@ def _delete_sources(conn: sa.Connection, ids: list[int]) -> int:
 
 def _pins(ids: Collection[int] | None) -> Any:
     """Which ``savepoints`` rows keep their batch: ``ids``, or (None) those whose
-    recorded manifest is a savepoint manifest naming the row's own batch."""
-    sp = savepoints.c
+    recorded manifest is a savepoint manifest naming the row's own batch; never one
+    whose files retention deleted (no plan can start from it)."""
+    sp, d = savepoints.c, savepoint_deletions.c
+    present = ~sa.exists().where(d.savepoint_id == sp.id)
     if ids is not None:
-        return sp.id.in_(list(ids)) if ids else sa.false()
+        return sa.and_(sp.id.in_(list(ids)), present) if ids else sa.false()
     m = sp.manifest
-    return sa.and_(m["format"] == sa.func.to_jsonb(SAVEPOINT_FORMAT),
+    return sa.and_(m["format"] == sa.func.to_jsonb(SAVEPOINT_FORMAT), present,
                    *[m[c] == sa.func.to_jsonb(getattr(sp, c)) for c in _ROW_FIELDS])
 
 

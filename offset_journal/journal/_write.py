@@ -12,7 +12,7 @@ from typing import Any
 import sqlalchemy as sa
 from sqlalchemy.dialects.postgresql import insert as pg_insert
 
-from ..errors import JournalError
+from ..errors import JournalError, SavepointError
 from ..records import BatchRecord, RunRecord
 from ._arrays import Arrays
 from ._base import JournalBase
@@ -34,6 +34,7 @@ from ._checks import (
     successor_problem,
 )
 from ._driver import execute, jsonb, run_alone
+from ._savepoint_lock import deletion_kept, plan_deleted_savepoint
 from ._write_state import NO_ENDS, REMEMBERED_RUNS, Ends
 from .schema import (
     SCHEMA,
@@ -44,6 +45,7 @@ from .schema import (
     query_runs,
     rejected_events,
     restart_plans,
+    savepoint_deletions,
     savepoints,
     spool_losses,
 )
@@ -321,8 +323,13 @@ class Writes(JournalBase):
     def record_plan(self, row: dict[str, Any]) -> int:
         """Record a restart plan handed out (a ``restart_plans`` row, as
         :func:`offset_journal.restart.record.plan_row` makes it); returns its id.
-        Raises SQLAlchemy's error when the journal refuses it (no privilege, no table)."""
+        Raises SQLAlchemy's error when the journal refuses it (no privilege, no table),
+        SavepointError when the savepoint it starts from was deleted meanwhile (checked
+        under the lock retention deletes with: never a plan whose files are gone)."""
         with self._engine.begin() as conn:
+            gone = plan_deleted_savepoint(conn, row)
+            if gone is not None:
+                raise SavepointError(gone)
             return int(conn.execute(restart_plans.insert().values(row)
                                     .returning(restart_plans.c.id)).scalar_one())
 
@@ -333,6 +340,23 @@ class Writes(JournalBase):
         with self._engine.begin() as conn:
             return int(conn.execute(savepoints.insert().values(row)
                                     .returning(savepoints.c.id)).scalar_one())
+
+    def record_savepoint_deletion(self, savepoint_id: int, reason: str, *,
+                                  host: str | None = None,
+                                  os_user: str | None = None) -> str | None:
+        """Record that retention deletes a savepoint's files (``savepoint_deletions``,
+        migration 0022), before they go; None when recorded. Not recorded, and why it
+        stays returned, when under the query's lock a recorded plan names it or it is
+        the query's newest (what was decided may be stale by then), for every role.
+        Raises SQLAlchemy's error when the journal refuses it (its guard, a privilege,
+        a deletion already recorded)."""
+        row = {"savepoint_id": savepoint_id, "reason": reason, "host": host,
+               "os_user": os_user}
+        with self._engine.begin() as conn:
+            kept = deletion_kept(conn, savepoint_id)
+            if kept is None:
+                conn.execute(savepoint_deletions.insert().values(row))
+            return kept
 
     def link_plan(self, plan_id: int, run_id: str) -> bool:
         """Say that run ``run_id`` started from recorded plan ``plan_id`` (a job calls

@@ -58,16 +58,18 @@ def _quote_tables(names: tuple[str, ...]) -> str:
 # What the database sets, never the writer: the time a row was journaled (by the
 # database's clock) and the identity keys.
 _SET_BY_DATABASE = frozenset({"recorded_at", "created_at", "id", "first_recorded_at",
-                              "last_recorded_at"})
+                              "last_recorded_at", "deleted_at"})
 
 WRITE_FUNCTION = "journal_batch"
 """The function the writer journals a batch with (migration 0014): EXECUTE is PUBLIC's by
 default, granted explicitly for journals where that default was revoked."""
 
-PLAN_TABLES: tuple[str, ...] = ("restart_plans", "plan_runs", "savepoints")
-"""Where restart plans (migration 0008_decisions) and savepoints (0018_savepoints) are
-recorded: the writer (jobs plan their own restarts with the listener's URL) and the
-planner role may add to them."""
+PLAN_TABLES: tuple[str, ...] = ("restart_plans", "plan_runs", "savepoints",
+                                "savepoint_deletions")
+"""Where restart plans (migration 0008_decisions), savepoints (0018_savepoints) and their
+deletions (0022) are recorded: the writer (jobs plan their own restarts with the
+listener's URL, and a driver's savepoint schedule prunes with it) and the planner role
+may add to them."""
 
 FORECAST_TABLES: tuple[str, ...] = ("retention_forecasts",)
 """What ``offset-journal retention --record`` replaces (migration 0017): the planner role

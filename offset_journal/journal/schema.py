@@ -324,3 +324,18 @@ savepoints = sa.Table(
     sa.Index("savepoints_query_idx", "query_name", "id"),
     sa.Index("savepoints_manifest_idx", "manifest_sha256"),
 )
+
+# Savepoints whose files retention deleted (migration 0022_savepoint_deletions): only
+# added to; a guard keeps the newest of a query and any a recorded plan names.
+savepoint_deletions = sa.Table(
+    "savepoint_deletions",
+    metadata,
+    sa.Column("savepoint_id", sa.BigInteger, sa.ForeignKey(f"{SCHEMA}.savepoints.id"),
+              primary_key=True),
+    sa.Column("deleted_at", sa.DateTime(timezone=True), nullable=False,
+              server_default=sa.func.now()),
+    sa.Column("reason", sa.Text, nullable=False),
+    sa.Column("host", sa.Text),
+    sa.Column("os_user", sa.Text),
+    sa.CheckConstraint("btrim(reason) <> ''", name="savepoint_deletions_reason_check"),
+)

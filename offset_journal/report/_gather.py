@@ -23,6 +23,7 @@ from ..errors import JournalError, OffsetJournalError
 from .model import (
     OthersBand,
     PartitionSeries,
+    Recovery,
     ReportData,
     ReportFinding,
     RestartMarker,
@@ -80,7 +81,23 @@ def gather(journal: Journal, query_name: str, *, since: datetime | None = None,
         current_freshness_s=freshness,
         findings=tuple(journal_findings(journal, query_name) if findings is None else findings),
         since=since, retention=tuple(retention_rows(journal, query_name)),
+        recovery=recovery(journal, query_name),
     )
+
+
+def recovery(journal: Journal, query_name: str) -> Recovery | None:
+    """A stateful query's newest savepoint and what a recovery from it reads again
+    today; None for a stateless query, or a journal from before migration 0022."""
+    try:
+        stateful, sp = journal.recovery_facts(query_name)
+    except JournalError:
+        return None
+    if not stateful:
+        return None
+    if sp is None:
+        return Recovery()
+    return Recovery(sp.id, sp.created_at, sp.batch_id, sp.location, sp.batches_after,
+                    sp.records_after)
 
 
 def retention_rows(journal: Journal, query_name: str) -> list[RetentionRow]:

@@ -162,6 +162,25 @@ def _retention(data: ReportData) -> str:
             f"{rows}</table>")
 
 
+def _recovery(data: ReportData) -> str:
+    """A stateful query's newest savepoint, and what a recovery from it reads again."""
+    r = data.recovery
+    if r is None:
+        return ""
+    if r.savepoint_id is None:
+        body = ('<p class="note defect">No savepoint: a lost or broken checkpoint loses the '
+                "query&#x27;s state. Take one with <code>offset-journal savepoint create</code>"
+                ", or on a schedule (<code>attach(..., savepoints=...)</code>).</p>")
+    else:
+        body = (f'<p class="note">Newest savepoint: {r.savepoint_id} (batch '
+                f"{escape(_num(r.batch_id))}, made {escape(_iso(r.made_at))}, at "
+                f"<code>{escape(r.location or '')}</code>). A recovery from it today reads "
+                f"<b>{r.batches_again:,}</b> batch{'' if r.batches_again == 1 else 'es'} "
+                f"(<b>{r.records_again:,}</b> record{'' if r.records_again == 1 else 's'}) "
+                "again.</p>")
+    return f"<h2>Recovery</h2>\n{body}"
+
+
 def render(data: ReportData) -> str:
     """The report's HTML."""
     q = escape(data.query_name)
@@ -191,6 +210,7 @@ def render(data: ReportData) -> str:
 {_findings(data.findings)}
 <h2>Retention</h2>
 {_retention(data)}
+{_recovery(data)}
 <h2>Runs and checkpoints</h2>
 <p class="note">One lane per checkpoint (query id), a bar per run (red: failed; dashed: no
 termination seen); triangles mark starts and restarts, diamonds the findings. Hover for

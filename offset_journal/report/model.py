@@ -116,6 +116,19 @@ class RetentionRow:
 
 
 @dataclass(frozen=True)
+class Recovery:
+    """A stateful query's newest savepoint (None: none) and what a recovery from it
+    reads again today: the batches journaled after its batch and their records."""
+
+    savepoint_id: int | None = None
+    made_at: datetime | None = None
+    batch_id: int | None = None
+    location: str | None = None
+    batches_again: int = 0
+    records_again: int = 0
+
+
+@dataclass(frozen=True)
 class ReportData:
     """Everything one report shows; times are UTC."""
 
@@ -139,3 +152,4 @@ class ReportData:
     findings: tuple[ReportFinding, ...] = field(default_factory=tuple)
     since: datetime | None = None
     retention: tuple[RetentionRow, ...] = ()
+    recovery: Recovery | None = None  # None: a stateless query (or not known)

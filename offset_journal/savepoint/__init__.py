@@ -9,10 +9,16 @@ state schemas, row counts, checksums), and records it in the journal (``savepoin
 A plan from it (``plan QUERY --savepoint ID|DIR``) starts right after B, and
 :func:`initial_state` gives the new query's ``transformWithState(initialState=...)``.
 
+On a schedule, with retention: :class:`SavepointSchedule` from the driver
+(``attach(spark, url, savepoints=SavepointSchedule(...))``), and ``savepoint create
+--under DIR --keep N --max-age D`` from cron, both through :mod:`.periodic`.
+
 The modules: ``model.py`` (the data), ``core.py`` (the decisions, pure), ``_files.py``
 (the directory: manifest, checksums), ``_load.py`` (find and check a savepoint),
 ``spark.py`` (the Spark edge), ``_verified.py`` (a part read back as exactly the bytes
-checked, at every read). The plan's side is :mod:`offset_journal.restart.seeding`.
+checked, at every read), ``policy.py`` (a schedule's cadence and retention, pure),
+``periodic.py`` (a scheduled savepoint and its retention), ``schedule.py`` (the
+driver's schedule). The plan's side is :mod:`offset_journal.restart.seeding`.
 What needs Spark is imported on first use.
 
 May import: :mod:`offset_journal.checkpoint`, :mod:`offset_journal.journal` and the
@@ -26,6 +32,8 @@ from typing import TYPE_CHECKING, Any
 from ..errors import SavepointError
 from ._load import load_planned_savepoint, load_savepoint
 from .model import BUILT_IN, Manifest, Operator, OperatorKind, Part, PartKind, Savepoint
+from .policy import Retention
+from .schedule import SavepointSchedule, ScheduleStats
 
 if TYPE_CHECKING:
     from .spark import (
@@ -49,5 +57,6 @@ def __getattr__(name: str) -> Any:
 
 
 __all__ = ["BUILT_IN", "ROCKSDB_PROVIDER", "Manifest", "Operator", "OperatorKind", "Part",
-           "PartKind", "Savepoint", "SavepointError", "create_savepoint", "initial_state",
-           "load_planned_savepoint", "load_savepoint", "prepare_savepoint", "state_frame"]
+           "PartKind", "Retention", "Savepoint", "SavepointError", "SavepointSchedule",
+           "ScheduleStats", "create_savepoint", "initial_state", "load_planned_savepoint",
+           "load_savepoint", "prepare_savepoint", "state_frame"]

@@ -18,7 +18,7 @@ from collections.abc import Iterable
 from typing import Any
 
 from ..checkpoint.store import open_store
-from ..errors import SavepointError
+from ..errors import OffsetJournalError, SavepointError
 from .core import check_files, manifest_from_dict
 from .model import MANIFEST_NAME, FileSum, Manifest, Part, digest_of
 
@@ -150,5 +150,41 @@ def remove_partial(store_location: str) -> None:
                 os.unlink(path)
 
 
-__all__ = ["check_parts", "data_file", "read_manifest", "remove_partial",
-           "require_empty", "same_location", "spark_reads", "sums", "write_manifest"]
+def probe_writable(location: str) -> None:
+    """SavepointError (one line) unless a file can be written into ``location`` (made
+    when missing) and removed again: a schedule learns at once, not at its first
+    savepoint, that its location is not writable."""
+    import uuid
+
+    store, root = open_store(location, None)
+    probe = store.join(root, f".offset-journal-probe-{uuid.uuid4().hex[:12]}")
+    try:
+        store.write(probe, b"")
+        if store.fs is None:
+            os.unlink(probe)
+        else:
+            store.remove_tree(probe)
+    except (OSError, OffsetJournalError) as exc:
+        why = exc.strerror if isinstance(exc, OSError) and exc.strerror else str(exc)
+        raise SavepointError(f"the savepoint location {location} is not writable: "
+                             f"{why}") from None
+
+
+def remove_savepoint(location: str) -> bool:
+    """Remove a savepoint's directory (or an object store's prefix) whole; False when
+    nothing was there."""
+    import shutil
+
+    store, root = open_store(location, None)
+    if store.kind(root) is None:
+        return False
+    if store.fs is None:
+        shutil.rmtree(root)
+    else:
+        store.remove_tree(root)
+    return True
+
+
+__all__ = ["check_parts", "data_file", "probe_writable", "read_manifest", "remove_partial",
+           "remove_savepoint", "require_empty", "same_location", "spark_reads", "sums",
+           "write_manifest"]

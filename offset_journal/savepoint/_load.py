@@ -18,12 +18,14 @@ import os
 from typing import TYPE_CHECKING
 
 from ..errors import SavepointError
+from ..formatting import format_time
 from ._files import check_parts, read_manifest, same_location
 from .core import row_mismatch
 from .model import Savepoint
 
 if TYPE_CHECKING:
     from ..journal import Journal
+    from ..rows import RecordedSavepoint
 
 
 def load_savepoint(ref: int | str | Savepoint, journal: Journal | None = None, *,
@@ -82,6 +84,8 @@ def _by_id(savepoint_id: int, journal: Journal | None) -> Savepoint:
     if not rows:
         raise SavepointError(f"no savepoint {savepoint_id} in the journal")
     row = rows[0]
+    if row.deleted_at is not None:
+        raise SavepointError(_deleted(row))
     manifest, digest = read_manifest(row.location)
     if digest != row.manifest_sha256:
         raise SavepointError(f"the savepoint manifest at {row.location} is not the one the "
@@ -101,8 +105,11 @@ def _by_location(location: str, journal: Journal | None, unrecorded: bool) -> Sa
     rows = journal.savepoints(manifest_sha256=digest)
     vouching = [r for r in rows if row_mismatch(r, manifest) is None]
     mine = [r for r in vouching if same_location(r.location, location)] or vouching
-    if mine:
-        return Savepoint(manifest, location, mine[-1].id, sha256=digest)
+    present = [r for r in mine if r.deleted_at is None]
+    if present:
+        return Savepoint(manifest, location, present[-1].id, sha256=digest)
+    if mine:  # its files outlived the deletion (removing them failed): it is still gone
+        raise SavepointError(_deleted(mine[-1]))
     others = "".join(
         f"; savepoint {r.id} carries its SHA-256 but names batch {r.batch_id} of run "
         f"{r.run_id} of query {r.query_name!r}, and vouches only for a manifest of that "
@@ -117,3 +124,10 @@ def _by_location(location: str, journal: Journal | None, unrecorded: bool) -> Sa
         f"the savepoint at {location} is not recorded in this journal: only its own "
         "checksums vouch for it (--unrecorded-savepoint, recorded with the plan as its "
         "decision)",), sha256=digest)
+
+
+def _deleted(row: RecordedSavepoint) -> str:
+    when = format_time(row.deleted_at) or "?"
+    return (f"savepoint {row.id} of query {row.query_name!r} (batch {row.batch_id}) was "
+            f"deleted by retention at {when} ({row.deleted_reason}): its files at "
+            f"{row.location} are gone; take a newer one (`savepoint list {row.query_name}`)")

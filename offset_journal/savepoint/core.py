@@ -184,13 +184,14 @@ def read_specs(operator: Operator) -> list[ReadSpec]:
 # --------------------------------------------------------------------------- columns
 
 
-def _fields(struct: Any) -> list[Mapping[str, Any]]:
+def struct_fields(struct: Any) -> list[Mapping[str, Any]]:
+    """A struct type's fields (Spark's JSON); none for any other type."""
     if isinstance(struct, Mapping) and struct.get("type") == "struct":
         return list(struct.get("fields") or [])
     return []
 
 
-def _is_struct(t: Any) -> bool:
+def is_struct(t: Any) -> bool:
     return isinstance(t, Mapping) and t.get("type") == "struct"
 
 
@@ -198,11 +199,11 @@ def positional(t: Any) -> Any:
     """A Spark type (JSON) with every struct's fields renamed ``_0``, ``_1``... (nested
     too): a struct cast to it keeps its values by position, so repeated names (an
     aggregation's ``count``, ``count``) can each be selected."""
-    if not _is_struct(t):
+    if not is_struct(t):
         return t
     return {"type": "struct", "fields": [
         {**f, "name": f"_{i}", "type": positional(f["type"]), "metadata": {}}
-        for i, f in enumerate(_fields(t))]}
+        for i, f in enumerate(struct_fields(t))]}
 
 
 class _Names:
@@ -226,9 +227,9 @@ class _Names:
 def _unwrap_ttl(t: Any) -> tuple[Any, int | None, int | None]:
     """A ``{value: struct, ttlExpirationMs: long}`` struct (state with a TTL): the inner
     struct, the positions of ``value`` and of the TTL field; else (t, None, None)."""
-    fields = _fields(t)
+    fields = struct_fields(t)
     names = [f["name"] for f in fields]
-    if len(fields) == 2 and set(names) == {"value", TTL_FIELD} and _is_struct(
+    if len(fields) == 2 and set(names) == {"value", TTL_FIELD} and is_struct(
             fields[names.index("value")]["type"]):
         return fields[names.index("value")]["type"], names.index("value"), names.index(TTL_FIELD)
     return t, None, None
@@ -241,7 +242,8 @@ def export_columns(kind: PartKind, operator: OperatorKind, schema: Any,
     Returns (columns, opaque fields, dropped fields). Fields are taken by position: a
     name repeated in its struct gets its position (``count``, ``count_1``, ``sum``,
     ``count_3``), one the key already has a prefix (``value_``, ``map_key_``)."""
-    flat = _Flattener(operator, {f["name"]: (i, f["type"]) for i, f in enumerate(_fields(schema))})
+    flat = _Flattener(operator, {f["name"]: (i, f["type"])
+                                 for i, f in enumerate(struct_fields(schema))})
     top = flat.top
     if "key" in top:
         flat.struct("key", (), top["key"][1], key=True)
@@ -285,7 +287,7 @@ class _Flattener:
         """A struct's fields, by position; a name repeated inside it (an aggregation's
         ``count``, ``count``) gets its position: ``count``, ``count_1``."""
         seen: set[str] = set()
-        for i, f in enumerate(_fields(t)):
+        for i, f in enumerate(struct_fields(t)):
             name = str(f["name"])
             self.leaf(f"{name}_{i}" if name in seen else name, (head, *path, i), f["type"],
                       key=key, prefix=prefix)
@@ -297,7 +299,7 @@ class _Flattener:
         if head not in self.top:
             return
         t = self.top[head][1]
-        if not _is_struct(t):
+        if not is_struct(t):
             self.leaf(head, (head,), t)
             return
         inner, at_value, at_ttl = _unwrap_ttl(t)
@@ -305,9 +307,9 @@ class _Flattener:
             self.struct(head, (at_value,), inner)
             self.leaf(TTL_COLUMN, (head, at_ttl), "long")
             return
-        fields = _fields(t)
+        fields = struct_fields(t)
         if self.operator == "apply-in-pandas-with-state" and fields and \
-                fields[0]["name"] == "groupState" and _is_struct(fields[0]["type"]):
+                fields[0]["name"] == "groupState" and is_struct(fields[0]["type"]):
             self.struct(head, (0,), fields[0]["type"])
             for i, f in enumerate(fields[1:], start=1):
                 self.leaf(str(f["name"]), (head, i), f["type"])
@@ -317,9 +319,9 @@ class _Flattener:
 
 def windowed_key(schema: Any) -> bool:
     """True when a state's key holds a time window (``window: struct<start, end>``)."""
-    top = {f["name"]: f["type"] for f in _fields(schema)}
-    return any(f["name"] == "window" and _is_struct(f["type"])
-               for f in _fields(top.get("key")))
+    top = {f["name"]: f["type"] for f in struct_fields(schema)}
+    return any(f["name"] == "window" and is_struct(f["type"])
+               for f in struct_fields(top.get("key")))
 
 
 # --------------------------------------------------------------------------- reading back
@@ -460,10 +462,13 @@ def recorded_problem(row: Mapping[str, Any] | RecordedSavepoint, *,
 def pinning(rows: Iterable[RecordedSavepoint]) -> tuple[list[int], list[tuple[int, str]]]:
     """Which recorded savepoints keep their batch from ``prune`` (ids), and which pin
     nothing, with why: a row whose manifest is not one, or not of its batch, is not a
-    savepoint (any role with INSERT on the table may write one)."""
+    savepoint (any role with INSERT on the table may write one). A savepoint whose files
+    retention deleted keeps nothing, and needs no note: no plan can start from it."""
     pins: list[int] = []
     ignored: list[tuple[int, str]] = []
     for row in rows:
+        if row.deleted_at is not None:
+            continue
         why = recorded_problem(row)
         if why is None:
             pins.append(row.id)

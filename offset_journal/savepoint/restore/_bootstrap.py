@@ -1,7 +1,9 @@
 """The new query's bootstrap run (step 2 of :mod:`._write`), what is checked of the new
 query around it, and the run journaled afterwards.
 
-**Before it starts**, the query must run on the new checkpoint it was given. A function
+**Before it starts**, the function must return the query's writer, not start the query
+itself (:func:`built_writer`: one it started is stopped at once), and the query must
+run on the new checkpoint it was given. A function
 that names another location (the old job's ``checkpointLocation``, copied) would resume
 that checkpoint: a real batch over the records that arrived since, written to the old
 query's sink and committed there, in a session that may journal nothing. Spark takes
@@ -54,6 +56,9 @@ version 1): the new query's first real batch is the next one."""
 BOOTSTRAP_TIMEOUT_S = 600
 CHECKPOINT_ROOT_CONF = "spark.sql.streaming.checkpointLocation"
 """Where Spark puts the checkpoint of a query that sets none: ``<root>/<query name>``."""
+PROGRESS_CONF = "spark.sql.streaming.numRecentProgressUpdates"
+"""How many progresses a query keeps; Spark keeps one fewer (at 1, none): the
+bootstrap's progress names its sink and is what the command journals."""
 
 
 @dataclass(frozen=True)
@@ -73,20 +78,36 @@ class Bootstrap:
 
 def run_bootstrap(spark: Any, checkpoint: str, offsets: Sequence[str], watermark_ms: int,
                   query: Callable[[], Any],
-                  on_start: Callable[[str], None] | None = None) -> Bootstrap:
+                  on_start: Callable[[str], None] | None = None,
+                  on_claim: Callable[[str], None] | None = None) -> Bootstrap:
     """The new checkpoint's ``offsets/0`` and the new query's one bootstrap batch (it
     reads nothing): Spark writes its operator metadata, state schemas, empty state and
     commits/0. The new checkpoint is on RocksDB (the state writer's store): the setting
-    goes into offsets/0, which the query's runs take it from. RestoreError when the
-    query runs elsewhere than ``checkpoint`` or its sink would skip its batches."""
+    goes into offsets/0, which the query's runs take it from. ``on_claim(query_id)``
+    once the new checkpoint's ``metadata`` is this restore's (from then on, what is in
+    the checkpoint is its own to remove). RestoreError when the query runs elsewhere
+    than ``checkpoint`` or its sink would skip its batches."""
+    from ..spark import session_conf
+
+    # Spark reads the retention each time it adds a progress: kept until the batch ends.
+    with session_conf(spark, PROGRESS_CONF, _kept_progress(spark)):
+        return _bootstrapped(spark, checkpoint, offsets, watermark_ms, query, on_start,
+                             on_claim)
+
+
+def _bootstrapped(spark: Any, checkpoint: str, offsets: Sequence[str], watermark_ms: int,
+                  query: Callable[[], Any], on_start: Callable[[str], None] | None,
+                  on_claim: Callable[[str], None] | None) -> Bootstrap:
     from ..spark import PROVIDER_CONF, ROCKSDB_PROVIDER, session_conf
 
     with session_conf(spark, PROVIDER_CONF, ROCKSDB_PROVIDER):
-        writer = query().trigger(once=True)
+        writer = built_writer(spark, query, checkpoint, on_claim).trigger(once=True)
         problem = checkpoint_problem(spark, writer, checkpoint)
         if problem is not None:
             raise RestoreError(problem)
         query_id = bootstrap_offsets(spark, checkpoint, offsets, watermark_ms)
+        if on_claim is not None:
+            on_claim(query_id)
         began = datetime.now(timezone.utc)
         started = writer.start()
     if str(started.id) != query_id:
@@ -106,11 +127,65 @@ def run_bootstrap(spark: Any, checkpoint: str, offsets: Sequence[str], watermark
     if failed is not None:
         raise RestoreError(f"the new query's bootstrap batch failed: {first_line(failed)}")
     progress = tuple(str(p.json) for p in started.recentProgress)
+    if not progress:
+        raise RestoreError("the new query's bootstrap batch left no progress: its sink "
+                           "cannot be checked")
     problem = sink_problem(progress)
     if problem is not None:
         raise RestoreError(problem)
     return Bootstrap(query_id, str(started.runId), started.name, began,
                      datetime.now(timezone.utc), progress, join_types(spark, started))
+
+
+def _kept_progress(spark: Any) -> str | None:
+    """The progress retention the bootstrap runs with (None: the session's keeps its
+    batch's progress)."""
+    try:
+        kept = int(spark.conf.get(PROGRESS_CONF, "100"))
+    except ValueError:
+        kept = 0
+    return None if kept >= 2 else "2"
+
+
+def built_writer(spark: Any, query: Callable[[], Any], checkpoint: str,
+                 on_claim: Callable[[str], None] | None = None) -> Any:
+    """``query()``, checked to be a writer not yet started. A function that starts the
+    query itself has it running before any check, on whatever checkpoint it names (the
+    old job's: a batch of the records since, written to its sink): every query that
+    became active while it ran is stopped at once and the restore refused; one that ran
+    on ``checkpoint`` made it, so it is claimed (removed with the refusal). A query
+    another thread of the session started in those few milliseconds would be stopped
+    too: the price of stopping this one before its next batch."""
+    before = {str(q.id) for q in spark.streams.active}
+    built = query()
+    started = [q for q in spark.streams.active if str(q.id) not in before]
+    for q in started:
+        q.stop()
+    if started:
+        names = ", ".join(sorted({str(q.name or q.id) for q in started}))
+        made = _query_id_at(checkpoint)
+        if made is not None and on_claim is not None and made in {str(q.id) for q in started}:
+            on_claim(made)
+        raise RestoreError(
+            f"the new query's function started the query itself ({names}), before the "
+            "restore could check where it runs; it was stopped (it may have run a batch "
+            "on the checkpoint it names): the function must return the DataStreamWriter, "
+            "not started")
+    if not (callable(getattr(built, "trigger", None)) and callable(getattr(built, "start", None))):
+        raise RestoreError(f"the new query's function returned {type(built).__name__}, not a "
+                           "DataStreamWriter")
+    return built
+
+
+def _query_id_at(checkpoint: str) -> str | None:
+    """The query id of the checkpoint at ``checkpoint`` (None: none there, or unreadable)."""
+    from ...checkpoint import read_checkpoint
+    from ...errors import OffsetJournalError
+
+    try:
+        return read_checkpoint(checkpoint).query_id
+    except OffsetJournalError:
+        return None
 
 
 def checkpoint_problem(spark: Any, writer: Any, checkpoint: str) -> str | None:

@@ -21,6 +21,8 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Literal
 
+from ..core import is_struct, struct_fields
+
 ConvertKind = Literal["cast", "date", "struct", "array", "map"]
 """How a value is converted: Spark's cast (the same type by name, or a widening whose
 positional cast is right), a date at midnight of a zone, or built field by field,
@@ -45,16 +47,6 @@ class Convert:
     element: Convert | None = None
     key: Convert | None = None
     zone: str | None = None
-
-
-def struct_fields(struct: Any) -> list[Mapping[str, Any]]:
-    if isinstance(struct, Mapping) and struct.get("type") == "struct":
-        return list(struct.get("fields") or [])
-    return []
-
-
-def is_struct(t: Any) -> bool:
-    return isinstance(t, Mapping) and t.get("type") == "struct"
 
 
 def is_void(t: Any) -> bool:

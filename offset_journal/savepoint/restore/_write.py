@@ -110,7 +110,8 @@ def restore_savepoint(spark: Any, savepoint: Savepoint | str | int, checkpoint: 
     batch can be journaled: a job links its recorded plan to that run there (a link
     recorded after the run's first batch is one the audit does not take).
     RestoreError (one line) for anything that does not fit, the new checkpoint then
-    removed; the savepoint and the old checkpoint are only read."""
+    removed if this restore made it (not another's, started there meanwhile); the
+    savepoint and the old checkpoint are only read."""
     from .. import load_planned_savepoint
 
     started = time.monotonic()
@@ -121,8 +122,9 @@ def restore_savepoint(spark: Any, savepoint: Savepoint | str | int, checkpoint: 
     _require_new(checkpoint)
     offsets = list(ends) if ends is not None else _manifest_ends(manifest)
     batch_wm, next_wm, wm_from = watermarks(manifest, journal, database_url)
+    claimed: list[str] = []  # the query id this restore made the checkpoint with
     try:
-        boot = run_bootstrap(spark, checkpoint, offsets, batch_wm, query, on_start)
+        boot = run_bootstrap(spark, checkpoint, offsets, batch_wm, query, on_start, claimed.append)
         bootstrapped = time.monotonic()
         new = new_operators(describe(spark, checkpoint, BOOTSTRAP_BATCH), boot.joins)
         zone = str(spark.conf.get("spark.sql.session.timeZone"))
@@ -131,7 +133,8 @@ def restore_savepoint(spark: Any, savepoint: Savepoint | str | int, checkpoint: 
         partitions = _partitions(checkpoint, new)
         _write(spark, found, checkpoint, layout, partitions, next_wm)
     except BaseException as exc:
-        _remove(spark, checkpoint)
+        if claimed:
+            _remove(spark, checkpoint)
         if isinstance(exc, OffsetJournalError) or not isinstance(exc, Exception):
             raise
         raise RestoreError(f"cannot restore {found.label()} into {checkpoint}: "

@@ -60,6 +60,7 @@ def test_connector_of_an_unknown_version_is_one_line_naming_the_coordinate(
     assert not list((tmp_path / "jars").glob("kafka-connector-9.9.9*/*.jar"))
 
 
+@pytest.mark.compat
 def test_the_connector_is_for_the_scala_of_pysparks_own_jars(
         capsys: pytest.CaptureFixture[str]) -> None:
     """PySpark's wheels run Scala 2.12 for 3.5 and 2.13 from 4.0: a connector for the
@@ -69,6 +70,7 @@ def test_the_connector_is_for_the_scala_of_pysparks_own_jars(
     assert capsys.readouterr().out.strip() == EXPECTED
 
 
+@pytest.mark.compat
 def test_another_patch_of_the_connector_is_the_users_choice_said_and_of_this_minor_only(
         capsys: pytest.CaptureFixture[str], tmp_path: Path,
         monkeypatch: pytest.MonkeyPatch) -> None:

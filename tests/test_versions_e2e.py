@@ -20,7 +20,7 @@ from offset_journal.spark_version import available, needs_text, parse
 from tests import restore_support as rs
 from tests.payloads import sql_rows
 
-pytestmark = [pytest.mark.spark, pytest.mark.slow]
+pytestmark = [pytest.mark.spark, pytest.mark.slow, pytest.mark.compat]
 
 
 def _count_processor() -> Any:

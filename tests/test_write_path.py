@@ -174,7 +174,8 @@ def test_a_writer_granted_before_0014_journals_where_public_cannot_execute(
     for role in (writer, stranger):
         sql_execute(url, f'CREATE ROLE "{role}" LOGIN')
     later = ("offset_journal.retention_forecasts", "offset_journal.savepoints",  # 0017, 0018
-             "offset_journal.retention_losses", "offset_journal.loss_acknowledgements")  # 0019
+             "offset_journal.retention_losses", "offset_journal.loss_acknowledgements",  # 0019
+             "offset_journal.savepoint_deletions")  # 0022
     for statement in writer_statements(writer):
         for table in later:
             statement = statement.replace(f", {table}", "")

@@ -41,8 +41,8 @@ def add_state(subs: Any, common: argparse.ArgumentParser, parser_class: type) ->
                     "partitions. RocksDB checkpoints only; refused while the journal says "
                     "the query runs, and for a query id the journal has no run of (it "
                     "cannot tell) unless --assume-stopped; a repartition that fails "
-                    "removes what it wrote. Needs PySpark (a local session; --master for "
-                    "another) and Maven (the helper jar, built once).")
+                    "removes what it wrote. Runs on Spark 4.2 (any patch). Needs PySpark (a "
+                    "local session; --master for another; the helper jar is shipped).")
     rep.add_argument("--checkpoint", required=True, metavar="CK",
                      help="the stopped query's checkpoint directory (or URL)")
     rep.add_argument("--partitions", required=True, type=int, metavar="N",

@@ -158,7 +158,8 @@ def spec(feature: Feature) -> FeatureSpec:
     return found
 
 
-def _minor(line: Minor) -> str:
+def minor_text(line: Minor) -> str:
+    """``4.2`` for (4, 2)."""
     return f"{line[0]}.{line[1]}"
 
 
@@ -167,10 +168,10 @@ def needs_text(feature: Feature) -> str:
     on, in words."""
     found = spec(feature)
     if found.only:
-        lines = " or ".join(_minor(m) for m in found.only)
-        patches = ", ".join(f"{_minor(m)}.x" for m in found.only)
+        lines = " or ".join(minor_text(m) for m in found.only)
+        patches = ", ".join(f"{minor_text(m)}.x" for m in found.only)
         return f"Spark {lines} (any {patches})"
-    return f"Spark {_minor(found.since)} or later"
+    return f"Spark {minor_text(found.since)} or later"
 
 
 def available(feature: Feature, version: SparkVersion | str) -> bool:
@@ -189,11 +190,7 @@ def problem(feature: Feature, version: SparkVersion | str) -> str | None:
         return None
     found = spec(feature)
     what = f"{found.title} needs {needs_text(feature)}: {found.needs}"
-    line = f"{what}; this is Spark {running.raw}"
-    options = [i.text for i in found.instead if i.needs is None or available(i.needs, running)]
-    if options:
-        line += ": instead, " + ", or ".join(options)
-    return line
+    return f"{what}; this is Spark {running.raw}{_instead(found, running)}"
 
 
 def require(feature: Feature, version: SparkVersion | str,
@@ -238,7 +235,11 @@ def runtime_problem(feature: Feature, version: SparkVersion | str,
     line = (f"{found.title} calls Apache Spark's internal classes ({found.needs}), and "
             f"Databricks Runtime {databricks} builds its Spark {running.raw} with its own; "
             "refused before anything is written")
+    return line + _instead(found, running)
+
+
+def _instead(found: FeatureSpec, running: SparkVersion) -> str:
+    """``: instead, A, or B``: what a refusal offers, only what this Spark has; empty
+    when it has none of them."""
     options = [i.text for i in found.instead if i.needs is None or available(i.needs, running)]
-    if options:
-        line += ": instead, " + ", or ".join(options)
-    return line
+    return ": instead, " + ", or ".join(options) if options else ""

@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 
 from offset_journal.cli import main
-from offset_journal.local.jars import _artifact, _spark_jars_dir, spark_binary_version
+from offset_journal.local.jars import _artifact, spark_binary_version, spark_jars_dir
 
 # Starts a broker, a Postgres or Maven of its own: not in the quick tier.
 pytestmark = pytest.mark.services
@@ -26,7 +26,7 @@ def test_delta_jars_match_the_installed_delta_spark_and_leave_out_what_spark_shi
     assert all(p.is_file() for p in paths)
     assert f"delta-spark_{spark_binary_version()}_2.13-{DELTA}.jar" in names
     assert f"delta-storage-{DELTA}.jar" in names
-    shipped = {_artifact(p.name): p.name for p in _spark_jars_dir().glob("*.jar")}
+    shipped = {_artifact(p.name): p.name for p in spark_jars_dir().glob("*.jar")}
     assert not {_artifact(n) for n in names} & set(shipped), "a jar PySpark already has"
     # Spark ships jcl-over-slf4j (the same classes as commons-logging)
     assert not any(n.startswith("commons-logging") for n in names)

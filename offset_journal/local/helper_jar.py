@@ -42,7 +42,7 @@ from collections.abc import Iterable
 from pathlib import Path
 
 from ..errors import JarsError
-from ..spark_version import Minor, parse, problem
+from ..spark_version import Minor, minor_text, parse, problem
 
 SHIPPED_DIR = Path(__file__).resolve().parent.parent / "_jars"
 """Where the package keeps the prebuilt jars (``offset_journal/_jars``)."""
@@ -58,7 +58,7 @@ _JAR_NAME = re.compile(r"state-restore(?:-spark(\d+)\.(\d+))?\.jar")
 
 def jar_name(line: Minor) -> str:
     """``state-restore-spark4.2.jar``."""
-    return f"state-restore-spark{line[0]}.{line[1]}.jar"
+    return f"state-restore-spark{minor_text(line)}.jar"
 
 
 def is_helper_jar(path: str) -> bool:
@@ -101,10 +101,10 @@ def sources(line: Minor) -> list[tuple[str, Path]]:
     """The Java files compiled for ``line``, each with its path under ``src/``, in a
     fixed order: the shared ones and that minor's own."""
     root = sources_dir()
-    own = root / f"spark-{line[0]}.{line[1]}"
+    own = root / f"spark-{minor_text(line)}"
     if not own.is_dir():
         raise JarsError(f"the state-restore helper has no sources for Spark "
-                        f"{line[0]}.{line[1]} (it has {_lines_text(source_lines())})")
+                        f"{minor_text(line)} (it has {_lines_text(source_lines())})")
     files = [*(root / "main").rglob("*.java"), *own.rglob("*.java")]
     return sorted((p.relative_to(root).as_posix(), p) for p in files)
 
@@ -130,7 +130,7 @@ def shipped_jar(version: str) -> Path:
     path = SHIPPED_DIR / jar_name(running.line)
     if not path.is_file():
         raise JarsError(f"offset-journal's state-restore helper for Spark "
-                        f"{running.line[0]}.{running.line[1]} is missing from {SHIPPED_DIR}: "
+                        f"{minor_text(running.line)} is missing from {SHIPPED_DIR}: "
                         "reinstall offset-journal")
     return path
 
@@ -208,7 +208,7 @@ def build(jars_dir: Path, out_dir: Path, javac: str | None = None) -> Path:
     entries[CLASS_LIST] = ("\n".join(spark_classes(entries.values())) + "\n").encode()
     manifest = {"Manifest-Version": "1.0",
                 "Created-By": "offset-journal scripts/build-state-restore.py",
-                "Spark-Line": f"{line[0]}.{line[1]}", "Spark-Compiled-Against": spark,
+                "Spark-Line": minor_text(line), "Spark-Compiled-Against": spark,
                 "Javac": javac_version(compiler), "Javac-Release": JAVA_RELEASE,
                 "Source-SHA-256": source_digest(line)}
     out_dir.mkdir(parents=True, exist_ok=True)
@@ -275,4 +275,4 @@ def _constant_strings(data: bytes) -> list[str]:
 
 
 def _lines_text(lines: tuple[Minor, ...]) -> str:
-    return ", ".join(f"{a}.{b}" for a, b in lines) or "none"
+    return ", ".join(minor_text(m) for m in lines) or "none"

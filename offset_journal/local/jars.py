@@ -52,7 +52,7 @@ from pathlib import Path
 from typing import Literal
 
 from ..errors import JarsError
-from ..spark_version import default_scala, parse
+from ..spark_version import default_scala, minor_text, parse
 from ._maven import reason as maven_reason
 from .helper_jar import shipped_jar
 
@@ -127,7 +127,7 @@ def connector_version() -> str:
     if not chosen or chosen == installed:
         return installed
     checked_version(chosen)
-    line = ".".join(map(str, parse(installed).line))
+    line = minor_text(parse(installed).line)
     if parse(chosen).line != parse(installed).line:
         raise JarsError(f"{ENV_CONNECTOR_VERSION}={chosen} is not a Spark {line}.x release, "
                         f"and PySpark here is {installed}: the Kafka connector must be of "
@@ -152,9 +152,9 @@ def connector_note(version: str | None = None) -> str | None:
 def installed_scala_binary() -> str:
     """The Scala binary version PySpark's jars were built for (``scala-library-2.12.18.jar``:
     2.12): every Scala artifact on its class path must be built for the same."""
-    found = sorted(_spark_jars_dir().glob("scala-library-*.jar"))
+    found = sorted(spark_jars_dir().glob("scala-library-*.jar"))
     if not found:
-        raise JarsError(f"no scala-library jar in {_spark_jars_dir()}: cannot tell which Scala "
+        raise JarsError(f"no scala-library jar in {spark_jars_dir()}: cannot tell which Scala "
                         "PySpark is built for")
     release = found[0].name.removeprefix("scala-library-").removesuffix(".jar")
     return ".".join(release.split(".")[:2])
@@ -207,9 +207,9 @@ def delta_artifact(delta_version: str, spark_binary: str, scala: str) -> str:
 def installed_jackson_version() -> str:
     """The jackson-databind PySpark ships (2.21.2 for 4.2.0, 2.15.2 for 3.5.1): Delta's one
     Jackson module Spark does not ship must be the same release."""
-    found = sorted(_spark_jars_dir().glob("jackson-databind-*.jar"))
+    found = sorted(spark_jars_dir().glob("jackson-databind-*.jar"))
     if not found:
-        raise JarsError(f"no jackson-databind jar in {_spark_jars_dir()}: cannot tell the "
+        raise JarsError(f"no jackson-databind jar in {spark_jars_dir()}: cannot tell the "
                         "Jackson release PySpark ships")
     return found[0].name.removeprefix("jackson-databind-").removesuffix(".jar")
 
@@ -217,16 +217,16 @@ def installed_jackson_version() -> str:
 def installed_hadoop_version() -> str:
     """The Hadoop version PySpark bundles (``hadoop-client-api-3.5.0.jar``: 3.5.0 for
     PySpark 4.2.0); ``hadoop-aws`` must be exactly this version."""
-    found = sorted(_spark_jars_dir().glob("hadoop-client-api-*.jar"))
+    found = sorted(spark_jars_dir().glob("hadoop-client-api-*.jar"))
     if not found:
-        raise JarsError(f"no hadoop-client-api jar in {_spark_jars_dir()}: cannot tell the "
+        raise JarsError(f"no hadoop-client-api jar in {spark_jars_dir()}: cannot tell the "
                         "Hadoop version PySpark bundles (give the s3a set's version)")
     return found[0].name.removeprefix("hadoop-client-api-").removesuffix(".jar")
 
 
 def spark_binary_version() -> str:
     """``4.2`` for PySpark 4.2.0: the Spark part of Delta's artifact name."""
-    return ".".join(map(str, parse(installed_spark_version()).line))
+    return minor_text(parse(installed_spark_version()).line)
 
 
 def jvm_dir() -> Path:
@@ -416,7 +416,7 @@ def _connector_advice(spec: JarSpec, reason: str) -> str:
     (their choice, never made here), or Spark's own --packages."""
     scala = dict(spec.properties).get("scala.binary.version")
     coordinate = connector_coordinate(spec.version, scala)
-    line = ".".join(map(str, parse(spec.version).line))
+    line = minor_text(parse(spec.version).line)
     return (f"cannot fetch Spark's Kafka connector {coordinate}: {reason}; to use the "
             f"connector of another Spark {line}.x release (your choice, none is picked for "
             f"you), set {ENV_CONNECTOR_VERSION}={line}.<patch> or give "
@@ -437,22 +437,17 @@ def _artifact(jar: str) -> str:
 def _drop_jars_spark_ships(directory: Path) -> None:
     """Leave out jars PySpark already has (Hadoop, Scala, compression codecs): two
     versions of one library on a class path is a bug waiting to happen."""
-    shipped = {_artifact(p.name) for p in _spark_jars_dir().glob("*.jar")}
+    shipped = {_artifact(p.name) for p in spark_jars_dir().glob("*.jar")}
     for jar in directory.glob("*.jar"):
         if _artifact(jar.name) in shipped:
             jar.unlink()
 
 
 def spark_jars_dir() -> Path:
-    """The jars of the Spark that runs (see :func:`_spark_jars_dir`): what the
-    state-restore helper is compiled against."""
-    return _spark_jars_dir()
-
-
-def _spark_jars_dir() -> Path:
     """The jars of the Spark that runs: ``$SPARK_HOME/jars`` when set (as PySpark itself
     finds Spark; under spark-submit its Python even comes from a zip there), else the
-    pyspark package's own."""
+    pyspark package's own. What the jar sets leave out and the state-restore helper is
+    compiled against."""
     home = os.environ.get("SPARK_HOME")
     if home and (Path(home) / "jars").is_dir():
         return Path(home) / "jars"

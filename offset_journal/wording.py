@@ -18,6 +18,19 @@ def fill(text: str, first: str = "", rest: str | None = None) -> str:
                          break_long_words=False, break_on_hyphens=False)
 
 
+def ids_text(ids: Iterable[int]) -> str:
+    """Batch ids as people read them: ``batch 4``, ``batches 4, 7..9``."""
+    ordered = sorted(ids)
+    spans: list[list[int]] = []
+    for i in ordered:
+        if spans and spans[-1][1] == i - 1:
+            spans[-1][1] = i
+        else:
+            spans.append([i, i])
+    text = ", ".join(f"{a}" if a == b else f"{a}..{b}" for a, b in spans)
+    return f"batch {text}" if len(ordered) == 1 else f"batches {text}"
+
+
 def tp(topic: str, partition: int) -> str:
     """Kafka's name for a partition: ``topic-3``."""
     return f"{topic}-{partition}"

@@ -17,8 +17,8 @@ from pathlib import Path
 import pytest
 
 from offset_journal import Journal
-from offset_journal.audit._missing import ids_text
 from offset_journal.checkpoint import read_checkpoint
+from offset_journal.wording import ids_text
 from tests.jobs_support import SHORT_LIVED_DRIVER
 from tests.support import cli  # noqa: F401 (a fixture)
 

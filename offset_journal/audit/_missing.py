@@ -15,25 +15,12 @@ finding, a note says it was journaled late.
 
 from __future__ import annotations
 
-from collections.abc import Iterable
 from dataclasses import dataclass, field
 
 from ..rows import AuditBatch
+from ..wording import ids_text
 from ..wording import tp as tp_label
 from .model import Finding, HistoryRef
-
-
-def ids_text(ids: Iterable[int]) -> str:
-    """Batch ids as people read them: ``batch 4``, ``batches 4, 7..9``."""
-    ordered = sorted(ids)
-    spans: list[list[int]] = []
-    for i in ordered:
-        if spans and spans[-1][1] == i - 1:
-            spans[-1][1] = i
-        else:
-            spans.append([i, i])
-    text = ", ".join(f"{a}" if a == b else f"{a}..{b}" for a, b in spans)
-    return f"batch {text}" if len(ordered) == 1 else f"batches {text}"
 
 
 def fill_hint(query_name: str, query_id: str) -> str:

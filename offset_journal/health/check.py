@@ -20,7 +20,7 @@ from typing import Any, Generic, Literal, TypeVar
 
 from ..formatting import cell, format_time
 from ..rows import ForecastFacts, QueryFacts
-from ..wording import count, tp
+from ..wording import count, ids_text, tp
 from .forecast import Forecast, duration
 from .forecast import configs_unknown as configs_unknown_line
 
@@ -301,7 +301,7 @@ def _missing_text(q: QueryFacts, limits: Thresholds) -> str:
     """Batch ids Spark ran that the journal lacks, and how to journal them."""
     query_id, _, ids = (q.missing_example or "").rpartition(":")
     first, _, last = ids.partition("..")
-    which = f"batch {first}" if first == last else f"batches {first}..{last}"
+    which = ids_text(range(int(first), int(last) + 1))
     return (f"{count(q.missing_batches, 'batch id')} missing from the journal since "
             f"{_since(limits)}, though Spark ran them (query id {query_id}: {which}"
             f"{', and more' if q.missing_batches > int(last) - int(first) + 1 else ''}): "

@@ -24,6 +24,7 @@ def _stop(signum: int, frame: Any) -> None:
 
 
 def main(env_file: str) -> int:
+    from offset_journal.formatting import first_line
     from offset_journal.local import services
 
     signal.signal(signal.SIGTERM, _stop)
@@ -36,8 +37,7 @@ def main(env_file: str) -> int:
             kafka = services.start_kafka(None, docker=False)
             started.append(kafka)
         except Exception as exc:  # one line for the tier's log, whatever failed
-            first = str(exc).strip().splitlines()[0] if str(exc).strip() else ""
-            print(f"compat-services: cannot start: {type(exc).__name__}: {first}",
+            print(f"compat-services: cannot start: {type(exc).__name__}: {first_line(exc)}",
                   file=sys.stderr)
             return 1
         written = Path(env_file + ".part")

@@ -107,5 +107,6 @@ __all__ = [
     "OffsetJournalError",
     "ProgressFormatError",
     "RestartError",
+    "RestoreError",
     "SavepointError",
 ]

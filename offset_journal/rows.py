@@ -233,7 +233,7 @@ class RecordedPlan:
         rows = self.request.get("translation")
         for row in rows if isinstance(rows, list) else ():
             if not isinstance(row, list) or len(row) < 8:
-                continue  # recorded before issue 30, or not by the planner
+                continue  # recorded before the never-replicated count, or not by the planner
             _index, topic, part, journaled, replica, _offset, _reread, lost = row[:8]
             if (isinstance(topic, str) and isinstance(replica, str)
                     and all(type(v) is int for v in (part, journaled, lost)) and lost > 0):

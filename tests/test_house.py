@@ -251,3 +251,42 @@ def test_the_architecture_page_lists_the_declared_arrows():
         for name in names:
             listed[name] = set(re.findall(r"`(\w+)`", targets))
     assert listed == ARROWS
+
+
+def _drawing():
+    import importlib.util
+
+    path = ROOT.parent / "scripts" / "draw_architecture.py"
+    spec = importlib.util.spec_from_file_location("_draw_architecture", path)
+    assert spec is not None and spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+def test_the_architecture_picture_is_drawn_from_the_declared_arrows():
+    """docs/architecture.svg is what scripts/draw_architecture.py draws from ARROWS
+    (regenerate it after changing them), and the page shows it."""
+    drawing = _drawing()
+    assert drawing.arrows() == ARROWS
+    assert drawing.SVG.read_text() == drawing.draw(ARROWS)
+    page = (ROOT.parent / "docs" / "architecture.md").read_text()
+    assert "](architecture.svg)" in page
+
+
+def test_the_picture_draws_a_changed_arrow_differently():
+    """The check above can fail: one arrow more is another picture."""
+    drawing = _drawing()
+    changed = {k: set(v) for k, v in ARROWS.items()}
+    changed["audit"].add("kafka")
+    assert drawing.draw(changed) != drawing.draw(ARROWS)
+    assert "-&gt; journal, kafka" in drawing.draw(changed)
+
+
+def test_every_stage_of_the_data_s_way_names_a_module_that_exists():
+    drawing = _drawing()
+    for _title, _what, module in drawing.STAGES:
+        assert (ROOT / module).is_file(), module
+    for origin, _title, _what, module in drawing.BRANCHES:
+        assert (ROOT / module).is_file(), module
+        assert origin in {s[0] for s in drawing.STAGES}

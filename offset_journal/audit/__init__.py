@@ -6,7 +6,7 @@ checkpoints? (``offset-journal audit QUERY``, :func:`audit_query` handed a Journ
 * ``_core.py``: :func:`audit_batches`, the pure walk (its docstring has the rules);
 * ``_plans.py``: which recorded plan a run began from (:func:`fits`,
   :func:`match_plan`, why a link cannot be taken; pure);
-* ``_sink.py``: the sink facts recorded with plans (issue 41), as the walk reads them;
+* ``_sink.py``: the sink facts recorded with plans (the batch in flight), as the walk reads them;
 * ``_losses.py``: :func:`add_recorded_losses`, the losses ``retention --record`` found
   that no batch shows, as gaps (pure);
 * ``_report.py``: the table and the JSON;

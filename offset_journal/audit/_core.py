@@ -53,7 +53,7 @@ gap (:mod:`._missing`). Read on a standby (``standby``, what the edge says of it
 ids that never come may only not be replayed yet: a note says so, and there is no
 finding.
 
-**The sink's log.** A plan that read the old query's sink (issue 41) keeps what it
+**The sink's log.** A plan that read the old query's sink (the batch in flight) keeps what it
 took from it: the batches the sink held beyond the journal, with their offsets from the
 old checkpoint. A run that starts after them, as the plan said, is planned even where
 those batches are not in the journal (a gap over exactly their offsets: the old run

@@ -1,5 +1,5 @@
 """The audit's reading of the old query's sink (pure), as the plans that read its log
-recorded it (issue 41): the batches a plan took from the sink, with their offsets from
+recorded it: the batches a plan took from the sink, with their offsets from
 the old checkpoint, explain a run that starts after them, and a batch of them that Spark
 ran again on resuming the old checkpoint (the sink skips a batch its log holds)."""
 

@@ -42,7 +42,8 @@ def _log_starts(value: Any) -> bool:
 def _translation(value: Any) -> bool:
     """[[source index, journaled topic, partition, journaled offset, replica topic,
     replica offset, read again at most(, records never replicated)], ...]
-    (restart.record._translation; the last element since issue 30)."""
+    (restart.record._translation; a plan recorded before the planner counted the records
+    never replicated has seven elements)."""
     return isinstance(value, list) and all(
         isinstance(v, list) and len(v) in (7, 8) and _is_int(v[0]) and isinstance(v[1], str)
         and _is_int(v[2]) and _is_int(v[3], EARLIEST) and isinstance(v[4], str)

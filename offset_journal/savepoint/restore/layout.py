@@ -31,7 +31,7 @@ The rules:
   unless they have the same names;
 * a state variable renamed is declared (``variables={new: old}``).
 
-The new layout is what :meth:`~offset_journal.savepoint.restore.describe` reads from the
+The new layout is what :func:`._jvm.describe` reads from the
 new checkpoint (Spark's operator metadata and state schema files, after the new query's
 bootstrap batch); the old one is the savepoint's manifest.
 """

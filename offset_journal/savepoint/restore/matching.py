@@ -48,7 +48,6 @@ from .layout import (
     Target,
     struct_fields,
     top,
-    type_name,
 )
 
 SINGLE_STORE = frozenset({"aggregation", "dedup", "dedup-within-watermark", "session-window",
@@ -362,8 +361,3 @@ def _renamed(family: str, renamed: Mapping[str, str]) -> str:
             if family == prefix + new:
                 return prefix + old
     return family
-
-
-def describe_value(value: Sequence[Source]) -> str:
-    """A target's value as people read it (for the plan's notes)."""
-    return ", ".join(f"{s.name}: {type_name(s.type)}" for s in value)

@@ -34,14 +34,16 @@ KafkaEnds = Mapping[int, Mapping[str, Mapping[int, int]]]
 class Verification:
     """What v2 did while it was watched: the real batches it completed (ids), whether
     its first started at the planned offsets (the problems, if not), whether the query
-    ended by itself (a trigger that stops: ``availableNow``), and the failures (a
-    query exception, a user check's False or exception, a timeout). Passed: no
-    failure."""
+    ended by itself (a trigger that stops: ``availableNow``) or sat idle (healthy,
+    every record read, fewer batches than asked: nothing more arrived in time), and the
+    failures (a query exception, a user check's False or exception, a timeout with
+    records waiting). Passed: no failure."""
 
     batches: tuple[int, ...] = ()
     start_problems: tuple[str, ...] = ()
     failures: tuple[str, ...] = ()
     ended: bool = False
+    idle: bool = False
 
     @property
     def passed(self) -> bool:
@@ -55,8 +57,10 @@ class Verification:
         done = (f"{len(self.batches)} batch(es) ({_ids(self.batches)})" if self.batches
                 else "no batch")
         if self.passed:
-            how = ", then ended by itself" if self.ended else ""
-            return f"v2 verified: {done} completed{how}, the first at the planned offsets"
+            how = (", then ended by itself" if self.ended else
+                   ", then idle: no more records arrived in time" if self.idle else "")
+            first = ", the first at the planned offsets" if self.batches else ""
+            return f"v2 verified: {done} completed{how}{first}"
         return f"v2 failed its verification after {done}: " + "; ".join(self.reasons)
 
 

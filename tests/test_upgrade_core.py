@@ -55,7 +55,7 @@ def test_the_outcome_is_said_in_a_line_or_two():
         "(plan 4)\n  v2 failed its verification after 1 batch(es) (batch 1): v2 failed: boom")
     refused = Upgrade("refused", "totals", ("layout: no",), None)
     assert refused.explain().splitlines() == [
-        "upgrade of 'totals' refused; v1 was NOT started again as it was", "  layout: no"]
+        "upgrade of 'totals' refused; v1 is left as it was, not running", "  layout: no"]
 
 
 def _row(outcome: Any, **kw: Any) -> dict[str, Any]:
@@ -128,3 +128,19 @@ def test_the_audit_reads_a_recorded_roll_back_as_planned_and_only_then():
     elsewhere = _row("rolled-back", resume={0: {"t": {0: 20}}})
     wrong = audit_batches("totals", _history(), [plans[0], _plan(elsewhere, 5, at, {"d": at})])
     assert not wrong.ok and any("not at the 20 v1 was to resume from" in n for n in wrong.notes)
+
+
+def test_a_foreach_batch_error_is_named_and_a_quiet_v2_is_idle_not_failed():
+    from offset_journal.upgrading._steps import failure_text
+
+    wrapped = RuntimeError("[FOREACH_BATCH_USER_FUNCTION_ERROR] An error occurred.\n"
+                           "Traceback (most recent call last):\n  File \"x.py\", line 1\n"
+                           "RuntimeError: v2 cannot write batch 2\n")
+    assert failure_text(wrapped) == "RuntimeError: v2 cannot write batch 2"
+    assert failure_text(ValueError("plain\nsecond")) == "plain"
+    idle = Verification((1,), idle=True)
+    assert idle.passed and idle.explain() == (
+        "v2 verified: 1 batch(es) (batch 1) completed, then idle: no more records arrived "
+        "in time, the first at the planned offsets")
+    assert Verification(idle=True).explain() == (
+        "v2 verified: no batch completed, then idle: no more records arrived in time")

@@ -3,12 +3,14 @@ Kafka connector on the test broker, Postgres, the journal's listener attached. v
 built-in aggregation (count, max, sum per group) writing each batch's totals to Parquet;
 records keep arriving.
 
-First an upgrade whose v2 fails in its second batch (its foreachBatch raises): rolled
-back, v1 runs again on its own checkpoint; then one whose v2 fails a user check: rolled
-back again; then one whose v2 passes (with a check): v2 runs with every key's state,
-its first batch where v1 stopped. Over the whole run, v1's output counts every record
-exactly once (each batch written once, the latest totals those over every record v1
-read), and the audit explains every run: the upgrades' plans, the roll backs."""
+First an upgrade whose v2's state layout does not fit: refused in one line before v2
+starts, v1 running again. Then one whose v2 fails in its second batch (its foreachBatch
+raises): rolled back, v1 runs again on its own checkpoint; then one whose v2 fails a
+user check: rolled back again; then one whose v2 passes (with a check): v2 runs with
+every key's state, its first batch where v1 stopped. Over the whole run, v1's output
+counts every record exactly once (the latest totals those over every record, each group
+once per batch), and the audit explains every run: the upgrades' plans, the roll
+backs, the refusal."""
 
 from __future__ import annotations
 
@@ -35,6 +37,7 @@ class Queries:
     def __init__(self, servers: str, topic: str, out: Path) -> None:
         self.servers, self.topic, self.out = servers, topic, out
         self.fail_at: int | None = None
+        self.layout_changed = False
 
     def _writer(self, frame: Any, checkpoint: str, out: Path, fail_at: int | None) -> Any:
 
@@ -58,6 +61,9 @@ class Queries:
 
         events = rs.events(spark, self.servers, self.topic, starting[0], per_trigger=12)
         frame = rs.totals(events).withColumn("mean", F.col("total") / F.col("n"))
+        if self.layout_changed:  # no max: the savepoint's state does not fit
+            frame = events.groupBy("grp").agg(F.count("*").alias("n"),
+                                              F.sum("amount").alias("total"))
         return self._writer(frame, checkpoint, self.out / Path(checkpoint).name, self.fail_at)
 
 
@@ -146,6 +152,17 @@ def test_upgrade_rolls_back_a_failing_v2_and_keeps_a_passing_one(
             finally:
                 feed.stop()
 
+        # v2's state does not fit the savepoint's: refused before v2 starts, v1 again.
+        q.layout_changed = True
+        refused = once(None, None, "ck-v2-bad")
+        q.layout_changed = False
+        assert refused.outcome == "refused", refused.explain()
+        (reason,) = refused.reasons
+        assert "the value has 3 field(s) in the savepoint (count, max, sum) and 2" in reason
+        assert "\n" not in reason and not (tmp_path / "ck-v2-bad").exists()
+        v1 = refused.query
+        assert v1.isActive and refused.verification is None
+
         # v2 raises in its second batch: v1 back, on its own checkpoint.
         failed = once(2, None, "ck-v2a")
         assert failed.outcome == "rolled-back", failed.explain()
@@ -157,10 +174,10 @@ def test_upgrade_rolls_back_a_failing_v2_and_keeps_a_passing_one(
         _v1_output_exactly_once(spark, tmp_path / "out" / "v1", produced)
 
         # A user check says no after v2's batches: rolled back again.
-        refused = once(None, lambda query: False, "ck-v2b")
-        assert refused.outcome == "rolled-back" and "the check returned False" in \
-            refused.explain(), refused.explain()
-        v1 = refused.query
+        said_no = once(None, lambda query: False, "ck-v2b")
+        assert said_no.outcome == "rolled-back" and "the check returned False" in \
+            said_no.explain(), said_no.explain()
+        v1 = said_no.query
         _wait("v1 read every record again", lambda: _read_all(v1, produced))
         _v1_output_exactly_once(spark, tmp_path / "out" / "v1", produced)
 
@@ -187,4 +204,6 @@ def test_upgrade_rolls_back_a_failing_v2_and_keeps_a_passing_one(
     assert [f.kind for f in report.planned].count("overlap") >= 2, text
     assert sum("rolled back" in n for n in report.notes) == 2, text
     assert any("v2 verified over 3 batch(es)" in n for n in report.notes), text
-    assert {failed.result_id, refused.result_id} <= {r.plan_id for r in report.runs}, text
+    assert {failed.result_id, said_no.result_id} <= {r.plan_id for r in report.runs}, text
+    assert any(f"upgrade {refused.result_id} by plan" in n and "refused" in n
+               for n in report.notes), text

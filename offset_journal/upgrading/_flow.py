@@ -54,7 +54,8 @@ def upgrade(spark: Any, running_query: Any, build_v2: Build, new_checkpoint: str
             listener: Any = None, rules: Rules | None = None, batches: int = 2,
             check: Callable[[Any], bool | None] | None = None, timeout_s: float = 300.0,
             bootstrap_servers: str | None = None) -> Upgrade:
-    """Upgrade a stateful query in one call: stop v1 (``running_query``) between batches,
+    """Upgrade a stateful query in one call: stop v1 (``running_query``; None: v1 is
+    stopped already, give ``query_name`` and ``checkpoint``) between batches,
     take a savepoint at its last committed batch (to ``savepoint_to``), restore it into
     v2's ``new_checkpoint`` (the plan recorded as ``state restore`` records it, the
     layout checked), start v2 (``build_v2``), and verify it: its first batch starts at
@@ -75,17 +76,13 @@ def upgrade(spark: Any, running_query: Any, build_v2: Build, new_checkpoint: str
     (default: the query's name). ``listener``: the journal's listener in this session,
     waited on for v1's and v2's ends (bounded). Returns an :class:`Upgrade`:
     ``explain()`` says what happened; ``query`` is the query running now."""
-    name = query_name or running_query.name
-    if not name:
-        raise ConfigError("the running query has no name: give query_name= (the name "
-                          "the journal knows it by)")
+    ctx = _context(spark, journal, running_query, query_name, checkpoint, new_checkpoint,
+                   timeout_s, listener)
     if batches < 1:
         raise ConfigError(f"batches={batches}: verify at least 1 batch")
-    ctx = Context(spark, journal, name, checkpoint or checkpoint_of(running_query),
-                        new_checkpoint, timeout_s, listener)
-    was_running = bool(running_query.isActive)
+    was_running = running_query is not None and bool(running_query.isActive)
     notes = stop_between_batches(running_query, timeout_s) if was_running else []
-    notes += settle(ctx, str(running_query.runId))
+    notes += settle(ctx, str(running_query.runId) if running_query is not None else None)
     saved: Savepoint | None = None
     plan: RestartPlan | None = None
     try:
@@ -96,6 +93,20 @@ def upgrade(spark: Any, running_query: Any, build_v2: Build, new_checkpoint: str
         return _refused(ctx, build_v1, was_running, saved, plan, redact(first_line(exc)),
                         notes)
     return _run_v2(ctx, build_v1, build_v2, saved, plan, batches, check, notes)
+
+
+def _context(spark: Any, journal: Journal, running_query: Any, query_name: str | None,
+             checkpoint: str | None, new_checkpoint: str, timeout_s: float,
+             listener: Any) -> Context:
+    """The context, v1's name and checkpoint from the query where not given."""
+    if running_query is None and (not query_name or not checkpoint):
+        raise ConfigError("without a running query, give query_name= and checkpoint= (v1's)")
+    name = query_name or running_query.name
+    if not name:
+        raise ConfigError("the running query has no name: give query_name= (the name "
+                          "the journal knows it by)")
+    return Context(spark, journal, name, checkpoint or checkpoint_of(running_query),
+                   new_checkpoint, timeout_s, listener)
 
 
 def _run_v2(ctx: Context, build_v1: Build, build_v2: Build,

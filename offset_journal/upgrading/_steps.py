@@ -184,8 +184,16 @@ def restore(ctx: Context, saved: Savepoint, plan: RestartPlan, build_v2: Build,
 
 
 def start(ctx: Context, build: Build, checkpoint: str, starting: Sequence[str]) -> Any:
-    """``build``'s query started on ``checkpoint``."""
-    return build(ctx.spark, checkpoint, list(starting)).start()
+    """``build``'s query started on ``checkpoint``, in a session set to the state store
+    the checkpoint was written with (a restored one is on RocksDB, which a
+    transformWithState checks for as it starts); the session is put back after."""
+    from ..checkpoint import read_checkpoint
+    from ..savepoint.spark import PROVIDER_CONF, session_conf
+
+    last = read_checkpoint(checkpoint).last_planned
+    provider = ((last.conf or {}).get(PROVIDER_CONF) if last is not None else None)
+    with session_conf(ctx.spark, PROVIDER_CONF, provider):
+        return build(ctx.spark, checkpoint, list(starting)).start()
 
 
 def completed(query: Any) -> list[dict[str, Any]]:

@@ -97,7 +97,9 @@ class Upgrade:
                                f"checkpoint, after its savepoint{batch}",
                 "refused": f"upgrade of {self.query_name!r} refused; v1 runs again as "
                            "it was"}[self.outcome]
-        if self.outcome != "upgraded" and self.query is None:
+        if self.outcome == "refused" and self.query is None:
+            head = head.replace("runs again as it was", "is left as it was, not running")
+        elif self.outcome == "rolled-back" and self.query is None:
             head = head.replace("runs again", "was NOT started again")
         lines = [head + (f" (plan {self.plan_id})" if self.plan_id is not None else "")]
         if self.verification is not None:

@@ -207,3 +207,35 @@ def test_upgrade_rolls_back_a_failing_v2_and_keeps_a_passing_one(
     assert {failed.result_id, said_no.result_id} <= {r.plan_id for r in report.runs}, text
     assert any(f"upgrade {refused.result_id} by plan" in n and "refused" in n
                for n in report.notes), text
+
+
+def test_the_stateful_job_upgrades_a_stopped_v1_in_one_submit(
+        journaled_spark, journal_url, kafka_cluster, kafka_topic, tmp_path):
+    """jobs/stateful_counts.py ``--upgrade-from``: v1 (the built-in aggregation) ran and
+    stopped; records arrived; the job, as v2 (transformWithState) on a NEW checkpoint,
+    takes the savepoint, restores it and runs verified: every key's totals over every
+    record, the audit clean and naming the upgrade. Without ``--savepoint-to`` it
+    refuses in one line, before anything is journaled."""
+    from offset_journal.audit import audit_query, format_table
+    from tests.jobs_support import load_job, run_to_end
+
+    spark, listener = journaled_spark
+    job = load_job("stateful_counts")
+    produced = kafka_cluster.produce(kafka_topic, 40, value=rs.amounts)
+    common = ["--bootstrap-servers", kafka_cluster.bootstrap_servers, "--topics", kafka_topic,
+              "--query-name", "totals-job", "--database-url", journal_url,
+              "--output", str(tmp_path / "out"), "--max-offsets-per-trigger", "12"]
+    v1_ck, v2_ck = str(tmp_path / "ck-v1"), str(tmp_path / "ck-v2")
+    run_to_end(spark, listener, job, [*common, "--checkpoint", v1_ck])
+    produced += kafka_cluster.produce(kafka_topic, 30, start=40, value=rs.amounts)
+    upgrade_args = [*common, "--checkpoint", v2_ck, "--engine", "transform-with-state",
+                    "--upgrade-from", v1_ck]
+    with pytest.raises(job.JobError, match=r"^--upgrade-from needs --savepoint-to DIR"):
+        job.build_query(spark, job.parser().parse_args(upgrade_args))
+    run_to_end(spark, listener, job, [*upgrade_args, "--savepoint-to", str(tmp_path / "sp")])
+    state = rs.state(spark, Path(v2_ck), stateVarName="totals")
+    assert {r.key.grp: tuple(r.value) for r in state} == rs.reference(produced)
+    with Journal(journal_url) as journal:
+        report = audit_query(journal, "totals-job")
+    assert report.ok, format_table(report)
+    assert any("v2 verified" in n for n in report.notes), format_table(report)

@@ -18,6 +18,8 @@ import logging
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
+import sqlalchemy as sa
+
 from ..errors import ConfigError, OffsetJournalError
 from ..formatting import first_line
 from ..redaction import redact
@@ -82,16 +84,17 @@ def upgrade(spark: Any, running_query: Any, build_v2: Build, new_checkpoint: str
         raise ConfigError(f"batches={batches}: verify at least 1 batch")
     was_running = running_query is not None and bool(running_query.isActive)
     notes = stop_between_batches(running_query, timeout_s) if was_running else []
-    notes += settle(ctx, str(running_query.runId) if running_query is not None else None)
     saved: Savepoint | None = None
     plan: RestartPlan | None = None
     try:
+        notes += settle(ctx, str(running_query.runId) if running_query is not None else None)
         saved = take_savepoint(ctx, savepoint_to)
         plan, _request = plan_upgrade(ctx, saved, rules, bootstrap_servers)
         restore(ctx, saved, plan, build_v2, rules)
-    except OffsetJournalError as exc:
-        return _refused(ctx, build_v1, was_running, saved, plan, redact(first_line(exc)),
-                        notes)
+    except (OffsetJournalError, sa.exc.SQLAlchemyError) as exc:
+        # v1 is stopped by now: whatever refused, it is started again as it was.
+        reason = redact(first_line(getattr(exc, "orig", None) or exc))
+        return _refused(ctx, build_v1, was_running, saved, plan, reason, notes)
     return _run_v2(ctx, build_v1, build_v2, saved, plan, batches, check, notes)
 
 

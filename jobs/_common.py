@@ -375,7 +375,8 @@ def run_job(name: str, parser: argparse.ArgumentParser, build_query: Any,
     try:
         spark = make_spark(args.query_name, args.master,
                            delta=str(getattr(args, "sink", "")).startswith("delta"),
-                           restore=bool(getattr(args, "restore", False)),
+                           restore=bool(getattr(args, "restore", False)
+                                        or getattr(args, "upgrade_from", None)),
                            s3a=on_s3(args.checkpoint, getattr(args, "output", None)))
     except offset_journal.ConfigError as exc:
         print(f"{name}: error: {offset_journal.redact(exc)}", file=sys.stderr)

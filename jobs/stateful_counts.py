@@ -13,6 +13,10 @@ new checkpoint with its state kept (a savepoint).
         ... --checkpoint /chk/totals-v2 --engine transform-with-state --from-journal \\
         --savepoint /sp/totals-1 --restore
     # ... or seeded in Python instead (handleInitialState per key): --seed 0
+    # ... or all of it in one call, verified, v1 back on its checkpoint if v2 fails:
+    spark-submit jobs/stateful_counts.py ... --checkpoint /chk/totals-v2 \
+        --engine transform-with-state --upgrade-from /chk/totals-v1 \
+        --savepoint-to /sp/totals-1 --trigger '1 second'
 
 Each record's value is ``GROUP,AMOUNT``. Output (update mode, one Parquet directory per
 checkpoint, a ``batch_id`` column): per group that received records in a batch, its
@@ -37,6 +41,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 from _common import (  # noqa: E402
     JobError,
+    Start,
     apply_trigger,
     base_parser,
     decide_start,
@@ -102,29 +107,33 @@ def parser() -> Any:
     p.add_argument("--output", required=True, help="base output directory")
     p.add_argument("--engine", choices=ENGINES, default="builtin",
                    help="builtin (groupBy().agg(), v1) or transform-with-state (v2)")
+    up = p.add_argument_group("upgrade in one call (offset_journal.upgrade)")
+    up.add_argument("--upgrade-from", default=None, metavar="OLD_CHECKPOINT",
+                    help="upgrade the stopped v1 on OLD_CHECKPOINT to this job on the NEW "
+                         "--checkpoint: a savepoint (--savepoint-to), its state restored, "
+                         "this job started and verified, v1 started again on its own "
+                         "checkpoint when it fails")
+    up.add_argument("--upgrade-from-engine", choices=ENGINES, default="builtin",
+                    help="v1's engine (default builtin)")
+    up.add_argument("--savepoint-to", default=None, metavar="DIR",
+                    help="where the upgrade's savepoint goes (new or empty)")
+    up.add_argument("--verify-batches", type=int, default=2, metavar="K",
+                    help="batches v2 must complete for the upgrade to hold (default 2)")
+    up.add_argument("--verify-timeout", type=float, default=300.0, metavar="SECONDS",
+                    help="how long v2 has for them (default 300)")
     return p
 
 
-def build_query(spark: Any, args: Any) -> Any:
+def writer_for(spark: Any, args: Any, start: Start) -> Any:
+    """The function that builds this job's ``DataStreamWriter`` (not started) for
+    ``args.engine`` on ``args.checkpoint``, reading from ``start``."""
     from pyspark import cloudpickle
     from pyspark.sql import functions as F
 
     from offset_journal.savepoint import initial_state
-    from offset_journal.savepoint.spark import PROVIDER_CONF, ROCKSDB_PROVIDER, session_conf
-    from offset_journal.spark_version import problem
 
     tws = args.engine == "transform-with-state"
-    refused = problem("transform-with-state", str(spark.version)) if tws else None
-    if refused is not None:  # before any plan is made or recorded
-        raise JobError(refused)
     out = output_dir_for(args.output, args.checkpoint)
-    if args.from_journal and args.savepoint is None:
-        from offset_journal.checkpoint import is_new_checkpoint
-
-        if is_new_checkpoint(args.checkpoint):
-            raise JobError("a stateful job on a new checkpoint needs its state: give "
-                           "--savepoint ID|DIR (offset-journal savepoint create)")
-    start = decide_start(args, output_path=out)
     values = F.split(F.col("value").cast("string"), ",")
     events = read_kafka(spark, args, start).select(
         values[0].alias("grp"), values[1].cast("long").alias("amount"))
@@ -153,14 +162,72 @@ def build_query(spark: Any, args: Any) -> Any:
     def write(batch: Any, batch_id: int) -> None:
         batch.withColumn("batch_id", F.lit(batch_id)).write.mode("append").parquet(out)
 
-    log.info("starting %s (%s): startingOffsets=%s (%s)", args.query_name, args.engine,
-             start.starting_offsets, start.reason)
-
     def writer() -> Any:
         return apply_trigger(totals.writeStream.outputMode("update").foreachBatch(write)
                              .option("checkpointLocation", args.checkpoint)
                              .queryName(args.query_name), args.trigger)
 
+    return writer
+
+
+def builder(args: Any, engine: str) -> Any:
+    """``build(spark, checkpoint, starting_offsets)`` for :func:`offset_journal.upgrade`:
+    this job's writer with ``engine`` on ``checkpoint`` (its output directory that
+    checkpoint's own), from ``starting_offsets[0]``."""
+    import copy
+
+    def build(spark: Any, checkpoint: str, starting: Any) -> Any:
+        own = copy.copy(args)
+        own.checkpoint, own.engine = checkpoint, engine
+        return writer_for(spark, own, Start(starting[0], "the upgrade's plan"))()
+
+    return build
+
+
+def upgrade_in_one_call(spark: Any, args: Any) -> Any:
+    """``--upgrade-from``: v1 (stopped, on its own checkpoint) upgraded to this job on the
+    new ``--checkpoint``; the query running afterwards (v2, or v1 rolled back). JobError
+    (one line) when the upgrade is refused: v1 was not running, it stays as it was."""
+    from offset_journal import Journal, upgrade
+
+    if not args.savepoint_to:
+        raise JobError("--upgrade-from needs --savepoint-to DIR (where the savepoint goes)")
+    if args.verify_batches < 1:
+        raise JobError(f"--verify-batches {args.verify_batches}: give a number >= 1")
+    with Journal(args.database_url) as journal:
+        done = upgrade(spark, None, builder(args, args.engine), args.checkpoint,
+                       journal=journal, build_v1=builder(args, args.upgrade_from_engine),
+                       savepoint_to=args.savepoint_to, checkpoint=args.upgrade_from,
+                       query_name=args.query_name, rules=restore_rules(),
+                       batches=args.verify_batches, timeout_s=args.verify_timeout,
+                       bootstrap_servers=args.bootstrap_servers)
+    log.info("%s", done.explain())
+    if done.query is None:
+        raise JobError(" ".join(done.explain().split()))
+    return done.query
+
+
+def build_query(spark: Any, args: Any) -> Any:
+    from offset_journal.savepoint.spark import PROVIDER_CONF, ROCKSDB_PROVIDER, session_conf
+    from offset_journal.spark_version import problem
+
+    tws = args.engine == "transform-with-state"
+    refused = problem("transform-with-state", str(spark.version)) if tws else None
+    if refused is not None:  # before any plan is made or recorded
+        raise JobError(refused)
+    if args.upgrade_from:
+        return upgrade_in_one_call(spark, args)
+    out = output_dir_for(args.output, args.checkpoint)
+    if args.from_journal and args.savepoint is None:
+        from offset_journal.checkpoint import is_new_checkpoint
+
+        if is_new_checkpoint(args.checkpoint):
+            raise JobError("a stateful job on a new checkpoint needs its state: give "
+                           "--savepoint ID|DIR (offset-journal savepoint create)")
+    start = decide_start(args, output_path=out)
+    writer = writer_for(spark, args, start)
+    log.info("starting %s (%s): startingOffsets=%s (%s)", args.query_name, args.engine,
+             start.starting_offsets, start.reason)
     # transformWithState runs on the RocksDB state store only; the setting is taken when
     # the query starts (and kept in its checkpoint), so the session is left as it was.
     with session_conf(spark, PROVIDER_CONF, ROCKSDB_PROVIDER if tws else None):

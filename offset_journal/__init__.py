@@ -10,7 +10,8 @@ Where things are, in the order data flows: :mod:`~offset_journal.capture` (the l
 and its writer) -> :mod:`~offset_journal.journal` (storage, its schema and roles) ->
 :mod:`~offset_journal.restart` (plans), :mod:`~offset_journal.audit`,
 :mod:`~offset_journal.report`, :mod:`~offset_journal.health`,
-:mod:`~offset_journal.savepoint` -> :mod:`~offset_journal.cli` (the command). Beside
+:mod:`~offset_journal.savepoint`, :mod:`~offset_journal.upgrading` (an upgrade in one
+call) -> :mod:`~offset_journal.cli` (the command). Beside
 them: :mod:`~offset_journal.checkpoint` (reading Spark checkpoints),
 :mod:`~offset_journal.kafka` (what a cluster is asked), :mod:`~offset_journal.local`
 (services for tests and the demo), :mod:`~offset_journal.testing` (the pytest plugin),
@@ -32,6 +33,7 @@ from .rows import Batch, Run, SourceOffsets
 if TYPE_CHECKING:
     from .capture.listener import OffsetJournalListener, attach
     from .journal import Journal
+    from .upgrading import upgrade
 
 
 def __getattr__(name: str) -> Any:
@@ -46,6 +48,10 @@ def __getattr__(name: str) -> Any:
         from .journal import Journal
 
         return Journal
+    if name == "upgrade":  # loads the savepoint and restore edges: on first use
+        from .upgrading import upgrade
+
+        return upgrade
     raise AttributeError(f"module 'offset_journal' has no attribute {name!r}")
 
 __all__ = [
@@ -60,6 +66,7 @@ __all__ = [
     "SourceOffsets",
     "attach",
     "redact",
+    "upgrade",
 ]
 __version__ = "0.2.0"
 

@@ -218,6 +218,19 @@ class RecordedPlan:
         return self.position != "after"
 
     @property
+    def upgrade(self) -> dict[str, Any] | None:
+        """How an upgrade in one call ended, when this row journals that (``command``
+        ``upgrade-result``): outcome (upgraded, rolled-back, refused), the plan v2
+        started from, the reasons, v1's checkpoint, the savepoint's batch."""
+        found = self.request.get("upgrade")
+        return found if isinstance(found, dict) else None
+
+    @property
+    def rolled_back(self) -> bool:
+        """A roll back to v1 on its own checkpoint: its offsets are where v1 resumes."""
+        return (self.upgrade or {}).get("outcome") == "rolled-back" and bool(self.kafka_offsets)
+
+    @property
     def translated_from(self) -> str | None:
         """The MM2 alias of the cluster whose journaled offsets the plan translated to a
         replica's (--translate-from): its run reads another cluster, a new log."""

@@ -18,13 +18,14 @@ SHARED = ("errors", "values", "offsets", "formatting", "redaction", "origin", "o
 """The shared modules at the top: pure, importable from anywhere, importing only each other."""
 
 ARROWS: dict[str, set[str]] = {
-    "offset_journal": {"capture", "journal"},  # the package's own __init__: its public API
-    "cli": {"offset_journal", "local", "health", "report", "restart", "savepoint", "checkpoint",
-            "audit", "capture", "journal", "kafka"},
+    "offset_journal": {"capture", "journal", "upgrading"},  # its own __init__: the public API
+    "cli": {"offset_journal", "local", "health", "report", "restart", "upgrading", "savepoint",
+            "checkpoint", "audit", "capture", "journal", "kafka"},
     "testing": {"local", "capture", "journal"},
     "local": {"capture", "journal", "kafka"},
     "health": {"restart", "capture", "journal", "kafka"},
     "report": {"audit", "journal"},
+    "upgrading": {"restart", "savepoint", "checkpoint", "journal"},
     "restart": {"savepoint", "checkpoint", "journal", "kafka"},
     "audit": {"journal"},
     "savepoint": {"checkpoint", "journal"},

@@ -87,6 +87,7 @@ from ._plans import (
     starts_a_checkpoint,
 )
 from ._sink import after_the_sink, after_the_sink_reason, rerun_reason, sink_held
+from ._upgrade import rollback_problem, rollback_reason, upgrade_notes
 from .model import (
     GAP,
     MAX_REFS,
@@ -211,6 +212,7 @@ class _Walk:
         how: StartKind
         if not starts_a_checkpoint(batch):
             how = "checkpoint"
+            plan, link = self.rollback_of(batch, ref)
         else:
             plan, link = self.plan_of(batch, ref)
             how = "plan" if plan is not None else ("origin" if not self.runs else "no-plan")
@@ -231,6 +233,19 @@ class _Walk:
         run = _Run(start, plan, plan_offsets(plan) if plan else {}, batch.pk)
         self.runs[batch.run_id] = run
         return run, True
+
+    def rollback_of(self, batch: AuditBatch, ref: HistoryRef,
+                    ) -> tuple[RecordedPlan | None, LinkKind | None]:
+        """The roll back a run resuming v1's checkpoint was started by, when its link
+        holds (:func:`rollback_problem`; a note says why not otherwise)."""
+        linked = self.linked.get(batch.run_id)
+        if linked is None or not linked.rolled_back:
+            return None, None
+        problem = rollback_problem(linked, batch)
+        if problem is not None:
+            self.notes.append((ref, problem + "; the link is not taken"))
+            return None, None
+        return linked, "recorded"
 
     def plan_of(self, batch: AuditBatch, ref: HistoryRef,
                 ) -> tuple[RecordedPlan | None, LinkKind | None]:
@@ -492,6 +507,9 @@ class _Walk:
             return UNEXPLAINED, (f"run {start_info.run_id} started from plan {plan.id} "
                                  f"({plan.position}), made before other batches were "
                                  "journaled: the plan was out of date")
+        if start_info.how == "checkpoint" and plan is not None and plan.rolled_back \
+                and kind == OVERLAP and at.run.offsets.get(at.key) == start:
+            return PLANNED, rollback_reason(plan, start_info.run_id)
         if start_info.how == "checkpoint":
             return UNEXPLAINED, (f"run {start_info.run_id} resumed a checkpoint (query id "
                                  f"{start_info.query_id}) that is not where the journal is "
@@ -531,6 +549,7 @@ def audit_batches(query_name: str, batches: Iterable[AuditBatch],
                          concurrent=list(concurrent),
                          ignored=[note for plan in plans for note in plan.ignored])
     report.notes += _notes(runs, concurrent)
+    report.notes += upgrade_notes(plans)
     report.notes += [note for ref, note in walk.notes if kept(ref)]
     return report
 

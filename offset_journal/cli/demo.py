@@ -261,7 +261,7 @@ def _ready(args: argparse.Namespace) -> bool:
 
 
 def _run_v1(spark: Any, job: Any, argv: list[str], listener: Any, *,
-            to_end: bool = False) -> None:
+            to_end: bool = False) -> Any:
     """The job before the upgrade: a few batches on its own checkpoint, then stopped
     (mid-stream); ``to_end``: until it has read what is there (``availableNow``), as a
     stateful job is stopped at a batch's end for its savepoint."""
@@ -281,6 +281,7 @@ def _run_v1(spark: Any, job: Any, argv: list[str], listener: Any, *,
     read_v1 = sum(p["numInputRows"] for p in v1.recentProgress)
     _say(f"v1 stopped for the upgrade after {len(v1.recentProgress)} batches "
          f"({read_v1} records); its checkpoint is retired")
+    return v1
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -377,11 +378,13 @@ def _amount(i: int, groups: int = GROUPS) -> str:
 def _stateful_story(args: argparse.Namespace, work: Path, url: str, kafka: KafkaCluster,
                     stops: list[Any]) -> int:
     """v1 a running total per group (Spark's built-in aggregation, 2 shuffle
-    partitions); a savepoint of its state; v2 on a NEW checkpoint (transformWithState,
-    one more column, 4 partitions) with the savepoint's state restored into it before
-    its first batch; every group's totals equal the totals over all records."""
-    from ..savepoint import create_savepoint
+    partitions), stopped; more records; then ONE call, :func:`offset_journal.upgrade`:
+    a savepoint of v1's state, restored into v2's NEW checkpoint (transformWithState, one
+    more column, 4 partitions), v2 started and verified (v1 would be started again on
+    its own checkpoint had v2 failed); every group's totals equal the totals over all
+    records."""
     from ..savepoint.spark import session_conf
+    from ..upgrading import upgrade
 
     topic = f"demo-amounts-{int(time.time())}"
     produced = kafka.produce(topic, args.records, value=_amount)
@@ -391,30 +394,33 @@ def _stateful_story(args: argparse.Namespace, work: Path, url: str, kafka: Kafka
     name = "demo-totals"
     common = ["--bootstrap-servers", kafka.bootstrap_servers, "--topics", topic,
               "--query-name", name, "--database-url", url, "--output", str(work / "totals"),
-              "--max-offsets-per-trigger", str(max(10, args.records // 8))]
+              "--max-offsets-per-trigger", str(max(10, args.records // 8)),
+              "--trigger", "available-now"]
     v1_ck, v2_ck = str(work / "checkpoint-v1"), str(work / "checkpoint-v2")
-    _run_v1(spark, job, common + ["--checkpoint", v1_ck], listener, to_end=True)
-
-    with Journal(url) as journal:
-        saved = create_savepoint(spark, journal, name, v1_ck, str(work / "savepoint"))
-    _say(f"$ offset-journal savepoint create {name} --checkpoint {v1_ck} --to "
-         f"{work / 'savepoint'}\n  {saved.label()}: the state at batch "
-         f"{saved.manifest.batch_id}, every file checksummed")
+    v1 = _run_v1(spark, job, common[:-2] + ["--checkpoint", v1_ck], listener, to_end=True)
     more = kafka.produce(topic, args.records, start=args.records,
                          value=lambda i: _amount(i, GROUPS + 4))
     produced += more
     _say(f"meanwhile {len(more)} more amounts arrived, for {GROUPS + 4} groups")
-    _say("v2: transformWithState (one more column: the mean) on a NEW checkpoint with 4 "
-         "shuffle partitions, its state restored from the savepoint (--from-journal "
-         "--savepoint --restore) ...")
-    with session_conf(spark, "spark.sql.shuffle.partitions", "4"):
-        v2 = job.build_query(spark, job.parser().parse_args(
-            common + ["--checkpoint", v2_ck, "--engine", "transform-with-state",
-                      "--from-journal", "--savepoint", str(work / "savepoint"), "--restore",
-                      "--trigger", "available-now"]))
-        v2.awaitTermination()
-    listener.wait_terminated(v2.runId, 60)
-    _say(f"v2 caught up in {len(v2.recentProgress)} batches")
+    _say(f"v2: offset_journal.upgrade(spark, v1, build_v2, {v2_ck!r}, ...): what "
+         "`savepoint create` then a job's --from-journal --savepoint --restore do, and v2 "
+         "verified: transformWithState (one more column: the mean) on a NEW checkpoint "
+         "with 4 shuffle partitions ...")
+    job_args = job.parser().parse_args(common + ["--checkpoint", v1_ck])
+    with session_conf(spark, "spark.sql.shuffle.partitions", "4"), Journal(url) as journal:
+        done = upgrade(spark, v1, job.builder(job_args, "transform-with-state"), v2_ck,
+                       journal=journal, build_v1=job.builder(job_args, "builtin"),
+                       savepoint_to=str(work / "savepoint"), listener=listener,
+                       rules=job.restore_rules())
+    _say(done.explain())
+    if done.savepoint is not None:
+        _say(f"  {done.savepoint.label()}: the state at batch "
+             f"{done.savepoint.manifest.batch_id}, every file checksummed")
+    if done.query is None or not done.ok:
+        return 1
+    done.query.awaitTermination()
+    listener.wait_terminated(done.query.runId, 60)
+    _say(f"v2 caught up in {len(done.query.recentProgress)} batches")
     ok = _prove_totals(spark, job.output_dir_for(str(work / "totals"), v2_ck), produced)
     listener.close()
     clean = _audit_and_report(url, name, work)

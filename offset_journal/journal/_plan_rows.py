@@ -79,6 +79,18 @@ def _sink(value: Any) -> bool:
             and all(_is_int(b) for b in value["taken"]) and _sink_offsets(value.get("offsets")))
 
 
+def _upgrade(value: Any) -> bool:
+    """{outcome, plan, reasons, checkpoint, new_checkpoint, savepoint, after_batch(,
+    batches)} (upgrading.model.result_row: how an upgrade ended)."""
+    return (isinstance(value, dict)
+            and value.get("outcome") in ("upgraded", "rolled-back", "refused")
+            and (value.get("plan") is None or _is_int(value.get("plan")))
+            and _texts(value.get("reasons")) and isinstance(value.get("checkpoint"), str)
+            and (value.get("after_batch") is None or _is_int(value.get("after_batch")))
+            and (value.get("batches") is None or (isinstance(value.get("batches"), list)
+                                                   and all(_is_int(b) for b in value["batches"]))))
+
+
 REQUEST_FIELDS: dict[str, Callable[[Any], bool]] = {
     "allow_data_loss": lambda v: isinstance(v, bool),
     "recreated_topics": _texts,
@@ -89,6 +101,7 @@ REQUEST_FIELDS: dict[str, Callable[[Any], bool]] = {
     "translation": _translation,
     "real_time": _real_time,
     "sink": _sink,
+    "upgrade": _upgrade,
 }
 """The request fields a reader of recorded plans uses, and what a plan command writes
 there."""

@@ -36,8 +36,9 @@ if TYPE_CHECKING:
 
 log = logging.getLogger(__name__)
 
-COMMANDS = ("starting-offsets", "plan", "state-restore", "api")
-"""Who handed the plan out: the three commands that plan, or the Python API (jobs)."""
+COMMANDS = ("starting-offsets", "plan", "state-restore", "upgrade", "api")
+"""Who handed the plan out: the three commands that plan, an upgrade in one call
+(:func:`offset_journal.upgrade`), or the Python API (jobs)."""
 
 
 RecordedPosition = Literal["after", "at", "as-of", "rewind", "from-time", "savepoint"]

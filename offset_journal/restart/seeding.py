@@ -146,6 +146,7 @@ def carried_state(inp: PlanInputs, savepoint: Savepoint) -> tuple[list[CarriedSt
 
 _RESTORER = {
     "state-restore": "this restore (offset-journal state restore) writes",
+    "upgrade": "this upgrade (offset_journal.upgrade) writes",
     "api": "restore_savepoint (a job's --restore: jobs/_common.start_query) writes"}
 """Who writes a restored operator's state, as the interface that made the plan says it;
 a plan the plan commands print names the command that restores (below)."""

@@ -142,7 +142,7 @@ def _layers(top: float, graph: dict[str, set[str]]) -> tuple[list[str], float]:
     level = levels(graph)
     rows = sorted(set(level.values()), reverse=True)
     where: dict[str, tuple[float, float]] = {}
-    w = 180.0
+    w = 200.0
     for r, lv in enumerate(rows):
         names = sorted(n for n in level if level[n] == lv)
         step = (W - 20) / len(names)

@@ -36,8 +36,8 @@ if TYPE_CHECKING:
 
 log = logging.getLogger(__name__)
 
-COMMANDS = ("starting-offsets", "plan", "state-restore", "api")
-"""Who handed the plan out: the three commands that plan, or the Python API (jobs)."""
+COMMANDS = ("starting-offsets", "plan", "state-restore", "state-recover", "api")
+"""Who handed the plan out: the four commands that plan, or the Python API (jobs)."""
 
 
 RecordedPosition = Literal["after", "at", "as-of", "rewind", "from-time", "savepoint"]
@@ -87,7 +87,7 @@ def plan_row(plan: RestartPlan, request: PlanRequest, command: str) -> dict[str,
              "log_starts": _log_starts(plan),
              "kafka_cluster_id": plan.kafka_cluster_id,
              "journaled_kafka_cluster_id": plan.journaled_cluster_id,
-             "real_time": plan.real_time, "sink": plan.sink,
+             "real_time": plan.real_time, "sink": plan.sink, "recovery": plan.recovery,
              **_translation(plan), **_state(plan, request)}
     return {
         "query_name": plan.query_name, "position": recorded_position(plan, request),

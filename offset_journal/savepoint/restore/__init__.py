@@ -30,10 +30,12 @@ from .layout import Layout, OperatorPlan, Rules
 if TYPE_CHECKING:
     from ._bootstrap import Bootstrap, journal_bootstrap
     from ._jvm import PROVEN_SPARK
+    from ._recover import Recovered, recover
     from ._write import Restored, restore_savepoint
 
 _EDGE = {"restore_savepoint": "_write", "Restored": "_write", "PROVEN_SPARK": "_jvm",
-         "Bootstrap": "_bootstrap", "journal_bootstrap": "_bootstrap"}
+         "Bootstrap": "_bootstrap", "journal_bootstrap": "_bootstrap",
+         "recover": "_recover", "Recovered": "_recover"}
 
 
 def __getattr__(name: str) -> Any:
@@ -44,5 +46,5 @@ def __getattr__(name: str) -> Any:
     raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
 
-__all__ = ["PROVEN_SPARK", "Bootstrap", "Layout", "OperatorPlan", "RestoreError", "Restored",
-           "Rules", "journal_bootstrap", "restore_savepoint"]
+__all__ = ["PROVEN_SPARK", "Bootstrap", "Layout", "OperatorPlan", "Recovered", "RestoreError",
+           "Restored", "Rules", "journal_bootstrap", "recover", "restore_savepoint"]

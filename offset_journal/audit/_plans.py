@@ -121,3 +121,30 @@ def link_problem(plan: RecordedPlan, batch: AuditBatch) -> str | None:
                 "plan's offsets: its end offsets and record count contradict them")
     return None
 
+
+
+def replay_reason(plans: Sequence[RecordedPlan], starts: Sequence[tuple[int | None, str]],
+                  run_id: str, query_id: str, batch_id: int) -> str | None:
+    """Why a batch of a run resuming a checkpoint read old offsets again on purpose: the
+    checkpoint is a recovery's (a plan recorded with it, whose own run on that
+    checkpoint the walk tied to it: ``starts``, (plan id, query id) of the runs walked),
+    and the batch is one it ran to read an old batch again into state (None: not
+    such a batch)."""
+    for plan in plans:
+        rec = recovery_of(plan)
+        if rec is None or rec[0] != query_id or batch_id not in rec[1]:
+            continue
+        if (plan.id, query_id) in starts:
+            return (f"run {run_id} read an old batch again into state (batch {batch_id} of "
+                    f"the new checkpoint), as plan {plan.id} recorded: {rec[2]}")
+    return None
+
+
+def recovery_of(plan: RecordedPlan) -> tuple[str, frozenset[int], str] | None:
+    """A recovery a plan recorded (``state recover``; the journal kept the field only as
+    the command writes it): the new checkpoint's query id, its batch ids that read old
+    batches again into state, and the decision."""
+    rec = plan.request.get("recovery")
+    if not isinstance(rec, dict):
+        return None
+    return rec["query_id"], frozenset(rec["new_batches"]), rec["note"]

@@ -78,6 +78,16 @@ def _sink(value: Any) -> bool:
             and all(_is_int(b) for b in value["taken"]) and _sink_offsets(value.get("offsets")))
 
 
+def _recovery(value: Any) -> bool:
+    """{savepoint_id, savepoint_batch, old_batches, query_id, new_batches, note, ...}
+    (savepoint.restore._recover: the old batches read again after a savepoint, and the
+    new checkpoint's batches that ran them)."""
+    return (isinstance(value, dict) and isinstance(value.get("query_id"), str)
+            and isinstance(value.get("note"), str) and _is_int(value.get("savepoint_batch"))
+            and all(isinstance(value.get(k), list) and all(_is_int(b) for b in value[k])
+                    for k in ("old_batches", "new_batches")))
+
+
 REQUEST_FIELDS: dict[str, Callable[[Any], bool]] = {
     "allow_data_loss": lambda v: isinstance(v, bool),
     "recreated_topics": _texts,
@@ -88,6 +98,7 @@ REQUEST_FIELDS: dict[str, Callable[[Any], bool]] = {
     "translation": _translation,
     "real_time": _real_time,
     "sink": _sink,
+    "recovery": _recovery,
 }
 """The request fields a reader of recorded plans uses, and what a plan command writes
 there."""

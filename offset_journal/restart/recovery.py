@@ -1,7 +1,7 @@
 """A lost or broken checkpoint of a stateful query recovered with its state
 (:func:`recover`): the newest usable savepoint restored into a new checkpoint, the old
-query's batches since read again into the state (:mod:`.recover` says why batch by
-batch), the decision recorded as a plan the audit explains.
+query's batches since read again into the state (:mod:`offset_journal.savepoint.restore.recover`
+says why batch by batch), the decision recorded as a plan the audit explains.
 
 The last batch read again (L) is the sink-aware plan's: the journal's last batch, or
 the last one the old query's sink holds when that is later (its offsets from the old
@@ -16,24 +16,20 @@ from __future__ import annotations
 import logging
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, replace
-from datetime import datetime, timezone
 from typing import TYPE_CHECKING, Any
 
-from ...errors import OffsetJournalError, RestartError, RestoreError, SavepointError
-from ...formatting import first_line
-from .recover import Candidate, Replay, choose, explain, offsets_file, replays
+from ..errors import RestartError, RestoreError, SavepointError
+from ..formatting import first_line
+from ..savepoint.restore.recover import Candidate, Replay, choose, explain, replays
 
 if TYPE_CHECKING:
-    from ...journal import Journal
-    from ...restart.model import RestartPlan
-    from ...rows import Batch, RecordedSavepoint
-    from ..model import Savepoint
-    from ._bootstrap import Bootstrap
-    from ._write import Restored
+    from ..journal import Journal
+    from ..rows import Batch, RecordedSavepoint
+    from ..savepoint import Savepoint
+    from ..savepoint.restore import Bootstrap, Restored
+    from .model import RestartPlan
 
 log = logging.getLogger(__name__)
-
-REPLAY_TIMEOUT_S = 600
 
 
 @dataclass(frozen=True)
@@ -59,19 +55,27 @@ class Recovered:
 
 
 def recover(spark: Any, journal: Journal, query_name: str, checkpoint: str,
-            query: Callable[[], Any], *, savepoint: int | str | None = None,
+            query: Callable[[Sequence[str]], Any], *, savepoint: int | str | None = None,
             bootstrap_servers: str | None = None, reread_sink: bool = False,
-            record: bool = True) -> Recovered:
+            partitions: int | None = None, record: bool = True) -> Recovered:
     """Recover query ``query_name``'s state into the NEW checkpoint ``checkpoint``: the
     newest usable savepoint (or ``savepoint``: an id or directory) restored, the old
     batches after its batch read again one by one, the plan recorded with the decision
-    and linked to the restore's run, the runs journaled. ``query()`` returns the new
-    query's ``DataStreamWriter`` (checkpointLocation ``checkpoint``, sources starting at
-    the savepoint's offsets), not started; start it afterwards as usual. RestoreError
-    (one line) when no savepoint is usable or a batch cannot be replayed; the new
-    checkpoint is then removed, and nothing is journaled."""
-    from ...restart import PlanRequest, plan_restart
-    from .offsets import concrete_ends
+    and linked to the restore's run, the runs journaled. RestoreError (one line) when no
+    savepoint is usable or a batch cannot be replayed; the new checkpoint is then
+    removed, and nothing is journaled. ``partitions``: the new query's shuffle
+    partitions (default: the old query's, as its savepoint says).
+
+    ``query(starting_offsets)`` returns the new query's ``DataStreamWriter``, not started:
+    checkpointLocation ``checkpoint``, each source's ``startingOffsets`` as given (in
+    source order: the savepoint's end offsets, where the restore's own batch reads
+    nothing). It is called for that batch and once per replayed batch; start the query
+    for real on the checkpoint afterwards (it then resumes after the last replayed
+    batch, whatever offsets it is given)."""
+    from ..savepoint.restore import discard_checkpoint, old_metadata, replay_batch
+    from ..savepoint.restore.offsets import concrete_ends
+    from .edge import plan_restart
+    from .request import PlanRequest
 
     found = _chosen(journal, query_name, savepoint)
     m = found.manifest
@@ -81,18 +85,26 @@ def recover(spark: Any, journal: Journal, query_name: str, checkpoint: str,
     plan = _ok(plan_restart(None, request, journal=journal, record=False,
                             command="state-recover"))
     todo = replays(m.batch_id, _after(journal, query_name, found, bootstrap_servers),
-                   _old_metadata(found))
-    from ._write import _remove, restore_savepoint
+                   old_metadata(m))
+    from ..savepoint.restore import restore_savepoint
+    from ..savepoint.spark import session_conf
 
-    restored = restore_savepoint(spark, found, checkpoint, query,
-                                 ends=concrete_ends(plan.sources), journal=journal,
-                                 expect_sha256=plan.savepoint_sha256, verify=False)
-    try:
-        runs = tuple(_replay(spark, checkpoint, query, r, reread_sink, restored.query_id)
-                     for r in todo)
-    except BaseException:
-        _remove(spark, checkpoint)
-        raise
+    starting = [plan.starting_offsets(s.index) for s in plan.sources]
+
+    def build() -> Any:
+        return query(starting)
+
+    shuffle = partitions or max((o.partitions for o in m.operators), default=0)
+    with session_conf(spark, "spark.sql.shuffle.partitions", str(shuffle) if shuffle else None):
+        restored = restore_savepoint(spark, found, checkpoint, build,
+                                     ends=concrete_ends(plan.sources), journal=journal,
+                                     expect_sha256=plan.savepoint_sha256, verify=False)
+        try:
+            runs = tuple(replay_batch(spark, checkpoint, build, r, reread_sink, restored.query_id)
+                         for r in todo)
+        except BaseException:
+            discard_checkpoint(spark, checkpoint)
+            raise
     done = Recovered(restored, todo, plan, runs, reread_sink)
     plan.notes.append(done.decision)
     plan.recovery = _recorded(done)
@@ -101,10 +113,12 @@ def recover(spark: Any, journal: Journal, query_name: str, checkpoint: str,
     return replace(done, warnings=tuple(warnings))
 
 
+
+
 def _chosen(journal: Journal, query_name: str, ref: int | str | None) -> Savepoint:
     """The savepoint ``ref`` names, checked as a recovery needs it, else the newest
     usable one of the query (:func:`~.recover.choose`)."""
-    from .. import load_savepoint
+    from ..savepoint import load_savepoint
 
     if ref is not None:
         found = load_savepoint(ref, journal, query_name=query_name, verify=True)
@@ -153,7 +167,8 @@ def _after(journal: Journal, query_name: str, found: Savepoint,
            bootstrap_servers: str | None) -> list[Batch]:
     """The old checkpoint's batches after the savepoint's, up to the sink-aware plan's
     last: the journal's, and those the sink holds beyond it (taken by the plan)."""
-    from ...restart import PlanRequest, plan_restart
+    from .edge import plan_restart
+    from .request import PlanRequest
 
     m = found.manifest
     after = _ok(plan_restart(None, PlanRequest(query_name,
@@ -172,61 +187,8 @@ def _after(journal: Journal, query_name: str, found: Savepoint,
     return [*held, *after.sink_batches]
 
 
-def _old_metadata(found: Savepoint) -> dict[int, tuple[int | None, int | None]]:
-    """Each old batch's watermark and timestamp from the old checkpoint's ``offsets/N``,
-    while the checkpoint there is still the savepoint's query's (empty otherwise)."""
-    from ...checkpoint import read_checkpoint
-    from ._write import other_query
-
-    m = found.manifest
-    if other_query(m) is not None:
-        return {}
-    try:
-        old = read_checkpoint(m.checkpoint)
-    except OffsetJournalError:
-        return {}
-    return {b.batch_id: (b.batch_watermark_ms, b.batch_timestamp_ms)
-            for b in old.batches if b.batch_id > m.batch_id and b.readable}
 
 
-def _replay(spark: Any, checkpoint: str, query: Callable[[], Any], replay: Replay,
-            reread_sink: bool, query_id: str) -> Bootstrap:
-    """``offsets/N`` written for one old batch and the new query run once on it: Spark
-    re-executes it as the batch it had not committed (its sink ``noop`` unless
-    ``reread_sink``). The run, with its progress, for the journal."""
-    from ...checkpoint.store import open_store
-    from ._bootstrap import Bootstrap, built_writer, checkpoint_problem
-
-    store, root = open_store(checkpoint, None)
-    before = store.read(store.join(root, "offsets", str(replay.new_batch_id - 1)))
-    store.write(store.join(root, "offsets", str(replay.new_batch_id)),
-                offsets_file(before.decode("utf-8"), replay).encode("utf-8"))
-    writer = built_writer(spark, query, checkpoint)
-    problem = checkpoint_problem(spark, writer, checkpoint)
-    if problem is not None:
-        raise RestoreError(problem)
-    if not reread_sink:
-        writer = writer.format("noop")
-    began = datetime.now(timezone.utc)
-    started = writer.trigger(once=True).start()
-    if str(started.id) != query_id:
-        started.stop()
-        raise RestoreError(f"the new query ran on another checkpoint than {checkpoint} "
-                           "while replaying: its function must set checkpointLocation to it")
-    started.awaitTermination(REPLAY_TIMEOUT_S)
-    if started.isActive:
-        started.stop()
-        raise RestoreError(f"replaying old batch {replay.old_batch_id} did not end in "
-                           f"{REPLAY_TIMEOUT_S} s")
-    failed = started.exception()
-    if failed is not None:
-        raise RestoreError(f"replaying old batch {replay.old_batch_id} failed: "
-                           f"{first_line(failed)}")
-    if store.kind(store.join(root, "commits", str(replay.new_batch_id))) != "file":
-        raise RestoreError(f"replaying old batch {replay.old_batch_id} left no commit")
-    return Bootstrap(query_id, str(started.runId), started.name, began,
-                     datetime.now(timezone.utc),
-                     tuple(str(p.json) for p in started.recentProgress))
 
 
 def _recorded(done: Recovered) -> dict[str, Any]:
@@ -243,7 +205,7 @@ def _recorded(done: Recovered) -> dict[str, Any]:
 def _journal(journal: Journal, done: Recovered, request: Any, record: bool) -> list[str]:
     """The plan recorded and linked, the restore's run and every replay run journaled,
     in the order the audit takes (as ``state restore`` does); the warnings."""
-    from ._bootstrap import journal_bootstrap
+    from ..savepoint.restore import journal_bootstrap
 
     warnings = _journal_plan(journal, done, request, record)
     for run in done.runs:
@@ -255,9 +217,9 @@ def _journal(journal: Journal, done: Recovered, request: Any, record: bool) -> l
 
 def _journal_plan(journal: Journal, done: Recovered, request: Any,
                   record: bool) -> list[str]:
-    from ...restart.edge import journal_sink_batches
-    from ...restart.record import record_plan
-    from ._bootstrap import journal_bootstrap
+    from ..savepoint.restore import journal_bootstrap
+    from .edge import journal_sink_batches
+    from .record import record_plan
 
     plan, restored = done.plan, done.restored
     warnings: list[str] = []

@@ -229,7 +229,7 @@ class _Walk:
             recovered = recovery_of(plan)
             if recovered is not None:
                 self.notes.append((ref, f"run {batch.run_id} started from plan {plan.id}: "
-                                        f"{recovered[2]}"))
+                                        f"{recovered[1]}"))
         if not self.runs:
             self.origin = batch.run_id
         start = RunStart(batch.run_id, batch.query_id, ref, how, plan.id if plan else None,

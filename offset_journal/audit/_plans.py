@@ -132,19 +132,18 @@ def replay_reason(plans: Sequence[RecordedPlan], starts: Sequence[tuple[int | No
     such a batch)."""
     for plan in plans:
         rec = recovery_of(plan)
-        if rec is None or rec[0] != query_id or batch_id not in rec[1]:
+        if rec is None or batch_id not in rec[0] or (plan.id, query_id) not in starts:
             continue
-        if (plan.id, query_id) in starts:
-            return (f"run {run_id} read an old batch again into state (batch {batch_id} of "
-                    f"the new checkpoint), as plan {plan.id} recorded: {rec[2]}")
+        return (f"run {run_id} read an old batch again into state (batch {batch_id} of the "
+                f"recovered checkpoint), as plan {plan.id} recorded: {rec[1]}")
     return None
 
 
-def recovery_of(plan: RecordedPlan) -> tuple[str, frozenset[int], str] | None:
+def recovery_of(plan: RecordedPlan) -> tuple[frozenset[int], str] | None:
     """A recovery a plan recorded (``state recover``; the journal kept the field only as
-    the command writes it): the new checkpoint's query id, its batch ids that read old
-    batches again into state, and the decision."""
+    the command writes it): the batch ids of the recovered checkpoint (the one the
+    plan's own run started) that read old batches again into state, and the decision."""
     rec = plan.request.get("recovery")
     if not isinstance(rec, dict):
         return None
-    return rec["query_id"], frozenset(rec["new_batches"]), rec["note"]
+    return frozenset(rec["new_batches"]), rec["note"]

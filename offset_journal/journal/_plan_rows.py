@@ -79,11 +79,11 @@ def _sink(value: Any) -> bool:
 
 
 def _recovery(value: Any) -> bool:
-    """{savepoint_id, savepoint_batch, old_batches, query_id, new_batches, note, ...}
-    (savepoint.restore._recover: the old batches read again after a savepoint, and the
-    new checkpoint's batches that ran them)."""
-    return (isinstance(value, dict) and isinstance(value.get("query_id"), str)
-            and isinstance(value.get("note"), str) and _is_int(value.get("savepoint_batch"))
+    """{savepoint_id, savepoint_batch, old_batches, new_batches, note, ...}
+    (restart.recovery: the old batches read again after a savepoint, and the new
+    checkpoint's batches that ran them)."""
+    return (isinstance(value, dict) and isinstance(value.get("note"), str)
+            and _is_int(value.get("savepoint_batch"))
             and all(isinstance(value.get(k), list) and all(_is_int(b) for b in value[k])
                     for k in ("old_batches", "new_batches")))
 

@@ -62,8 +62,9 @@ def recover(spark: Any, journal: Journal, query_name: str, checkpoint: str,
     newest usable savepoint (or ``savepoint``: an id or directory) restored, the old
     batches after its batch read again one by one, the plan recorded with the decision
     and linked to the restore's run, the runs journaled. RestoreError (one line) when no
-    savepoint is usable or a batch cannot be replayed; the new checkpoint is then
-    removed, and nothing is journaled. ``partitions``: the new query's shuffle
+    savepoint is usable (nothing journaled) or the restore or a replay fails (the new
+    checkpoint removed; the plan, recorded before the restore's run started, then
+    explains no finished recovery). ``partitions``: the new query's shuffle
     partitions (default: the old query's, as its savepoint says).
 
     ``query(starting_offsets)`` returns the new query's ``DataStreamWriter``, not started:
@@ -72,8 +73,7 @@ def recover(spark: Any, journal: Journal, query_name: str, checkpoint: str,
     nothing). It is called for that batch and once per replayed batch; start the query
     for real on the checkpoint afterwards (it then resumes after the last replayed
     batch, whatever offsets it is given)."""
-    from ..savepoint.restore import discard_checkpoint, old_metadata, replay_batch
-    from ..savepoint.restore.offsets import concrete_ends
+    from ..savepoint.restore import old_metadata
     from .edge import plan_restart
     from .request import PlanRequest
 
@@ -86,31 +86,59 @@ def recover(spark: Any, journal: Journal, query_name: str, checkpoint: str,
                             command="state-recover"))
     todo = replays(m.batch_id, _after(journal, query_name, found, bootstrap_servers),
                    old_metadata(m))
-    from ..savepoint.restore import restore_savepoint
+    decision = explain(found.id, m.batch_id, todo, reread_sink)
+    plan.notes.append(decision)
+    plan.recovery = _recorded(found, todo, decision, reread_sink)
+    # Recorded before the restore's run starts: a session with the journal's listener
+    # journals its batch at once, and a plan recorded after it explains no run.
+    warnings = _record(journal, plan, request, record)
+    shuffle = partitions or max((o.partitions for o in m.operators), default=0)
+    restored, runs = _run(spark, journal, found, plan, checkpoint,
+                          lambda: query([plan.starting_offsets(s.index) for s in plan.sources]),
+                          todo, reread_sink, shuffle, warnings)
+    done = Recovered(restored, todo, plan, runs, reread_sink)
+    warnings += _journal_runs(journal, done)
+    log.info("%s", done.explain())
+    return replace(done, warnings=tuple(warnings))
+
+
+def _run(spark: Any, journal: Journal, found: Savepoint, plan: RestartPlan, checkpoint: str,
+         build: Callable[[], Any], todo: Sequence[Replay], reread_sink: bool, shuffle: int,
+         warnings: list[str]) -> tuple[Restored, tuple[Bootstrap, ...]]:
+    """The restore (its run linked to ``plan`` as it starts) and the replays, in
+    ``shuffle`` partitions; a replay that fails removes the new checkpoint."""
+    from ..savepoint.restore import (
+        discard_checkpoint,
+        file_sink_of,
+        replay_batch,
+        restore_savepoint,
+    )
+    from ..savepoint.restore.offsets import concrete_ends
     from ..savepoint.spark import session_conf
 
-    starting = [plan.starting_offsets(s.index) for s in plan.sources]
+    def linked(run_id: str) -> None:
+        if plan.plan_id is None:
+            return
+        try:
+            journal.link_plan(plan.plan_id, run_id)
+        except Exception as exc:  # the recovery goes on: the link is bookkeeping
+            warnings.append(f"plan {plan.plan_id} was not linked to the restore's run "
+                            f"{run_id}: {first_line(exc)}")
 
-    def build() -> Any:
-        return query(starting)
-
-    shuffle = partitions or max((o.partitions for o in m.operators), default=0)
     with session_conf(spark, "spark.sql.shuffle.partitions", str(shuffle) if shuffle else None):
         restored = restore_savepoint(spark, found, checkpoint, build,
                                      ends=concrete_ends(plan.sources), journal=journal,
-                                     expect_sha256=plan.savepoint_sha256, verify=False)
+                                     expect_sha256=plan.savepoint_sha256, verify=False,
+                                     on_start=linked)
+        sink = file_sink_of(restored.bootstrap.progress if restored.bootstrap else ())
         try:
-            runs = tuple(replay_batch(spark, checkpoint, build, r, reread_sink, restored.query_id)
-                         for r in todo)
+            runs = tuple(replay_batch(spark, checkpoint, build, r, reread_sink,
+                                      restored.query_id, sink) for r in todo)
         except BaseException:
             discard_checkpoint(spark, checkpoint)
             raise
-    done = Recovered(restored, todo, plan, runs, reread_sink)
-    plan.notes.append(done.decision)
-    plan.recovery = _recorded(done)
-    warnings = _journal(journal, done, request, record)
-    log.info("%s", done.explain())
-    return replace(done, warnings=tuple(warnings))
+    return restored, runs
+
 
 
 
@@ -191,52 +219,33 @@ def _after(journal: Journal, query_name: str, found: Savepoint,
 
 
 
-def _recorded(done: Recovered) -> dict[str, Any]:
-    """What the plan records of the recovery: the audit reads the replay runs (their
-    query id and new batch ids) as planned."""
-    sp = done.restored.savepoint
-    return {"savepoint_id": sp.id, "savepoint_batch": sp.manifest.batch_id,
-            "old_batches": [r.old_batch_id for r in done.replayed],
-            "query_id": done.restored.query_id,
-            "new_batches": [r.new_batch_id for r in done.replayed],
-            "reread_sink": done.reread_sink, "note": done.decision}
+def _recorded(found: Savepoint, todo: Sequence[Replay], decision: str,
+              reread_sink: bool) -> dict[str, Any]:
+    """What the plan records of the recovery: the audit reads the batches of the run's
+    checkpoint that replayed old ones (``new_batches``) as planned."""
+    return {"savepoint_id": found.id, "savepoint_batch": found.manifest.batch_id,
+            "old_batches": [r.old_batch_id for r in todo],
+            "new_batches": [r.new_batch_id for r in todo],
+            "reread_sink": reread_sink, "note": decision}
 
 
-def _journal(journal: Journal, done: Recovered, request: Any, record: bool) -> list[str]:
-    """The plan recorded and linked, the restore's run and every replay run journaled,
-    in the order the audit takes (as ``state restore`` does); the warnings."""
-    from ..savepoint.restore import journal_bootstrap
-
-    warnings = _journal_plan(journal, done, request, record)
-    for run in done.runs:
-        problem = journal_bootstrap(journal, run, done.plan.query_name)
-        if problem is not None:
-            warnings.append(f"the replay run {run.run_id} was not journaled: {problem}")
-    return warnings
-
-
-def _journal_plan(journal: Journal, done: Recovered, request: Any,
-                  record: bool) -> list[str]:
-    from ..savepoint.restore import journal_bootstrap
-    from .edge import journal_sink_batches
+def _record(journal: Journal, plan: RestartPlan, request: Any, record: bool) -> list[str]:
     from .record import record_plan
 
-    plan, restored = done.plan, done.restored
-    warnings: list[str] = []
     if record:
-        journal_sink_batches(journal, plan)
         record_plan(journal, plan, request, "state-recover")
-    if plan.plan_id is not None:
-        try:
-            journal.link_plan(plan.plan_id, restored.bootstrap_run_id)
-        except Exception as exc:  # the recovery is done: the link is bookkeeping
-            warnings.append(f"plan {plan.plan_id} was not linked to the restore's run "
-                            f"{restored.bootstrap_run_id}: {first_line(exc)}")
-    elif plan.record_problem:
-        warnings.append(plan.record_problem)
-    if restored.bootstrap is not None:
-        problem = journal_bootstrap(journal, restored.bootstrap, plan.query_name)
+    return [plan.record_problem] if plan.plan_id is None and plan.record_problem else []
+
+
+def _journal_runs(journal: Journal, done: Recovered) -> list[str]:
+    """The restore's run and every replay run journaled from their progress (a session
+    with the journal's listener journaled them already: the journal keeps one copy)."""
+    from ..savepoint.restore import journal_bootstrap
+
+    warnings = []
+    first = (done.restored.bootstrap,) if done.restored.bootstrap is not None else ()
+    for run in (*first, *done.runs):
+        problem = journal_bootstrap(journal, run, done.plan.query_name)
         if problem is not None:
-            warnings.append(f"the restore's run {restored.bootstrap_run_id} was not "
-                            f"journaled: {problem}")
+            warnings.append(f"run {run.run_id} of the recovery was not journaled: {problem}")
     return warnings

@@ -7,12 +7,17 @@ A replayed batch is the new checkpoint's ``offsets/N`` (written here, as
 ``MicroBatchExecution.populateStartOffsets`` takes such a batch as the one it had not
 committed and runs it once more on exactly those offsets, with the file's batch
 watermark and timestamp; ``Trigger.Once`` runs that batch and stops.
+
+A file sink's log must hold every batch id from its first (Spark's reader of the
+output lists ``_spark_metadata/0..N`` and fails on a gap), so each batch replayed into
+``noop`` is added to the new query's file sink log as a batch that wrote no file, by
+Spark's own ``FileStreamSinkLog`` (it compacts as the sink would).
 """
 
 from __future__ import annotations
 
 import logging
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from datetime import datetime, timezone
 from typing import TYPE_CHECKING, Any
 
@@ -30,10 +35,11 @@ REPLAY_TIMEOUT_S = 600
 
 
 def replay_batch(spark: Any, checkpoint: str, query: Callable[[], Any], replay: Replay,
-                 reread_sink: bool, query_id: str) -> Bootstrap:
+                 reread_sink: bool, query_id: str, file_sink: str | None) -> Bootstrap:
     """``offsets/N`` written for one old batch and the new query run once on it: Spark
     re-executes it as the batch it had not committed (its sink ``noop`` unless
-    ``reread_sink``). The run, with its progress, for the journal."""
+    ``reread_sink``; a ``file_sink``'s log then gains the batch, empty). The run, with
+    its progress, for the journal."""
     from ...checkpoint.store import open_store
     from ._bootstrap import Bootstrap, built_writer, checkpoint_problem
 
@@ -64,6 +70,8 @@ def replay_batch(spark: Any, checkpoint: str, query: Callable[[], Any], replay: 
                            f"{first_line(failed)}")
     if store.kind(store.join(root, "commits", str(replay.new_batch_id))) != "file":
         raise RestoreError(f"replaying old batch {replay.old_batch_id} left no commit")
+    if file_sink is not None and not reread_sink:
+        _empty_sink_batch(spark, file_sink, replay.new_batch_id)
     return Bootstrap(query_id, str(started.runId), started.name, began,
                      datetime.now(timezone.utc),
                      tuple(str(p.json) for p in started.recentProgress))
@@ -93,3 +101,43 @@ def discard_checkpoint(spark: Any, checkpoint: str) -> None:
     except Exception as exc:
         log.warning("the unfinished checkpoint %s was not removed: %s", checkpoint,
                     first_line(exc))
+
+
+def file_sink_of(progress: Sequence[str]) -> str | None:
+    """The file sink's path a query's progress names (None: another sink)."""
+    import json
+
+    from ...checkpoint.sinks import described_sink
+
+    for text in progress:
+        described = described_sink((json.loads(text).get("sink") or {}).get("description"))
+        if described is not None and described[0] == "file":
+            return described[1]
+    return None
+
+
+SINK_LOG_CLASSES = ("org.apache.spark.sql.execution.streaming.sinks.FileStreamSinkLog",
+                    "org.apache.spark.sql.execution.streaming.FileStreamSinkLog")
+"""Where Spark keeps its file sink log: ``sinks`` from 4.1, the package above before."""
+
+
+def _empty_sink_batch(spark: Any, path: str, batch_id: int) -> None:
+    """Batch ``batch_id`` added to the file sink log at ``path``, with no file."""
+    from py4j.java_gateway import JavaClass
+
+    jvm = spark._jvm
+    for name in SINK_LOG_CLASSES:
+        cls = jvm
+        for part in name.split("."):
+            cls = getattr(cls, part)
+        if isinstance(cls, JavaClass):
+            break
+    else:
+        raise RestoreError("this Spark has no FileStreamSinkLog where it is looked for: the "
+                           "file sink's log cannot be kept whole")
+    status = getattr(jvm, name.rsplit(".", 1)[0]).SinkFileStatus
+    log_path = path.rstrip("/") + "/_spark_metadata"
+    sink_log = cls(cls.VERSION(), spark._jsparkSession, log_path, jvm.scala.Option.empty())
+    if not sink_log.add(batch_id, spark.sparkContext._gateway.new_array(status, 0)):
+        raise RestoreError(f"the file sink log {log_path} holds batch {batch_id} already: "
+                           "another query writes there")

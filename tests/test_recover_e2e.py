@@ -176,16 +176,15 @@ def test_a_broken_checkpoint_recovered_from_the_newest_usable_savepoint(
     altered = [_tampered(dir2)]
     if broken == "state-deleted":
         altered.append(_tampered(dir1))
-        why = "(nor any of the 1 older)"
-    else:
+    else:  # the older one deleted by retention
         with Journal(journal_url) as journal:
             assert journal.record_savepoint_deletion(sp1, "kept 1") is None
-        why = "(nor any of the 1 older)"
     before = _journaled(journal_url)
     code, out, err = s.recover(new)
     assert code == 1 and len(err.strip().splitlines()) == 1, err
     assert f"no usable savepoint of query 'dedup': the newest, savepoint {sp2} (batch 4)" in err
-    assert why in err and "`offset-journal plan dedup`" in err
+    assert "does not match its checksum in the manifest" in err
+    assert "(nor any of the 1 older)" in err and "`offset-journal plan dedup`" in err
     assert _journaled(journal_url) == before and not new.exists()
 
     # state-deleted: savepoint 1 made usable again, savepoint 2 left altered: 1 is chosen

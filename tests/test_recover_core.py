@@ -5,7 +5,8 @@ from. No Spark, no database."""
 from __future__ import annotations
 
 import json
-from datetime import datetime, timezone
+from datetime import datetime, timedelta, timezone
+from typing import Any
 
 import pytest
 
@@ -99,3 +100,77 @@ def test_explain_names_the_decision() -> None:
                                           "4..5 read again into state, not written")
     assert "2 batch(es) it sees twice" in explain(7, 3, done, True)
     assert "no batch after it" in explain(7, 3, (), False)
+
+
+# --------------------------------------------------------------------------- the audit
+
+NOTE = "recovered from savepoint 5 (batch 1): batches 2..3 read again into state, not written"
+RECOVERY = {"savepoint_id": 5, "savepoint_batch": 1, "old_batches": [2, 3],
+            "new_batches": [1, 2], "reread_sink": False, "note": NOTE}
+
+
+def _audit_batch(pk: int, run: str, query_id: str, batch_id: int, start: int | None,
+                 end: int) -> Any:
+    from offset_journal.audit import AuditBatch, AuditSource
+    from offset_journal.offsets import PartitionOffset
+
+    when = T0 + timedelta(minutes=pk)
+    rows = 0 if start is None else end - start
+    return AuditBatch(pk, run, query_id, batch_id, when, when,
+                      (AuditSource(0, rows, (PartitionOffset("t", 0, start, end),)),))
+
+
+def _recovered_history(replay_query_id: str = "new") -> list[Any]:
+    """The old checkpoint's batches 0..3 (10 records each), a savepoint at batch 1; the
+    recovery's restore run (batch 0 of the new checkpoint, reading nothing at 20), its
+    two replay runs (old batches 2 and 3), then the recovered query going on."""
+    old = [_audit_batch(i + 1, "r1", "old", i, None if i == 0 else 10 * i, 10 * (i + 1))
+           for i in range(4)]
+    return [*old, _audit_batch(5, "boot", "new", 0, None, 20),
+            _audit_batch(6, "p1", replay_query_id, 1, 20, 30),
+            _audit_batch(7, "p2", replay_query_id, 2, 30, 40),
+            _audit_batch(8, "real", replay_query_id, 3, 40, 50)]
+
+
+def _recovery_plan(request: dict[str, Any]) -> Any:
+    from offset_journal.rows import RecordedPlan
+
+    return RecordedPlan(9, "q", T0, "savepoint", "stateless", "state-recover", True,
+                        ((0, "t", 0, 20),), run_ids=("boot",), request=request,
+                        linked_at={"boot": T0})
+
+
+def test_the_audit_reads_a_recoverys_replays_as_planned_by_its_decision() -> None:
+    from offset_journal.audit import audit_batches
+
+    report = audit_batches("q", _recovered_history(), [_recovery_plan({"recovery": RECOVERY})])
+    assert report.ok and report.findings
+    assert all(f.status == "planned" and NOTE in f.reason for f in report.findings)
+    assert {f.run_id for f in report.findings} == {"p1", "p2"}
+    assert f"run boot started from plan 9: {NOTE}" in report.notes
+
+
+def test_the_audit_does_not_take_a_recovery_for_another_checkpoint_or_without_one() -> None:
+    from offset_journal.audit import audit_batches
+
+    plain = audit_batches("q", _recovered_history(), [_recovery_plan({})])
+    other = audit_batches("q", _recovered_history("elsewhere"),
+                          [_recovery_plan({"recovery": RECOVERY})])
+    for report in (plain, other):
+        assert not report.ok
+        assert {f.run_id for f in report.findings if f.status == "unexplained"} >= {"p1",
+                                                                                   "p2"}
+
+
+def test_a_recovery_field_not_as_the_command_writes_it_is_ignored() -> None:
+    from offset_journal.journal._plan_rows import recorded_plan
+
+    row = {"id": 9, "query_name": "q", "created_at": T0, "position": "savepoint",
+           "mode": "stateless", "command": "state-recover", "ok": True,
+           "kafka_offsets": [[0, "t", 0, 20]], "options": {}, "checkpoint": None,
+           "host": None, "os_user": None, "anchor_run_id": None, "anchor_batch_id": None,
+           "request": {"recovery": {**RECOVERY, "new_batches": ["1"]}}}
+    found = recorded_plan(row, {})
+    assert "recovery" not in found.request and "request field recovery" in found.ignored[0]
+    row["request"] = {"recovery": RECOVERY}
+    assert recorded_plan(row, {}).request["recovery"] == RECOVERY

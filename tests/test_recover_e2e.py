@@ -192,7 +192,12 @@ def test_a_broken_checkpoint_recovered_from_the_newest_usable_savepoint(
     part, data = altered[-1]
     part.write_bytes(data)
     chosen, batch, first = (sp1, 2, 3) if broken == "state-deleted" else (sp2, 4, 5)
-    code, out, err = s.recover(new)
+    if broken == "state-deleted":  # a file sink never sees the batches again
+        code, out, err = s.recover(new, "--reread-sink")
+        assert code == 1 and len(err.strip().splitlines()) == 1, err
+        assert "--reread-sink: the query's sink is a file sink" in err and not new.exists()
+    code, out, err = (s.recover(new) if broken == "state-deleted"
+                      else s.recover(new, "--savepoint", str(sp2)))
     assert code == 0, err
     decision = (f"recovered from savepoint {chosen} (batch {batch}): batches {first}..6 read "
                 "again into state, not written")

@@ -21,6 +21,7 @@ from typing import TYPE_CHECKING, Any
 from ..errors import RestartError, RestoreError, SavepointError
 from ..formatting import first_line
 from ..savepoint.restore.recover import Candidate, Replay, choose, explain, replays
+from ..wording import ids_text
 
 if TYPE_CHECKING:
     from ..journal import Journal
@@ -132,6 +133,11 @@ def _run(spark: Any, journal: Journal, found: Savepoint, plan: RestartPlan, chec
                                      on_start=linked)
         sink = file_sink_of(restored.bootstrap.progress if restored.bootstrap else ())
         try:
+            if sink is not None and reread_sink and todo:
+                raise RestoreError(
+                    f"--reread-sink: the query's sink is a file sink ({sink}), which would "
+                    f"hold {ids_text(r.old_batch_id for r in todo)} of the old query a "
+                    "second time; leave the catch-up to noop (without --reread-sink)")
             runs = tuple(replay_batch(spark, checkpoint, build, r, reread_sink,
                                       restored.query_id, sink) for r in todo)
         except BaseException:
@@ -194,25 +200,33 @@ def _ok(plan: RestartPlan) -> RestartPlan:
 def _after(journal: Journal, query_name: str, found: Savepoint,
            bootstrap_servers: str | None) -> list[Batch]:
     """The old checkpoint's batches after the savepoint's, up to the sink-aware plan's
-    last: the journal's, and those the sink holds beyond it (taken by the plan)."""
+    last: the journal's, and those the sink holds beyond it (taken by the plan). A
+    later checkpoint of the query that read records refuses the recovery; one whose
+    only batch is an empty batch 0 is a recovery that did not finish (its restore's
+    run journaled, its checkpoint removed), and is passed over."""
     from .edge import plan_restart
     from .request import PlanRequest
 
     m = found.manifest
-    after = _ok(plan_restart(None, PlanRequest(query_name,
-                                               bootstrap_servers=bootstrap_servers).checked(),
-                             journal=journal, record=False))
-    if after.anchor.query_id != m.query_id:
-        raise RestoreError(
-            f"the journal's last batch of query {query_name!r} is of query id "
-            f"{after.anchor.query_id}, not of the savepoint's checkpoint ({m.query_id}): "
-            f"another checkpoint ran after {found.label()}; its batches are not the "
-            "savepoint's to read again")
-    last = journal.batch(query_name, after.anchor.run_id, after.anchor.batch_id)
-    count = max(after.anchor.batch_id - m.batch_id, 0)
+    latest = journal.last_batch(query_name)
+    taken: list[Batch] = []
+    if latest is not None and latest.query_id != m.query_id:
+        if latest.batch_id != 0 or latest.num_input_rows:
+            raise RestoreError(
+                f"the journal's last batch of query {query_name!r} is of query id "
+                f"{latest.query_id}, not of the savepoint's checkpoint ({m.query_id}): "
+                f"another checkpoint ran after {found.label()}; its batches are not the "
+                "savepoint's to read again")
+    else:
+        request = PlanRequest(query_name, bootstrap_servers=bootstrap_servers).checked()
+        taken = _ok(plan_restart(None, request, journal=journal, record=False)).sink_batches
+    ids = journal.journaled_batch_ids(query_name, m.query_id)
+    newest = max(ids, default=m.batch_id)
+    last = journal.batch(query_name, ids[newest], newest) if newest in ids else None
+    count = max(newest - m.batch_id, 0)
     held = (journal.checkpoint_batches(last, newest_first=True, limit=count)
             if last is not None and count else [])
-    return [*held, *after.sink_batches]
+    return [*held, *taken]
 
 
 

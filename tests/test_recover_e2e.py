@@ -146,6 +146,18 @@ def _audited(s: _Setup, decision: str, replayed: int) -> None:
     assert any(decision in note for note in report["notes"]), report["notes"]
 
 
+def _none_usable(s: _Setup, new: Path, newest: int) -> None:
+    """No usable savepoint: one line naming the newest and why, and the stateless plan;
+    nothing journaled, no new checkpoint."""
+    before = _journaled(s.url)
+    code, _out, err = s.recover(new)
+    assert code == 1 and len(err.strip().splitlines()) == 1, err
+    assert f"no usable savepoint of query 'dedup': the newest, savepoint {newest} (batch 4)" in err
+    assert "does not match its checksum in the manifest" in err
+    assert "(nor any of the 1 older)" in err and "`offset-journal plan dedup`" in err
+    assert _journaled(s.url) == before and not new.exists()
+
+
 @pytest.mark.parametrize("broken", ["state-deleted", "delta-truncated"])
 def test_a_broken_checkpoint_recovered_from_the_newest_usable_savepoint(
         broken, journaled_spark, journal_url, kafka_cluster, kafka_topic, tmp_path, capsys):
@@ -179,13 +191,7 @@ def test_a_broken_checkpoint_recovered_from_the_newest_usable_savepoint(
     else:  # the older one deleted by retention
         with Journal(journal_url) as journal:
             assert journal.record_savepoint_deletion(sp1, "kept 1") is None
-    before = _journaled(journal_url)
-    code, out, err = s.recover(new)
-    assert code == 1 and len(err.strip().splitlines()) == 1, err
-    assert f"no usable savepoint of query 'dedup': the newest, savepoint {sp2} (batch 4)" in err
-    assert "does not match its checksum in the manifest" in err
-    assert "(nor any of the 1 older)" in err and "`offset-journal plan dedup`" in err
-    assert _journaled(journal_url) == before and not new.exists()
+    _none_usable(s, new, sp2)
 
     # state-deleted: savepoint 1 made usable again, savepoint 2 left altered: 1 is chosen
     # (batches 3..6 read again); delta-truncated: savepoint 2 (batches 5..6).

@@ -84,6 +84,8 @@ from ._plans import (
     match_plan,
     plan_offsets,
     real_time_note,
+    recovery_of,
+    replay_reason,
     starts_a_checkpoint,
 )
 from ._sink import after_the_sink, after_the_sink_reason, rerun_reason, sink_held
@@ -226,6 +228,10 @@ class _Walk:
                     "cluster; the audit compares their offsets as one cluster's")))
             if plan.real_time is not None:
                 self.notes.append((ref, real_time_note(batch.run_id, plan)))
+            recovered = recovery_of(plan)
+            if recovered is not None:
+                self.notes.append((ref, f"run {batch.run_id} started from plan {plan.id}: "
+                                        f"{recovered[1]}"))
         if not self.runs:
             self.origin = batch.run_id
         start = RunStart(batch.run_id, batch.query_id, ref, how, plan.id if plan else None,
@@ -511,6 +517,9 @@ class _Walk:
                 and kind == OVERLAP and at.run.offsets.get(at.key) == start:
             return PLANNED, rollback_reason(plan, start_info.run_id)
         if start_info.how == "checkpoint":
+            replayed = self.replayed(start_info, at.ref.batch_id)
+            if replayed is not None:
+                return PLANNED, replayed
             return UNEXPLAINED, (f"run {start_info.run_id} resumed a checkpoint (query id "
                                  f"{start_info.query_id}) that is not where the journal is "
                                  "(an older copy, or another job's)")
@@ -521,6 +530,11 @@ class _Walk:
 
     def add(self, finding: Finding) -> None:
         self.findings.append(finding)
+
+    def replayed(self, start: RunStart, batch_id: int) -> str | None:
+        """A recovery's replay of an old batch (:func:`replay_reason`)."""
+        starts = [(r.start.plan_id, r.start.query_id) for r in self.runs.values()]
+        return replay_reason(self.plans, starts, start.run_id, start.query_id, batch_id)
 
 
 def audit_batches(query_name: str, batches: Iterable[AuditBatch],

@@ -121,3 +121,29 @@ def link_problem(plan: RecordedPlan, batch: AuditBatch) -> str | None:
                 "plan's offsets: its end offsets and record count contradict them")
     return None
 
+
+
+def replay_reason(plans: Sequence[RecordedPlan], starts: Sequence[tuple[int | None, str]],
+                  run_id: str, query_id: str, batch_id: int) -> str | None:
+    """Why a batch of a run resuming a checkpoint read old offsets again on purpose: the
+    checkpoint is a recovery's (a plan recorded with it, whose own run on that
+    checkpoint the walk tied to it: ``starts``, (plan id, query id) of the runs walked),
+    and the batch is one it ran to read an old batch again into state (None: not
+    such a batch)."""
+    for plan in plans:
+        rec = recovery_of(plan)
+        if rec is None or batch_id not in rec[0] or (plan.id, query_id) not in starts:
+            continue
+        return (f"run {run_id} read an old batch again into state (batch {batch_id} of the "
+                f"recovered checkpoint), as plan {plan.id} recorded: {rec[1]}")
+    return None
+
+
+def recovery_of(plan: RecordedPlan) -> tuple[frozenset[int], str] | None:
+    """A recovery a plan recorded (``state recover``; the journal kept the field only as
+    the command writes it): the batch ids of the recovered checkpoint (the one the
+    plan's own run started) that read old batches again into state, and the decision."""
+    rec = plan.request.get("recovery")
+    if not isinstance(rec, dict):
+        return None
+    return frozenset(rec["new_batches"]), rec["note"]

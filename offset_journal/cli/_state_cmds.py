@@ -58,6 +58,7 @@ def add_state(subs: Any, common: argparse.ArgumentParser, parser_class: type) ->
                      help="leave the repartition unjournaled (restart_plans)")
     rep.set_defaults(func=cmd_state_repartition)
     _add_restore(state_subs, common)
+    _add_recover(state_subs, common)
 
 
 def _add_restore(state_subs: Any, common: argparse.ArgumentParser) -> None:
@@ -118,6 +119,46 @@ def _add_restore(state_subs: Any, common: argparse.ArgumentParser) -> None:
     res.add_argument("--master", default=None, help="Spark master (default local[*])")
     res.add_argument("--no-record", action="store_true", help="leave the plan unrecorded")
     res.set_defaults(func=cmd_state_restore)
+
+
+def _add_recover(state_subs: Any, common: argparse.ArgumentParser) -> None:
+    from ._query_file import query_ref
+    from .plan_args import savepoint_ref
+
+    rec = state_subs.add_parser(
+        "recover", parents=[common],
+        help="recover a lost or broken checkpoint of a stateful query into a NEW "
+             "checkpoint: the newest usable savepoint restored, the batches since read "
+             "again into state, not written (recorded as a plan)",
+        description="The newest usable savepoint of QUERY (recorded, not deleted, its "
+                    "checksums verified, its batch journaled) restored into NEW_CHECKPOINT "
+                    "as `state restore` does; then every batch the old query ran after it "
+                    "(up to the journal's last, or the sink's when later) run again once on "
+                    "its own offsets and watermark, its sink swapped for noop, so the state "
+                    "ends where the old query's did and nothing the sink holds is written "
+                    "twice. Start the query on NEW_CHECKPOINT afterwards: it reads on from "
+                    "there. Runs on Spark 4.2 and 4.3. Needs PySpark (the helper jar is "
+                    "shipped).")
+    rec.add_argument("query_name", metavar="QUERY", help="the query whose state is recovered")
+    rec.add_argument("--to", required=True, metavar="NEW_CHECKPOINT",
+                     help="the new query's checkpoint: missing or empty")
+    rec.add_argument("--query", required=True, metavar="FILE:FUNCTION", type=query_ref,
+                     help="a Python file (or module) and the function in it that returns "
+                          "the query's DataStreamWriter: FUNCTION(spark, checkpoint, "
+                          "starting_offsets), as for `state restore`; called once per "
+                          "batch run here")
+    rec.add_argument("--savepoint", default=None, metavar="ID|DIR", type=savepoint_ref,
+                     help="recover from this savepoint (default: the newest usable one)")
+    rec.add_argument("--bootstrap-servers", default=None,
+                     help="the Kafka cluster: the plan checks its offsets there")
+    rec.add_argument("--partitions", type=_positive, default=None, metavar="N",
+                     help="the new query's shuffle partitions (default: the old query's)")
+    rec.add_argument("--reread-sink", action="store_true",
+                     help="let the query's own sink see the batches read again (an "
+                          "idempotent or foreachBatch sink): the plan says how many")
+    rec.add_argument("--master", default=None, help="Spark master (default local[*])")
+    rec.add_argument("--no-record", action="store_true", help="leave the plan unrecorded")
+    rec.set_defaults(func=cmd_state_recover)
 
 
 def state_session(master: str | None, *, kafka: bool = False) -> tuple[Any, bool]:
@@ -322,5 +363,34 @@ def cmd_state_restore(args: argparse.Namespace) -> int:
               f"{restored.bootstrap_run_id}; start the new query on {args.to}: it resumes "
               "after the restored batch")
     for warning in warnings:
+        print(f"offset-journal: warning: {warning}", file=sys.stderr)
+    return 0
+
+
+def cmd_state_recover(args: argparse.Namespace) -> int:
+    import sys
+
+    from ..journal import Journal
+    from ..journal.db import resolve_url
+    from ..restart.recovery import recover
+    from ._query_file import load_function
+
+    build = load_function(args.query)
+    with Journal(resolve_url(args.database_url)) as journal:
+        spark, own = state_session(args.master, kafka=True)
+        try:
+            done = recover(spark, journal, args.query_name, args.to,
+                           lambda starting: build(spark, args.to, starting),
+                           savepoint=args.savepoint, bootstrap_servers=args.bootstrap_servers,
+                           reread_sink=args.reread_sink, partitions=args.partitions,
+                           record=not args.no_record)
+        finally:
+            if own:
+                spark.stop()
+    print(done.explain())
+    if done.plan.plan_id is not None:
+        print(f"recorded as plan {done.plan.plan_id}; start the query on {args.to}: it "
+              "resumes after the last batch read again")
+    for warning in done.warnings:
         print(f"offset-journal: warning: {warning}", file=sys.stderr)
     return 0

@@ -91,6 +91,16 @@ def _upgrade(value: Any) -> bool:
                                                    and all(_is_int(b) for b in value["batches"]))))
 
 
+def _recovery(value: Any) -> bool:
+    """{savepoint_id, savepoint_batch, old_batches, new_batches, note, ...}
+    (restart.recovery: the old batches read again after a savepoint, and the new
+    checkpoint's batches that ran them)."""
+    return (isinstance(value, dict) and isinstance(value.get("note"), str)
+            and _is_int(value.get("savepoint_batch"))
+            and all(isinstance(value.get(k), list) and all(_is_int(b) for b in value[k])
+                    for k in ("old_batches", "new_batches")))
+
+
 REQUEST_FIELDS: dict[str, Callable[[Any], bool]] = {
     "allow_data_loss": lambda v: isinstance(v, bool),
     "recreated_topics": _texts,
@@ -102,6 +112,7 @@ REQUEST_FIELDS: dict[str, Callable[[Any], bool]] = {
     "real_time": _real_time,
     "sink": _sink,
     "upgrade": _upgrade,
+    "recovery": _recovery,
 }
 """The request fields a reader of recorded plans uses, and what a plan command writes
 there."""

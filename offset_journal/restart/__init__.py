@@ -55,7 +55,8 @@ Importing a checkpoint into the journal lives in
 
 What this package exports is what a caller needs; the steps stay in their modules. The
 pure modules load without the database driver: the I/O names (:func:`plan_restart`,
-:func:`plan_from_journal`) are imported on first use, as :mod:`offset_journal` does for
+:func:`plan_from_journal`, :func:`recover`: a lost checkpoint recovered from a
+savepoint) are imported on first use, as :mod:`offset_journal` does for
 the listener.
 
 May import: :mod:`offset_journal.savepoint`, :mod:`offset_journal.checkpoint`,
@@ -75,15 +76,17 @@ from .request import PlanRequest
 
 if TYPE_CHECKING:
     from .edge import plan_from_journal, plan_restart
+    from .recovery import Recovered, recover
 
-_EDGE = ("plan_from_journal", "plan_restart")
+_EDGE = {"plan_from_journal": "edge", "plan_restart": "edge", "recover": "recovery",
+         "Recovered": "recovery"}
 
 
 def __getattr__(name: str) -> Any:
     if name in _EDGE:
-        from . import edge
+        import importlib
 
-        return getattr(edge, name)
+        return getattr(importlib.import_module(f".{_EDGE[name]}", __name__), name)
     raise AttributeError(f"module 'offset_journal.restart' has no attribute {name!r}")
 
 
@@ -96,9 +99,11 @@ __all__ = [
     "PlanRequest",
     "Position",
     "RestartError",
+    "Recovered",
     "RestartPlan",
     "SourcePlan",
     "compute_plan",
     "plan_from_journal",
     "plan_restart",
+    "recover",
 ]

@@ -270,6 +270,10 @@ class RestartPlan:
     sink_batches: list[Batch] = field(default_factory=list)
     """The batches the sink holds beyond the journal, built from the old checkpoint's
     offsets: the plan starts after the last, and journals them when it is recorded."""
+    recovery: dict[str, Any] | None = None
+    """A recovery from a savepoint (``state recover``): the old batches read again into
+    state after it and the new checkpoint's batches that ran them; recorded with the
+    plan, which the audit explains those runs by."""
 
     @property
     def warnings(self) -> list[str]:

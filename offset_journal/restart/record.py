@@ -36,8 +36,8 @@ if TYPE_CHECKING:
 
 log = logging.getLogger(__name__)
 
-COMMANDS = ("starting-offsets", "plan", "state-restore", "upgrade", "api")
-"""Who handed the plan out: the three commands that plan, an upgrade in one call
+COMMANDS = ("starting-offsets", "plan", "state-restore", "state-recover", "upgrade", "api")
+"""Who handed the plan out: the four commands that plan, an upgrade in one call
 (:func:`offset_journal.upgrade`), or the Python API (jobs)."""
 
 
@@ -88,7 +88,7 @@ def plan_row(plan: RestartPlan, request: PlanRequest, command: str) -> dict[str,
              "log_starts": _log_starts(plan),
              "kafka_cluster_id": plan.kafka_cluster_id,
              "journaled_kafka_cluster_id": plan.journaled_cluster_id,
-             "real_time": plan.real_time, "sink": plan.sink,
+             "real_time": plan.real_time, "sink": plan.sink, "recovery": plan.recovery,
              **_translation(plan), **_state(plan, request)}
     return {
         "query_name": plan.query_name, "position": recorded_position(plan, request),

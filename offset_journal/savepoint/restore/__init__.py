@@ -13,7 +13,9 @@ RocksDB checkpoint, refused while its query runs.
 The modules: ``layout`` and ``matching`` (what goes where, pure), ``_jvm`` (the ONE edge
 to Spark's internals, through the Java helper in ``jvm/state-restore``: proven on Spark
 4.2.x, as :mod:`offset_journal.spark_version` says), ``_frames`` (the rows written, as
-DataFrames), ``_write`` (the restore), ``repartition`` (in place). What needs Spark is
+DataFrames), ``_write`` (the restore), ``repartition`` (in place), ``recover`` (which
+old batches a recovery reads again after its savepoint, pure) and ``_replay`` (one of
+them run again on the recovered checkpoint). What needs Spark is
 imported on first use.
 
 May import what :mod:`offset_journal.savepoint` may: :mod:`offset_journal.checkpoint`,
@@ -30,10 +32,13 @@ from .layout import Layout, OperatorPlan, Rules
 if TYPE_CHECKING:
     from ._bootstrap import Bootstrap, journal_bootstrap
     from ._jvm import PROVEN_SPARK
+    from ._replay import discard_checkpoint, file_sink_of, old_metadata, replay_batch
     from ._write import Restored, restore_savepoint
 
 _EDGE = {"restore_savepoint": "_write", "Restored": "_write", "PROVEN_SPARK": "_jvm",
-         "Bootstrap": "_bootstrap", "journal_bootstrap": "_bootstrap"}
+         "Bootstrap": "_bootstrap", "journal_bootstrap": "_bootstrap",
+         "replay_batch": "_replay", "old_metadata": "_replay",
+         "discard_checkpoint": "_replay", "file_sink_of": "_replay"}
 
 
 def __getattr__(name: str) -> Any:
@@ -45,4 +50,5 @@ def __getattr__(name: str) -> Any:
 
 
 __all__ = ["PROVEN_SPARK", "Bootstrap", "Layout", "OperatorPlan", "RestoreError", "Restored",
-           "Rules", "journal_bootstrap", "restore_savepoint"]
+           "Rules", "discard_checkpoint", "file_sink_of", "journal_bootstrap", "old_metadata",
+           "replay_batch", "restore_savepoint"]

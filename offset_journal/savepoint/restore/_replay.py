@@ -1,0 +1,143 @@
+"""The Spark side of a recovery (:mod:`offset_journal.restart.recovery`): an old batch
+read again on a recovered checkpoint, the old checkpoint's batch metadata, and a new
+checkpoint the recovery could not finish removed.
+
+A replayed batch is the new checkpoint's ``offsets/N`` (written here, as
+:func:`~.recover.offsets_file` makes it) with no ``commits/N``: Spark's
+``MicroBatchExecution.populateStartOffsets`` takes such a batch as the one it had not
+committed and runs it once more on exactly those offsets, with the file's batch
+watermark and timestamp; ``Trigger.Once`` runs that batch and stops.
+
+A file sink's log must hold every batch id from its first (Spark's reader of the
+output lists ``_spark_metadata/0..N`` and fails on a gap), so each batch replayed into
+``noop`` is added to the new query's file sink log as a batch that wrote no file, by
+Spark's own ``FileStreamSinkLog`` (it compacts as the sink would).
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Callable, Sequence
+from datetime import datetime, timezone
+from typing import TYPE_CHECKING, Any
+
+from ...errors import OffsetJournalError, RestoreError
+from ...formatting import first_line
+from .recover import Replay, offsets_file
+
+if TYPE_CHECKING:
+    from ..model import Manifest
+    from ._bootstrap import Bootstrap
+
+log = logging.getLogger(__name__)
+
+REPLAY_TIMEOUT_S = 600
+
+
+def replay_batch(spark: Any, checkpoint: str, query: Callable[[], Any], replay: Replay,
+                 reread_sink: bool, query_id: str, file_sink: str | None) -> Bootstrap:
+    """``offsets/N`` written for one old batch and the new query run once on it: Spark
+    re-executes it as the batch it had not committed (its sink ``noop`` unless
+    ``reread_sink``; a ``file_sink``'s log then gains the batch, empty). The run, with
+    its progress, for the journal."""
+    from ...checkpoint.store import open_store
+    from ._bootstrap import Bootstrap, built_writer, checkpoint_problem
+
+    store, root = open_store(checkpoint, None)
+    before = store.read(store.join(root, "offsets", str(replay.new_batch_id - 1)))
+    store.write(store.join(root, "offsets", str(replay.new_batch_id)),
+                offsets_file(before.decode("utf-8"), replay).encode("utf-8"))
+    writer = built_writer(spark, query, checkpoint)
+    problem = checkpoint_problem(spark, writer, checkpoint)
+    if problem is not None:
+        raise RestoreError(problem)
+    if not reread_sink:
+        writer = writer.format("noop")
+    began = datetime.now(timezone.utc)
+    started = writer.trigger(once=True).start()
+    if str(started.id) != query_id:
+        started.stop()
+        raise RestoreError(f"the new query ran on another checkpoint than {checkpoint} "
+                           "while replaying: its function must set checkpointLocation to it")
+    started.awaitTermination(REPLAY_TIMEOUT_S)
+    if started.isActive:
+        started.stop()
+        raise RestoreError(f"replaying old batch {replay.old_batch_id} did not end in "
+                           f"{REPLAY_TIMEOUT_S} s")
+    failed = started.exception()
+    if failed is not None:
+        raise RestoreError(f"replaying old batch {replay.old_batch_id} failed: "
+                           f"{first_line(failed)}")
+    if store.kind(store.join(root, "commits", str(replay.new_batch_id))) != "file":
+        raise RestoreError(f"replaying old batch {replay.old_batch_id} left no commit")
+    if file_sink is not None and not reread_sink:
+        _empty_sink_batch(spark, file_sink, replay.new_batch_id)
+    return Bootstrap(query_id, str(started.runId), started.name, began,
+                     datetime.now(timezone.utc),
+                     tuple(str(p.json) for p in started.recentProgress))
+
+def old_metadata(m: Manifest) -> dict[int, tuple[int | None, int | None]]:
+    """Each old batch's watermark and timestamp from the old checkpoint's ``offsets/N``,
+    while the checkpoint there is still the savepoint's query's (empty otherwise)."""
+    from ...checkpoint import read_checkpoint
+    from ._write import other_query
+
+    if other_query(m) is not None:
+        return {}
+    try:
+        old = read_checkpoint(m.checkpoint)
+    except OffsetJournalError:
+        return {}
+    return {b.batch_id: (b.batch_watermark_ms, b.batch_timestamp_ms)
+            for b in old.batches if b.batch_id > m.batch_id and b.readable}
+
+def discard_checkpoint(spark: Any, checkpoint: str) -> None:
+    """The new checkpoint a recovery made and could not finish, removed (the error that
+    stopped it is the one to show)."""
+    from ._jvm import remove
+
+    try:
+        remove(spark, checkpoint)
+    except Exception as exc:
+        log.warning("the unfinished checkpoint %s was not removed: %s", checkpoint,
+                    first_line(exc))
+
+
+def file_sink_of(progress: Sequence[str]) -> str | None:
+    """The file sink's path a query's progress names (None: another sink)."""
+    import json
+
+    from ...checkpoint.sinks import described_sink
+
+    for text in progress:
+        described = described_sink((json.loads(text).get("sink") or {}).get("description"))
+        if described is not None and described[0] == "file":
+            return described[1]
+    return None
+
+
+SINK_LOG_CLASSES = ("org.apache.spark.sql.execution.streaming.sinks.FileStreamSinkLog",
+                    "org.apache.spark.sql.execution.streaming.FileStreamSinkLog")
+"""Where Spark keeps its file sink log: ``sinks`` from 4.1, the package above before."""
+
+
+def _empty_sink_batch(spark: Any, path: str, batch_id: int) -> None:
+    """Batch ``batch_id`` added to the file sink log at ``path``, with no file."""
+    from py4j.java_gateway import JavaClass
+
+    jvm = spark._jvm
+    for name in SINK_LOG_CLASSES:
+        cls = jvm
+        for part in name.split("."):
+            cls = getattr(cls, part)
+        if isinstance(cls, JavaClass):
+            break
+    else:
+        raise RestoreError("this Spark has no FileStreamSinkLog where it is looked for: the "
+                           "file sink's log cannot be kept whole")
+    status = getattr(jvm, name.rsplit(".", 1)[0]).SinkFileStatus
+    log_path = path.rstrip("/") + "/_spark_metadata"
+    sink_log = cls(cls.VERSION(), spark._jsparkSession, log_path, jvm.scala.Option.empty())
+    if not sink_log.add(batch_id, spark.sparkContext._gateway.new_array(status, 0)):
+        raise RestoreError(f"the file sink log {log_path} holds batch {batch_id} already: "
+                           "another query writes there")

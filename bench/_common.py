@@ -29,6 +29,9 @@ _TREE = os.environ.get(TREE_ENV) or str(ROOT)
 if _TREE not in sys.path:  # the package and tests/ without installing anything
     sys.path.insert(0, _TREE)
 
+# Spark drivers the benchmarks start stay on loopback, as their servers do.
+os.environ.setdefault("SPARK_LOCAL_IP", "127.0.0.1")
+
 QUERY_ID = "ce011fdc-8762-4dcb-84eb-a77333e28109"
 RUN_ID = "88e2ff94-ede0-45a8-b687-6316fbef529a"
 

@@ -13,6 +13,9 @@ settings.load_profile("suite")
 
 os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
 os.environ.setdefault("PYSPARK_DRIVER_PYTHON", sys.executable)
+# Spark's driver (and every spark-submit a test starts) on loopback: by default it takes
+# the first non-loopback interface's address when the host name resolves to 127.0.0.1.
+os.environ.setdefault("SPARK_LOCAL_IP", "127.0.0.1")
 
 pytest_plugins = ["offset_journal.testing"]
 

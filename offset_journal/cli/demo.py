@@ -139,7 +139,10 @@ def _start_spark(*, restore: bool = False) -> Any:
     from ..local.jars import spark_jars_value, state_restore_jar
 
     jars = spark_jars_value() + (f",{state_restore_jar()}" if restore else "")
+    # The demo's driver, like its broker and database, on loopback only.
     spark = (SparkSession.builder.master("local[2]").appName("offset-journal-demo")
+             .config("spark.driver.host", "127.0.0.1")
+             .config("spark.driver.bindAddress", "127.0.0.1")
              .config("spark.jars", jars)
              .config("spark.ui.enabled", "false")
              .config("spark.ui.showConsoleProgress", "false")

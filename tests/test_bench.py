@@ -29,12 +29,12 @@ from tests.jobs_support import SHORT_LIVED_DRIVER
 
 BENCH = Path(__file__).resolve().parents[1] / "bench"
 HELPERS = {"_common", "delay_proxy", "run_all"}  # not benchmarks themselves
-LIVE_KAFKA = {"check_fleet", "sink_chaos", "restore"}  # they ask a broker
+LIVE_KAFKA = {"check_fleet", "sink_chaos", "restore", "recovery"}  # they ask a broker
 NEEDS = {"stream_overhead": pytest.mark.spark, "fleet_pgbouncer": pytest.mark.pgbouncer,
          "ceiling": pytest.mark.pgbouncer, "savepoint": pytest.mark.spark,
          "savepoint_schedule": pytest.mark.spark,
          "sink_chaos": pytest.mark.spark, "restore": pytest.mark.spark,
-         "object_store": pytest.mark.spark}
+         "object_store": pytest.mark.spark, "recovery": pytest.mark.spark}
 TIMEOUT = 600  # seconds, for any one script (sink_chaos: two driver JVMs, one killed)
 
 
@@ -65,8 +65,9 @@ def _databases(admin_url: str) -> set[str]:
     return set(names)
 
 
-SLOWEST_FIRST = ["sink_chaos", "object_store", "restore", "savepoint", "savepoint_schedule",
-                 "db_failover", "stream_overhead", "fleet_pgbouncer", "fleet", "ceiling"]
+SLOWEST_FIRST = ["sink_chaos", "object_store", "restore", "recovery", "savepoint",
+                 "savepoint_schedule", "db_failover", "stream_overhead", "fleet_pgbouncer",
+                 "fleet", "ceiling"]
 """Started first, so that two at a time end close together (the rest take seconds)."""
 
 

@@ -29,6 +29,7 @@ from ._steps import (
     checkpoint_of,
     link,
     plan_upgrade,
+    preflight,
     record_result,
     restore,
     resume_offsets,
@@ -67,6 +68,10 @@ def upgrade(spark: Any, running_query: Any, build_v2: Build, new_checkpoint: str
     started again by ``build_v1`` on its own checkpoint, where it resumes after its last
     committed batch. A refusal before v2 starts (the savepoint, the plan, the restore's
     layout check, each one line) starts v1 again as it was, when it was running.
+    Arguments that cannot work (``new_checkpoint`` not new, as a rolled-back v2's is;
+    two of the three places one; ``savepoint_to`` not empty or not writable;
+    ``batches`` < 1, ``timeout_s`` <= 0) raise ConfigError or SavepointError (one line)
+    first, v1 untouched and nothing journaled.
 
     Every outcome is journaled as a decision (a ``restart_plans`` row, ``command``
     ``upgrade-result``); a roll back's row holds the offsets v1 resumes from and is
@@ -80,8 +85,7 @@ def upgrade(spark: Any, running_query: Any, build_v2: Build, new_checkpoint: str
     ``explain()`` says what happened; ``query`` is the query running now."""
     ctx = _context(spark, journal, running_query, query_name, checkpoint, new_checkpoint,
                    timeout_s, listener)
-    if batches < 1:
-        raise ConfigError(f"batches={batches}: verify at least 1 batch")
+    preflight(ctx, savepoint_to, batches)
     was_running = running_query is not None and bool(running_query.isActive)
     notes = stop_between_batches(running_query, timeout_s) if was_running else []
     saved: Savepoint | None = None

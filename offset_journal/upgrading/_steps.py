@@ -64,6 +64,59 @@ def checkpoint_of(query: Any) -> str:
     return urlparse(root).path if root.startswith("file:") else root
 
 
+def preflight(ctx: Context, savepoint_to: str, batches: int) -> None:
+    """The arguments checked before v1 is touched (ConfigError or SavepointError, one
+    line): a mistake in them is found here with v1 still running and nothing journaled,
+    not after v1 was stopped and a savepoint taken. v2's checkpoint must be new (a
+    rolled-back v2's is not: remove it first), and no two of the three places one."""
+    from ..savepoint import probe_writable, require_empty
+
+    if batches < 1:
+        raise ConfigError(f"batches={batches}: verify at least 1 batch")
+    if not ctx.timeout_s > 0:
+        raise ConfigError(f"timeout_s={ctx.timeout_s}: give the bound on each wait, in "
+                          "seconds (> 0)")
+    places = {"v1's checkpoint": ctx.checkpoint, "the new checkpoint": ctx.new_checkpoint,
+              "savepoint_to": savepoint_to}
+    for what, where in places.items():
+        if not str(where).strip():
+            raise ConfigError(f"{what} is empty: give a directory or URL")
+    named = list(places.items())
+    for i, (a, x) in enumerate(named):
+        for b, y in named[i + 1:]:
+            if _within(x, y) or _within(y, x):
+                raise ConfigError(f"{a} ({x}) and {b} ({y}) are one place or one inside "
+                                  "the other: give each its own")
+    if not _empty(ctx.new_checkpoint):
+        raise ConfigError(f"the new checkpoint {ctx.new_checkpoint} is not new (it holds "
+                          "files; a rolled-back v2's checkpoint is of no further use): "
+                          "remove it, or give another")
+    require_empty(savepoint_to)
+    probe_writable(savepoint_to)
+
+
+def _within(inner: str, outer: str) -> bool:
+    """``inner`` is ``outer`` or under it (local paths resolved; URLs as written)."""
+    import os
+
+    if "://" in inner or "://" in outer:
+        a, b = inner.rstrip("/"), outer.rstrip("/")
+    else:
+        a, b = os.path.realpath(inner), os.path.realpath(outer)
+    return a == b or a.startswith(b.rstrip("/") + "/")
+
+
+def _empty(location: str) -> bool:
+    """A missing location or an empty directory."""
+    from ..checkpoint.store import open_store
+
+    store, root = open_store(location, None)
+    kind = store.kind(root)
+    if kind is None:
+        return True
+    return kind == "dir" and not (store.files(root) + store.dirs(root))
+
+
 def stop_between_batches(query: Any, timeout_s: float) -> list[str]:
     """Stop ``query`` once no batch runs (its status says no trigger is active), so that
     its last batch is committed: a stop in the middle of a batch leaves it to run again

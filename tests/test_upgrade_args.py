@@ -1,0 +1,58 @@
+"""``offset_journal.upgrade``'s arguments checked before v1 is touched: a mistake in them
+(a v2 checkpoint that is not new, as a rolled-back v2's is; two of the three places
+one; a savepoint location that cannot be written; no time to wait) is said in one line
+with nothing stopped, nothing written and nothing journaled. Postgres (the journal), no
+Spark: the checks come before anything Spark does."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from offset_journal import Journal, OffsetJournalError
+
+
+def _no_build(spark: Any, checkpoint: str, starting: Any) -> Any:
+    raise AssertionError("nothing is built when the arguments are refused")
+
+
+def _upgrade(journal: Journal, tmp_path: Path, **kw: Any) -> Any:
+    from offset_journal import upgrade
+
+    args: dict[str, Any] = {"checkpoint": str(tmp_path / "ck-v1"),
+                            "savepoint_to": str(tmp_path / "sp"), "timeout_s": 30.0}
+    args.update(kw)
+    new = args.pop("new_checkpoint", str(tmp_path / "ck-v2"))
+    return upgrade(None, None, _no_build, new, journal=journal, build_v1=_no_build,
+                   query_name="totals", **args)
+
+
+def test_bad_arguments_are_refused_before_v1_is_touched(journal_url, tmp_path):
+    (tmp_path / "ck-v1" / "offsets").mkdir(parents=True)
+    (tmp_path / "ck-v1" / "metadata").write_text('{"id":"q"}\n')
+    left_over = tmp_path / "ck-v2-rolled-back" / "commits"
+    left_over.mkdir(parents=True)  # a rolled-back v2's checkpoint
+    (tmp_path / "a-file").write_text("x")
+    cases = {
+        "the new checkpoint .* is not new .*remove it, or give another":
+            {"new_checkpoint": str(tmp_path / "ck-v2-rolled-back")},
+        r"v1's checkpoint \(.*\) and the new checkpoint \(.*\) are one place":
+            {"new_checkpoint": str(tmp_path / "ck-v1") + "/"},
+        r"the new checkpoint \(.*\) and savepoint_to \(.*\) are one place":
+            {"savepoint_to": str(tmp_path / "ck-v2" / "sp")},
+        "the savepoint location .* is not writable":
+            {"savepoint_to": str(tmp_path / "a-file" / "sp")},
+        "timeout_s=0: give the bound on each wait": {"timeout_s": 0},
+        "batches=0: verify at least 1 batch": {"batches": 0},
+    }
+    with Journal(journal_url) as journal:
+        for message, kw in cases.items():
+            with pytest.raises(OffsetJournalError, match=message) as refused:
+                _upgrade(journal, tmp_path, **kw)
+            assert "\n" not in str(refused.value), message
+        assert journal.recorded_plans("totals") == []
+    assert sorted(p.name for p in (tmp_path / "ck-v1").iterdir()) == ["metadata", "offsets"]
+    assert list(left_over.parent.iterdir()) == [left_over]
+    assert not (tmp_path / "sp").exists() and not (tmp_path / "ck-v2").exists()

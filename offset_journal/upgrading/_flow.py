@@ -67,7 +67,8 @@ def upgrade(spark: Any, running_query: Any, build_v2: Build, new_checkpoint: str
     raise, and it raises nothing. If verification fails, roll back: v2 stopped, v1
     started again by ``build_v1`` on its own checkpoint, where it resumes after its last
     committed batch. A refusal before v2 starts (the savepoint, the plan, the restore's
-    layout check, each one line) starts v1 again as it was, when it was running.
+    layout check, each one line; or any other error once v1 was stopped, named by its
+    type) starts v1 again as it was, when it was running.
     Arguments that cannot work (``new_checkpoint`` not new, as a rolled-back v2's is;
     two of the three places one; ``savepoint_to`` not empty or not writable;
     ``batches`` < 1, ``timeout_s`` <= 0) raise ConfigError or SavepointError (one line)
@@ -95,11 +96,18 @@ def upgrade(spark: Any, running_query: Any, build_v2: Build, new_checkpoint: str
         saved = take_savepoint(ctx, savepoint_to)
         plan, _request = plan_upgrade(ctx, saved, rules, bootstrap_servers)
         restore(ctx, saved, plan, build_v2, rules)
-    except (OffsetJournalError, sa.exc.SQLAlchemyError) as exc:
-        # v1 is stopped by now: whatever refused, it is started again as it was.
-        reason = redact(first_line(getattr(exc, "orig", None) or exc))
-        return _refused(ctx, build_v1, was_running, saved, plan, reason, notes)
+    except Exception as exc:  # noqa: BLE001 - v1 is stopped: whatever failed, it comes back
+        return _refused(ctx, build_v1, was_running, saved, plan, _reason(exc), notes)
     return _run_v2(ctx, build_v1, build_v2, saved, plan, batches, check, notes)
+
+
+def _reason(exc: Exception) -> str:
+    """A refusal's reason in one line: the library's own errors as they are said, any
+    other error named by its type (its traceback logged, for whoever debugs it)."""
+    if isinstance(exc, (OffsetJournalError, sa.exc.SQLAlchemyError)):
+        return redact(first_line(getattr(exc, "orig", None) or exc))
+    log.warning("the upgrade failed before v2 started", exc_info=exc)
+    return f"{type(exc).__name__}: {redact(first_line(exc))}"
 
 
 def _context(spark: Any, journal: Journal, running_query: Any, query_name: str | None,
@@ -126,7 +134,11 @@ def _run_v2(ctx: Context, build_v1: Build, build_v2: Build,
     except Exception as exc:  # noqa: BLE001 - v2 that does not start failed verification
         failed = Verification(failures=(f"v2 did not start: {redact(first_line(exc))}",))
         return _rolled_back(ctx, build_v1, saved, plan, None, failed, notes)
-    verification = verify(v2, plan, batches, ctx.timeout_s, check)
+    try:
+        verification = verify(v2, plan, batches, ctx.timeout_s, check)
+    except Exception as exc:  # noqa: BLE001 - v2 that cannot be watched is not verified
+        verification = Verification(failures=(
+            f"v2 could not be watched: {type(exc).__name__}: {redact(first_line(exc))}",))
     if not verification.passed:
         return _rolled_back(ctx, build_v1, saved, plan, v2, verification, notes)
     row = result_row(ctx.query_name, "upgraded", plan_id=plan.plan_id,

@@ -292,8 +292,14 @@ def verify(query: Any, plan: RestartPlan, batches: int, timeout_s: float,
         except Exception as exc:  # noqa: BLE001 - the user's check: its failure is v2's
             failures.append(f"the check raised {type(exc).__name__}: "
                             f"{redact(first_line(exc))}")
-    return _verdict(done, plan, failures, ended=not query.isActive,
-                    idle=query.isActive and len(done) < batches)
+    # Looked at again after the check: v2 may have failed while it ran (or between the
+    # two looks above), and a query that ended by failing did not end by itself.
+    active = bool(query.isActive)
+    failed = query.exception()
+    if failed is not None:
+        failures.append(f"v2 failed: {failure_text(failed)}")
+    return _verdict(done, plan, failures, ended=not active and failed is None,
+                    idle=active and len(done) < batches)
 
 
 def failure_text(exc: Any) -> str:

@@ -144,3 +144,25 @@ def test_a_foreach_batch_error_is_named_and_a_quiet_v2_is_idle_not_failed():
         "in time, the first at the planned offsets")
     assert Verification(idle=True).explain() == (
         "v2 verified: no batch completed, then idle: no more records arrived in time")
+
+
+def test_a_v1_that_does_not_start_again_is_said_so_by_the_result_and_the_audit():
+    boom = "v1 did not start again: [STREAM_FAILED] cannot bind"
+    refused = Upgrade("refused", "totals", ("layout: no", boom), None, restart_failed=True)
+    assert refused.explain().splitlines() == [
+        "upgrade of 'totals' refused; v1 was stopped and did NOT start again: nothing runs",
+        f"  layout: no; {boom}"]
+    bad = Verification((1,), (), ("v2 failed: boom",))
+    rolled = Upgrade("rolled-back", "totals", (*bad.reasons, boom), None, None, 4, 5, bad)
+    assert rolled.explain().splitlines() == [
+        "rolled back 'totals': v1 was NOT started again on its own checkpoint, after its "
+        "savepoint (plan 4)",
+        "  v2 failed its verification after 1 batch(es) (batch 1): v2 failed: boom",
+        f"  {boom}"]
+    row = _row("rolled-back", reasons=("v2 failed: boom",), resume={0: {"t": {0: 30}}})
+    history = _history()[:6]  # v1 never ran again
+    report = audit_batches("totals", history, [_upgrade_plan(T0 + timedelta(minutes=2)),
+                                                _plan(row, 5, T0 + timedelta(minutes=5))])
+    (note,) = [n for n in report.notes if n.startswith("upgrade 5 ")]
+    assert note.endswith("rolled back (v2 failed: boom); no run of v1 is linked: v1 was not "
+                         "started again on /ck/v1 by the upgrade"), note

@@ -66,9 +66,13 @@ def upgrade_notes(plans: Sequence[RecordedPlan]) -> list[str]:
             notes.append(f"{head}: v2 verified over {len(batches)} batch(es) on "
                          f"{info.get('new_checkpoint')}")
         elif info["outcome"] == "rolled-back":
-            runs = ", ".join(plan.run_ids) or "no run linked"
-            notes.append(f"{head}: rolled back ({reasons}); v1 resumed "
-                         f"{info.get('checkpoint')}: {runs}")
+            if plan.run_ids:
+                notes.append(f"{head}: rolled back ({reasons}); v1 resumed "
+                             f"{info.get('checkpoint')}: {', '.join(plan.run_ids)}")
+            else:  # recorded before v1 started, and v1 did not start (or is not linked)
+                notes.append(f"{head}: rolled back ({reasons}); no run of v1 is linked: "
+                             f"v1 was not started again on {info.get('checkpoint')} by "
+                             "the upgrade")
         else:
             notes.append(f"{head}: refused ({reasons}); v1 left on {info.get('checkpoint')}")
     return notes

@@ -159,6 +159,10 @@ def _rolled_back(ctx: Context, build_v1: Build, saved: Savepoint,
     on its own checkpoint and its run linked to that decision as it starts."""
     if v2 is not None:
         stop_quietly(v2, ctx)
+    notes = [*notes, f"v2's checkpoint {ctx.new_checkpoint} and what v2 wrote are the "
+                     "rolled-back run's (v1 reads those records again into its own sink): "
+                     "discard v2's output, and remove that checkpoint before upgrading "
+                     "to it again"]
     resume = resume_offsets(ctx.checkpoint)
     row = result_row(ctx.query_name, "rolled-back", plan_id=plan.plan_id,
                      savepoint=_ref(saved), checkpoint=ctx.checkpoint,
@@ -200,12 +204,14 @@ def _v1_again(ctx: Context, build_v1: Build, outcome: Outcome,
         v1 = start(ctx, build_v1, ctx.checkpoint, _starting(plan))
     except Exception as exc:  # noqa: BLE001 - said in the result: nothing runs now
         reasons = (*reasons, f"v1 did not start again: {redact(first_line(exc))}")
+        notes = [*notes, f"start v1 on {ctx.checkpoint} by hand: it resumes after its "
+                         "last committed batch"]
     else:
         linked = link(ctx, result_id, v1)
         warnings += [linked] if linked else []
     done = Upgrade(outcome, ctx.query_name, reasons, v1, saved,
                    plan.plan_id if plan else None, result_id, verification, tuple(notes),
-                   tuple(_warnings(plan, None)) + tuple(warnings))
+                   tuple(_warnings(plan, None)) + tuple(warnings), restart_failed=v1 is None)
     log.warning("%s", done.explain())
     return done
 

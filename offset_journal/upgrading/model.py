@@ -71,7 +71,9 @@ class Upgrade:
     again: ``reasons`` says why). ``plan_id``: the recorded plan v2 started from;
     ``result_id``: the recorded outcome (the roll back's plan, linked to v1's new
     run); ``savepoint``: the savepoint taken (a :class:`~offset_journal.savepoint.Savepoint`);
-    ``verification``: v2's, when it ran; ``notes``: what is worth knowing besides."""
+    ``verification``: v2's, when it ran; ``notes``: what is worth knowing besides;
+    ``restart_failed``: v1 was to be started again and did not start (``reasons`` says
+    why): nothing runs now."""
 
     outcome: Outcome
     query_name: str
@@ -83,6 +85,7 @@ class Upgrade:
     verification: Verification | None = None
     notes: tuple[str, ...] = ()
     warnings: tuple[str, ...] = field(default_factory=tuple)
+    restart_failed: bool = False
 
     @property
     def ok(self) -> bool:
@@ -97,15 +100,20 @@ class Upgrade:
                                f"checkpoint, after its savepoint{batch}",
                 "refused": f"upgrade of {self.query_name!r} refused; v1 runs again as "
                            "it was"}[self.outcome]
-        if self.outcome == "refused" and self.query is None:
+        if self.outcome == "refused" and self.restart_failed:
+            head = head.replace("runs again as it was", "was stopped and did NOT start "
+                                "again: nothing runs")
+        elif self.outcome == "refused" and self.query is None:
             head = head.replace("runs again as it was", "is left as it was, not running")
         elif self.outcome == "rolled-back" and self.query is None:
             head = head.replace("runs again", "was NOT started again")
         lines = [head + (f" (plan {self.plan_id})" if self.plan_id is not None else "")]
+        said = self.verification.reasons if self.verification is not None else ()
         if self.verification is not None:
             lines.append("  " + self.verification.explain())
-        elif self.reasons:
-            lines.append("  " + "; ".join(self.reasons))
+        rest = [r for r in self.reasons if r not in said]  # v1 not started again: why
+        if rest:
+            lines.append("  " + "; ".join(rest))
         lines += [f"  note: {n}" for n in self.notes]
         lines += [f"  warning: {w}" for w in self.warnings]
         return "\n".join(lines)

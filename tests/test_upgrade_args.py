@@ -44,6 +44,7 @@ def test_bad_arguments_are_refused_before_v1_is_touched(journal_url, tmp_path):
             {"savepoint_to": str(tmp_path / "ck-v2" / "sp")},
         "the savepoint location .* is not writable":
             {"savepoint_to": str(tmp_path / "a-file" / "sp")},
+        "v1's checkpoint .*/ck-v0 is missing or empty": {"checkpoint": str(tmp_path / "ck-v0")},
         "timeout_s=0: give the bound on each wait": {"timeout_s": 0},
         "batches=0: verify at least 1 batch": {"batches": 0},
     }
@@ -56,3 +57,30 @@ def test_bad_arguments_are_refused_before_v1_is_touched(journal_url, tmp_path):
     assert sorted(p.name for p in (tmp_path / "ck-v1").iterdir()) == ["metadata", "offsets"]
     assert list(left_over.parent.iterdir()) == [left_over]
     assert not (tmp_path / "sp").exists() and not (tmp_path / "ck-v2").exists()
+
+
+def test_the_jobs_upgrade_refuses_bad_arguments_in_one_line(journal_url, tmp_path):
+    """jobs/stateful_counts.py --upgrade-from: the same checks, before any Spark work, as
+    the one line the job prints (an OffsetJournalError, which run_job says in a line)."""
+    from tests.jobs_support import load_job
+
+    job = load_job("stateful_counts")
+    (tmp_path / "ck-v1" / "offsets").mkdir(parents=True)
+    common = ["--bootstrap-servers", "localhost:9", "--topics", "t", "--query-name",
+              "totals-job", "--database-url", journal_url, "--output", str(tmp_path / "out"),
+              "--savepoint-to", str(tmp_path / "sp")]
+    cases = {
+        "timeout_s=0.0: give the bound": ["--checkpoint", str(tmp_path / "ck-v2"),
+                                           "--upgrade-from", str(tmp_path / "ck-v1"),
+                                           "--verify-timeout", "0"],
+        "v1's checkpoint .*/ck-typo is missing or empty": [
+            "--checkpoint", str(tmp_path / "ck-v2"), "--upgrade-from", str(tmp_path / "ck-typo")],
+        "v1's checkpoint .* and the new checkpoint .* are one place": [
+            "--checkpoint", str(tmp_path / "ck-v1"), "--upgrade-from", str(tmp_path / "ck-v1")],
+    }
+    for message, argv in cases.items():
+        with pytest.raises(OffsetJournalError, match=message) as refused:
+            job.build_query(None, job.parser().parse_args([*common, *argv]))
+        assert "\n" not in str(refused.value), message
+    with Journal(journal_url) as journal:
+        assert journal.recorded_plans("totals-job") == []

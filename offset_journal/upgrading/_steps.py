@@ -87,6 +87,9 @@ def preflight(ctx: Context, savepoint_to: str, batches: int) -> None:
             if _within(x, y) or _within(y, x):
                 raise ConfigError(f"{a} ({x}) and {b} ({y}) are one place or one inside "
                                   "the other: give each its own")
+    if _empty(ctx.checkpoint):
+        raise ConfigError(f"v1's checkpoint {ctx.checkpoint} is missing or empty: not the "
+                          "checkpoint of a started query")
     if not _empty(ctx.new_checkpoint):
         raise ConfigError(f"the new checkpoint {ctx.new_checkpoint} is not new (it holds "
                           "files; a rolled-back v2's checkpoint is of no further use): "

@@ -166,3 +166,14 @@ def test_a_v1_that_does_not_start_again_is_said_so_by_the_result_and_the_audit()
     (note,) = [n for n in report.notes if n.startswith("upgrade 5 ")]
     assert note.endswith("rolled back (v2 failed: boom); no run of v1 is linked: v1 was not "
                          "started again on /ck/v1 by the upgrade"), note
+
+
+def test_a_checkpoint_an_upgrade_left_v2_running_on_is_known_as_such():
+    from offset_journal.upgrading import upgraded_to
+
+    ok = _plan({**_row("upgraded"), "checkpoint": "/ck/v2"}, 6, T0)
+    rolled = _plan(_row("rolled-back", resume={0: {"t": {0: 30}}}), 7, T0)
+    assert upgraded_to([ok], "/ck/v2/") is ok
+    assert upgraded_to([ok], "/ck/v1") is None  # v1's: not where v2 runs
+    assert upgraded_to([ok, rolled], "/ck/v2") is None  # the newest outcome there wins
+    assert upgraded_to([_upgrade_plan(T0), rolled], "/ck/v2") is None

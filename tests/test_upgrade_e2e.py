@@ -233,6 +233,10 @@ def test_the_stateful_job_upgrades_a_stopped_v1_in_one_submit(
     with pytest.raises(job.JobError, match=r"^--upgrade-from needs --savepoint-to DIR"):
         job.build_query(spark, job.parser().parse_args(upgrade_args))
     run_to_end(spark, listener, job, [*upgrade_args, "--savepoint-to", str(tmp_path / "sp")])
+    # The same submit again (a driver restarted): v2 resumes on its checkpoint, it is not
+    # refused for a checkpoint that is no longer new, nor upgraded from v1 again.
+    produced += kafka_cluster.produce(kafka_topic, 20, start=70, value=rs.amounts)
+    run_to_end(spark, listener, job, [*upgrade_args, "--savepoint-to", str(tmp_path / "sp")])
     state = rs.state(spark, Path(v2_ck), stateVarName="totals")
     assert {r.key.grp: tuple(r.value) for r in state} == rs.reference(produced)
     with Journal(journal_url) as journal:

@@ -205,3 +205,24 @@ def result_row(query_name: str, outcome: Outcome, *, plan_id: int | None,
             "anchor_run_id": None, "anchor_batch_id": savepoint[1] if savepoint else None,
             "request": {"upgrade": detail}, "options": {}, "kafka_offsets": offsets,
             "checkpoint": checkpoint if outcome != "upgraded" else new_checkpoint}
+
+
+def upgraded_to(plans: Sequence[Any], checkpoint: str) -> Any:
+    """The journaled upgrade (a recorded ``upgrade-result`` row) that left v2 running on
+    ``checkpoint``, if the newest outcome about that checkpoint is one (None: none is).
+    A job submitted again with the same ``--upgrade-from`` (a driver restarted) resumes
+    v2 there instead of refusing a checkpoint that is no longer new."""
+    import os
+
+    def same(a: Any) -> bool:
+        if not isinstance(a, str) or not a:
+            return False
+        if "://" in a or "://" in checkpoint:
+            return a.rstrip("/") == checkpoint.rstrip("/")
+        return os.path.realpath(a) == os.path.realpath(checkpoint)
+
+    about = [p for p in plans if p.command == RESULT_COMMAND and not p.ignored
+             and p.upgrade is not None and same(p.upgrade.get("new_checkpoint"))]
+    newest = max(about, key=lambda p: p.id, default=None)
+    return newest if newest is not None and newest.upgrade.get("outcome") == "upgraded" \
+        else None

@@ -177,3 +177,19 @@ def test_a_checkpoint_an_upgrade_left_v2_running_on_is_known_as_such():
     assert upgraded_to([ok], "/ck/v1") is None  # v1's: not where v2 runs
     assert upgraded_to([ok, rolled], "/ck/v2") is None  # the newest outcome there wins
     assert upgraded_to([_upgrade_plan(T0), rolled], "/ck/v2") is None
+
+
+def test_a_roll_back_says_the_batch_v1_resumes_after_not_an_older_savepoints():
+    """The journal was behind when the savepoint was taken (at batch 1): v1, resumed on
+    its own checkpoint, goes on after its last committed batch (2), and the audit says
+    that batch."""
+    at = T0 + timedelta(minutes=5)
+    row = result_row("totals", "rolled-back", plan_id=4, savepoint=(2, 1), checkpoint="/ck/v1",
+                     new_checkpoint="/ck/v2", reasons=("v2 failed: boom",),
+                     resume={0: {"t": {0: 30}}}, resumed_after=2)
+    report = audit_batches("totals", _history(), [_upgrade_plan(T0 + timedelta(minutes=2)),
+                                                  _plan(row, 5, at, {"d": at})])
+    assert report.ok, report.findings
+    (overlap,) = report.planned
+    assert "run d is v1 resumed on its own checkpoint after batch 2:" in overlap.reason, \
+        overlap.reason

@@ -47,8 +47,8 @@ def rollback_reason(plan: RecordedPlan, run_id: str) -> str:
     why = "; ".join(info.get("reasons") or []) or "its verification failed"
     return (f"planned: roll back {plan.id}: v2 of upgrade plan {info.get('plan')} failed "
             f"({why}), and run {run_id} is v1 resumed on its own checkpoint after batch "
-            f"{info.get('after_batch')}: it reads again, into v1's sink, what v2 had read "
-            "into its own")
+            f"{info.get('resumed_after', info.get('after_batch'))}: it reads again, into "
+            "v1's sink, what v2 had read into its own")
 
 
 def upgrade_notes(plans: Sequence[RecordedPlan]) -> list[str]:

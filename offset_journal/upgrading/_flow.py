@@ -163,11 +163,12 @@ def _rolled_back(ctx: Context, build_v1: Build, saved: Savepoint,
                      "rolled-back run's (v1 reads those records again into its own sink): "
                      "discard v2's output, and remove that checkpoint before upgrading "
                      "to it again"]
-    resume = resume_offsets(ctx.checkpoint)
+    resume, resumed_after = resume_offsets(ctx.checkpoint)
     row = result_row(ctx.query_name, "rolled-back", plan_id=plan.plan_id,
                      savepoint=_ref(saved), checkpoint=ctx.checkpoint,
                      new_checkpoint=ctx.new_checkpoint, reasons=verification.reasons,
-                     verification=verification, resume=resume)
+                     verification=verification, resume=resume,
+                     resumed_after=resumed_after)
     return _v1_again(ctx, build_v1, "rolled-back", row, verification.reasons, saved, plan,
                      verification, notes)
 

@@ -170,14 +170,15 @@ def settle(ctx: Context, run_id: str | None) -> list[str]:
     return notes
 
 
-def resume_offsets(checkpoint: str) -> dict[int, dict[str, dict[int, int]]]:
+def resume_offsets(checkpoint: str) -> tuple[dict[int, dict[str, dict[int, int]]], int | None]:
     """Where a query resumed on ``checkpoint`` starts reading: its last committed
     batch's Kafka end offsets (a batch planned but not committed is run again from
-    there too)."""
+    there too), and that batch's id (newer than the savepoint's when the journal was
+    behind)."""
     from ..checkpoint import kafka_end_offsets, read_checkpoint
 
     last = read_checkpoint(checkpoint).last_committed
-    return kafka_end_offsets(last) if last is not None else {}
+    return (kafka_end_offsets(last), last.batch_id) if last is not None else ({}, None)
 
 
 def take_savepoint(ctx: Context, target: str) -> Savepoint:

@@ -185,12 +185,15 @@ def result_row(query_name: str, outcome: Outcome, *, plan_id: int | None,
                savepoint: tuple[int | None, int] | None, checkpoint: str,
                new_checkpoint: str, reasons: Sequence[str],
                verification: Verification | None = None,
-               resume: KafkaEnds | None = None) -> dict[str, Any]:
+               resume: KafkaEnds | None = None,
+               resumed_after: int | None = None) -> dict[str, Any]:
     """The ``restart_plans`` row journaling how an upgrade ended (every column but the
     id, created_at, host and os_user). ``savepoint``: (its id, its batch). ``resume``:
     for a roll back, the Kafka offsets v1 resumes from on its own checkpoint (where its
     last committed batch ended): the row's offsets, which the audit checks v1's run
-    against; nothing else (no offsets: the row explains no run)."""
+    against; nothing else (no offsets: the row explains no run); ``resumed_after``: the
+    batch of v1's those offsets end (the savepoint's, or newer when the journal was
+    behind as it was taken)."""
     offsets = [[i, t, p, o] for i, topics in sorted((resume or {}).items())
                for t, parts in sorted(topics.items()) for p, o in sorted(parts.items())]
     detail: dict[str, Any] = {
@@ -200,6 +203,8 @@ def result_row(query_name: str, outcome: Outcome, *, plan_id: int | None,
         "after_batch": savepoint[1] if savepoint else None}
     if verification is not None:
         detail["batches"] = list(verification.batches)
+    if resumed_after is not None:
+        detail["resumed_after"] = resumed_after
     return {"query_name": query_name, "position": "savepoint", "mode": "stateless",
             "command": RESULT_COMMAND, "ok": outcome == "upgraded",
             "anchor_run_id": None, "anchor_batch_id": savepoint[1] if savepoint else None,

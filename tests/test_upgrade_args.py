@@ -84,3 +84,50 @@ def test_the_jobs_upgrade_refuses_bad_arguments_in_one_line(journal_url, tmp_pat
         assert "\n" not in str(refused.value), message
     with Journal(journal_url) as journal:
         assert journal.recorded_plans("totals-job") == []
+
+
+SCRIPT = """
+import sys
+from pyspark.sql import SparkSession
+from offset_journal import Journal, OffsetJournalError, upgrade
+
+url, base = sys.argv[1], sys.argv[2]
+spark = (SparkSession.builder.master("local[1]").config("spark.ui.enabled", "false")
+         .getOrCreate())  # no spark.jars: no state-restore helper
+
+def build(spark, checkpoint, starting):
+    raise AssertionError("nothing is built when the session cannot restore")
+
+with Journal(url) as journal:
+    try:
+        done = upgrade(spark, None, build, base + "/ck-v2", journal=journal, build_v1=build,
+                       savepoint_to=base + "/sp", checkpoint=base + "/ck-v1",
+                       query_name="totals", timeout_s=30)
+    except OffsetJournalError as exc:
+        print("REFUSED:", exc)
+    else:
+        print("NOT REFUSED:", " ".join(done.explain().split()))
+spark.stop()
+"""
+
+
+@pytest.mark.spark
+def test_a_session_that_cannot_restore_is_refused_before_v1_is_touched(journal_url, tmp_path):
+    """A driver without the restore's helper jar (a notebook started without
+    ``offset-journal jars state-restore``) is told so before v1 is stopped and a
+    savepoint taken for nothing. Its own Spark session, in a process of its own."""
+    import os
+    import subprocess
+    import sys
+
+    (tmp_path / "ck-v1" / "offsets").mkdir(parents=True)
+    env = {**os.environ, "PYSPARK_PYTHON": sys.executable,
+           "PYSPARK_DRIVER_PYTHON": sys.executable}
+    out = subprocess.run([sys.executable, "-c", SCRIPT, journal_url, str(tmp_path)],
+                         capture_output=True, text=True, timeout=300, env=env)
+    assert out.returncode == 0, out.stderr[-2000:]
+    assert "REFUSED: offset-journal's state-restore helper is not on this session's class " \
+        "path" in out.stdout, out.stdout
+    with Journal(journal_url) as journal:
+        assert journal.recorded_plans("totals") == []
+    assert not (tmp_path / "sp").exists() or not any((tmp_path / "sp").iterdir())

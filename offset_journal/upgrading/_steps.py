@@ -65,9 +65,10 @@ def checkpoint_of(query: Any) -> str:
 
 
 def preflight(ctx: Context, savepoint_to: str, batches: int) -> None:
-    """The arguments checked before v1 is touched (ConfigError or SavepointError, one
-    line): a mistake in them is found here with v1 still running and nothing journaled,
-    not after v1 was stopped and a savepoint taken. v2's checkpoint must be new (a
+    """The arguments checked before v1 is touched (ConfigError, SavepointError, or
+    RestoreError for a session without the restore's helper jar; one line): a mistake
+    in them is found here with v1 still running and nothing journaled, not after v1
+    was stopped and a savepoint taken. v2's checkpoint must be new (a
     rolled-back v2's is not: remove it first), and no two of the three places one."""
     from ..savepoint import probe_writable, require_empty
 
@@ -96,6 +97,9 @@ def preflight(ctx: Context, savepoint_to: str, batches: int) -> None:
                           "remove it, or give another")
     require_empty(savepoint_to)
     probe_writable(savepoint_to)
+    from ..savepoint.restore import helper
+
+    helper(ctx.spark)  # the restore's JVM helper on this session: known before v1 stops
 
 
 def _within(inner: str, outer: str) -> bool:

@@ -29,11 +29,11 @@ from .layout import Layout, OperatorPlan, Rules
 
 if TYPE_CHECKING:
     from ._bootstrap import Bootstrap, journal_bootstrap
-    from ._jvm import PROVEN_SPARK
+    from ._jvm import PROVEN_SPARK, helper
     from ._write import Restored, restore_savepoint
 
 _EDGE = {"restore_savepoint": "_write", "Restored": "_write", "PROVEN_SPARK": "_jvm",
-         "Bootstrap": "_bootstrap", "journal_bootstrap": "_bootstrap"}
+         "helper": "_jvm", "Bootstrap": "_bootstrap", "journal_bootstrap": "_bootstrap"}
 
 
 def __getattr__(name: str) -> Any:
@@ -45,4 +45,4 @@ def __getattr__(name: str) -> Any:
 
 
 __all__ = ["PROVEN_SPARK", "Bootstrap", "Layout", "OperatorPlan", "RestoreError", "Restored",
-           "Rules", "journal_bootstrap", "restore_savepoint"]
+           "Rules", "helper", "journal_bootstrap", "restore_savepoint"]

@@ -207,6 +207,20 @@ def upgrade_in_one_call(spark: Any, args: Any) -> Any:
     return done.query
 
 
+def upgraded_here(args: Any) -> Any:
+    """The journaled upgrade that left v2 running on ``--checkpoint`` (None: none did,
+    or the checkpoint is new): the same submit again, a driver restarted, resumes v2
+    there rather than refusing a checkpoint that is no longer new."""
+    from offset_journal import Journal
+    from offset_journal.checkpoint import is_new_checkpoint
+    from offset_journal.upgrading import upgraded_to
+
+    if is_new_checkpoint(args.checkpoint):
+        return None
+    with Journal(args.database_url) as journal:
+        return upgraded_to(journal.recorded_plans(args.query_name), args.checkpoint)
+
+
 def build_query(spark: Any, args: Any) -> Any:
     from offset_journal.savepoint.spark import PROVIDER_CONF, ROCKSDB_PROVIDER, session_conf
     from offset_journal.spark_version import problem
@@ -216,7 +230,11 @@ def build_query(spark: Any, args: Any) -> Any:
     if refused is not None:  # before any plan is made or recorded
         raise JobError(refused)
     if args.upgrade_from:
-        return upgrade_in_one_call(spark, args)
+        done = upgraded_here(args)
+        if done is None:
+            return upgrade_in_one_call(spark, args)
+        log.info("upgrade %s left v2 running on %s: resuming it there (the upgrade from %s "
+                 "is done)", done.id, args.checkpoint, args.upgrade_from)
     out = output_dir_for(args.output, args.checkpoint)
     if args.from_journal and args.savepoint is None:
         from offset_journal.checkpoint import is_new_checkpoint

@@ -144,3 +144,52 @@ def test_a_foreach_batch_error_is_named_and_a_quiet_v2_is_idle_not_failed():
         "in time, the first at the planned offsets")
     assert Verification(idle=True).explain() == (
         "v2 verified: no batch completed, then idle: no more records arrived in time")
+
+
+def test_a_v1_that_does_not_start_again_is_said_so_by_the_result_and_the_audit():
+    boom = "v1 did not start again: [STREAM_FAILED] cannot bind"
+    refused = Upgrade("refused", "totals", ("layout: no", boom), None, restart_failed=True)
+    assert refused.explain().splitlines() == [
+        "upgrade of 'totals' refused; v1 was stopped and did NOT start again: nothing runs",
+        f"  layout: no; {boom}"]
+    bad = Verification((1,), (), ("v2 failed: boom",))
+    rolled = Upgrade("rolled-back", "totals", (*bad.reasons, boom), None, None, 4, 5, bad)
+    assert rolled.explain().splitlines() == [
+        "rolled back 'totals': v1 was NOT started again on its own checkpoint, after its "
+        "savepoint (plan 4)",
+        "  v2 failed its verification after 1 batch(es) (batch 1): v2 failed: boom",
+        f"  {boom}"]
+    row = _row("rolled-back", reasons=("v2 failed: boom",), resume={0: {"t": {0: 30}}})
+    history = _history()[:6]  # v1 never ran again
+    report = audit_batches("totals", history, [_upgrade_plan(T0 + timedelta(minutes=2)),
+                                                _plan(row, 5, T0 + timedelta(minutes=5))])
+    (note,) = [n for n in report.notes if n.startswith("upgrade 5 ")]
+    assert note.endswith("rolled back (v2 failed: boom); no run of v1 is linked: v1 was not "
+                         "started again on /ck/v1 by the upgrade"), note
+
+
+def test_a_checkpoint_an_upgrade_left_v2_running_on_is_known_as_such():
+    from offset_journal.upgrading import upgraded_to
+
+    ok = _plan({**_row("upgraded"), "checkpoint": "/ck/v2"}, 6, T0)
+    rolled = _plan(_row("rolled-back", resume={0: {"t": {0: 30}}}), 7, T0)
+    assert upgraded_to([ok], "/ck/v2/") is ok
+    assert upgraded_to([ok], "/ck/v1") is None  # v1's: not where v2 runs
+    assert upgraded_to([ok, rolled], "/ck/v2") is None  # the newest outcome there wins
+    assert upgraded_to([_upgrade_plan(T0), rolled], "/ck/v2") is None
+
+
+def test_a_roll_back_says_the_batch_v1_resumes_after_not_an_older_savepoints():
+    """The journal was behind when the savepoint was taken (at batch 1): v1, resumed on
+    its own checkpoint, goes on after its last committed batch (2), and the audit says
+    that batch."""
+    at = T0 + timedelta(minutes=5)
+    row = result_row("totals", "rolled-back", plan_id=4, savepoint=(2, 1), checkpoint="/ck/v1",
+                     new_checkpoint="/ck/v2", reasons=("v2 failed: boom",),
+                     resume={0: {"t": {0: 30}}}, resumed_after=2)
+    report = audit_batches("totals", _history(), [_upgrade_plan(T0 + timedelta(minutes=2)),
+                                                  _plan(row, 5, at, {"d": at})])
+    assert report.ok, report.findings
+    (overlap,) = report.planned
+    assert "run d is v1 resumed on its own checkpoint after batch 2:" in overlap.reason, \
+        overlap.reason

@@ -233,9 +233,94 @@ def test_the_stateful_job_upgrades_a_stopped_v1_in_one_submit(
     with pytest.raises(job.JobError, match=r"^--upgrade-from needs --savepoint-to DIR"):
         job.build_query(spark, job.parser().parse_args(upgrade_args))
     run_to_end(spark, listener, job, [*upgrade_args, "--savepoint-to", str(tmp_path / "sp")])
+    # The same submit again (a driver restarted): v2 resumes on its checkpoint, it is not
+    # refused for a checkpoint that is no longer new, nor upgraded from v1 again.
+    produced += kafka_cluster.produce(kafka_topic, 20, start=70, value=rs.amounts)
+    run_to_end(spark, listener, job, [*upgrade_args, "--savepoint-to", str(tmp_path / "sp")])
     state = rs.state(spark, Path(v2_ck), stateVarName="totals")
     assert {r.key.grp: tuple(r.value) for r in state} == rs.reference(produced)
     with Journal(journal_url) as journal:
         report = audit_query(journal, "totals-job")
     assert report.ok, format_table(report)
     assert any("v2 verified" in n for n in report.notes), format_table(report)
+
+
+def _v1_running(spark: Any, q: Queries, v1_ck: str) -> Any:
+    v1 = q.v1(spark, v1_ck, ["earliest"]).start()
+    _wait("v1 ran 2 batches", lambda: len(v1.recentProgress) >= 2)
+    return v1
+
+
+def test_a_v2_failing_after_its_batches_were_counted_is_rolled_back(
+        journaled_spark, journal_url, kafka_cluster, kafka_topic, tmp_path):
+    """v2 completes the batches asked for, then fails (in batch 4) while the user's check
+    runs (a check that takes its time: here, until v2 ends): that is a failed v2, rolled
+    back, never an "upgraded" with a dead query."""
+    from offset_journal import upgrade
+    from offset_journal.audit import audit_query, format_table
+    from offset_journal.savepoint.spark import session_conf
+
+    spark, listener = journaled_spark
+    kafka_cluster.create_topic(kafka_topic, 2)
+    produced = kafka_cluster.produce(kafka_topic, 48, value=rs.amounts)
+    q = Queries(kafka_cluster.bootstrap_servers, kafka_topic, tmp_path / "out")
+    q.fail_at = 4
+
+    def slow_check(query: Any) -> bool:
+        deadline = time.monotonic() + 120
+        while query.isActive and time.monotonic() < deadline:
+            time.sleep(0.2)
+        return True
+
+    with session_conf(spark, "spark.sql.shuffle.partitions", "4"), \
+            Journal(journal_url) as journal:
+        v1 = _v1_running(spark, q, str(tmp_path / "ck-v1"))
+        feed = Feed(kafka_cluster, kafka_topic, produced)
+        try:
+            done = upgrade(spark, v1, q.v2, str(tmp_path / "ck-v2"), journal=journal,
+                           build_v1=q.v1, savepoint_to=str(tmp_path / "sp"),
+                           listener=listener, batches=2, check=slow_check, timeout_s=120)
+        finally:
+            feed.stop()
+        assert done.outcome == "rolled-back", done.explain()
+        assert "v2 cannot write batch 4" in done.explain(), done.explain()
+        v1 = done.query
+        assert v1 is not None and v1.isActive, done.explain()
+        _wait("v1 read every record again", lambda: _read_all(v1, produced))
+        v1.stop()
+        assert listener.wait_terminated(v1.runId, 60)
+    _v1_output_exactly_once(spark, tmp_path / "out" / "v1", produced)
+    with Journal(journal_url) as journal:
+        report = audit_query(journal, NAME)
+    assert report.ok, format_table(report)
+
+
+def test_whatever_fails_once_v1_is_stopped_v1_is_started_again(
+        journaled_spark, journal_url, kafka_cluster, kafka_topic, tmp_path):
+    """Not only the library's own refusals: any error after v1 was stopped (here the
+    restore's rules given as a dict, which fails as the plan is made) is a refusal in
+    one line, with v1 started again on its own checkpoint."""
+    from offset_journal import upgrade
+    from offset_journal.savepoint.spark import session_conf
+
+    spark, listener = journaled_spark
+    kafka_cluster.create_topic(kafka_topic, 2)
+    produced = kafka_cluster.produce(kafka_topic, 48, value=rs.amounts)
+    q = Queries(kafka_cluster.bootstrap_servers, kafka_topic, tmp_path / "out")
+    with session_conf(spark, "spark.sql.shuffle.partitions", "4"), \
+            Journal(journal_url) as journal:
+        v1 = _v1_running(spark, q, str(tmp_path / "ck-v1"))
+        done = upgrade(spark, v1, q.v2, str(tmp_path / "ck-v2"), journal=journal,
+                       build_v1=q.v1, savepoint_to=str(tmp_path / "sp"), listener=listener,
+                       rules={"variable": {0: "totals"}}, batches=2, timeout_s=120)
+        assert done.outcome == "refused", done.explain()
+        (reason,) = done.reasons
+        assert reason.startswith("AttributeError: ") and "\n" not in reason, reason
+        v1 = done.query
+        assert v1 is not None and v1.isActive, done.explain()
+        produced += kafka_cluster.produce(kafka_topic, 12, start=len(produced),
+                                          value=rs.amounts)
+        _wait("v1 read every record", lambda: _read_all(v1, produced))
+        v1.stop()
+        assert listener.wait_terminated(v1.runId, 60)
+    _v1_output_exactly_once(spark, tmp_path / "out" / "v1", produced)

@@ -47,8 +47,8 @@ def rollback_reason(plan: RecordedPlan, run_id: str) -> str:
     why = "; ".join(info.get("reasons") or []) or "its verification failed"
     return (f"planned: roll back {plan.id}: v2 of upgrade plan {info.get('plan')} failed "
             f"({why}), and run {run_id} is v1 resumed on its own checkpoint after batch "
-            f"{info.get('after_batch')}: it reads again, into v1's sink, what v2 had read "
-            "into its own")
+            f"{info.get('resumed_after', info.get('after_batch'))}: it reads again, into "
+            "v1's sink, what v2 had read into its own")
 
 
 def upgrade_notes(plans: Sequence[RecordedPlan]) -> list[str]:
@@ -66,9 +66,13 @@ def upgrade_notes(plans: Sequence[RecordedPlan]) -> list[str]:
             notes.append(f"{head}: v2 verified over {len(batches)} batch(es) on "
                          f"{info.get('new_checkpoint')}")
         elif info["outcome"] == "rolled-back":
-            runs = ", ".join(plan.run_ids) or "no run linked"
-            notes.append(f"{head}: rolled back ({reasons}); v1 resumed "
-                         f"{info.get('checkpoint')}: {runs}")
+            if plan.run_ids:
+                notes.append(f"{head}: rolled back ({reasons}); v1 resumed "
+                             f"{info.get('checkpoint')}: {', '.join(plan.run_ids)}")
+            else:  # recorded before v1 started, and v1 did not start (or is not linked)
+                notes.append(f"{head}: rolled back ({reasons}); no run of v1 is linked: "
+                             f"v1 was not started again on {info.get('checkpoint')} by "
+                             "the upgrade")
         else:
             notes.append(f"{head}: refused ({reasons}); v1 left on {info.get('checkpoint')}")
     return notes

@@ -81,12 +81,13 @@ def _sink(value: Any) -> bool:
 
 def _upgrade(value: Any) -> bool:
     """{outcome, plan, reasons, checkpoint, new_checkpoint, savepoint, after_batch(,
-    batches)} (upgrading.model.result_row: how an upgrade ended)."""
+    batches, resumed_after)} (upgrading.model.result_row: how an upgrade ended)."""
     return (isinstance(value, dict)
             and value.get("outcome") in ("upgraded", "rolled-back", "refused")
             and (value.get("plan") is None or _is_int(value.get("plan")))
             and _texts(value.get("reasons")) and isinstance(value.get("checkpoint"), str)
             and (value.get("after_batch") is None or _is_int(value.get("after_batch")))
+            and (value.get("resumed_after") is None or _is_int(value.get("resumed_after")))
             and (value.get("batches") is None or (isinstance(value.get("batches"), list)
                                                    and all(_is_int(b) for b in value["batches"]))))
 

@@ -32,6 +32,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Any
 
 from ..errors import SavepointError
+from ._files import probe_writable, require_empty
 from ._load import load_planned_savepoint, load_savepoint
 from .model import BUILT_IN, Manifest, Operator, OperatorKind, Part, PartKind, Savepoint
 from .policy import Retention
@@ -61,4 +62,5 @@ def __getattr__(name: str) -> Any:
 __all__ = ["BUILT_IN", "ROCKSDB_PROVIDER", "Manifest", "Operator", "OperatorKind", "Part",
            "PartKind", "Retention", "Savepoint", "SavepointError", "SavepointSchedule",
            "ScheduleStats", "create_savepoint", "initial_state", "load_planned_savepoint",
-           "load_savepoint", "prepare_savepoint", "state_frame"]
+           "load_savepoint", "prepare_savepoint", "probe_writable", "require_empty",
+           "state_frame"]

@@ -25,6 +25,7 @@ from .model import (
     Verification,
     result_row,
     start_problems,
+    upgraded_to,
 )
 
 if TYPE_CHECKING:
@@ -41,4 +42,4 @@ def __getattr__(name: str) -> Any:
 
 
 __all__ = ["OUTCOMES", "RESULT_COMMAND", "UPGRADE_COMMAND", "Outcome", "Upgrade",
-           "Verification", "result_row", "start_problems", "upgrade"]
+           "Verification", "result_row", "start_problems", "upgrade", "upgraded_to"]

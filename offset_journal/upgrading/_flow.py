@@ -29,6 +29,7 @@ from ._steps import (
     checkpoint_of,
     link,
     plan_upgrade,
+    preflight,
     record_result,
     restore,
     resume_offsets,
@@ -66,7 +67,12 @@ def upgrade(spark: Any, running_query: Any, build_v2: Build, new_checkpoint: str
     raise, and it raises nothing. If verification fails, roll back: v2 stopped, v1
     started again by ``build_v1`` on its own checkpoint, where it resumes after its last
     committed batch. A refusal before v2 starts (the savepoint, the plan, the restore's
-    layout check, each one line) starts v1 again as it was, when it was running.
+    layout check, each one line; or any other error once v1 was stopped, named by its
+    type) starts v1 again as it was, when it was running.
+    Arguments that cannot work (``new_checkpoint`` not new, as a rolled-back v2's is;
+    two of the three places one; ``savepoint_to`` not empty or not writable;
+    ``batches`` < 1, ``timeout_s`` <= 0) raise ConfigError or SavepointError (one line)
+    first, v1 untouched and nothing journaled.
 
     Every outcome is journaled as a decision (a ``restart_plans`` row, ``command``
     ``upgrade-result``); a roll back's row holds the offsets v1 resumes from and is
@@ -80,8 +86,7 @@ def upgrade(spark: Any, running_query: Any, build_v2: Build, new_checkpoint: str
     ``explain()`` says what happened; ``query`` is the query running now."""
     ctx = _context(spark, journal, running_query, query_name, checkpoint, new_checkpoint,
                    timeout_s, listener)
-    if batches < 1:
-        raise ConfigError(f"batches={batches}: verify at least 1 batch")
+    preflight(ctx, savepoint_to, batches)
     was_running = running_query is not None and bool(running_query.isActive)
     notes = stop_between_batches(running_query, timeout_s) if was_running else []
     saved: Savepoint | None = None
@@ -91,11 +96,18 @@ def upgrade(spark: Any, running_query: Any, build_v2: Build, new_checkpoint: str
         saved = take_savepoint(ctx, savepoint_to)
         plan, _request = plan_upgrade(ctx, saved, rules, bootstrap_servers)
         restore(ctx, saved, plan, build_v2, rules)
-    except (OffsetJournalError, sa.exc.SQLAlchemyError) as exc:
-        # v1 is stopped by now: whatever refused, it is started again as it was.
-        reason = redact(first_line(getattr(exc, "orig", None) or exc))
-        return _refused(ctx, build_v1, was_running, saved, plan, reason, notes)
+    except Exception as exc:  # noqa: BLE001 - v1 is stopped: whatever failed, it comes back
+        return _refused(ctx, build_v1, was_running, saved, plan, _reason(exc), notes)
     return _run_v2(ctx, build_v1, build_v2, saved, plan, batches, check, notes)
+
+
+def _reason(exc: Exception) -> str:
+    """A refusal's reason in one line: the library's own errors as they are said, any
+    other error named by its type (its traceback logged, for whoever debugs it)."""
+    if isinstance(exc, (OffsetJournalError, sa.exc.SQLAlchemyError)):
+        return redact(first_line(getattr(exc, "orig", None) or exc))
+    log.warning("the upgrade failed before v2 started", exc_info=exc)
+    return f"{type(exc).__name__}: {redact(first_line(exc))}"
 
 
 def _context(spark: Any, journal: Journal, running_query: Any, query_name: str | None,
@@ -122,7 +134,11 @@ def _run_v2(ctx: Context, build_v1: Build, build_v2: Build,
     except Exception as exc:  # noqa: BLE001 - v2 that does not start failed verification
         failed = Verification(failures=(f"v2 did not start: {redact(first_line(exc))}",))
         return _rolled_back(ctx, build_v1, saved, plan, None, failed, notes)
-    verification = verify(v2, plan, batches, ctx.timeout_s, check)
+    try:
+        verification = verify(v2, plan, batches, ctx.timeout_s, check)
+    except Exception as exc:  # noqa: BLE001 - v2 that cannot be watched is not verified
+        verification = Verification(failures=(
+            f"v2 could not be watched: {type(exc).__name__}: {redact(first_line(exc))}",))
     if not verification.passed:
         return _rolled_back(ctx, build_v1, saved, plan, v2, verification, notes)
     row = result_row(ctx.query_name, "upgraded", plan_id=plan.plan_id,
@@ -143,11 +159,16 @@ def _rolled_back(ctx: Context, build_v1: Build, saved: Savepoint,
     on its own checkpoint and its run linked to that decision as it starts."""
     if v2 is not None:
         stop_quietly(v2, ctx)
-    resume = resume_offsets(ctx.checkpoint)
+    notes = [*notes, f"v2's checkpoint {ctx.new_checkpoint} and what v2 wrote are the "
+                     "rolled-back run's (v1 reads those records again into its own sink): "
+                     "discard v2's output, and remove that checkpoint before upgrading "
+                     "to it again"]
+    resume, resumed_after = resume_offsets(ctx.checkpoint)
     row = result_row(ctx.query_name, "rolled-back", plan_id=plan.plan_id,
                      savepoint=_ref(saved), checkpoint=ctx.checkpoint,
                      new_checkpoint=ctx.new_checkpoint, reasons=verification.reasons,
-                     verification=verification, resume=resume)
+                     verification=verification, resume=resume,
+                     resumed_after=resumed_after)
     return _v1_again(ctx, build_v1, "rolled-back", row, verification.reasons, saved, plan,
                      verification, notes)
 
@@ -184,12 +205,14 @@ def _v1_again(ctx: Context, build_v1: Build, outcome: Outcome,
         v1 = start(ctx, build_v1, ctx.checkpoint, _starting(plan))
     except Exception as exc:  # noqa: BLE001 - said in the result: nothing runs now
         reasons = (*reasons, f"v1 did not start again: {redact(first_line(exc))}")
+        notes = [*notes, f"start v1 on {ctx.checkpoint} by hand: it resumes after its "
+                         "last committed batch"]
     else:
         linked = link(ctx, result_id, v1)
         warnings += [linked] if linked else []
     done = Upgrade(outcome, ctx.query_name, reasons, v1, saved,
                    plan.plan_id if plan else None, result_id, verification, tuple(notes),
-                   tuple(_warnings(plan, None)) + tuple(warnings))
+                   tuple(_warnings(plan, None)) + tuple(warnings), restart_failed=v1 is None)
     log.warning("%s", done.explain())
     return done
 

@@ -64,6 +64,66 @@ def checkpoint_of(query: Any) -> str:
     return urlparse(root).path if root.startswith("file:") else root
 
 
+def preflight(ctx: Context, savepoint_to: str, batches: int) -> None:
+    """The arguments checked before v1 is touched (ConfigError, SavepointError, or
+    RestoreError for a session without the restore's helper jar; one line): a mistake
+    in them is found here with v1 still running and nothing journaled, not after v1
+    was stopped and a savepoint taken. v2's checkpoint must be new (a
+    rolled-back v2's is not: remove it first), and no two of the three places one."""
+    from ..savepoint import probe_writable, require_empty
+
+    if batches < 1:
+        raise ConfigError(f"batches={batches}: verify at least 1 batch")
+    if not ctx.timeout_s > 0:
+        raise ConfigError(f"timeout_s={ctx.timeout_s}: give the bound on each wait, in "
+                          "seconds (> 0)")
+    places = {"v1's checkpoint": ctx.checkpoint, "the new checkpoint": ctx.new_checkpoint,
+              "savepoint_to": savepoint_to}
+    for what, where in places.items():
+        if not str(where).strip():
+            raise ConfigError(f"{what} is empty: give a directory or URL")
+    named = list(places.items())
+    for i, (a, x) in enumerate(named):
+        for b, y in named[i + 1:]:
+            if _within(x, y) or _within(y, x):
+                raise ConfigError(f"{a} ({x}) and {b} ({y}) are one place or one inside "
+                                  "the other: give each its own")
+    if _empty(ctx.checkpoint):
+        raise ConfigError(f"v1's checkpoint {ctx.checkpoint} is missing or empty: not the "
+                          "checkpoint of a started query")
+    if not _empty(ctx.new_checkpoint):
+        raise ConfigError(f"the new checkpoint {ctx.new_checkpoint} is not new (it holds "
+                          "files; a rolled-back v2's checkpoint is of no further use): "
+                          "remove it, or give another")
+    require_empty(savepoint_to)
+    probe_writable(savepoint_to)
+    from ..savepoint.restore import helper
+
+    helper(ctx.spark)  # the restore's JVM helper on this session: known before v1 stops
+
+
+def _within(inner: str, outer: str) -> bool:
+    """``inner`` is ``outer`` or under it (local paths resolved; URLs as written)."""
+    import os
+
+    if "://" in inner or "://" in outer:
+        a, b = inner.rstrip("/"), outer.rstrip("/")
+    else:
+        a, b = os.path.realpath(inner), os.path.realpath(outer)
+    return a == b or a.startswith(b.rstrip("/") + "/")
+
+
+def _empty(location: str) -> bool:
+    """A missing location or an empty directory."""
+    from ..checkpoint.store import open_store
+
+    store, root = open_store(location, None)
+    kind = store.kind(root)
+    if kind is None:
+        return True
+    return kind == "dir" and not (store.files(root) + store.dirs(root))
+
+
 def stop_between_batches(query: Any, timeout_s: float) -> list[str]:
     """Stop ``query`` once no batch runs (its status says no trigger is active), so that
     its last batch is committed: a stop in the middle of a batch leaves it to run again
@@ -114,14 +174,15 @@ def settle(ctx: Context, run_id: str | None) -> list[str]:
     return notes
 
 
-def resume_offsets(checkpoint: str) -> dict[int, dict[str, dict[int, int]]]:
+def resume_offsets(checkpoint: str) -> tuple[dict[int, dict[str, dict[int, int]]], int | None]:
     """Where a query resumed on ``checkpoint`` starts reading: its last committed
     batch's Kafka end offsets (a batch planned but not committed is run again from
-    there too)."""
+    there too), and that batch's id (newer than the savepoint's when the journal was
+    behind)."""
     from ..checkpoint import kafka_end_offsets, read_checkpoint
 
     last = read_checkpoint(checkpoint).last_committed
-    return kafka_end_offsets(last) if last is not None else {}
+    return (kafka_end_offsets(last), last.batch_id) if last is not None else ({}, None)
 
 
 def take_savepoint(ctx: Context, target: str) -> Savepoint:
@@ -239,8 +300,14 @@ def verify(query: Any, plan: RestartPlan, batches: int, timeout_s: float,
         except Exception as exc:  # noqa: BLE001 - the user's check: its failure is v2's
             failures.append(f"the check raised {type(exc).__name__}: "
                             f"{redact(first_line(exc))}")
-    return _verdict(done, plan, failures, ended=not query.isActive,
-                    idle=query.isActive and len(done) < batches)
+    # Looked at again after the check: v2 may have failed while it ran (or between the
+    # two looks above), and a query that ended by failing did not end by itself.
+    active = bool(query.isActive)
+    failed = query.exception()
+    if failed is not None:
+        failures.append(f"v2 failed: {failure_text(failed)}")
+    return _verdict(done, plan, failures, ended=not active and failed is None,
+                    idle=active and len(done) < batches)
 
 
 def failure_text(exc: Any) -> str:

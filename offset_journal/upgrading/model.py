@@ -71,7 +71,9 @@ class Upgrade:
     again: ``reasons`` says why). ``plan_id``: the recorded plan v2 started from;
     ``result_id``: the recorded outcome (the roll back's plan, linked to v1's new
     run); ``savepoint``: the savepoint taken (a :class:`~offset_journal.savepoint.Savepoint`);
-    ``verification``: v2's, when it ran; ``notes``: what is worth knowing besides."""
+    ``verification``: v2's, when it ran; ``notes``: what is worth knowing besides;
+    ``restart_failed``: v1 was to be started again and did not start (``reasons`` says
+    why): nothing runs now."""
 
     outcome: Outcome
     query_name: str
@@ -83,6 +85,7 @@ class Upgrade:
     verification: Verification | None = None
     notes: tuple[str, ...] = ()
     warnings: tuple[str, ...] = field(default_factory=tuple)
+    restart_failed: bool = False
 
     @property
     def ok(self) -> bool:
@@ -97,15 +100,20 @@ class Upgrade:
                                f"checkpoint, after its savepoint{batch}",
                 "refused": f"upgrade of {self.query_name!r} refused; v1 runs again as "
                            "it was"}[self.outcome]
-        if self.outcome == "refused" and self.query is None:
+        if self.outcome == "refused" and self.restart_failed:
+            head = head.replace("runs again as it was", "was stopped and did NOT start "
+                                "again: nothing runs")
+        elif self.outcome == "refused" and self.query is None:
             head = head.replace("runs again as it was", "is left as it was, not running")
         elif self.outcome == "rolled-back" and self.query is None:
             head = head.replace("runs again", "was NOT started again")
         lines = [head + (f" (plan {self.plan_id})" if self.plan_id is not None else "")]
+        said = self.verification.reasons if self.verification is not None else ()
         if self.verification is not None:
             lines.append("  " + self.verification.explain())
-        elif self.reasons:
-            lines.append("  " + "; ".join(self.reasons))
+        rest = [r for r in self.reasons if r not in said]  # v1 not started again: why
+        if rest:
+            lines.append("  " + "; ".join(rest))
         lines += [f"  note: {n}" for n in self.notes]
         lines += [f"  warning: {w}" for w in self.warnings]
         return "\n".join(lines)
@@ -177,12 +185,15 @@ def result_row(query_name: str, outcome: Outcome, *, plan_id: int | None,
                savepoint: tuple[int | None, int] | None, checkpoint: str,
                new_checkpoint: str, reasons: Sequence[str],
                verification: Verification | None = None,
-               resume: KafkaEnds | None = None) -> dict[str, Any]:
+               resume: KafkaEnds | None = None,
+               resumed_after: int | None = None) -> dict[str, Any]:
     """The ``restart_plans`` row journaling how an upgrade ended (every column but the
     id, created_at, host and os_user). ``savepoint``: (its id, its batch). ``resume``:
     for a roll back, the Kafka offsets v1 resumes from on its own checkpoint (where its
     last committed batch ended): the row's offsets, which the audit checks v1's run
-    against; nothing else (no offsets: the row explains no run)."""
+    against; nothing else (no offsets: the row explains no run); ``resumed_after``: the
+    batch of v1's those offsets end (the savepoint's, or newer when the journal was
+    behind as it was taken)."""
     offsets = [[i, t, p, o] for i, topics in sorted((resume or {}).items())
                for t, parts in sorted(topics.items()) for p, o in sorted(parts.items())]
     detail: dict[str, Any] = {
@@ -192,8 +203,31 @@ def result_row(query_name: str, outcome: Outcome, *, plan_id: int | None,
         "after_batch": savepoint[1] if savepoint else None}
     if verification is not None:
         detail["batches"] = list(verification.batches)
+    if resumed_after is not None:
+        detail["resumed_after"] = resumed_after
     return {"query_name": query_name, "position": "savepoint", "mode": "stateless",
             "command": RESULT_COMMAND, "ok": outcome == "upgraded",
             "anchor_run_id": None, "anchor_batch_id": savepoint[1] if savepoint else None,
             "request": {"upgrade": detail}, "options": {}, "kafka_offsets": offsets,
             "checkpoint": checkpoint if outcome != "upgraded" else new_checkpoint}
+
+
+def upgraded_to(plans: Sequence[Any], checkpoint: str) -> Any:
+    """The journaled upgrade (a recorded ``upgrade-result`` row) that left v2 running on
+    ``checkpoint``, if the newest outcome about that checkpoint is one (None: none is).
+    A job submitted again with the same ``--upgrade-from`` (a driver restarted) resumes
+    v2 there instead of refusing a checkpoint that is no longer new."""
+    import os
+
+    def same(a: Any) -> bool:
+        if not isinstance(a, str) or not a:
+            return False
+        if "://" in a or "://" in checkpoint:
+            return a.rstrip("/") == checkpoint.rstrip("/")
+        return os.path.realpath(a) == os.path.realpath(checkpoint)
+
+    about = [p for p in plans if p.command == RESULT_COMMAND and not p.ignored
+             and p.upgrade is not None and same(p.upgrade.get("new_checkpoint"))]
+    newest = max(about, key=lambda p: p.id, default=None)
+    return newest if newest is not None and newest.upgrade.get("outcome") == "upgraded" \
+        else None

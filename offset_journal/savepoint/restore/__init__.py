@@ -31,12 +31,12 @@ from .layout import Layout, OperatorPlan, Rules
 
 if TYPE_CHECKING:
     from ._bootstrap import Bootstrap, journal_bootstrap
-    from ._jvm import PROVEN_SPARK
+    from ._jvm import PROVEN_SPARK, helper
     from ._replay import discard_checkpoint, file_sink_of, old_metadata, replay_batch
     from ._write import Restored, restore_savepoint
 
 _EDGE = {"restore_savepoint": "_write", "Restored": "_write", "PROVEN_SPARK": "_jvm",
-         "Bootstrap": "_bootstrap", "journal_bootstrap": "_bootstrap",
+         "helper": "_jvm", "Bootstrap": "_bootstrap", "journal_bootstrap": "_bootstrap",
          "replay_batch": "_replay", "old_metadata": "_replay",
          "discard_checkpoint": "_replay", "file_sink_of": "_replay"}
 
@@ -50,5 +50,5 @@ def __getattr__(name: str) -> Any:
 
 
 __all__ = ["PROVEN_SPARK", "Bootstrap", "Layout", "OperatorPlan", "RestoreError", "Restored",
-           "Rules", "discard_checkpoint", "file_sink_of", "journal_bootstrap", "old_metadata",
-           "replay_batch", "restore_savepoint"]
+           "Rules", "discard_checkpoint", "file_sink_of", "helper", "journal_bootstrap",
+           "old_metadata", "replay_batch", "restore_savepoint"]

@@ -121,6 +121,22 @@ SINK_LOG_CLASSES = ("org.apache.spark.sql.execution.streaming.sinks.FileStreamSi
 """Where Spark keeps its file sink log: ``sinks`` from 4.1, the package above before."""
 
 
+def writer_file_sink(spark: Any, query: Callable[[], Any], checkpoint: str) -> str | None:
+    """The file sink the query ``query()`` builds would write (its path, else its
+    format), read from the writer before it starts: known before a recovery writes or
+    records anything. None for another sink, or one that cannot be read from the writer
+    (Spark Connect: the bootstrap's progress names it)."""
+    from ._bootstrap import built_writer
+    from ._jvm import writer_file_format, writer_options
+
+    writer = built_writer(spark, query, checkpoint)
+    found = writer_file_format(spark, writer)
+    if found is None:
+        return None
+    path = (writer_options(writer, ("path",)) or {}).get("path")
+    return path or f"format {found}"
+
+
 def _empty_sink_batch(spark: Any, path: str, batch_id: int) -> None:
     """Batch ``batch_id`` added to the file sink log at ``path``, with no file."""
     from py4j.java_gateway import JavaClass

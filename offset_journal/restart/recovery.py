@@ -75,7 +75,7 @@ def recover(spark: Any, journal: Journal, query_name: str, checkpoint: str,
     with ``reread_sink``, whose writer must not be a file sink's); start the query
     for real on the checkpoint afterwards (it then resumes after the last replayed
     batch, whatever offsets it is given)."""
-    from ..savepoint.restore import old_metadata
+    from ..savepoint.restore import old_batches
     from .edge import plan_restart
     from .request import PlanRequest
 
@@ -86,8 +86,10 @@ def recover(spark: Any, journal: Journal, query_name: str, checkpoint: str,
                           bootstrap_servers=bootstrap_servers).checked()
     plan = _ok(plan_restart(None, request, journal=journal, record=False,
                             command="state-recover"))
+    old = old_batches(m)
     todo = replays(m.batch_id, _after(journal, query_name, found, bootstrap_servers),
-                   old_metadata(m))
+                   {i: (b.batch_watermark_ms, b.batch_timestamp_ms) for i, b in old.items()},
+                   {i: b.offsets for i, b in old.items()})
     decision = explain(found.id, m.batch_id, todo, reread_sink)
     if reread_sink and todo:
         _reread_refused(spark, checkpoint, lambda: query([plan.starting_offsets(s.index)

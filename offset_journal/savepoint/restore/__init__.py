@@ -35,7 +35,7 @@ if TYPE_CHECKING:
     from ._replay import (
         discard_checkpoint,
         file_sink_of,
-        old_metadata,
+        old_batches,
         replay_batch,
         writer_file_sink,
     )
@@ -43,7 +43,7 @@ if TYPE_CHECKING:
 
 _EDGE = {"restore_savepoint": "_write", "Restored": "_write", "PROVEN_SPARK": "_jvm",
          "Bootstrap": "_bootstrap", "journal_bootstrap": "_bootstrap",
-         "replay_batch": "_replay", "old_metadata": "_replay",
+         "replay_batch": "_replay", "old_batches": "_replay",
          "discard_checkpoint": "_replay", "file_sink_of": "_replay",
          "writer_file_sink": "_replay"}
 
@@ -57,5 +57,5 @@ def __getattr__(name: str) -> Any:
 
 
 __all__ = ["PROVEN_SPARK", "Bootstrap", "Layout", "OperatorPlan", "RestoreError", "Restored",
-           "Rules", "discard_checkpoint", "file_sink_of", "journal_bootstrap", "old_metadata",
+           "Rules", "discard_checkpoint", "file_sink_of", "journal_bootstrap", "old_batches",
            "replay_batch", "restore_savepoint", "writer_file_sink"]

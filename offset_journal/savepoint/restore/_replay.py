@@ -26,6 +26,7 @@ from ...formatting import first_line
 from .recover import Replay, offsets_file
 
 if TYPE_CHECKING:
+    from ...checkpoint.model import CheckpointBatch
     from ..model import Manifest
     from ._bootstrap import Bootstrap
 
@@ -76,9 +77,10 @@ def replay_batch(spark: Any, checkpoint: str, query: Callable[[], Any], replay: 
                      datetime.now(timezone.utc),
                      tuple(str(p.json) for p in started.recentProgress))
 
-def old_metadata(m: Manifest) -> dict[int, tuple[int | None, int | None]]:
-    """Each old batch's watermark and timestamp from the old checkpoint's ``offsets/N``,
-    while the checkpoint there is still the savepoint's query's (empty otherwise)."""
+def old_batches(m: Manifest) -> dict[int, CheckpointBatch]:
+    """Each old batch after the savepoint's, as the old checkpoint's ``offsets/N`` has it
+    (watermark, timestamp, end offsets), while the checkpoint there is still the
+    savepoint's query's (empty otherwise)."""
     from ...checkpoint import read_checkpoint
     from ._write import other_query
 
@@ -88,8 +90,7 @@ def old_metadata(m: Manifest) -> dict[int, tuple[int | None, int | None]]:
         old = read_checkpoint(m.checkpoint)
     except OffsetJournalError:
         return {}
-    return {b.batch_id: (b.batch_watermark_ms, b.batch_timestamp_ms)
-            for b in old.batches if b.batch_id > m.batch_id and b.readable}
+    return {b.batch_id: b for b in old.batches if b.batch_id > m.batch_id and b.readable}
 
 def discard_checkpoint(spark: Any, checkpoint: str) -> None:
     """The new checkpoint a recovery made and could not finish, removed (the error that

@@ -66,6 +66,20 @@ def test_replays_take_the_old_checkpoints_watermark_and_timestamp_first() -> Non
     assert (got[0].watermark_ms, got[0].timestamp_ms) == (777, 888)
 
 
+def test_a_journaled_batch_other_than_the_old_checkpoints_is_refused() -> None:
+    """The old checkpoint's offsets/5 ended at 50; the journal's batch 5 (a copy of the
+    checkpoint run under the same query id) at 55: replaying it would read 50..54 again
+    into state and the new query resume after 55, skipping records the sink never got."""
+    batches = [_batch(4, 40), _batch(5, 55), _batch(6, 60)]
+    agreed = {4: ({"t": {"0": 40}},), 6: ({"t": {"0": 60}},)}
+    assert len(replays(3, batches, None, {**agreed, 5: ({"t": {"0": 55}},)})) == 3
+    with pytest.raises(RestoreError) as err:
+        replays(3, batches, None, {**agreed, 5: ({"t": {"0": 50}},)})
+    text = str(err.value)
+    assert "\n" not in text and "the journal's batch 5 (run run) ended source 0 at " \
+        '{"t":{"0":55}}, the old checkpoint\'s offsets/5 at {"t":{"0":50}}' in text
+
+
 def test_nothing_to_replay_after_the_last_batch() -> None:
     assert replays(6, [_batch(6, 60), _batch(5, 50)]) == ()
 

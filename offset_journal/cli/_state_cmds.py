@@ -21,6 +21,7 @@ themselves (with Spark's Kafka connector for a restore: the new query reads Kafk
 from __future__ import annotations
 
 import argparse
+from collections.abc import Sequence
 from typing import Any
 
 
@@ -161,12 +162,11 @@ def _add_recover(state_subs: Any, common: argparse.ArgumentParser) -> None:
     rec.set_defaults(func=cmd_state_recover)
 
 
-def state_session(master: str | None, *, kafka: bool = False) -> tuple[Any, bool]:
+def state_session(master: str | None, *, kafka: bool = False,
+                  paths: Sequence[str | None] = ()) -> tuple[Any, bool]:
     """The running SparkSession (False: not ours to stop; it must have the helper jar),
-    else a local one with the helper jar on its class path, and Spark's Kafka connector
-    with ``kafka`` (True)."""
+    else a local one with the helper jar on its class path (:func:`state_jars`)."""
     from ..errors import ConfigError
-    from ..local.jars import spark_jars_value, state_restore_jar
 
     try:
         from pyspark import SparkContext
@@ -178,9 +178,20 @@ def state_session(master: str | None, *, kafka: bool = False) -> tuple[Any, bool
         return SparkSession.builder.getOrCreate(), False
     builder = (SparkSession.builder.appName("offset-journal-state")
                .master(master or "local[*]").config("spark.ui.enabled", "false")
-               .config("spark.jars", ",".join([*([spark_jars_value()] if kafka else []),
-                                               str(state_restore_jar())])))
+               .config("spark.jars", state_jars(kafka=kafka, paths=paths)))
     return builder.getOrCreate(), True
+
+
+def state_jars(*, kafka: bool = False, paths: Sequence[str | None] = ()) -> str:
+    """``spark.jars`` of a state command's own session: the helper jar, Spark's Kafka
+    connector with ``kafka``, and hadoop-aws when one of ``paths`` is on S3 (Spark's
+    own reads and writes of a checkpoint or savepoint there go through S3A)."""
+    from ..local.jars import s3a_spark_jars_value, spark_jars_value, state_restore_jar
+    from ..values import on_s3
+
+    return ",".join([*([spark_jars_value()] if kafka else []),
+                     *([s3a_spark_jars_value()] if on_s3(*paths) else []),
+                     str(state_restore_jar())])
 
 
 def cmd_state_repartition(args: argparse.Namespace) -> int:
@@ -191,7 +202,7 @@ def cmd_state_repartition(args: argparse.Namespace) -> int:
     with Journal(resolve_url(args.database_url)) as journal:
         preflight(args.checkpoint, args.partitions, journal,
                   assume_stopped=args.assume_stopped)
-        spark, own = state_session(args.master)
+        spark, own = state_session(args.master, paths=[args.checkpoint])
         try:
             done = repartition_state(spark, args.checkpoint, args.partitions, journal=journal,
                                      assume_stopped=args.assume_stopped,
@@ -345,7 +356,8 @@ def cmd_state_restore(args: argparse.Namespace) -> int:
             raise RestartError("restart plan has errors: " + "; ".join(plan.errors))
         starting = [plan.starting_offsets(s.index) for s in plan.sources]
         partitions = args.partitions or max((o.partitions for o in m.operators), default=0)
-        spark, own = state_session(args.master, kafka=True)
+        spark, own = state_session(args.master, kafka=True,
+                                   paths=[args.to, found.location, m.checkpoint])
         try:
             with session_conf(spark, "spark.sql.shuffle.partitions",
                               str(partitions) if partitions else None):
@@ -377,7 +389,8 @@ def cmd_state_recover(args: argparse.Namespace) -> int:
 
     build = load_function(args.query)
     with Journal(resolve_url(args.database_url)) as journal:
-        spark, own = state_session(args.master, kafka=True)
+        spark, own = state_session(args.master, kafka=True,
+                                   paths=[args.to, *_savepoint_places(journal, args)])
         try:
             done = recover(spark, journal, args.query_name, args.to,
                            lambda starting: build(spark, args.to, starting),
@@ -394,3 +407,11 @@ def cmd_state_recover(args: argparse.Namespace) -> int:
     for warning in done.warnings:
         print(f"offset-journal: warning: {warning}", file=sys.stderr)
     return 0
+
+
+def _savepoint_places(journal: Any, args: argparse.Namespace) -> list[str]:
+    """Where the savepoints a recovery may restore live (the one given, else every one
+    recorded of the query) and their checkpoints: the session needs S3A for any on S3."""
+    if isinstance(args.savepoint, str):
+        return [args.savepoint]
+    return [p for r in journal.savepoints(args.query_name) for p in (r.location, r.checkpoint)]

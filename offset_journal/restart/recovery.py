@@ -71,10 +71,11 @@ def recover(spark: Any, journal: Journal, query_name: str, checkpoint: str,
     ``query(starting_offsets)`` returns the new query's ``DataStreamWriter``, not started:
     checkpointLocation ``checkpoint``, each source's ``startingOffsets`` as given (in
     source order: the savepoint's end offsets, where the restore's own batch reads
-    nothing). It is called for that batch and once per replayed batch; start the query
+    nothing). It is called for that batch and once per replayed batch (and once before anything
+    with ``reread_sink``, whose writer must not be a file sink's); start the query
     for real on the checkpoint afterwards (it then resumes after the last replayed
     batch, whatever offsets it is given)."""
-    from ..savepoint.restore import old_metadata
+    from ..savepoint.restore import old_batches
     from .edge import plan_restart
     from .request import PlanRequest
 
@@ -85,9 +86,14 @@ def recover(spark: Any, journal: Journal, query_name: str, checkpoint: str,
                           bootstrap_servers=bootstrap_servers).checked()
     plan = _ok(plan_restart(None, request, journal=journal, record=False,
                             command="state-recover"))
+    old = old_batches(m)
     todo = replays(m.batch_id, _after(journal, query_name, found, bootstrap_servers),
-                   old_metadata(m))
+                   {i: (b.batch_watermark_ms, b.batch_timestamp_ms) for i, b in old.items()},
+                   {i: b.offsets for i, b in old.items()})
     decision = explain(found.id, m.batch_id, todo, reread_sink)
+    if reread_sink and todo:
+        _reread_refused(spark, checkpoint, lambda: query([plan.starting_offsets(s.index)
+                                                          for s in plan.sources]), todo)
     plan.notes.append(decision)
     plan.recovery = _recorded(found, todo, decision, reread_sink)
     # Recorded before the restore's run starts: a session with the journal's listener
@@ -133,11 +139,8 @@ def _run(spark: Any, journal: Journal, found: Savepoint, plan: RestartPlan, chec
                                      on_start=linked)
         sink = file_sink_of(restored.bootstrap.progress if restored.bootstrap else ())
         try:
-            if sink is not None and reread_sink and todo:
-                raise RestoreError(
-                    f"--reread-sink: the query's sink is a file sink ({sink}), which would "
-                    f"hold {ids_text(r.old_batch_id for r in todo)} of the old query a "
-                    "second time; leave the catch-up to noop (without --reread-sink)")
+            if sink is not None and reread_sink and todo:  # its writer did not say
+                raise RestoreError(_reread_file_sink(sink, todo))
             runs = tuple(replay_batch(spark, checkpoint, build, r, reread_sink,
                                       restored.query_id, sink) for r in todo)
         except BaseException:
@@ -147,6 +150,24 @@ def _run(spark: Any, journal: Journal, found: Savepoint, plan: RestartPlan, chec
 
 
 
+
+
+def _reread_refused(spark: Any, checkpoint: str, build: Callable[[], Any],
+                    todo: Sequence[Replay]) -> None:
+    """``reread_sink`` refused before anything is written or recorded when the new
+    query's writer is a file sink's: the new query's own sink is what the replays would
+    write to (the old query's, as the journal names it, may not be the new one's)."""
+    from ..savepoint.restore import writer_file_sink
+
+    sink = writer_file_sink(spark, build, checkpoint)
+    if sink is not None:
+        raise RestoreError(_reread_file_sink(sink, todo))
+
+
+def _reread_file_sink(sink: str, todo: Sequence[Replay]) -> str:
+    return (f"--reread-sink: the query's sink is a file sink ({sink}), which would hold "
+            f"{ids_text(r.old_batch_id for r in todo)} of the old query a second time; "
+            "leave the catch-up to noop (without --reread-sink)")
 
 
 def _chosen(journal: Journal, query_name: str, ref: int | str | None) -> Savepoint:

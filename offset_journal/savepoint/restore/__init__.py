@@ -32,13 +32,20 @@ from .layout import Layout, OperatorPlan, Rules
 if TYPE_CHECKING:
     from ._bootstrap import Bootstrap, journal_bootstrap
     from ._jvm import PROVEN_SPARK, helper
-    from ._replay import discard_checkpoint, file_sink_of, old_metadata, replay_batch
+    from ._replay import (
+        discard_checkpoint,
+        file_sink_of,
+        old_batches,
+        replay_batch,
+        writer_file_sink,
+    )
     from ._write import Restored, restore_savepoint
 
 _EDGE = {"restore_savepoint": "_write", "Restored": "_write", "PROVEN_SPARK": "_jvm",
          "helper": "_jvm", "Bootstrap": "_bootstrap", "journal_bootstrap": "_bootstrap",
-         "replay_batch": "_replay", "old_metadata": "_replay",
-         "discard_checkpoint": "_replay", "file_sink_of": "_replay"}
+         "replay_batch": "_replay", "old_batches": "_replay",
+         "discard_checkpoint": "_replay", "file_sink_of": "_replay",
+         "writer_file_sink": "_replay"}
 
 
 def __getattr__(name: str) -> Any:
@@ -51,4 +58,4 @@ def __getattr__(name: str) -> Any:
 
 __all__ = ["PROVEN_SPARK", "Bootstrap", "Layout", "OperatorPlan", "RestoreError", "Restored",
            "Rules", "discard_checkpoint", "file_sink_of", "helper", "journal_bootstrap",
-           "old_metadata", "replay_batch", "restore_savepoint"]
+           "old_batches", "replay_batch", "restore_savepoint", "writer_file_sink"]

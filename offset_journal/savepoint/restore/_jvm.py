@@ -218,6 +218,38 @@ def writer_options(writer: Any, keys: Sequence[str]) -> dict[str, str | None] | 
         return None
 
 
+FILE_PROVIDERS = ("datasources.FileFormat", "datasources.v2.FileDataSourceV2")
+"""Spark's classes (under ``org.apache.spark.sql.execution``) a format written by the
+file sink implements."""
+
+
+def writer_file_format(spark: Any, writer: Any) -> str | None:
+    """The format of a classic ``DataStreamWriter`` not yet started when Spark would
+    write it through its file sink (a ``FileFormat``: parquet, json, csv, orc, text;
+    also the default format when none is set), read before it starts from its private
+    ``source``. None for any other sink, or when it cannot be read (Spark Connect)."""
+    jwrite = getattr(writer, "_jwrite", None)
+    if jwrite is None:
+        return None
+    jvm = spark._jvm
+    try:
+        field = jwrite.getClass().getDeclaredField("source")
+        field.setAccessible(True)
+        source = str(field.get(jwrite))
+        if source in ("foreachBatch", "foreach", "noop", "console", "memory"):
+            return None
+        provider = jvm.org.apache.spark.sql.execution.datasources.DataSource.lookupDataSource(
+            source, spark._jsparkSession.sessionState().conf())
+        loader = provider.getClassLoader()
+        # parquet, json, ... name their V2 provider, whose streaming sink is the V1
+        # FileFormat's: a file sink either way
+        files = (jvm.java.lang.Class.forName(f"org.apache.spark.sql.execution.{name}", False,
+                                             loader) for name in FILE_PROVIDERS)
+        return source if any(f.isAssignableFrom(provider) for f in files) else None
+    except Exception:  # Py4JError, or a format Spark cannot find: the start would say
+        return None
+
+
 def qualified_path(spark: Any, path: str) -> str:
     """``path`` as Spark resolves a checkpoint location: a Hadoop path qualified by its
     file system (``/tmp/ck`` and ``ck`` run from ``/tmp`` are both ``file:/tmp/ck``)."""

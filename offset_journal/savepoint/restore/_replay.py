@@ -26,6 +26,7 @@ from ...formatting import first_line
 from .recover import Replay, offsets_file
 
 if TYPE_CHECKING:
+    from ...checkpoint.model import CheckpointBatch
     from ..model import Manifest
     from ._bootstrap import Bootstrap
 
@@ -76,9 +77,10 @@ def replay_batch(spark: Any, checkpoint: str, query: Callable[[], Any], replay: 
                      datetime.now(timezone.utc),
                      tuple(str(p.json) for p in started.recentProgress))
 
-def old_metadata(m: Manifest) -> dict[int, tuple[int | None, int | None]]:
-    """Each old batch's watermark and timestamp from the old checkpoint's ``offsets/N``,
-    while the checkpoint there is still the savepoint's query's (empty otherwise)."""
+def old_batches(m: Manifest) -> dict[int, CheckpointBatch]:
+    """Each old batch after the savepoint's, as the old checkpoint's ``offsets/N`` has it
+    (watermark, timestamp, end offsets), while the checkpoint there is still the
+    savepoint's query's (empty otherwise)."""
     from ...checkpoint import read_checkpoint
     from ._write import other_query
 
@@ -88,8 +90,7 @@ def old_metadata(m: Manifest) -> dict[int, tuple[int | None, int | None]]:
         old = read_checkpoint(m.checkpoint)
     except OffsetJournalError:
         return {}
-    return {b.batch_id: (b.batch_watermark_ms, b.batch_timestamp_ms)
-            for b in old.batches if b.batch_id > m.batch_id and b.readable}
+    return {b.batch_id: b for b in old.batches if b.batch_id > m.batch_id and b.readable}
 
 def discard_checkpoint(spark: Any, checkpoint: str) -> None:
     """The new checkpoint a recovery made and could not finish, removed (the error that
@@ -119,6 +120,22 @@ def file_sink_of(progress: Sequence[str]) -> str | None:
 SINK_LOG_CLASSES = ("org.apache.spark.sql.execution.streaming.sinks.FileStreamSinkLog",
                     "org.apache.spark.sql.execution.streaming.FileStreamSinkLog")
 """Where Spark keeps its file sink log: ``sinks`` from 4.1, the package above before."""
+
+
+def writer_file_sink(spark: Any, query: Callable[[], Any], checkpoint: str) -> str | None:
+    """The file sink the query ``query()`` builds would write (its path, else its
+    format), read from the writer before it starts: known before a recovery writes or
+    records anything. None for another sink, or one that cannot be read from the writer
+    (Spark Connect: the bootstrap's progress names it)."""
+    from ._bootstrap import built_writer
+    from ._jvm import writer_file_format, writer_options
+
+    writer = built_writer(spark, query, checkpoint)
+    found = writer_file_format(spark, writer)
+    if found is None:
+        return None
+    path = (writer_options(writer, ("path",)) or {}).get("path")
+    return path or f"format {found}"
 
 
 def _empty_sink_batch(spark: Any, path: str, batch_id: int) -> None:

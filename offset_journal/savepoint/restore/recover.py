@@ -80,17 +80,22 @@ def end_json(value: Any) -> str | None:
 
 def replays(savepoint_batch: int, batches: Sequence[Batch],
             old_metadata: Mapping[int, tuple[int | None, int | None]] | None = None,
-            ) -> tuple[Replay, ...]:
+            old_ends: Mapping[int, Sequence[Any]] | None = None) -> tuple[Replay, ...]:
     """The old batches after ``savepoint_batch`` to read again, in order, from the
     journal's and the sink's batches of the savepoint's checkpoint (``batches``, any
     order; one per id kept). The watermark and timestamp come from the old checkpoint's
     ``offsets/N`` (``old_metadata``: batch id -> (watermark ms, timestamp ms)) when it
     still has them, else the journal's batch. RestoreError when an id between is
-    missing: a batch the journal and the sink both lack cannot be replayed as it ran."""
+    missing: a batch the journal and the sink both lack cannot be replayed as it ran;
+    and when a batch's end offsets differ from that ``offsets/N``'s (``old_ends``: batch
+    id -> each source's, parsed)."""
     by_id = {b.batch_id: b for b in batches if b.batch_id > savepoint_batch}
     if not by_id:
         return ()
     last = max(by_id)
+    for old, ends in (old_ends or {}).items():
+        if old in by_id:
+            _same_ends(by_id[old], ends)
     missing = [i for i in range(savepoint_batch + 1, last) if i not in by_id]
     if missing:
         raise RestoreError(f"the journal lacks the old query's {ids_text(missing)} between "
@@ -107,6 +112,34 @@ def replays(savepoint_batch: int, batches: Sequence[Batch],
                           wm if wm is not None else _ms(batch.watermark),
                           ts if ts is not None else _ms(batch.trigger_at)))
     return tuple(out)
+
+
+def _same_ends(batch: Batch, ends: Sequence[Any]) -> None:
+    """RestoreError when the journal's batch ended elsewhere than the old checkpoint's
+    ``offsets/N`` for it (JSON objects compared, source by source): the journal's batch
+    N is another run's (a copy of the checkpoint run under the same query id), and
+    replaying it would read records the old sink never got, or skip some it did."""
+    journaled = [_parsed(s.end_offset) for s in
+                 sorted(batch.sources, key=lambda s: s.source_index)]
+    if len(journaled) != len(ends):
+        return  # offsets_file refuses another source count
+    for index, (mine, theirs) in enumerate(zip(journaled, ends, strict=True)):
+        if isinstance(mine, dict) and isinstance(theirs, dict) and mine != theirs:
+            raise RestoreError(
+                f"the journal's batch {batch.batch_id} (run {batch.run_id}) ended source "
+                f"{index} at {end_json(mine)}, the old checkpoint's offsets/{batch.batch_id} "
+                f"at {end_json(theirs)}: the journal's batch is not the one the checkpoint "
+                "ran (another copy of it, run under the same query id?); replaying it would "
+                "lose or duplicate records")
+
+
+def _parsed(value: Any) -> Any:
+    if isinstance(value, str):
+        try:
+            return json.loads(value)
+        except ValueError:
+            return value
+    return value
 
 
 def _ms(when: datetime | None) -> int:

@@ -118,14 +118,7 @@ def _bootstrapped(spark: Any, checkpoint: str, offsets: Sequence[str], watermark
             "function must set checkpointLocation to the checkpoint it is given")
     if on_start is not None:
         on_start(str(started.runId))
-    started.awaitTermination(BOOTSTRAP_TIMEOUT_S)
-    if started.isActive:
-        started.stop()
-        raise RestoreError(f"the new query's bootstrap batch did not end in "
-                           f"{BOOTSTRAP_TIMEOUT_S} s")
-    failed = started.exception()
-    if failed is not None:
-        raise RestoreError(f"the new query's bootstrap batch failed: {first_line(failed)}")
+    ran_once(started, BOOTSTRAP_TIMEOUT_S, "the new query's bootstrap batch")
     progress = tuple(str(p.json) for p in started.recentProgress)
     if not progress:
         raise RestoreError("the new query's bootstrap batch left no progress: its sink "
@@ -135,6 +128,18 @@ def _bootstrapped(spark: Any, checkpoint: str, offsets: Sequence[str], watermark
         raise RestoreError(problem)
     return Bootstrap(query_id, str(started.runId), started.name, began,
                      datetime.now(timezone.utc), progress, join_types(spark, started))
+
+
+def ran_once(started: Any, timeout_s: int, what: str) -> None:
+    """Wait for a one-batch run of the new query to end (the bootstrap, a replayed
+    batch); RestoreError, the query stopped, when it did not end in time or failed."""
+    started.awaitTermination(timeout_s)
+    if started.isActive:
+        started.stop()
+        raise RestoreError(f"{what} did not end in {timeout_s} s")
+    failed = started.exception()
+    if failed is not None:
+        raise RestoreError(f"{what} failed: {first_line(failed)}")
 
 
 def _kept_progress(spark: Any) -> str | None:

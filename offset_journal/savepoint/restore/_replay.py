@@ -23,6 +23,7 @@ from typing import TYPE_CHECKING, Any
 
 from ...errors import OffsetJournalError, RestoreError
 from ...formatting import first_line
+from ._bootstrap import ran_once
 from .recover import Replay, offsets_file
 
 if TYPE_CHECKING:
@@ -60,15 +61,7 @@ def replay_batch(spark: Any, checkpoint: str, query: Callable[[], Any], replay: 
         started.stop()
         raise RestoreError(f"the new query ran on another checkpoint than {checkpoint} "
                            "while replaying: its function must set checkpointLocation to it")
-    started.awaitTermination(REPLAY_TIMEOUT_S)
-    if started.isActive:
-        started.stop()
-        raise RestoreError(f"replaying old batch {replay.old_batch_id} did not end in "
-                           f"{REPLAY_TIMEOUT_S} s")
-    failed = started.exception()
-    if failed is not None:
-        raise RestoreError(f"replaying old batch {replay.old_batch_id} failed: "
-                           f"{first_line(failed)}")
+    ran_once(started, REPLAY_TIMEOUT_S, f"replaying old batch {replay.old_batch_id}")
     if store.kind(store.join(root, "commits", str(replay.new_batch_id))) != "file":
         raise RestoreError(f"replaying old batch {replay.old_batch_id} left no commit")
     if file_sink is not None and not reread_sink:

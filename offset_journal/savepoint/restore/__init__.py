@@ -30,11 +30,10 @@ from ...errors import RestoreError
 from .layout import Layout, OperatorPlan, Rules
 
 if TYPE_CHECKING:
-    from ._bootstrap import Bootstrap, journal_bootstrap
+    from ._bootstrap import Bootstrap, file_sink_of, journal_bootstrap
     from ._jvm import PROVEN_SPARK, helper
     from ._replay import (
         discard_checkpoint,
-        file_sink_of,
         old_batches,
         replay_batch,
         writer_file_sink,
@@ -44,7 +43,7 @@ if TYPE_CHECKING:
 _EDGE = {"restore_savepoint": "_write", "Restored": "_write", "PROVEN_SPARK": "_jvm",
          "helper": "_jvm", "Bootstrap": "_bootstrap", "journal_bootstrap": "_bootstrap",
          "replay_batch": "_replay", "old_batches": "_replay",
-         "discard_checkpoint": "_replay", "file_sink_of": "_replay",
+         "discard_checkpoint": "_replay", "file_sink_of": "_bootstrap",
          "writer_file_sink": "_replay"}
 
 

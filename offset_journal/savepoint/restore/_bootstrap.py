@@ -218,16 +218,21 @@ def checkpoint_problem(spark: Any, writer: Any, checkpoint: str) -> str | None:
     return None
 
 
+def file_sink_of(progress: Sequence[str]) -> str | None:
+    """The file sink's path a query's progress names (None: another sink)."""
+    for text in progress:
+        described = described_sink((json.loads(text).get("sink") or {}).get("description"))
+        if described is not None and described[0] == "file":
+            return described[1]
+    return None
+
+
 def sink_problem(progress: Sequence[str]) -> str | None:
     """Why the new query's sink, named by its progress, would lose its batches (None:
     it would not): a file sink whose log holds batch ids after the bootstrap's."""
-    described = None
-    for text in progress:
-        sink = json.loads(text).get("sink") or {}
-        described = described_sink(sink.get("description")) or described
-    if described is None or described[0] != "file":
+    path = file_sink_of(progress)
+    if path is None:
         return None
-    path = described[1]
     held = read_file_sink_log(path)
     last = held.last_batch if held is not None else None
     if last is None or last <= BOOTSTRAP_BATCH:

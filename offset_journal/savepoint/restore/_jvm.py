@@ -250,6 +250,33 @@ def writer_file_format(spark: Any, writer: Any) -> str | None:
         return None
 
 
+SINK_LOG_PACKAGES = ("org.apache.spark.sql.execution.streaming.sinks",
+                     "org.apache.spark.sql.execution.streaming")
+"""Where Spark keeps its file sink log (``FileStreamSinkLog``, ``SinkFileStatus``):
+``sinks`` from 4.1, the package above before."""
+
+
+def add_empty_sink_batch(spark: Any, path: str, batch_id: int) -> None:
+    """Batch ``batch_id`` added to the file sink log at ``path``, with no file, by
+    Spark's own ``FileStreamSinkLog`` (it compacts as the sink would)."""
+    from ...checkpoint.sinks import SINK_LOG_DIR
+
+    for package in SINK_LOG_PACKAGES:
+        sink_log_class = _java_class(spark, f"{package}.FileStreamSinkLog")
+        status = _java_class(spark, f"{package}.SinkFileStatus")
+        if sink_log_class is not None and status is not None:
+            break
+    else:
+        raise RestoreError("this Spark has no FileStreamSinkLog where it is looked for: the "
+                           "file sink's log cannot be kept whole")
+    log_path = f"{path.rstrip('/')}/{SINK_LOG_DIR}"
+    sink_log = sink_log_class(sink_log_class.VERSION(), spark._jsparkSession, log_path,
+                              spark._jvm.scala.Option.empty())
+    if not sink_log.add(batch_id, spark.sparkContext._gateway.new_array(status, 0)):
+        raise RestoreError(f"the file sink log {log_path} holds batch {batch_id} already: "
+                           "another query writes there")
+
+
 def qualified_path(spark: Any, path: str) -> str:
     """``path`` as Spark resolves a checkpoint location: a Hadoop path qualified by its
     file system (``/tmp/ck`` and ``ck`` run from ``/tmp`` are both ``file:/tmp/ck``)."""

@@ -17,13 +17,14 @@ Spark's own ``FileStreamSinkLog`` (it compacts as the sink would).
 from __future__ import annotations
 
 import logging
-from collections.abc import Callable, Sequence
+from collections.abc import Callable
 from datetime import datetime, timezone
 from typing import TYPE_CHECKING, Any
 
 from ...errors import OffsetJournalError, RestoreError
 from ...formatting import first_line
 from ._bootstrap import ran_once
+from ._jvm import add_empty_sink_batch
 from .recover import Replay, offsets_file
 
 if TYPE_CHECKING:
@@ -65,10 +66,11 @@ def replay_batch(spark: Any, checkpoint: str, query: Callable[[], Any], replay: 
     if store.kind(store.join(root, "commits", str(replay.new_batch_id))) != "file":
         raise RestoreError(f"replaying old batch {replay.old_batch_id} left no commit")
     if file_sink is not None and not reread_sink:
-        _empty_sink_batch(spark, file_sink, replay.new_batch_id)
+        add_empty_sink_batch(spark, file_sink, replay.new_batch_id)
     return Bootstrap(query_id, str(started.runId), started.name, began,
                      datetime.now(timezone.utc),
                      tuple(str(p.json) for p in started.recentProgress))
+
 
 def old_batches(m: Manifest) -> dict[int, CheckpointBatch]:
     """Each old batch after the savepoint's, as the old checkpoint's ``offsets/N`` has it
@@ -85,6 +87,7 @@ def old_batches(m: Manifest) -> dict[int, CheckpointBatch]:
         return {}
     return {b.batch_id: b for b in old.batches if b.batch_id > m.batch_id and b.readable}
 
+
 def discard_checkpoint(spark: Any, checkpoint: str) -> None:
     """The new checkpoint a recovery made and could not finish, removed (the error that
     stopped it is the one to show)."""
@@ -95,24 +98,6 @@ def discard_checkpoint(spark: Any, checkpoint: str) -> None:
     except Exception as exc:
         log.warning("the unfinished checkpoint %s was not removed: %s", checkpoint,
                     first_line(exc))
-
-
-def file_sink_of(progress: Sequence[str]) -> str | None:
-    """The file sink's path a query's progress names (None: another sink)."""
-    import json
-
-    from ...checkpoint.sinks import described_sink
-
-    for text in progress:
-        described = described_sink((json.loads(text).get("sink") or {}).get("description"))
-        if described is not None and described[0] == "file":
-            return described[1]
-    return None
-
-
-SINK_LOG_CLASSES = ("org.apache.spark.sql.execution.streaming.sinks.FileStreamSinkLog",
-                    "org.apache.spark.sql.execution.streaming.FileStreamSinkLog")
-"""Where Spark keeps its file sink log: ``sinks`` from 4.1, the package above before."""
 
 
 def writer_file_sink(spark: Any, query: Callable[[], Any], checkpoint: str) -> str | None:
@@ -129,25 +114,3 @@ def writer_file_sink(spark: Any, query: Callable[[], Any], checkpoint: str) -> s
         return None
     path = (writer_options(writer, ("path",)) or {}).get("path")
     return path or f"format {found}"
-
-
-def _empty_sink_batch(spark: Any, path: str, batch_id: int) -> None:
-    """Batch ``batch_id`` added to the file sink log at ``path``, with no file."""
-    from py4j.java_gateway import JavaClass
-
-    jvm = spark._jvm
-    for name in SINK_LOG_CLASSES:
-        cls = jvm
-        for part in name.split("."):
-            cls = getattr(cls, part)
-        if isinstance(cls, JavaClass):
-            break
-    else:
-        raise RestoreError("this Spark has no FileStreamSinkLog where it is looked for: the "
-                           "file sink's log cannot be kept whole")
-    status = getattr(jvm, name.rsplit(".", 1)[0]).SinkFileStatus
-    log_path = path.rstrip("/") + "/_spark_metadata"
-    sink_log = cls(cls.VERSION(), spark._jsparkSession, log_path, jvm.scala.Option.empty())
-    if not sink_log.add(batch_id, spark.sparkContext._gateway.new_array(status, 0)):
-        raise RestoreError(f"the file sink log {log_path} holds batch {batch_id} already: "
-                           "another query writes there")

@@ -7,7 +7,7 @@
     .venv/bin/python bench/run_all.py --tiny --jobs 2   # two at a time (figures then meaningless)
 
 Each script's progress goes to stderr; the tables go to stdout (and to ``--out``). The
-tiny sizes are what tests/test_bench.py runs, so that a benchmark the code has moved
+tiny sizes are what tests/house/test_bench.py runs, so that a benchmark the code has moved
 away from fails the suite instead of the next person measuring with it.
 """
 

@@ -1,7 +1,7 @@
 """What the sink check adds to a restart plan (issue 41): reading the old query's sink log
 and its old checkpoint, side by side with the same plan without them.
 
-Built on disk, in the formats Spark and Delta write (tests/test_sink_logs.py reads real
+Built on disk, in the formats Spark and Delta write (tests/checkpoint/test_sink_logs.py reads real
 ones the same way):
 
 * a file sink's ``_spark_metadata`` of ``--batches`` batches (10^4), one output file per

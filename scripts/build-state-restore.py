@@ -9,7 +9,7 @@ Compiles jvm/state-restore (src/main/java and src/spark-<minor>/java) with javac
 the jars of that Spark and writes offset_journal/_jars/state-restore-spark<minor>.jar,
 its manifest naming the sources' SHA-256 (see offset_journal/local/helper_jar.py).
 A developer's step, after a change to the helper's sources: commit the jar with them;
-tests/test_state_helper.py fails while the two disagree. Prints the jar's path.
+tests/state/test_state_helper.py fails while the two disagree. Prints the jar's path.
 """
 
 from __future__ import annotations

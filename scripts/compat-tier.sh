@@ -25,7 +25,7 @@ if [ ${#versions[@]} -eq 0 ]; then
     echo "usage: scripts/compat-tier.sh VERSION... [-- PYTEST-ARGS...] (e.g. 3.5.7 4.0.0 4.1.1)" >&2
     exit 2
 fi
-mapfile -t files < <(grep -l "mark\.compat" tests/test_*.py)
+mapfile -t files < <(grep -rl --include="test_*.py" "mark\.compat" tests | sort)
 
 services=
 env_file=

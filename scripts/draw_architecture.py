@@ -1,11 +1,11 @@
 """Draw docs/architecture.svg: the data's way through the package, and the packages in
-their import layers, from the arrows ``tests/test_house.py`` declares and checks.
+their import layers, from the arrows ``tests/house/test_house.py`` declares and checks.
 
     .venv/bin/python scripts/draw_architecture.py          # write docs/architecture.svg
     .venv/bin/python scripts/draw_architecture.py --check  # exit 1 when it is out of date
 
 The picture is generated rather than drawn by hand so that it cannot drift from the
-rules the house test enforces: ``tests/test_house.py`` compares the committed file with
+rules the house test enforces: ``tests/house/test_house.py`` compares the committed file with
 what this script draws.
 """
 

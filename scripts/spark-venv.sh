@@ -2,7 +2,7 @@
 # One venv per Spark release, outside the repository and cached, for running the suite (or
 # a part of it) on that Spark:
 #   scripts/spark-venv.sh 3.5.1 4.0.0 4.1.1      # makes them; prints each one's directory
-#   scripts/spark-venv.sh --python 3.5.1 -m pytest -q -n 0 tests/test_e2e.py
+#   scripts/spark-venv.sh --python 3.5.1 -m pytest -q -n 0 tests/jobs/test_e2e.py
 # `--python VERSION ARGS...` runs that venv's Python with ARGS, holding the venv for the
 # run: another checkout asking for the same release waits until the run ends instead of
 # reinstalling it underneath (scripts/compat-tier.sh runs the compatibility tier so).

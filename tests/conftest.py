@@ -17,7 +17,9 @@ os.environ.setdefault("PYSPARK_DRIVER_PYTHON", sys.executable)
 # the first non-loopback interface's address when the host name resolves to 127.0.0.1.
 os.environ.setdefault("SPARK_LOCAL_IP", "127.0.0.1")
 
-pytest_plugins = ["offset_journal.testing"]
+# the shared fixtures (the command line, the secured server) are defined once, in
+# tests/support.py, beside the helpers they use
+pytest_plugins = ["offset_journal.testing", "tests.support"]
 
 # The real parts a test may need; a test whose fixtures reach none of them (and is not
 # marked spark or slow) is in the quick tier: the pure core, in seconds.

@@ -1,4 +1,4 @@
-"""A driver whose listener bus drops streaming events (tests/test_listener_bus.py).
+"""A driver whose listener bus drops streaming events (tests/capture/test_listener_bus.py).
 
 Its own process, because the queue's capacity is a SparkContext setting: Spark's
 ``spark.scheduler.listenerbus.eventqueue.streams.capacity`` is tiny, and a second

@@ -1,5 +1,5 @@
 """What the stateful end-to-end tests share (tests/test_restore_*.py,
-tests/test_savepoint_e2e.py): the records, the queries, reading state back, the checks
+tests/savepoint/test_savepoint_e2e.py): the records, the queries, reading state back, the checks
 of an upgraded query's state and output."""
 
 from __future__ import annotations

@@ -11,7 +11,7 @@ from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from datetime import datetime, timedelta, timezone
 from pathlib import Path
-from typing import Any
+from typing import Any, NamedTuple
 
 import pytest
 import sqlalchemy as sa
@@ -275,18 +275,37 @@ def count_rows(url: str, table: str) -> int:
     return int(sql_rows(url, f"select count(*) from offset_journal.{table}")[0][0])  # noqa: S608
 
 
+class Ran(NamedTuple):
+    """One command run in-process: unpacks as ``code, out, err``."""
+
+    code: int
+    out: str
+    err: str
+
+    @property
+    def error_line(self) -> str:
+        """The single stderr line an error must be (no traceback, nothing else)."""
+        lines = self.err.strip().splitlines()
+        assert len(lines) == 1, self.err
+        assert "Traceback" not in self.err
+        assert lines[0].startswith("offset-journal: error: ")
+        return lines[0]
+
+
 class Cli:
     def __init__(self, capsys: pytest.CaptureFixture[str]) -> None:
         self.capsys = capsys
 
-    def __call__(self, *argv: str) -> tuple[int, str, str]:
+    def __call__(self, *argv: str) -> Ran:
         code = cli_main(list(argv))
         out, err = self.capsys.readouterr()
-        return code, out, err
+        return Ran(code, out, err)
 
 
 @pytest.fixture
 def cli(capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch) -> Cli:
+    """The command line in-process, with no journal URL from the environment (a test
+    that wants one sets it after asking for this fixture)."""
     monkeypatch.delenv(ENV_URL, raising=False)
     return Cli(capsys)
 

@@ -11,7 +11,7 @@
   run_bounds reads) and the pure rule (overlap.concurrent_runs) over spans built here
   from the same events agree.
 
-tests/test_records.py and tests/test_restart.py hold the properties of well-formed
+tests/test_records.py and tests/restart/test_restart.py hold the properties of well-formed
 input (round trips, monotonic chains, rewinds); these are about the rest.
 """
 

@@ -19,13 +19,11 @@ import pytest
 
 from offset_journal import Journal
 from offset_journal.formatting import format_time
-from tests import support
 from tests.jobs_support import load_job
 from tests.support import Cli, one_error_line
 
 pytestmark = [pytest.mark.spark, pytest.mark.slow]
 
-cli = support.cli
 
 Rows = list[tuple[str, int, int]]
 

@@ -1,7 +1,7 @@
 """The journal's tables, as SQLAlchemy Core objects for the storage layer's queries.
 
 The database schema itself is created only by the Alembic migrations in migrations/;
-these definitions must match them (tests/test_migrations.py checks that they do).
+these definitions must match them (tests/journal/test_migrations.py checks that they do).
 """
 
 from __future__ import annotations

@@ -12,7 +12,7 @@ to the executors, where ``EncodeRows`` runs in tasks.
 
 **Keeping the committed jars honest.** Each jar's manifest records the SHA-256 of the
 sources it was compiled from (``Source-SHA-256``), the minor and the PySpark it was
-compiled against, and the javac. tests/test_state_helper.py checks the digest against
+compiled against, and the javac. tests/state/test_state_helper.py checks the digest against
 the sources in the repository (a source changed and the jar not rebuilt fails there) and
 rebuilds the jar against the installed PySpark, comparing every class byte for byte:
 javac's output depends only on the sources, the class path, ``--release`` and the

@@ -5,8 +5,8 @@ their import layers, from the arrows ``tests/house/test_house.py`` declares and 
     .venv/bin/python scripts/draw_architecture.py --check  # exit 1 when it is out of date
 
 The picture is generated rather than drawn by hand so that it cannot drift from the
-rules the house test enforces: ``tests/house/test_house.py`` compares the committed file with
-what this script draws.
+rules the house test enforces: ``tests/house/test_house.py`` compares the committed file
+with what this script draws.
 """
 
 from __future__ import annotations
@@ -43,7 +43,8 @@ W, BOX_H, GAP = 1000, 46, 18
 
 def arrows() -> dict[str, set[str]]:
     """The declared arrows, read from the house test (one declaration, two readers)."""
-    spec = importlib.util.spec_from_file_location("_house", ROOT / "tests" / "test_house.py")
+    house = ROOT / "tests" / "house" / "test_house.py"
+    spec = importlib.util.spec_from_file_location("_house", house)
     assert spec is not None and spec.loader is not None
     module = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(module)

@@ -1,70 +1,9 @@
 """The continuity audit's walk (pure): every journaled batch, per (topic, partition),
-in the journal's order, must start where the partition's processing had got to.
-
-**Order.** The journal's sequence (``batches.id``), across runs and checkpoints: the
-order the database journaled the batches in, which no driver's clock can skew.
-
-**Where a partition had got to** (its *frontier*) is the highest end offset any batch
-had processed before. A batch starting above it leaves a **gap** (offsets never
-processed: frontier..start-1); a batch starting below it is an **overlap** (offsets
-processed again: start..min(end, frontier)-1). A run that keeps re-reading (a rewind,
-an old checkpoint, a second driver under the same name) extends its one overlap
-until it passes the frontier, so a restart shows as one finding per partition, with
-its batches and the earlier batches that had read the range.
-
-**Where a run began.** A run that resumes a checkpoint has its start offsets from
-Spark. A run on a NEW checkpoint has none (Spark reports a null start for its first
-batch): it began where the plan it started from said, when the run is tied to a
-recorded plan (a link that holds, :func:`link_problem`, or :func:`match_plan`: both
-need the plan recorded, by the database's clock, before the run's first batch was
-journaled, and that batch to fit the plan's offsets; for a matched plan, earliest is
-the log start the plan recorded, met exactly); without one, the start is
-inferred only where it is certain (no records read: start = end; one partition:
-start = end - records) and is an **unknown start** otherwise.
-
-**Planned or not.** A gap or overlap at the start of a run made from a recorded plan
-that reprocesses on purpose (at, as-of, rewind, from-time), starting exactly where the
-plan said, is *planned*; so is a gap at the start of a run from a plan that accepted
-data loss (--allow-data-loss: it started partitions whose offsets retention had
-deleted at their log start), starting exactly where the plan said. Everything else is
-*unexplained*. A plan at "after" that no longer matched the journal (another run
-journaled batches since it was made) is not an excuse.
-
-**A new log.** A run that starts a partition already processed at its log start
-because its plan said so (-2, earliest: a topic deleted and created again,
---restart-recreated-topic) begins the partition afresh: the audit walks it from that
-batch on and says so in a note, not as an overlap with the old topic's offsets.
-
-A partition's first appearance is not a gap when it starts at 0, at the
-log start by a plan (-2, earliest) or by Spark's own rule (a partition added under a
-running query is read from its log start), and in the first run audited (the journal
-begins there); otherwise it is an **unexplained start** (only the broker knows a log
-start, and offsets it deleted were never processed either).
-
-**Journal rows lost.** A checkpoint's batch ids follow one another, across the runs
-that resume it: a batch whose query id has journaled batches, and whose id is more than
-one past the highest of them, shows that the ids in between were not journaled before
-it. A gap there names them as journal
-rows lost (its database failed over to a server that lacked them, or Spark's listener
-bus dropped their events), never as a job reading from the wrong place, and says how to
-journal them from the checkpoint. A batch of the same query id with one of those ids,
-journaled further on (a listener's spool, ``checkpoint import``), fills its part of the
-gap (:mod:`._missing`). Read on a standby (``standby``, what the edge says of its lag),
-ids that never come may only not be replayed yet: a note says so, and there is no
-finding.
-
-**The sink's log.** A plan that read the old query's sink (the batch in flight) keeps what it
-took from it: the batches the sink held beyond the journal, with their offsets from the
-old checkpoint. A run that starts after them, as the plan said, is planned even where
-those batches are not in the journal (a gap over exactly their offsets: the old run
-wrote them to the sink once). And a batch of them that Spark ran again on resuming the
-old checkpoint (same query id, batch id and offsets) is not read twice into the sink:
-the sink's log already held it, and the file and Delta sinks skip such a batch.
-
-Limits: a batch journaled late (from a listener's spool, after a newer run's) is
-placed where it was journaled, unless it fills ids its checkpoint's later batches
-showed missing; a query reading one topic-partition in two sources
-(a self-union) shows overlaps between them.
+in the journal's order (``batches.id``, which no driver's clock can skew), must start
+where the partition's processing had got to (its *frontier*: the highest end offset
+read before). Above it is a gap, below it an overlap; a run tied to a recorded plan
+that said so is *planned*, anything else *unexplained*. The rules in full, with their
+limits: docs/audit-and-report.md, "The rules".
 """
 
 from __future__ import annotations

@@ -9,7 +9,9 @@ transactions of 100 batches, as the writer commits a backlog). Then ``VACUUM ANA
 and ``pg_total_relation_size`` (heap, indexes, TOAST, free-space and visibility maps)
 of every table in the journal's schema. Then ``Journal.prune`` deletes the older
 ``--prune-share`` of each query's history in each database, timed, given per million
-partition values (batches pruned x partitions).
+partition values (batches pruned x partitions). Also printed: a worked table of the
+disk a fleet of 10 / 100 / 1,000 jobs needs per day and per 30 days (``--every`` s
+between batches).
 
 The data (``--data``): ``realistic`` (default; see _common.REALISTIC, seeded by
 ``--seed``: both databases get the same offsets) or ``uniform`` (_common.kafka_progress:

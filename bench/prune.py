@@ -4,9 +4,9 @@ migration 0013).
 
 The history is built with set-based SQL (as the writer stores it: one batch row and
 one source row with its offsets arrays per batch, one shared layout), then ``VACUUM
-ANALYZE``; then ``Journal.prune`` deletes the older ``--prune-share`` of every job's
-history (all runs, the newest batch of each query kept), timed as a whole: the
-per-query lookups, the prefix query and the deletes in transactions of 5,000 batches.
+ANALYZE``; then ``Journal.prune`` deletes the older ``--prune-share`` (default 0.8) of
+every job's history (all runs, the newest batch of each query kept), timed as a whole:
+the per-query lookups, the prefix query and the deletes in transactions of 5,000 batches.
 The figure is seconds per million partition values deleted.
 
     .venv/bin/python bench/prune.py [--jobs 100 --batches 1000 --partitions 100]

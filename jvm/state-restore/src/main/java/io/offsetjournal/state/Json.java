@@ -29,27 +29,27 @@ final class Json {
         return b.append('"').toString();
     }
 
-    /** A JSON object, its members in the order put. */
-    static final class Object {
+    /** A JSON object, its members in the order put (not named Object: that is java.lang's). */
+    static final class Members {
         private final List<String> members = new ArrayList<>();
 
-        Object put(String key, String value) {
+        Members put(String key, String value) {
             members.add(quote(key) + ":" + (value == null ? "null" : quote(value)));
             return this;
         }
 
-        Object put(String key, long value) {
+        Members put(String key, long value) {
             members.add(quote(key) + ":" + value);
             return this;
         }
 
-        Object put(String key, Array value) {
+        Members put(String key, Array value) {
             members.add(quote(key) + ":" + value);
             return this;
         }
 
         /** A member whose value is JSON text already (a schema's own JSON). */
-        Object raw(String key, String json) {
+        Members raw(String key, String json) {
             members.add(quote(key) + ":" + (json == null ? "null" : json));
             return this;
         }
@@ -64,7 +64,7 @@ final class Json {
     static final class Array {
         private final List<String> items = new ArrayList<>();
 
-        Array add(java.lang.Object item) {
+        Array add(Object item) {
             items.add(item instanceof String s ? quote(s) : String.valueOf(item));
             return this;
         }

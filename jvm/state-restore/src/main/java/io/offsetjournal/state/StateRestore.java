@@ -156,19 +156,19 @@ public final class StateRestore {
                 Json.Array cfs = new Json.Array();
                 for (StateStoreColFamilySchema cf : columnFamilies(spark, resolved,
                         op.operatorInfo().operatorId(), store)) {
-                    cfs.add(new Json.Object()
+                    cfs.add(new Json.Members()
                         .put("name", cf.colFamilyName())
                         .raw("key_schema", cf.keySchema().json())
                         .raw("value_schema", cf.valueSchema().json())
                         .raw("key_encoder", cf.keyStateEncoderSpec().get().json()));
                 }
-                stores.add(new Json.Object()
+                stores.add(new Json.Members()
                     .put("name", store.storeName())
                     .put("partitions", store.numPartitions())
                     .put("prefix_key_columns", store.numColsPrefixKey())
                     .put("column_families", cfs));
             }
-            Json.Object entry = new Json.Object()
+            Json.Members entry = new Json.Members()
                 .put("id", op.operatorInfo().operatorId())
                 .put("name", op.operatorInfo().operatorName())
                 .put("version", op.version())
@@ -190,7 +190,7 @@ public final class StateRestore {
     public static String joinTypes(StreamingQuery query) {
         checkVersion();
         StreamingQuery q = query instanceof StreamingQueryWrapper w ? w.streamingQuery() : query;
-        Json.Object out = new Json.Object();
+        Json.Members out = new Json.Members();
         IncrementalExecution last = ((StreamExecution) q).lastExecution();
         if (last != null) {
             joins(last.executedPlan(), out);
@@ -198,7 +198,7 @@ public final class StateRestore {
         return out.toString();
     }
 
-    private static void joins(SparkPlan plan, Json.Object out) {
+    private static void joins(SparkPlan plan, Json.Members out) {
         if (plan instanceof StreamingSymmetricHashJoinExec join && join.stateInfo().isDefined()) {
             out.put(String.valueOf(join.stateInfo().get().operatorId()), join.joinType().sql());
         }

@@ -65,7 +65,6 @@ public final class StateWrite {
     private final int partitions;
     private final Map<String, Family> families = new LinkedHashMap<>();
     private final Map<String, List<JavaRDD<InternalRow>>> sources = new HashMap<>();
-    private final Map<String, String> written = new LinkedHashMap<>();
     private Option<scala.collection.immutable.Map<Object, String[][]>> ids = Option.empty();
     private boolean ran;
 
@@ -163,7 +162,6 @@ public final class StateWrite {
 
     private void add(long operatorId, String store, String family, JavaRDD<InternalRow> rdd) {
         sources.computeIfAbsent(key(operatorId, store, null), k -> new ArrayList<>()).add(rdd);
-        written.put(key(operatorId, store, family), family == null ? "raw" : "typed");
     }
 
     /** Runs the rewrite; returns the state checkpoint ids as JSON ({@code null} unless the
@@ -185,7 +183,7 @@ public final class StateWrite {
         if (ids.isEmpty()) {
             return "null";
         }
-        Json.Object out = new Json.Object();
+        Json.Members out = new Json.Members();
         for (Map.Entry<Object, String[][]> e : CollectionConverters.asJava(ids.get()).entrySet()) {
             Json.Array parts = new Json.Array();
             for (String[] stores : e.getValue()) {

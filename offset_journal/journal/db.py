@@ -7,6 +7,7 @@ prints :func:`redact` of it, so passwords never reach logs or error messages.
 
 from __future__ import annotations
 
+import json
 import logging
 import os
 import re
@@ -136,6 +137,19 @@ def read_only(exc: BaseException) -> bool:
     (in recovery), or a server set to default_transaction_read_only."""
     orig = getattr(exc, "orig", None) or exc
     return getattr(orig, "sqlstate", None) == READ_ONLY
+
+
+def database_identity(database_url: str) -> str:
+    """The database a URL names, without its password (or any other secret): driver,
+    user, host, port, database, and the host/port given as query options."""
+    try:
+        url = sa.engine.make_url(database_url)
+    except Exception:  # not a URL SQLAlchemy reads: hash its redacted form
+        return redact(database_url)
+    query = {k: url.query[k] for k in ("host", "hostaddr", "port", "dbname", "service")
+             if k in url.query}
+    return json.dumps([url.drivername.partition("+")[0], url.username, url.host, url.port,
+                       url.database, sorted(query.items())], default=str)
 
 
 def host_count(url: str) -> int:

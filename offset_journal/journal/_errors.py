@@ -114,7 +114,8 @@ def translated() -> Iterator[None]:
 F = TypeVar("F", bound=Callable[..., Any])
 
 
-def _translating(fn: F) -> F:
+def translating_call(fn: F) -> F:
+    """``fn`` with its database errors translated (a generator's too)."""
     if inspect.isgeneratorfunction(fn):
         @functools.wraps(fn)
         def gen(*args: Any, **kwargs: Any) -> Any:
@@ -140,7 +141,7 @@ def translating(cls: C) -> C:
     names = {name for klass in cls.__mro__[:-1] for name, value in vars(klass).items()
              if not name.startswith("_") and inspect.isfunction(value)}
     for name in names:
-        setattr(cls, name, _translating(getattr(cls, name)))
+        setattr(cls, name, translating_call(getattr(cls, name)))
     return cls
 
 

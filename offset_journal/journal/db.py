@@ -25,6 +25,7 @@ from psycopg import pq
 from ..errors import ConfigError
 from ..formatting import escape_line
 from ..redaction import redact
+from ._errors import translating_call
 from .server import (
     GUARD_PARAMETER,
     SERVER_GUARD,
@@ -462,6 +463,7 @@ def alembic_config(url: str | None = None) -> Any:
     return _alembic_config(resolve_url(url))
 
 
+@translating_call
 def upgrade(url: str | None = None, revision: str = "head") -> None:
     """Bring the journal schema to ``revision`` (Alembic's upgrade)."""
     from alembic import command
@@ -492,6 +494,7 @@ def upgrade_sql(revision: str = "head", start: str | None = None) -> str:
     return out.getvalue()
 
 
+@translating_call
 def current_revision(url: str | None = None) -> str | None:
     """The schema revision the database is at, None for an empty database."""
     from alembic.runtime.migration import MigrationContext
@@ -520,6 +523,7 @@ ORDER BY 1, 2
 """
 
 
+@translating_call
 def foreign_bindings(url: str | None = None) -> list[tuple[str, str]]:
     """The journal's views, constraints, defaults and triggers bound to a function,
     operator or type outside ``pg_catalog`` and the journal's schema: (object, what it

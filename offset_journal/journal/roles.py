@@ -32,6 +32,7 @@ from typing import Any
 from sqlalchemy.dialects import postgresql
 
 from ..errors import GrantError
+from ._errors import translating_call
 from .schema import SCHEMA, metadata, views
 
 JOURNAL_TABLES: tuple[str, ...] = tuple(t.name for t in metadata.tables.values())
@@ -181,6 +182,7 @@ def grant_statements(writer: str | None = None, reader: str | None = None, *,
     return out
 
 
+@translating_call
 def grant(database_url: str | None, writer: str | None = None, reader: str | None = None,
           planner: str | None = None) -> list[str]:
     """Run :func:`grant_statements` in the URL's database, in one transaction, as the

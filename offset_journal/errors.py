@@ -12,6 +12,9 @@ The tree::
     │   ├── JarsError                      the JVM parts cannot be found or fetched (local/jars.py)
     │   ├── BrokerStartError               a local broker did not come up (local/kafka.py)
     │   └── MirrorStartError               a local MirrorMaker 2 did not start (local/mirror.py)
+    ├── InvalidValueError (ValueError)     a value given is not usable (a duration, a time,
+    │                                      a name, a threshold, a batch, a role) (values.py)
+    ├── UnknownSourceError (KeyError)      a batch has no source of that index (rows.py)
     ├── OffsetFormatError (ValueError)     an offset payload is not its source's shape
     ├── ProgressFormatError (ValueError)   a progress payload cannot be journaled (records.py)
     ├── CheckpointError (ValueError)       not a readable checkpoint (checkpoint/)
@@ -61,6 +64,18 @@ class BrokerStartError(ConfigError):
 
 class MirrorStartError(ConfigError):
     """MirrorMaker 2 did not come up; the message ends with its own last lines."""
+
+
+class InvalidValueError(OffsetJournalError, ValueError):
+    """A value given to offset-journal (a duration, a time, a query or role name, a
+    threshold, a batch reference, an MM2 alias) is not usable; one line saying why."""
+
+
+class UnknownSourceError(OffsetJournalError, KeyError):
+    """A batch has no source of the index asked for."""
+
+    def __str__(self) -> str:  # a KeyError's would quote the message
+        return str(self.args[0]) if self.args else ""
 
 
 class OffsetFormatError(OffsetJournalError, ValueError):
@@ -148,6 +163,7 @@ __all__ = [
     "CheckpointError",
     "ConfigError",
     "GrantError",
+    "InvalidValueError",
     "JarsError",
     "JournalConnectionLost",
     "JournalConstraintError",
@@ -166,4 +182,5 @@ __all__ = [
     "RestartError",
     "RestoreError",
     "SavepointError",
+    "UnknownSourceError",
 ]

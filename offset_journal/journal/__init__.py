@@ -10,6 +10,9 @@ The modules, in the order data flows:
 
 * ``_base.py``: the connection (an engine opened lazily, reads that say when the schema
   is missing);
+* ``_errors.py``: SQLAlchemy's and the driver's errors translated, once, into the
+  journal's own (``JournalUnavailable``, ``JournalReadOnly``, ``JournalSchemaError``,
+  ``JournalRefused``, ...): every public method of :class:`Journal` raises only those;
 * ``_batch_args.py``: a batch as the arguments of its one call (pure);
 * ``_driver.py``: that call on psycopg, in a transaction or alone in one round trip;
 * ``_write.py``: runs, batches, rejected events, spool losses, restart plans and

@@ -25,7 +25,7 @@ from psycopg import pq
 from ..errors import ConfigError
 from ..formatting import escape_line
 from ..redaction import redact
-from ._errors import translating_call
+from ._errors import READ_ONLY, translating_call
 from .server import (
     GUARD_PARAMETER,
     SERVER_GUARD,
@@ -129,13 +129,10 @@ def _hosts_in_query(url: str) -> str:
     return f"{scheme}://{userinfo}{at}{path or '/'}?{options}"
 
 
-READ_ONLY = "25006"
-"""SQLSTATE read_only_sql_transaction: a standby (or default_transaction_read_only)."""
-
-
 def read_only(exc: BaseException) -> bool:
     """Whether the database refused a write because it is read-only here: a standby
-    (in recovery), or a server set to default_transaction_read_only."""
+    (in recovery), or a server set to default_transaction_read_only. SQLAlchemy's error
+    or the journal's (a JournalReadOnly, translated) alike."""
     orig = getattr(exc, "orig", None) or exc
     return getattr(orig, "sqlstate", None) == READ_ONLY
 

@@ -18,8 +18,6 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import Any, NoReturn
 
-import sqlalchemy as sa
-
 from offset_journal import redact
 from offset_journal.checkpoint import file_sink_metadata, is_new_checkpoint
 from offset_journal.cli.plan_args import add_plan_options, request_from_args
@@ -135,7 +133,7 @@ def decide_start(args: argparse.Namespace, *, state_aware: bool = False,
                 **({"old_sink": sink, "txn_app_id": txn_app_id} if sink else {}))
             plan = plan_restart(args.database_url, request, journal=journal,
                                 record=not args.no_record)
-    except (OffsetJournalError, sa.exc.SQLAlchemyError) as exc:
+    except OffsetJournalError as exc:
         raise JobError(redact(first_line(exc))) from None
     for w in plan.warnings:
         log.warning("restart plan: %s", w)
@@ -186,7 +184,7 @@ def start_query(spark: Any, args: argparse.Namespace, start: Start,
                                      database_url=args.database_url,
                                      expect_sha256=start.savepoint_sha256,
                                      on_start=link_bootstrap)
-    except (OffsetJournalError, sa.exc.SQLAlchemyError) as exc:
+    except OffsetJournalError as exc:
         raise JobError(redact(first_line(exc))) from None
     log.info("%s", restored.explain())
     return writer().start()
@@ -202,7 +200,7 @@ def link_start(args: argparse.Namespace, start: Start, query: Any) -> Any:
     try:
         with Journal(args.database_url) as journal:
             journal.link_plan(start.plan_id, str(query.runId))
-    except (OffsetJournalError, sa.exc.SQLAlchemyError) as exc:
+    except OffsetJournalError as exc:
         log.warning("run %s not linked to restart plan %s: %s", query.runId, start.plan_id,
                     redact(first_line(exc)))
     return query

@@ -12,10 +12,22 @@ The tree::
     │   ├── JarsError                      the JVM parts cannot be found or fetched (local/jars.py)
     │   ├── BrokerStartError               a local broker did not come up (local/kafka.py)
     │   └── MirrorStartError               a local MirrorMaker 2 did not start (local/mirror.py)
+    ├── InvalidValueError (ValueError)     a value given is not usable (a duration, a time,
+    │                                      a name, a threshold, a batch, a role) (values.py)
+    ├── UnknownSourceError (KeyError)      a batch has no source of that index (rows.py)
     ├── OffsetFormatError (ValueError)     an offset payload is not its source's shape
     ├── ProgressFormatError (ValueError)   a progress payload cannot be journaled (records.py)
     ├── CheckpointError (ValueError)       not a readable checkpoint (checkpoint/)
     ├── JournalError (RuntimeError)        the journal cannot answer (journal/)
+    │   ├── JournalUnavailable             unreachable, connection lost, shutting down,
+    │   │   │                              overloaded, timed out: the same call may work later
+    │   │   └── JournalConnectionLost      an open connection broke: the next call connects anew
+    │   ├── JournalReadOnly                the database takes no writes here (a standby,
+    │   │                                  default_transaction_read_only)
+    │   ├── JournalSchemaError             the journal schema is missing or older than this release
+    │   └── JournalRefused                 the database refuses the statement itself
+    │       ├── JournalPermissionError     a grant (or the login) is missing
+    │       └── JournalConstraintError     a constraint refuses the row (a duplicate, a key)
     ├── RestartError (RuntimeError)        no plan can be made (restart/)
     ├── SavepointError (RuntimeError)      no savepoint can be made or used (savepoint/)
     │   └── RestoreError                   a savepoint's state not restored (savepoint/restore/)
@@ -24,6 +36,11 @@ The tree::
         └── KafkaUnavailable               the cluster did not answer
 
 Each is importable from here and from the module that raises it.
+
+The journal's methods raise only these (never SQLAlchemy's or the driver's errors): a
+database error is translated once, at the journal's edge, into the ``JournalError`` that
+says what it means, its message one redacted line, its ``sqlstate`` kept when the
+database gave one (the driver's error stays as ``__cause__``, for a traceback).
 """
 
 from __future__ import annotations
@@ -49,6 +66,18 @@ class MirrorStartError(ConfigError):
     """MirrorMaker 2 did not come up; the message ends with its own last lines."""
 
 
+class InvalidValueError(OffsetJournalError, ValueError):
+    """A value given to offset-journal (a duration, a time, a query or role name, a
+    threshold, a batch reference, an MM2 alias) is not usable; one line saying why."""
+
+
+class UnknownSourceError(OffsetJournalError, KeyError):
+    """A batch has no source of the index asked for."""
+
+    def __str__(self) -> str:  # a KeyError's would quote the message
+        return str(self.args[0]) if self.args else ""
+
+
 class OffsetFormatError(OffsetJournalError, ValueError):
     """An offset payload is not what its source says it is."""
 
@@ -62,7 +91,43 @@ class CheckpointError(OffsetJournalError, ValueError):
 
 
 class JournalError(OffsetJournalError, RuntimeError):
-    """The journal cannot answer: database unreachable, schema missing."""
+    """The journal cannot answer: database unreachable, schema missing, a statement
+    refused. ``sqlstate`` is the database's SQLSTATE when it gave one."""
+
+    sqlstate: str | None = None
+
+
+class JournalUnavailable(JournalError):
+    """The database cannot answer now (unreachable, the connection lost, shutting down,
+    overloaded, a statement or lock timed out): nothing about the data; retry later."""
+
+
+class JournalConnectionLost(JournalUnavailable):
+    """A connection that was open broke (the server restarted, an idle cut): the next
+    call connects anew, so one retry tells whether the database is away."""
+
+
+class JournalReadOnly(JournalError):
+    """The database takes no writes here: a standby (in recovery) or a server set to
+    ``default_transaction_read_only``. Reads still work; writes need the primary."""
+
+
+class JournalSchemaError(JournalError):
+    """The journal schema is missing or older than this release: run
+    ``offset-journal db upgrade``."""
+
+
+class JournalRefused(JournalError):
+    """The database refuses the statement itself (its data, a privilege, a constraint):
+    the same call fails again until someone changes the data or the database."""
+
+
+class JournalPermissionError(JournalRefused):
+    """The journal's role lacks a grant, or its login is refused."""
+
+
+class JournalConstraintError(JournalRefused):
+    """A constraint refuses the row: a duplicate, a key that is not there."""
 
 
 class RestartError(OffsetJournalError, RuntimeError):
@@ -98,8 +163,16 @@ __all__ = [
     "CheckpointError",
     "ConfigError",
     "GrantError",
+    "InvalidValueError",
     "JarsError",
+    "JournalConnectionLost",
+    "JournalConstraintError",
     "JournalError",
+    "JournalPermissionError",
+    "JournalReadOnly",
+    "JournalRefused",
+    "JournalSchemaError",
+    "JournalUnavailable",
     "KafkaAdminError",
     "KafkaUnavailable",
     "MirrorStartError",
@@ -109,4 +182,5 @@ __all__ = [
     "RestartError",
     "RestoreError",
     "SavepointError",
+    "UnknownSourceError",
 ]

@@ -11,6 +11,7 @@ from dataclasses import dataclass, field
 from datetime import datetime, timezone
 from typing import Any, Literal
 
+from .errors import UnknownSourceError
 from .formatting import format_time
 from .offsets import PartitionOffset, looks_like_kafka
 
@@ -174,7 +175,8 @@ class Batch:
         for s in self.sources:
             if s.source_index == index:
                 return s
-        raise KeyError(f"batch {self.batch_id} of run {self.run_id} has no source {index}")
+        raise UnknownSourceError(
+            f"batch {self.batch_id} of run {self.run_id} has no source {index}")
 
 
 @dataclass(frozen=True)

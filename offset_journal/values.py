@@ -11,6 +11,8 @@ import math
 import re
 from datetime import datetime, timedelta, timezone
 
+from .errors import InvalidValueError
+
 MAX_DURATION = timedelta(days=100 * 366)
 """The longest duration taken (windows, relative times): a century."""
 MAX_TIMEOUT = 24 * 3600.0
@@ -40,15 +42,15 @@ def parse_duration(text: str) -> timedelta:
     while pos < len(value):
         match = _DURATION_PART.match(value, pos)
         if match is None or match.group(2) not in _UNITS:
-            raise ValueError(f"bad duration {text!r}: use e.g. 10m, 1h30m, '10 minutes'")
+            raise InvalidValueError(f"bad duration {text!r}: use e.g. 10m, 1h30m, '10 minutes'")
         seconds += float(match.group(1)) * _UNITS[match.group(2)].total_seconds()
         pos = match.end()
         while pos < len(value) and value[pos] in " ,":
             pos += 1
     if not value or seconds <= 0:
-        raise ValueError(f"bad duration {text!r}: must be positive")
+        raise InvalidValueError(f"bad duration {text!r}: must be positive")
     if seconds > MAX_DURATION.total_seconds():
-        raise ValueError(f"bad duration {text!r}: longer than {MAX_DURATION.days} days")
+        raise InvalidValueError(f"bad duration {text!r}: longer than {MAX_DURATION.days} days")
     return timedelta(seconds=seconds)
 
 
@@ -69,17 +71,17 @@ def parse_time(text: str, now: datetime | None = None) -> datetime:
             ago = parse_duration(relative)
         except ValueError as exc:
             if "longer than" in str(exc):
-                raise ValueError(f"bad time {text!r}: {exc}") from None
+                raise InvalidValueError(f"bad time {text!r}: {exc}") from None
         else:
             try:
                 return now - ago
             except OverflowError:
-                raise ValueError(f"bad time {text!r}: before the year 1") from None
+                raise InvalidValueError(f"bad time {text!r}: before the year 1") from None
     iso = value[:-1] + "+00:00" if value.endswith(("Z", "z")) else value
     try:
         parsed = datetime.fromisoformat(iso)
     except ValueError:
-        raise ValueError(
+        raise InvalidValueError(
             f"bad time {text!r}: use ISO 8601 like 2024-05-01T12:00:00Z, or -2h / '2h ago'"
         ) from None
     return parsed if parsed.tzinfo else parsed.replace(tzinfo=timezone.utc)
@@ -90,9 +92,9 @@ def parse_timeout(text: str | float) -> float:
     try:
         value = float(text)
     except (TypeError, ValueError):
-        raise ValueError(f"bad timeout {text!r}: not a number of seconds") from None
+        raise InvalidValueError(f"bad timeout {text!r}: not a number of seconds") from None
     if not math.isfinite(value) or value <= 0 or value > MAX_TIMEOUT:
-        raise ValueError(f"bad timeout {text!r}: use seconds above 0, at most "
+        raise InvalidValueError(f"bad timeout {text!r}: use seconds above 0, at most "
                          f"{MAX_TIMEOUT:.0f}")
     return value
 
@@ -100,7 +102,7 @@ def parse_timeout(text: str | float) -> float:
 def check_name(text: str, what: str) -> str:
     """A query name, consumer group or the like: not empty, nor only blanks."""
     if not isinstance(text, str) or not text.strip():
-        raise ValueError(f"{what} must not be empty")
+        raise InvalidValueError(f"{what} must not be empty")
     return text
 
 
@@ -108,7 +110,7 @@ def parse_batch_ref(text: str) -> tuple[str, int]:
     """``RUN_ID:BATCH_ID`` (a run id as ``runs`` prints it) -> (run id, batch id)."""
     run_id, sep, batch = text.strip().rpartition(":")
     if not sep or not run_id or not batch.isdigit():
-        raise ValueError(
+        raise InvalidValueError(
             f"bad batch {text!r}: use RUN_ID:BATCH_ID, e.g. 88e2ff94-...-6316fbef529a:41"
         )
     return run_id, int(batch)

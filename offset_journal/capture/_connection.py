@@ -13,9 +13,7 @@ from __future__ import annotations
 import contextlib
 from collections.abc import Iterator
 
-import sqlalchemy as sa
-
-from ..journal import Journal
+from ..journal import Connection, Journal
 from ..journal.db import make_engine, writable_url
 from ..journal.server import ServerIdentity, server_seen
 from ._config import WriterConfig
@@ -26,11 +24,11 @@ class HeldConnection:
     """The writer's connection, and the deadline on its transactions."""
 
     def __init__(self, transaction_timeout: float) -> None:
-        self.conn: sa.Connection | None = None
+        self.conn: Connection | None = None
         self._timeout = transaction_timeout
         self._watchdog = Watchdog()
 
-    def get(self, journal: Journal) -> tuple[sa.Connection, ServerIdentity | None]:
+    def get(self, journal: Journal) -> tuple[Connection, ServerIdentity | None]:
         """The connection, and the server it is on when it is a new one (None: the same
         connection as before, on the server read then). After an invalidation
         SQLAlchemy connects it again on use: done here, before a deadline is armed on
@@ -45,7 +43,7 @@ class HeldConnection:
         return self.conn, server_seen(self.conn)
 
     @contextlib.contextmanager
-    def deadline(self, conn: sa.Connection) -> Iterator[None]:
+    def deadline(self, conn: Connection) -> Iterator[None]:
         """Cut the connection when a transaction outlives the transaction timeout: a
         database (or pooler, or network) that keeps the connection open and never
         answers would otherwise hold the writer for good. The cut makes the driver
@@ -73,7 +71,7 @@ class HeldConnection:
         self._watchdog.close()
 
 
-def socket_of(conn: sa.Connection) -> int | None:
+def socket_of(conn: Connection) -> int | None:
     """The file descriptor of a psycopg connection's socket, else None."""
     try:
         driver = conn.connection.driver_connection

@@ -1,5 +1,6 @@
 """What an error while writing means for the events being written (the writer's
-classification, by SQLSTATE), and the writer's signals that are never the events' fault.
+classification, by the journal's own error kinds and their SQLSTATE), and the writer's
+signals that are never the events' fault.
 
 Only connection failures are outages (the events wait in the spool, retried); a missing
 grant or schema is a misconfiguration (kept, retried, logged as an error); anything
@@ -10,9 +11,14 @@ from __future__ import annotations
 
 import enum
 
-import psycopg
-import sqlalchemy as sa
-
+from ..errors import (
+    JournalError,
+    JournalPermissionError,
+    JournalReadOnly,
+    JournalSchemaError,
+    JournalUnavailable,
+)
+from ..journal import as_journal_error
 from ..journal.server import server_changed
 
 
@@ -24,14 +30,6 @@ class Fault(enum.Enum):
     REFUSED = "refused"  # the database refuses this event's data: rejected_events
 
 
-# SQLSTATEs (https://www.postgresql.org/docs/current/errcodes-appendix.html) that say
-# nothing about the events: the server is going away, overloaded, a standby, or a
-# statement was cancelled by statement_timeout.
-_OUTAGE_STATES = frozenset({
-    "57P01", "57P02", "57P03", "57P05", "57014", "53000", "53100", "53200", "53300",
-    "53400", "40001", "40P01", "55P03", "55006", "25006", "3D000", "58000", "58030",
-})
-_OUTAGE_CLASSES = ("08",)
 # A role without a grant, a password refused, a schema not migrated: the events are
 # fine; a person must fix the database. Kept and retried, logged as errors.
 _MISCONFIGURED_STATES = {
@@ -43,7 +41,6 @@ _MISCONFIGURED_STATES = {
     "3F000": "the journal schema is missing (run `offset-journal db upgrade`)",
     "42883": "the journal schema is older than this release (run `offset-journal db upgrade`)",
 }
-_MISCONFIGURED_CLASSES = ("28",)  # invalid authorization
 # A transaction pooler between the writer and Postgres that the connection does not
 # suit: nothing about the events either. offset-journal sends no startup options and
 # prepares nothing on the server, so these come from settings added to the URL.
@@ -58,50 +55,38 @@ _POOLER_STARTUP_HINT = ("the pooler (PgBouncer) refuses a startup parameter: rem
 
 
 def sqlstate(exc: BaseException) -> str | None:
-    """The SQLSTATE of a database error (wrapped by SQLAlchemy or raw psycopg), if any."""
-    orig = exc.orig if isinstance(exc, sa.exc.DBAPIError) else exc
-    state = getattr(orig, "sqlstate", None)
+    """The SQLSTATE the database gave for an error, if any."""
+    state = getattr(as_journal_error(exc), "sqlstate", None)
     return state if isinstance(state, str) and state else None
 
 
 def classify_error(exc: BaseException) -> Fault:
-    """Decide what an error while writing means: only connection failures are outages,
-    a missing grant or schema is a misconfiguration, and anything else the database (or
-    its driver) refuses is about the event itself."""
+    """Decide what an error while writing means: the database away (unavailable, the
+    connection lost, a standby) is an outage, a missing grant or schema is a
+    misconfiguration, and anything else the database refuses is about the event."""
+    exc = as_journal_error(exc)  # one the journal did not translate yet: the same kinds
     if _POOLER_STARTUP in str(exc):
         return Fault.MISCONFIGURED
-    if isinstance(exc, (Switched, Standby)):
-        return Fault.OUTAGE
-    if isinstance(exc, sa.exc.DBAPIError) and exc.connection_invalidated:
+    if isinstance(exc, (Switched, Standby, JournalUnavailable, JournalReadOnly, OSError)):
         return Fault.OUTAGE
     if server_changed(exc):  # another server than the one written to
         return Fault.OUTAGE
     state = sqlstate(exc)
-    if state is not None:
-        if state in _OUTAGE_STATES or state.startswith(_OUTAGE_CLASSES):
-            return Fault.OUTAGE
-        if state == "23503" and LAYOUT_KEY in str(exc):
-            # A Kafka layout the journal remembered as stored is not there (its commit
-            # failed after the fact, or the schema was re-created): the Journal has
-            # forgotten it and sends it again on the retry; nothing about the event.
-            return Fault.OUTAGE
-        if state in _MISCONFIGURED_STATES or state.startswith(_MISCONFIGURED_CLASSES):
-            return Fault.MISCONFIGURED
-        return Fault.REFUSED
-    orig = exc.orig if isinstance(exc, sa.exc.DBAPIError) else exc
-    # No SQLSTATE: connecting failed, the connection broke, or a timeout.
-    if isinstance(orig, (psycopg.OperationalError, psycopg.InterfaceError, OSError,
-                         sa.exc.TimeoutError, sa.exc.OperationalError, sa.exc.InterfaceError)):
+    if state == "23503" and LAYOUT_KEY in str(exc):
+        # A Kafka layout the journal remembered as stored is not there (its commit
+        # failed after the fact, or the schema was re-created): the Journal has
+        # forgotten it and sends it again on the retry; nothing about the event.
         return Fault.OUTAGE
-    if isinstance(exc, (sa.exc.OperationalError, sa.exc.InterfaceError)):
-        return Fault.OUTAGE
+    if isinstance(exc, (JournalSchemaError, JournalPermissionError)) or (
+            state is not None and state in _MISCONFIGURED_STATES):
+        return Fault.MISCONFIGURED
     return Fault.REFUSED
 
 
 def from_database(exc: BaseException) -> bool:
-    """Whether an error came from the database or its driver, rather than from a
-    fault in offset-journal's own code (which says nothing about the event either)."""
-    return isinstance(exc, (sa.exc.SQLAlchemyError, psycopg.Error)) or sqlstate(exc) is not None
+    """Whether an error came from the database, rather than from a fault in
+    offset-journal's own code (which says nothing about the event either)."""
+    return isinstance(as_journal_error(exc), JournalError)
 
 
 def fault_hint(exc: BaseException) -> str:

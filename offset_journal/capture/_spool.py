@@ -24,8 +24,7 @@ from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import IO, Any
 
-from sqlalchemy.engine import make_url
-
+from ..journal.db import database_identity
 from ..records import PROGRESS, batch_from_progress, journal_name
 from ._ownership import Strangers, check_directory
 
@@ -45,21 +44,6 @@ def _locked_by_another(path: Path) -> bool:
             return False
     except FileNotFoundError:
         return False
-
-
-def database_identity(database_url: str) -> str:
-    """The database a URL names, without its password (or any other secret): driver,
-    user, host, port, database, and the host/port given as query options."""
-    try:
-        url = make_url(database_url)
-    except Exception:  # not a URL SQLAlchemy reads: hash its redacted form
-        from ..redaction import redact
-
-        return redact(database_url)
-    query = {k: url.query[k] for k in ("host", "hostaddr", "port", "dbname", "service")
-             if k in url.query}
-    return json.dumps([url.drivername.partition("+")[0], url.username, url.host, url.port,
-                       url.database, sorted(query.items())], default=str)
 
 
 def default_spool_dir(database_url: str) -> Path:

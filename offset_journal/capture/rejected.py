@@ -121,8 +121,7 @@ def replay_rejected(journal: Journal, events: list[RejectedEvent]) -> list[Repla
         except Exception as exc:
             if classify_error(exc) is not Fault.REFUSED:
                 raise
-            first = str(getattr(exc, "orig", None) or exc).strip().splitlines()
-            outcomes.append(ReplayOutcome(ev.id, False, first[0] if first else repr(exc)))
+            outcomes.append(ReplayOutcome(ev.id, False, str(exc) or repr(exc)))
             continue
         outcomes.append(ReplayOutcome(ev.id, True))
     return outcomes

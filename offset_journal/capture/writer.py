@@ -27,11 +27,10 @@ from collections import Counter
 from dataclasses import dataclass
 from typing import Any
 
-import sqlalchemy as sa
-
+from ..errors import JournalConnectionLost, JournalError, JournalReadOnly
 from ..formatting import first_line
-from ..journal import Journal, record_each
-from ..journal.db import host_count, read_only
+from ..journal import Connection, Journal, record_each, translated
+from ..journal.db import host_count
 from ..journal.server import server_changed
 from ..records import (
     PROGRESS,
@@ -295,11 +294,13 @@ class Writer:
                 bad.append((str(exc), payload or _dump(ev)))
         return _Parsed(records, good, bad)
 
-    def _connection(self, journal: Journal) -> sa.Connection:
+    def _connection(self, journal: Journal) -> Connection:
         """The writer thread's connection (_connection.py). A new one reads which server
         it is on: a standby is an outage (dropped: the next finds the primary); on
-        another server, what the window holds goes first (Switched)."""
-        conn, seen = self._held.get(journal)
+        another server, what the window holds goes first (Switched). Its database
+        errors are the journal's own (translated)."""
+        with translated():
+            conn, seen = self._held.get(journal)
         if seen is not None:
             if seen.in_recovery:
                 self._held.drop()
@@ -312,15 +313,15 @@ class Writer:
         while True:
             try:
                 conn = self._connection(journal)
-                with self._held.deadline(conn):
+                with translated(), self._held.deadline(conn):
                     new = _journal_events(journal, conn, parsed.records, parsed.bad)
-            except sa.exc.DBAPIError as exc:
+            except JournalError as exc:
                 # A pooled connection gone stale (server restarted, idle timeout)
                 # invalidates the pool, and a Kafka layout remembered as stored may be
                 # missing (another server, after a failover: the Journal forgot its
                 # layouts): one attempt more for each decides whether the database is
                 # away.
-                why = ("stale" if exc.connection_invalidated
+                why = ("stale" if isinstance(exc, JournalConnectionLost)
                        else "layout" if LAYOUT_KEY in str(exc) else None)
                 if why is None or why in retried:
                     raise
@@ -350,7 +351,7 @@ class Writer:
             asked = self._probes_asked
         journal = self._get_journal()
         conn = self._connection(journal)
-        with self._held.deadline(conn), conn.begin():
+        with translated(), self._held.deadline(conn), conn.begin():
             pass
         if self._failover.server is not None:
             self._failover.check(self._rejournal)
@@ -394,7 +395,7 @@ class Writer:
                       exc_info=exc)
         try:
             conn = self._connection(journal)
-            with self._held.deadline(conn), conn.begin():
+            with translated(), self._held.deadline(conn), conn.begin():
                 journal.record_rejected(reason, _dump(event), conn)
         except Exception as again:
             # Counted as lost only when the database itself refuses the rejected row;
@@ -433,7 +434,7 @@ class Writer:
                 self._held.drop()
             self._down_until = 0.0
             return
-        standby = isinstance(exc, _Standby) or read_only(exc)
+        standby = isinstance(exc, (_Standby, JournalReadOnly))
         if standby:  # find the primary (or this one promoted) on the next try
             self._held.drop()
         fault = classify_error(exc)
@@ -565,11 +566,11 @@ _WAKE: dict[str, Any] = {}
 
 def _record_losses(writer: Writer, journal: Journal, entries: list[dict[str, Any]]) -> None:
     conn = writer._connection(journal)
-    with writer._held.deadline(conn), conn.begin():
+    with translated(), writer._held.deadline(conn), conn.begin():
         journal.record_spool_losses(entries, conn)
 
 
-def _journal_events(journal: Journal, conn: sa.Connection,
+def _journal_events(journal: Journal, conn: Connection,
                     records: list[RunRecord | BatchRecord],
                     bad: list[tuple[str, str]]) -> list[bool]:
     """One transaction on ``conn``: the records, and the events that cannot be one in

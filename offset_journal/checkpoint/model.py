@@ -6,6 +6,8 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
+from ..errors import CheckpointError
+
 
 def source_sort_key(source_id: str) -> tuple[int, int, str]:
     """Numeric ids in numeric order ("10" after "2"), named ones after them."""
@@ -130,7 +132,7 @@ class Checkpoint:
         is gone (Spark purges old batches) or unreadable.
         """
         if batch_id < 0:
-            raise ValueError(f"batch id must be >= 0, got {batch_id}")
+            raise CheckpointError(f"batch id must be >= 0, got {batch_id}")
         if batch_id == 0:
             ids = self.source_ids()
             if not ids:

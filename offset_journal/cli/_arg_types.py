@@ -10,6 +10,7 @@ from datetime import datetime, timedelta, timezone
 from typing import Any, cast
 
 from .. import values
+from ..errors import InvalidValueError
 from .plan_args import argument_type
 
 
@@ -28,7 +29,7 @@ def past_time_arg(text: str) -> datetime:
     def past(t: str) -> datetime:
         value, now = values.parse_time(t), datetime.now(timezone.utc)
         if value > now:
-            raise ValueError(f"{value.isoformat().replace('+00:00', 'Z')} is in the future: "
+            raise InvalidValueError(f"{value.isoformat().replace('+00:00', 'Z')} is in the future: "
                              "give a time that has passed (e.g. -1h)")
         return value
 
@@ -96,9 +97,9 @@ def count_value(text: str) -> int:
     try:
         value = int(text)
     except ValueError:
-        raise ValueError(f"not a number: {text!r}") from None
+        raise InvalidValueError(f"not a number: {text!r}") from None
     if value < 0:
-        raise ValueError(f"must be >= 0: {text!r}")
+        raise InvalidValueError(f"must be >= 0: {text!r}")
     return value
 
 

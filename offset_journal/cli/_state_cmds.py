@@ -290,8 +290,6 @@ def _journal_restore(journal: Any, plan: Any, request: Any, restored: Any,
     """The restore journaled once it is done, in the order the audit takes: the plan,
     its link to the bootstrap run, the run's batch (from its progress: the command's
     session has no listener). A refused restore journals nothing. The warnings."""
-    import sqlalchemy as sa
-
     from ..errors import OffsetJournalError
     from ..formatting import first_line
     from ..redaction import redact
@@ -306,10 +304,9 @@ def _journal_restore(journal: Any, plan: Any, request: Any, restored: Any,
     if plan.plan_id is not None:
         try:
             journal.link_plan(plan.plan_id, restored.bootstrap_run_id)
-        except (OffsetJournalError, sa.exc.SQLAlchemyError) as exc:
+        except OffsetJournalError as exc:
             warnings.append(f"plan {plan.plan_id} was not linked to the bootstrap run "
-                            f"{restored.bootstrap_run_id}: "
-                            f"{redact(first_line(getattr(exc, 'orig', None) or exc))}")
+                            f"{restored.bootstrap_run_id}: {redact(first_line(exc))}")
     elif plan.record_problem:
         warnings.append(plan.record_problem)
     if restored.bootstrap is not None:

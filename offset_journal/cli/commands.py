@@ -105,21 +105,20 @@ def _exit_now(seconds: float, code: int = EXIT_RUNTIME) -> None:  # pragma: no c
 
 
 _RUNTIME_ERRORS = (OffsetJournalError, OSError)
-"""Bad input or an unavailable service (besides SQLAlchemy's errors): one line, exit 1."""
+"""Bad input or an unavailable service (the journal's errors among them): one line,
+exit 1."""
 
 
 def _runtime_error(exc: BaseException) -> bool:
-    import sqlalchemy as sa
-
-    return isinstance(exc, (*_RUNTIME_ERRORS, sa.exc.SQLAlchemyError))
+    return isinstance(exc, _RUNTIME_ERRORS)
 
 
 def _read_only_line(args: argparse.Namespace, exc: BaseException) -> str | None:
     """What to say when a command that writes ran on a read-only server (a standby):
     it needs the primary."""
-    from ..journal.db import read_only
+    from ..errors import JournalReadOnly
 
-    if not read_only(exc):
+    if not isinstance(exc, JournalReadOnly):
         return None
     words = [getattr(args, "command", None)]
     words += [getattr(args, f"{words[0]}_command", None)]

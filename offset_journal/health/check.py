@@ -18,6 +18,7 @@ from enum import IntEnum
 from fnmatch import fnmatchcase
 from typing import Any, Generic, Literal, TypeVar
 
+from ..errors import InvalidValueError
 from ..formatting import cell, format_time
 from ..rows import ForecastFacts, QueryFacts
 from ..wording import count, ids_text, tp
@@ -131,14 +132,14 @@ def parse_threshold(text: str, parse: Any, *, minimum: bool = False) -> Threshol
     warning level is not before the critical one."""
     parts = [p.strip() for p in str(text).split(",")]
     if len(parts) > 2 or not all(parts):
-        raise ValueError(f"bad threshold {text!r}: use CRITICAL or WARNING,CRITICAL")
+        raise InvalidValueError(f"bad threshold {text!r}: use CRITICAL or WARNING,CRITICAL")
     values = [parse(p) for p in parts]
     if len(values) == 1:
         return Threshold(values[0])
     warning, critical = values
     if (warning < critical) if minimum else (warning > critical):
         order = "above" if minimum else "below"
-        raise ValueError(f"bad threshold {text!r}: the warning level must be {order} the "
+        raise InvalidValueError(f"bad threshold {text!r}: the warning level must be {order} the "
                          "critical one")
     return Threshold(critical, warning)
 

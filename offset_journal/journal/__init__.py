@@ -10,6 +10,9 @@ The modules, in the order data flows:
 
 * ``_base.py``: the connection (an engine opened lazily, reads that say when the schema
   is missing);
+* ``_errors.py``: SQLAlchemy's and the driver's errors translated, once, into the
+  journal's own (``JournalUnavailable``, ``JournalReadOnly``, ``JournalSchemaError``,
+  ``JournalRefused``, ...): every public method of :class:`Journal` raises only those;
 * ``_batch_args.py``: a batch as the arguments of its one call (pure);
 * ``_driver.py``: that call on psycopg, in a transaction or alone in one round trip;
 * ``_write.py``: runs, batches, rejected events, spool losses, restart plans and
@@ -43,8 +46,20 @@ from __future__ import annotations
 
 from collections.abc import Collection, Sequence
 from datetime import datetime
+from typing import Any
 
-from ..errors import JournalError
+import sqlalchemy as sa
+
+from ..errors import (
+    JournalConnectionLost,
+    JournalConstraintError,
+    JournalError,
+    JournalPermissionError,
+    JournalReadOnly,
+    JournalRefused,
+    JournalSchemaError,
+    JournalUnavailable,
+)
 from ..rows import (
     FLAGGED_PROBLEMS,
     HISTORY_PAGE,
@@ -60,18 +75,29 @@ from ..rows import (
     SpoolLoss,
 )
 from ._aggregates import ReportRows
+from ._errors import as_journal_error, translated, translating
 from ._health import Health
 from ._losses import Losses
 from ._queries import Queries
 from ._retention import prune
-from ._write import Writes, record_all, record_each
+from ._write import Writes
+from ._write import record_all as _record_all
+from ._write import record_each as _record_each
+
+Connection = sa.Connection
+"""A connection to the journal's database, for a caller that holds one across calls
+(the listener's writer); its errors are translated by :func:`translated`."""
 
 
+@translating
 class Journal(Writes, Queries, Health, Losses):
     """The offset journal in one Postgres database.
 
     ``Journal(url)`` opens no connection until first used. Reading methods answer for a
-    *query name*, which stays the same across checkpoints while query ids do not.
+    *query name*, which stays the same across checkpoints while query ids do not. Its
+    methods raise only :class:`JournalError` and its kinds (``JournalUnavailable``,
+    ``JournalReadOnly``, ``JournalSchemaError``, ``JournalRefused``, ...), never
+    SQLAlchemy's or the driver's errors.
     """
 
     def prune(self, before: datetime, *, query_name: str | None = None,
@@ -85,6 +111,23 @@ class Journal(Writes, Queries, Health, Losses):
 
 
 __all__: Sequence[str] = ["FLAGGED_PROBLEMS", "HISTORY_PAGE", "RECENT_RUNS", "Batch",
-                          "FlaggedProblem", "Journal", "JournalError", "PruneResult",
+                          "Connection", "FlaggedProblem", "Journal", "JournalConnectionLost",
+                          "JournalConstraintError", "JournalError", "JournalPermissionError",
+                          "JournalReadOnly", "JournalRefused", "JournalSchemaError",
+                          "JournalUnavailable", "PruneResult",
                           "RecordedPlan", "RecordedSavepoint", "ReportRows", "Run",
-                          "RunBounds", "SourceOffsets", "SpoolLoss", "record_all", "record_each"]
+                          "RunBounds", "SourceOffsets", "SpoolLoss", "record_all", "record_each",
+                          "as_journal_error", "translated"]
+
+
+def record_all(journal: Journal, records: Any, conn: Connection) -> int:
+    """Record runs and batches in ``conn``'s transaction (journal/_write.py)."""
+    with translated():
+        return _record_all(journal, records, conn)
+
+
+def record_each(journal: Journal, records: Any, conn: Connection) -> list[bool]:
+    """Record runs and batches in ``conn``'s transaction; for each, whether it was a
+    batch new to the journal (journal/_write.py)."""
+    with translated():
+        return _record_each(journal, records, conn)

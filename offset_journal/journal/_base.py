@@ -10,7 +10,7 @@ from typing import Any, Self
 
 import sqlalchemy as sa
 
-from ..errors import JournalError
+from ..errors import JournalError, JournalSchemaError, JournalUnavailable
 from ..formatting import first_line
 from ..redaction import redact
 from ._arrays import Layout, layout_id
@@ -109,10 +109,11 @@ class JournalBase:
         try:
             return self._engine.connect()
         except sa.exc.OperationalError as exc:
-            raise JournalError(
+            error = JournalUnavailable(
                 f"cannot reach the journal database {redact(self._engine.url)}: "
-                f"{redact(first_line(exc))}"
-            ) from None
+                f"{redact(first_line(exc))}")
+            error.sqlstate = getattr(exc.orig, "sqlstate", None)
+            raise error from None
 
     def _run_read(self, fn: Any) -> Any:
         with self.connect() as conn:
@@ -120,7 +121,7 @@ class JournalBase:
                 return fn(conn)
             except sa.exc.ProgrammingError as exc:
                 if "does not exist" in str(exc.orig):
-                    raise JournalError(self._schema_problem()) from None
+                    raise JournalSchemaError(self._schema_problem()) from None
                 raise
 
     def _schema_problem(self) -> str:

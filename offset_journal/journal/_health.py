@@ -16,7 +16,7 @@ from typing import Any
 
 import sqlalchemy as sa
 
-from ..errors import JournalError
+from ..errors import JournalPermissionError
 from ..formatting import first_line
 from ..rows import ForecastFacts, QueryFacts, SavepointFacts
 from ._losses import facts_losses, loss_rows, record_losses
@@ -258,7 +258,7 @@ class Health(Reads):
         except sa.exc.ProgrammingError as exc:
             if getattr(exc.orig, "sqlstate", None) != "42501":
                 raise
-            raise JournalError(f"this role may not read the journal's tables "
+            raise JournalPermissionError(f"this role may not read the journal's tables "
                                f"({first_line(exc)}): {_granted_before(exc)}") from None
         return [QueryFacts(
             query_name=r["query_name"], last_trigger_at=r["trigger_at"],
@@ -313,7 +313,7 @@ class Health(Reads):
             if getattr(exc.orig, "sqlstate", None) != "42501" or "retention_losses" not in str(
                     exc.orig):
                 raise
-            raise JournalError(f"this role may not record losses ({first_line(exc)}): "
+            raise JournalPermissionError(f"this role may not record losses ({first_line(exc)}): "
                                f"{_granted_before(exc)}") from None
 
     def _replace_forecasts(self, conn: sa.Connection, names: Iterable[str],

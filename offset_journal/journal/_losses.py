@@ -112,7 +112,7 @@ class Losses(Reads):
                                 ) -> list[LossAcknowledgement]:
         """Record decisions on losses (``loss_acknowledgements`` rows: loss_id,
         end_offset, reason, host, os_user), in one transaction; returns them as
-        recorded. Raises SQLAlchemy's error when the journal refuses (no privilege)."""
+        recorded. Raises JournalPermissionError when the journal refuses (no privilege)."""
         if not rows:
             return []
         c = loss_acknowledgements.c

@@ -323,7 +323,7 @@ class Writes(JournalBase):
     def record_plan(self, row: dict[str, Any]) -> int:
         """Record a restart plan handed out (a ``restart_plans`` row, as
         :func:`offset_journal.restart.record.plan_row` makes it); returns its id.
-        Raises SQLAlchemy's error when the journal refuses it (no privilege, no table),
+        Raises a JournalError when the journal refuses it (no privilege, no table),
         SavepointError when the savepoint it starts from was deleted meanwhile (checked
         under the lock retention deletes with: never a plan whose files are gone)."""
         with self._engine.begin() as conn:
@@ -336,7 +336,7 @@ class Writes(JournalBase):
     def record_savepoint(self, row: dict[str, Any]) -> int:
         """Record a savepoint made (a ``savepoints`` row: query_name, run_id, query_id,
         batch_id, checkpoint, location, manifest_sha256, manifest, host, os_user);
-        returns its id. Raises SQLAlchemy's error when the journal refuses it."""
+        returns its id. Raises a JournalError when the journal refuses it."""
         with self._engine.begin() as conn:
             return int(conn.execute(savepoints.insert().values(row)
                                     .returning(savepoints.c.id)).scalar_one())
@@ -348,7 +348,7 @@ class Writes(JournalBase):
         migration 0022), before they go; None when recorded. Not recorded, and why it
         stays returned, when under the query's lock a recorded plan names it or it is
         the query's newest (what was decided may be stale by then), for every role.
-        Raises SQLAlchemy's error when the journal refuses it (its guard, a privilege,
+        Raises a JournalError when the journal refuses it (its guard, a privilege,
         a deletion already recorded)."""
         row = {"savepoint_id": savepoint_id, "reason": reason, "host": host,
                "os_user": os_user}
@@ -439,8 +439,8 @@ def record_cluster(journal: Writes, run: RunRecord, conn: sa.Connection) -> None
     try:
         with conn.begin_nested():
             journal.record_run(run, conn)
-    except sa.exc.DBAPIError as exc:
-        state = getattr(exc.orig, "sqlstate", None)
+    except JournalError as exc:  # record_run's, translated
+        state = exc.sqlstate
         if state not in _CLUSTER_UNWRITABLE:
             raise
         log.warning("offset-journal: run %s's Kafka cluster id is not journaled (%s): run "

@@ -7,6 +7,7 @@ prints :func:`redact` of it, so passwords never reach logs or error messages.
 
 from __future__ import annotations
 
+import json
 import logging
 import os
 import re
@@ -24,6 +25,7 @@ from psycopg import pq
 from ..errors import ConfigError
 from ..formatting import escape_line
 from ..redaction import redact
+from ._errors import READ_ONLY, translating_call
 from .server import (
     GUARD_PARAMETER,
     SERVER_GUARD,
@@ -127,15 +129,25 @@ def _hosts_in_query(url: str) -> str:
     return f"{scheme}://{userinfo}{at}{path or '/'}?{options}"
 
 
-READ_ONLY = "25006"
-"""SQLSTATE read_only_sql_transaction: a standby (or default_transaction_read_only)."""
-
-
 def read_only(exc: BaseException) -> bool:
     """Whether the database refused a write because it is read-only here: a standby
-    (in recovery), or a server set to default_transaction_read_only."""
+    (in recovery), or a server set to default_transaction_read_only. SQLAlchemy's error
+    or the journal's (a JournalReadOnly, translated) alike."""
     orig = getattr(exc, "orig", None) or exc
     return getattr(orig, "sqlstate", None) == READ_ONLY
+
+
+def database_identity(database_url: str) -> str:
+    """The database a URL names, without its password (or any other secret): driver,
+    user, host, port, database, and the host/port given as query options."""
+    try:
+        url = sa.engine.make_url(database_url)
+    except Exception:  # not a URL SQLAlchemy reads: hash its redacted form
+        return redact(database_url)
+    query = {k: url.query[k] for k in ("host", "hostaddr", "port", "dbname", "service")
+             if k in url.query}
+    return json.dumps([url.drivername.partition("+")[0], url.username, url.host, url.port,
+                       url.database, sorted(query.items())], default=str)
 
 
 def host_count(url: str) -> int:
@@ -448,6 +460,7 @@ def alembic_config(url: str | None = None) -> Any:
     return _alembic_config(resolve_url(url))
 
 
+@translating_call
 def upgrade(url: str | None = None, revision: str = "head") -> None:
     """Bring the journal schema to ``revision`` (Alembic's upgrade)."""
     from alembic import command
@@ -478,6 +491,7 @@ def upgrade_sql(revision: str = "head", start: str | None = None) -> str:
     return out.getvalue()
 
 
+@translating_call
 def current_revision(url: str | None = None) -> str | None:
     """The schema revision the database is at, None for an empty database."""
     from alembic.runtime.migration import MigrationContext
@@ -506,6 +520,7 @@ ORDER BY 1, 2
 """
 
 
+@translating_call
 def foreign_bindings(url: str | None = None) -> list[tuple[str, str]]:
     """The journal's views, constraints, defaults and triggers bound to a function,
     operator or type outside ``pg_catalog`` and the journal's schema: (object, what it

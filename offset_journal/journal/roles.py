@@ -31,7 +31,8 @@ from typing import Any
 
 from sqlalchemy.dialects import postgresql
 
-from ..errors import GrantError
+from ..errors import GrantError, InvalidValueError
+from ._errors import translating_call
 from .schema import SCHEMA, metadata, views
 
 JOURNAL_TABLES: tuple[str, ...] = tuple(t.name for t in metadata.tables.values())
@@ -47,7 +48,7 @@ _PREPARER = postgresql.dialect().identifier_preparer
 def quote_ident(name: str) -> str:
     """A Postgres identifier, quoted when it needs to be (``oj_writer``, ``"Oj Writer"``)."""
     if not isinstance(name, str) or not name or "\x00" in name:
-        raise ValueError(f"not a usable role or object name: {name!r}")
+        raise InvalidValueError(f"not a usable role or object name: {name!r}")
     return str(_PREPARER.quote(name))
 
 
@@ -168,7 +169,7 @@ def grant_statements(writer: str | None = None, reader: str | None = None, *,
     With ``database``, CONNECT on it too (PUBLIC has it by default, unless revoked).
     """
     if not writer and not reader and not planner:
-        raise ValueError("name a writer role, a reader role, a planner role, or several")
+        raise InvalidValueError("name a writer role, a reader role, a planner role, or several")
     out: list[str] = []
     for role, statements in ((writer, writer_statements), (reader, reader_statements),
                              (planner, planner_statements)):
@@ -181,6 +182,7 @@ def grant_statements(writer: str | None = None, reader: str | None = None, *,
     return out
 
 
+@translating_call
 def grant(database_url: str | None, writer: str | None = None, reader: str | None = None,
           planner: str | None = None) -> list[str]:
     """Run :func:`grant_statements` in the URL's database, in one transaction, as the

@@ -26,6 +26,8 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Literal
 
+from ..errors import InvalidValueError
+
 ReplicationPolicy = Literal["default", "identity"]
 """How MM2 names a replicated topic: ``default`` (DefaultReplicationPolicy:
 ``<alias>.<topic>``) or ``identity`` (IdentityReplicationPolicy: the same name)."""
@@ -72,7 +74,7 @@ def check_alias(alias: str) -> str:
     """``alias`` when MM2 could have named a cluster so; ValueError otherwise."""
     if not alias or not alias.strip() or alias != alias.strip() or "." in alias \
             or not alias.isprintable():
-        raise ValueError(f"not an MM2 cluster alias: {alias!r} (the name given to the "
+        raise InvalidValueError(f"not an MM2 cluster alias: {alias!r} (the name given to the "
                          "source cluster in MM2's `clusters` setting, such as primary)")
     return alias
 

@@ -29,6 +29,8 @@ from typing import Any
 
 import sqlalchemy as sa
 
+from ..errors import KafkaAdminError, KafkaUnavailable
+
 
 def docker_available() -> bool:
     """True when a Docker engine answers (not merely a docker client on PATH)."""
@@ -190,7 +192,7 @@ class KafkaCluster:
             producer.poll(0)
         remaining = producer.flush(30)
         if errors or remaining:
-            raise RuntimeError(f"produce to {topic} failed: {errors[:3]} ({remaining} unsent)")
+            raise KafkaAdminError(f"produce to {topic} failed: {errors[:3]} ({remaining} unsent)")
         return sorted(acked)
 
     def create_topic(self, topic: str, partitions: int = 4, *,
@@ -243,7 +245,7 @@ class KafkaCluster:
         deadline = time.monotonic() + timeout
         while not done():
             if time.monotonic() > deadline:
-                raise RuntimeError(f"Kafka: timed out waiting for {what}")
+                raise KafkaUnavailable(f"Kafka: timed out waiting for {what}")
             time.sleep(0.1)
 
     def stop(self) -> None:

@@ -8,6 +8,8 @@ import json
 from pathlib import Path
 from urllib.parse import unquote, urlparse
 
+from ..errors import CheckpointError
+
 
 def local_path(path: str) -> Path | None:
     """A ``file:`` URL or a plain path as a local path; None for other file systems."""
@@ -46,7 +48,7 @@ def delta_table_id(path: str) -> str | None:
         return _checkpoint_metadata_id(checkpoint)
     if not commits:
         return None
-    raise ValueError(f"no metaData action in {log}")
+    raise CheckpointError(f"no metaData action in {log}")
 
 
 def _metadata_id(lines: list[str]) -> str | None:
@@ -68,4 +70,4 @@ def _checkpoint_metadata_id(checkpoint: Path) -> str:
     for row in table.column("metaData").to_pylist():
         if row and isinstance(row.get("id"), str):
             return str(row["id"])
-    raise ValueError(f"no metaData action in {checkpoint}")
+    raise CheckpointError(f"no metaData action in {checkpoint}")

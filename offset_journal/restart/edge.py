@@ -346,8 +346,6 @@ def journal_sink_batches(journal: Journal, plan: RestartPlan) -> None:
     one does). A journal that refuses them (a planner role, which may record plans only)
     costs a warning: the recorded plan keeps them, and the audit reads the run started
     from it as planned all the same."""
-    import sqlalchemy as sa
-
     from ..checkpoint.importing import journal_batches
     from ..redaction import redact
 
@@ -356,8 +354,8 @@ def journal_sink_batches(journal: Journal, plan: RestartPlan) -> None:
     first, last = plan.sink_batches[0], plan.sink_batches[-1]
     try:
         new = journal_batches(journal, plan.sink_batches)
-    except (sa.exc.SQLAlchemyError, RestartError) as exc:
-        reason = redact(first_line(getattr(exc, "orig", None) or exc))
+    except (JournalError, RestartError) as exc:
+        reason = redact(first_line(exc))
         plan.plan_warnings.append(
             f"batches {first.batch_id}..{last.batch_id} of run {last.run_id}, taken from the "
             f"sink and the old checkpoint, were not journaled ({reason}): a plan made next "

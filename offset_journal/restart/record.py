@@ -18,7 +18,7 @@ from __future__ import annotations
 import logging
 from typing import TYPE_CHECKING, Any, Literal
 
-from ..formatting import first_line, format_time
+from ..formatting import format_time
 from ..origin import host_name, os_user
 from .model import (
     MODE_STATE_AWARE,
@@ -159,23 +159,21 @@ def record_plan(journal: Journal, plan: RestartPlan, request: PlanRequest,
     """Record ``plan`` in the journal; sets ``plan.plan_id``, or ``plan.record_problem``
     (for the caller to show) when the journal refused it (no INSERT privilege: the reader
     role; a journal not upgraded to 0008_decisions). Returns the plan."""
-    import sqlalchemy as sa
-
-    from ..journal.db import read_only
-    from ..redaction import redact
+    from ..errors import JournalError, JournalReadOnly, JournalSchemaError
 
     try:
         plan.plan_id = journal.record_plan(plan_row(plan, request, command))
-    except sa.exc.SQLAlchemyError as exc:
-        reason = redact(first_line(getattr(exc, "orig", None) or exc))
-        if read_only(exc):
+    except JournalError as exc:
+        reason = str(exc)
+        if isinstance(exc, JournalReadOnly):
             plan.record_problem = (
                 "this plan was not recorded in the journal: its database is read-only here "
                 "(a standby); recording needs the primary: plan against the primary's URL "
                 "before starting the job from it, or pass --no-record")
             log.info("restart plan for %s: %s", plan.query_name, plan.record_problem)
             return plan
-        fix = ("upgrade the journal (`offset-journal db upgrade`)" if "does not exist" in reason
+        fix = ("upgrade the journal (`offset-journal db upgrade`)"
+               if isinstance(exc, JournalSchemaError) or "does not exist" in reason
                else "record plans as a role with INSERT on offset_journal.restart_plans "
                     "(`offset-journal db grant --planner ROLE`)")
         plan.record_problem = (

@@ -22,10 +22,9 @@ from dataclasses import dataclass, replace
 from datetime import datetime, timezone
 from typing import TYPE_CHECKING, Any
 
-from ..errors import OffsetJournalError, SavepointError
+from ..errors import JournalConstraintError, JournalError, OffsetJournalError, SavepointError
 from ..formatting import first_line, format_time
 from ..origin import host_name, os_user
-from ..redaction import redact
 from ..values import url_scheme
 from ._files import probe_writable, read_manifest, remove_savepoint, require_empty
 from .core import recorded_problem, row_mismatch
@@ -181,8 +180,6 @@ def _delete(journal: Journal, verdict: Verdict) -> str | Verdict | None:
     newest (the journal checks under a lock a planner takes too); else why not, for a
     person. Only a directory holding the manifest the journal recorded is removed: a
     row's location is whatever the role that recorded it wrote."""
-    import sqlalchemy as sa
-
     row = verdict.savepoint
     label = f"savepoint {row.id} (batch {row.batch_id}) at {row.location}"
     try:
@@ -201,10 +198,10 @@ def _delete(journal: Journal, verdict: Verdict) -> str | Verdict | None:
     try:
         stays = journal.record_savepoint_deletion(row.id, verdict.why, host=host_name(),
                                                   os_user=os_user())
-    except sa.exc.IntegrityError:
+    except JournalConstraintError:
         return None  # another schedule recorded it first, and removes its files
-    except sa.exc.SQLAlchemyError as exc:
-        reason = redact(first_line(getattr(exc, "orig", None) or exc))
+    except JournalError as exc:
+        reason = str(exc)
         return f"{label} was not deleted: the journal refused to record it ({reason})"
     if stays is not None:
         return Verdict(row, False, stays)

@@ -20,7 +20,7 @@ from dataclasses import dataclass, replace
 from datetime import datetime, timezone
 from typing import TYPE_CHECKING, Any
 
-from ..errors import ConfigError, OffsetJournalError, SavepointError
+from ..errors import ConfigError, JournalError, OffsetJournalError, SavepointError
 from ..formatting import first_line
 from ..origin import host_name, os_user
 from ..spark_version import require
@@ -207,10 +207,6 @@ def _check_same_offsets(ckpt: Checkpoint, batch: Batch) -> None:
 
 
 def _recorded(journal: Journal, manifest: Manifest, location: str, digest: str) -> Savepoint:
-    import sqlalchemy as sa
-
-    from ..redaction import redact
-
     row = {"query_name": manifest.query_name, "run_id": manifest.run_id,
            "query_id": manifest.query_id, "batch_id": manifest.batch_id,
            "checkpoint": manifest.checkpoint, "location": location,
@@ -218,8 +214,8 @@ def _recorded(journal: Journal, manifest: Manifest, location: str, digest: str) 
            "host": host_name(), "os_user": os_user()}
     try:
         return Savepoint(manifest, location, journal.record_savepoint(row), sha256=digest)
-    except sa.exc.SQLAlchemyError as exc:
-        reason = redact(first_line(getattr(exc, "orig", None) or exc))
+    except JournalError as exc:
+        reason = str(exc)
         return Savepoint(manifest, location, None, (
             f"this savepoint was not recorded in the journal ({reason}): use it by its "
             "directory with --unrecorded-savepoint, or record savepoints as a role with "

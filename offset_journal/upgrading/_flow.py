@@ -18,8 +18,6 @@ import logging
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
-import sqlalchemy as sa
-
 from ..errors import ConfigError, OffsetJournalError
 from ..formatting import first_line
 from ..redaction import redact
@@ -104,8 +102,8 @@ def upgrade(spark: Any, running_query: Any, build_v2: Build, new_checkpoint: str
 def _reason(exc: Exception) -> str:
     """A refusal's reason in one line: the library's own errors as they are said, any
     other error named by its type (its traceback logged, for whoever debugs it)."""
-    if isinstance(exc, (OffsetJournalError, sa.exc.SQLAlchemyError)):
-        return redact(first_line(getattr(exc, "orig", None) or exc))
+    if isinstance(exc, OffsetJournalError):  # the journal's errors among them
+        return redact(first_line(exc))
     log.warning("the upgrade failed before v2 started", exc_info=exc)
     return f"{type(exc).__name__}: {redact(first_line(exc))}"
 

@@ -173,10 +173,11 @@ def test_a_fault_of_our_own_on_the_rejected_row_too_keeps_the_event_in_the_spool
 # --------------------------------------------------------------------------- classification
 
 
-class _PgError(Exception):
-    def __init__(self, sqlstate: str | None) -> None:
-        super().__init__(f"sqlstate {sqlstate}")
-        self.sqlstate = sqlstate
+def _PgError(sqlstate: str) -> BaseException:  # noqa: N802 - stands for the class
+    """The driver's own error for ``sqlstate`` (psycopg's class for it)."""
+    import psycopg
+
+    return psycopg.errors.lookup(sqlstate)(f"sqlstate {sqlstate}")
 
 
 def _wrapped(orig: BaseException, cls: type = sa.exc.DBAPIError) -> BaseException:

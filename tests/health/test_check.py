@@ -11,6 +11,7 @@ from typing import Any
 import pytest
 import sqlalchemy as sa
 
+from offset_journal.errors import JournalConstraintError, JournalPermissionError
 from offset_journal.health.check import Thresholds, parse_threshold
 from offset_journal.health.edge import check_fleet
 from offset_journal.journal import Journal
@@ -161,7 +162,7 @@ def test_only_the_planner_and_the_owner_record_forecasts(journal_url: str, cli: 
     for role in (writer, reader):
         with Journal(url(role)) as j:
             assert len(j.recorded_forecasts("q")) == 1
-            with pytest.raises(sa.exc.ProgrammingError, match="permission denied"):
+            with pytest.raises(JournalPermissionError, match="permission denied"):
                 j.record_forecasts(["q"], [row])
 
 
@@ -302,7 +303,7 @@ def test_recorded_rows_must_be_consistent(journal_url: str) -> None:
         for bad in (_forecast_row("q", 0, "lost"), _forecast_row("q", 0, "safe", lost=3),
                     _forecast_row("q", 0, "at-risk"), _forecast_row("q", 0, "safe", unread=-1),
                     _forecast_row("q", 0, "safe", basis="hunch")):
-            with pytest.raises(sa.exc.IntegrityError, match="retention_forecasts_"):
+            with pytest.raises(JournalConstraintError, match="retention_forecasts_"):
                 journal.record_forecasts(["q"], [bad])
 
 

@@ -1,5 +1,6 @@
 """The house: packages with declared arrows between them, no import cycle, SQL in the
-storage layer only, no private name used across modules.
+storage layer only, SQLAlchemy and its errors behind the journal's edge, the library's
+own errors across package boundaries, no private name used across modules.
 
 Read from the source with ``ast`` (no import runs): the intra-package import graph,
 module-level, inside functions and type-only (``if TYPE_CHECKING:``) alike."""
@@ -42,6 +43,17 @@ SQL_HOMES = ("journal.",)
 """Where SQL may live: the storage layer (with its schema, roles and engine)."""
 SERVICES = ("local.services", "local.kafka", "local.pgbouncer", "local.standby", "testing")
 """Starters of local services: they create databases, not journal SQL."""
+SQLALCHEMY_HOMES = ("journal", "local")
+"""Where SQLAlchemy may be imported at all (its errors included): the journal, which
+translates every database error into its own (errors.py's JournalError kinds) at its
+edge, and local/'s service helpers, which start and check Postgres themselves."""
+PLAIN_ERRORS = frozenset({"ValueError", "KeyError", "RuntimeError", "TypeError"})
+"""Builtin exceptions the library does not raise across a package boundary: it raises
+its own (errors.py, each keeping such a builtin parent), so one ``except
+OffsetJournalError`` catches everything it raises."""
+PLAIN_RAISES_ALLOWED = {
+    "savepoint._verified": "runs on Spark's executors, which do not import offset-journal",
+}
 IO_LIBRARIES = ("sqlalchemy", "psycopg", "pyspark", "confluent_kafka", "alembic", "pgserver")
 
 
@@ -138,6 +150,100 @@ def test_sql_lives_in_the_storage_layer():
                     and any(a.name != "SCHEMA" for a in node.names):
                 offenders.append(f"{short}: imports tables from schema")
     assert offenders == []
+
+
+def _sqlalchemy_imports(tree: ast.Module) -> list[int]:
+    lines = []
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Import):
+            names = [a.name for a in node.names]
+        elif isinstance(node, ast.ImportFrom) and not node.level:
+            names = [node.module or ""]
+        else:
+            continue
+        if any(n == "sqlalchemy" or n.startswith("sqlalchemy.") for n in names):
+            lines.append(node.lineno)
+    return lines
+
+
+def test_sqlalchemy_stays_behind_the_journal_s_edge():
+    """No module outside journal/ (and local/'s service helpers) imports SQLAlchemy, not
+    even for ``sa.exc``: the journal's methods raise its own errors, so a caller tells
+    "database away", "read-only", "schema old" and "refused" apart without it."""
+    offenders = []
+    for name, tree in _modules().items():
+        short = name.removeprefix("offset_journal.")
+        if short.split(".")[0] in SQLALCHEMY_HOMES:
+            continue
+        offenders += [f"{short}:{line}" for line in _sqlalchemy_imports(tree)]
+    assert offenders == []
+
+
+def test_the_sqlalchemy_check_finds_an_import() -> None:
+    for source in ("import sqlalchemy as sa", "from sqlalchemy import exc",
+                   "def f():\n    import sqlalchemy.exc\n"):
+        assert _sqlalchemy_imports(ast.parse(source)), source
+    assert _sqlalchemy_imports(ast.parse("from .journal import Connection")) == []
+
+
+def _catches(handler: ast.ExceptHandler, name: str) -> bool:
+    kinds = handler.type.elts if isinstance(handler.type, ast.Tuple) else [handler.type]
+    return handler.type is None or any(
+        isinstance(k, ast.Name) and k.id in (name, "Exception") for k in kinds)
+
+
+def _plain_raises(tree: ast.Module) -> list[str]:
+    """``raise ValueError(...)`` (and the other PLAIN_ERRORS) that may leave the module:
+    allowed only inside a ``try`` of the same function that catches it, or in a private
+    function (``_name``) of a module that catches it."""
+    parents = {child: node for node in ast.walk(tree) for child in ast.iter_child_nodes(node)}
+    handled = {h_name for h in ast.walk(tree) if isinstance(h, ast.ExceptHandler)
+               for h_name in PLAIN_ERRORS if _catches(h, h_name)}
+    found = []
+    for node in ast.walk(tree):
+        if not isinstance(node, ast.Raise) or node.exc is None:
+            continue
+        called = node.exc.func if isinstance(node.exc, ast.Call) else node.exc
+        if not isinstance(called, ast.Name) or called.id not in PLAIN_ERRORS:
+            continue
+        caught, at = False, node
+        while at in parents and not isinstance(at, (ast.FunctionDef, ast.AsyncFunctionDef)):
+            up = parents[at]
+            if isinstance(up, ast.Try) and at in up.body \
+                    and any(_catches(h, called.id) for h in up.handlers):
+                caught = True
+            at = up
+        private = isinstance(at, ast.FunctionDef) and at.name.startswith("_") \
+            and not at.name.startswith("__")
+        if not caught and not (private and called.id in handled):
+            found.append(f"{node.lineno}: raise {called.id}")
+    return found
+
+
+def test_the_library_raises_its_own_errors_across_package_boundaries():
+    """What the library raises for a caller to catch is one of its own errors (errors.py:
+    each keeps its builtin parent, ``except ValueError`` still works): a plain
+    ValueError/KeyError/RuntimeError/TypeError only where the same module catches it."""
+    offenders = []
+    for name, tree in _modules().items():
+        short = name.removeprefix("offset_journal.")
+        if short not in PLAIN_RAISES_ALLOWED:
+            offenders += [f"{short}:{where}" for where in _plain_raises(tree)]
+    assert offenders == []
+
+
+def test_the_plain_raise_check_finds_one_that_leaves_its_module() -> None:
+    leaves = "def parse(x):\n    raise ValueError('bad')\n"
+    assert _plain_raises(ast.parse(leaves)) == ["2: raise ValueError"]
+    assert _plain_raises(ast.parse("def _f():\n    raise KeyError(1)\n")) \
+        == ["2: raise KeyError"]  # private, but nothing here catches it
+    caught = ("def parse(x):\n    try:\n        raise ValueError('bad')\n"
+              "    except ValueError:\n        return None\n")
+    assert _plain_raises(ast.parse(caught)) == []
+    helper = ("def _need(x):\n    raise TypeError(x)\n"
+              "def parse(x):\n    try:\n        _need(x)\n    except (TypeError, KeyError):\n"
+              "        return None\n")
+    assert _plain_raises(ast.parse(helper)) == []
 
 
 def test_no_private_name_is_used_across_modules():

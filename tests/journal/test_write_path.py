@@ -25,6 +25,7 @@ from psycopg import pq
 
 from offset_journal.capture._watchdog import Watchdog
 from offset_journal.capture.writer import Writer, WriterConfig, writer_journal
+from offset_journal.errors import JournalConstraintError, JournalUnavailable
 from offset_journal.journal import Journal
 from offset_journal.journal.db import alembic_config, resolve_url, session_settled, upgrade
 from offset_journal.journal.roles import writer_statements
@@ -133,9 +134,9 @@ def test_the_statement_timeout_holds_in_the_one_query_write(journal_url: str) ->
             with blocker.connect() as other:
                 other.exec_driver_sql("LOCK TABLE offset_journal.batches IN ACCESS EXCLUSIVE "
                                       "MODE")
-                with pytest.raises(sa.exc.OperationalError) as caught:
+                with pytest.raises(JournalUnavailable) as caught:
                     journal.write_batch(_batch(run, 1), conn)
-                assert getattr(caught.value.orig, "sqlstate", None) == "57014"
+                assert caught.value.sqlstate == "57014"
                 other.rollback()
             driver = conn.connection.driver_connection
             assert driver is not None and driver.autocommit is False
@@ -153,9 +154,9 @@ def test_a_refused_lone_batch_leaves_nothing_behind(journal_url: str) -> None:
     run = str(uuid.uuid4())
     refused = _batch(run, 0, timestamp="1960-01-01T00:00:00.000Z")  # 0011's CHECK
     with Journal(journal_url) as journal:
-        with pytest.raises(sa.exc.IntegrityError) as caught:
+        with pytest.raises(JournalConstraintError) as caught:
             journal.record_batch(refused)
-        assert getattr(caught.value.orig, "sqlstate", None) == "23514"
+        assert caught.value.sqlstate == "23514"
         assert sql_rows(journal_url, "SELECT count(*) FROM offset_journal.query_runs "
                                      "WHERE run_id = :run", run=run) == [(0,)]
         assert journal.record_batch(_batch(run, 0))

@@ -249,8 +249,6 @@ def journal_bootstrap(journal: Journal, done: Bootstrap, query_name: str) -> str
     would have (under the query's own name, else ``query_name``: the restored query's);
     a session with a listener attached journaled them already, and the journal keeps
     one copy. Why it could not (None: journaled)."""
-    import sqlalchemy as sa
-
     from ...errors import OffsetJournalError
     from ...redaction import redact
 
@@ -261,8 +259,8 @@ def journal_bootstrap(journal: Journal, done: Bootstrap, query_name: str) -> str
                for p in done.progress]
     try:
         _new, other = journal.record_import(run, batches)
-    except (OffsetJournalError, sa.exc.SQLAlchemyError) as exc:
-        return redact(first_line(getattr(exc, "orig", None) or exc))
+    except OffsetJournalError as exc:  # JournalError's kinds among them
+        return redact(first_line(exc))
     if other is not None:
         return f"run {other[0]} is journaled under query {other[1]!r}"
     log.info("journaled the bootstrap run %s of query %r", done.run_id, name)

@@ -31,7 +31,6 @@ from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING, Any
 
 from ...errors import RestoreError
-from ...formatting import first_line
 from ...origin import host_name, os_user
 from ._jvm import helper, repartition
 
@@ -161,9 +160,7 @@ def repartition_state(spark: Any, checkpoint: str, partitions: int, *,
 
 
 def _recorded(journal: Journal, done: Repartitioned, runs: list[Any]) -> Repartitioned:
-    import sqlalchemy as sa
-
-    from ...redaction import redact
+    from ...errors import JournalError
 
     last = runs[-1] if runs else None
     row: dict[str, Any] = {
@@ -178,6 +175,6 @@ def _recorded(journal: Journal, done: Repartitioned, runs: list[Any]) -> Reparti
         "host": host_name(), "os_user": os_user()}
     try:
         return replace(done, plan_id=journal.record_plan(row))
-    except sa.exc.SQLAlchemyError as exc:
-        reason = redact(first_line(getattr(exc, "orig", None) or exc))
+    except JournalError as exc:
+        reason = str(exc)
         return replace(done, record_problem=f"the repartition was not journaled ({reason})")

@@ -153,7 +153,7 @@ def decide_start(args: argparse.Namespace, *, state_aware: bool = False,
 
 def _ends(plan: Any) -> tuple[str, ...]:
     """Each source's start offsets, concrete (``-2`` at the log start the plan saw)."""
-    from offset_journal.savepoint.restore.offsets import concrete_ends
+    from offset_journal.state.offsets import concrete_ends
 
     try:
         return concrete_ends(plan.sources)
@@ -170,7 +170,7 @@ def start_query(spark: Any, args: argparse.Namespace, start: Start,
     offsets); the query then resumes on the checkpoint."""
     if not start.restore:
         return link_start(args, start, writer().start())
-    from offset_journal.savepoint.restore import restore_savepoint
+    from offset_journal.state import restore_savepoint
 
     def link_bootstrap(run_id: str) -> None:
         """The plan linked to the bootstrap run as it starts, before its batch is

@@ -18,7 +18,7 @@ The tree::
     ├── JournalError (RuntimeError)        the journal cannot answer (journal/)
     ├── RestartError (RuntimeError)        no plan can be made (restart/)
     ├── SavepointError (RuntimeError)      no savepoint can be made or used (savepoint/)
-    │   └── RestoreError                   a savepoint's state not restored (savepoint/restore/)
+    │   └── RestoreError                   a savepoint's state not restored (state/)
     ├── GrantError (RuntimeError)          grants refused: nothing granted (journal/roles.py)
     └── KafkaAdminError (RuntimeError)     a Kafka request failed (kafka/admin.py)
         └── KafkaUnavailable               the cluster did not answer

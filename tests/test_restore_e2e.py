@@ -35,8 +35,8 @@ def test_aggregation_restored_into_eight_partitions_with_a_changed_projection(
     new query is deployed, which resumes on it."""
     from pyspark.sql import functions as F
 
-    from offset_journal.savepoint.restore import restore_savepoint
     from offset_journal.savepoint.spark import PROVIDER_CONF, session_conf
+    from offset_journal.state import restore_savepoint
 
     spark, listener = journaled_spark
     servers = kafka_cluster.bootstrap_servers
@@ -118,7 +118,7 @@ def _refused(spark: Any, journal_url: str, events: Any, sp: Path, v1_ck: Path,
     from pyspark.sql import functions as F
 
     from offset_journal.errors import RestoreError, SavepointError
-    from offset_journal.savepoint.restore import restore_savepoint
+    from offset_journal.state import restore_savepoint
 
     def restore(frame: Any, checkpoint: Path) -> None:
         def v2() -> Any:

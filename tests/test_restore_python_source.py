@@ -76,8 +76,8 @@ def test_a_restore_from_a_brokerless_source_goes_on_from_the_savepoints_step(
     in 3 partitions with the shipped helper; v2 reads steps 3-5 from there: every
     group's count and sum over steps 0-5, each row once; the journal's audit of the two
     runs is clean and a plan from it starts v3 at step 5."""
-    from offset_journal.savepoint.restore import restore_savepoint
     from offset_journal.savepoint.spark import session_conf
+    from offset_journal.state import restore_savepoint
 
     spark, listener = journaled_spark
     if not available("state-restore", spark.version):

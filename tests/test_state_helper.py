@@ -119,7 +119,7 @@ def test_databricks_runtime_is_refused_in_one_line_before_anything_is_written(
     """Databricks Runtime's Spark reports an Apache version, but its internals are its
     own: its setting (or its driver's environment) refuses the restore before the
     savepoint is read or the new checkpoint made."""
-    from offset_journal.savepoint.restore import restore_savepoint
+    from offset_journal.state import restore_savepoint
 
     new_ck = tmp_path / "ck-v2"
     spark.conf.set(DATABRICKS_CONF, "17.3.x-scala2.13")

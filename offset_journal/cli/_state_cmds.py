@@ -1,7 +1,7 @@
 """``offset-journal state ...``: a query's state written where a query needs it.
 
 ``state restore SAVEPOINT --to NEW_CK --query FILE:FUNCTION`` restores a savepoint into
-a new checkpoint of the new query (:func:`offset_journal.savepoint.restore.restore_savepoint`)
+a new checkpoint of the new query (:func:`offset_journal.state.restore_savepoint`)
 before the query is deployed: the plan from the savepoint (recorded, ``--restore``), the
 query's bootstrap batch, the state written; the query, started later on the checkpoint
 (``spark-submit``), resumes after it. ``FUNCTION(spark, checkpoint, starting_offsets)``
@@ -9,7 +9,7 @@ returns the new query's ``DataStreamWriter`` (``starting_offsets``: each source'
 ``startingOffsets``, in source order).
 
 ``state repartition --checkpoint CK --partitions N`` runs Spark's offline repartition
-of a RocksDB checkpoint (:mod:`offset_journal.savepoint.restore.repartition`): refused
+of a RocksDB checkpoint (:mod:`offset_journal.state.repartition`): refused
 while the journal says the query runs or has no run of it (``--assume-stopped``),
 journaled as a decision, or said not to be.
 
@@ -197,7 +197,7 @@ def state_jars(*, kafka: bool = False, paths: Sequence[str | None] = ()) -> str:
 def cmd_state_repartition(args: argparse.Namespace) -> int:
     from ..journal import Journal
     from ..journal.db import resolve_url
-    from ..savepoint.restore.repartition import preflight, repartition_state
+    from ..state.repartition import preflight, repartition_state
 
     with Journal(resolve_url(args.database_url)) as journal:
         preflight(args.checkpoint, args.partitions, journal,
@@ -297,7 +297,7 @@ def _journal_restore(journal: Any, plan: Any, request: Any, restored: Any,
     from ..redaction import redact
     from ..restart.edge import journal_sink_batches
     from ..restart.record import record_plan
-    from ..savepoint.restore import journal_bootstrap
+    from ..state import journal_bootstrap
 
     warnings = []
     if record:
@@ -327,9 +327,9 @@ def cmd_state_restore(args: argparse.Namespace) -> int:
     from ..journal.db import resolve_url
     from ..restart import PlanRequest, plan_restart
     from ..savepoint import load_savepoint
-    from ..savepoint.restore import Rules, restore_savepoint
-    from ..savepoint.restore.offsets import concrete_ends
     from ..savepoint.spark import session_conf
+    from ..state import Rules, restore_savepoint
+    from ..state.offsets import concrete_ends
     from ._query_file import load_function
     from ._restore_flags import CommandFlags
 

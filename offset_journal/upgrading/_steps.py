@@ -24,7 +24,7 @@ if TYPE_CHECKING:
     from ..journal import Journal
     from ..restart import PlanRequest, RestartPlan
     from ..savepoint import Savepoint
-    from ..savepoint.restore import Restored, Rules
+    from ..state import Restored, Rules
 
 log = logging.getLogger(__name__)
 
@@ -97,7 +97,7 @@ def preflight(ctx: Context, savepoint_to: str, batches: int) -> None:
                           "remove it, or give another")
     require_empty(savepoint_to)
     probe_writable(savepoint_to)
-    from ..savepoint.restore import helper
+    from ..state import helper
 
     helper(ctx.spark)  # the restore's JVM helper on this session: known before v1 stops
 
@@ -222,8 +222,8 @@ def restore(ctx: Context, saved: Savepoint, plan: RestartPlan, build_v2: Build,
     checked, the state written: RestoreError refuses, the new checkpoint removed); the
     plan linked to the bootstrap run as it starts, and the run journaled (once: a
     session with the listener journaled it already)."""
-    from ..savepoint.restore import journal_bootstrap, restore_savepoint
-    from ..savepoint.restore.offsets import concrete_ends
+    from ..state import journal_bootstrap, restore_savepoint
+    from ..state.offsets import concrete_ends
 
     starting = [plan.starting_offsets(s.index) for s in plan.sources]
 

@@ -30,14 +30,14 @@ import logging
 from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING, Any
 
-from ...errors import RestoreError
-from ...formatting import first_line
-from ...origin import host_name, os_user
+from ..errors import RestoreError
+from ..formatting import first_line
+from ..origin import host_name, os_user
 from ._jvm import helper, repartition
 
 if TYPE_CHECKING:
-    from ...checkpoint import Checkpoint
-    from ...journal import Journal
+    from ..checkpoint import Checkpoint
+    from ..journal import Journal
 
 log = logging.getLogger(__name__)
 
@@ -121,7 +121,7 @@ def preflight(checkpoint: str, partitions: int, journal: Journal | None, *,
     credentials refused there), the journal's names and runs of its query id, and
     :func:`check_repartition` on them. Returns (the checkpoint, the query's names, its
     runs)."""
-    from ...checkpoint import read_checkpoint
+    from ..checkpoint import read_checkpoint
 
     ckpt = read_checkpoint(checkpoint)
     if ckpt.query_id is None:
@@ -163,7 +163,7 @@ def repartition_state(spark: Any, checkpoint: str, partitions: int, *,
 def _recorded(journal: Journal, done: Repartitioned, runs: list[Any]) -> Repartitioned:
     import sqlalchemy as sa
 
-    from ...redaction import redact
+    from ..redaction import redact
 
     last = runs[-1] if runs else None
     row: dict[str, Any] = {

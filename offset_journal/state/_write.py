@@ -33,8 +33,8 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
-from ...errors import OffsetJournalError, RestoreError
-from ...formatting import first_line
+from ..errors import OffsetJournalError, RestoreError
+from ..formatting import first_line
 from ._bootstrap import BOOTSTRAP_BATCH, Bootstrap, run_bootstrap
 from ._frames import raw_frame, target_frame
 from ._jvm import StateWrite, describe, helper, read_all_column_families, remove
@@ -42,8 +42,8 @@ from .layout import Layout, NewOperator, Rules, new_operators
 from .matching import plan_layout
 
 if TYPE_CHECKING:
-    from ...journal import Journal
-    from ..model import Manifest, Savepoint
+    from ..journal import Journal
+    from ..savepoint.model import Manifest, Savepoint
 
 log = logging.getLogger(__name__)
 
@@ -112,7 +112,7 @@ def restore_savepoint(spark: Any, savepoint: Savepoint | str | int, checkpoint: 
     RestoreError (one line) for anything that does not fit, the new checkpoint then
     removed if this restore made it (not another's, started there meanwhile); the
     savepoint and the old checkpoint are only read."""
-    from .. import load_planned_savepoint
+    from ..savepoint import load_planned_savepoint
 
     started = time.monotonic()
     helper(spark)
@@ -151,7 +151,7 @@ def restore_savepoint(spark: Any, savepoint: Savepoint | str | int, checkpoint: 
 
 def _require_new(checkpoint: str) -> None:
     """RestoreError unless ``checkpoint`` is missing or an empty directory."""
-    from ...checkpoint.store import open_store
+    from ..checkpoint.store import open_store
 
     store, root = open_store(checkpoint, None)
     kind = store.kind(root)
@@ -175,7 +175,7 @@ def _old_operators(spark: Any, manifest: Manifest,
     be copied: it is still there, the savepoint's query's, with that batch committed, on
     RocksDB, in the new checkpoint's format. None otherwise (the savepoint's typed rows
     are written)."""
-    from ..spark import ROCKSDB_PROVIDER
+    from ..savepoint.spark import ROCKSDB_PROVIDER
 
     if manifest.provider != ROCKSDB_PROVIDER or not manifest.operators:
         return None
@@ -211,7 +211,7 @@ def other_query(manifest: Manifest) -> str | None:
     savepoint was taken of (None: it is, or nothing is there): its ``metadata`` names
     another query id. A location is reused after a broken checkpoint is removed; that
     checkpoint's batch B is another query's, its watermark and state not the savepoint's."""
-    from ...checkpoint import read_checkpoint
+    from ..checkpoint import read_checkpoint
 
     try:
         found = read_checkpoint(manifest.checkpoint).query_id
@@ -226,7 +226,7 @@ def other_query(manifest: Manifest) -> str | None:
 def _commit_version(checkpoint: str, batch_id: int) -> int | None:
     """The log version of ``commits/batch_id`` (2: RocksDB checkpoint format v2), None
     when it is not there."""
-    from ...checkpoint.store import open_store
+    from ..checkpoint.store import open_store
 
     store, root = open_store(checkpoint, None)
     path = store.join(root, "commits", str(batch_id))
@@ -237,7 +237,7 @@ def _commit_version(checkpoint: str, batch_id: int) -> int | None:
 
 
 def _read_commit(checkpoint: str, batch_id: int) -> dict[str, Any] | None:
-    from ...checkpoint.store import open_store
+    from ..checkpoint.store import open_store
 
     store, root = open_store(checkpoint, None)
     path = store.join(root, "commits", str(batch_id))
@@ -258,7 +258,7 @@ def watermarks(manifest: Manifest, journal: Journal | None,
     ``offsets/B`` and ``commits/B`` when it still has them (and is still the savepoint's
     query's: :func:`other_query`), else the journal's batch B (its watermark for both:
     no record is dropped as late that the old query kept), else 0 (no watermark)."""
-    from ...checkpoint import read_checkpoint
+    from ..checkpoint import read_checkpoint
 
     other = other_query(manifest)
     mine, commit = None, None
@@ -285,7 +285,7 @@ def _journaled(manifest: Manifest, journal: Journal | None, database_url: str | 
         return journal.batch(manifest.query_name, manifest.run_id, manifest.batch_id)
     if database_url is None:
         return None
-    from ...journal import Journal
+    from ..journal import Journal
 
     with Journal(database_url) as own:
         return own.batch(manifest.query_name, manifest.run_id, manifest.batch_id)
@@ -302,7 +302,7 @@ def _partitions(checkpoint: str, new: Sequence[NewOperator]) -> int:
 
 def _write(spark: Any, found: Savepoint, checkpoint: str, layout: Layout, partitions: int,
            next_wm: int) -> None:
-    from ..spark import FORMAT_CONF, session_conf
+    from ..savepoint.spark import FORMAT_CONF, session_conf
 
     version = _commit_version(checkpoint, BOOTSTRAP_BATCH) or 1
     with session_conf(spark, FORMAT_CONF, str(version) if version >= 2 else "1"):

@@ -42,10 +42,10 @@ from typing import Any
 
 from _common import header, journal_database, postgres, rmtree, table, totals_processor
 
+from offset_journal.checkpoint.commits import HDFS_PROVIDER, ROCKSDB_PROVIDER
+
 NAME = "bench_restore"
-ROCKSDB = "org.apache.spark.sql.execution.streaming.state.RocksDBStateStoreProvider"
-HDFS = "org.apache.spark.sql.execution.streaming.state.HDFSBackedStateStoreProvider"
-PROVIDERS = {"rocksdb": ROCKSDB, "hdfs": HDFS}
+PROVIDERS = {"rocksdb": ROCKSDB_PROVIDER, "hdfs": HDFS_PROVIDER}
 
 
 def session(memory: str, partitions: int) -> Any:

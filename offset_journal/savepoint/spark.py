@@ -20,6 +20,9 @@ from dataclasses import dataclass, replace
 from datetime import datetime, timezone
 from typing import TYPE_CHECKING, Any
 
+from ..checkpoint.commits import FORMAT_CONF as FORMAT_CONF
+from ..checkpoint.commits import PROVIDER_CONF as PROVIDER_CONF
+from ..checkpoint.commits import ROCKSDB_PROVIDER as ROCKSDB_PROVIDER
 from ..errors import ConfigError, OffsetJournalError, SavepointError
 from ..formatting import first_line
 from ..origin import host_name, os_user
@@ -47,14 +50,6 @@ if TYPE_CHECKING:
 
 log = logging.getLogger(__name__)
 
-ROCKSDB_PROVIDER = "org.apache.spark.sql.execution.streaming.state.RocksDBStateStoreProvider"
-"""``spark.sql.streaming.stateStore.providerClass`` for a transformWithState query (Spark
-refuses the HDFS-backed provider for it)."""
-PROVIDER_CONF = "spark.sql.streaming.stateStore.providerClass"
-FORMAT_CONF = "spark.sql.streaming.stateStore.checkpointFormatVersion"
-"""RocksDB's checkpoint format: v2 commits (``commits/N`` starting ``v2``) name each
-partition's state files by id, and Spark's reader follows them only when the SESSION
-says so (it reads the format from this setting, not from the checkpoint)."""
 
 
 def _join(location: str, path: str) -> str:
@@ -230,13 +225,15 @@ def _recorded(journal: Journal, manifest: Manifest, location: str, digest: str) 
 def export_state(spark: Any, checkpoint: str, target: str, batch_id: int,
                  ) -> tuple[list[Operator], list[Part]]:
     """Every stateful operator's state at ``batch_id``, written under ``target``."""
+    from ..checkpoint.commits import read_commit
     from ..checkpoint.store import open_store
 
     store, root = open_store(checkpoint, None)
     if store.kind(store.join(root, "state")) != "dir":
         return [], []  # a stateless query: nothing to carry
     spark.streams.active  # noqa: B018 - a session needs its StateStoreCoordinator
-    version = commit_version(store.read(store.join(root, "commits", str(batch_id))))
+    commit = read_commit(checkpoint, batch_id)
+    version = commit.version if commit is not None else 1
     with session_conf(spark, FORMAT_CONF, "2" if version >= 2 else None):
         try:
             rows = [r.asDict() for r in
@@ -257,13 +254,6 @@ def export_state(spark: Any, checkpoint: str, target: str, batch_id: int,
                 parts.append(part)
             operators.append(op)
     return operators, parts
-
-
-def commit_version(data: bytes) -> int:
-    """A ``commits/N`` file's log version (``v2``: RocksDB checkpoint format v2); 1 when
-    it cannot be told."""
-    head = data.split(b"\n", 1)[0].strip()
-    return int(head[1:]) if head[:1] == b"v" and head[1:].isdigit() else 1
 
 
 @contextmanager

@@ -98,7 +98,8 @@ def run_bootstrap(spark: Any, checkpoint: str, offsets: Sequence[str], watermark
 def _bootstrapped(spark: Any, checkpoint: str, offsets: Sequence[str], watermark_ms: int,
                   query: Callable[[], Any], on_start: Callable[[str], None] | None,
                   on_claim: Callable[[str], None] | None) -> Bootstrap:
-    from ..savepoint.spark import PROVIDER_CONF, ROCKSDB_PROVIDER, session_conf
+    from ..checkpoint.commits import PROVIDER_CONF, ROCKSDB_PROVIDER
+    from ..savepoint.spark import session_conf
 
     with session_conf(spark, PROVIDER_CONF, ROCKSDB_PROVIDER):
         writer = built_writer(spark, query, checkpoint, on_claim).trigger(once=True)

@@ -33,6 +33,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
+from ..checkpoint.commits import FORMAT_CONF, ROCKSDB_PROVIDER, read_commit
 from ..errors import OffsetJournalError, RestoreError
 from ..formatting import first_line
 from ._bootstrap import BOOTSTRAP_BATCH, Bootstrap, run_bootstrap
@@ -175,8 +176,6 @@ def _old_operators(spark: Any, manifest: Manifest,
     be copied: it is still there, the savepoint's query's, with that batch committed, on
     RocksDB, in the new checkpoint's format. None otherwise (the savepoint's typed rows
     are written)."""
-    from ..savepoint.spark import ROCKSDB_PROVIDER
-
     if manifest.provider != ROCKSDB_PROVIDER or not manifest.operators:
         return None
     other = other_query(manifest)
@@ -226,29 +225,8 @@ def other_query(manifest: Manifest) -> str | None:
 def _commit_version(checkpoint: str, batch_id: int) -> int | None:
     """The log version of ``commits/batch_id`` (2: RocksDB checkpoint format v2), None
     when it is not there."""
-    from ..checkpoint.store import open_store
-
-    store, root = open_store(checkpoint, None)
-    path = store.join(root, "commits", str(batch_id))
-    if store.kind(path) != "file":
-        return None
-    head = store.read(path).split(b"\n", 1)[0].strip()
-    return int(head[1:]) if head[:1] == b"v" and head[1:].isdigit() else 1
-
-
-def _read_commit(checkpoint: str, batch_id: int) -> dict[str, Any] | None:
-    from ..checkpoint.store import open_store
-
-    store, root = open_store(checkpoint, None)
-    path = store.join(root, "commits", str(batch_id))
-    if store.kind(path) != "file":
-        return None
-    lines = store.read(path).decode("utf-8", "replace").splitlines()
-    try:
-        found = json.loads(lines[1]) if len(lines) > 1 else None
-    except ValueError:
-        return None
-    return found if isinstance(found, dict) else None
+    commit = read_commit(checkpoint, batch_id)
+    return commit.version if commit is not None else None
 
 
 def watermarks(manifest: Manifest, journal: Journal | None,
@@ -265,7 +243,8 @@ def watermarks(manifest: Manifest, journal: Journal | None,
     try:
         if other is None:
             mine = read_checkpoint(manifest.checkpoint).batch(manifest.batch_id)
-            commit = _read_commit(manifest.checkpoint, manifest.batch_id)
+            found = read_commit(manifest.checkpoint, manifest.batch_id)
+            commit = found.metadata if found is not None else None
     except OffsetJournalError:
         mine, commit = None, None
     if mine is not None and commit is not None and mine.batch_watermark_ms is not None:
@@ -302,7 +281,7 @@ def _partitions(checkpoint: str, new: Sequence[NewOperator]) -> int:
 
 def _write(spark: Any, found: Savepoint, checkpoint: str, layout: Layout, partitions: int,
            next_wm: int) -> None:
-    from ..savepoint.spark import FORMAT_CONF, session_conf
+    from ..savepoint.spark import session_conf
 
     version = _commit_version(checkpoint, BOOTSTRAP_BATCH) or 1
     with session_conf(spark, FORMAT_CONF, str(version) if version >= 2 else "1"):

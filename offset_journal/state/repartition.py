@@ -30,6 +30,7 @@ import logging
 from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING, Any
 
+from ..checkpoint.commits import HDFS_PROVIDER, PROVIDER_CONF, ROCKSDB_PROVIDER
 from ..errors import RestoreError
 from ..formatting import first_line
 from ..origin import host_name, os_user
@@ -41,8 +42,6 @@ if TYPE_CHECKING:
 
 log = logging.getLogger(__name__)
 
-ROCKSDB = "org.apache.spark.sql.execution.streaming.state.RocksDBStateStoreProvider"
-PROVIDER_CONF = "spark.sql.streaming.stateStore.providerClass"
 PARTITIONS_CONF = "spark.sql.shuffle.partitions"
 MODE = "repartition"
 
@@ -82,8 +81,8 @@ def check_repartition(ckpt: Checkpoint, partitions: int, runs: list[Any], *,
     if planned is not None and planned.batch_id != last.batch_id:
         raise RestoreError(f"{ckpt.path}'s batch {planned.batch_id} did not commit: start the "
                            "query once to finish it, then repartition")
-    provider = str(last.conf.get(PROVIDER_CONF) or "HDFSBackedStateStoreProvider")
-    if provider != ROCKSDB:
+    provider = str(last.conf.get(PROVIDER_CONF) or HDFS_PROVIDER)
+    if provider != ROCKSDB_PROVIDER:
         raise RestoreError(f"{ckpt.path} keeps its state on {provider.rsplit('.', 1)[-1]}: "
                            "Spark's repartition reads RocksDB stores only; restore a "
                            "savepoint into a new checkpoint with the partitions you want "

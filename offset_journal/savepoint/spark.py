@@ -323,13 +323,13 @@ def _selected(column: Column, schema: Any) -> Any:
 
 def state_frame(spark: Any, savepoint: Savepoint | str | int, *, operator: int | None = None,
                 state_var: str | list[str] | tuple[str, ...] | None = None,
-                journal: Journal | None = None, database_url: str | None = None,
-                verify: bool = True, expect_sha256: str | None = None) -> Any:
+                journal: Journal | None = None, verify: bool = True,
+                expect_sha256: str | None = None) -> Any:
     """One operator's state in a savepoint as a DataFrame: the key's columns first, then
     the state's (see :func:`~offset_journal.savepoint.core.export_columns`). Several
     parts (``state_var``: names, or None for all) are one frame with a ``state_var``
     column naming each row's. ``savepoint``: a loaded one, its directory, or its id in
-    the journal (``journal`` or ``database_url``). Only the files the manifest lists are
+    ``journal``. Only the files the manifest lists are
     read. ``verify`` checks them against their checksums now (a part's directory holding
     anything else Spark would read is refused too) and again at every read of the frame,
     where Spark parses them (:mod:`._verified`): a file replaced after this returns fails
@@ -339,7 +339,7 @@ def state_frame(spark: Any, savepoint: Savepoint | str | int, *, operator: int |
     files altered, or another manifest."""
     from pyspark.sql import functions as F
 
-    found = load_planned_savepoint(savepoint, journal, database_url, expect_sha256)
+    found = load_planned_savepoint(savepoint, journal, expect_sha256)
     op, parts = choose_parts(found.manifest, operator, state_var)
     if verify:
         check_parts(found.location, parts)
@@ -361,8 +361,8 @@ def state_frame(spark: Any, savepoint: Savepoint | str | int, *, operator: int |
 
 def initial_state(spark: Any, savepoint: Savepoint | str | int, *, operator: int | None = None,
                   state_var: str | list[str] | tuple[str, ...] | None = None,
-                  journal: Journal | None = None, database_url: str | None = None,
-                  verify: bool = True, expect_sha256: str | None = None) -> Any:
+                  journal: Journal | None = None, verify: bool = True,
+                  expect_sha256: str | None = None) -> Any:
     """What ``transformWithState(..., initialState=...)`` takes: :func:`state_frame`
     grouped by the key's columns. Group by the same columns as the new query (when the
     new query groups otherwise, shape :func:`state_frame` and group it yourself). Spark
@@ -373,7 +373,7 @@ def initial_state(spark: Any, savepoint: Savepoint | str | int, *, operator: int
     checked as :func:`state_frame` checks them, at every read. SavepointError (one line)
     first on a Spark whose PySpark has no ``initialState``."""
     require("initial-state", str(spark.version), SavepointError)
-    found = load_planned_savepoint(savepoint, journal, database_url, expect_sha256)
+    found = load_planned_savepoint(savepoint, journal, expect_sha256)
     _op, parts = choose_parts(found.manifest, operator, state_var)
     frame = state_frame(spark, found, operator=operator, state_var=state_var, verify=verify)
     return frame.groupBy(*parts[0].key_columns)

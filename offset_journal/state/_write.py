@@ -91,8 +91,7 @@ class Restored:
 def restore_savepoint(spark: Any, savepoint: Savepoint | str | int, checkpoint: str,
                       query: Callable[[], Any], *, ends: Sequence[str] | None = None,
                       rules: Rules | None = None, journal: Journal | None = None,
-                      database_url: str | None = None, expect_sha256: str | None = None,
-                      verify: bool = True,
+                      expect_sha256: str | None = None, verify: bool = True,
                       on_start: Callable[[str], None] | None = None) -> Restored:
     """Write ``savepoint``'s state into the NEW checkpoint ``checkpoint`` of the new
     query, so that the query, started on it, goes on exactly after the savepoint's batch
@@ -105,8 +104,9 @@ def restore_savepoint(spark: Any, savepoint: Savepoint | str | int, checkpoint: 
     each source's start offsets as JSON, in source order (default: the savepoint's end
     offsets). ``rules``: mappings declared and state discarded (:class:`~.layout.Rules`;
     a date becomes a timestamp in ``spark``'s session time zone unless they name one).
-    The savepoint is a loaded one, its directory or its id in the journal (``journal``
-    or ``database_url``); ``expect_sha256`` pins the manifest a plan was made from.
+    The savepoint is a loaded one, its directory or its id in ``journal`` (which also
+    gives the savepoint's batch's watermark when the old checkpoint is gone);
+    ``expect_sha256`` pins the manifest a plan was made from.
     ``on_start(run_id)`` is called as soon as the bootstrap query started, before its
     batch can be journaled: a job links its recorded plan to that run there (a link
     recorded after the run's first batch is one the audit does not take).
@@ -117,12 +117,11 @@ def restore_savepoint(spark: Any, savepoint: Savepoint | str | int, checkpoint: 
 
     started = time.monotonic()
     helper(spark)
-    found = load_planned_savepoint(savepoint, journal, database_url, expect_sha256,
-                                   verify=verify)
+    found = load_planned_savepoint(savepoint, journal, expect_sha256, verify=verify)
     manifest = found.manifest
     _require_new(checkpoint)
     offsets = list(ends) if ends is not None else _manifest_ends(manifest)
-    batch_wm, next_wm, wm_from = watermarks(manifest, journal, database_url)
+    batch_wm, next_wm, wm_from = watermarks(manifest, journal)
     claimed: list[str] = []  # the query id this restore made the checkpoint with
     try:
         boot = run_bootstrap(spark, checkpoint, offsets, batch_wm, query, on_start, claimed.append)
@@ -229,8 +228,7 @@ def _commit_version(checkpoint: str, batch_id: int) -> int | None:
     return commit.version if commit is not None else None
 
 
-def watermarks(manifest: Manifest, journal: Journal | None,
-               database_url: str | None) -> tuple[int, int, str]:
+def watermarks(manifest: Manifest, journal: Journal | None) -> tuple[int, int, str]:
     """(the batch watermark of the savepoint's batch, the watermark the old query's next
     batch would have run with, where they come from): the old checkpoint's
     ``offsets/B`` and ``commits/B`` when it still has them (and is still the savepoint's
@@ -252,22 +250,12 @@ def watermarks(manifest: Manifest, journal: Journal | None,
         return (int(mine.batch_watermark_ms), nxt,
                 f"the old checkpoint's batch {manifest.batch_id}")
     why = "" if other is None else f" ({other}: not read)"
-    batch = _journaled(manifest, journal, database_url)
+    batch = (journal.batch(manifest.query_name, manifest.run_id, manifest.batch_id)
+             if journal is not None else None)
     if batch is not None and batch.watermark is not None:
         ms = int(batch.watermark.timestamp() * 1000)
         return ms, ms, f"the journal's batch {manifest.batch_id}{why}"
     return 0, 0, f"none recorded (no watermark){why}"
-
-
-def _journaled(manifest: Manifest, journal: Journal | None, database_url: str | None) -> Any:
-    if journal is not None:
-        return journal.batch(manifest.query_name, manifest.run_id, manifest.batch_id)
-    if database_url is None:
-        return None
-    from ..journal import Journal
-
-    with Journal(database_url) as own:
-        return own.batch(manifest.query_name, manifest.run_id, manifest.batch_id)
 
 
 def _partitions(checkpoint: str, new: Sequence[NewOperator]) -> int:

@@ -42,10 +42,10 @@ from typing import Any
 
 from _common import header, journal_database, postgres, rmtree, table, totals_processor
 
+from offset_journal.checkpoint.commits import HDFS_PROVIDER, ROCKSDB_PROVIDER
+
 NAME = "bench_restore"
-ROCKSDB = "org.apache.spark.sql.execution.streaming.state.RocksDBStateStoreProvider"
-HDFS = "org.apache.spark.sql.execution.streaming.state.HDFSBackedStateStoreProvider"
-PROVIDERS = {"rocksdb": ROCKSDB, "hdfs": HDFS}
+PROVIDERS = {"rocksdb": ROCKSDB_PROVIDER, "hdfs": HDFS_PROVIDER}
 
 
 def session(memory: str, partitions: int) -> Any:
@@ -152,7 +152,7 @@ def restore_into_aggregation(spark: Any, work: Path, servers: str, topic: str,
                              starting: str, saved: Any, ck: str = "ck-v2") -> dict[str, Any]:
     """One restore into the new checkpoint ``ck`` and v2's first batch on it, with what
     the driver JVM spent on class loading, JIT and GC during the restore."""
-    from offset_journal.savepoint.restore import restore_savepoint
+    from offset_journal.state import restore_savepoint
 
     def v2() -> Any:
         return (aggregation(kafka_events(spark, servers, topic, starting)).writeStream
@@ -170,7 +170,7 @@ def restore_into_aggregation(spark: Any, work: Path, servers: str, topic: str,
 
 def restore_into_tws(spark: Any, work: Path, servers: str, topic: str, starting: str,
                      saved: Any) -> float:
-    from offset_journal.savepoint.restore import Rules, restore_savepoint
+    from offset_journal.state import Rules, restore_savepoint
 
     def v2() -> Any:
         out = kafka_events(spark, servers, topic, starting).groupBy("key").transformWithState(

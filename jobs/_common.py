@@ -80,7 +80,7 @@ class Start:
     savepoint_sha256: str | None = None  # ... and the manifest the plan checked
     seeded: tuple[int, ...] = ()  # the savepoint's operators the new query seeds
     restore: bool = False  # the plan restores the savepoint into the new checkpoint (JVM)
-    ends: tuple[str, ...] = ()  # ... each source's start offsets, concrete, as JSON
+    plan: Any = None  # ... that plan (a RestartPlan), which start_query restores from
 
 
 def output_dir_for(base: str, checkpoint: str) -> str:
@@ -146,47 +146,30 @@ def decide_start(args: argparse.Namespace, *, state_aware: bool = False,
     restore = any(c.decision == "restored" for c in plan.state)
     return Start(plan.starting_offsets(0), "from the journal", plan.event_time_cutoff,
                  plan.plan_id, plan.savepoint_location, plan.savepoint_sha256, seeded,
-                 restore, _ends(plan) if restore else ())
-
-
-def _ends(plan: Any) -> tuple[str, ...]:
-    """Each source's start offsets, concrete (``-2`` at the log start the plan saw)."""
-    from offset_journal.savepoint.restore.offsets import concrete_ends
-
-    try:
-        return concrete_ends(plan.sources)
-    except OffsetJournalError as exc:
-        raise JobError(str(exc)) from None
+                 restore, plan if restore else None)
 
 
 def start_query(spark: Any, args: argparse.Namespace, start: Start,
                 writer: Any, rules: Any = None) -> Any:
     """Start the query ``writer()`` builds (its trigger set). With a plan that restores
-    a savepoint, the restore comes first (the new query's bootstrap batch, every
-    operator's state written into the new checkpoint, ``rules`` the mappings the job
-    declares), the plan linked to the bootstrap run (the one that started from its
-    offsets); the query then resumes on the checkpoint."""
+    a savepoint, the restore comes first, as ``state restore`` does it
+    (:func:`offset_journal.restart.restoring.restore_from_plan`: the new query's
+    bootstrap batch, every operator's state written into the new checkpoint, ``rules``
+    the mappings the job declares, the plan linked to the bootstrap run); the query
+    then resumes on the checkpoint."""
     if not start.restore:
         return link_start(args, start, writer().start())
-    from offset_journal.savepoint.restore import restore_savepoint
-
-    def link_bootstrap(run_id: str) -> None:
-        """The plan linked to the bootstrap run as it starts, before its batch is
-        journaled (a link recorded later is not one the audit takes)."""
-        class _Bootstrap:  # what link_start needs of a query: its run id
-            runId = run_id
-
-        link_start(args, start, _Bootstrap())
+    from offset_journal.restart.restoring import restore_from_plan
 
     try:
-        restored = restore_savepoint(spark, start.savepoint, args.checkpoint, writer,
-                                     ends=start.ends, rules=rules,
-                                     database_url=args.database_url,
-                                     expect_sha256=start.savepoint_sha256,
-                                     on_start=link_bootstrap)
+        with Journal(args.database_url) as journal:
+            done = restore_from_plan(journal, spark, start.plan, args.checkpoint, writer,
+                                     rules=rules)
     except OffsetJournalError as exc:
         raise JobError(redact(first_line(exc))) from None
-    log.info("%s", restored.explain())
+    for warning in done.warnings:
+        log.warning("%s", warning)
+    log.info("%s", done.restored.explain())
     return writer().start()
 
 

@@ -64,7 +64,7 @@ V2_OUTPUT = "grp string, n long, mx long, total long, mean double"
 def restore_rules() -> Any:
     """The restore's mapping: a built-in aggregation's buffer (count, max, sum, Spark's
     names) into the value state ``totals`` (n, mx, total)."""
-    from offset_journal.savepoint.restore import Rules
+    from offset_journal.state import Rules
 
     return Rules(variable={0: "totals"},
                  fields={0: {"n": "count", "mx": "max", "total": "sum"}})

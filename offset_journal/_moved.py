@@ -35,8 +35,23 @@ MOVED: dict[str, str] = {
     "offset_journal.local_standby": "offset_journal.local.standby",
     "offset_journal.jars": "offset_journal.local.jars",
     "offset_journal.demo": "offset_journal.cli.demo",
+    "offset_journal.savepoint.restore": "offset_journal.state",
+    "offset_journal.savepoint.restore._bootstrap": "offset_journal.state._bootstrap",
+    "offset_journal.savepoint.restore._frames": "offset_journal.state._frames",
+    "offset_journal.savepoint.restore._jvm": "offset_journal.state._jvm",
+    "offset_journal.savepoint.restore._nested": "offset_journal.state._nested",
+    "offset_journal.savepoint.restore._replay": "offset_journal.state._replay",
+    "offset_journal.savepoint.restore._write": "offset_journal.state._write",
+    "offset_journal.savepoint.restore.layout": "offset_journal.state.layout",
+    "offset_journal.savepoint.restore.matching": "offset_journal.state.matching",
+    "offset_journal.savepoint.restore.offsets": "offset_journal.state.offsets",
+    "offset_journal.savepoint.restore.recover": "offset_journal.state.recover",
+    "offset_journal.savepoint.restore.repartition": "offset_journal.state.repartition",
 }
-"""Old path -> new path, for the modules a job, a test suite or a script may import."""
+"""Old path -> new path, for the modules a job, a test suite or a script may import. A
+package moved is listed with each of its modules: the path finder would otherwise find a
+module of the old package through the alias's ``__path__`` and run it a second time,
+under its old name (two module objects, two copies of every setting)."""
 
 REMOVED_IN = "0.3.0"
 
@@ -74,6 +89,9 @@ class _Finder(importlib.abc.MetaPathFinder):
 
 
 def install() -> None:
-    """Answer the old paths (after every other finder: a real module always wins)."""
+    """Answer the old paths, before the path finder: a module of a moved package imported
+    by its old name would otherwise be found through the alias's ``__path__`` and loaded
+    again. Only the names in :data:`MOVED` are answered, and none of them exists in the
+    tree (a test checks), so no real module is shadowed."""
     if not any(isinstance(f, _Finder) for f in sys.meta_path):
-        sys.meta_path.append(_Finder())
+        sys.meta_path.insert(0, _Finder())

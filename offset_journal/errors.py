@@ -30,7 +30,7 @@ The tree::
     │       └── JournalConstraintError     a constraint refuses the row (a duplicate, a key)
     ├── RestartError (RuntimeError)        no plan can be made (restart/)
     ├── SavepointError (RuntimeError)      no savepoint can be made or used (savepoint/)
-    │   └── RestoreError                   a savepoint's state not restored (savepoint/restore/)
+    │   └── RestoreError                   a savepoint's state not restored (state/)
     ├── GrantError (RuntimeError)          grants refused: nothing granted (journal/roles.py)
     └── KafkaAdminError (RuntimeError)     a Kafka request failed (kafka/admin.py)
         └── KafkaUnavailable               the cluster did not answer

@@ -32,7 +32,7 @@ STAGES: tuple[tuple[str, str, str], ...] = (
 """The data's way, left to right: (what, what it is, the module that makes it)."""
 
 BRANCHES: tuple[tuple[str, str, str, str], ...] = (
-    ("decide", "restore", "state, new checkpoint", "savepoint/restore/_write.py"),
+    ("decide", "restore", "state, new checkpoint", "state/_write.py"),
     ("journal", "audit, report", "and check: read it", "audit/__init__.py"),
 )
 """Ways off the main line: (from stage, what, what it is, the module)."""

@@ -10,9 +10,10 @@ from pathlib import Path
 from typing import Any
 
 from offset_journal import Journal
+from offset_journal.checkpoint.commits import HDFS_PROVIDER
 from offset_journal.cli import main
 
-HDFS = "org.apache.spark.sql.execution.streaming.state.HDFSBackedStateStoreProvider"
+HDFS = HDFS_PROVIDER
 FAR = 4_102_444_800_000  # 2100-01-01: timers that never fire during the test
 TTL_MS = 3_600_000
 

@@ -11,16 +11,18 @@ import os
 import uuid
 from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from ..errors import RestartError
 from ..formatting import from_epoch_ms
-from ..journal import Journal
 from ..offsets import PartitionOffset, looks_like_kafka, partition_offsets
 from ..records import BatchRecord, RunRecord, SourceRecord
 from ..rows import KIND_KAFKA, KIND_OTHER, Batch
 from ..values import url_scheme
 from ..wording import tp
+
+if TYPE_CHECKING:
+    from ..journal import Journal
 
 log = logging.getLogger(__name__)
 
@@ -123,19 +125,9 @@ def _refuse_negative_offsets(path: str, records: Sequence[BatchRecord]) -> None:
                         "nothing imported")
 
 
-def import_checkpoint(database_url: str | None, path: str, query_name: str, *,
-                      journal: Journal | None = None) -> ImportResult:
-    """Journal a checkpoint's committed batches, for a job that never had the listener
-    (:func:`import_into`); opens the journal at ``database_url`` unless ``journal`` is
-    given."""
-    if journal is not None:
-        return import_into(journal, path, query_name)
-    with Journal(database_url) as own:
-        return import_into(own, path, query_name)
-
-
-def import_into(journal: Journal, path: str, query_name: str) -> ImportResult:
-    """Journal a checkpoint's committed batches into an open journal.
+def import_checkpoint(journal: Journal, path: str, query_name: str) -> ImportResult:
+    """Journal a checkpoint's committed batches, for a job that never had the listener,
+    into an open journal (the command opens it from its URL).
 
     Idempotent: the synthetic run id depends only on the checkpoint's query id and
     path. Batches the listener already journaled for the same query id are left alone.
@@ -207,7 +199,7 @@ def batch_record(batch: Batch) -> BatchRecord:
 
 def journal_batches(journal: Journal, batches: Sequence[Batch]) -> int:
     """Journal batches built from a checkpoint under their own run (one transaction, as
-    :func:`import_into` does); returns how many were new (a batch already journaled the
+    :func:`import_checkpoint` does); returns how many were new (a batch already journaled the
     same is kept once). RestartError when their run is journaled under another name."""
     if not batches:
         return 0
@@ -224,4 +216,4 @@ def journal_batches(journal: Journal, batches: Sequence[Batch]) -> int:
 
 
 __all__ = ["ImportResult", "batch_record", "checkpoint_run_id", "import_checkpoint",
-           "import_into", "journal_batches", "records_from_checkpoint"]
+           "journal_batches", "records_from_checkpoint"]

@@ -161,8 +161,10 @@ def cmd_checkpoint_inspect(args: argparse.Namespace) -> int:
 
 def cmd_checkpoint_import(args: argparse.Namespace) -> int:
     from ..checkpoint.importing import import_checkpoint
+    from ..journal import Journal
 
-    result = import_checkpoint(database_url(args), args.dir, args.query_name)
+    with Journal(database_url(args)) as journal:
+        result = import_checkpoint(journal, args.dir, args.query_name)
     say(f"imported {result.imported} batches of {result.path} into query "
          f"{result.query_name!r} as run {result.run_id} (query id {result.query_id}); "
          f"{result.already} were already journaled")

@@ -4,7 +4,7 @@ API's ``Rules(...)``."""
 
 from __future__ import annotations
 
-from ..savepoint.restore.layout import Spelling
+from ..state.layout import Spelling
 
 
 class CommandFlags(Spelling):

@@ -1,7 +1,7 @@
 """``offset-journal state ...``: a query's state written where a query needs it.
 
 ``state restore SAVEPOINT --to NEW_CK --query FILE:FUNCTION`` restores a savepoint into
-a new checkpoint of the new query (:func:`offset_journal.savepoint.restore.restore_savepoint`)
+a new checkpoint of the new query (:func:`offset_journal.restart.restoring.restore_from_plan`)
 before the query is deployed: the plan from the savepoint (recorded, ``--restore``), the
 query's bootstrap batch, the state written; the query, started later on the checkpoint
 (``spark-submit``), resumes after it. ``FUNCTION(spark, checkpoint, starting_offsets)``
@@ -9,7 +9,7 @@ returns the new query's ``DataStreamWriter`` (``starting_offsets``: each source'
 ``startingOffsets``, in source order).
 
 ``state repartition --checkpoint CK --partitions N`` runs Spark's offline repartition
-of a RocksDB checkpoint (:mod:`offset_journal.savepoint.restore.repartition`): refused
+of a RocksDB checkpoint (:mod:`offset_journal.state.repartition`): refused
 while the journal says the query runs or has no run of it (``--assume-stopped``),
 journaled as a decision, or said not to be.
 
@@ -197,7 +197,8 @@ def state_jars(*, kafka: bool = False, paths: Sequence[str | None] = ()) -> str:
 def cmd_state_repartition(args: argparse.Namespace) -> int:
     from ..journal import Journal
     from ..journal.db import resolve_url
-    from ..savepoint.restore.repartition import preflight, repartition_state
+    from ..restart.record import record_repartition
+    from ..state.repartition import preflight, repartition_state
 
     with Journal(resolve_url(args.database_url)) as journal:
         preflight(args.checkpoint, args.partitions, journal,
@@ -205,11 +206,12 @@ def cmd_state_repartition(args: argparse.Namespace) -> int:
         spark, own = state_session(args.master, paths=[args.checkpoint])
         try:
             done = repartition_state(spark, args.checkpoint, args.partitions, journal=journal,
-                                     assume_stopped=args.assume_stopped,
-                                     record=not args.no_record)
+                                     assume_stopped=args.assume_stopped)
         finally:
             if own:
                 spark.stop()
+        if not args.no_record:
+            done = record_repartition(journal, done)
     which = f"query {done.query_name!r}" if done.query_name else f"query id {done.query_id}"
     print(f"repartitioned the state of {which} at {done.checkpoint}: "
           f"{done.partitions_before} -> {done.partitions} partitions (batch {done.batch_id}, "
@@ -285,48 +287,16 @@ def _by_operator(pairs: list[tuple[int, str, str]]) -> dict[int, dict[str, str]]
     return out
 
 
-def _journal_restore(journal: Any, plan: Any, request: Any, restored: Any,
-                     record: bool) -> list[str]:
-    """The restore journaled once it is done, in the order the audit takes: the plan,
-    its link to the bootstrap run, the run's batch (from its progress: the command's
-    session has no listener). A refused restore journals nothing. The warnings."""
-    from ..errors import OffsetJournalError
-    from ..formatting import first_line
-    from ..redaction import redact
-    from ..restart.edge import journal_sink_batches
-    from ..restart.record import record_plan
-    from ..savepoint.restore import journal_bootstrap
-
-    warnings = []
-    if record:
-        journal_sink_batches(journal, plan)
-        record_plan(journal, plan, request, "state-restore")
-    if plan.plan_id is not None:
-        try:
-            journal.link_plan(plan.plan_id, restored.bootstrap_run_id)
-        except OffsetJournalError as exc:
-            warnings.append(f"plan {plan.plan_id} was not linked to the bootstrap run "
-                            f"{restored.bootstrap_run_id}: {redact(first_line(exc))}")
-    elif plan.record_problem:
-        warnings.append(plan.record_problem)
-    if restored.bootstrap is not None:
-        problem = journal_bootstrap(journal, restored.bootstrap, plan.query_name)
-        if problem is not None:
-            warnings.append(f"the bootstrap run {restored.bootstrap_run_id} was not "
-                            f"journaled: {problem}")
-    return warnings
-
-
 def cmd_state_restore(args: argparse.Namespace) -> int:
     import sys
 
     from ..journal import Journal
     from ..journal.db import resolve_url
     from ..restart import PlanRequest, plan_restart
+    from ..restart.restoring import restore_from_plan
     from ..savepoint import load_savepoint
-    from ..savepoint.restore import Rules, restore_savepoint
-    from ..savepoint.restore.offsets import concrete_ends
     from ..savepoint.spark import session_conf
+    from ..state import Rules
     from ._query_file import load_function
     from ._restore_flags import CommandFlags
 
@@ -344,7 +314,7 @@ def cmd_state_restore(args: argparse.Namespace) -> int:
             bootstrap_servers=args.bootstrap_servers, discard_state=args.discard_state,
             unrecorded_savepoint=args.unrecorded_savepoint,
             restore_rules=rules.recorded() or None).checked()
-        # Recorded once the restore is done (_journal_restore): a refused one leaves no plan.
+        # Recorded once the restore is done (restore_from_plan): a refused one leaves no plan.
         plan = plan_restart(None, request, journal=journal, record=False,
                             command="state-restore")
         if not plan.ok:
@@ -358,20 +328,20 @@ def cmd_state_restore(args: argparse.Namespace) -> int:
         try:
             with session_conf(spark, "spark.sql.shuffle.partitions",
                               str(partitions) if partitions else None):
-                restored = restore_savepoint(
-                    spark, found, args.to, lambda: build(spark, args.to, starting),
-                    ends=concrete_ends(plan.sources), rules=rules, journal=journal,
-                    expect_sha256=plan.savepoint_sha256)
+                done = restore_from_plan(
+                    journal, spark, plan, args.to, lambda: build(spark, args.to, starting),
+                    request=None if args.no_record else request, savepoint=found,
+                    rules=rules, command="state-restore")
         finally:
             if own:
                 spark.stop()
-        warnings = _journal_restore(journal, plan, request, restored, not args.no_record)
+    restored = done.restored
     print(restored.explain())
     if plan.plan_id is not None:
         print(f"recorded as plan {plan.plan_id}, linked to the bootstrap run "
               f"{restored.bootstrap_run_id}; start the new query on {args.to}: it resumes "
               "after the restored batch")
-    for warning in warnings:
+    for warning in done.warnings:
         print(f"offset-journal: warning: {warning}", file=sys.stderr)
     return 0
 

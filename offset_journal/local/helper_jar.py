@@ -42,7 +42,7 @@ from collections.abc import Iterable
 from pathlib import Path
 
 from ..errors import JarsError
-from ..spark_version import Minor, minor_text, parse, problem
+from ..spark_version import Minor, minor_text, parse, problem, spec
 
 SHIPPED_DIR = Path(__file__).resolve().parent.parent / "_jars"
 """Where the package keeps the prebuilt jars (``offset_journal/_jars``)."""
@@ -192,6 +192,12 @@ def build(jars_dir: Path, out_dir: Path, javac: str | None = None) -> Path:
     write its jar into ``out_dir`` (returned). JarsError (one line) when javac fails."""
     spark = spark_version_of(jars_dir)
     line = parse(spark).line
+    proven = spec("state-restore").only
+    if line not in proven:  # the one list of minors: spark_version's, the gate's too
+        raise JarsError(f"the state-restore helper is proven on Spark "
+                        f"{_lines_text(proven)}, not {minor_text(line)}: add the minor to "
+                        "the state-restore feature in offset_journal/spark_version.py (and "
+                        f"its sources, src/spark-{minor_text(line)}) once it is proven there")
     compiler = javac or find_javac()
     with tempfile.TemporaryDirectory(prefix="state-restore-") as tmp:
         classes = Path(tmp) / "classes"

@@ -28,7 +28,7 @@ later calls only list the directory.
 * ``state-restore``: offset-journal's own small Java helper (``jvm/state-restore``),
   not fetched: the package ships it prebuilt for each Spark minor the restore runs on
   (:mod:`.helper_jar`), and this set is that one file, for ``spark.jars``: the
-  savepoint restore and the state repartition (:mod:`offset_journal.savepoint.restore`).
+  savepoint restore and the state repartition (:mod:`offset_journal.state`).
 * ``s3a``: Spark's ``s3a://`` file system, ``hadoop-aws`` at exactly the Hadoop version
   PySpark bundles, with the AWS SDK v2 modules it calls (not the SDK's 686 MB bundle),
   for ``spark.jars``; the session's settings for an endpoint are in

@@ -32,6 +32,7 @@ from .model import (
 
 if TYPE_CHECKING:
     from ..journal import Journal
+    from ..state.repartition import Repartitioned
     from .request import PlanRequest
 
 log = logging.getLogger(__name__)
@@ -184,3 +185,33 @@ def record_plan(journal: Journal, plan: RestartPlan, request: PlanRequest,
         log.info("restart plan for %s: %s", plan.query_name, plan.record_problem)
     return plan
 
+
+def record_repartition(journal: Journal, done: Repartitioned) -> Repartitioned:
+    """A state repartition journaled as a decision, as a plan is: the query resumes
+    after its last batch (mode ``repartition``, anchored at its last run's last batch),
+    with the partitions before and after and the batch Spark wrote. Returns ``done``
+    with ``plan_id``, or ``record_problem`` when the journal knows no name for the query
+    or refused the row."""
+    from dataclasses import replace
+
+    from ..errors import JournalError
+
+    if done.query_name is None:
+        return replace(done, record_problem="the repartition was not journaled (the journal "
+                                            f"has no run of query id {done.query_id})")
+    runs = [r for name in journal.query_names_of(done.query_id) for r in journal.runs(name)
+            if r.query_id == done.query_id]
+    last = runs[-1] if runs else None
+    asked = {"repartition": {"from": done.partitions_before, "to": done.partitions,
+                             "batch": done.batch_id},
+             **({"assume_stopped": True} if done.assumed_stopped else {})}
+    row = {"query_name": done.query_name, "position": POSITION_AFTER, "mode": "repartition",
+           "command": "state-repartition", "ok": True,
+           "anchor_run_id": last.run_id if last is not None else None,
+           "anchor_batch_id": last.last_batch_id if last is not None else None,
+           "request": asked, "options": {}, "kafka_offsets": [],
+           "checkpoint": done.checkpoint, "host": host_name(), "os_user": os_user()}
+    try:
+        return replace(done, plan_id=journal.record_plan(row))
+    except JournalError as exc:  # one redacted line already
+        return replace(done, record_problem=f"the repartition was not journaled ({exc})")

@@ -1,6 +1,6 @@
 """A lost or broken checkpoint of a stateful query recovered with its state
 (:func:`recover`): the newest usable savepoint restored into a new checkpoint, the old
-query's batches since read again into the state (:mod:`offset_journal.savepoint.restore.recover`
+query's batches since read again into the state (:mod:`offset_journal.state.recover`
 says why batch by batch), the decision recorded as a plan the audit explains.
 
 The last batch read again (L) is the sink-aware plan's: the journal's last batch, or
@@ -20,14 +20,14 @@ from typing import TYPE_CHECKING, Any
 
 from ..errors import RestartError, RestoreError, SavepointError
 from ..formatting import first_line
-from ..savepoint.restore.recover import Candidate, Replay, choose, explain, replays
+from ..state.recover import Candidate, Replay, choose, explain, replays
 from ..wording import ids_text
 
 if TYPE_CHECKING:
     from ..journal import Journal
     from ..rows import Batch, RecordedSavepoint
     from ..savepoint import Savepoint
-    from ..savepoint.restore import Bootstrap, Restored
+    from ..state import Bootstrap, Restored
     from .model import RestartPlan
 
 log = logging.getLogger(__name__)
@@ -75,7 +75,7 @@ def recover(spark: Any, journal: Journal, query_name: str, checkpoint: str,
     with ``reread_sink``, whose writer must not be a file sink's); start the query
     for real on the checkpoint afterwards (it then resumes after the last replayed
     batch, whatever offsets it is given)."""
-    from ..savepoint.restore import old_batches
+    from ..state import old_batches
     from .edge import plan_restart
     from .request import PlanRequest
 
@@ -114,14 +114,14 @@ def _run(spark: Any, journal: Journal, found: Savepoint, plan: RestartPlan, chec
          warnings: list[str]) -> tuple[Restored, tuple[Bootstrap, ...]]:
     """The restore (its run linked to ``plan`` as it starts) and the replays, in
     ``shuffle`` partitions; a replay that fails removes the new checkpoint."""
-    from ..savepoint.restore import (
+    from ..savepoint.spark import session_conf
+    from ..state import (
         discard_checkpoint,
         file_sink_of,
         replay_batch,
         restore_savepoint,
     )
-    from ..savepoint.restore.offsets import concrete_ends
-    from ..savepoint.spark import session_conf
+    from ..state.offsets import concrete_ends
 
     def linked(run_id: str) -> None:
         if plan.plan_id is None:
@@ -157,7 +157,7 @@ def _reread_refused(spark: Any, checkpoint: str, build: Callable[[], Any],
     """``reread_sink`` refused before anything is written or recorded when the new
     query's writer is a file sink's: the new query's own sink is what the replays would
     write to (the old query's, as the journal names it, may not be the new one's)."""
-    from ..savepoint.restore import writer_file_sink
+    from ..state import writer_file_sink
 
     sink = writer_file_sink(spark, build, checkpoint)
     if sink is not None:
@@ -275,7 +275,7 @@ def _record(journal: Journal, plan: RestartPlan, request: Any, record: bool) -> 
 def _journal_runs(journal: Journal, done: Recovered) -> list[str]:
     """The restore's run and every replay run journaled from their progress (a session
     with the journal's listener journaled them already: the journal keeps one copy)."""
-    from ..savepoint.restore import journal_bootstrap
+    from ..state import journal_bootstrap
 
     warnings = []
     first = (done.restored.bootstrap,) if done.restored.bootstrap is not None else ()

@@ -94,7 +94,7 @@ class PlanRequest:
     transformWithState with (``initial_state``); any other operator's state is lost,
     which the plan refuses unless ``discard_state`` (recorded as the plan's decision).
     ``restore``: every old operator's state is written straight into the new checkpoint
-    before its first batch (:func:`offset_journal.savepoint.restore.restore_savepoint`,
+    before its first batch (:func:`offset_journal.state.restore_savepoint`,
     the JVM path, built-in operators too), not seeded in Python; not with ``seed``.
     ``restore_rules``: what the restore itself declares (``state restore``'s renamed
     fields, the ``matched`` flag of a join's rows, the time zone of a date; plain JSON),

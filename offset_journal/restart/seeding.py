@@ -4,7 +4,7 @@ operator's state.
 The plan starts right after the savepoint's batch B, at B's END offsets: the carried
 state holds every record up to them, so each later record is counted once into it. Per
 operator, the restore writes its state straight into the new checkpoint before the
-first batch (``--restore``: :func:`offset_journal.savepoint.restore.restore_savepoint`,
+first batch (``--restore``: :func:`offset_journal.state.restore_savepoint`,
 the JVM path, for built-in operators too), the new query seeds a ``transformWithState``
 with it (``--seed``: :func:`offset_journal.savepoint.initial_state`, the Python path, for
 a query that transforms state in Python), or it is lost: Spark gives a built-in operator

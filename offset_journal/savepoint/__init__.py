@@ -18,8 +18,8 @@ The modules: ``model.py`` (the data), ``core.py`` (the decisions, pure), ``_file
 ``spark.py`` (the Spark edge), ``_verified.py`` (a part read back as exactly the bytes
 checked, at every read), ``policy.py`` (a schedule's cadence and retention, pure),
 ``periodic.py`` (a scheduled savepoint and its retention), ``schedule.py`` (the
-driver's schedule), ``restore/`` (a savepoint's state written into a new checkpoint, and
-a stopped query's state repartitioned, at JVM speed). The plan's side is
+driver's schedule). A savepoint's state written into a new checkpoint, and a stopped
+query's state repartitioned, is :mod:`offset_journal.state`; the plan's side is
 :mod:`offset_journal.restart.seeding`. The map of every package: docs/architecture.md.
 What needs Spark is imported on first use.
 
@@ -34,6 +34,7 @@ from typing import TYPE_CHECKING, Any
 from ..errors import SavepointError
 from ._files import probe_writable, require_empty
 from ._load import load_planned_savepoint, load_savepoint
+from ._verified import read_part
 from .model import BUILT_IN, Manifest, Operator, OperatorKind, Part, PartKind, Savepoint
 from .policy import Retention
 from .schedule import SavepointSchedule, ScheduleStats
@@ -62,5 +63,5 @@ def __getattr__(name: str) -> Any:
 __all__ = ["BUILT_IN", "ROCKSDB_PROVIDER", "Manifest", "Operator", "OperatorKind", "Part",
            "PartKind", "Retention", "Savepoint", "SavepointError", "SavepointSchedule",
            "ScheduleStats", "create_savepoint", "initial_state", "load_planned_savepoint",
-           "load_savepoint", "prepare_savepoint", "probe_writable", "require_empty",
-           "state_frame"]
+           "load_savepoint", "prepare_savepoint", "probe_writable", "read_part",
+           "require_empty", "state_frame"]

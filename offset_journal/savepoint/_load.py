@@ -60,26 +60,18 @@ def load_savepoint(ref: int | str | Savepoint, journal: Journal | None = None, *
 
 
 def load_planned_savepoint(savepoint: int | str | Savepoint, journal: Journal | None,
-                           database_url: str | None, expect_sha256: str | None, *,
-                           verify: bool = False) -> Savepoint:
-    """:func:`load_savepoint` for a reader a plan sent (``initial_state``, the restore):
-    with its own journal at ``database_url`` when given none. The digest a plan checked
-    (``expect_sha256``) pins the manifest, so an unrecorded one the plan accepted is not
-    refused again here."""
+                           expect_sha256: str | None, *, verify: bool = False) -> Savepoint:
+    """:func:`load_savepoint` for a reader a plan sent (``initial_state``, the restore).
+    The digest a plan checked (``expect_sha256``) pins the manifest, so an unrecorded one
+    the plan accepted is not refused again here. The journal is the caller's to open."""
     unrecorded = expect_sha256 is not None
-    if journal is None and database_url is not None and not isinstance(savepoint, Savepoint):
-        from ..journal import Journal
-
-        with Journal(database_url) as own:
-            return load_savepoint(savepoint, own, verify=verify, unrecorded=unrecorded,
-                                  expect_sha256=expect_sha256)
     return load_savepoint(savepoint, journal, verify=verify, unrecorded=unrecorded,
                           expect_sha256=expect_sha256)
 
 def _by_id(savepoint_id: int, journal: Journal | None) -> Savepoint:
     if journal is None:
         raise SavepointError(f"savepoint {savepoint_id} is an id in the journal: give the "
-                             "journal (database_url), or the savepoint's directory")
+                             "journal, or the savepoint's directory")
     rows = journal.savepoints(id=savepoint_id)
     if not rows:
         raise SavepointError(f"no savepoint {savepoint_id} in the journal")

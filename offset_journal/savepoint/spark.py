@@ -20,6 +20,9 @@ from dataclasses import dataclass, replace
 from datetime import datetime, timezone
 from typing import TYPE_CHECKING, Any
 
+from ..checkpoint.commits import FORMAT_CONF as FORMAT_CONF
+from ..checkpoint.commits import PROVIDER_CONF as PROVIDER_CONF
+from ..checkpoint.commits import ROCKSDB_PROVIDER as ROCKSDB_PROVIDER
 from ..errors import ConfigError, JournalError, OffsetJournalError, SavepointError
 from ..formatting import first_line
 from ..origin import host_name, os_user
@@ -47,14 +50,6 @@ if TYPE_CHECKING:
 
 log = logging.getLogger(__name__)
 
-ROCKSDB_PROVIDER = "org.apache.spark.sql.execution.streaming.state.RocksDBStateStoreProvider"
-"""``spark.sql.streaming.stateStore.providerClass`` for a transformWithState query (Spark
-refuses the HDFS-backed provider for it)."""
-PROVIDER_CONF = "spark.sql.streaming.stateStore.providerClass"
-FORMAT_CONF = "spark.sql.streaming.stateStore.checkpointFormatVersion"
-"""RocksDB's checkpoint format: v2 commits (``commits/N`` starting ``v2``) name each
-partition's state files by id, and Spark's reader follows them only when the SESSION
-says so (it reads the format from this setting, not from the checkpoint)."""
 
 
 def _join(location: str, path: str) -> str:
@@ -226,13 +221,15 @@ def _recorded(journal: Journal, manifest: Manifest, location: str, digest: str) 
 def export_state(spark: Any, checkpoint: str, target: str, batch_id: int,
                  ) -> tuple[list[Operator], list[Part]]:
     """Every stateful operator's state at ``batch_id``, written under ``target``."""
+    from ..checkpoint.commits import read_commit
     from ..checkpoint.store import open_store
 
     store, root = open_store(checkpoint, None)
     if store.kind(store.join(root, "state")) != "dir":
         return [], []  # a stateless query: nothing to carry
     spark.streams.active  # noqa: B018 - a session needs its StateStoreCoordinator
-    version = commit_version(store.read(store.join(root, "commits", str(batch_id))))
+    commit = read_commit(checkpoint, batch_id)
+    version = commit.version if commit is not None else 1
     with session_conf(spark, FORMAT_CONF, "2" if version >= 2 else None):
         try:
             rows = [r.asDict() for r in
@@ -253,13 +250,6 @@ def export_state(spark: Any, checkpoint: str, target: str, batch_id: int,
                 parts.append(part)
             operators.append(op)
     return operators, parts
-
-
-def commit_version(data: bytes) -> int:
-    """A ``commits/N`` file's log version (``v2``: RocksDB checkpoint format v2); 1 when
-    it cannot be told."""
-    head = data.split(b"\n", 1)[0].strip()
-    return int(head[1:]) if head[:1] == b"v" and head[1:].isdigit() else 1
 
 
 @contextmanager
@@ -329,13 +319,13 @@ def _selected(column: Column, schema: Any) -> Any:
 
 def state_frame(spark: Any, savepoint: Savepoint | str | int, *, operator: int | None = None,
                 state_var: str | list[str] | tuple[str, ...] | None = None,
-                journal: Journal | None = None, database_url: str | None = None,
-                verify: bool = True, expect_sha256: str | None = None) -> Any:
+                journal: Journal | None = None, verify: bool = True,
+                expect_sha256: str | None = None) -> Any:
     """One operator's state in a savepoint as a DataFrame: the key's columns first, then
     the state's (see :func:`~offset_journal.savepoint.core.export_columns`). Several
     parts (``state_var``: names, or None for all) are one frame with a ``state_var``
     column naming each row's. ``savepoint``: a loaded one, its directory, or its id in
-    the journal (``journal`` or ``database_url``). Only the files the manifest lists are
+    ``journal``. Only the files the manifest lists are
     read. ``verify`` checks them against their checksums now (a part's directory holding
     anything else Spark would read is refused too) and again at every read of the frame,
     where Spark parses them (:mod:`._verified`): a file replaced after this returns fails
@@ -345,7 +335,7 @@ def state_frame(spark: Any, savepoint: Savepoint | str | int, *, operator: int |
     files altered, or another manifest."""
     from pyspark.sql import functions as F
 
-    found = load_planned_savepoint(savepoint, journal, database_url, expect_sha256)
+    found = load_planned_savepoint(savepoint, journal, expect_sha256)
     op, parts = choose_parts(found.manifest, operator, state_var)
     if verify:
         check_parts(found.location, parts)
@@ -367,8 +357,8 @@ def state_frame(spark: Any, savepoint: Savepoint | str | int, *, operator: int |
 
 def initial_state(spark: Any, savepoint: Savepoint | str | int, *, operator: int | None = None,
                   state_var: str | list[str] | tuple[str, ...] | None = None,
-                  journal: Journal | None = None, database_url: str | None = None,
-                  verify: bool = True, expect_sha256: str | None = None) -> Any:
+                  journal: Journal | None = None, verify: bool = True,
+                  expect_sha256: str | None = None) -> Any:
     """What ``transformWithState(..., initialState=...)`` takes: :func:`state_frame`
     grouped by the key's columns. Group by the same columns as the new query (when the
     new query groups otherwise, shape :func:`state_frame` and group it yourself). Spark
@@ -379,7 +369,7 @@ def initial_state(spark: Any, savepoint: Savepoint | str | int, *, operator: int
     checked as :func:`state_frame` checks them, at every read. SavepointError (one line)
     first on a Spark whose PySpark has no ``initialState``."""
     require("initial-state", str(spark.version), SavepointError)
-    found = load_planned_savepoint(savepoint, journal, database_url, expect_sha256)
+    found = load_planned_savepoint(savepoint, journal, expect_sha256)
     _op, parts = choose_parts(found.manifest, operator, state_var)
     frame = state_frame(spark, found, operator=operator, state_var=state_var, verify=verify)
     return frame.groupBy(*parts[0].key_columns)

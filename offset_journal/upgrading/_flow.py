@@ -44,7 +44,7 @@ if TYPE_CHECKING:
     from ..journal import Journal
     from ..restart import RestartPlan
     from ..savepoint import Savepoint
-    from ..savepoint.restore import Rules
+    from ..state import Rules
 
 log = logging.getLogger(__name__)
 

@@ -24,7 +24,7 @@ if TYPE_CHECKING:
     from ..journal import Journal
     from ..restart import PlanRequest, RestartPlan
     from ..savepoint import Savepoint
-    from ..savepoint.restore import Restored, Rules
+    from ..state import Restored, Rules
 
 log = logging.getLogger(__name__)
 
@@ -97,7 +97,7 @@ def preflight(ctx: Context, savepoint_to: str, batches: int) -> None:
                           "remove it, or give another")
     require_empty(savepoint_to)
     probe_writable(savepoint_to)
-    from ..savepoint.restore import helper
+    from ..state import helper
 
     helper(ctx.spark)  # the restore's JVM helper on this session: known before v1 stops
 
@@ -221,27 +221,17 @@ def restore(ctx: Context, saved: Savepoint, plan: RestartPlan, build_v2: Build,
     """The savepoint written into v2's new checkpoint (v2's bootstrap run, the layout
     checked, the state written: RestoreError refuses, the new checkpoint removed); the
     plan linked to the bootstrap run as it starts, and the run journaled (once: a
-    session with the listener journaled it already)."""
-    from ..savepoint.restore import journal_bootstrap, restore_savepoint
-    from ..savepoint.restore.offsets import concrete_ends
+    session with the listener journaled it already), as every restore from a plan is
+    (:func:`offset_journal.restart.restoring.restore_from_plan`)."""
+    from ..restart.restoring import restore_from_plan
 
     starting = [plan.starting_offsets(s.index) for s in plan.sources]
-
-    def link(run_id: str) -> None:
-        if plan.plan_id is not None:
-            ctx.journal.link_plan(plan.plan_id, run_id)
-
-    restored = restore_savepoint(
-        ctx.spark, saved, ctx.new_checkpoint,
-        lambda: build_v2(ctx.spark, ctx.new_checkpoint, starting),
-        ends=concrete_ends(plan.sources), rules=rules, journal=ctx.journal,
-        expect_sha256=plan.savepoint_sha256, on_start=link)
-    if restored.bootstrap is not None:
-        problem = journal_bootstrap(ctx.journal, restored.bootstrap, ctx.query_name)
-        if problem is not None:
-            log.warning("the bootstrap run %s was not journaled: %s",
-                        restored.bootstrap_run_id, problem)
-    return restored
+    done = restore_from_plan(ctx.journal, ctx.spark, plan, ctx.new_checkpoint,
+                             lambda: build_v2(ctx.spark, ctx.new_checkpoint, starting),
+                             savepoint=saved, rules=rules, command=UPGRADE_COMMAND)
+    for warning in done.warnings:
+        log.warning("%s", warning)
+    return done.restored
 
 
 def start(ctx: Context, build: Build, checkpoint: str, starting: Sequence[str]) -> Any:

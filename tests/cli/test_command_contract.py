@@ -139,8 +139,9 @@ def test_a_negative_checkpoint_offset_is_not_imported(cli: Cli, journal_url: str
                          "--query-name", "neg")
     assert code == 1 and "-5" in one_error_line(code, err) and out == ""
     assert _unchanged(journal_url) == (0, 0, 0)
-    with pytest.raises(RestartError, match="must not be empty"):
-        import_checkpoint(journal_url, str(ckpt), "")
+    with Journal(journal_url) as journal, \
+            pytest.raises(RestartError, match="must not be empty"):
+        import_checkpoint(journal, str(ckpt), "")
 
 
 def test_the_backwards_error_names_options_the_command_has(cli: Cli, journal_url: str) -> None:

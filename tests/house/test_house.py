@@ -20,15 +20,16 @@ SHARED = ("errors", "values", "offsets", "formatting", "redaction", "origin", "o
 
 ARROWS: dict[str, set[str]] = {
     "offset_journal": {"capture", "journal", "upgrading"},  # its own __init__: the public API
-    "cli": {"offset_journal", "local", "health", "report", "restart", "upgrading", "savepoint",
-            "checkpoint", "audit", "capture", "journal", "kafka"},
+    "cli": {"offset_journal", "local", "health", "report", "restart", "upgrading", "state",
+            "savepoint", "checkpoint", "audit", "capture", "journal", "kafka"},
     "testing": {"local", "capture", "journal"},
     "local": {"capture", "journal", "kafka"},
     "health": {"restart", "capture", "journal", "kafka"},
     "report": {"audit", "journal"},
-    "upgrading": {"restart", "savepoint", "checkpoint", "journal"},
-    "restart": {"savepoint", "checkpoint", "journal", "kafka"},
+    "upgrading": {"restart", "state", "savepoint", "checkpoint", "journal"},
+    "restart": {"state", "savepoint", "checkpoint", "journal", "kafka"},
     "audit": {"journal"},
+    "state": {"savepoint", "checkpoint", "journal"},
     "savepoint": {"checkpoint", "journal"},
     "checkpoint": {"journal"},
     "capture": {"journal", "kafka"},

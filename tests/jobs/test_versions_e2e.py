@@ -112,7 +112,7 @@ def test_what_this_spark_lacks_is_refused_in_one_line_before_anything_runs(spark
     on the Spark installed: refused in one line where it lacks them, with nothing
     written; the restore's helper jar likewise (the package ships none for this minor)."""
     from offset_journal.local.jars import JarsError, state_restore_jar
-    from offset_journal.savepoint.restore._jvm import check_version
+    from offset_journal.state._jvm import check_version
 
     running = spark.version
     for feature in ("state-restore", "state-repartition"):

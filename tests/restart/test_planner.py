@@ -55,11 +55,12 @@ def test_import_under_a_second_name_is_refused(journal_url: str, tmp_path: Path,
                                                monkeypatch: pytest.MonkeyPatch) -> None:
     ck = write_checkpoint(tmp_path / "ck", "qid-ck", [
         ([{"orders": {"0": 10}}], True), ([{"orders": {"0": 15}}], True)])
-    first = import_checkpoint(journal_url, str(ck), "legacy")
-    assert first.imported == 2
-    before = journal_counts(journal_url)
-    with pytest.raises(RestartError, match="already journaled .* 'legacy'"):
-        import_checkpoint(journal_url, str(ck), "other-name")
+    with Journal(journal_url) as journal:
+        first = import_checkpoint(journal, str(ck), "legacy")
+        assert first.imported == 2
+        before = journal_counts(journal_url)
+        with pytest.raises(RestartError, match="already journaled .* 'legacy'"):
+            import_checkpoint(journal, str(ck), "other-name")
     assert journal_counts(journal_url) == before
     monkeypatch.setenv(ENV_URL, journal_url)
     code, out, err = run_cli(capsys, "checkpoint", "import", str(ck), "--query-name", "again")
@@ -79,8 +80,8 @@ def test_import_of_a_checkpoint_the_listener_journaled_under_another_name(
     ck = write_checkpoint(tmp_path / "ck", "qid-ck", [
         ([{"orders": {"0": 10}}], True), ([{"orders": {"0": 12}}], True)])
     before = journal_counts(journal_url)
-    with pytest.raises(RestartError, match="'orders'"):
-        import_checkpoint(journal_url, str(ck), "renamed")
+    with Journal(journal_url) as journal, pytest.raises(RestartError, match="'orders'"):
+        import_checkpoint(journal, str(ck), "renamed")
     assert journal_counts(journal_url) == before
 
 

@@ -988,12 +988,12 @@ def test_import_checkpoint_is_idempotent(journal_url: str, tmp_path: Path) -> No
         ([{"orders": {"0": 15, "1": 4}}], True),
         ([{"orders": {"0": 20, "1": 6}}], False),  # planned, never finished
     ], initial={"0": {"orders": {"0": 0, "1": 0}}})
-    first = import_checkpoint(journal_url, str(ck), "legacy")
-    assert (first.imported, first.already) == (2, 0)
-    assert any("batch 2: not committed" in s for s in first.skipped)
-    again = import_checkpoint(journal_url, str(ck), "legacy")
-    assert (again.imported, again.already, again.run_id) == (0, 2, first.run_id)
     with Journal(journal_url) as journal:
+        first = import_checkpoint(journal, str(ck), "legacy")
+        assert (first.imported, first.already) == (2, 0)
+        assert any("batch 2: not committed" in s for s in first.skipped)
+        again = import_checkpoint(journal, str(ck), "legacy")
+        assert (again.imported, again.already, again.run_id) == (0, 2, first.run_id)
         history = journal.history("legacy")
         assert [b.batch_id for b in history] == [0, 1]
         assert history[0].trigger_at == datetime(2024, 1, 1, tzinfo=timezone.utc)
@@ -1011,18 +1011,20 @@ def test_import_skips_batches_the_listener_journaled(journal_url: str, tmp_path:
     ])
     ck = write_checkpoint(tmp_path / "ck", "qid-ck", [
         ([{"orders": {"0": 10}}], True), ([{"orders": {"0": 12}}], True)])
-    result = import_checkpoint(journal_url, str(ck), "orders")
+    with Journal(journal_url) as journal:
+        result = import_checkpoint(journal, str(ck), "orders")
     assert result.imported == 1
     assert any("already journaled by the listener" in s for s in result.skipped)
 
 
 def test_import_of_nothing_is_refused(journal_url: str, tmp_path: Path) -> None:
     empty = write_checkpoint(tmp_path / "e", "q", [])
-    with pytest.raises(RestartError, match="no batches"):
-        import_checkpoint(journal_url, str(empty), "x")
     pending = write_checkpoint(tmp_path / "p", "q", [([{"t": {"0": 1}}], False)])
-    with pytest.raises(RestartError, match="no committed batch"):
-        import_checkpoint(journal_url, str(pending), "x")
+    with Journal(journal_url) as journal:
+        with pytest.raises(RestartError, match="no batches"):
+            import_checkpoint(journal, str(empty), "x")
+        with pytest.raises(RestartError, match="no committed batch"):
+            import_checkpoint(journal, str(pending), "x")
 
 
 # --------------------------------------------------------------------------- Kafka

@@ -12,7 +12,7 @@ import pytest
 
 from offset_journal.errors import RestoreError
 from offset_journal.rows import Batch, SourceOffsets
-from offset_journal.savepoint.restore.recover import (
+from offset_journal.state.recover import (
     Candidate,
     Replay,
     choose,

@@ -35,8 +35,8 @@ def test_aggregation_restored_into_eight_partitions_with_a_changed_projection(
     new query is deployed, which resumes on it."""
     from pyspark.sql import functions as F
 
-    from offset_journal.savepoint.restore import restore_savepoint
     from offset_journal.savepoint.spark import PROVIDER_CONF, session_conf
+    from offset_journal.state import restore_savepoint
 
     spark, listener = journaled_spark
     servers = kafka_cluster.bootstrap_servers
@@ -118,7 +118,7 @@ def _refused(spark: Any, journal_url: str, events: Any, sp: Path, v1_ck: Path,
     from pyspark.sql import functions as F
 
     from offset_journal.errors import RestoreError, SavepointError
-    from offset_journal.savepoint.restore import restore_savepoint
+    from offset_journal.state import restore_savepoint
 
     def restore(frame: Any, checkpoint: Path) -> None:
         def v2() -> Any:
@@ -210,6 +210,39 @@ def test_stateful_job_restores_an_aggregation_into_transform_with_state(
         assert recorded.request["state"] == [[0, "aggregation", 7, "restored"]]
     code, out, err = rs.cli(capsys, "--database-url", journal_url, "audit", "totals")
     assert code == 0, out
+    _the_command_restores_as_the_job_did(journal_url, common, sp, tmp_path, capsys)
+
+
+def _the_command_restores_as_the_job_did(journal_url: str, common: list[str], sp: Path,
+                                         tmp_path: Path, capsys: Any) -> None:
+    """``state restore`` of the same savepoint, the same v2 and the same mapping (the
+    job's rules as flags) goes through the job's restore from the plan: the same plan
+    recorded (but for its command and checkpoint), linked to its own bootstrap run, which
+    the journal holds."""
+    from tests.jobs_support import JOBS
+
+    query_file = tmp_path / "v2_tws.py"
+    query_file.write_text(JOB_QUERY_FILE.format(jobs=str(JOBS), argv=common))
+    cli_ck = tmp_path / "ck-cli"
+    code, out, err = rs.cli(capsys, "--database-url", journal_url, "state", "restore", str(sp),
+                            "--to", str(cli_ck), "--query", f"{query_file}:v2",
+                            "--partitions", "3", "--into-state", "0:totals",
+                            "--map-field", "0:n=count", "--map-field", "0:mx=max",
+                            "--map-field", "0:total=sum")
+    assert code == 0, err
+    with Journal(journal_url) as journal:
+        job, cli = [p for p in journal.recorded_plans("totals") if p.request.get("restore")]
+        runs = {r.run_id for r in journal.runs("totals")}
+
+    def decided(p: Any) -> tuple[Any, ...]:
+        return (p.position, p.mode, p.ok, p.kafka_offsets, p.anchor_run_id, p.anchor_batch_id,
+                p.request["state"], p.request["savepoint"])
+
+    assert decided(cli) == decided(job)
+    assert (job.command, cli.command) == ("api", "state-restore")
+    assert (job.checkpoint, cli.checkpoint) == (str(tmp_path / "ck-v2"), str(cli_ck))
+    assert len(job.run_ids) == len(cli.run_ids) == 1 and job.run_ids != cli.run_ids
+    assert {*job.run_ids, *cli.run_ids} <= runs
 
 
 # --------------------------------------------------------------------------- in place
@@ -330,6 +363,18 @@ def test_a_query_the_journal_does_not_know_is_repartitioned_only_when_said_stopp
 
 
 # --------------------------------------------------------------------------- the command
+
+JOB_QUERY_FILE = """
+import sys
+
+sys.path.insert(0, {jobs!r})
+import stateful_counts as job  # noqa: E402
+
+
+def v2(spark, checkpoint, starting):
+    args = job.parser().parse_args({argv!r} + ["--checkpoint", checkpoint])
+    return job.builder(args, "transform-with-state")(spark, checkpoint, starting)
+"""
 
 QUERY_FILE = """
 from pyspark.sql import functions as F

@@ -81,8 +81,8 @@ def _upgrade(spark: Any, listener: Any, journal_url: str, kafka_cluster: Any, to
     ``build(starting offsets, output dir)`` is the query's writer. No batch without data:
     a v1 that ran one after its last records would time a group out before the upgrade,
     which a run that never stopped does in its next data batch."""
-    from offset_journal.savepoint.restore import restore_savepoint
     from offset_journal.savepoint.spark import PROVIDER_CONF, session_conf
+    from offset_journal.state import restore_savepoint
 
     kafka_cluster.create_topic(topic, 1)
     kafka_cluster.produce(topic, FIRST, value=_value, timestamp_ms=_ts)

@@ -278,13 +278,13 @@ def test_the_rocksdb_bytes_of_another_querys_checkpoint_at_the_old_path_are_not_
     from pyspark import cloudpickle
 
     from offset_journal.errors import RestoreError
-    from offset_journal.savepoint.restore import restore_savepoint
     from offset_journal.savepoint.spark import (
         FORMAT_CONF,
         PROVIDER_CONF,
         ROCKSDB_PROVIDER,
         session_conf,
     )
+    from offset_journal.state import restore_savepoint
 
     cloudpickle.register_pickle_by_value(sys.modules[__name__])
     spark, listener = journaled_spark

@@ -13,8 +13,8 @@ import pytest
 from offset_journal.errors import RestoreError
 from offset_journal.savepoint import core
 from offset_journal.savepoint.model import Manifest, Operator, Part
-from offset_journal.savepoint.restore import Rules
-from offset_journal.savepoint.restore.layout import (
+from offset_journal.state import Rules
+from offset_journal.state.layout import (
     COUNT,
     INDEX,
     MATCHED,
@@ -22,7 +22,7 @@ from offset_journal.savepoint.restore.layout import (
     new_operators,
     type_name,
 )
-from offset_journal.savepoint.restore.matching import plan_layout
+from offset_journal.state.matching import plan_layout
 
 
 def _f(name: str, t: Any, nullable: bool = True) -> dict[str, Any]:
@@ -294,7 +294,7 @@ def test_types_read_as_people_write_them():
 def test_a_spark_version_not_proven_is_refused_in_one_line():
     """Any 4.2.x or 4.3.x (a vendor's build of one too) runs the restore, any 4.2.x the
     repartition; another minor is refused in one line naming it."""
-    from offset_journal.savepoint.restore._jvm import PROVEN_SPARK, version_problem
+    from offset_journal.state._jvm import PROVEN_SPARK, version_problem
 
     assert PROVEN_SPARK == "Spark 4.2 or 4.3 (any 4.2.x, 4.3.x)"
     for running in ("4.2.0", "4.2.1", "4.2.0-amzn-0", "4.3.0", "4.3.1-amzn-0"):
@@ -312,7 +312,7 @@ def test_a_spark_version_not_proven_is_refused_in_one_line():
 def test_a_plans_start_offsets_made_concrete_for_the_offsets_file():
     from dataclasses import dataclass, field
 
-    from offset_journal.savepoint.restore.offsets import concrete_ends
+    from offset_journal.state.offsets import concrete_ends
 
     @dataclass
     class Source:

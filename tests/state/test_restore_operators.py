@@ -79,8 +79,8 @@ def _upgrade(spark: Any, listener: Any, journal_url: str, kafka_cluster: Any,
     state.
     ``build(starting offsets per source, output dir)`` is the query's writer. Returns the
     outputs and checkpoints."""
-    from offset_journal.savepoint.restore import restore_savepoint
     from offset_journal.savepoint.spark import PROVIDER_CONF, session_conf
+    from offset_journal.state import restore_savepoint
 
     cut = {topic: first - (lag if i else 0) for i, topic in enumerate(topics)}
     for topic in topics:
@@ -373,8 +373,8 @@ def test_transform_with_state_bytes_copied_with_a_state_variable_renamed(
 
     from pyspark import cloudpickle
 
-    from offset_journal.savepoint.restore import Rules, restore_savepoint
     from offset_journal.savepoint.spark import session_conf
+    from offset_journal.state import Rules, restore_savepoint
 
     cloudpickle.register_pickle_by_value(sys.modules[__name__])
     spark, listener = journaled_spark

@@ -76,8 +76,9 @@ def test_a_restore_from_a_brokerless_source_goes_on_from_the_savepoints_step(
     in 3 partitions with the shipped helper; v2 reads steps 3-5 from there: every
     group's count and sum over steps 0-5, each row once; the journal's audit of the two
     runs is clean and a plan from it starts v3 at step 5."""
-    from offset_journal.savepoint.restore import restore_savepoint
+    from offset_journal import Journal
     from offset_journal.savepoint.spark import session_conf
+    from offset_journal.state import restore_savepoint
 
     spark, listener = journaled_spark
     if not available("state-restore", spark.version):
@@ -98,8 +99,9 @@ def test_a_restore_from_a_brokerless_source_goes_on_from_the_savepoints_step(
                 .queryName("steps").option("checkpointLocation", str(v2_ck)))
 
     with session_conf(spark, "spark.sql.shuffle.partitions", "3"):
-        restored = restore_savepoint(spark, str(tmp_path / "sp"), str(v2_ck), v2,
-                                     database_url=journal_url)
+        with Journal(journal_url) as journal:
+            restored = restore_savepoint(spark, str(tmp_path / "sp"), str(v2_ck), v2,
+                                         journal=journal)
     assert "operator 0 (aggregation): restored (typed)" in restored.explain()
     restored_state = {r.key.grp: tuple(r.value) for r in rs.state(spark, v2_ck)}
     assert restored_state == _reference(0, 3)

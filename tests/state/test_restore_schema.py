@@ -59,8 +59,8 @@ def test_struct_fields_in_another_order_are_restored_by_name(
     """v1 keys by ``info: struct<a, b>`` and keeps ``max: struct<ts, v>``; v2 declares
     ``struct<b, a>`` and ``struct<v, ts>``. The restore says it takes both by name, and
     every key's fields and its max read back by name from v2's checkpoint are v1's."""
-    from offset_journal.savepoint.restore import restore_savepoint
     from offset_journal.savepoint.spark import PROVIDER_CONF, session_conf
+    from offset_journal.state import restore_savepoint
 
     spark, listener = journaled_spark
     servers = kafka_cluster.bootstrap_servers
@@ -168,8 +168,8 @@ def test_a_date_key_that_became_a_timestamp_is_restored_in_the_new_querys_zone(
     session's zone and names it. ``plan --restore`` names the command that restores."""
     import runpy
 
-    from offset_journal.savepoint.restore import restore_savepoint
     from offset_journal.savepoint.spark import PROVIDER_CONF, session_conf
+    from offset_journal.state import restore_savepoint
 
     spark, listener = journaled_spark
     servers = kafka_cluster.bootstrap_servers

@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 
-from offset_journal.errors import RestoreError
+from offset_journal.errors import JarsError, RestoreError
 from offset_journal.local import helper_jar as hj
 from offset_journal.local.jars import installed_scala_binary, spark_jars_dir
 from offset_journal.spark_version import DATABRICKS_CONF, parse, spec
@@ -37,6 +37,20 @@ def test_every_minor_the_restore_runs_on_has_a_jar_built_from_these_sources() ->
         assert manifest["Source-SHA-256"] == hj.source_digest(line), (
             f"the shipped helper for Spark {line[0]}.{line[1]} was not built from these "
             "sources: run scripts/build-state-restore.py with that Spark's venv")
+
+
+def test_the_minors_the_helper_is_built_for_are_the_ones_the_gate_lets_run(tmp_path) -> None:
+    """One list of minors, spark_version's: the sources have a part for exactly those, each
+    part's SparkLine names its own minor, and the build refuses any other before javac."""
+    proven = spec("state-restore").only
+    assert hj.source_lines() == proven
+    for line in proven:
+        java = hj.sources_dir() / f"spark-{line[0]}.{line[1]}" / "java" / "io" / \
+            "offsetjournal" / "state" / "SparkLine.java"
+        assert f'LINE = "{line[0]}.{line[1]}";' in java.read_text()
+    (tmp_path / "spark-core_2.13-4.1.0.jar").write_bytes(b"")
+    with pytest.raises(JarsError, match="proven on Spark 4.2, 4.3, not 4.1"):
+        hj.build(tmp_path, tmp_path / "out", javac="/no/such/javac")
 
 
 def test_a_rebuild_against_the_installed_pyspark_equals_the_shipped_jar(tmp_path) -> None:
@@ -119,7 +133,7 @@ def test_databricks_runtime_is_refused_in_one_line_before_anything_is_written(
     """Databricks Runtime's Spark reports an Apache version, but its internals are its
     own: its setting (or its driver's environment) refuses the restore before the
     savepoint is read or the new checkpoint made."""
-    from offset_journal.savepoint.restore import restore_savepoint
+    from offset_journal.state import restore_savepoint
 
     new_ck = tmp_path / "ck-v2"
     spark.conf.set(DATABRICKS_CONF, "17.3.x-scala2.13")

@@ -11,8 +11,9 @@ from types import SimpleNamespace
 import pytest
 
 from offset_journal.checkpoint import Checkpoint, CheckpointBatch
+from offset_journal.checkpoint.commits import ROCKSDB_PROVIDER as ROCKSDB
 from offset_journal.errors import RestoreError
-from offset_journal.savepoint.restore.repartition import ROCKSDB, check_repartition
+from offset_journal.state.repartition import check_repartition
 
 
 def _checkpoint(*, committed: bool = True, provider: str = ROCKSDB) -> Checkpoint:

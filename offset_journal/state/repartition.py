@@ -20,28 +20,27 @@ and may fail itself: the helper then deletes what it added, so the query's next 
 does not run a stray repartition batch on state still in the old partitions. The
 repartition is journaled as a decision (``restart_plans``: the query resumes after
 its last batch, mode ``repartition``, the partitions before and after, the batch
-written) when the journal knows the query's name; ``record_problem`` says when it is
-not.
+written) by :func:`offset_journal.restart.record.record_repartition`, where every
+decision's row is made, when the journal knows the query's name; ``record_problem``
+says when it is not.
 """
 
 from __future__ import annotations
 
 import logging
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
-from ...errors import RestoreError
-from ...origin import host_name, os_user
+from ..checkpoint.commits import HDFS_PROVIDER, PROVIDER_CONF, ROCKSDB_PROVIDER
+from ..errors import RestoreError
 from ._jvm import helper, repartition
 
 if TYPE_CHECKING:
-    from ...checkpoint import Checkpoint
-    from ...journal import Journal
+    from ..checkpoint import Checkpoint
+    from ..journal import Journal
 
 log = logging.getLogger(__name__)
 
-ROCKSDB = "org.apache.spark.sql.execution.streaming.state.RocksDBStateStoreProvider"
-PROVIDER_CONF = "spark.sql.streaming.stateStore.providerClass"
 PARTITIONS_CONF = "spark.sql.shuffle.partitions"
 MODE = "repartition"
 
@@ -81,8 +80,8 @@ def check_repartition(ckpt: Checkpoint, partitions: int, runs: list[Any], *,
     if planned is not None and planned.batch_id != last.batch_id:
         raise RestoreError(f"{ckpt.path}'s batch {planned.batch_id} did not commit: start the "
                            "query once to finish it, then repartition")
-    provider = str(last.conf.get(PROVIDER_CONF) or "HDFSBackedStateStoreProvider")
-    if provider != ROCKSDB:
+    provider = str(last.conf.get(PROVIDER_CONF) or HDFS_PROVIDER)
+    if provider != ROCKSDB_PROVIDER:
         raise RestoreError(f"{ckpt.path} keeps its state on {provider.rsplit('.', 1)[-1]}: "
                            "Spark's repartition reads RocksDB stores only; restore a "
                            "savepoint into a new checkpoint with the partitions you want "
@@ -120,7 +119,7 @@ def preflight(checkpoint: str, partitions: int, journal: Journal | None, *,
     credentials refused there), the journal's names and runs of its query id, and
     :func:`check_repartition` on them. Returns (the checkpoint, the query's names, its
     runs)."""
-    from ...checkpoint import read_checkpoint
+    from ..checkpoint import read_checkpoint
 
     ckpt = read_checkpoint(checkpoint)
     if ckpt.query_id is None:
@@ -133,12 +132,13 @@ def preflight(checkpoint: str, partitions: int, journal: Journal | None, *,
 
 
 def repartition_state(spark: Any, checkpoint: str, partitions: int, *,
-                      journal: Journal | None, assume_stopped: bool = False,
-                      record: bool = True) -> Repartitioned:
+                      journal: Journal | None, assume_stopped: bool = False) -> Repartitioned:
     """Repartition the stopped query's state at ``checkpoint`` into ``partitions``
     shuffle partitions, in place (see the module). RestoreError (one line) when a check
     refuses (nothing is written then) or the repartition fails (what it wrote is
-    removed, the error says so)."""
+    removed, the error says so). The decision is journaled by the caller, through
+    :func:`offset_journal.restart.record.record_repartition` (the journal's side of
+    every decision)."""
     helper(spark, "state-repartition")
     ckpt, names, runs = preflight(checkpoint, partitions, journal,
                                   assume_stopped=assume_stopped)
@@ -150,31 +150,5 @@ def repartition_state(spark: Any, checkpoint: str, partitions: int, *,
                          partitions, batch_id, assume_stopped)
     log.info("repartitioned %s from %d to %d partitions (batch %d)", checkpoint, before,
              partitions, batch_id)
-    if not record:
-        return done
-    if journal is None or done.query_name is None:
-        why = ("no journal was given" if journal is None else
-               f"the journal has no run of query id {done.query_id}")
-        return replace(done, record_problem=f"the repartition was not journaled ({why})")
-    return _recorded(journal, done, runs)
+    return done
 
-
-def _recorded(journal: Journal, done: Repartitioned, runs: list[Any]) -> Repartitioned:
-    from ...errors import JournalError
-
-    last = runs[-1] if runs else None
-    row: dict[str, Any] = {
-        "query_name": done.query_name, "position": "after", "mode": MODE,
-        "command": "state-repartition", "ok": True,
-        "anchor_run_id": last.run_id if last is not None else None,
-        "anchor_batch_id": last.last_batch_id if last is not None else None,
-        "request": {"repartition": {"from": done.partitions_before, "to": done.partitions,
-                                    "batch": done.batch_id},
-                    **({"assume_stopped": True} if done.assumed_stopped else {})},
-        "options": {}, "kafka_offsets": [], "checkpoint": done.checkpoint,
-        "host": host_name(), "os_user": os_user()}
-    try:
-        return replace(done, plan_id=journal.record_plan(row))
-    except JournalError as exc:
-        reason = str(exc)
-        return replace(done, record_problem=f"the repartition was not journaled ({reason})")

@@ -42,9 +42,9 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from typing import Any, Literal
 
-from ...errors import RestoreError
-from ..core import operator_kind
-from ..model import OperatorKind, Part
+from ..errors import RestoreError
+from ..savepoint.core import operator_kind
+from ..savepoint.model import OperatorKind, Part
 from ._nested import Convert, TypeCompare, is_struct, struct_fields, type_name
 
 Decision = Literal["restored", "mapped", "empty", "discarded"]

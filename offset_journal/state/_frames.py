@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from .._verified import read_part
+from ..savepoint import read_part
 from ._nested import Convert
 from .layout import COUNT, INDEX, MATCHED, RawTarget, Source, Target
 

@@ -21,15 +21,15 @@ from collections.abc import Callable
 from datetime import datetime, timezone
 from typing import TYPE_CHECKING, Any
 
-from ...errors import OffsetJournalError, RestoreError
-from ...formatting import first_line
+from ..errors import OffsetJournalError, RestoreError
+from ..formatting import first_line
 from ._bootstrap import ran_once
 from ._jvm import add_empty_sink_batch
 from .recover import Replay, offsets_file
 
 if TYPE_CHECKING:
-    from ...checkpoint.model import CheckpointBatch
-    from ..model import Manifest
+    from ..checkpoint.model import CheckpointBatch
+    from ..savepoint.model import Manifest
     from ._bootstrap import Bootstrap
 
 log = logging.getLogger(__name__)
@@ -43,7 +43,7 @@ def replay_batch(spark: Any, checkpoint: str, query: Callable[[], Any], replay: 
     re-executes it as the batch it had not committed (its sink ``noop`` unless
     ``reread_sink``; a ``file_sink``'s log then gains the batch, empty). The run, with
     its progress, for the journal."""
-    from ...checkpoint.store import open_store
+    from ..checkpoint.store import open_store
     from ._bootstrap import Bootstrap, built_writer, checkpoint_problem
 
     store, root = open_store(checkpoint, None)
@@ -76,7 +76,7 @@ def old_batches(m: Manifest) -> dict[int, CheckpointBatch]:
     """Each old batch after the savepoint's, as the old checkpoint's ``offsets/N`` has it
     (watermark, timestamp, end offsets), while the checkpoint there is still the
     savepoint's query's (empty otherwise)."""
-    from ...checkpoint import read_checkpoint
+    from ..checkpoint import read_checkpoint
     from ._write import other_query
 
     if other_query(m) is not None:

@@ -13,7 +13,7 @@ import json
 from collections.abc import Iterable
 from typing import Any
 
-from ...errors import RestoreError
+from ..errors import RestoreError
 
 
 def concrete_ends(sources: Iterable[Any]) -> tuple[str, ...]:

@@ -21,7 +21,7 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Literal
 
-from ..core import is_struct, struct_fields
+from ..savepoint.core import is_struct, struct_fields
 
 ConvertKind = Literal["cast", "date", "struct", "array", "map"]
 """How a value is converted: Spark's cast (the same type by name, or a widening whose

@@ -28,8 +28,8 @@ import time
 from collections.abc import Sequence
 from typing import Any
 
-from ...errors import RestoreError
-from ...spark_version import DATABRICKS_CONF, Feature, needs_text, problem, runtime_problem
+from ..errors import RestoreError
+from ..spark_version import DATABRICKS_CONF, Feature, needs_text, problem, runtime_problem
 
 PROVEN_SPARK = needs_text("state-restore")
 """The Spark the state restore is proven on, in words (``Spark 4.2 or 4.3 (any 4.2.x,
@@ -259,7 +259,7 @@ SINK_LOG_PACKAGES = ("org.apache.spark.sql.execution.streaming.sinks",
 def add_empty_sink_batch(spark: Any, path: str, batch_id: int) -> None:
     """Batch ``batch_id`` added to the file sink log at ``path``, with no file, by
     Spark's own ``FileStreamSinkLog`` (it compacts as the sink would)."""
-    from ...checkpoint.sinks import SINK_LOG_DIR
+    from ..checkpoint.sinks import SINK_LOG_DIR
 
     for package in SINK_LOG_PACKAGES:
         sink_log_class = _java_class(spark, f"{package}.FileStreamSinkLog")

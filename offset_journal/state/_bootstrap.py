@@ -38,15 +38,15 @@ from dataclasses import dataclass, field, replace
 from datetime import datetime, timezone
 from typing import TYPE_CHECKING, Any
 
-from ...checkpoint.sinks import SINK_LOG_DIR, described_sink, read_file_sink_log
-from ...errors import RestoreError
-from ...formatting import first_line
-from ...origin import host_name
-from ...records import RunRecord, batch_from_progress
+from ..checkpoint.sinks import SINK_LOG_DIR, described_sink, read_file_sink_log
+from ..errors import RestoreError
+from ..formatting import first_line
+from ..origin import host_name
+from ..records import RunRecord, batch_from_progress
 from ._jvm import bootstrap_offsets, join_types, qualified_path, writer_options
 
 if TYPE_CHECKING:
-    from ...journal import Journal
+    from ..journal import Journal
 
 log = logging.getLogger(__name__)
 
@@ -87,7 +87,7 @@ def run_bootstrap(spark: Any, checkpoint: str, offsets: Sequence[str], watermark
     once the new checkpoint's ``metadata`` is this restore's (from then on, what is in
     the checkpoint is its own to remove). RestoreError when the query runs elsewhere
     than ``checkpoint`` or its sink would skip its batches."""
-    from ..spark import session_conf
+    from ..savepoint.spark import session_conf
 
     # Spark reads the retention each time it adds a progress: kept until the batch ends.
     with session_conf(spark, PROGRESS_CONF, _kept_progress(spark)):
@@ -98,7 +98,8 @@ def run_bootstrap(spark: Any, checkpoint: str, offsets: Sequence[str], watermark
 def _bootstrapped(spark: Any, checkpoint: str, offsets: Sequence[str], watermark_ms: int,
                   query: Callable[[], Any], on_start: Callable[[str], None] | None,
                   on_claim: Callable[[str], None] | None) -> Bootstrap:
-    from ..spark import PROVIDER_CONF, ROCKSDB_PROVIDER, session_conf
+    from ..checkpoint.commits import PROVIDER_CONF, ROCKSDB_PROVIDER
+    from ..savepoint.spark import session_conf
 
     with session_conf(spark, PROVIDER_CONF, ROCKSDB_PROVIDER):
         writer = built_writer(spark, query, checkpoint, on_claim).trigger(once=True)
@@ -184,8 +185,8 @@ def built_writer(spark: Any, query: Callable[[], Any], checkpoint: str,
 
 def _query_id_at(checkpoint: str) -> str | None:
     """The query id of the checkpoint at ``checkpoint`` (None: none there, or unreadable)."""
-    from ...checkpoint import read_checkpoint
-    from ...errors import OffsetJournalError
+    from ..checkpoint import read_checkpoint
+    from ..errors import OffsetJournalError
 
     try:
         return read_checkpoint(checkpoint).query_id
@@ -249,8 +250,8 @@ def journal_bootstrap(journal: Journal, done: Bootstrap, query_name: str) -> str
     would have (under the query's own name, else ``query_name``: the restored query's);
     a session with a listener attached journaled them already, and the journal keeps
     one copy. Why it could not (None: journaled)."""
-    from ...errors import OffsetJournalError
-    from ...redaction import redact
+    from ..errors import OffsetJournalError
+    from ..redaction import redact
 
     name = done.name or query_name
     run = RunRecord(done.query_id, done.run_id, name, True, started_at=done.started_at,

@@ -24,9 +24,9 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 
-from ...errors import RestoreError
-from ...rows import Batch
-from ...wording import ids_text
+from ..errors import RestoreError
+from ..rows import Batch
+from ..wording import ids_text
 
 
 @dataclass(frozen=True)

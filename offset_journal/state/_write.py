@@ -33,8 +33,9 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
-from ...errors import OffsetJournalError, RestoreError
-from ...formatting import first_line
+from ..checkpoint.commits import FORMAT_CONF, ROCKSDB_PROVIDER, read_commit
+from ..errors import OffsetJournalError, RestoreError
+from ..formatting import first_line
 from ._bootstrap import BOOTSTRAP_BATCH, Bootstrap, run_bootstrap
 from ._frames import raw_frame, target_frame
 from ._jvm import StateWrite, describe, helper, read_all_column_families, remove
@@ -42,8 +43,8 @@ from .layout import Layout, NewOperator, Rules, new_operators
 from .matching import plan_layout
 
 if TYPE_CHECKING:
-    from ...journal import Journal
-    from ..model import Manifest, Savepoint
+    from ..journal import Journal
+    from ..savepoint.model import Manifest, Savepoint
 
 log = logging.getLogger(__name__)
 
@@ -90,8 +91,7 @@ class Restored:
 def restore_savepoint(spark: Any, savepoint: Savepoint | str | int, checkpoint: str,
                       query: Callable[[], Any], *, ends: Sequence[str] | None = None,
                       rules: Rules | None = None, journal: Journal | None = None,
-                      database_url: str | None = None, expect_sha256: str | None = None,
-                      verify: bool = True,
+                      expect_sha256: str | None = None, verify: bool = True,
                       on_start: Callable[[str], None] | None = None) -> Restored:
     """Write ``savepoint``'s state into the NEW checkpoint ``checkpoint`` of the new
     query, so that the query, started on it, goes on exactly after the savepoint's batch
@@ -104,24 +104,24 @@ def restore_savepoint(spark: Any, savepoint: Savepoint | str | int, checkpoint: 
     each source's start offsets as JSON, in source order (default: the savepoint's end
     offsets). ``rules``: mappings declared and state discarded (:class:`~.layout.Rules`;
     a date becomes a timestamp in ``spark``'s session time zone unless they name one).
-    The savepoint is a loaded one, its directory or its id in the journal (``journal``
-    or ``database_url``); ``expect_sha256`` pins the manifest a plan was made from.
+    The savepoint is a loaded one, its directory or its id in ``journal`` (which also
+    gives the savepoint's batch's watermark when the old checkpoint is gone);
+    ``expect_sha256`` pins the manifest a plan was made from.
     ``on_start(run_id)`` is called as soon as the bootstrap query started, before its
     batch can be journaled: a job links its recorded plan to that run there (a link
     recorded after the run's first batch is one the audit does not take).
     RestoreError (one line) for anything that does not fit, the new checkpoint then
     removed if this restore made it (not another's, started there meanwhile); the
     savepoint and the old checkpoint are only read."""
-    from .. import load_planned_savepoint
+    from ..savepoint import load_planned_savepoint
 
     started = time.monotonic()
     helper(spark)
-    found = load_planned_savepoint(savepoint, journal, database_url, expect_sha256,
-                                   verify=verify)
+    found = load_planned_savepoint(savepoint, journal, expect_sha256, verify=verify)
     manifest = found.manifest
     _require_new(checkpoint)
     offsets = list(ends) if ends is not None else _manifest_ends(manifest)
-    batch_wm, next_wm, wm_from = watermarks(manifest, journal, database_url)
+    batch_wm, next_wm, wm_from = watermarks(manifest, journal)
     claimed: list[str] = []  # the query id this restore made the checkpoint with
     try:
         boot = run_bootstrap(spark, checkpoint, offsets, batch_wm, query, on_start, claimed.append)
@@ -151,7 +151,7 @@ def restore_savepoint(spark: Any, savepoint: Savepoint | str | int, checkpoint: 
 
 def _require_new(checkpoint: str) -> None:
     """RestoreError unless ``checkpoint`` is missing or an empty directory."""
-    from ...checkpoint.store import open_store
+    from ..checkpoint.store import open_store
 
     store, root = open_store(checkpoint, None)
     kind = store.kind(root)
@@ -175,8 +175,6 @@ def _old_operators(spark: Any, manifest: Manifest,
     be copied: it is still there, the savepoint's query's, with that batch committed, on
     RocksDB, in the new checkpoint's format. None otherwise (the savepoint's typed rows
     are written)."""
-    from ..spark import ROCKSDB_PROVIDER
-
     if manifest.provider != ROCKSDB_PROVIDER or not manifest.operators:
         return None
     other = other_query(manifest)
@@ -211,7 +209,7 @@ def other_query(manifest: Manifest) -> str | None:
     savepoint was taken of (None: it is, or nothing is there): its ``metadata`` names
     another query id. A location is reused after a broken checkpoint is removed; that
     checkpoint's batch B is another query's, its watermark and state not the savepoint's."""
-    from ...checkpoint import read_checkpoint
+    from ..checkpoint import read_checkpoint
 
     try:
         found = read_checkpoint(manifest.checkpoint).query_id
@@ -226,46 +224,25 @@ def other_query(manifest: Manifest) -> str | None:
 def _commit_version(checkpoint: str, batch_id: int) -> int | None:
     """The log version of ``commits/batch_id`` (2: RocksDB checkpoint format v2), None
     when it is not there."""
-    from ...checkpoint.store import open_store
-
-    store, root = open_store(checkpoint, None)
-    path = store.join(root, "commits", str(batch_id))
-    if store.kind(path) != "file":
-        return None
-    head = store.read(path).split(b"\n", 1)[0].strip()
-    return int(head[1:]) if head[:1] == b"v" and head[1:].isdigit() else 1
+    commit = read_commit(checkpoint, batch_id)
+    return commit.version if commit is not None else None
 
 
-def _read_commit(checkpoint: str, batch_id: int) -> dict[str, Any] | None:
-    from ...checkpoint.store import open_store
-
-    store, root = open_store(checkpoint, None)
-    path = store.join(root, "commits", str(batch_id))
-    if store.kind(path) != "file":
-        return None
-    lines = store.read(path).decode("utf-8", "replace").splitlines()
-    try:
-        found = json.loads(lines[1]) if len(lines) > 1 else None
-    except ValueError:
-        return None
-    return found if isinstance(found, dict) else None
-
-
-def watermarks(manifest: Manifest, journal: Journal | None,
-               database_url: str | None) -> tuple[int, int, str]:
+def watermarks(manifest: Manifest, journal: Journal | None) -> tuple[int, int, str]:
     """(the batch watermark of the savepoint's batch, the watermark the old query's next
     batch would have run with, where they come from): the old checkpoint's
     ``offsets/B`` and ``commits/B`` when it still has them (and is still the savepoint's
     query's: :func:`other_query`), else the journal's batch B (its watermark for both:
     no record is dropped as late that the old query kept), else 0 (no watermark)."""
-    from ...checkpoint import read_checkpoint
+    from ..checkpoint import read_checkpoint
 
     other = other_query(manifest)
     mine, commit = None, None
     try:
         if other is None:
             mine = read_checkpoint(manifest.checkpoint).batch(manifest.batch_id)
-            commit = _read_commit(manifest.checkpoint, manifest.batch_id)
+            found = read_commit(manifest.checkpoint, manifest.batch_id)
+            commit = found.metadata if found is not None else None
     except OffsetJournalError:
         mine, commit = None, None
     if mine is not None and commit is not None and mine.batch_watermark_ms is not None:
@@ -273,22 +250,12 @@ def watermarks(manifest: Manifest, journal: Journal | None,
         return (int(mine.batch_watermark_ms), nxt,
                 f"the old checkpoint's batch {manifest.batch_id}")
     why = "" if other is None else f" ({other}: not read)"
-    batch = _journaled(manifest, journal, database_url)
+    batch = (journal.batch(manifest.query_name, manifest.run_id, manifest.batch_id)
+             if journal is not None else None)
     if batch is not None and batch.watermark is not None:
         ms = int(batch.watermark.timestamp() * 1000)
         return ms, ms, f"the journal's batch {manifest.batch_id}{why}"
     return 0, 0, f"none recorded (no watermark){why}"
-
-
-def _journaled(manifest: Manifest, journal: Journal | None, database_url: str | None) -> Any:
-    if journal is not None:
-        return journal.batch(manifest.query_name, manifest.run_id, manifest.batch_id)
-    if database_url is None:
-        return None
-    from ...journal import Journal
-
-    with Journal(database_url) as own:
-        return own.batch(manifest.query_name, manifest.run_id, manifest.batch_id)
 
 
 def _partitions(checkpoint: str, new: Sequence[NewOperator]) -> int:
@@ -302,7 +269,7 @@ def _partitions(checkpoint: str, new: Sequence[NewOperator]) -> int:
 
 def _write(spark: Any, found: Savepoint, checkpoint: str, layout: Layout, partitions: int,
            next_wm: int) -> None:
-    from ..spark import FORMAT_CONF, session_conf
+    from ..savepoint.spark import session_conf
 
     version = _commit_version(checkpoint, BOOTSTRAP_BATCH) or 1
     with session_conf(spark, FORMAT_CONF, str(version) if version >= 2 else "1"):

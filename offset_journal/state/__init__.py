@@ -1,6 +1,7 @@
-"""Restore a savepoint's state straight into a NEW checkpoint, at JVM speed, for the
-built-in stateful operators too, into any number of shuffle partitions; and repartition
-a stopped query's state in place.
+"""State rewriting: a savepoint's state restored straight into a NEW checkpoint, at JVM
+speed, for the built-in stateful operators too, into any number of shuffle partitions;
+a stopped query's state repartitioned in place; a broken checkpoint's old batches read
+again after a restore.
 
 :func:`restore_savepoint` runs the new query's own bootstrap batch (it reads nothing),
 checks the savepoint's state layout against the new query's field by field
@@ -10,15 +11,18 @@ query's watermark: the new query then starts on the checkpoint exactly after the
 savepoint's batch. :func:`repartition_state` is Spark's offline repartition of a
 RocksDB checkpoint, refused while its query runs.
 
-The modules: ``layout`` and ``matching`` (what goes where, pure), ``_jvm`` (the ONE edge
-to Spark's internals, through the Java helper in ``jvm/state-restore``: proven on Spark
-4.2.x, as :mod:`offset_journal.spark_version` says), ``_frames`` (the rows written, as
-DataFrames), ``_write`` (the restore), ``repartition`` (in place), ``recover`` (which
-old batches a recovery reads again after its savepoint, pure) and ``_replay`` (one of
-them run again on the recovered checkpoint). What needs Spark is
-imported on first use.
+The modules: ``layout`` and ``matching`` (what goes where, pure), ``_nested`` (nested
+types compared and converted, pure), ``_jvm`` (the ONE edge to Spark's internals,
+through the Java helper in ``jvm/state-restore``: proven on the Spark versions
+:mod:`offset_journal.spark_version` names), ``_frames`` (the rows written, as
+DataFrames), ``_bootstrap`` (the new query's bootstrap batch, and its journaling),
+``_write`` (the restore), ``offsets`` (a plan's start offsets made concrete),
+``repartition`` (in place), ``recover`` (which old batches a recovery reads again after
+its savepoint, pure) and ``_replay`` (one of them run again on the recovered
+checkpoint). What needs Spark is imported on first use. The flows that plan as well
+(a restore from a plan, a recovery) live where plans do, in :mod:`offset_journal.restart`.
 
-May import what :mod:`offset_journal.savepoint` may: :mod:`offset_journal.checkpoint`,
+May import: :mod:`offset_journal.savepoint`, :mod:`offset_journal.checkpoint`,
 :mod:`offset_journal.journal` and the shared modules.
 """
 
@@ -26,7 +30,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
-from ...errors import RestoreError
+from ..errors import RestoreError
 from .layout import Layout, OperatorPlan, Rules
 
 if TYPE_CHECKING:

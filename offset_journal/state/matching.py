@@ -32,7 +32,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from ..model import Manifest, Operator, Part
+from ..savepoint.model import Manifest, Operator, Part
 from .layout import (
     COUNT,
     INDEX,

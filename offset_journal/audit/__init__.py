@@ -1,16 +1,7 @@
 """The continuity audit: did the query skip or repeat anything, across its runs and
 checkpoints? (``offset-journal audit QUERY``, :func:`audit_query` handed a Journal.)
-
-* ``model.py``: the data (inputs, :class:`Finding`, :class:`RunStart`,
-  :class:`AuditReport` with ``to_dict()``), closed sets, exit codes;
-* ``_core.py``: :func:`audit_batches`, the pure walk (its docstring has the rules);
-* ``_plans.py``: which recorded plan a run began from (:func:`fits`,
-  :func:`match_plan`, why a link cannot be taken; pure);
-* ``_sink.py``: the sink facts recorded with plans (the batch in flight), as the walk reads them;
-* ``_losses.py``: :func:`add_recorded_losses`, the losses ``retention --record`` found
-  that no batch shows, as gaps (pure);
-* ``_report.py``: the table and the JSON;
-* ``_edge.py``: :func:`audit_query`, the I/O (handed an open Journal).
+The walk is pure (``_core``); its rules are in docs/audit-and-report.md, its modules
+in docs/architecture.md.
 
 May import: :mod:`offset_journal.journal` and the shared modules.
 """

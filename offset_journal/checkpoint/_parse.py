@@ -1,4 +1,18 @@
-"""Spark's checkpoint log files parsed: offsets/N, commits/N, sources/<i>/0, metadata."""
+"""Spark's checkpoint log files parsed: offsets/N, commits/N, sources/<i>/0, metadata.
+
+The layout (all written by Spark's HDFSMetadataLog and friends)::
+
+    metadata          {"id": "<query id>"}
+    offsets/N         v1 | metadata JSON | one line per source: offset JSON or "-"
+                      (v2, Spark 4.1+: "<sourceId>:<offset JSON or ->" per source)
+    commits/N         v1 | {"nextBatchWatermarkMs": 0}   written once batch N finished
+    sources/<i>/0     Kafka: NUL byte, v1, initial offsets JSON (other sources keep
+                      other things there: the file source its file list, rate its
+                      creation time)
+
+Only names made of digits are log files; ``.N.crc``, ``.N.<uuid>.tmp`` and the like
+are ignored.
+"""
 
 from __future__ import annotations
 

@@ -1,45 +1,13 @@
 """The storage layer: journal records go in, offset history comes out; the only place
 in the library that holds SQL (besides the schema and its migrations).
 
-:class:`Journal` is one Postgres database. Every statement is built with SQLAlchemy Core
-(parameterized) or is constant text over :data:`~offset_journal.journal.schema.SCHEMA`; Kafka
-partition rows, the bulk of a batch, go in with one COPY. Recording the same (run id,
-batch id) twice leaves one row, so a spooled event can be replayed any number of times.
+:class:`Journal` is one Postgres database; what comes out is plain data
+(:mod:`offset_journal.rows`), and every error a public method raises is the journal's
+own (:class:`~offset_journal.errors.JournalError`'s kinds), never SQLAlchemy's.
+Public beside it: :mod:`.db`, :mod:`.schema`, :mod:`.roles`, :mod:`.server`. Its
+modules, and where it stands among the packages: docs/architecture.md.
 
-The modules, in the order data flows:
-
-* ``_base.py``: the connection (an engine opened lazily, reads that say when the schema
-  is missing);
-* ``_errors.py``: SQLAlchemy's and the driver's errors translated, once, into the
-  journal's own (``JournalUnavailable``, ``JournalReadOnly``, ``JournalSchemaError``,
-  ``JournalRefused``, ...): every public method of :class:`Journal` raises only those;
-* ``_batch_args.py``: a batch as the arguments of its one call (pure);
-* ``_driver.py``: that call on psycopg, in a transaction or alone in one round trip;
-* ``_write.py``: runs, batches, rejected events, spool losses, restart plans and
-  savepoints in;
-* ``_batch_rows.py``: batches read back with their sources and partitions, in journal
-  order;
-* ``_read.py``: history, runs, plans and problems for people and plans;
-* ``_plan_rows.py``: a recorded plan's row read back, fields no plan command writes left
-  out with a note (pure);
-* ``_queries.py`` with ``_aggregates.py``: what the planner, the audit, the report,
-  ``rejected`` and checkpoint import read, as named methods;
-* ``_health.py``: the fleet's health in a few statements (``check``) and the recorded
-  retention forecasts (``retention --record``);
-* ``_losses.py``: the losses those recordings found, kept until acknowledged;
-* ``_retention.py``: prune;
-* ``_arrays.py``, ``_checks.py``, ``_write_state.py``: a Kafka source's offsets as arrays
-  over a layout, what is checked as a batch is written, what a Journal remembers
-  between batches (pure).
-
-Public beside :class:`Journal`: :mod:`.db` (URLs, engines, schema upgrades),
-:mod:`.schema` (the tables), :mod:`.roles` (least-privilege grants) and :mod:`.server`
-(which server a connection is on, and the guard used for failover).
-
-What comes out is plain data (:mod:`offset_journal.rows`).
-
-May import: the shared modules only. Nothing above it (restart, audit, health, ...):
-what those need from storage is in :mod:`offset_journal.rows`.
+May import: the shared modules only.
 """
 
 from __future__ import annotations

@@ -1,27 +1,12 @@
 """Savepoints: a stateful query's state and offsets taken from the SAME batch, so an
 upgraded query on a NEW checkpoint keeps its state, exactly once.
 
-``offset-journal savepoint create QUERY --checkpoint OLD --to DIR`` (or
-:func:`create_savepoint`) finds the newest batch B both the old checkpoint committed and
-the journal holds, exports every stateful operator's state at B with Spark's State Data
-Source to Parquet under DIR, with a manifest (query, run, B, B's end offsets, operators,
-state schemas, row counts, checksums), and records it in the journal (``savepoints``).
-A plan from it (``plan QUERY --savepoint ID|DIR``) starts right after B, and
-:func:`initial_state` gives the new query's ``transformWithState(initialState=...)``.
-
-On a schedule, with retention: :class:`SavepointSchedule` from the driver
-(``attach(spark, url, savepoints=SavepointSchedule(...))``), and ``savepoint create
---under DIR --keep N --max-age D`` from cron, both through :mod:`.periodic`.
-
-The modules: ``model.py`` (the data), ``core.py`` (the decisions, pure), ``_files.py``
-(the directory: manifest, checksums), ``_load.py`` (find and check a savepoint),
-``spark.py`` (the Spark edge), ``_verified.py`` (a part read back as exactly the bytes
-checked, at every read), ``policy.py`` (a schedule's cadence and retention, pure),
-``periodic.py`` (a scheduled savepoint and its retention), ``schedule.py`` (the
-driver's schedule). A savepoint's state written into a new checkpoint, and a stopped
-query's state repartitioned, is :mod:`offset_journal.state`; the plan's side is
-:mod:`offset_journal.restart.seeding`. The map of every package: docs/architecture.md.
-What needs Spark is imported on first use.
+:func:`create_savepoint` (``offset-journal savepoint create``) exports every stateful
+operator's state at the newest batch both the checkpoint and the journal hold, with a
+manifest and checksums; :func:`initial_state` reads it back; :class:`SavepointSchedule`
+takes them on a schedule, with retention. Writing one into a new checkpoint is
+:mod:`offset_journal.state`. Its modules: docs/architecture.md. What needs Spark is
+imported on first use.
 
 May import: :mod:`offset_journal.checkpoint`, :mod:`offset_journal.journal` and the
 shared modules.

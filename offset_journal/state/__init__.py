@@ -1,26 +1,9 @@
 """State rewriting: a savepoint's state restored straight into a NEW checkpoint, at JVM
-speed, for the built-in stateful operators too, into any number of shuffle partitions;
-a stopped query's state repartitioned in place; a broken checkpoint's old batches read
-again after a restore.
-
-:func:`restore_savepoint` runs the new query's own bootstrap batch (it reads nothing),
-checks the savepoint's state layout against the new query's field by field
-(:mod:`.layout`, :mod:`.matching`: pure), writes every operator's state with Spark's
-internal state writer as the new checkpoint's next batch, and commits it with the old
-query's watermark: the new query then starts on the checkpoint exactly after the
-savepoint's batch. :func:`repartition_state` is Spark's offline repartition of a
-RocksDB checkpoint, refused while its query runs.
-
-The modules: ``layout`` and ``matching`` (what goes where, pure), ``_nested`` (nested
-types compared and converted, pure), ``_jvm`` (the ONE edge to Spark's internals,
-through the Java helper in ``jvm/state-restore``: proven on the Spark versions
-:mod:`offset_journal.spark_version` names), ``_frames`` (the rows written, as
-DataFrames), ``_bootstrap`` (the new query's bootstrap batch, and its journaling),
-``_write`` (the restore), ``offsets`` (a plan's start offsets made concrete),
-``repartition`` (in place), ``recover`` (which old batches a recovery reads again after
-its savepoint, pure) and ``_replay`` (one of them run again on the recovered
-checkpoint). What needs Spark is imported on first use. The flows that plan as well
-(a restore from a plan, a recovery) live where plans do, in :mod:`offset_journal.restart`.
+speed, for every stateful operator and any number of shuffle partitions
+(:func:`restore_savepoint`); a stopped query's state repartitioned in place
+(:func:`repartition_state`); a broken checkpoint's old batches read again after a
+restore. Spark's internals are reached through ``_jvm`` alone. Its modules:
+docs/architecture.md. What needs Spark is imported on first use.
 
 May import: :mod:`offset_journal.savepoint`, :mod:`offset_journal.checkpoint`,
 :mod:`offset_journal.journal` and the shared modules.

@@ -316,9 +316,13 @@ def test_the_declared_arrows_have_no_circle_and_name_real_packages():
 
 
 def test_every_package_says_its_job_and_what_it_may_import():
+    """Short, and pointing to the one map (docs/architecture.md) rather than being
+    another: a package's docstring that lists its modules drifts from the code."""
     for init in sorted(ROOT.glob("*/__init__.py")):
         doc = ast.get_docstring(ast.parse(init.read_text())) or ""
         assert "May import" in doc, f"{init.parent.name}/__init__.py"
+        assert "docs/architecture.md" in doc, f"{init.parent.name}/__init__.py"
+        assert len(doc.splitlines()) <= 16, f"{init.parent.name}/__init__.py"
 
 
 def test_the_shared_modules_are_pure():

@@ -14,7 +14,7 @@ import offset_journal
 ROOT = Path(offset_journal.__file__).parent
 
 SHARED = ("errors", "values", "offsets", "formatting", "redaction", "origin", "overlap",
-          "records", "rows", "wording", "spark_version")
+          "records", "rows", "wording", "spark_version", "descriptions")
 """The shared modules at the top: pure, importable from anywhere, importing only each other."""
 
 ARROWS: dict[str, set[str]] = {

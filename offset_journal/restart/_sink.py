@@ -28,7 +28,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
-from ..checkpoint.sinks import described_sink
+from ..descriptions import described_sink, is_foreach_batch_sink
 from ..errors import RestartError
 from ..formatting import from_epoch_ms
 from ..offsets import PartitionOffset, as_kafka_offsets, looks_like_kafka, partition_offsets
@@ -219,7 +219,7 @@ def refuse_foreign_sink(inp: PlanInputs, facts: SinkFacts, later: bool = False) 
             f"{journaled} ({ref}): another query's sink")
     if facts.kind == SINK_FILE:
         if (journaled and described_sink(journaled) is None
-                and not journaled.startswith("ForeachBatchSink")):
+                and not is_foreach_batch_sink(journaled)):
             raise RestartError(f"{given}: the journal says query {inp.request.query_name!r} "
                                f"wrote to {journaled} ({ref}), not a file sink")
         return

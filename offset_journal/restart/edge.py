@@ -14,7 +14,7 @@ from contextlib import contextmanager
 from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING, Any
 
-from ..checkpoint.sinks import described_sink
+from ..descriptions import described_sink, is_foreach_batch_sink
 from ..errors import CheckpointError, JournalError, RestartError
 from ..formatting import first_line, format_time
 from ..journal import FLAGGED_PROBLEMS, Batch, Journal, SpoolLoss
@@ -280,7 +280,7 @@ def sink_facts(request: PlanRequest, anchor: Batch,
         found_by = "journaled"
     else:
         kind, path = sink_spec(request.old_sink)
-    foreach = (anchor.sink_description or "").startswith("ForeachBatchSink")
+    foreach = is_foreach_batch_sink(anchor.sink_description)
     query_id = (old_checkpoint.query_id if old_checkpoint is not None else None) \
         or anchor.query_id
     app_id = request.txn_app_id or (None if foreach else query_id)

@@ -3,10 +3,10 @@ partitions and logs the cluster has now (:func:`check_against_cluster`)."""
 
 from __future__ import annotations
 
-import re
 from collections.abc import Collection, Iterable, Sequence
-from typing import TYPE_CHECKING, Literal
+from typing import TYPE_CHECKING
 
+from ..descriptions import Strategy, kafka_strategy
 from ..offsets import EARLIEST, KafkaOffsets, PartitionOffset, format_kafka_offsets
 from ..rows import KIND_KAFKA, Batch, BatchRef, SourceOffsets, source_kind
 from ..wording import count, tp, tp_list
@@ -17,28 +17,6 @@ from .translate import subscription_errors, translate_offsets, translated_items
 
 if TYPE_CHECKING:
     from ..kafka.admin import TopicState
-
-_STRATEGY = re.compile(r"\b(SubscribePattern|Subscribe|Assign)\[([^\]]*)\]")
-
-Strategy = Literal["subscribe", "pattern", "assign", "unknown"]
-"""How a Kafka source picks its partitions."""
-_STRATEGIES: dict[str, Strategy] = {"Subscribe": "subscribe", "SubscribePattern": "pattern",
-                                    "Assign": "assign"}
-
-
-def kafka_strategy(description: str | None) -> tuple[Strategy, list[str]]:
-    """How a Kafka source picks partitions, from Spark's description.
-
-    ``KafkaV2[Subscribe[a, b]]`` -> ("subscribe", ["a", "b"]); SubscribePattern ->
-    ("pattern", [regex]); ``Assign[t-0, t-1]`` -> ("assign", ["t-0", "t-1"]); anything
-    else (other Kafka sources, imported checkpoints) -> ("unknown", []).
-    """
-    match = _STRATEGY.search(description or "")
-    if match is None:
-        return "unknown", []
-    name, body = match.group(1), match.group(2)
-    items = [x.strip() for x in body.split(",") if x.strip()]
-    return _STRATEGIES[name], items
 
 
 def kafka_topics(batches: Iterable[Batch], source: int | None = None) -> list[str]:

@@ -286,23 +286,22 @@ def _by_operator(pairs: list[tuple[int, str, str]]) -> dict[int, dict[str, str]]
 
 
 def _journal_restore(journal: Any, plan: Any, request: Any, restored: Any,
-                     record: bool) -> list[str]:
+                     record: bool) -> tuple[Any, list[str]]:
     """The restore journaled once it is done, in the order the audit takes: the plan,
     its link to the bootstrap run, the run's batch (from its progress: the command's
-    session has no listener). A refused restore journals nothing. The warnings."""
+    session has no listener). A refused restore journals nothing. The plan as
+    recorded, and the warnings."""
     import sqlalchemy as sa
 
     from ..errors import OffsetJournalError
     from ..formatting import first_line
     from ..redaction import redact
-    from ..restart.edge import journal_sink_batches
-    from ..restart.record import record_plan
+    from ..restart.record import record as recorded
     from ..savepoint.restore import journal_bootstrap
 
     warnings = []
     if record:
-        journal_sink_batches(journal, plan)
-        record_plan(journal, plan, request, "state-restore")
+        plan = recorded(journal, plan, request, "state-restore").onto(plan)
     if plan.plan_id is not None:
         try:
             journal.link_plan(plan.plan_id, restored.bootstrap_run_id)
@@ -317,7 +316,7 @@ def _journal_restore(journal: Any, plan: Any, request: Any, restored: Any,
         if problem is not None:
             warnings.append(f"the bootstrap run {restored.bootstrap_run_id} was not "
                             f"journaled: {problem}")
-    return warnings
+    return plan, warnings
 
 
 def cmd_state_restore(args: argparse.Namespace) -> int:
@@ -368,7 +367,7 @@ def cmd_state_restore(args: argparse.Namespace) -> int:
         finally:
             if own:
                 spark.stop()
-        warnings = _journal_restore(journal, plan, request, restored, not args.no_record)
+        plan, warnings = _journal_restore(journal, plan, request, restored, not args.no_record)
     print(restored.explain())
     if plan.plan_id is not None:
         print(f"recorded as plan {plan.plan_id}, linked to the bootstrap run "

@@ -77,7 +77,7 @@ def plan_restart(database_url: str | None, query: str | PlanRequest, *,
     ``Journal.link_plan(plan.plan_id, query.runId)``.
     Raises RestartError, CheckpointError, JournalError or KafkaAdminError (all OffsetJournalError).
     """
-    from .record import record_plan
+    from .record import record as recorded
 
     if isinstance(query, PlanRequest):
         if options:
@@ -88,10 +88,8 @@ def plan_restart(database_url: str | None, query: str | PlanRequest, *,
     places = locations(request)  # before the journal is opened: refusing changes nothing
     with _opened(database_url, journal) as j:
         plan = plan_from_journal(j, request, places, command)
-        if record:
-            journal_sink_batches(j, plan)
-            record_plan(j, plan, request, command)
-        return plan
+        # The write step, after the plan is made: gathering its facts wrote nothing.
+        return recorded(j, plan, request, command).onto(plan) if record else plan
 
 
 def plan_from_journal(journal: Journal, request: PlanRequest,

@@ -215,7 +215,7 @@ class SourcePlan:
         return out
 
 
-@dataclass
+@dataclass(frozen=True)
 class RestartPlan:
     """Where each source starts, and why; see the package docstring for the positions.
 
@@ -223,6 +223,9 @@ class RestartPlan:
     ``warnings`` need a person's judgement. In a state-aware plan,
     ``event_time_cutoff`` is the watermark the old query had reached: windows ending at
     or before it are already in the sink, so the new job must drop them.
+
+    Frozen: recording it (:func:`~.record.record`) gives a new plan with its id
+    (``dataclasses.replace``), so a plan handed out is never changed behind its reader.
     """
 
     query_name: str

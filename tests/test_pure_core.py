@@ -112,9 +112,11 @@ def test_a_plan_is_computed_without_the_database_driver():
 
 
 def test_a_plan_option_is_named_once():
-    """PlanRequest's fields are the one list of a plan's options: compute_plan routes
-    them to the request and the rest to the facts, and refuses any other name."""
+    """PlanRequest's fields are the one list of a plan's options: compute_plan hands
+    them to the request (the facts come as typed groups, named apart from them), and
+    refuses any other name."""
     import dataclasses
+    import inspect
 
     import pytest
 
@@ -123,8 +125,11 @@ def test_a_plan_option_is_named_once():
 
     facts = {f.name for f in dataclasses.fields(PlanInputs)}
     assert REQUEST_FIELDS == {f.name for f in dataclasses.fields(PlanRequest)}
-    assert not (facts - {"request", "anchor"}) & REQUEST_FIELDS
+    assert not (facts - {"request"}) & REQUEST_FIELDS
     from offset_journal.restart import compute_plan
+
+    groups = set(inspect.signature(compute_plan).parameters) - {"query_name", "asked"}
+    assert groups and not groups & REQUEST_FIELDS
 
     with pytest.raises(TypeError, match="bogus"):
         compute_plan("q", None, bogus=1)  # type: ignore[arg-type]

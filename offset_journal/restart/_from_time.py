@@ -145,7 +145,7 @@ def time_source_plan(inp: PlanInputs, src: SourceOffsets) -> SourcePlan:
     """How a Kafka source starts at record time ``inp.request.from_time``."""
     index = src.source_index
     plan = SourcePlan(index, src.description, KIND_KAFKA, {}, None, src.end_offset)
-    state, lookup, when = inp.kafka_state, inp.time_lookup, inp.request.from_time
+    state, lookup, when = inp.kafka.state, inp.kafka.time_lookup, inp.request.from_time
     if state is None or lookup is None or when is None:
         plan.errors.append("a record-time plan needs the Kafka cluster (bootstrap servers) "
                            "to look the time up")

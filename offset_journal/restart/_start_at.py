@@ -15,7 +15,7 @@ from .model import POSITION_AT, POSITION_FROM_TIME, Start
 def at_start(inp: PlanInputs) -> Start:
     """AT the anchor: that batch and all after it are processed again."""
     anchor_ref = BatchRef.of(inp.anchor)
-    return Start(POSITION_AT, [inp.anchor], inp.before, Findings(notes=[
+    return Start(POSITION_AT, [inp.anchor], inp.journal.before, Findings(notes=[
         f"Starts AT {anchor_ref.label()}: its START offsets, so that batch and all "
         "after it are processed again (the sink receives those rows a second time "
         "unless it is idempotent)."
@@ -31,4 +31,4 @@ def from_time_start(inp: PlanInputs) -> Start:
         "kafka-consumer-groups --reset-offsets --to-datetime); partitions without such "
         "a record start at their log end. The journal's last batch "
         f"({anchor_ref.label()}) gives the end offsets that counts what is read again.",
-        reread_note(inp.reread)]))
+        reread_note(inp.kafka.reread)]))

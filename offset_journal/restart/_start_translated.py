@@ -16,7 +16,7 @@ def translated_start(inp: PlanInputs, start: Start, flagged: Flagged,
                      sources: Sequence[SourcePlan]) -> list[str]:
     """A translated plan AFTER the anchor: the start's note, with the re-read bound the
     translation found (every other plan's start said its note already)."""
-    if inp.mirror is None or start.position != POSITION_AFTER or inp.mode == MODE_STATE_AWARE:
+    if inp.kafka.mirror is None or start.position != POSITION_AFTER or inp.mode == MODE_STATE_AWARE:
         return []
     done = [s.translation for s in sources if s.translation is not None]
     return [after_note(inp, flagged, (sum(t.reread_bound for t in done),

@@ -14,9 +14,15 @@ import pytest
 
 from offset_journal.journal import Batch, SourceOffsets
 from offset_journal.offsets import PartitionOffset
-from offset_journal.restart import MODE_STATE_AWARE, PlanRequest, RestartError, compute_plan
+from offset_journal.restart import (
+    MODE_STATE_AWARE,
+    JournalFacts,
+    KafkaFacts,
+    PlanRequest,
+    RestartError,
+    compute_plan,
+)
 from offset_journal.restart._from_time import chosen_offsets, records_again
-from offset_journal.restart._inputs import JournalFacts, KafkaFacts
 from offset_journal.restart._plan import check_request
 from offset_journal.restart.model import POSITION_FROM_TIME, POSITIONS
 from offset_journal.rows import RereadRun

@@ -35,8 +35,7 @@ from offset_journal.health.forecast import (
 )
 from offset_journal.journal import Batch, SourceOffsets
 from offset_journal.offsets import EARLIEST, PartitionOffset
-from offset_journal.restart import compute_plan
-from offset_journal.restart._inputs import KafkaFacts
+from offset_journal.restart import KafkaFacts, compute_plan
 from offset_journal.restart.kafka_offsets import check_against_cluster, default_start
 from offset_journal.rows import ForecastFacts, QueryFacts
 from offset_journal.values import parse_duration

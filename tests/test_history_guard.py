@@ -22,8 +22,7 @@ from offset_journal import Journal
 from offset_journal.cli import main as cli_main
 from offset_journal.journal.db import resolve_url
 from offset_journal.records import RunRecord, batch_from_progress
-from offset_journal.restart import compute_plan, plan_restart
-from offset_journal.restart._inputs import JournalFacts, KafkaFacts
+from offset_journal.restart import JournalFacts, KafkaFacts, compute_plan, plan_restart
 from tests import support
 from tests.payloads import kafka_source, progress
 from tests.support import Secure, denied

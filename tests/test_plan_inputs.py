@@ -14,12 +14,14 @@ import pytest
 from offset_journal.journal import Journal
 from offset_journal.kafka.mirror import OffsetSync, index_syncs
 from offset_journal.offsets import PartitionOffset
-from offset_journal.restart import MODE_STATE_AWARE, PlanRequest, RestartError
-from offset_journal.restart._inputs import (
+from offset_journal.restart import (
+    MODE_STATE_AWARE,
     JournalFacts,
     KafkaFacts,
     LocationFacts,
     PlanInputs,
+    PlanRequest,
+    RestartError,
     SavepointFacts,
 )
 from offset_journal.restart._plan import decide

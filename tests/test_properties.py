@@ -40,8 +40,7 @@ from offset_journal.records import (
     batch_from_progress,
     run_from_event,
 )
-from offset_journal.restart import compute_plan
-from offset_journal.restart._inputs import KafkaFacts
+from offset_journal.restart import KafkaFacts, compute_plan
 from tests.payloads import kafka_source, progress
 
 LONG = 2**63

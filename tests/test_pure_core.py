@@ -120,7 +120,7 @@ def test_a_plan_option_is_named_once():
 
     import pytest
 
-    from offset_journal.restart._inputs import PlanInputs
+    from offset_journal.restart import PlanInputs
     from offset_journal.restart.request import REQUEST_FIELDS, PlanRequest
 
     facts = {f.name for f in dataclasses.fields(PlanInputs)}

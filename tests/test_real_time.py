@@ -20,8 +20,7 @@ from offset_journal import Journal
 from offset_journal.cli import main
 from offset_journal.offsets import PartitionOffset
 from offset_journal.records import is_real_time
-from offset_journal.restart import compute_plan
-from offset_journal.restart._inputs import JournalFacts, KafkaFacts
+from offset_journal.restart import JournalFacts, KafkaFacts, compute_plan
 from offset_journal.rows import Batch, BatchRef, RealTimeTail, SourceOffsets
 
 T0 = datetime(2026, 11, 25, 10, tzinfo=timezone.utc)

@@ -17,8 +17,15 @@ from offset_journal.checkpoint.importing import checkpoint_run_id, import_checkp
 from offset_journal.journal import Batch, Journal, SourceOffsets
 from offset_journal.offsets import EARLIEST, PartitionOffset
 from offset_journal.overlap import RunSpan, concurrent_runs
-from offset_journal.restart import MODE_STATE_AWARE, RestartError, compute_plan, plan_restart
-from offset_journal.restart._inputs import JournalFacts, KafkaFacts, LocationFacts
+from offset_journal.restart import (
+    MODE_STATE_AWARE,
+    JournalFacts,
+    KafkaFacts,
+    LocationFacts,
+    RestartError,
+    compute_plan,
+    plan_restart,
+)
 from offset_journal.restart.compare import (
     OffsetComparison,
     compare_offsets,

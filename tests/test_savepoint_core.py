@@ -13,8 +13,7 @@ import pytest
 
 from offset_journal.errors import RestartError, SavepointError
 from offset_journal.offsets import PartitionOffset
-from offset_journal.restart import PlanRequest, compute_plan
-from offset_journal.restart._inputs import JournalFacts, SavepointFacts
+from offset_journal.restart import JournalFacts, PlanRequest, SavepointFacts, compute_plan
 from offset_journal.restart.model import POSITION_SAVEPOINT
 from offset_journal.restart.record import plan_row
 from offset_journal.rows import Batch, SourceOffsets

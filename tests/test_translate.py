@@ -26,8 +26,7 @@ from offset_journal.kafka.mirror import (
     replica_topic,
     translate_offset,
 )
-from offset_journal.restart import RestartError, RestartPlan, compute_plan
-from offset_journal.restart._inputs import KafkaFacts
+from offset_journal.restart import KafkaFacts, RestartError, RestartPlan, compute_plan
 from offset_journal.restart.record import plan_row
 from offset_journal.restart.request import PlanRequest
 from offset_journal.restart.translate import ClusterFacts, MirrorFacts

@@ -70,6 +70,16 @@ from typing import TYPE_CHECKING, Any
 from ..errors import RestartError
 from ..rows import BatchRef
 from ._findings import Findings
+from ._inputs import (
+    ClusterFacts,
+    JournalFacts,
+    KafkaFacts,
+    LocationFacts,
+    MirrorFacts,
+    OldQueryFacts,
+    PlanInputs,
+    SavepointFacts,
+)
 from ._plan import compute_plan
 from .model import MODE_STATE_AWARE, MODE_STATELESS, Mode, Position, RestartPlan, SourcePlan
 from .request import PlanRequest
@@ -94,7 +104,15 @@ __all__ = [
     "MODE_STATELESS",
     "MODE_STATE_AWARE",
     "BatchRef",
+    "ClusterFacts",
     "Findings",
+    "JournalFacts",
+    "KafkaFacts",
+    "LocationFacts",
+    "MirrorFacts",
+    "OldQueryFacts",
+    "PlanInputs",
+    "SavepointFacts",
     "Mode",
     "PlanRequest",
     "Position",

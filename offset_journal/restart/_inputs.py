@@ -9,6 +9,7 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from typing import TYPE_CHECKING
 
+from ..kafka.mirror import POLICY_DEFAULT, ReplicationPolicy, SyncIndex
 from ..overlap import RunSpan
 from ..rows import AsyncTail, Batch, FlaggedProblem, RealTimeTail, RereadRun, SpoolLoss
 from .model import (
@@ -21,12 +22,35 @@ from .model import (
     SinkState,
 )
 from .request import PlanRequest
-from .translate import ClusterFacts, MirrorFacts
 
 if TYPE_CHECKING:
     from ..checkpoint.model import Checkpoint
     from ..kafka.admin import TimeLookup, TopicState
     from ..savepoint.model import Savepoint
+
+
+@dataclass(frozen=True)
+class ClusterFacts:
+    """Which cluster the anchor's run read (``journaled``: its id, None when not
+    journaled), which one the plan's bootstrap servers answered as (``now``; None: the
+    cluster does not say), and the clusters of the other runs whose batches the plan
+    reads (``others``: (run id, cluster id), a state-aware chain or the batch before)."""
+
+    journaled: str | None
+    now: str | None
+    servers: str
+    run_id: str
+    others: tuple[tuple[str, str | None], ...] = ()
+
+
+@dataclass(frozen=True)
+class MirrorFacts:
+    """MM2's offset syncs on the replica for source cluster ``alias``, by (source
+    topic, partition), and how MM2 names the replica's topics."""
+
+    alias: str
+    syncs: SyncIndex
+    policy: ReplicationPolicy = POLICY_DEFAULT
 
 
 @dataclass(frozen=True)

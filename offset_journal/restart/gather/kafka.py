@@ -12,10 +12,9 @@ from ...journal import Journal
 from ...kafka.admin import TopicState, cluster_id, offsets_for_time, read_offset_syncs, topic_state
 from ...kafka.mirror import index_syncs, offset_syncs_topic, replica_topic
 from .._from_time import chosen_offsets, epoch_millis
-from .._inputs import JournalFacts, KafkaFacts
+from .._inputs import ClusterFacts, JournalFacts, KafkaFacts, MirrorFacts
 from ..kafka_offsets import kafka_topics
 from ..request import PlanRequest
-from ..translate import ClusterFacts, MirrorFacts
 
 if TYPE_CHECKING:
     from ...kafka.admin import TimeLookup

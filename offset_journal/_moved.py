@@ -35,6 +35,9 @@ MOVED: dict[str, str] = {
     "offset_journal.local_standby": "offset_journal.local.standby",
     "offset_journal.jars": "offset_journal.local.jars",
     "offset_journal.demo": "offset_journal.cli.demo",
+    "offset_journal.restart.kafka_offsets": "offset_journal.restart.decide.kafka_offsets",
+    "offset_journal.restart.translate": "offset_journal.restart.decide.translate",
+    "offset_journal.restart.seeding": "offset_journal.restart.decide.seeding",
 }
 """Old path -> new path, for the modules a job, a test suite or a script may import."""
 

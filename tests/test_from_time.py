@@ -22,8 +22,8 @@ from offset_journal.restart import (
     RestartError,
     compute_plan,
 )
-from offset_journal.restart._from_time import chosen_offsets, records_again
-from offset_journal.restart._plan import check_request
+from offset_journal.restart.decide.from_time import chosen_offsets, records_again
+from offset_journal.restart.decide.plan import check_request
 from offset_journal.restart.model import POSITION_FROM_TIME, POSITIONS
 from offset_journal.rows import RereadRun
 

@@ -36,7 +36,7 @@ from offset_journal.health.forecast import (
 from offset_journal.journal import Batch, SourceOffsets
 from offset_journal.offsets import EARLIEST, PartitionOffset
 from offset_journal.restart import KafkaFacts, compute_plan
-from offset_journal.restart.kafka_offsets import check_against_cluster, default_start
+from offset_journal.restart.decide.kafka_offsets import check_against_cluster, default_start
 from offset_journal.rows import ForecastFacts, QueryFacts
 from offset_journal.values import parse_duration
 
@@ -425,7 +425,7 @@ def test_one_query_that_cannot_be_forecast_leaves_the_others_forecast() -> None:
     cannot take (here a record sample of no record) fails that query alone: its
     partitions unknown and why, the other query forecast as usual."""
     from offset_journal.health.edge import Probed, SourceAt, forecasts_from
-    from offset_journal.restart.kafka_offsets import Findings
+    from offset_journal.restart.decide.kafka_offsets import Findings
 
     def source(name: str, topic: str) -> tuple[SourceAt, dict, dict, Findings]:
         src = SourceOffsets(0, f"KafkaV2[Subscribe[{topic}]]", "kafka", None,

@@ -252,13 +252,13 @@ def test_the_planner_imports_down_its_layers_only():
 
 
 def test_the_layer_check_finds_an_upward_import():
-    graph = {"offset_journal.restart._plan": {"offset_journal.restart.gather.kafka"},
-             "offset_journal.restart.model": {"offset_journal.restart.translate"},
+    graph = {"offset_journal.restart.decide.plan": {"offset_journal.restart.gather.kafka"},
+             "offset_journal.restart.model": {"offset_journal.restart.decide.translate"},
              "offset_journal.restart.gather.sink": {"offset_journal.restart.model"},
              "offset_journal.restart.edge": {"offset_journal.restart.gather"}}
     assert _restart_upward(graph) == [
-        "offset_journal.restart._plan -> offset_journal.restart.gather.kafka",
-        "offset_journal.restart.model -> offset_journal.restart.translate"]
+        "offset_journal.restart.decide.plan -> offset_journal.restart.gather.kafka",
+        "offset_journal.restart.model -> offset_journal.restart.decide.translate"]
 
 
 def test_every_package_says_its_job_and_what_it_may_import():

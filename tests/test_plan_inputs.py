@@ -24,14 +24,14 @@ from offset_journal.restart import (
     RestartError,
     SavepointFacts,
 )
-from offset_journal.restart._plan import decide
+from offset_journal.restart.decide.plan import decide
+from offset_journal.restart.decide.translate import ClusterFacts, MirrorFacts
 from offset_journal.restart.edge import gather, plan_from_journal
 from offset_journal.restart.model import (
     POSITION_AT,
     POSITION_FROM_TIME,
     POSITION_SAVEPOINT,
 )
-from offset_journal.restart.translate import ClusterFacts, MirrorFacts
 from offset_journal.rows import Batch, RereadRun, SourceOffsets, SpoolLoss
 from offset_journal.savepoint.model import Savepoint
 from tests.support import journal_batches, kafka_progress

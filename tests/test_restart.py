@@ -32,7 +32,7 @@ from offset_journal.restart.compare import (
     comparison_verdict,
     group_offsets,
 )
-from offset_journal.restart.kafka_offsets import check_against_cluster, kafka_strategy
+from offset_journal.restart.decide.kafka_offsets import check_against_cluster, kafka_strategy
 from offset_journal.restart.model import CheckpointState, SinkState
 from offset_journal.rows import source_kind
 from offset_journal.testing import KafkaCluster
@@ -1149,7 +1149,7 @@ def test_missing_database_url_is_a_config_error(monkeypatch: pytest.MonkeyPatch)
 
 
 def test_a_delta_plan_is_held_against_the_table_id_at_its_path() -> None:
-    from offset_journal.restart._other_sources import check_delta_table, delta_path
+    from offset_journal.restart.decide.other_sources import check_delta_table, delta_path
     from offset_journal.restart.model import SourcePlan
     from offset_journal.rows import KIND_DELTA
 

@@ -17,7 +17,7 @@ from typing import Any
 from ..errors import RestartError
 from ..journal import Journal
 from ._inputs import LocationFacts
-from ._plan import decide
+from .decide.plan import decide
 from .gather import gather, locations
 from .gather.kafka import clusters_of
 from .gather.locations import checkpoint_state

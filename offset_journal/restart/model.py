@@ -1,7 +1,7 @@
 """What a restart plan is made of (pure data): the inputs it is decided from, the
 findings each step adds, and the plan itself.
 
-Nothing here decides anything; :mod:`offset_journal.restart._plan` does.
+Nothing here decides anything; :mod:`offset_journal.restart.decide` does.
 """
 
 from __future__ import annotations

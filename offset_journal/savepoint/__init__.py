@@ -20,7 +20,7 @@ checked, at every read), ``policy.py`` (a schedule's cadence and retention, pure
 ``periodic.py`` (a scheduled savepoint and its retention), ``schedule.py`` (the
 driver's schedule), ``restore/`` (a savepoint's state written into a new checkpoint, and
 a stopped query's state repartitioned, at JVM speed). The plan's side is
-:mod:`offset_journal.restart.seeding`. The map of every package: docs/architecture.md.
+:mod:`offset_journal.restart.decide.seeding`. The map of every package: docs/architecture.md.
 What needs Spark is imported on first use.
 
 May import: :mod:`offset_journal.checkpoint`, :mod:`offset_journal.journal` and the

@@ -11,9 +11,9 @@ from ...errors import RestartError
 from ...journal import Journal
 from ...kafka.admin import TopicState, cluster_id, offsets_for_time, read_offset_syncs, topic_state
 from ...kafka.mirror import index_syncs, offset_syncs_topic, replica_topic
-from .._from_time import chosen_offsets, epoch_millis
 from .._inputs import ClusterFacts, JournalFacts, KafkaFacts, MirrorFacts
-from ..kafka_offsets import kafka_topics
+from ..decide.from_time import chosen_offsets, epoch_millis
+from ..decide.kafka_offsets import kafka_topics
 from ..request import PlanRequest
 
 if TYPE_CHECKING:

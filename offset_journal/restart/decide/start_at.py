@@ -1,15 +1,15 @@
 """A plan that reads again from a point (pure): AT a journaled batch (``--batch``: its
 START offsets) or from a record time (``--from-time``: per partition, the first offset
-at or after it; the offsets themselves are :mod:`._from_time`'s)."""
+at or after it; the offsets themselves are :mod:`.from_time`'s)."""
 
 from __future__ import annotations
 
-from ..formatting import format_time
-from ..rows import BatchRef
-from ._findings import Findings
-from ._from_time import reread_note
-from ._inputs import PlanInputs
-from .model import POSITION_AT, POSITION_FROM_TIME, Start
+from ...formatting import format_time
+from ...rows import BatchRef
+from .._findings import Findings
+from .._inputs import PlanInputs
+from ..model import POSITION_AT, POSITION_FROM_TIME, Start
+from .from_time import reread_note
 
 
 def at_start(inp: PlanInputs) -> Start:

@@ -6,17 +6,17 @@ from __future__ import annotations
 from collections.abc import Collection, Iterable, Sequence
 from typing import TYPE_CHECKING
 
-from ..descriptions import Strategy, kafka_strategy
-from ..offsets import EARLIEST, KafkaOffsets, PartitionOffset, format_kafka_offsets
-from ..rows import KIND_KAFKA, Batch, BatchRef, SourceOffsets, source_kind
-from ..wording import count, tp, tp_list
-from ._findings import Findings
-from ._inputs import PlanInputs
-from .model import SourcePlan, Start
+from ...descriptions import Strategy, kafka_strategy
+from ...offsets import EARLIEST, KafkaOffsets, PartitionOffset, format_kafka_offsets
+from ...rows import KIND_KAFKA, Batch, BatchRef, SourceOffsets, source_kind
+from ...wording import count, tp, tp_list
+from .._findings import Findings
+from .._inputs import PlanInputs
+from ..model import SourcePlan, Start
 from .translate import subscription_errors, translate_offsets, translated_items
 
 if TYPE_CHECKING:
-    from ..kafka.admin import TopicState
+    from ...kafka.admin import TopicState
 
 
 def kafka_topics(batches: Iterable[Batch], source: int | None = None) -> list[str]:

@@ -1,19 +1,20 @@
 """Where a plan is decided: :func:`decide` (pure: one :class:`~._inputs.PlanInputs`
-in, the plan out; :func:`compute_plan` builds the inputs from keywords).
+in, the plan out; :func:`compute_plan` builds the inputs from a batch and the typed
+groups).
 
 It is a short sequence of steps, each returning :class:`~.model.Findings`:
 
 1. refuse what cannot be planned (unknown mode, a used checkpoint location);
 2. decide where to start, one module per kind of start: after the last batch
-   (_start_after.py), at a batch or a record time (_start_at.py), state-aware
-   (_state_aware.py), from a savepoint (seeding.py), translated (_start_translated.py);
+   (start_after.py), at a batch or a record time (start_at.py), state-aware
+   (state_aware.py), from a savepoint (seeding.py), translated (translated.py);
 3. flag the batches the journal flagged when it wrote them;
-4. plan each source (Kafka: kafka_offsets.py, others: _other_sources.py);
+4. plan each source (Kafka: kafka_offsets.py, others: other_sources.py);
 5. check the output path, the sink (foreachBatch: Delta txnAppId), the new checkpoint,
-   the clocks and concurrent runs, and what the gather step read besides (_checks.py:
+   the clocks and concurrent runs, and what the gather step read besides (checks.py:
    the journal's orders on the last batch, spool losses, the Delta tables now).
 
-Before 2, the old query's sink (``_sink.py``): when its own commit log holds batches
+Before 2, the old query's sink (``sink.py``): when its own commit log holds batches
 beyond the journal's last, they are taken from the old checkpoint and the plan starts
 after the last of them, as if the journal had them.
 """
@@ -24,23 +25,12 @@ from collections.abc import Sequence
 from dataclasses import replace
 from typing import Any
 
-from ..errors import RestartError
-from ..formatting import format_time
-from ..overlap import concurrent_runs
-from ..rows import KIND_KAFKA, Batch, BatchRef, FlaggedProblem, order_key, source_kind
-from ._checks import (
-    async_findings,
-    check_last_batch,
-    concurrency_findings,
-    delta_table_findings,
-    future_trigger_findings,
-    gathered_warnings,
-    location_findings,
-    unchecked_cluster,
-)
-from ._findings import Findings, Flagged
-from ._from_time import time_source_plan
-from ._inputs import (
+from ...errors import RestartError
+from ...formatting import format_time
+from ...overlap import concurrent_runs
+from ...rows import KIND_KAFKA, Batch, BatchRef, FlaggedProblem, order_key, source_kind
+from .._findings import Findings, Flagged
+from .._inputs import (
     JournalFacts,
     KafkaFacts,
     LocationFacts,
@@ -48,15 +38,7 @@ from ._inputs import (
     PlanInputs,
     SavepointFacts,
 )
-from ._other_sources import journaled_offset, other_source_plan, sink_findings
-from ._real_time import real_time_findings
-from ._sink import sink_outcome
-from ._start_after import after_start, still_running
-from ._start_at import at_start, from_time_start
-from ._start_translated import translated_start
-from ._state_aware import state_aware_start
-from .kafka_offsets import kafka_source_plan, kafka_topics
-from .model import (
+from ..model import (
     MODE_STATE_AWARE,
     POSITION_AFTER,
     POSITION_AT,
@@ -68,9 +50,28 @@ from .model import (
     SourcePlan,
     Start,
 )
-from .request import PlanRequest, check_request
+from ..request import PlanRequest, check_request
+from .checks import (
+    async_findings,
+    check_last_batch,
+    concurrency_findings,
+    delta_table_findings,
+    future_trigger_findings,
+    gathered_warnings,
+    location_findings,
+    unchecked_cluster,
+)
+from .from_time import time_source_plan
+from .kafka_offsets import kafka_source_plan, kafka_topics
+from .other_sources import journaled_offset, other_source_plan, sink_findings
+from .real_time import real_time_findings
 from .seeding import carried_state, savepoint_start
+from .sink import sink_outcome
+from .start_after import after_start, still_running
+from .start_at import at_start, from_time_start
+from .state_aware import state_aware_start
 from .translate import cluster_findings, refuse_other_cluster
+from .translated import translated_start
 
 
 def compute_plan(query_name: str, anchor: Batch | JournalFacts, *,
@@ -202,8 +203,8 @@ def refuse_unknown_recreated(inp: PlanInputs) -> None:
 
 def where_to_start(inp: PlanInputs, flagged: Flagged) -> Start:
     """Which kind of start, each decided by its own module: from a savepoint
-    (seeding), state-aware (rewound: _state_aware), from a record time or AT a batch
-    (_start_at), or AFTER the anchor (_start_after; translated: _start_translated)."""
+    (seeding), state-aware (rewound: state_aware), from a record time or AT a batch
+    (start_at), or AFTER the anchor (start_after; translated: translated)."""
     if inp.savepoint_facts.loaded is not None:
         return savepoint_start(inp, inp.savepoint_facts.loaded)
     if inp.mode == MODE_STATE_AWARE:

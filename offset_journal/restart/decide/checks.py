@@ -9,16 +9,24 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from datetime import datetime, timedelta
 
-from ..errors import RestartError
-from ..formatting import format_time
-from ..overlap import concurrent_runs
-from ..rows import FLAGGED_PROBLEMS, KIND_DELTA, KIND_KAFKA, Batch, BatchRef, SpoolLoss, source_kind
-from ..wording import count, tp
-from ._delta_log import same_path
-from ._findings import Findings
-from ._inputs import PlanInputs
-from ._other_sources import check_delta_table, delta_path
-from .model import POSITION_AFTER, SourcePlan, Start
+from ...errors import RestartError
+from ...formatting import format_time
+from ...overlap import concurrent_runs
+from ...rows import (
+    FLAGGED_PROBLEMS,
+    KIND_DELTA,
+    KIND_KAFKA,
+    Batch,
+    BatchRef,
+    SpoolLoss,
+    source_kind,
+)
+from ...wording import count, tp
+from .._delta_log import same_path
+from .._findings import Findings
+from .._inputs import PlanInputs
+from ..model import POSITION_AFTER, SourcePlan, Start
+from .other_sources import check_delta_table, delta_path
 
 FUTURE_TOLERANCE = timedelta(minutes=1)
 """A driver's clock this far ahead of the database's is worth a warning."""

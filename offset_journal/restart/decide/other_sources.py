@@ -9,10 +9,10 @@ from __future__ import annotations
 import json
 from typing import Any
 
-from ..descriptions import delta_source_path, is_foreach_batch_sink
-from ..rows import KIND_DELTA, KIND_FILE, KIND_RATE, SourceKind, SourceOffsets
-from ._inputs import PlanInputs
-from .model import SourcePlan, Start
+from ...descriptions import delta_source_path, is_foreach_batch_sink
+from ...rows import KIND_DELTA, KIND_FILE, KIND_RATE, SourceKind, SourceOffsets
+from .._inputs import PlanInputs
+from ..model import SourcePlan, Start
 
 
 def journaled_offset(inp: PlanInputs, start: Start, index: int) -> tuple[Any, str]:

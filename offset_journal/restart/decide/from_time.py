@@ -14,12 +14,13 @@ from collections.abc import Sequence
 from datetime import datetime
 from typing import TYPE_CHECKING
 
-from ..formatting import format_time
-from ..offsets import KafkaOffsets, format_kafka_offsets
-from ..rows import KIND_KAFKA, RereadRun, SourceOffsets
-from ..wording import count, tp, tp_list
-from ._findings import Findings
-from ._inputs import PlanInputs
+from ...formatting import format_time
+from ...offsets import KafkaOffsets, format_kafka_offsets
+from ...rows import KIND_KAFKA, RereadRun, SourceOffsets
+from ...wording import count, tp, tp_list
+from .._findings import Findings
+from .._inputs import PlanInputs
+from ..model import SourcePlan
 from .kafka_offsets import (
     PATTERN_NOTE,
     drop_missing,
@@ -27,10 +28,9 @@ from .kafka_offsets import (
     kafka_strategy,
     unsubscribed_note,
 )
-from .model import SourcePlan
 
 if TYPE_CHECKING:
-    from ..kafka.admin import TimeLookup, TopicState
+    from ...kafka.admin import TimeLookup, TopicState
 
 SHOWN = 8
 """Partitions and runs named one by one in a note; the rest are counted."""

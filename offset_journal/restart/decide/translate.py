@@ -19,20 +19,20 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import TYPE_CHECKING
 
-from ..errors import RestartError
-from ..kafka.mirror import (
+from ...errors import RestartError
+from ...kafka.mirror import (
     offset_syncs_topic,
     replica_topic,
     translate_offset,
 )
-from ..offsets import KafkaOffsets
-from ..wording import count, tp
-from ._findings import Findings
-from ._inputs import ClusterFacts, MirrorFacts
-from .model import PartitionTranslation, Translation
+from ...offsets import KafkaOffsets
+from ...wording import count, tp
+from .._findings import Findings
+from .._inputs import ClusterFacts, MirrorFacts
+from ..model import PartitionTranslation, Translation
 
 if TYPE_CHECKING:
-    from ..kafka.admin import TopicState
+    from ...kafka.admin import TopicState
 
 def refuse_other_cluster(facts: ClusterFacts | None, translate_from: str | None,
                          by_time: bool = False, accepted: str | None = None, *,

@@ -21,13 +21,13 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
-from ..formatting import format_time
-from ..offsets import EARLIEST
-from ..rows import KIND_KAFKA, BatchRef
-from ..wording import count, tp
-from ._findings import Findings
-from ._inputs import PlanInputs
-from .model import POSITION_AFTER, POSITION_SAVEPOINT, SourcePlan, Start
+from ...formatting import format_time
+from ...offsets import EARLIEST
+from ...rows import KIND_KAFKA, BatchRef
+from ...wording import count, tp
+from .._findings import Findings
+from .._inputs import PlanInputs
+from ..model import POSITION_AFTER, POSITION_SAVEPOINT, SourcePlan, Start
 
 
 def real_time_findings(inp: PlanInputs, start: Start, sources: Sequence[SourcePlan],

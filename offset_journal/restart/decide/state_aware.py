@@ -12,12 +12,12 @@ from __future__ import annotations
 from collections.abc import Sequence
 from datetime import datetime
 
-from ..errors import RestartError
-from ..formatting import format_time
-from ..rows import Batch, BatchRef, order_key
-from ._findings import Findings
-from ._inputs import PlanInputs
-from .model import POSITION_AFTER, POSITION_REWIND, Start
+from ...errors import RestartError
+from ...formatting import format_time
+from ...rows import Batch, BatchRef, order_key
+from .._findings import Findings
+from .._inputs import PlanInputs
+from ..model import POSITION_AFTER, POSITION_REWIND, Start
 
 
 def emitted_cutoff(chain: Sequence[Batch]) -> tuple[datetime | None, Batch | None]:

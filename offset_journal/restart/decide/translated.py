@@ -6,10 +6,10 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from ._findings import Flagged
-from ._inputs import PlanInputs
-from ._start_after import after_note
-from .model import MODE_STATE_AWARE, POSITION_AFTER, SourcePlan, Start
+from .._findings import Flagged
+from .._inputs import PlanInputs
+from ..model import MODE_STATE_AWARE, POSITION_AFTER, SourcePlan, Start
+from .start_after import after_note
 
 
 def translated_start(inp: PlanInputs, start: Start, flagged: Flagged,

@@ -20,13 +20,13 @@ import json
 from collections.abc import Sequence
 from typing import Any
 
-from ..errors import RestartError
-from ..rows import BatchRef
-from ..savepoint.model import BUILT_IN, Operator, Savepoint
-from ._findings import Findings
-from ._inputs import PlanInputs
-from .model import POSITION_SAVEPOINT, CarriedState, Start
-from .request import SEED_ALL
+from ...errors import RestartError
+from ...rows import BatchRef
+from ...savepoint.model import BUILT_IN, Operator, Savepoint
+from .._findings import Findings
+from .._inputs import PlanInputs
+from ..model import POSITION_SAVEPOINT, CarriedState, Start
+from ..request import SEED_ALL
 
 
 def seeded_ids(seed: Sequence[int] | str, savepoint: Savepoint) -> set[int]:

@@ -28,20 +28,20 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
-from ..descriptions import described_sink, is_foreach_batch_sink
-from ..errors import RestartError
-from ..formatting import from_epoch_ms
-from ..offsets import PartitionOffset, as_kafka_offsets, looks_like_kafka, partition_offsets
-from ..rows import KIND_KAFKA, Batch, BatchRef, SourceOffsets, source_kind
-from ..wording import count, tp
-from ._delta_log import same_path
-from ._findings import Findings
-from ._inputs import PlanInputs
-from .model import MODE_STATE_AWARE, POSITION_AFTER, SINK_FILE, SinkFacts
-from .request import SINK_NONE
+from ...descriptions import described_sink, is_foreach_batch_sink
+from ...errors import RestartError
+from ...formatting import from_epoch_ms
+from ...offsets import PartitionOffset, as_kafka_offsets, looks_like_kafka, partition_offsets
+from ...rows import KIND_KAFKA, Batch, BatchRef, SourceOffsets, source_kind
+from ...wording import count, tp
+from .._delta_log import same_path
+from .._findings import Findings
+from .._inputs import PlanInputs
+from ..model import MODE_STATE_AWARE, POSITION_AFTER, SINK_FILE, SinkFacts
+from ..request import SINK_NONE
 
 if TYPE_CHECKING:
-    from ..checkpoint.model import Checkpoint, CheckpointBatch
+    from ...checkpoint.model import Checkpoint, CheckpointBatch
 
 GIVE_SINK = "--sink PATH for a file sink, --sink delta:PATH for a Delta table"
 

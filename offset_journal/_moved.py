@@ -47,6 +47,9 @@ MOVED: dict[str, str] = {
     "offset_journal.savepoint.restore.offsets": "offset_journal.state.offsets",
     "offset_journal.savepoint.restore.recover": "offset_journal.state.recover",
     "offset_journal.savepoint.restore.repartition": "offset_journal.state.repartition",
+    "offset_journal.restart.kafka_offsets": "offset_journal.restart.decide.kafka_offsets",
+    "offset_journal.restart.translate": "offset_journal.restart.decide.translate",
+    "offset_journal.restart.seeding": "offset_journal.restart.decide.seeding",
 }
 """Old path -> new path, for the modules a job, a test suite or a script may import. A
 package moved is listed with each of its modules: the path finder would otherwise find a

@@ -72,11 +72,6 @@ def parse_offset_json(value: Any) -> Any:
     raise OffsetFormatError(f"offset of unexpected type {type(value).__name__}")
 
 
-def is_kafka_description(description: str | None) -> bool:
-    """Spark's Kafka source describes itself as ``KafkaV2[...]`` (or ``KafkaSource[...]``)."""
-    return bool(description) and str(description).lstrip().startswith("Kafka")
-
-
 KAFKA_SHAPE_ERROR = "offsets do not have Kafka's shape {topic: {partition: offset}}"
 
 

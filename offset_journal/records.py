@@ -14,6 +14,7 @@ from dataclasses import dataclass, field
 from datetime import datetime, timezone
 from typing import Any
 
+from .descriptions import is_kafka_description
 from .errors import ProgressFormatError
 from .offsets import (
     KAFKA_SHAPE_ERROR,
@@ -21,7 +22,6 @@ from .offsets import (
     OffsetFormatError,
     PartitionOffset,
     as_kafka_offsets,
-    is_kafka_description,
     pair_partitions,
     parse_offset_json,
     plain_kafka,

@@ -11,6 +11,7 @@ from dataclasses import dataclass, field
 from datetime import datetime, timezone
 from typing import Any, Literal
 
+from .descriptions import described_source
 from .errors import UnknownSourceError
 from .formatting import format_time
 from .offsets import PartitionOffset, looks_like_kafka
@@ -352,15 +353,13 @@ def source_kind(source: SourceOffsets) -> SourceKind:
     """kafka, delta, file, rate or other: from the description, else the offset's shape."""
     if source.kind == KIND_KAFKA:
         return KIND_KAFKA
-    desc = (source.description or "").strip()
+    described = described_source(source.description)
     offset = source.end_offset if source.end_offset is not None else source.start_offset
-    if desc.startswith("DeltaSource") or (isinstance(offset, dict) and "reservoirId" in offset):
+    if described == KIND_DELTA or (isinstance(offset, dict) and "reservoirId" in offset):
         return KIND_DELTA
-    if desc.startswith("FileStreamSource") or (
-        isinstance(offset, dict) and set(offset) == {"logOffset"}
-    ):
+    if described == KIND_FILE or (isinstance(offset, dict) and set(offset) == {"logOffset"}):
         return KIND_FILE
-    if desc.startswith(("RateStream", "RateSource", "RatePerMicroBatch")):
+    if described == KIND_RATE:
         return KIND_RATE
     if looks_like_kafka(offset):
         return KIND_KAFKA

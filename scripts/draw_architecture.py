@@ -25,8 +25,8 @@ STAGES: tuple[tuple[str, str, str], ...] = (
     ("record", "BatchRecord", "records.py"),
     ("writer", "off the stream's thread", "capture/writer.py"),
     ("journal", "Postgres", "journal/__init__.py"),
-    ("gather", "PlanInputs", "restart/edge.py"),
-    ("decide", "RestartPlan (pure)", "restart/_plan.py"),
+    ("gather", "PlanInputs", "restart/gather/__init__.py"),
+    ("decide", "RestartPlan (pure)", "restart/decide/plan.py"),
     ("readStream", "startingOffsets", "restart/model.py"),
 )
 """The data's way, left to right: (what, what it is, the module that makes it)."""

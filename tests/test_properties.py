@@ -40,7 +40,7 @@ from offset_journal.records import (
     batch_from_progress,
     run_from_event,
 )
-from offset_journal.restart import compute_plan
+from offset_journal.restart import KafkaFacts, compute_plan
 from tests.payloads import kafka_source, progress
 
 LONG = 2**63
@@ -303,7 +303,9 @@ cluster_states = st.dictionaries(
 def test_cluster_check_never_moves_or_drops_a_journaled_partition_silently(
         parts: dict[tuple[str, int], tuple[int | None, int | None]],
         state: dict[str, dict[int, tuple[int, int]]]) -> None:
-    plan = compute_plan("orders", _batch(parts), kafka_state=state)
+    plan = compute_plan("orders",
+                        _batch(parts),
+                        kafka=KafkaFacts(state=state))
     got = _flat(plan.source(0).offsets)
     said = " ".join(plan.warnings + plan.errors + plan.source(0).notes)
     for (topic, partition), (_, end) in parts.items():

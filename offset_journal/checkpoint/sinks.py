@@ -39,14 +39,13 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
+from ..descriptions import DELTA_SINK, FILE_SINK, described_sink
 from ..errors import CheckpointError
 from .model import Malformed
 from .store import SINK_LOG_NAME, Store, decode, open_store, snippet
 
 SINK_LOG_DIR = "_spark_metadata"
 DELTA_LOG_DIR = "_delta_log"
-FILE_SINK = "FileSink["
-DELTA_SINK = "DeltaSink["
 _COMMIT = re.compile(r"([0-9]{20})\.json")
 _CHECKPOINT = re.compile(
     r"([0-9]{20})\.checkpoint(?:\.([0-9]{10})\.([0-9]{10})|\.[0-9a-fA-F-]{36})?\.(parquet|json)")
@@ -83,17 +82,6 @@ class DeltaTxns:
     txns: Mapping[str, int] = field(default_factory=dict)
     checkpoint: int | None = None
     bytes_read: int = 0
-
-
-def described_sink(description: str | None) -> tuple[str, str] | None:
-    """(kind, path) of a sink Spark describes as ``FileSink[path]`` or ``DeltaSink[path]``
-    (a progress's ``sink.description``, the journal's ``sink_description``); None for
-    any other sink."""
-    text = (description or "").strip()
-    for prefix, kind in ((FILE_SINK, "file"), (DELTA_SINK, "delta")):
-        if text.startswith(prefix) and text.endswith("]") and len(text) > len(prefix) + 1:
-            return kind, text[len(prefix):-1]
-    return None
 
 
 def read_file_sink_log(output_path: str | os.PathLike[str], *, fs: Any = None,

@@ -217,8 +217,8 @@ def cmd_commit_group(args: argparse.Namespace) -> int:
     from ..kafka.admin import commit_group
     from ..restart import BatchRef
     from ..restart.compare import group_offsets
+    from ..restart.decide.translate import refuse_other_cluster
     from ..restart.edge import clusters_of
-    from ..restart.translate import refuse_other_cluster
 
     with open_journal(args) as journal:
         batch = journal.last_batch(args.query)

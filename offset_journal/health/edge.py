@@ -3,7 +3,7 @@ broker, hand plain data to :mod:`.forecast` and :mod:`.check`.
 
 Where each query is: where the default plan starts it after its last durable batch, per
 Kafka source (:meth:`Journal.last_batch`,
-:func:`~offset_journal.restart.kafka_offsets.default_start`: the journaled end offsets
+:func:`~offset_journal.restart.decide.kafka_offsets.default_start`: the journaled end offsets
 checked against the cluster as ``plan`` checks them, partitions added since from 0).
 What the broker says, through one consumer: each partition's log start and end, the
 topics' retention configs and the broker's retention check interval, the first unread
@@ -31,7 +31,7 @@ from ..kafka.admin import (
     topic_state_with,
 )
 from ..kafka.configs import topic_configs
-from ..restart.kafka_offsets import default_start, kafka_topics
+from ..restart.decide.kafka_offsets import default_start, kafka_topics
 from ..rows import KIND_KAFKA, Batch, source_kind
 from .check import CheckResult, Thresholds, check, forecast_facts, in_scope
 from .forecast import (

@@ -296,7 +296,7 @@ def duration(seconds: float) -> str:
 
 def sentence(f: Forecast, now_ms: int) -> str:
     """What to tell a person about one partition at risk (a lost one: the planner's
-    own error, :func:`offset_journal.restart.kafka_offsets.default_start`), on one line:
+    own error, :func:`offset_journal.restart.decide.kafka_offsets.default_start`), on one line:
     control characters in the query's or topic's name escaped, as in the tables."""
     left = f.seconds_left(now_ms)
     assert left is not None

@@ -1,11 +1,12 @@
 """Restart plans: where a query on a NEW checkpoint starts, and why.
 
-**Where a plan is decided:** ``decide`` in ``restart/_plan.py``, a short sequence of
-named steps (its module docstring lists them) over one frozen ``PlanInputs``; nothing
-in it does I/O (:func:`compute_plan` builds the inputs from keywords).
-:func:`plan_restart` (``restart/edge.py``) is the thin edge: ``gather`` reads every
-fact from the journal, the checkpoint locations, the sink and the Kafka cluster into
-one ``PlanInputs``, then ``decide``.
+**Gather, then decide.** :func:`plan_restart` (``restart/edge.py``, the planner's
+entry) lets ``gather/`` read every fact from the journal, the checkpoint locations,
+the old sink, the savepoint and the Kafka cluster (one module and one frozen typed group
+each) into one frozen :class:`PlanInputs`; then ``decide`` (``decide/plan.py``, a short
+sequence of named steps, one module each in ``decide/``) makes the plan from it alone,
+with no I/O (:func:`compute_plan` builds the inputs from a batch and the groups). The
+plan handed out is recorded after (``record.py``, the one step that writes).
 
 A new checkpoint knows nothing; the journal knows every completed batch's offsets. A
 plan turns them into ``readStream`` options, checked against what can go wrong:
@@ -30,21 +31,20 @@ The modules, one job each, in the order data flows:
 
 * ``request.py``: :class:`PlanRequest`, what a person asks for, checked once (pure);
   its fields are the one list of a plan's options;
-* ``_inputs.py``: :class:`~._inputs.PlanInputs`, the request and the facts gathered for
-  it (pure);
-* ``edge.py``: :func:`plan_restart`, the I/O: ``gather`` reads the journal's batches,
-  the checkpoint locations, the sink, the Kafka cluster's offsets and the Delta tables;
-* ``model.py``: the data (:class:`RestartPlan` and its parts), closed sets;
+* ``_inputs.py``: :class:`PlanInputs` and its typed groups (:class:`JournalFacts`,
+  :class:`LocationFacts`, :class:`KafkaFacts`, :class:`OldQueryFacts`,
+  :class:`SavepointFacts`), the request and the facts gathered for it (pure);
+* ``gather/``: the I/O, one module per place read (``journal``, ``locations``,
+  ``kafka``, ``sink``, ``savepoint``); it writes nothing;
+* ``model.py``: the data (:class:`RestartPlan`, frozen, and its parts), closed sets;
   ``_findings.py``: what each step found (notes, warnings, errors);
-* ``_plan.py``: ``decide`` and :func:`compute_plan`, the decision (pure); where to
-  start, one module per kind: ``_start_after.py``, ``_start_at.py`` (a batch or a
-  record time), ``_state_aware.py``, ``seeding.py`` (a savepoint),
-  ``_start_translated.py``; ``_checks.py``: the gathered facts that only warn;
-* ``kafka_offsets.py``, ``_from_time.py``, ``_other_sources.py``, ``_state_aware.py``,
-  ``_real_time.py``, ``seeding.py``, ``translate.py``: its steps for Kafka offsets, a
-  point in time, Delta/file/rate sources, state-aware rewinds, a real-time run's last
-  batch, a savepoint, and another Kafka cluster (pure);
-* ``record.py``: the plan as the journal records it (``restart_plans``);
+* ``decide/``: the decision (pure): ``plan.py`` (``decide``, :func:`compute_plan`); the
+  kinds of start (``start_after``, ``start_at``, ``from_time``, ``state_aware``,
+  ``seeding``: a savepoint, ``translated`` with ``translate``: another Kafka cluster,
+  ``real_time``); the sources (``kafka_offsets``, ``other_sources``: Delta, file,
+  rate); the old query's sink (``sink``); the facts that only warn (``checks``);
+* ``edge.py``: the planner's entry, :func:`plan_restart` and :func:`plan_from_journal`;
+* ``record.py``: the plan as the journal records it (``restart_plans``), the write step;
 * ``compare.py``: a checkpoint's offsets against the journal's, and a journaled batch
   as consumer-group offsets;
 * ``_delta_log.py``: a Delta table's id. The wording is shared with the audit and the
@@ -70,7 +70,17 @@ from typing import TYPE_CHECKING, Any
 from ..errors import RestartError
 from ..rows import BatchRef
 from ._findings import Findings
-from ._plan import compute_plan
+from ._inputs import (
+    ClusterFacts,
+    JournalFacts,
+    KafkaFacts,
+    LocationFacts,
+    MirrorFacts,
+    OldQueryFacts,
+    PlanInputs,
+    SavepointFacts,
+)
+from .decide.plan import compute_plan
 from .model import MODE_STATE_AWARE, MODE_STATELESS, Mode, Position, RestartPlan, SourcePlan
 from .request import PlanRequest
 
@@ -94,7 +104,15 @@ __all__ = [
     "MODE_STATELESS",
     "MODE_STATE_AWARE",
     "BatchRef",
+    "ClusterFacts",
     "Findings",
+    "JournalFacts",
+    "KafkaFacts",
+    "LocationFacts",
+    "MirrorFacts",
+    "OldQueryFacts",
+    "PlanInputs",
+    "SavepointFacts",
     "Mode",
     "PlanRequest",
     "Position",

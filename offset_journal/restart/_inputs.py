@@ -1,12 +1,15 @@
-"""What a plan is decided from (pure): the request, and the facts gathered for it."""
+"""What a plan is decided from (pure): the request, and the facts gathered for it, in
+one typed group per place they are read from (each group is what one module of
+``gather/`` returns; ``decide`` reads them and nothing else)."""
 
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from datetime import datetime
 from typing import TYPE_CHECKING
 
+from ..kafka.mirror import POLICY_DEFAULT, ReplicationPolicy, SyncIndex
 from ..overlap import RunSpan
 from ..rows import AsyncTail, Batch, FlaggedProblem, RealTimeTail, RereadRun, SpoolLoss
 from .model import (
@@ -19,7 +22,6 @@ from .model import (
     SinkState,
 )
 from .request import PlanRequest
-from .translate import ClusterFacts, MirrorFacts
 
 if TYPE_CHECKING:
     from ..checkpoint.model import Checkpoint
@@ -28,83 +30,146 @@ if TYPE_CHECKING:
 
 
 @dataclass(frozen=True)
-class PlanInputs:
-    """Everything a plan is decided from: the ``request`` (what the person asked; see
-    :class:`~.request.PlanRequest`) and what was gathered for it (journal data, the
-    cluster, the new checkpoint location; no I/O here).
+class ClusterFacts:
+    """Which cluster the anchor's run read (``journaled``: its id, None when not
+    journaled), which one the plan's bootstrap servers answered as (``now``; None: the
+    cluster does not say), and the clusters of the other runs whose batches the plan
+    reads (``others``: (run id, cluster id), a state-aware chain or the batch before)."""
+
+    journaled: str | None
+    now: str | None
+    servers: str
+    run_id: str
+    others: tuple[tuple[str, str | None], ...] = ()
+
+
+@dataclass(frozen=True)
+class MirrorFacts:
+    """MM2's offset syncs on the replica for source cluster ``alias``, by (source
+    topic, partition), and how MM2 names the replica's topics."""
+
+    alias: str
+    syncs: SyncIndex
+    policy: ReplicationPolicy = POLICY_DEFAULT
+
+
+@dataclass(frozen=True)
+class JournalFacts:
+    """What the journal says around the plan's batch (``gather/journal.py``).
 
     ``anchor`` is the batch the plan is relative to: the last durable one (position
     "after"), or the one to reprocess (position "at"). For state-aware plans ``chain``
     is the anchor's checkpoint's batches in journal order ending with the anchor.
     ``before`` is the journaled batch just before the first batch re-read (the batch
     before ``anchor`` for "at", before ``chain[0]`` for state-aware); it supplies start
-    offsets Spark does not report for a checkpoint's first batch. ``kafka_state`` is
-    topic_state() of the cluster (None: not checked). ``checkpoint_state`` and ``sink``:
-    what the new checkpoint location and the output path hold. ``database_now`` is the
-    journal database's clock: a trigger time ahead of it is flagged. ``problems``: what
-    the journal flagged on the query's batches when it wrote them
-    (Journal.flagged_problems): an error on the batch whose end offsets the plan starts
-    from, a warning on any other batch. ``time_lookup`` (position "from-time"): per
-    partition the first offset at or after the request's ``from_time`` (None: no such
-    record, so the log end); ``reread``: the journaled batches that reads again.
-    ``async_tail``: the anchor's run's last batches when Spark ran it with async
-    progress tracking (their end offsets may not be final). ``cluster``: the id of the
-    cluster the anchor's run read and of the one asked now (None: no bootstrap
-    servers); ``mirror``: MM2's offset syncs on a replica (a translated plan).
-    ``loaded_savepoint``: the savepoint a plan starts from (loaded and checked; the anchor is
-    its batch), and ``latest`` the journal's last batch, to say what is read again.
-    ``real_time``: the anchor's run ran in real-time mode; ``real_time_ends``: per
-    partition, the first offset the cluster timestamps after it stopped (None: none).
-    ``sink_log``: the OLD query's sink as its own commit log says (None: not asked, or no
-    sink the journal names); ``sink_checkpoint``: the old query's checkpoint, read
-    (``offsets/N`` of the batches the sink holds beyond the journal); ``sink_batch``: the
-    journaled batch whose id is the sink's last, when the sink is behind the journal
-    (its end offsets count what the sink lacks); ``sink_run_id``: the journaled run of the
-    old checkpoint's query id the batches taken from the sink are journaled as (None:
-    the anchor's run). ``sink_taken`` is set by the plan: the
-    batches it took from the sink and the old checkpoint (the anchor is the last).
-
-    Read-only facts the plan only warns or errs about: ``last_candidates``, the batch
-    each of the journal's orders calls last (default plans: ``check_last_batch``);
-    ``problems_cut``, more batches were flagged than ``problems`` holds;
-    ``spool_losses``, batch events a full listener spool dropped; ``delta_tables``, per
-    Delta source path of the anchor, the table id there now (a path mapped to None: no
-    table there; to an exception: it could not be read); the field None: not gathered,
-    nothing checked.
-    ``command``: who hands the plan out (:data:`~.record.COMMANDS`): its advice names
-    that interface's way (a command's, or the Python API's).
+    offsets Spark does not report for a checkpoint's first batch. ``last_candidates``:
+    the batch each of the journal's orders calls last (default plans only). ``runs``:
+    the runs started by the anchor's time; ``database_now``: the journal database's
+    clock (a trigger time ahead of it is flagged). ``problems``: what the journal
+    flagged on the query's batches when it wrote them (``problems_cut``: more were
+    flagged than it holds). ``async_tail``: the anchor's run's last batches when Spark
+    ran it with async progress tracking (their end offsets may not be final);
+    ``real_time``: the anchor's run ran in real-time mode. ``spool_losses``: batch
+    events a full listener spool dropped.
     """
 
-    request: PlanRequest
     anchor: Batch
     position: Position = POSITION_AFTER
     chain: Sequence[Batch] = ()
     before: Batch | None = None
-    kafka_state: TopicState | None = None
+    last_candidates: Sequence[Batch] = ()
     runs: Sequence[RunSpan] = ()
-    checkpoint_state: CheckpointState | None = None
-    sink: SinkState | None = None
     database_now: datetime | None = None
     problems: Sequence[FlaggedProblem] = ()
+    problems_cut: bool = False
+    async_tail: AsyncTail | None = None
+    real_time: RealTimeTail | None = None
+    spool_losses: Sequence[SpoolLoss] = ()
+
+
+@dataclass(frozen=True)
+class LocationFacts:
+    """What the places on storage hold now (``gather/locations.py``): the NEW
+    checkpoint location (``checkpoint``) and output path (``output``) (None: not
+    given), and per Delta source path of the anchor, the table id there now
+    (``delta_tables``; a path mapped to None: no table there; to an exception: it could
+    not be read; the field None: not gathered, nothing checked)."""
+
+    checkpoint: CheckpointState | None = None
+    output: SinkState | None = None
+    delta_tables: Mapping[str, str | None | Exception] | None = None
+
+
+@dataclass(frozen=True)
+class KafkaFacts:
+    """What the Kafka cluster says (``gather/kafka.py``; all None: not asked).
+
+    ``state``: the partitions and log ranges of the plan's topics. ``time_lookup``
+    (position "from-time"): per partition the first offset at or after the request's
+    ``from_time`` (None: no such record, so the log end); ``reread``: the journaled
+    batches that reads again. ``cluster``: the id of the cluster the anchor's run read
+    and of the one asked now; ``mirror``: MM2's offset syncs on a replica (a translated
+    plan). ``real_time_ends``: per partition, the first offset the cluster timestamps
+    after a real-time run stopped (None: none).
+    """
+
+    state: TopicState | None = None
     time_lookup: TimeLookup | None = None
     reread: Sequence[RereadRun] = ()
-    async_tail: AsyncTail | None = None
     cluster: ClusterFacts | None = None
     mirror: MirrorFacts | None = None
-    loaded_savepoint: Savepoint | None = None
-    latest: Batch | None = None
-    real_time: RealTimeTail | None = None
     real_time_ends: TimeLookup | None = None
-    sink_log: SinkFacts | None = None
-    sink_checkpoint: Checkpoint | None = None
-    sink_batch: Batch | None = None
-    sink_run_id: str | None = None
+
+
+@dataclass(frozen=True)
+class OldQueryFacts:
+    """The OLD query's sink and checkpoint (``gather/sink.py``). ``sink``: the sink as
+    its own commit log says (None: not asked, or no sink the journal names);
+    ``checkpoint``: the old query's checkpoint, read (``offsets/N`` of the batches the
+    sink holds beyond the journal); ``batch``: the journaled batch whose id is the
+    sink's last, when the sink is behind the journal (its end offsets count what the
+    sink lacks); ``run_id``: the journaled run of the old checkpoint's query id the
+    batches taken from the sink are journaled as (None: the anchor's run)."""
+
+    sink: SinkFacts | None = None
+    checkpoint: Checkpoint | None = None
+    batch: Batch | None = None
+    run_id: str | None = None
+
+
+@dataclass(frozen=True)
+class SavepointFacts:
+    """A plan from a savepoint (``gather/savepoint.py``): the savepoint (``loaded``,
+    checked; the anchor is its batch; None: no savepoint asked) and the journal's last
+    batch (``latest``), to say what is read again."""
+
+    loaded: Savepoint | None = None
+    latest: Batch | None = None
+
+
+@dataclass(frozen=True)
+class PlanInputs:
+    """Everything a plan is decided from: the ``request`` (what the person asked; see
+    :class:`~.request.PlanRequest`) and one typed group per place the facts were read
+    from (no I/O here; ``savepoint_facts``: the request's ``savepoint`` is the one
+    asked for). ``sink_taken`` is set by the plan: the batches it took from the
+    sink and the old checkpoint (the anchor is the last). ``command``: who hands the
+    plan out (:data:`~.record.COMMANDS`): its advice names that interface's way (a
+    command's, or the Python API's)."""
+
+    request: PlanRequest
+    journal: JournalFacts
+    locations: LocationFacts = field(default_factory=LocationFacts)
+    kafka: KafkaFacts = field(default_factory=KafkaFacts)
+    old_query: OldQueryFacts = field(default_factory=OldQueryFacts)
+    savepoint_facts: SavepointFacts = field(default_factory=SavepointFacts)
     sink_taken: Sequence[Batch] = ()
-    last_candidates: Sequence[Batch] = ()
-    problems_cut: bool = False
-    spool_losses: Sequence[SpoolLoss] = ()
-    delta_tables: Mapping[str, str | None | Exception] | None = None
     command: str = "api"
+
+    @property
+    def anchor(self) -> Batch:
+        """The batch the plan is relative to (:attr:`JournalFacts.anchor`)."""
+        return self.journal.anchor
 
     @property
     def mode(self) -> Mode:

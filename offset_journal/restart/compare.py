@@ -9,7 +9,7 @@ from dataclasses import dataclass
 from ..errors import RestartError
 from ..offsets import KafkaOffsets
 from ..rows import KIND_KAFKA, Batch, BatchRef, source_kind
-from .kafka_offsets import end_offsets_of
+from .decide.kafka_offsets import end_offsets_of
 
 
 @dataclass(frozen=True)

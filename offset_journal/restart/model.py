@@ -1,7 +1,7 @@
 """What a restart plan is made of (pure data): the inputs it is decided from, the
 findings each step adds, and the plan itself.
 
-Nothing here decides anything; :mod:`offset_journal.restart._plan` does.
+Nothing here decides anything; :mod:`offset_journal.restart.decide` does.
 """
 
 from __future__ import annotations
@@ -9,17 +9,15 @@ from __future__ import annotations
 import json
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
-from typing import TYPE_CHECKING, Any, Literal
+from typing import Any, Literal
 
 from ..errors import RestartError
 from ..formatting import format_time
+from ..kafka.mirror import ReplicationPolicy
 from ..offsets import KafkaOffsets, format_kafka_offsets
 from ..rows import Batch, BatchRef, RereadRun, SourceKind
-from ..wording import fill
+from ..wording import count, fill, tp
 from ._findings import Findings
-
-if TYPE_CHECKING:
-    from .translate import Translation
 
 StateDecision = Literal["seeded", "restored", "discarded", "refused", "empty"]
 """What a plan from a savepoint does with one operator's state: the new query seeds a
@@ -142,6 +140,83 @@ class CarriedState:
                 "parts": list(self.parts)}
 
 
+#: Partitions named one by one in a plan's text (all of them are in its JSON).
+SHOWN = 20
+
+
+@dataclass(frozen=True)
+class PartitionTranslation:
+    """One partition's start on the replica: journaled ``topic``/``partition`` at
+    ``journaled`` is ``replica_topic`` at ``offset`` (-2: the replica's earliest, no
+    sync yet), reading again at most ``reread`` records (None: unbounded, earliest).
+    ``sync``: the sync it was translated by (or, at earliest, the first one above the
+    journaled offset). ``lost``: records from ``journaled`` on that never reached the
+    replica (MM2 began copying the partition above them); ``held``: at earliest, the
+    records the replica holds before that first sync's."""
+
+    topic: str
+    partition: int
+    journaled: int
+    replica_topic: str
+    offset: int
+    reread: int | None
+    sync: tuple[int, int] | None = None
+    lost: int = 0
+    held: int | None = None
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"topic": self.topic, "partition": self.partition,
+                "journaled": self.journaled, "replica_topic": self.replica_topic,
+                "offset": self.offset, "reread_at_most": self.reread,
+                "sync": list(self.sync) if self.sync else None, "not_replicated": self.lost}
+
+    def label(self) -> str:
+        bound = ("all the replica holds of it (no offset sync at or below it)"
+                 if self.reread is None else count(self.reread, "record"))
+        start = "earliest" if self.offset < 0 else str(self.offset)
+        lost = (f"; never replicated: {self.journaled}..{self.journaled + self.lost - 1} "
+                f"({count(self.lost, 'record')})" if self.lost else "")
+        return (f"{tp(self.topic, self.partition)} {self.journaled} -> "
+                f"{tp(self.replica_topic, self.partition)} {start}; read again at most: "
+                f"{bound}{lost}")
+
+
+@dataclass
+class Translation:
+    """A source's offsets translated to the replica, per partition."""
+
+    alias: str
+    policy: ReplicationPolicy
+    partitions: list[PartitionTranslation] = field(default_factory=list)
+
+    @property
+    def reread_bound(self) -> int:
+        """Records read again at most, over the partitions with a sync."""
+        return sum(p.reread or 0 for p in self.partitions)
+
+    @property
+    def unsynced(self) -> list[PartitionTranslation]:
+        """The partitions with no sync at or below their journaled offset (earliest)."""
+        return [p for p in self.partitions if p.reread is None]
+
+    @property
+    def lost(self) -> list[PartitionTranslation]:
+        """The partitions with records that never reached the replica."""
+        return [p for p in self.partitions if p.lost]
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"translate_from": self.alias, "replication_policy": self.policy,
+                "reread_bound": self.reread_bound,
+                "partitions_without_sync": len(self.unsynced),
+                "not_replicated": sum(p.lost for p in self.partitions),
+                "partitions": [p.to_dict() for p in self.partitions]}
+
+    def lines(self) -> list[str]:
+        shown = [p.label() for p in self.partitions[:SHOWN]]
+        more = len(self.partitions) - SHOWN
+        return shown + ([f"... and {more} more (the JSON plan names all)"] if more > 0 else [])
+
+
 @dataclass
 class SourcePlan:
     """How one source of the query starts on the new checkpoint.
@@ -215,7 +290,7 @@ class SourcePlan:
         return out
 
 
-@dataclass
+@dataclass(frozen=True)
 class RestartPlan:
     """Where each source starts, and why; see the package docstring for the positions.
 
@@ -223,6 +298,9 @@ class RestartPlan:
     ``warnings`` need a person's judgement. In a state-aware plan,
     ``event_time_cutoff`` is the watermark the old query had reached: windows ending at
     or before it are already in the sink, so the new job must drop them.
+
+    Frozen: recording it (:func:`~.record.record`) gives a new plan with its id
+    (``dataclasses.replace``), so a plan handed out is never changed behind its reader.
     """
 
     query_name: str

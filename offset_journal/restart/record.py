@@ -16,9 +16,10 @@ bookkeeping about it.
 from __future__ import annotations
 
 import logging
+from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING, Any, Literal
 
-from ..formatting import format_time
+from ..formatting import first_line, format_time
 from ..origin import host_name, os_user
 from .model import (
     MODE_STATE_AWARE,
@@ -155,35 +156,93 @@ def _translation(plan: RestartPlan) -> dict[str, Any]:
             "translation": rows}
 
 
-def record_plan(journal: Journal, plan: RestartPlan, request: PlanRequest,
-                command: str = "api") -> RestartPlan:
-    """Record ``plan`` in the journal; sets ``plan.plan_id``, or ``plan.record_problem``
-    (for the caller to show) when the journal refused it (no INSERT privilege: the reader
-    role; a journal not upgraded to 0008_decisions). Returns the plan."""
+@dataclass(frozen=True)
+class Recorded:
+    """What recording a plan did: its id in ``restart_plans`` (None: not recorded) or
+    why the journal refused it (``problem``, for the caller to show), and what
+    journaling the batches the plan took from the sink said (``notes``, ``warnings``).
+    :meth:`onto` gives the plan with it; the plan itself is not changed."""
+
+    plan_id: int | None = None
+    problem: str | None = None
+    notes: tuple[str, ...] = ()
+    warnings: tuple[str, ...] = ()
+
+    def onto(self, plan: RestartPlan) -> RestartPlan:
+        """``plan`` as recorded: a new plan with the id, the problem and the notes."""
+        return replace(plan, plan_id=self.plan_id, record_problem=self.problem,
+                       notes=[*plan.notes, *self.notes],
+                       plan_warnings=[*plan.plan_warnings, *self.warnings])
+
+
+def record(journal: Journal, plan: RestartPlan, request: PlanRequest,
+           command: str = "api") -> Recorded:
+    """Journal the batches ``plan`` took from the sink (:func:`journal_sink_batches`),
+    then record the plan in ``restart_plans``: the write step after the plan is made
+    (gathering its facts writes nothing)."""
+    notes, warnings = journal_sink_batches(journal, plan)
+    plan_id, problem = record_row(journal, plan, request, command)
+    return Recorded(plan_id, problem, notes, warnings)
+
+
+def journal_sink_batches(journal: Journal, plan: RestartPlan,
+                         ) -> tuple[tuple[str, ...], tuple[str, ...]]:
+    """Journal the batches a plan took from the sink and the old checkpoint, before the
+    plan is recorded (the journal is complete again: a plan made next starts where this
+    one does); (notes, warnings) to add to the plan. A journal that refuses them (a
+    planner role, which may record plans only) costs a warning: the recorded plan keeps
+    them, and the audit reads the run started from it as planned all the same."""
+    from ..checkpoint.importing import journal_batches
+    from ..errors import JournalError, RestartError
+    from ..redaction import redact
+    from ..wording import count
+
+    if not plan.sink_batches or not plan.ok:
+        return (), ()
+    first, last = plan.sink_batches[0], plan.sink_batches[-1]
+    try:
+        new = journal_batches(journal, plan.sink_batches)
+    except (JournalError, RestartError) as exc:
+        reason = redact(first_line(exc))
+        return (), (
+            f"batches {first.batch_id}..{last.batch_id} of run {last.run_id}, taken from the "
+            f"sink and the old checkpoint, were not journaled ({reason}): a plan made next "
+            "does not know them; import the old checkpoint (`checkpoint import`) or plan "
+            "as the writer",)
+    return (f"Journaled {count(new, 'batch')} of run {last.run_id} taken from the "
+            f"sink and the old checkpoint (batches {first.batch_id}.."
+            f"{last.batch_id}; already there: {len(plan.sink_batches) - new}).",), ()
+
+
+def record_row(journal: Journal, plan: RestartPlan, request: PlanRequest,
+               command: str = "api") -> tuple[int | None, str | None]:
+    """Record ``plan`` in the journal: (its id, None), or (None, why the journal refused
+    it: no INSERT privilege, the reader role; a journal not upgraded to 0008_decisions;
+    a read-only standby)."""
     from ..errors import JournalError, JournalReadOnly, JournalSchemaError
 
     try:
-        plan.plan_id = journal.record_plan(plan_row(plan, request, command))
-    except JournalError as exc:
+        return journal.record_plan(plan_row(plan, request, command)), None
+    except JournalError as exc:  # one redacted line already
         reason = str(exc)
         if isinstance(exc, JournalReadOnly):
-            plan.record_problem = (
+            problem = (
                 "this plan was not recorded in the journal: its database is read-only here "
                 "(a standby); recording needs the primary: plan against the primary's URL "
                 "before starting the job from it, or pass --no-record")
-            log.info("restart plan for %s: %s", plan.query_name, plan.record_problem)
-            return plan
+            log.info("restart plan for %s: %s", plan.query_name, problem)
+            return None, problem
         fix = ("upgrade the journal (`offset-journal db upgrade`)"
                if isinstance(exc, JournalSchemaError) or "does not exist" in reason
                else "record plans as a role with INSERT on offset_journal.restart_plans "
                     "(`offset-journal db grant --planner ROLE`)")
-        plan.record_problem = (
+        problem = (
             f"this plan was not recorded in the journal ({reason}): the audit will show "
             f"the run started from it as unexplained; {fix}, or pass --no-record")
         # Said once, by whoever shows the plan (the command's warning line, a job's log):
         # a WARNING here too printed it twice on the command line.
-        log.info("restart plan for %s: %s", plan.query_name, plan.record_problem)
-    return plan
+        log.info("restart plan for %s: %s", plan.query_name, problem)
+        return None, problem
 
 
 def record_repartition(journal: Journal, done: Repartitioned) -> Repartitioned:

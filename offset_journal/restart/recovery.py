@@ -94,11 +94,12 @@ def recover(spark: Any, journal: Journal, query_name: str, checkpoint: str,
     if reread_sink and todo:
         _reread_refused(spark, checkpoint, lambda: query([plan.starting_offsets(s.index)
                                                           for s in plan.sources]), todo)
-    plan.notes.append(decision)
-    plan.recovery = _recorded(found, todo, decision, reread_sink)
+    plan = replace(plan, notes=[*plan.notes, decision],
+                   recovery=_recorded(found, todo, decision, reread_sink))
     # Recorded before the restore's run starts: a session with the journal's listener
     # journals its batch at once, and a plan recorded after it explains no run.
-    warnings = _record(journal, plan, request, record)
+    plan = _record(journal, plan, request, record)
+    warnings = [plan.record_problem] if plan.plan_id is None and plan.record_problem else []
     shuffle = partitions or max((o.partitions for o in m.operators), default=0)
     restored, runs = _run(spark, journal, found, plan, checkpoint,
                           lambda: query([plan.starting_offsets(s.index) for s in plan.sources]),
@@ -264,12 +265,11 @@ def _recorded(found: Savepoint, todo: Sequence[Replay], decision: str,
             "reread_sink": reread_sink, "note": decision}
 
 
-def _record(journal: Journal, plan: RestartPlan, request: Any, record: bool) -> list[str]:
-    from .record import record_plan
+def _record(journal: Journal, plan: RestartPlan, request: Any, record: bool) -> RestartPlan:
+    """``plan`` as recorded (unchanged when ``record`` is False)."""
+    from .record import record as recorded
 
-    if record:
-        record_plan(journal, plan, request, "state-recover")
-    return [plan.record_problem] if plan.plan_id is None and plan.record_problem else []
+    return recorded(journal, plan, request, "state-recover").onto(plan) if record else plan
 
 
 def _journal_runs(journal: Journal, done: Recovered) -> list[str]:

@@ -73,7 +73,8 @@ def restore_from_plan(journal: Journal, spark: Any, plan: RestartPlan, checkpoin
                                  ends=concrete_ends(plan.sources), rules=rules, journal=journal,
                                  expect_sha256=plan.savepoint_sha256, on_start=link)
     if not linked:
-        warnings.extend(_record_and_link(journal, plan, request, restored, command))
+        plan, said = _record_and_link(journal, plan, request, restored, command)
+        warnings.extend(said)
     if restored.bootstrap is not None:
         problem = journal_bootstrap(journal, restored.bootstrap, plan.query_name)
         if problem is not None:
@@ -83,17 +84,16 @@ def restore_from_plan(journal: Journal, spark: Any, plan: RestartPlan, checkpoin
 
 
 def _record_and_link(journal: Journal, plan: RestartPlan, request: PlanRequest | None,
-                     restored: Restored, command: str) -> list[str]:
-    """The plan recorded after the restore (with ``request``), then linked."""
-    from .edge import journal_sink_batches
-    from .record import record_plan
+                     restored: Restored, command: str) -> tuple[RestartPlan, list[str]]:
+    """The plan recorded after the restore (with ``request``), then linked: the plan as
+    recorded, and the warnings."""
+    from .record import record
 
     if plan.plan_id is None and request is not None:
-        journal_sink_batches(journal, plan)
-        record_plan(journal, plan, request, command)
+        plan = record(journal, plan, request, command).onto(plan)
     if plan.plan_id is not None:
-        return _link(journal, plan.plan_id, restored.bootstrap_run_id)
-    return [plan.record_problem] if plan.record_problem else []
+        return plan, _link(journal, plan.plan_id, restored.bootstrap_run_id)
+    return plan, [plan.record_problem] if plan.record_problem else []
 
 
 def _link(journal: Journal, plan_id: int, run_id: str) -> list[str]:

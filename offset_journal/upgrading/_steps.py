@@ -198,8 +198,7 @@ def plan_upgrade(ctx: Context, saved: Savepoint, rules: Rules | None,
     recorded after its first batch was journaled is not one the audit takes)."""
     from ..errors import RestartError
     from ..restart import PlanRequest, plan_restart
-    from ..restart.edge import journal_sink_batches
-    from ..restart.record import record_plan
+    from ..restart.record import record
 
     ref: int | str = saved.id if saved.id is not None else saved.location
     request = PlanRequest(ctx.query_name, savepoint=ref, restore=True,
@@ -211,9 +210,7 @@ def plan_upgrade(ctx: Context, saved: Savepoint, rules: Rules | None,
                         command=UPGRADE_COMMAND)
     if not plan.ok:
         raise RestartError("the upgrade's plan has errors: " + "; ".join(plan.errors))
-    journal_sink_batches(ctx.journal, plan)
-    record_plan(ctx.journal, plan, request, UPGRADE_COMMAND)
-    return plan, request
+    return record(ctx.journal, plan, request, UPGRADE_COMMAND).onto(plan), request
 
 
 def restore(ctx: Context, saved: Savepoint, plan: RestartPlan, build_v2: Build,

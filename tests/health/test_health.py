@@ -35,8 +35,8 @@ from offset_journal.health.forecast import (
 )
 from offset_journal.journal import Batch, SourceOffsets
 from offset_journal.offsets import EARLIEST, PartitionOffset
-from offset_journal.restart import compute_plan
-from offset_journal.restart.kafka_offsets import check_against_cluster, default_start
+from offset_journal.restart import KafkaFacts, compute_plan
+from offset_journal.restart.decide.kafka_offsets import check_against_cluster, default_start
 from offset_journal.rows import ForecastFacts, QueryFacts
 from offset_journal.values import parse_duration
 
@@ -168,7 +168,9 @@ def test_the_forecast_starts_where_the_default_plan_does() -> None:
     state = {"orders": {0: (0, 300), 1: (60, 300), 2: (5, 20)}, "refunds": {0: (0, 10)},
              "fresh": {0: (3, 9)}}
     journaled, starts, found = default_start(batch, 0, state)
-    plan = compute_plan("q", batch, kafka_state=state).sources[0]
+    plan = compute_plan("q",
+                        batch,
+                        kafka=KafkaFacts(state=state)).sources[0]
     assert plan.offsets is not None
     assert {t: {p: (0 if o == EARLIEST and t == "orders" else o) for p, o in parts.items()}
             for t, parts in plan.offsets.items() if t != "fresh"} == \
@@ -423,7 +425,7 @@ def test_one_query_that_cannot_be_forecast_leaves_the_others_forecast() -> None:
     cannot take (here a record sample of no record) fails that query alone: its
     partitions unknown and why, the other query forecast as usual."""
     from offset_journal.health.edge import Probed, SourceAt, forecasts_from
-    from offset_journal.restart.kafka_offsets import Findings
+    from offset_journal.restart.decide.kafka_offsets import Findings
 
     def source(name: str, topic: str) -> tuple[SourceAt, dict, dict, Findings]:
         src = SourceOffsets(0, f"KafkaV2[Subscribe[{topic}]]", "kafka", None,

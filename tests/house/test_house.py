@@ -15,7 +15,7 @@ import offset_journal
 ROOT = Path(offset_journal.__file__).parent
 
 SHARED = ("errors", "values", "offsets", "formatting", "redaction", "origin", "overlap",
-          "records", "rows", "wording", "spark_version")
+          "records", "rows", "wording", "spark_version", "descriptions")
 """The shared modules at the top: pure, importable from anywhere, importing only each other."""
 
 ARROWS: dict[str, set[str]] = {
@@ -313,6 +313,59 @@ def test_the_declared_arrows_have_no_circle_and_name_real_packages():
     assert set(ARROWS) - {"offset_journal", "testing"} == packages
     assert all(targets <= packages | {"offset_journal"} for targets in ARROWS.values())
     assert {p.stem for p in ROOT.glob("*.py")} == {*SHARED, "__init__", "testing", "_moved"}
+
+
+RESTART_LAYERS = ("base", "decide", "gather", "entry")
+"""The planner's layers, lowest first: a module of ``restart/`` imports its own layer or
+a lower one. base: the data (request, model, inputs, findings); decide: the pure steps;
+gather: ``restart/gather/``, the reads (it may use decide's helpers: the topics a plan
+names, a Delta source's path); entry: the planner's entry, the recording, recovery."""
+RESTART_BASE = ("model", "request", "_inputs", "_findings", "_delta_log")
+RESTART_ENTRY = ("edge", "record", "recovery")
+
+
+def _restart_layer(module: str) -> str | None:
+    """The layer of a module of ``restart/`` (None: not one)."""
+    parts = module.split(".")
+    if parts[:2] != ["offset_journal", "restart"]:
+        return None
+    rest = parts[2:]
+    if not rest or rest[0] in RESTART_ENTRY:
+        return "entry"
+    if rest[0] in ("gather", "decide"):
+        return rest[0]
+    return "base" if rest[0] in RESTART_BASE else "decide"
+
+
+def _restart_upward(graph: dict[str, set[str]]) -> list[str]:
+    out = []
+    for module, targets in sorted(graph.items()):
+        src = _restart_layer(module)
+        for target in sorted(targets):
+            dst = _restart_layer(target)
+            if src and dst and RESTART_LAYERS.index(dst) > RESTART_LAYERS.index(src):
+                out.append(f"{module} -> {target}")
+    return out
+
+
+def test_the_planner_imports_down_its_layers_only():
+    """decide never reads (no import of gather/, the entry or the recording); the base
+    imports neither; gather never imports the entry."""
+    assert _restart_upward(_graph()) == []
+    gather = {m for m in _graph() if _restart_layer(m) == "gather"}
+    assert {"offset_journal.restart.gather.journal", "offset_journal.restart.gather.kafka",
+            "offset_journal.restart.gather.locations", "offset_journal.restart.gather.sink",
+            "offset_journal.restart.gather.savepoint"} <= gather
+
+
+def test_the_layer_check_finds_an_upward_import():
+    graph = {"offset_journal.restart.decide.plan": {"offset_journal.restart.gather.kafka"},
+             "offset_journal.restart.model": {"offset_journal.restart.decide.translate"},
+             "offset_journal.restart.gather.sink": {"offset_journal.restart.model"},
+             "offset_journal.restart.edge": {"offset_journal.restart.gather"}}
+    assert _restart_upward(graph) == [
+        "offset_journal.restart.decide.plan -> offset_journal.restart.gather.kafka",
+        "offset_journal.restart.model -> offset_journal.restart.decide.translate"]
 
 
 def test_every_package_says_its_job_and_what_it_may_import():

@@ -125,3 +125,22 @@ def test_an_old_module_path_of_a_moved_package_warns():
     assert out.stdout.splitlines() == [
         "warned: offset_journal.savepoint.restore moved to offset_journal.state; "
         "the old name goes in 0.3.0"]
+
+
+@pytest.mark.parametrize("old", ["offset_journal.restart.kafka_offsets",
+                                 "offset_journal.restart.translate",
+                                 "offset_journal.restart.seeding"])
+def test_a_moved_planner_step_is_one_module_under_both_names(old: str):
+    """In a fresh interpreter: the old dotted path (a module of a package that stayed)
+    warns and is the very module at its new path, not a second copy."""
+    new = MOVED[old]
+    code = (f"import warnings\nwith warnings.catch_warnings(record=True) as w:\n"
+            f"    warnings.simplefilter('always')\n    import {old} as a\n"
+            f"import {new} as b\n"
+            f"from {old.rpartition('.')[0]} import {old.rpartition('.')[2]} as c\n"
+            f"assert a is b is c, (a, b, c)\n"
+            f"print(sum(x.category is DeprecationWarning for x in w))")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                         timeout=120)
+    assert out.returncode == 0, out.stderr
+    assert out.stdout.strip() == "1"

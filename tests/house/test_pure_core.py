@@ -25,17 +25,17 @@ PURE = (
     "offset_journal.restart.model",
     "offset_journal.restart.request",
     "offset_journal.restart._inputs",
-    "offset_journal.restart._plan",
-    "offset_journal.restart.kafka_offsets",
-    "offset_journal.restart.translate",
+    "offset_journal.restart.decide.plan",
+    "offset_journal.restart.decide.kafka_offsets",
+    "offset_journal.restart.decide.translate",
     "offset_journal.kafka.mirror",
-    "offset_journal.restart._from_time",
-    "offset_journal.restart._other_sources",
-    "offset_journal.restart._state_aware",
-    "offset_journal.restart._checks",
-    "offset_journal.restart._start_after",
-    "offset_journal.restart._start_at",
-    "offset_journal.restart._start_translated",
+    "offset_journal.restart.decide.from_time",
+    "offset_journal.restart.decide.other_sources",
+    "offset_journal.restart.decide.state_aware",
+    "offset_journal.restart.decide.checks",
+    "offset_journal.restart.decide.start_after",
+    "offset_journal.restart.decide.start_at",
+    "offset_journal.restart.decide.translated",
     "offset_journal.wording",
     "offset_journal.audit.model",
     "offset_journal.audit._core",
@@ -112,19 +112,24 @@ def test_a_plan_is_computed_without_the_database_driver():
 
 
 def test_a_plan_option_is_named_once():
-    """PlanRequest's fields are the one list of a plan's options: compute_plan routes
-    them to the request and the rest to the facts, and refuses any other name."""
+    """PlanRequest's fields are the one list of a plan's options: compute_plan hands
+    them to the request (the facts come as typed groups, named apart from them), and
+    refuses any other name."""
     import dataclasses
+    import inspect
 
     import pytest
 
-    from offset_journal.restart._inputs import PlanInputs
+    from offset_journal.restart import PlanInputs
     from offset_journal.restart.request import REQUEST_FIELDS, PlanRequest
 
     facts = {f.name for f in dataclasses.fields(PlanInputs)}
     assert REQUEST_FIELDS == {f.name for f in dataclasses.fields(PlanRequest)}
-    assert not (facts - {"request", "anchor"}) & REQUEST_FIELDS
+    assert not (facts - {"request"}) & REQUEST_FIELDS
     from offset_journal.restart import compute_plan
+
+    groups = set(inspect.signature(compute_plan).parameters) - {"query_name", "asked"}
+    assert groups and not groups & REQUEST_FIELDS
 
     with pytest.raises(TypeError, match="bogus"):
         compute_plan("q", None, bogus=1)  # type: ignore[arg-type]

@@ -23,7 +23,7 @@ from offset_journal.cli import main as cli_main
 from offset_journal.errors import JournalConstraintError, JournalRefused
 from offset_journal.journal.db import resolve_url
 from offset_journal.records import RunRecord, batch_from_progress
-from offset_journal.restart import compute_plan, plan_restart
+from offset_journal.restart import JournalFacts, KafkaFacts, compute_plan, plan_restart
 from tests.payloads import kafka_source, progress
 from tests.support import Secure, denied
 
@@ -173,17 +173,21 @@ def _batch(when: datetime) -> Any:
 
 def test_trigger_times_ahead_of_the_database_clock() -> None:
     now = datetime(2026, 11, 23, 12, tzinfo=timezone.utc)
-    fine = compute_plan("n", _batch(now - timedelta(seconds=5)), database_now=now)
+    fine = compute_plan("n",
+                        JournalFacts(_batch(now - timedelta(seconds=5)), database_now=now))
     assert not any("future" in w for w in fine.warnings) and fine.ok
-    skewed = compute_plan("n", _batch(now + timedelta(minutes=30)), database_now=now)
+    skewed = compute_plan("n",
+                          JournalFacts(_batch(now + timedelta(minutes=30)), database_now=now))
     assert skewed.ok and any("ahead of the database's clock" in w for w in skewed.warnings)
-    forged = compute_plan("n", _batch(now + timedelta(days=3)), database_now=now)
+    forged = compute_plan("n",
+                          JournalFacts(_batch(now + timedelta(days=3)), database_now=now))
     assert any("future of the database's clock" in e for e in forged.errors)
 
 
 def test_offsets_beyond_the_log_end_are_an_error() -> None:
-    plan = compute_plan("n", _batch(datetime(2026, 1, 1, tzinfo=timezone.utc)),
-                        kafka_state={"t": {0: (0, 20)}})
+    plan = compute_plan("n",
+                        _batch(datetime(2026, 1, 1, tzinfo=timezone.utc)),
+                        kafka=KafkaFacts(state={"t": {0: (0, 20)}}))
     assert any("beyond its log end 20" in e for e in plan.errors), plan.errors
 
 

@@ -241,3 +241,23 @@ def test_a_journal_without_the_plan_tables_still_plans_and_audits(journaled: str
     assert "does not exist" in line and "offset-journal db upgrade" in line
     code, out, err = cli("--database-url", journaled, "audit", "orders")
     assert code == 0 and "OK" in out and err == ""
+
+
+def test_recording_returns_its_result_and_leaves_the_plan_as_it_was(journaled: str) -> None:
+    """A plan is frozen: recording gives a new plan with its id; the plan recorded is
+    not changed behind whoever holds it."""
+    from dataclasses import FrozenInstanceError
+
+    from offset_journal.restart import PlanRequest
+    from offset_journal.restart.record import record
+
+    request = PlanRequest("orders").checked()
+    with Journal(journaled) as j:
+        plan = plan_restart(None, request, journal=j, record=False)
+        done = record(j, plan, request, "plan")
+    assert done.plan_id is not None and done.problem is None
+    assert plan.plan_id is None  # the plan handed to record is as it was
+    assert done.onto(plan).plan_id == done.plan_id and done.onto(plan).sources == plan.sources
+    with pytest.raises(FrozenInstanceError):
+        plan.plan_id = 1  # type: ignore[misc]
+    assert count_rows(journaled, "restart_plans") == 1

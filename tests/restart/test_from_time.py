@@ -14,9 +14,16 @@ import pytest
 
 from offset_journal.journal import Batch, SourceOffsets
 from offset_journal.offsets import PartitionOffset
-from offset_journal.restart import MODE_STATE_AWARE, PlanRequest, RestartError, compute_plan
-from offset_journal.restart._from_time import chosen_offsets, records_again
-from offset_journal.restart._plan import check_request
+from offset_journal.restart import (
+    MODE_STATE_AWARE,
+    JournalFacts,
+    KafkaFacts,
+    PlanRequest,
+    RestartError,
+    compute_plan,
+)
+from offset_journal.restart.decide.from_time import chosen_offsets, records_again
+from offset_journal.restart.decide.plan import check_request
 from offset_journal.restart.model import POSITION_FROM_TIME, POSITIONS
 from offset_journal.rows import RereadRun
 
@@ -58,8 +65,10 @@ def test_the_plan_counts_what_is_read_again_and_names_the_batches() -> None:
     state = {"orders": {0: (0, 50), 1: (0, 40), 2: (0, 8)}}
     lookup: dict[str, dict[int, int | None]] = {"orders": {0: 20, 1: None, 2: 3}}
     reread = [RereadRun("run-1", "qid", 3, 7, 5, T, T + timedelta(hours=1))]
-    plan = compute_plan("q", anchor, position=POSITION_FROM_TIME, from_time=T,
-                        kafka_state=state, time_lookup=lookup, reread=reread)
+    plan = compute_plan("q",
+                        JournalFacts(anchor, position=POSITION_FROM_TIME),
+                        kafka=KafkaFacts(state=state, time_lookup=lookup, reread=reread),
+                        from_time=T)
     assert plan.ok, plan.errors
     assert plan.position == "from-time" and plan.from_time == T
     src = plan.source(0)
@@ -85,9 +94,11 @@ def test_the_plan_counts_what_is_read_again_and_names_the_batches() -> None:
 
 def test_a_time_after_everything_read_processes_nothing_again() -> None:
     anchor = _batch({"orders": {0: (0, 10)}})
-    plan = compute_plan("q", anchor, position=POSITION_FROM_TIME, from_time=T,
-                        kafka_state={"orders": {0: (0, 10)}},
-                        time_lookup={"orders": {0: None}}, reread=[])
+    plan = compute_plan("q",
+                        JournalFacts(anchor, position=POSITION_FROM_TIME),
+                        kafka=KafkaFacts(state={"orders": {0: (0, 10)}},
+                                         time_lookup={"orders": {0: None}}, reread=[]),
+                        from_time=T)
     assert plan.ok and plan.source(0).records_again == {"orders": {0: 0}}
     text = " ".join(plan.explain().split())
     assert "No journaled batch is processed again" in text
@@ -98,15 +109,18 @@ def test_a_time_after_everything_read_processes_nothing_again() -> None:
 def test_a_deleted_topic_is_left_out_with_a_warning_and_assign_keeps_its_partitions() -> None:
     anchor = _batch({"orders": {0: (0, 10)}, "gone": {0: (0, 4)}},
                     "KafkaV2[Assign[orders-0, gone-0]]")
-    plan = compute_plan("q", anchor, position=POSITION_FROM_TIME, from_time=T,
-                        kafka_state={"orders": {0: (0, 10), 1: (0, 10)}},
-                        time_lookup={"orders": {0: 4, 1: 4}})
+    plan = compute_plan("q",
+                        JournalFacts(anchor, position=POSITION_FROM_TIME),
+                        kafka=KafkaFacts(state={"orders": {0: (0, 10), 1: (0, 10)}},
+                                         time_lookup={"orders": {0: 4, 1: 4}}),
+                        from_time=T)
     assert json.loads(plan.starting_offsets()) == {"orders": {"0": 4}}
     assert any("topic gone" in w and "no longer exists" in w for w in plan.warnings)
 
 
 def test_without_the_cluster_there_is_nothing_to_start_from() -> None:
-    plan = compute_plan("q", _batch({"orders": {0: (0, 10)}}), position=POSITION_FROM_TIME,
+    plan = compute_plan("q",
+                        JournalFacts(_batch({"orders": {0: (0, 10)}}), position=POSITION_FROM_TIME),
                         from_time=T)
     assert not plan.ok and "needs the Kafka cluster" in plan.errors[0]
 
@@ -144,7 +158,8 @@ def test_a_plan_after_an_async_run_names_the_batches_that_may_not_be_final() -> 
 
     anchor = _batch({"orders": {0: (40, 50)}})
     tail = AsyncTail("run-1", 1000, tuple(BatchRef("run-1", i, "qid", T) for i in (5, 6, 7)))
-    plan = compute_plan("q", anchor, async_tail=tail)
+    plan = compute_plan("q",
+                        JournalFacts(anchor, async_tail=tail))
     text = " ".join(" ".join(plan.warnings).split())
     assert "async progress tracking" in text and "every 1000 ms" in text
     assert "batches 5..7" in text and "--batch run-1:5" in text
@@ -154,16 +169,21 @@ def test_a_plan_after_an_async_run_names_the_batches_that_may_not_be_final() -> 
         return [w for w in plan.warnings if "async" in w]  # type: ignore[attr-defined]
 
     assert asynchronous(plan)
-    assert not asynchronous(compute_plan("q", anchor, async_tail=tail, position="at"))
+    assert not asynchronous(compute_plan("q",
+                                         JournalFacts(anchor, async_tail=tail, position="at")))
     # a run whose tail does not hold the anchor (an older batch, via --as-of)
     older = AsyncTail("run-1", 1000, (BatchRef("run-1", 9, "qid", T),))
-    assert not asynchronous(compute_plan("q", anchor, async_tail=older))
+    assert not asynchronous(compute_plan("q",
+                                         JournalFacts(anchor, async_tail=older)))
 
 
 def test_a_recreated_topic_is_not_counted_as_read_again_silently() -> None:
     anchor = _batch({"orders": {0: (10, 20)}})
-    plan = compute_plan("q", anchor, position=POSITION_FROM_TIME, from_time=T,
-                        kafka_state={"orders": {0: (0, 3)}}, time_lookup={"orders": {0: 0}})
+    plan = compute_plan("q",
+                        JournalFacts(anchor, position=POSITION_FROM_TIME),
+                        kafka=KafkaFacts(state={"orders": {0: (0, 3)}},
+                                         time_lookup={"orders": {0: 0}}),
+                        from_time=T)
     assert json.loads(plan.starting_offsets()) == {"orders": {"0": 0}}
     assert any("beyond the log end of orders-0" in w and "recreated" in w
                for w in plan.warnings), plan.warnings

@@ -14,16 +14,24 @@ import pytest
 from offset_journal.journal import Journal
 from offset_journal.kafka.mirror import OffsetSync, index_syncs
 from offset_journal.offsets import PartitionOffset
-from offset_journal.restart import MODE_STATE_AWARE, PlanRequest, RestartError
-from offset_journal.restart._inputs import PlanInputs
-from offset_journal.restart._plan import decide
+from offset_journal.restart import (
+    MODE_STATE_AWARE,
+    JournalFacts,
+    KafkaFacts,
+    LocationFacts,
+    PlanInputs,
+    PlanRequest,
+    RestartError,
+    SavepointFacts,
+)
+from offset_journal.restart.decide.plan import decide
+from offset_journal.restart.decide.translate import ClusterFacts, MirrorFacts
 from offset_journal.restart.edge import gather, plan_from_journal
 from offset_journal.restart.model import (
     POSITION_AT,
     POSITION_FROM_TIME,
     POSITION_SAVEPOINT,
 )
-from offset_journal.restart.translate import ClusterFacts, MirrorFacts
 from offset_journal.rows import Batch, RereadRun, SourceOffsets, SpoolLoss
 from offset_journal.savepoint.model import Savepoint
 from tests.savepoint.test_savepoint_core import _manifest
@@ -49,8 +57,9 @@ BEFORE = batch(2, 20, 30)
 
 
 def test_after_the_last_batch_starts_at_its_end_offsets() -> None:
-    inputs = PlanInputs(PlanRequest("q"), LAST, before=BEFORE,
-                        kafka_state={"orders": {0: (0, 55)}})
+    inputs = PlanInputs(PlanRequest("q"),
+                        JournalFacts(LAST, before=BEFORE),
+                        kafka=KafkaFacts(state={"orders": {0: (0, 55)}}))
     plan = decide(inputs)
     assert plan.ok, plan.errors
     assert plan.position == "after" and plan.source(0).offsets == {"orders": {0: 40}}
@@ -59,8 +68,8 @@ def test_after_the_last_batch_starts_at_its_end_offsets() -> None:
 
 
 def test_at_a_batch_starts_at_its_start_offsets() -> None:
-    plan = decide(PlanInputs(PlanRequest("q", batch=("run-1", 3)), LAST,
-                             position=POSITION_AT, before=BEFORE))
+    plan = decide(PlanInputs(PlanRequest("q", batch=("run-1", 3)),
+                             JournalFacts(LAST, position=POSITION_AT, before=BEFORE)))
     assert plan.position == "at" and plan.source(0).offsets == {"orders": {0: 30}}
     assert plan.start_batch is not None and plan.start_batch.batch_id == 3
     assert any("Starts AT batch 3" in n and "processed again" in n for n in plan.notes)
@@ -68,11 +77,12 @@ def test_at_a_batch_starts_at_its_start_offsets() -> None:
 
 def test_from_a_record_time_starts_at_the_first_offset_at_or_after_it() -> None:
     when = T0 + timedelta(minutes=1)
-    plan = decide(PlanInputs(
-        PlanRequest("q", from_time=when, bootstrap_servers="broker:9092"), LAST,
-        position=POSITION_FROM_TIME, kafka_state={"orders": {0: (0, 55)}},
-        time_lookup={"orders": {0: 12}},
-        reread=[RereadRun("run-1", "qid-1", 1, 3, 3, T0, T0 + timedelta(minutes=3))]))
+    plan = decide(PlanInputs(PlanRequest("q", from_time=when, bootstrap_servers="broker:9092"),
+                             JournalFacts(LAST, position=POSITION_FROM_TIME),
+                             kafka=KafkaFacts(state={"orders": {0: (0, 55)}},
+                                              time_lookup={"orders": {0: 12}},
+                                              reread=[RereadRun("run-1", "qid-1", 1, 3, 3, T0,
+                                                                T0 + timedelta(minutes=3))])))
     assert plan.ok, plan.errors
     assert plan.position == "from-time" and plan.from_time == when
     assert json.loads(plan.source(0).options["startingOffsets"]) == {"orders": {"0": 12}}
@@ -88,7 +98,7 @@ def test_state_aware_rewinds_to_the_first_batch_with_records_of_open_windows() -
                    watermark=T0 + timedelta(minutes=20))]
     plan = decide(PlanInputs(PlanRequest("q", mode=MODE_STATE_AWARE,
                                          window=timedelta(minutes=10)),
-                             chain[-1], chain=chain))
+                             JournalFacts(chain[-1], chain=chain)))
     assert plan.position == "rewind"
     assert plan.event_time_cutoff == T0 + timedelta(minutes=20)
     assert plan.start_batch is not None and plan.start_batch.batch_id == 1
@@ -99,9 +109,9 @@ def test_state_aware_rewinds_to_the_first_batch_with_records_of_open_windows() -
 def test_from_a_savepoint_starts_after_its_batch() -> None:
     anchor = batch(4, 40, 50)
     savepoint = Savepoint(_manifest(end={"orders": {"0": 50}}), "/sp", 7)
-    plan = decide(PlanInputs(PlanRequest("q", savepoint="/sp", seed=(0,)), anchor,
-                             position=POSITION_SAVEPOINT, loaded_savepoint=savepoint,
-                             latest=anchor))
+    plan = decide(PlanInputs(PlanRequest("q", savepoint="/sp", seed=(0,)),
+                             JournalFacts(anchor, position=POSITION_SAVEPOINT),
+                             savepoint_facts=SavepointFacts(loaded=savepoint, latest=anchor)))
     assert plan.position == "savepoint" and plan.savepoint_id == 7
     assert plan.starting_offsets() == '{"orders":{"0":50}}'
     assert [(c.operator_id, c.decision) for c in plan.state] == [(0, "seeded")]
@@ -109,10 +119,12 @@ def test_from_a_savepoint_starts_after_its_batch() -> None:
 
 def test_translated_starts_after_the_anchor_on_the_replica() -> None:
     syncs = index_syncs([OffsetSync("orders", 0, 0, 0), OffsetSync("orders", 0, 35, 7)])
-    plan = decide(PlanInputs(
-        PlanRequest("q", translate_from="primary", bootstrap_servers="replica:9092"), LAST,
-        cluster=ClusterFacts("primary-id", "replica-id", "replica:9092", "run-1"),
-        mirror=MirrorFacts("primary", syncs)))
+    plan = decide(PlanInputs(PlanRequest("q", translate_from="primary",
+                                         bootstrap_servers="replica:9092"),
+                             JournalFacts(LAST),
+                             kafka=KafkaFacts(cluster=ClusterFacts("primary-id", "replica-id",
+                                                                   "replica:9092", "run-1"),
+                                              mirror=MirrorFacts("primary", syncs))))
     assert plan.position == "after"
     assert plan.source(0).offsets == {"primary.orders": {0: 8}}  # 36..39 read again
     assert "translated to the replica's" in plan.notes[0]
@@ -129,20 +141,22 @@ def test_the_gathered_read_only_facts_become_warnings_and_errors() -> None:
     assert not Path(table).exists()
     loss = SpoolLoss("q", 2, ("run-1",), 1, 2, T0, T0, ((0, "orders", 0, 10, 20),), "host-a",
                      T0)
-    plan = decide(PlanInputs(PlanRequest("q"), delta, delta_tables={table: "new-id"},
-                             spool_losses=[loss], problems_cut=True,
-                             last_candidates=[delta]))
+    plan = decide(PlanInputs(PlanRequest("q"),
+                             JournalFacts(delta, spool_losses=[loss], problems_cut=True,
+                                          last_candidates=[delta]),
+                             locations=LocationFacts(delta_tables={table: "new-id"})))
     assert any("holds table new-id now, not the journaled old-id" in e for e in plan.errors)
     assert any("dropped from a full listener spool" in w for w in plan.warnings)
     assert any("flagged problems on more batches" in w for w in plan.warnings)
     # Not gathered (compute_plan's inputs): nothing is checked, nothing read.
-    assert decide(PlanInputs(PlanRequest("q"), delta)).ok
+    assert decide(PlanInputs(PlanRequest("q"), JournalFacts(delta))).ok
 
 
 def test_orders_that_disagree_on_the_last_batch_are_refused_from_the_facts() -> None:
     ahead = replace(batch(3, 30, 45), run_id="run-2", pk=999)
     with pytest.raises(RestartError, match="orders disagree on the last batch"):
-        decide(PlanInputs(PlanRequest("q"), LAST, last_candidates=[LAST, ahead]))
+        decide(PlanInputs(PlanRequest("q"),
+                          JournalFacts(LAST, last_candidates=[LAST, ahead])))
 
 
 def test_the_journals_plan_is_decide_of_gather(journal_url: str) -> None:
@@ -154,7 +168,7 @@ def test_the_journals_plan_is_decide_of_gather(journal_url: str) -> None:
     with Journal(journal_url) as j:
         inputs = gather(j, request)
         assert inputs.anchor.batch_id == 1 and [b.batch_id for b in
-                                                inputs.last_candidates][:1] == [1]
-        assert inputs.delta_tables == {} and inputs.spool_losses == []
+                                                inputs.journal.last_candidates][:1] == [1]
+        assert inputs.locations.delta_tables == {} and inputs.journal.spool_losses == []
         assert plan_from_journal(j, request).to_dict() == decide(inputs).to_dict()
         assert decide(inputs).starting_offsets() == '{"orders":{"0":25}}'

@@ -20,7 +20,7 @@ from offset_journal import Journal
 from offset_journal.cli import main
 from offset_journal.offsets import PartitionOffset
 from offset_journal.records import is_real_time
-from offset_journal.restart import compute_plan
+from offset_journal.restart import JournalFacts, KafkaFacts, compute_plan
 from offset_journal.rows import Batch, BatchRef, RealTimeTail, SourceOffsets
 
 T0 = datetime(2026, 11, 25, 10, tzinfo=timezone.utc)
@@ -37,18 +37,21 @@ def test_a_plan_after_a_real_time_run_says_what_may_be_written_again():
     anchor = _anchor()
     tail = RealTimeTail("run-rt", BatchRef.of(anchor), T0 + timedelta(seconds=7), True)
     state = {"t": {0: (0, 40), 1: (0, 30)}}
-    plan = compute_plan("rt", anchor, real_time=tail, kafka_state=state,
-                        real_time_ends={"t": {0: 26, 1: None}})
+    plan = compute_plan("rt",
+                        JournalFacts(anchor, real_time=tail),
+                        kafka=KafkaFacts(state=state, real_time_ends={"t": {0: 26, 1: None}}))
     assert plan.ok and plan.starting_offsets() == '{"t":{"0":20,"1":9}}'
     (warning,) = [w for w in plan.warnings if "real-time mode" in w]
     # partition 0: 20..25 (26 was timestamped after the stop); 1: 9..29 (the log end)
     assert "at most 27 records" in warning and "t-0 6, t-1 21" in warning
     assert plan.real_time is not None and plan.real_time["bound"] == 27
-    uncounted = compute_plan("rt", anchor, real_time=tail)
+    uncounted = compute_plan("rt",
+                             JournalFacts(anchor, real_time=tail))
     (warning,) = [w for w in uncounted.warnings if "real-time mode" in w]
     assert "give --bootstrap-servers to count them" in warning
     assert uncounted.real_time is not None and uncounted.real_time["bound"] is None
-    moved_on = compute_plan("rt", _anchor(2), real_time=tail)
+    moved_on = compute_plan("rt",
+                            JournalFacts(_anchor(2), real_time=tail))
     assert not [w for w in moved_on.warnings if "real-time mode" in w]
     assert is_real_time("MicroBatchExecution:RealTimeTrigger")
     assert not is_real_time("MicroBatchExecution") and not is_real_time(None)

@@ -17,14 +17,22 @@ from offset_journal.checkpoint.importing import checkpoint_run_id, import_checkp
 from offset_journal.journal import Batch, Journal, SourceOffsets
 from offset_journal.offsets import EARLIEST, PartitionOffset
 from offset_journal.overlap import RunSpan, concurrent_runs
-from offset_journal.restart import MODE_STATE_AWARE, RestartError, compute_plan, plan_restart
+from offset_journal.restart import (
+    MODE_STATE_AWARE,
+    JournalFacts,
+    KafkaFacts,
+    LocationFacts,
+    RestartError,
+    compute_plan,
+    plan_restart,
+)
 from offset_journal.restart.compare import (
     OffsetComparison,
     compare_offsets,
     comparison_verdict,
     group_offsets,
 )
-from offset_journal.restart.kafka_offsets import check_against_cluster, kafka_strategy
+from offset_journal.restart.decide.kafka_offsets import check_against_cluster, kafka_strategy
 from offset_journal.restart.model import CheckpointState, SinkState
 from offset_journal.rows import source_kind
 from offset_journal.testing import KafkaCluster
@@ -117,7 +125,8 @@ def test_partition_without_end_is_left_out_with_a_note() -> None:
 def test_at_batch_starts_at_its_start_offsets() -> None:
     before = mk(4, kafka_src({("orders", 0): (5, 10)}))
     anchor = mk(5, kafka_src({("orders", 0): (10, 20), ("orders", 1): (None, 7)}))
-    plan = compute_plan("orders", anchor, position="at", before=before)
+    plan = compute_plan("orders",
+                        JournalFacts(anchor, position="at", before=before))
     assert plan.position == "at"
     # orders-1 appeared during the batch: Spark read it from earliest, so -2.
     assert plan.source(0).offsets == {"orders": {0: 10, 1: EARLIEST}}
@@ -129,11 +138,13 @@ def test_at_first_batch_of_a_checkpoint_uses_the_batch_before() -> None:
     before = mk(9, kafka_src({("orders", 0): (5, 10)}), run="old", query="qid-old")
     anchor = mk(0, kafka_src({("orders", 0): (10, 20), ("orders", 1): (0, 4)}, first=True),
                 minute=10)
-    plan = compute_plan("orders", anchor, position="at", before=before)
+    plan = compute_plan("orders",
+                        JournalFacts(anchor, position="at", before=before))
     assert plan.source(0).offsets == {"orders": {0: 10, 1: EARLIEST}}
     assert any("first batch of its checkpoint" in w for w in plan.warnings)
     assert any("does not know where orders-1 started" in w for w in plan.warnings)
-    alone = compute_plan("orders", anchor, position="at")
+    alone = compute_plan("orders",
+                         JournalFacts(anchor, position="at"))
     assert alone.source(0).offsets == {"orders": {0: EARLIEST, 1: EARLIEST}}
 
 
@@ -364,12 +375,20 @@ def test_plan_with_recreated_topics_refuses_unknown_topics_and_needs_a_cluster()
     anchor = mk(2, kafka_src({("orders", 0): (0, 20)}))
     state = {"orders": {0: (0, 3)}}
     with pytest.raises(RestartError, match="neither journaled nor subscribes to topic 'ordrs'"):
-        compute_plan("orders", anchor, kafka_state=state, recreated_topics=["ordrs"])
+        compute_plan("orders",
+                     anchor,
+                     kafka=KafkaFacts(state=state),
+                     recreated_topics=["ordrs"])
     with pytest.raises(RestartError, match="needs the cluster"):
         compute_plan("orders", anchor, recreated_topics=["orders"])
-    refused = compute_plan("orders", anchor, kafka_state=state)
+    refused = compute_plan("orders",
+                           anchor,
+                           kafka=KafkaFacts(state=state))
     assert not refused.ok
-    chosen = compute_plan("orders", anchor, kafka_state=state, recreated_topics=["orders"])
+    chosen = compute_plan("orders",
+                          anchor,
+                          kafka=KafkaFacts(state=state),
+                          recreated_topics=["orders"])
     assert chosen.ok and chosen.starting_offsets() == '{"orders":{"0":-2}}'
     assert any("--restart-recreated-topic" in w for w in chosen.warnings)
 
@@ -383,7 +402,10 @@ def test_a_plan_records_the_log_start_each_earliest_offset_stood_for() -> None:
 
     anchor = mk(2, kafka_src({("orders", 0): (0, 20)}, description="KafkaV2[Subscribe[orders]]"))
     state = {"orders": {0: (0, 3), 1: (2, 9)}, "new": {0: (5, 7)}}
-    chosen = compute_plan("orders", anchor, kafka_state=state, recreated_topics=["orders"],
+    chosen = compute_plan("orders",
+                          anchor,
+                          kafka=KafkaFacts(state=state),
+                          recreated_topics=["orders"],
                           subscribe=["orders", "new"])
     assert chosen.source(0).offsets == {"orders": {0: EARLIEST, 1: EARLIEST},
                                         "new": {0: EARLIEST}}
@@ -392,10 +414,13 @@ def test_a_plan_records_the_log_start_each_earliest_offset_stood_for() -> None:
     assert row["request"]["log_starts"] == [["new", 0, 5], ["orders", 0, 0], ["orders", 1, 2]]
     # Not asked (no cluster), or no offset at earliest: nothing to record.
     first = mk(0, kafka_src({("orders", 0): (0, 20)}, first=True))
-    blind = compute_plan("orders", first, position="at")
+    blind = compute_plan("orders",
+                         JournalFacts(first, position="at"))
     assert blind.starting_offsets() == '{"orders":{"0":-2}}'
     assert "log_starts" not in plan_row(blind, PlanRequest("orders"), "plan")["request"]
-    plain = compute_plan("orders", anchor, kafka_state={"orders": {0: (0, 30)}})
+    plain = compute_plan("orders",
+                         anchor,
+                         kafka=KafkaFacts(state={"orders": {0: (0, 30)}}))
     assert plain.source(0).log_starts == {}
     assert "log_starts" not in plan_row(plain, PlanRequest("orders"), "plan")["request"]
 
@@ -403,8 +428,13 @@ def test_a_plan_records_the_log_start_each_earliest_offset_stood_for() -> None:
 def test_plan_with_allow_data_loss_is_ok_and_starts_at_the_log_start() -> None:
     anchor = mk(2, kafka_src({("orders", 0): (0, 5), ("orders", 1): (0, 5)}))
     state = {"orders": {0: (9, 20), 1: (0, 20)}}
-    assert not compute_plan("orders", anchor, kafka_state=state).ok
-    plan = compute_plan("orders", anchor, kafka_state=state, allow_data_loss=True)
+    assert not compute_plan("orders",
+                            anchor,
+                            kafka=KafkaFacts(state=state)).ok
+    plan = compute_plan("orders",
+                        anchor,
+                        kafka=KafkaFacts(state=state),
+                        allow_data_loss=True)
     assert plan.ok and json.loads(plan.starting_offsets()) == {"orders": {"0": 9, "1": 5}}
     assert any(w.startswith("source 0: DATA LOSS accepted") for w in plan.warnings)
     assert "DATA LOSS accepted" in flat(plan.explain())
@@ -412,7 +442,9 @@ def test_plan_with_allow_data_loss_is_ok_and_starts_at_the_log_start() -> None:
 
 def test_a_subscribed_topic_the_cluster_lacks_is_an_error() -> None:
     anchor = mk(2, kafka_src({("orders", 0): (0, 5)}))
-    plan = compute_plan("orders", anchor, kafka_state={"orders": {0: (0, 9)}},
+    plan = compute_plan("orders",
+                        anchor,
+                        kafka=KafkaFacts(state={"orders": {0: (0, 9)}}),
                         subscribe=["orders", "ordres"])
     assert any("subscribes to ordres, which the cluster does not have" in e
                for e in plan.errors)
@@ -422,7 +454,10 @@ def test_new_subscription_adds_and_drops_topics() -> None:
     anchor = mk(2, kafka_src({("orders", 0): (0, 5), ("old", 0): (1, 2)},
                              description="KafkaV2[Subscribe[old, orders]]"))
     state = {"orders": {0: (0, 9)}, "old": {0: (0, 9)}, "new": {0: (0, 1), 1: (0, 1)}}
-    plan = compute_plan("orders", anchor, kafka_state=state, subscribe=["orders", "new"])
+    plan = compute_plan("orders",
+                        anchor,
+                        kafka=KafkaFacts(state=state),
+                        subscribe=["orders", "new"])
     assert plan.source(0).offsets == {"orders": {0: 5}, "new": {0: EARLIEST, 1: EARLIEST}}
     notes = plan.source(0).notes
     assert any("not subscribed by the new job, left out: old" in n for n in notes)
@@ -440,14 +475,18 @@ def test_pattern_subscription_gets_a_note() -> None:
 
 def test_plan_with_data_loss_has_errors_before_the_job_starts() -> None:
     anchor = mk(2, kafka_src({("orders", 0): (0, 5)}))
-    plan = compute_plan("orders", anchor, kafka_state={"orders": {0: (9, 20)}})
+    plan = compute_plan("orders",
+                        anchor,
+                        kafka=KafkaFacts(state={"orders": {0: (9, 20)}}))
     assert not plan.ok
     assert plan.errors[0].startswith("source 0: DATA LOSS")
     assert "ERRORS" in flat(plan.explain())
 
 
 def test_every_topic_gone_leaves_nothing_to_start_from() -> None:
-    plan = compute_plan("orders", mk(2, kafka_src({("orders", 0): (0, 5)})), kafka_state={})
+    plan = compute_plan("orders",
+                        mk(2, kafka_src({("orders", 0): (0, 5)})),
+                        kafka=KafkaFacts(state={}))
     assert any("no partition is left" in e for e in plan.errors)
 
 
@@ -536,8 +575,9 @@ def test_foreach_batch_sink_warns_about_delta_txn_app_id() -> None:
 
 
 def test_delta_at_batch_uses_start_offset() -> None:
-    plan = compute_plan("orders", mk(1, other_src(DELTA, _delta(3, -1), _delta(5, -1))),
-                        position="at")
+    plan = compute_plan("orders",
+                        JournalFacts(mk(1, other_src(DELTA, _delta(3, -1), _delta(5, -1))),
+                                     position="at"))
     assert plan.options() == {"startingVersion": "3"}
 
 
@@ -567,21 +607,28 @@ def test_source_kind_from_shape() -> None:
 def test_checkpoint_with_offsets_is_refused() -> None:
     anchor = mk(1, kafka_src({("orders", 0): (0, 5)}), query="qid-1")
     with pytest.raises(RestartError) as info:
-        compute_plan("orders", anchor,
-                     checkpoint_state=CheckpointState("/ck", True, query_id="qid-1",
-                                                      last_batch_id=4))
+        compute_plan("orders",
+                     anchor,
+                     locations=LocationFacts(checkpoint=CheckpointState(
+                         "/ck", True, query_id="qid-1", last_batch_id=4)))
     message = str(info.value)
     assert "\n" not in message and "/ck already holds batches up to 4" in message
     assert "ignore startingOffsets" in message and "journaled query itself" in message
-    ok = compute_plan("orders", anchor, checkpoint_state=CheckpointState("/new", False))
+    ok = compute_plan("orders",
+                      anchor,
+                      locations=LocationFacts(checkpoint=CheckpointState("/new", False)))
     assert "will honour startingOffsets" in flat(ok.explain())
 
 
 def test_file_sink_log_in_output_path_warns() -> None:
     anchor = mk(1, kafka_src({("orders", 0): (0, 5)}))
-    plan = compute_plan("orders", anchor, sink=SinkState("/out", 12))
+    plan = compute_plan("orders",
+                        anchor,
+                        locations=LocationFacts(output=SinkState("/out", 12)))
     assert any("_spark_metadata" in w and "0..12" in w for w in plan.warnings)
-    clean = compute_plan("orders", anchor, sink=SinkState("/out", None))
+    clean = compute_plan("orders",
+                         anchor,
+                         locations=LocationFacts(output=SinkState("/out", None)))
     assert not any("_spark_metadata" in w for w in clean.warnings)
 
 
@@ -593,11 +640,13 @@ def test_concurrent_runs() -> None:
     assert [(x.run_id, y.run_id) for x, y in concurrent_runs([a, b, c, d])] == [
         ("A", "B"), ("B", "C")
     ]
-    plan = compute_plan("orders", mk(40, kafka_src({("orders", 0): (0, 5)})), runs=[a, b, c])
+    plan = compute_plan("orders",
+                        JournalFacts(mk(40, kafka_src({("orders", 0): (0, 5)})), runs=[a, b, c]))
     warned = [w for w in plan.warnings if "same time" in w]
     assert len(warned) == 2 and "A and B" in warned[0]
     # Runs that started after the anchor do not matter to it.
-    early = compute_plan("orders", mk(1, kafka_src({("orders", 0): (0, 5)})), runs=[b, c])
+    early = compute_plan("orders",
+                         JournalFacts(mk(1, kafka_src({("orders", 0): (0, 5)})), runs=[b, c]))
     assert not any("same time" in w for w in early.warnings)
 
 
@@ -624,7 +673,9 @@ def _stateful_chain() -> list[Batch]:
 
 def test_state_aware_rewinds_to_the_earliest_batch_with_open_window_records() -> None:
     chain = _stateful_chain()
-    plan = compute_plan("orders", chain[-1], chain=chain, mode=MODE_STATE_AWARE,
+    plan = compute_plan("orders",
+                        JournalFacts(chain[-1], chain=chain),
+                        mode=MODE_STATE_AWARE,
                         window=timedelta(minutes=10))
     assert plan.position == "rewind"
     assert plan.event_time_cutoff == at(20)
@@ -642,7 +693,9 @@ def test_state_aware_rewinds_to_the_earliest_batch_with_open_window_records() ->
 
 def test_state_aware_without_window_uses_the_cutoff_and_warns() -> None:
     chain = _stateful_chain()
-    plan = compute_plan("orders", chain[-1], chain=chain, mode=MODE_STATE_AWARE)
+    plan = compute_plan("orders",
+                        JournalFacts(chain[-1], chain=chain),
+                        mode=MODE_STATE_AWARE)
     assert plan.start_batch is not None and plan.start_batch.batch_id == 3
     assert plan.source(0).offsets == {"orders": {0: 30, 1: 4}}
     assert any("no window length" in w for w in plan.warnings)
@@ -651,16 +704,21 @@ def test_state_aware_without_window_uses_the_cutoff_and_warns() -> None:
 def test_state_aware_long_window_reaches_the_checkpoints_first_batch() -> None:
     chain = _stateful_chain()
     before = mk(7, kafka_src({("orders", 0): (0, 0)}), run="old", query="qid-0", minute=-1)
-    plan = compute_plan("orders", chain[-1], chain=chain, before=before,
-                        mode=MODE_STATE_AWARE, window=timedelta(hours=1))
+    plan = compute_plan("orders",
+                        JournalFacts(chain[-1], chain=chain, before=before),
+                        mode=MODE_STATE_AWARE,
+                        window=timedelta(hours=1))
     assert plan.start_batch is not None and plan.start_batch.batch_id == 0
     assert plan.source(0).offsets == {"orders": {0: 0, 1: EARLIEST}}
 
 
 def test_state_aware_as_of_cuts_the_chain() -> None:
     chain = _stateful_chain()
-    plan = compute_plan("orders", chain[2], chain=chain, mode=MODE_STATE_AWARE,
-                        window=timedelta(minutes=10), as_of=at(2.5))
+    plan = compute_plan("orders",
+                        JournalFacts(chain[2], chain=chain),
+                        mode=MODE_STATE_AWARE,
+                        window=timedelta(minutes=10),
+                        as_of=at(2.5))
     assert plan.event_time_cutoff == at(4)
     assert plan.anchor.batch_id == 2
     # Threshold 23:54 the day before: everything of the chain up to batch 2.
@@ -673,7 +731,9 @@ def test_state_aware_with_nothing_open_starts_after() -> None:
         mk(0, kafka_src({("orders", 0): (0, 10)}), watermark=at(60), et_max=at(30)),
         mk(1, kafka_src({("orders", 0): (10, 12)}), watermark=at(60), et_max=at(40)),
     ]
-    plan = compute_plan("orders", chain[-1], chain=chain, mode=MODE_STATE_AWARE,
+    plan = compute_plan("orders",
+                        JournalFacts(chain[-1], chain=chain),
+                        mode=MODE_STATE_AWARE,
                         window=timedelta(minutes=10))
     assert plan.position == "after" and plan.start_batch is None
     assert plan.source(0).offsets == {"orders": {0: 12}}
@@ -685,7 +745,9 @@ def test_state_aware_falls_back_to_an_earlier_watermark() -> None:
         mk(0, kafka_src({("orders", 0): (0, 10)}), watermark=at(5), et_max=at(9)),
         mk(1, kafka_src({("orders", 0): (10, 12)}), watermark=None, et_max=at(10)),
     ]
-    plan = compute_plan("orders", chain[-1], chain=chain, mode=MODE_STATE_AWARE,
+    plan = compute_plan("orders",
+                        JournalFacts(chain[-1], chain=chain),
+                        mode=MODE_STATE_AWARE,
                         window=timedelta(minutes=1))
     assert plan.event_time_cutoff == at(5)
     assert any("reported no watermark" in w for w in plan.warnings)
@@ -696,7 +758,9 @@ def test_state_aware_without_event_times_rewinds_to_the_first_batch() -> None:
         mk(0, kafka_src({("orders", 0): (0, 10)}), watermark=at(5)),
         mk(1, kafka_src({("orders", 0): (10, 12)}), watermark=at(6)),
     ]
-    plan = compute_plan("orders", chain[-1], chain=chain, mode=MODE_STATE_AWARE)
+    plan = compute_plan("orders",
+                        JournalFacts(chain[-1], chain=chain),
+                        mode=MODE_STATE_AWARE)
     assert plan.source(0).offsets == {"orders": {0: 0}}
     assert any("no event times" in w for w in plan.warnings)
 
@@ -711,7 +775,9 @@ def test_state_aware_rewinds_over_batches_whose_event_times_are_unknown() -> Non
         mk(2, kafka_src({("orders", 0): (20, 30)}), watermark=at(30), rows=None),
         mk(3, kafka_src({("orders", 0): (30, 40)}), watermark=at(40), rows=None),
     ]
-    plan = compute_plan("orders", chain[-1], chain=chain, mode=MODE_STATE_AWARE,
+    plan = compute_plan("orders",
+                        JournalFacts(chain[-1], chain=chain),
+                        mode=MODE_STATE_AWARE,
                         window=timedelta(minutes=10))
     assert plan.event_time_cutoff == at(40)
     assert plan.position == "rewind"
@@ -723,13 +789,17 @@ def test_state_aware_rewinds_over_batches_whose_event_times_are_unknown() -> Non
 def test_state_aware_needs_a_watermark() -> None:
     chain = [mk(0, kafka_src({("orders", 0): (0, 10)}))]
     with pytest.raises(RestartError, match="withWatermark"):
-        compute_plan("orders", chain[0], chain=chain, mode=MODE_STATE_AWARE)
+        compute_plan("orders",
+                     JournalFacts(chain[0], chain=chain),
+                     mode=MODE_STATE_AWARE)
 
 
 def test_state_aware_refuses_a_batch_position() -> None:
     anchor = mk(0, kafka_src({("orders", 0): (0, 10)}), watermark=T0)
     with pytest.raises(RestartError, match="use as_of"):
-        compute_plan("orders", anchor, position="at", mode=MODE_STATE_AWARE)
+        compute_plan("orders",
+                     JournalFacts(anchor, position="at"),
+                     mode=MODE_STATE_AWARE)
     with pytest.raises(RestartError, match="unknown mode"):
         compute_plan("orders", anchor, mode="clever")
 
@@ -739,7 +809,9 @@ def test_state_aware_delta_source_rewinds_to_the_start_version() -> None:
         mk(0, other_src(DELTA, _delta(1, -1), _delta(2, -1)), watermark=at(0), et_max=at(1)),
         mk(1, other_src(DELTA, _delta(2, -1), _delta(3, -1)), watermark=at(9), et_max=at(30)),
     ]
-    plan = compute_plan("orders", chain[-1], chain=chain, mode=MODE_STATE_AWARE,
+    plan = compute_plan("orders",
+                        JournalFacts(chain[-1], chain=chain),
+                        mode=MODE_STATE_AWARE,
                         window=timedelta(minutes=5))
     assert plan.options() == {"startingVersion": "2"}
 
@@ -808,7 +880,9 @@ def test_property_cluster_check_keeps_journaled_offsets(chain: list[Batch], extr
     for t in list(state):
         for p in range(4, 4 + extra):
             state[t][p] = (0, 5)
-    plan = compute_plan("orders", chain[-1], kafka_state=state)
+    plan = compute_plan("orders",
+                        chain[-1],
+                        kafka=KafkaFacts(state=state))
     got = _flat(plan.source(0).offsets)
     assert {k: v for k, v in got.items() if k in end} == end
     assert all(v == EARLIEST for k, v in got.items() if k not in end)
@@ -826,10 +900,14 @@ def test_property_rewinds_stay_within_the_journal(chain: list[Batch], window: in
     anchor = chain[min(cut, len(chain) - 1)]
     end = _anchor_end(anchor)
     if at_batch:
-        plan = compute_plan("orders", anchor, position="at",
-                            before=chain[chain.index(anchor) - 1] if anchor.batch_id else None)
+        plan = compute_plan("orders",
+                            JournalFacts(anchor, position="at",
+                                         before=chain[chain.index(anchor) - 1]
+                                         if anchor.batch_id else None))
     else:
-        plan = compute_plan("orders", anchor, chain=chain, mode=MODE_STATE_AWARE,
+        plan = compute_plan("orders",
+                            JournalFacts(anchor, chain=chain),
+                            mode=MODE_STATE_AWARE,
                             window=timedelta(minutes=window) if window else None)
     got = _flat(plan.source(0).offsets)
     assert set(got) == set(end)
@@ -1073,7 +1151,7 @@ def test_missing_database_url_is_a_config_error(monkeypatch: pytest.MonkeyPatch)
 
 
 def test_a_delta_plan_is_held_against_the_table_id_at_its_path() -> None:
-    from offset_journal.restart._other_sources import check_delta_table, delta_path
+    from offset_journal.restart.decide.other_sources import check_delta_table, delta_path
     from offset_journal.restart.model import SourcePlan
     from offset_journal.rows import KIND_DELTA
 

@@ -12,7 +12,7 @@ import pytest
 
 from offset_journal.checkpoint import read_checkpoint
 from offset_journal.journal._plan_rows import recorded_plan
-from offset_journal.restart import RestartError, compute_plan
+from offset_journal.restart import JournalFacts, OldQueryFacts, RestartError, compute_plan
 from offset_journal.restart.model import SinkFacts
 from offset_journal.restart.record import plan_row
 from offset_journal.restart.request import PlanRequest
@@ -51,8 +51,12 @@ def file_sink(last: int | None, found_by: str = "journaled", **kw: Any) -> SinkF
     return SinkFacts("file", kw.pop("path", OUT), found_by, last_batch=last, **kw)  # type: ignore[arg-type]
 
 
-def plan(anchor: Batch, facts: SinkFacts | None, checkpoint: Any = None, **kw: Any) -> Any:
-    return compute_plan("orders", anchor, sink_log=facts, sink_checkpoint=checkpoint, **kw)
+def plan(anchor: Batch | JournalFacts, facts: SinkFacts | None, checkpoint: Any = None,
+         sink_batch: Batch | None = None, sink_run_id: str | None = None, **kw: Any) -> Any:
+    return compute_plan("orders", anchor,
+                        old_query=OldQueryFacts(sink=facts, checkpoint=checkpoint,
+                                                batch=sink_batch, run_id=sink_run_id),
+                        **kw)
 
 
 # --------------------------------------------------------------------------- ahead
@@ -238,7 +242,7 @@ def test_a_journaled_sink_that_cannot_be_read_is_refused_by_a_plan_after_the_jou
                            "beyond the journal's last (batch 3) would be written again")
     assert said.endswith("(--sink PATH for a file sink, --sink delta:PATH for a Delta "
                          "table), or plan without the check (--sink none)")
-    p = plan(anchor, facts, position="at", before=journaled(2))
+    p = plan(JournalFacts(anchor, position="at", before=journaled(2)), facts)
     assert p.ok and any("was not checked: s3a://b/out: the object store refused access"
                         in w for w in p.warnings)
 
@@ -269,7 +273,7 @@ def test_old_checkpoint_batches_beyond_the_journal_no_sink_log_accounts_for_are_
     assert any("as asked (--sink none)" in w and "offsets/ of batches 4..5" in w
                for w in p.warnings)
     assert plan(foreach, None, old_checkpoint(tmp_path / "b", offsets=3, committed=3)).ok
-    assert plan(foreach, None, ck, position="at", before=journaled(2)).ok
+    assert plan(JournalFacts(foreach, position="at", before=journaled(2)), None, ck).ok
     committed = old_checkpoint(tmp_path / "c", offsets=4, committed=4)
     with pytest.raises(RestartError, match=r"has offsets/ of batch 4, beyond the journal's "
                                            r"last \(batch 3 of run run-1"):
@@ -281,8 +285,8 @@ def test_old_checkpoint_batches_beyond_the_journal_no_sink_log_accounts_for_are_
 
 def test_plans_that_read_again_on_purpose_do_not_start_after_the_sink(tmp_path):
     anchor = journaled(3)
-    p = plan(anchor, file_sink(5), old_checkpoint(tmp_path, offsets=5, committed=4),
-             position="at", before=journaled(2))
+    p = plan(JournalFacts(anchor, position="at", before=journaled(2)), file_sink(5),
+             old_checkpoint(tmp_path, offsets=5, committed=4))
     assert not p.sink_batches and p.starting_offsets(0) == '{"orders":{"0":30,"1":60}}'
     assert "this plan reads again on purpose" in flat(p.explain())
 
@@ -290,10 +294,10 @@ def test_plans_that_read_again_on_purpose_do_not_start_after_the_sink(tmp_path):
 def test_a_real_time_run_with_a_logged_sink_is_a_note_not_a_bound():
     anchor = journaled(3)
     tail = RealTimeTail("run-1", BatchRef.of(anchor), None, False)
-    without = plan(anchor, None, real_time=tail)
+    without = plan(JournalFacts(anchor, real_time=tail), None)
     assert any("real-time mode" in w and "keeps no log (console, foreach, Kafka)" in w
                for w in without.warnings)
-    logged = plan(anchor, file_sink(3), real_time=tail)
+    logged = plan(JournalFacts(anchor, real_time=tail), file_sink(3))
     assert not any("real-time" in w for w in logged.warnings) and logged.real_time is None
     assert "keeps a commit log, read for this plan" in flat(logged.explain())
 

@@ -26,10 +26,10 @@ from offset_journal.kafka.mirror import (
     replica_topic,
     translate_offset,
 )
-from offset_journal.restart import RestartError, RestartPlan, compute_plan
+from offset_journal.restart import KafkaFacts, RestartError, RestartPlan, compute_plan
+from offset_journal.restart.decide.translate import ClusterFacts, MirrorFacts
 from offset_journal.restart.record import plan_row
 from offset_journal.restart.request import PlanRequest
-from offset_journal.restart.translate import ClusterFacts, MirrorFacts
 from offset_journal.rows import RecordedPlan
 from tests.audit.test_audit_core import T0, Journal, plan
 from tests.restart.test_restart import flat, kafka_src, mk
@@ -103,17 +103,26 @@ def anchor() -> object:
 def test_a_plan_against_another_cluster_refuses_in_one_line() -> None:
     facts = ClusterFacts("journaled-id", "replica-id", "127.0.0.1:9093", "run-1")
     with pytest.raises(RestartError) as refused:
-        compute_plan("orders", anchor(), cluster=facts)
+        compute_plan("orders",
+                     anchor(),
+                     kafka=KafkaFacts(cluster=facts))
     text = str(refused.value)
     assert "\n" not in text and "replica-id" in text and "journaled-id" in text
     assert "--translate-from" in text
     same = ClusterFacts("journaled-id", "journaled-id", "127.0.0.1:9092", "run-1")
-    assert compute_plan("orders", anchor(), cluster=same).ok
+    assert compute_plan("orders",
+                        anchor(),
+                        kafka=KafkaFacts(cluster=same)).ok
     with pytest.raises(RestartError, match="nothing to translate"):
-        compute_plan("orders", anchor(), cluster=same, translate_from="primary",
+        compute_plan("orders",
+                     anchor(),
+                     kafka=KafkaFacts(cluster=same),
+                     translate_from="primary",
                      bootstrap_servers="127.0.0.1:9092")
     unknown = ClusterFacts(None, "replica-id", "127.0.0.1:9093", "run-1")
-    unchecked = compute_plan("orders", anchor(), cluster=unknown)
+    unchecked = compute_plan("orders",
+                             anchor(),
+                             kafka=KafkaFacts(cluster=unknown))
     assert any("does not know which Kafka cluster" in n for n in unchecked.notes)
     assert not any("does not know which" in w for w in unchecked.warnings)
 
@@ -121,8 +130,11 @@ def test_a_plan_against_another_cluster_refuses_in_one_line() -> None:
 def test_a_translated_plan_names_each_partition_and_the_bound() -> None:
     facts = ClusterFacts("journaled-id", "replica-id", "127.0.0.1:9093", "run-1")
     mirror = MirrorFacts("primary", SYNCS)
-    p = compute_plan("orders", anchor(), cluster=facts, mirror=mirror,
-                     translate_from="primary", bootstrap_servers="127.0.0.1:9093")
+    p = compute_plan("orders",
+                     anchor(),
+                     kafka=KafkaFacts(cluster=facts, mirror=mirror),
+                     translate_from="primary",
+                     bootstrap_servers="127.0.0.1:9093")
     assert p.source(0).offsets == {"primary.orders": {0: 41, 1: 1, 2: -2}}
     assert json.loads(p.starting_offsets()) == {"primary.orders": {"0": 41, "1": 1, "2": -2}}
     done = p.to_dict()["sources"][0]["translation"]
@@ -173,8 +185,11 @@ def test_a_source_topic_or_replica_reset_ends_the_sync_history_before_it() -> No
 
 def test_subscribing_by_the_source_name_on_a_renaming_replica_is_an_error() -> None:
     facts = ClusterFacts("journaled-id", "replica-id", "127.0.0.1:9093", "run-1")
-    p = compute_plan("orders", anchor(), cluster=facts, mirror=MirrorFacts("primary", SYNCS),
-                     translate_from="primary", bootstrap_servers="127.0.0.1:9093",
+    p = compute_plan("orders",
+                     anchor(),
+                     kafka=KafkaFacts(cluster=facts, mirror=MirrorFacts("primary", SYNCS)),
+                     translate_from="primary",
+                     bootstrap_servers="127.0.0.1:9093",
                      subscribe=["orders"])
     assert not p.ok
     assert any("subscribe to primary.orders" in e for e in p.errors)
@@ -182,7 +197,7 @@ def test_subscribing_by_the_source_name_on_a_renaming_replica_is_an_error() -> N
 
 def test_a_record_time_plan_may_run_on_another_cluster_and_mixed_runs_refuse() -> None:
     other = ClusterFacts("journaled-id", "replica-id", "127.0.0.1:9093", "run-1")
-    from offset_journal.restart.translate import cluster_findings, refuse_other_cluster
+    from offset_journal.restart.decide.translate import cluster_findings, refuse_other_cluster
 
     refuse_other_cluster(other, None, by_time=True)  # looked up on the cluster itself
     assert any("record times are looked up here" in w
@@ -207,9 +222,13 @@ OTHER = ClusterFacts("journaled-id", "replica-id", "127.0.0.1:9093", "run-1")
 
 def _failover(syncs: Any = LOST, **given: Any) -> RestartPlan:
     """The journal at 50 on orders-0, translated to the replica through ``syncs``."""
-    return compute_plan("orders", mk(5, kafka_src({("orders", 0): (40, 50)})), cluster=OTHER,
-                        mirror=MirrorFacts("primary", syncs), translate_from="primary",
-                        bootstrap_servers="127.0.0.1:9093", kafka_state=REPLICA, **given)
+    return compute_plan("orders",
+                        mk(5, kafka_src({("orders", 0): (40, 50)})),
+                        kafka=KafkaFacts(cluster=OTHER, mirror=MirrorFacts("primary", syncs),
+                                         state=REPLICA),
+                        translate_from="primary",
+                        bootstrap_servers="127.0.0.1:9093",
+                        **given)
 
 
 def test_records_that_never_reached_the_replica_are_data_loss() -> None:
@@ -287,8 +306,11 @@ def test_the_audit_shows_records_a_failover_lost() -> None:
 
 def test_a_translated_plan_does_not_say_record_times_are_looked_up() -> None:
     """Issue 30 item 8b: that warning is for a record-time plan on another cluster."""
-    p = compute_plan("orders", anchor(), cluster=OTHER, mirror=MirrorFacts("primary", SYNCS),
-                     translate_from="primary", bootstrap_servers="127.0.0.1:9093")
+    p = compute_plan("orders",
+                     anchor(),
+                     kafka=KafkaFacts(cluster=OTHER, mirror=MirrorFacts("primary", SYNCS)),
+                     translate_from="primary",
+                     bootstrap_servers="127.0.0.1:9093")
     assert not any("record times are looked up" in w for w in p.warnings)
     assert any("replica-id" in n and "--translate-from" in n for n in p.notes)
 
@@ -296,8 +318,11 @@ def test_a_translated_plan_does_not_say_record_times_are_looked_up() -> None:
 def test_a_translated_plans_header_agrees_with_its_re_read_bound() -> None:
     """Issue 30 item 8c: the header said "nothing skipped, nothing read twice" above a
     bound of records read again."""
-    p = compute_plan("orders", anchor(), cluster=OTHER, mirror=MirrorFacts("primary", SYNCS),
-                     translate_from="primary", bootstrap_servers="127.0.0.1:9093")
+    p = compute_plan("orders",
+                     anchor(),
+                     kafka=KafkaFacts(cluster=OTHER, mirror=MirrorFacts("primary", SYNCS)),
+                     translate_from="primary",
+                     bootstrap_servers="127.0.0.1:9093")
     text = flat(p.explain())
     assert "nothing read twice" not in text
     assert "records may be read again, up to 35 records" in flat(p.notes[0])

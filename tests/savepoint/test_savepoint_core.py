@@ -13,7 +13,7 @@ import pytest
 
 from offset_journal.errors import RestartError, SavepointError
 from offset_journal.offsets import PartitionOffset
-from offset_journal.restart import PlanRequest, compute_plan
+from offset_journal.restart import JournalFacts, PlanRequest, SavepointFacts, compute_plan
 from offset_journal.restart.model import POSITION_SAVEPOINT
 from offset_journal.restart.record import plan_row
 from offset_journal.rows import Batch, SourceOffsets
@@ -274,8 +274,12 @@ def _anchor(batch_id: int = 4, end: int = 50, run: str = "run-1", pk: int = 9) -
 
 
 def _plan(savepoint: Savepoint, latest: Batch | None = None, **asked):
-    return compute_plan("counts", _anchor(), savepoint="/sp", position=POSITION_SAVEPOINT,
-                        loaded_savepoint=savepoint, latest=latest or _anchor(), **asked)
+    return compute_plan("counts",
+                        JournalFacts(_anchor(), position=POSITION_SAVEPOINT),
+                        savepoint_facts=SavepointFacts(loaded=savepoint,
+                                                       latest=latest or _anchor()),
+                        savepoint="/sp",
+                        **asked)
 
 
 def test_a_plan_from_a_savepoint_starts_after_its_batch_and_names_what_is_carried():

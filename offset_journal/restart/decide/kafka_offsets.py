@@ -3,42 +3,20 @@ partitions and logs the cluster has now (:func:`check_against_cluster`)."""
 
 from __future__ import annotations
 
-import re
 from collections.abc import Collection, Iterable, Sequence
-from typing import TYPE_CHECKING, Literal
+from typing import TYPE_CHECKING
 
-from ..offsets import EARLIEST, KafkaOffsets, PartitionOffset, format_kafka_offsets
-from ..rows import KIND_KAFKA, Batch, BatchRef, SourceOffsets, source_kind
-from ..wording import count, tp, tp_list
-from ._findings import Findings
-from ._inputs import PlanInputs
-from .model import SourcePlan, Start
+from ...descriptions import Strategy, kafka_strategy
+from ...offsets import EARLIEST, KafkaOffsets, PartitionOffset, format_kafka_offsets
+from ...rows import KIND_KAFKA, Batch, BatchRef, SourceOffsets, source_kind
+from ...wording import count, tp, tp_list
+from .._findings import Findings
+from .._inputs import PlanInputs
+from ..model import SourcePlan, Start
 from .translate import subscription_errors, translate_offsets, translated_items
 
 if TYPE_CHECKING:
-    from ..kafka.admin import TopicState
-
-_STRATEGY = re.compile(r"\b(SubscribePattern|Subscribe|Assign)\[([^\]]*)\]")
-
-Strategy = Literal["subscribe", "pattern", "assign", "unknown"]
-"""How a Kafka source picks its partitions."""
-_STRATEGIES: dict[str, Strategy] = {"Subscribe": "subscribe", "SubscribePattern": "pattern",
-                                    "Assign": "assign"}
-
-
-def kafka_strategy(description: str | None) -> tuple[Strategy, list[str]]:
-    """How a Kafka source picks partitions, from Spark's description.
-
-    ``KafkaV2[Subscribe[a, b]]`` -> ("subscribe", ["a", "b"]); SubscribePattern ->
-    ("pattern", [regex]); ``Assign[t-0, t-1]`` -> ("assign", ["t-0", "t-1"]); anything
-    else (other Kafka sources, imported checkpoints) -> ("unknown", []).
-    """
-    match = _STRATEGY.search(description or "")
-    if match is None:
-        return "unknown", []
-    name, body = match.group(1), match.group(2)
-    items = [x.strip() for x in body.split(",") if x.strip()]
-    return _STRATEGIES[name], items
+    from ...kafka.admin import TopicState
 
 
 def kafka_topics(batches: Iterable[Batch], source: int | None = None) -> list[str]:
@@ -511,26 +489,26 @@ def kafka_source_plan(inp: PlanInputs, start: Start, src: SourceOffsets) -> Sour
         plan.journaled = first_sources[index].start_offset if index in first_sources else None
         plan.add(found)
     strategy, items = kafka_strategy(src.description)
-    if inp.mirror is not None:  # the rest of the plan is about the replica
+    if inp.kafka.mirror is not None:  # the rest of the plan is about the replica
         if inp.request.subscribe:
-            plan.errors += subscription_errors(tuple(inp.request.subscribe), inp.mirror,
+            plan.errors += subscription_errors(tuple(inp.request.subscribe), inp.kafka.mirror,
                                                list(offsets))
         offsets, plan.translation, found = translate_offsets(
-            offsets, inp.mirror, inp.kafka_state, inp.request.allow_data_loss)
+            offsets, inp.kafka.mirror, inp.kafka.state, inp.request.allow_data_loss)
         plan.add(found)
-        items = translated_items(items, inp.mirror, strategy)
+        items = translated_items(items, inp.kafka.mirror, strategy)
     if inp.request.subscribe:
         strategy, items = "subscribe", sorted(set(inp.request.subscribe))
-        offsets = _narrow_to_subscription(plan, offsets, items, inp.kafka_state is None)
-    if inp.kafka_state is not None:
+        offsets = _narrow_to_subscription(plan, offsets, items, inp.kafka.state is None)
+    if inp.kafka.state is not None:
         offsets, found = check_against_cluster(
-            offsets, inp.kafka_state, strategy=strategy, subscribed=items,
+            offsets, inp.kafka.state, strategy=strategy, subscribed=items,
             allow_data_loss=inp.request.allow_data_loss, recreated=inp.request.recreated_topics)
         plan.add(found)
-    if inp.request.subscribe and inp.kafka_state is not None:
-        plan.errors += missing_subscribed(inp.request.subscribe, inp.kafka_state)
+    if inp.request.subscribe and inp.kafka.state is not None:
+        plan.errors += missing_subscribed(inp.request.subscribe, inp.kafka.state)
     plan.offsets = offsets
-    plan.log_starts = log_starts_of(offsets, inp.kafka_state or {})
+    plan.log_starts = log_starts_of(offsets, inp.kafka.state or {})
     if not offsets:
         plan.errors.append("no partition is left to start from")
     else:

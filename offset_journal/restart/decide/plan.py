@@ -1,19 +1,20 @@
 """Where a plan is decided: :func:`decide` (pure: one :class:`~._inputs.PlanInputs`
-in, the plan out; :func:`compute_plan` builds the inputs from keywords).
+in, the plan out; :func:`compute_plan` builds the inputs from a batch and the typed
+groups).
 
 It is a short sequence of steps, each returning :class:`~.model.Findings`:
 
 1. refuse what cannot be planned (unknown mode, a used checkpoint location);
 2. decide where to start, one module per kind of start: after the last batch
-   (_start_after.py), at a batch or a record time (_start_at.py), state-aware
-   (_state_aware.py), from a savepoint (seeding.py), translated (_start_translated.py);
+   (start_after.py), at a batch or a record time (start_at.py), state-aware
+   (state_aware.py), from a savepoint (seeding.py), translated (translated.py);
 3. flag the batches the journal flagged when it wrote them;
-4. plan each source (Kafka: kafka_offsets.py, others: _other_sources.py);
+4. plan each source (Kafka: kafka_offsets.py, others: other_sources.py);
 5. check the output path, the sink (foreachBatch: Delta txnAppId), the new checkpoint,
-   the clocks and concurrent runs, and what the gather step read besides (_checks.py:
+   the clocks and concurrent runs, and what the gather step read besides (checks.py:
    the journal's orders on the last batch, spool losses, the Delta tables now).
 
-Before 2, the old query's sink (``_sink.py``): when its own commit log holds batches
+Before 2, the old query's sink (``sink.py``): when its own commit log holds batches
 beyond the journal's last, they are taken from the old checkpoint and the plan starts
 after the last of them, as if the journal had them.
 """
@@ -24,32 +25,20 @@ from collections.abc import Sequence
 from dataclasses import replace
 from typing import Any
 
-from ..errors import RestartError
-from ..formatting import format_time
-from ..overlap import concurrent_runs
-from ..rows import KIND_KAFKA, Batch, BatchRef, FlaggedProblem, order_key, source_kind
-from ._checks import (
-    async_findings,
-    check_last_batch,
-    concurrency_findings,
-    delta_table_findings,
-    future_trigger_findings,
-    gathered_warnings,
-    location_findings,
-    unchecked_cluster,
+from ...errors import RestartError
+from ...formatting import format_time
+from ...overlap import concurrent_runs
+from ...rows import KIND_KAFKA, Batch, BatchRef, FlaggedProblem, order_key, source_kind
+from .._findings import Findings, Flagged
+from .._inputs import (
+    JournalFacts,
+    KafkaFacts,
+    LocationFacts,
+    OldQueryFacts,
+    PlanInputs,
+    SavepointFacts,
 )
-from ._findings import Findings, Flagged
-from ._from_time import time_source_plan
-from ._inputs import PlanInputs
-from ._other_sources import journaled_offset, other_source_plan, sink_findings
-from ._real_time import real_time_findings
-from ._sink import sink_outcome
-from ._start_after import after_start, still_running
-from ._start_at import at_start, from_time_start
-from ._start_translated import translated_start
-from ._state_aware import state_aware_start
-from .kafka_offsets import kafka_source_plan, kafka_topics
-from .model import (
+from ..model import (
     MODE_STATE_AWARE,
     POSITION_AFTER,
     POSITION_AT,
@@ -61,23 +50,48 @@ from .model import (
     SourcePlan,
     Start,
 )
-from .request import REQUEST_FIELDS, PlanRequest, check_request
+from ..request import PlanRequest, check_request
+from .checks import (
+    async_findings,
+    check_last_batch,
+    concurrency_findings,
+    delta_table_findings,
+    future_trigger_findings,
+    gathered_warnings,
+    location_findings,
+    unchecked_cluster,
+)
+from .from_time import time_source_plan
+from .kafka_offsets import kafka_source_plan, kafka_topics
+from .other_sources import journaled_offset, other_source_plan, sink_findings
+from .real_time import real_time_findings
 from .seeding import carried_state, savepoint_start
+from .sink import sink_outcome
+from .start_after import after_start, still_running
+from .start_at import at_start, from_time_start
+from .state_aware import state_aware_start
 from .translate import cluster_findings, refuse_other_cluster
+from .translated import translated_start
 
 
-def compute_plan(query_name: str, anchor: Batch, **given: Any) -> RestartPlan:
+def compute_plan(query_name: str, anchor: Batch | JournalFacts, *,
+                 locations: LocationFacts | None = None, kafka: KafkaFacts | None = None,
+                 old_query: OldQueryFacts | None = None,
+                 savepoint_facts: SavepointFacts | None = None,
+                 command: str = "api", **asked: Any) -> RestartPlan:
     """Make a restart plan from journal data alone (pure: no I/O).
 
-    The keyword arguments are the request's fields (:class:`~.request.PlanRequest`:
-    ``mode``, ``as_of``, ``allow_data_loss``...) and the facts of
-    :class:`~._inputs.PlanInputs` (``position``, ``chain``, ``kafka_state``...), which
-    say what each one is; :func:`decide` takes them as one value. A name that is
-    neither is a TypeError.
+    ``anchor``: the batch to plan from, or the journal's facts around it
+    (:class:`~._inputs.JournalFacts`); the other facts come as their typed groups
+    (:class:`~._inputs.PlanInputs` says what each holds). The other keyword arguments
+    are the request's fields (:class:`~.request.PlanRequest`: ``mode``, ``as_of``,
+    ``allow_data_loss``...); a name that is not one is a TypeError.
     """
-    asked = {k: v for k, v in given.items() if k in REQUEST_FIELDS}
-    facts = {k: v for k, v in given.items() if k not in REQUEST_FIELDS}
-    return decide(PlanInputs(PlanRequest(query_name, **asked), anchor, **facts))
+    journal = anchor if isinstance(anchor, JournalFacts) else JournalFacts(anchor)
+    return decide(PlanInputs(PlanRequest(query_name, **asked), journal,
+                             locations or LocationFacts(), kafka or KafkaFacts(),
+                             old_query or OldQueryFacts(), savepoint_facts or SavepointFacts(),
+                             command=command))
 
 
 def decide(inp: PlanInputs) -> RestartPlan:
@@ -86,8 +100,9 @@ def decide(inp: PlanInputs) -> RestartPlan:
     refuse_bad_request(inp)
     sink = sink_outcome(inp)
     if sink.taken:  # the sink holds batches beyond the journal: start after its last
-        inp = replace(inp, anchor=sink.taken[-1], sink_taken=sink.taken)
-    flagged = flagged_batches(inp.problems, [inp.anchor, *inp.chain])
+        inp = replace(inp, journal=replace(inp.journal, anchor=sink.taken[-1]),
+                      sink_taken=sink.taken)
+    flagged = flagged_batches(inp.journal.problems, [inp.anchor, *inp.journal.chain])
     start = where_to_start(inp, flagged)
     sources, source_findings = source_plans(inp, start)
     found = Findings(notes=translated_start(inp, start, flagged, sources))
@@ -98,35 +113,37 @@ def decide(inp: PlanInputs) -> RestartPlan:
     found.merge(unchecked_cluster(inp, sources))
     found.merge(location_findings(inp))
     found.warnings += sink_findings(inp.anchor.sink_description)
-    found.merge(future_trigger_findings(inp.anchor, inp.database_now))
+    found.merge(future_trigger_findings(inp.anchor, inp.journal.database_now))
     found.merge(concurrency_findings(inp))
     found.merge(async_findings(inp, start))
-    found.merge(cluster_findings(inp.cluster, inp.request.translate_from,
+    found.merge(cluster_findings(inp.kafka.cluster, inp.request.translate_from,
                                  inp.request.accept_cluster))
     real_time, rt_record = real_time_findings(inp, start, sources)
     found.merge(real_time)
     state: list[CarriedState] = []
-    if inp.loaded_savepoint is not None:
-        state, carried = carried_state(inp, inp.loaded_savepoint)
+    saved = inp.savepoint_facts.loaded
+    if saved is not None:
+        state, carried = carried_state(inp, saved)
         found.merge(carried)
     found.warnings += gathered
-    found.merge(delta_table_findings(sources, inp.delta_tables, inp.request.recreated_tables))
+    found.merge(delta_table_findings(sources, inp.locations.delta_tables,
+                                     inp.request.recreated_tables))
     return RestartPlan(
         query_name=inp.request.query_name, mode=inp.mode, position=start.position,
         anchor=BatchRef.of(inp.anchor), start_batch=start.start_ref, sources=sources,
         notes=found.notes, plan_warnings=found.warnings, plan_errors=found.errors,
         as_of=inp.request.as_of, event_time_cutoff=start.cutoff,
         window=inp.request.window if inp.mode == MODE_STATE_AWARE else None,
-        checkpoint=inp.checkpoint_state.path if inp.checkpoint_state else None,
-        output_path=inp.sink.path if inp.sink else None,
-        kafka_checked=inp.kafka_state is not None,
+        checkpoint=inp.locations.checkpoint.path if inp.locations.checkpoint else None,
+        output_path=inp.locations.output.path if inp.locations.output else None,
+        kafka_checked=inp.kafka.state is not None,
         from_time=inp.request.from_time if start.position == POSITION_FROM_TIME else None,
-        reread=list(inp.reread) if start.position == POSITION_FROM_TIME else [],
-        kafka_cluster_id=inp.cluster.now if inp.cluster else None,
-        journaled_cluster_id=inp.cluster.journaled if inp.cluster else None,
-        savepoint_id=inp.loaded_savepoint.id if inp.loaded_savepoint else None,
-        savepoint_location=inp.loaded_savepoint.location if inp.loaded_savepoint else None,
-        savepoint_sha256=inp.loaded_savepoint.digest if inp.loaded_savepoint else None,
+        reread=list(inp.kafka.reread) if start.position == POSITION_FROM_TIME else [],
+        kafka_cluster_id=inp.kafka.cluster.now if inp.kafka.cluster else None,
+        journaled_cluster_id=inp.kafka.cluster.journaled if inp.kafka.cluster else None,
+        savepoint_id=saved.id if saved else None,
+        savepoint_location=saved.location if saved else None,
+        savepoint_sha256=saved.digest if saved else None,
         state=state, real_time=rt_record, sink=sink.record, sink_batches=list(sink.taken),
     )
 
@@ -153,11 +170,11 @@ def refuse_used_checkpoint(state: CheckpointState, query_id: str | None = None) 
 
 
 def refuse_bad_request(inp: PlanInputs) -> None:
-    check_request(inp.mode, inp.position)
-    if inp.checkpoint_state is not None:
-        refuse_used_checkpoint(inp.checkpoint_state, inp.anchor.query_id)
+    check_request(inp.mode, inp.journal.position)
+    if inp.locations.checkpoint is not None:
+        refuse_used_checkpoint(inp.locations.checkpoint, inp.anchor.query_id)
     refuse_unknown_recreated(inp)
-    refuse_other_cluster(inp.cluster, inp.request.translate_from,
+    refuse_other_cluster(inp.kafka.cluster, inp.request.translate_from,
                          by_time=inp.request.from_time is not None,
                          accepted=inp.request.accept_cluster)
 
@@ -168,7 +185,7 @@ def refuse_unknown_recreated(inp: PlanInputs) -> None:
     if not inp.request.recreated_topics:
         return
     asked = inp.request
-    known = (set(kafka_topics([inp.anchor, *inp.chain], asked.source))
+    known = (set(kafka_topics([inp.anchor, *inp.journal.chain], asked.source))
              | set(asked.subscribe or ()))
     unknown = sorted(set(inp.request.recreated_topics) - known)
     if unknown:
@@ -176,7 +193,7 @@ def refuse_unknown_recreated(inp: PlanInputs) -> None:
         raise RestartError(
             f"--restart-recreated-topic {unknown[0]}: query {inp.request.query_name!r} neither "
             f"journaled nor subscribes to topic {unknown[0]!r} (its topics: {have})")
-    if inp.kafka_state is None:
+    if inp.kafka.state is None:
         raise RestartError("--restart-recreated-topic needs the cluster (bootstrap servers): "
                            "the recreated topic's partitions are read from it")
 
@@ -186,17 +203,17 @@ def refuse_unknown_recreated(inp: PlanInputs) -> None:
 
 def where_to_start(inp: PlanInputs, flagged: Flagged) -> Start:
     """Which kind of start, each decided by its own module: from a savepoint
-    (seeding), state-aware (rewound: _state_aware), from a record time or AT a batch
-    (_start_at), or AFTER the anchor (_start_after; translated: _start_translated)."""
-    if inp.loaded_savepoint is not None:
-        return savepoint_start(inp, inp.loaded_savepoint)
+    (seeding), state-aware (rewound: state_aware), from a record time or AT a batch
+    (start_at), or AFTER the anchor (start_after; translated: translated)."""
+    if inp.savepoint_facts.loaded is not None:
+        return savepoint_start(inp, inp.savepoint_facts.loaded)
     if inp.mode == MODE_STATE_AWARE:
         as_of = inp.request.as_of
         when = f" triggered at or before {format_time(as_of)}" if as_of is not None else ""
         start = state_aware_start(inp, when)
-    elif inp.position == POSITION_FROM_TIME:
+    elif inp.journal.position == POSITION_FROM_TIME:
         return from_time_start(inp)
-    elif inp.position == POSITION_AT:
+    elif inp.journal.position == POSITION_AT:
         start = at_start(inp)
     else:
         start = after_start(inp, flagged)

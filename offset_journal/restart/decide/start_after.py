@@ -5,19 +5,19 @@ from __future__ import annotations
 
 from datetime import timedelta
 
-from ..formatting import format_time
-from ..rows import BatchRef
-from ..wording import count
-from ._findings import Findings, Flagged
-from ._inputs import PlanInputs
-from .model import POSITION_AFTER, Start
+from ...formatting import format_time
+from ...rows import BatchRef
+from ...wording import count
+from .._findings import Findings, Flagged
+from .._inputs import PlanInputs
+from ..model import POSITION_AFTER, Start
 
 
 def after_start(inp: PlanInputs, flagged: Flagged) -> Start:
     """After the anchor, with the note saying why (a translated start says it once its
-    re-read bound is known: :mod:`._start_translated`)."""
-    start = Start(POSITION_AFTER, None, inp.before, Findings())
-    if inp.mirror is None:
+    re-read bound is known: :mod:`.translated`)."""
+    start = Start(POSITION_AFTER, None, inp.journal.before, Findings())
+    if inp.kafka.mirror is None:
         start.findings.notes.append(after_note(inp, flagged))
     return start
 

@@ -9,16 +9,24 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from datetime import datetime, timedelta
 
-from ..errors import RestartError
-from ..formatting import format_time
-from ..overlap import concurrent_runs
-from ..rows import FLAGGED_PROBLEMS, KIND_DELTA, KIND_KAFKA, Batch, BatchRef, SpoolLoss, source_kind
-from ..wording import count, tp
-from ._delta_log import same_path
-from ._findings import Findings
-from ._inputs import PlanInputs
-from ._other_sources import check_delta_table, delta_path
-from .model import POSITION_AFTER, SourcePlan, Start
+from ...errors import RestartError
+from ...formatting import format_time
+from ...overlap import concurrent_runs
+from ...rows import (
+    FLAGGED_PROBLEMS,
+    KIND_DELTA,
+    KIND_KAFKA,
+    Batch,
+    BatchRef,
+    SpoolLoss,
+    source_kind,
+)
+from ...wording import count, tp
+from .._delta_log import same_path
+from .._findings import Findings
+from .._inputs import PlanInputs
+from ..model import POSITION_AFTER, SourcePlan, Start
+from .other_sources import check_delta_table, delta_path
 
 FUTURE_TOLERANCE = timedelta(minutes=1)
 """A driver's clock this far ahead of the database's is worth a warning."""
@@ -28,7 +36,7 @@ FUTURE_LIMIT = timedelta(days=1)
 
 def unchecked_cluster(inp: PlanInputs, sources: Sequence[SourcePlan]) -> Findings:
     found = Findings()
-    if inp.kafka_state is None and any(s.kind == KIND_KAFKA for s in sources):
+    if inp.kafka.state is None and any(s.kind == KIND_KAFKA for s in sources):
         found.warnings.append(
             "not checked against a Kafka cluster (no bootstrap servers): partitions added "
             "since, deleted topics and offsets lost to retention are unknown"
@@ -39,7 +47,7 @@ def unchecked_cluster(inp: PlanInputs, sources: Sequence[SourcePlan]) -> Finding
 def location_findings(inp: PlanInputs) -> Findings:
     """The output path's file sink log, and the new checkpoint location."""
     found = Findings()
-    sink, checkpoint = inp.sink, inp.checkpoint_state
+    sink, checkpoint = inp.locations.output, inp.locations.checkpoint
     if sink is not None and sink.last_batch_id is not None:
         found.warnings.append(
             f"output path {sink.path} already has a file sink log (_spark_metadata, up to "
@@ -82,7 +90,7 @@ def future_trigger_findings(anchor: Batch, database_now: datetime | None) -> Fin
 def concurrency_findings(inp: PlanInputs) -> Findings:
     """A warning per pair of runs (started by the anchor's time) that overlapped."""
     cutoff_time = inp.anchor.trigger_at
-    relevant = [s for s in inp.runs if cutoff_time is None or s.start is None
+    relevant = [s for s in inp.journal.runs if cutoff_time is None or s.start is None
                 or s.start <= cutoff_time]
     return Findings(warnings=[
         f"runs {a.run_id} and {b.run_id} of query {inp.request.query_name!r} journaled batches at "
@@ -96,7 +104,7 @@ def concurrency_findings(inp: PlanInputs) -> Findings:
 def async_findings(inp: PlanInputs, start: Start) -> Findings:
     """A warning when the plan starts after a batch whose end offsets may not be in the
     old checkpoint yet (async progress tracking)."""
-    tail = inp.async_tail
+    tail = inp.journal.async_tail
     if tail is None or start.position != POSITION_AFTER or not tail.batches:
         return Findings()
     ids = [b.batch_id for b in tail.batches if b.run_id == inp.anchor.run_id]
@@ -122,13 +130,13 @@ def async_findings(inp: PlanInputs, start: Start) -> Findings:
 def gathered_warnings(inp: PlanInputs) -> list[str]:
     """The warnings of the read-only facts, in the order plans have always said them:
     the last batch's, the flagged problems cut off, then the spool's losses."""
-    warnings = check_last_batch(inp.request.query_name, inp.anchor, inp.last_candidates) \
-        if inp.last_candidates else []
-    if inp.problems_cut:
+    warnings = check_last_batch(inp.request.query_name, inp.anchor, inp.journal.last_candidates) \
+        if inp.journal.last_candidates else []
+    if inp.journal.problems_cut:
         warnings.append(
             f"the journal flagged problems on more batches than the {FLAGGED_PROBLEMS} "
             "most recent reported here: see offset_journal.batch_sources.problem")
-    return warnings + [spool_loss_warning(loss) for loss in inp.spool_losses]
+    return warnings + [spool_loss_warning(loss) for loss in inp.journal.spool_losses]
 
 
 def spool_loss_warning(loss: SpoolLoss) -> str:

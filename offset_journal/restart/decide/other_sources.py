@@ -9,9 +9,10 @@ from __future__ import annotations
 import json
 from typing import Any
 
-from ..rows import KIND_DELTA, KIND_FILE, KIND_RATE, SourceKind, SourceOffsets
-from ._inputs import PlanInputs
-from .model import SourcePlan, Start
+from ...descriptions import delta_source_path, is_foreach_batch_sink
+from ...rows import KIND_DELTA, KIND_FILE, KIND_RATE, SourceKind, SourceOffsets
+from .._inputs import PlanInputs
+from ..model import SourcePlan, Start
 
 
 def journaled_offset(inp: PlanInputs, start: Start, index: int) -> tuple[Any, str]:
@@ -127,10 +128,7 @@ def _delta_in_snapshot(plan: SourcePlan, version: int, index: int, shown: str,
 
 def delta_path(description: str | None) -> str | None:
     """The table path of a Delta source, from Spark's ``DeltaSource[file:/path]``."""
-    text = description or ""
-    if not text.startswith("DeltaSource[") or not text.endswith("]"):
-        return None
-    return text[len("DeltaSource["):-1] or None
+    return delta_source_path(description)
 
 
 def check_delta_table(plan: SourcePlan, path: str, now: str | None | Exception,
@@ -176,7 +174,7 @@ def sink_findings(description: str | None) -> list[str]:
     """Warnings about the old query's sink (its journaled description): a foreachBatch
     sink may write Delta with idempotent writes keyed on the batch id. What the function
     writes is not in the journal, so the plan says it for every foreachBatch sink."""
-    if not (description or "").startswith("ForeachBatchSink"):
+    if not is_foreach_batch_sink(description):
         return []
     return [
         "the query's sink is foreachBatch: if it writes Delta with idempotent writes "

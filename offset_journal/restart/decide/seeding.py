@@ -20,13 +20,13 @@ import json
 from collections.abc import Sequence
 from typing import Any
 
-from ..errors import RestartError
-from ..rows import BatchRef
-from ..savepoint.model import BUILT_IN, Operator, Savepoint
-from ._findings import Findings
-from ._inputs import PlanInputs
-from .model import POSITION_SAVEPOINT, CarriedState, Start
-from .request import SEED_ALL
+from ...errors import RestartError
+from ...rows import BatchRef
+from ...savepoint.model import BUILT_IN, Operator, Savepoint
+from .._findings import Findings
+from .._inputs import PlanInputs
+from ..model import POSITION_SAVEPOINT, CarriedState, Start
+from ..request import SEED_ALL
 
 
 def seeded_ids(seed: Sequence[int] | str, savepoint: Savepoint) -> set[int]:
@@ -48,14 +48,14 @@ def savepoint_start(inp: PlanInputs, savepoint: Savepoint) -> Start:
     read again, their output written again)."""
     anchor = BatchRef.of(inp.anchor)
     m = savepoint.manifest
-    start = Start(POSITION_SAVEPOINT, None, inp.before, Findings(), start_ref=None)
+    start = Start(POSITION_SAVEPOINT, None, inp.journal.before, Findings(), start_ref=None)
     start.findings.notes.append(
         f"Starts AFTER {anchor.label()}, the batch of {savepoint.label()}: at its END "
         "offsets, where the carried state stands (the state holds every record before "
         "them), so each later record is counted once into it: state and offsets agree.")
     start.findings.notes += list(m.notes)
     start.findings.errors += _offsets_differ(inp, savepoint)
-    latest = inp.latest
+    latest = inp.savepoint_facts.latest
     if latest is not None and latest.pk != inp.anchor.pk:
         start.findings.warnings.append(
             f"the journal goes on past the savepoint's batch, to "

@@ -14,12 +14,13 @@ from collections.abc import Sequence
 from datetime import datetime
 from typing import TYPE_CHECKING
 
-from ..formatting import format_time
-from ..offsets import KafkaOffsets, format_kafka_offsets
-from ..rows import KIND_KAFKA, RereadRun, SourceOffsets
-from ..wording import count, tp, tp_list
-from ._findings import Findings
-from ._inputs import PlanInputs
+from ...formatting import format_time
+from ...offsets import KafkaOffsets, format_kafka_offsets
+from ...rows import KIND_KAFKA, RereadRun, SourceOffsets
+from ...wording import count, tp, tp_list
+from .._findings import Findings
+from .._inputs import PlanInputs
+from ..model import SourcePlan
 from .kafka_offsets import (
     PATTERN_NOTE,
     drop_missing,
@@ -27,10 +28,9 @@ from .kafka_offsets import (
     kafka_strategy,
     unsubscribed_note,
 )
-from .model import SourcePlan
 
 if TYPE_CHECKING:
-    from ..kafka.admin import TimeLookup, TopicState
+    from ...kafka.admin import TimeLookup, TopicState
 
 SHOWN = 8
 """Partitions and runs named one by one in a note; the rest are counted."""
@@ -145,7 +145,7 @@ def time_source_plan(inp: PlanInputs, src: SourceOffsets) -> SourcePlan:
     """How a Kafka source starts at record time ``inp.request.from_time``."""
     index = src.source_index
     plan = SourcePlan(index, src.description, KIND_KAFKA, {}, None, src.end_offset)
-    state, lookup, when = inp.kafka_state, inp.time_lookup, inp.request.from_time
+    state, lookup, when = inp.kafka.state, inp.kafka.time_lookup, inp.request.from_time
     if state is None or lookup is None or when is None:
         plan.errors.append("a record-time plan needs the Kafka cluster (bootstrap servers) "
                            "to look the time up")

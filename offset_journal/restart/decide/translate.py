@@ -17,125 +17,22 @@ the run read, whatever the journal says, overrules the refusal (``accepted``:
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
-from ..errors import RestartError
-from ..kafka.mirror import (
-    POLICY_DEFAULT,
-    ReplicationPolicy,
-    SyncIndex,
+from ...errors import RestartError
+from ...kafka.mirror import (
     offset_syncs_topic,
     replica_topic,
     translate_offset,
 )
-from ..offsets import KafkaOffsets
-from ..wording import count, tp
-from ._findings import Findings
+from ...offsets import KafkaOffsets
+from ...wording import count, tp
+from .._findings import Findings
+from .._inputs import ClusterFacts, MirrorFacts
+from ..model import PartitionTranslation, Translation
 
 if TYPE_CHECKING:
-    from ..kafka.admin import TopicState
-
-#: Partitions named one by one in a plan's text (all of them are in its JSON).
-SHOWN = 20
-
-
-@dataclass(frozen=True)
-class ClusterFacts:
-    """Which cluster the anchor's run read (``journaled``: its id, None when not
-    journaled), which one the plan's bootstrap servers answered as (``now``; None: the
-    cluster does not say), and the clusters of the other runs whose batches the plan
-    reads (``others``: (run id, cluster id), a state-aware chain or the batch before)."""
-
-    journaled: str | None
-    now: str | None
-    servers: str
-    run_id: str
-    others: tuple[tuple[str, str | None], ...] = ()
-
-
-@dataclass(frozen=True)
-class MirrorFacts:
-    """MM2's offset syncs on the replica for source cluster ``alias``, by (source
-    topic, partition), and how MM2 names the replica's topics."""
-
-    alias: str
-    syncs: SyncIndex
-    policy: ReplicationPolicy = POLICY_DEFAULT
-
-
-@dataclass(frozen=True)
-class PartitionTranslation:
-    """One partition's start on the replica: journaled ``topic``/``partition`` at
-    ``journaled`` is ``replica_topic`` at ``offset`` (-2: the replica's earliest, no
-    sync yet), reading again at most ``reread`` records (None: unbounded, earliest).
-    ``sync``: the sync it was translated by (or, at earliest, the first one above the
-    journaled offset). ``lost``: records from ``journaled`` on that never reached the
-    replica (MM2 began copying the partition above them); ``held``: at earliest, the
-    records the replica holds before that first sync's."""
-
-    topic: str
-    partition: int
-    journaled: int
-    replica_topic: str
-    offset: int
-    reread: int | None
-    sync: tuple[int, int] | None = None
-    lost: int = 0
-    held: int | None = None
-
-    def to_dict(self) -> dict[str, Any]:
-        return {"topic": self.topic, "partition": self.partition,
-                "journaled": self.journaled, "replica_topic": self.replica_topic,
-                "offset": self.offset, "reread_at_most": self.reread,
-                "sync": list(self.sync) if self.sync else None, "not_replicated": self.lost}
-
-    def label(self) -> str:
-        bound = ("all the replica holds of it (no offset sync at or below it)"
-                 if self.reread is None else count(self.reread, "record"))
-        start = "earliest" if self.offset < 0 else str(self.offset)
-        lost = (f"; never replicated: {self.journaled}..{self.journaled + self.lost - 1} "
-                f"({count(self.lost, 'record')})" if self.lost else "")
-        return (f"{tp(self.topic, self.partition)} {self.journaled} -> "
-                f"{tp(self.replica_topic, self.partition)} {start}; read again at most: "
-                f"{bound}{lost}")
-
-
-@dataclass
-class Translation:
-    """A source's offsets translated to the replica, per partition."""
-
-    alias: str
-    policy: ReplicationPolicy
-    partitions: list[PartitionTranslation] = field(default_factory=list)
-
-    @property
-    def reread_bound(self) -> int:
-        """Records read again at most, over the partitions with a sync."""
-        return sum(p.reread or 0 for p in self.partitions)
-
-    @property
-    def unsynced(self) -> list[PartitionTranslation]:
-        """The partitions with no sync at or below their journaled offset (earliest)."""
-        return [p for p in self.partitions if p.reread is None]
-
-    @property
-    def lost(self) -> list[PartitionTranslation]:
-        """The partitions with records that never reached the replica."""
-        return [p for p in self.partitions if p.lost]
-
-    def to_dict(self) -> dict[str, Any]:
-        return {"translate_from": self.alias, "replication_policy": self.policy,
-                "reread_bound": self.reread_bound,
-                "partitions_without_sync": len(self.unsynced),
-                "not_replicated": sum(p.lost for p in self.partitions),
-                "partitions": [p.to_dict() for p in self.partitions]}
-
-    def lines(self) -> list[str]:
-        shown = [p.label() for p in self.partitions[:SHOWN]]
-        more = len(self.partitions) - SHOWN
-        return shown + ([f"... and {more} more (the JSON plan names all)"] if more > 0 else [])
-
+    from ...kafka.admin import TopicState
 
 def refuse_other_cluster(facts: ClusterFacts | None, translate_from: str | None,
                          by_time: bool = False, accepted: str | None = None, *,

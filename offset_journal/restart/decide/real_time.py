@@ -21,25 +21,25 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
-from ..formatting import format_time
-from ..offsets import EARLIEST
-from ..rows import KIND_KAFKA, BatchRef
-from ..wording import count, tp
-from ._findings import Findings
-from ._inputs import PlanInputs
-from .model import POSITION_AFTER, POSITION_SAVEPOINT, SourcePlan, Start
+from ...formatting import format_time
+from ...offsets import EARLIEST
+from ...rows import KIND_KAFKA, BatchRef
+from ...wording import count, tp
+from .._findings import Findings
+from .._inputs import PlanInputs
+from ..model import POSITION_AFTER, POSITION_SAVEPOINT, SourcePlan, Start
 
 
 def real_time_findings(inp: PlanInputs, start: Start, sources: Sequence[SourcePlan],
                        ) -> tuple[Findings, dict[str, Any] | None]:
     """A warning (and what the plan records) when the plan starts after the last
     journaled batch of a run in real-time mode."""
-    tail = inp.real_time
+    tail = inp.journal.real_time
     if tail is None or start.position not in (POSITION_AFTER, POSITION_SAVEPOINT):
         return Findings(), None
     if tail.run_id != inp.anchor.run_id or tail.last.batch_id != inp.anchor.batch_id:
         return Findings(), None  # the run went on past the anchor: journaled batches
-    logged = inp.sink_log
+    logged = inp.old_query.sink
     if logged is not None and logged.exists and logged.problem is None:
         return Findings(notes=[
             f"run {tail.run_id} ran in real-time mode (trigger realTime): a batch after "
@@ -80,13 +80,13 @@ def _rewritten_by_partition(inp: PlanInputs, sources: Sequence[SourcePlan],
     timestamped after the run stopped (else the log end): what a killed real-time batch
     may have written already. False when a partition could not be counted."""
     by_partition: dict[str, int] = {}
-    counted = inp.real_time_ends is not None
+    counted = inp.kafka.real_time_ends is not None
     for source in sources:
         if source.kind != KIND_KAFKA or source.offsets is None:
             continue
         for topic, parts in source.offsets.items():
-            ends = (inp.real_time_ends or {}).get(topic, {})
-            logs = (inp.kafka_state or {}).get(topic, {})
+            ends = (inp.kafka.real_time_ends or {}).get(topic, {})
+            logs = (inp.kafka.state or {}).get(topic, {})
             for part, first in parts.items():
                 if first == EARLIEST or first < 0:
                     counted = False

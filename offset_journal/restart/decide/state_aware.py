@@ -12,12 +12,12 @@ from __future__ import annotations
 from collections.abc import Sequence
 from datetime import datetime
 
-from ..errors import RestartError
-from ..formatting import format_time
-from ..rows import Batch, BatchRef, order_key
-from ._findings import Findings
-from ._inputs import PlanInputs
-from .model import POSITION_AFTER, POSITION_REWIND, Start
+from ...errors import RestartError
+from ...formatting import format_time
+from ...rows import Batch, BatchRef, order_key
+from .._findings import Findings
+from .._inputs import PlanInputs
+from ..model import POSITION_AFTER, POSITION_REWIND, Start
 
 
 def emitted_cutoff(chain: Sequence[Batch]) -> tuple[datetime | None, Batch | None]:
@@ -56,7 +56,7 @@ def rewind_index(chain: Sequence[Batch], threshold: datetime) -> int | None:
 def _chain_to_anchor(inp: PlanInputs) -> list[Batch]:
     """The checkpoint's batches up to the anchor, ending with it."""
     anchor = inp.anchor
-    chain = [b for b in inp.chain if order_key(b) <= order_key(anchor)] or [anchor]
+    chain = [b for b in inp.journal.chain if order_key(b) <= order_key(anchor)] or [anchor]
     if order_key(chain[-1]) != order_key(anchor):
         chain = [*chain, anchor]
     return chain
@@ -117,7 +117,7 @@ def state_aware_start(inp: PlanInputs, when: str) -> Start:
             "incomplete (pass the window length)"
         )
     k = _rewind_to(chain, threshold, found)
-    start = Start(POSITION_AFTER, None, inp.before, found, cutoff=cutoff)
+    start = Start(POSITION_AFTER, None, inp.journal.before, found, cutoff=cutoff)
     if k is None:
         found.notes.append(
             f"No journaled batch of this checkpoint holds event times at or after "
@@ -127,7 +127,7 @@ def state_aware_start(inp: PlanInputs, when: str) -> Start:
     else:
         start.position = POSITION_REWIND
         start.from_batches = list(chain[k:])
-        start.before = chain[k - 1] if k > 0 else inp.before
+        start.before = chain[k - 1] if k > 0 else inp.journal.before
         start.start_ref = BatchRef.of(chain[k])
         found.notes.append(
             f"Rewinding to the START offsets of {start.start_ref.label()}: the earliest "

@@ -6,17 +6,17 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from ._findings import Flagged
-from ._inputs import PlanInputs
-from ._start_after import after_note
-from .model import MODE_STATE_AWARE, POSITION_AFTER, SourcePlan, Start
+from .._findings import Flagged
+from .._inputs import PlanInputs
+from ..model import MODE_STATE_AWARE, POSITION_AFTER, SourcePlan, Start
+from .start_after import after_note
 
 
 def translated_start(inp: PlanInputs, start: Start, flagged: Flagged,
                      sources: Sequence[SourcePlan]) -> list[str]:
     """A translated plan AFTER the anchor: the start's note, with the re-read bound the
     translation found (every other plan's start said its note already)."""
-    if inp.mirror is None or start.position != POSITION_AFTER or inp.mode == MODE_STATE_AWARE:
+    if inp.kafka.mirror is None or start.position != POSITION_AFTER or inp.mode == MODE_STATE_AWARE:
         return []
     done = [s.translation for s in sources if s.translation is not None]
     return [after_note(inp, flagged, (sum(t.reread_bound for t in done),

@@ -28,20 +28,20 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
-from ..checkpoint.sinks import described_sink
-from ..errors import RestartError
-from ..formatting import from_epoch_ms
-from ..offsets import PartitionOffset, as_kafka_offsets, looks_like_kafka, partition_offsets
-from ..rows import KIND_KAFKA, Batch, BatchRef, SourceOffsets, source_kind
-from ..wording import count, tp
-from ._delta_log import same_path
-from ._findings import Findings
-from ._inputs import PlanInputs
-from .model import MODE_STATE_AWARE, POSITION_AFTER, SINK_FILE, SinkFacts
-from .request import SINK_NONE
+from ...descriptions import described_sink, is_foreach_batch_sink
+from ...errors import RestartError
+from ...formatting import from_epoch_ms
+from ...offsets import PartitionOffset, as_kafka_offsets, looks_like_kafka, partition_offsets
+from ...rows import KIND_KAFKA, Batch, BatchRef, SourceOffsets, source_kind
+from ...wording import count, tp
+from .._delta_log import same_path
+from .._findings import Findings
+from .._inputs import PlanInputs
+from ..model import MODE_STATE_AWARE, POSITION_AFTER, SINK_FILE, SinkFacts
+from ..request import SINK_NONE
 
 if TYPE_CHECKING:
-    from ..checkpoint.model import Checkpoint, CheckpointBatch
+    from ...checkpoint.model import Checkpoint, CheckpointBatch
 
 GIVE_SINK = "--sink PATH for a file sink, --sink delta:PATH for a Delta table"
 
@@ -59,10 +59,10 @@ class SinkOutcome:
 def sink_outcome(inp: PlanInputs) -> SinkOutcome:
     """The sink step: refuse what is not the old query's sink, then compare the batch it
     holds last with the journal's last (and the old checkpoint's last commit)."""
-    facts = inp.sink_log
+    facts = inp.old_query.sink
     if facts is None:
         return SinkOutcome(findings=unchecked_beyond(inp, None))
-    checkpoint = inp.sink_checkpoint
+    checkpoint = inp.old_query.checkpoint
     later = checkpoint is not None and continues_after(inp, checkpoint)
     unread = _unread(inp, facts, later)
     if unread is not None:
@@ -135,8 +135,8 @@ def _upto(facts: SinkFacts) -> str:
 
 
 def _after_the_last_batch(inp: PlanInputs) -> bool:
-    return (inp.position == POSITION_AFTER and inp.request.as_of is None
-            and inp.mode != MODE_STATE_AWARE and inp.loaded_savepoint is None)
+    return (inp.journal.position == POSITION_AFTER and inp.request.as_of is None
+            and inp.mode != MODE_STATE_AWARE and inp.savepoint_facts.loaded is None)
 
 
 # --------------------------------------------------------------------------- refusals
@@ -151,7 +151,7 @@ def unchecked_beyond(inp: PlanInputs, facts: SinkFacts | None) -> Findings:
     Refused (RestartError), naming what to give; with ``--sink none`` (an idempotent
     sink, or one the person checked) a warning. An old checkpoint of another query, not
     started where the journal's last batch ended, is not this query's: nothing here."""
-    checkpoint = inp.sink_checkpoint
+    checkpoint = inp.old_query.checkpoint
     if checkpoint is None or not _after_the_last_batch(inp):
         return Findings()
     j = inp.anchor.batch_id
@@ -219,7 +219,7 @@ def refuse_foreign_sink(inp: PlanInputs, facts: SinkFacts, later: bool = False) 
             f"{journaled} ({ref}): another query's sink")
     if facts.kind == SINK_FILE:
         if (journaled and described_sink(journaled) is None
-                and not journaled.startswith("ForeachBatchSink")):
+                and not is_foreach_batch_sink(journaled)):
             raise RestartError(f"{given}: the journal says query {inp.request.query_name!r} "
                                f"wrote to {journaled} ({ref}), not a file sink")
         return
@@ -332,8 +332,8 @@ def _batch_from(inp: PlanInputs, held: CheckpointBatch, previous: Batch) -> Batc
             parts = _continued(held.batch_id, previous.sources[index], start, end)
         sources.append(SourceOffsets(mine.source_index, mine.description, mine.kind, start,
                                      end, None, parts))
-    run_id = inp.sink_run_id or anchor.run_id
-    query_id = inp.sink_checkpoint.query_id if inp.sink_checkpoint else None
+    run_id = inp.old_query.run_id or anchor.run_id
+    query_id = inp.old_query.checkpoint.query_id if inp.old_query.checkpoint else None
     return Batch(anchor.query_name, query_id or anchor.query_id, run_id, held.batch_id,
                  from_epoch_ms(held.batch_timestamp_ms), None, None,
                  from_epoch_ms(held.batch_watermark_ms), None, None, tuple(sources),
@@ -432,7 +432,7 @@ def _records_between(inp: PlanInputs, sink_last: int | None, anchor: Batch,
 def _ends_of(inp: PlanInputs, batch_id: int | None) -> dict[tuple[int, str, int], int] | None:
     """The Kafka end offsets of batch ``batch_id`` (None: the start of the checkpoint),
     from the old checkpoint or the journal."""
-    checkpoint = inp.sink_checkpoint
+    checkpoint = inp.old_query.checkpoint
     offsets: Sequence[Any] | None = None
     if checkpoint is not None:
         if batch_id is None:
@@ -442,7 +442,7 @@ def _ends_of(inp: PlanInputs, batch_id: int | None) -> dict[tuple[int, str, int]
     if offsets is not None:
         return {(i, t, p): o for i, off in enumerate(offsets)
                 for t, parts in (as_kafka_offsets(off) or {}).items() for p, o in parts.items()}
-    batch = inp.sink_batch
+    batch = inp.old_query.batch
     if batch is None or batch_id is None or batch.batch_id != batch_id:
         return None
     return {(s.source_index, p.topic, p.partition): p.end for s in batch.sources
@@ -452,7 +452,7 @@ def _ends_of(inp: PlanInputs, batch_id: int | None) -> dict[tuple[int, str, int]
 def _committed_not_in_sink(inp: PlanInputs, facts: SinkFacts, after: int) -> Findings:
     """Batches the old checkpoint committed beyond both the sink and the journal: the
     plan starts after ``after`` and reads them again, so the new query writes them."""
-    checkpoint = inp.sink_checkpoint
+    checkpoint = inp.old_query.checkpoint
     committed = checkpoint.last_committed if checkpoint is not None else None
     if committed is None or committed.batch_id <= after:
         return Findings()

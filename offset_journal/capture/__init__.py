@@ -6,6 +6,8 @@ cannot take yet waits in the spool (:mod:`._spool`), what it took recently stays
 failover window (:mod:`._recent`) until a standby has it, and events it refused are kept
 aside (:mod:`.rejected`). The stream never waits on any of it.
 
+Its modules, and where it stands among the packages: docs/architecture.md.
+
 May import: :mod:`offset_journal.journal`, :mod:`offset_journal.kafka` (a run's cluster id)
 and the shared modules (records, errors, ...).
 """

@@ -1,15 +1,13 @@
 """The ``offset-journal`` command: parse, call the library, print.
 
-:mod:`.parser` is the grammar (argument types, subcommands; nothing runs there),
-:mod:`.commands` the handlers, :mod:`.demo` the demo, :mod:`.plan_args` the restart-plan
-options that jobs' own command lines share, :mod:`._output` the history's table/CSV/JSON,
-:mod:`._savepoints` what the commands say about savepoints and :mod:`._deadline` a
-command's client-side deadline. Errors of the one family
+:mod:`.parser` is the grammar (nothing runs there), :mod:`.commands` names each
+subcommand's handler; errors of the one family
 (:class:`~offset_journal.errors.OffsetJournalError`) are caught once, in
-:func:`~.commands.main`, and printed as one line.
+:func:`~.commands.main`, and printed as one line. Its modules, and where it stands
+among the packages: docs/architecture.md.
 
-May import: every package below it (local, health, report, restart, savepoint,
-checkpoint, audit, capture, journal, kafka) and the shared modules.
+May import: every package below it (local, health, report, restart, upgrading, state,
+savepoint, checkpoint, audit, capture, journal, kafka) and the shared modules.
 """
 
 from __future__ import annotations

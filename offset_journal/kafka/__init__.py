@@ -4,5 +4,7 @@ retention configs: :mod:`.configs`) and what MirrorMaker 2's offset syncs say
 
 Importing this package loads no client: :mod:`.admin` imports confluent-kafka itself.
 
+Its modules, and where it stands among the packages: docs/architecture.md.
+
 May import: the shared modules only.
 """

@@ -4,6 +4,8 @@ Postgres and its standbys (:mod:`.services`, :mod:`.standby`), PgBouncer
 (:mod:`.delay_proxy`) and the JVM parts from Maven Central (:mod:`.jars`). Everything
 listens on loopback.
 
+Its modules, and where it stands among the packages: docs/architecture.md.
+
 May import: :mod:`offset_journal.capture`, :mod:`offset_journal.journal`,
 :mod:`offset_journal.kafka` and the shared modules.
 """

@@ -3,6 +3,8 @@
 :func:`build_report` reads a :class:`~offset_journal.journal.Journal` (_gather.py: SQL
 aggregates) and renders the page (_render.py: pure, from the plain data in model.py).
 
+Its modules, and where it stands among the packages: docs/architecture.md.
+
 May import: :mod:`offset_journal.audit`, :mod:`offset_journal.journal` and the shared
 modules.
 """

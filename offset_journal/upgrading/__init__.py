@@ -3,13 +3,12 @@
 
 The steps are the ones a person runs by hand (stop v1, ``savepoint create``, ``state
 restore``, start v2, ``audit``), each a small named function in ``_steps.py``, in order
-in ``_flow.py``, with what happens on a refusal or a failed verification; ``model.py``
-holds the outcome (:class:`Upgrade`, :class:`Verification`) and the pure decisions (v2's
-first batch against the plan's offsets, the row journaling the outcome). Every outcome is
-journaled as a decision the audit explains (:mod:`offset_journal.audit`).
+in ``_flow.py``; every outcome is journaled as a decision the audit explains. Its
+modules, and where it stands among the packages: docs/architecture.md.
 
-May import: :mod:`offset_journal.restart`, :mod:`offset_journal.savepoint`,
-:mod:`offset_journal.checkpoint`, :mod:`offset_journal.journal` and the shared modules.
+May import: :mod:`offset_journal.restart`, :mod:`offset_journal.state`,
+:mod:`offset_journal.savepoint`, :mod:`offset_journal.checkpoint`,
+:mod:`offset_journal.journal` and the shared modules.
 """
 
 from __future__ import annotations

@@ -8,6 +8,7 @@ module-level, inside functions and type-only (``if TYPE_CHECKING:``) alike."""
 from __future__ import annotations
 
 import ast
+import re
 from pathlib import Path
 
 import offset_journal
@@ -321,7 +322,7 @@ a lower one. base: the data (request, model, inputs, findings); decide: the pure
 gather: ``restart/gather/``, the reads (it may use decide's helpers: the topics a plan
 names, a Delta source's path); entry: the planner's entry, the recording, recovery."""
 RESTART_BASE = ("model", "request", "_inputs", "_findings", "_delta_log")
-RESTART_ENTRY = ("edge", "record", "recovery")
+RESTART_ENTRY = ("edge", "record", "recovery", "restoring")
 
 
 def _restart_layer(module: str) -> str | None:
@@ -376,6 +377,11 @@ def test_every_package_says_its_job_and_what_it_may_import():
         assert "May import" in doc, f"{init.parent.name}/__init__.py"
         assert "docs/architecture.md" in doc, f"{init.parent.name}/__init__.py"
         assert len(doc.splitlines()) <= 16, f"{init.parent.name}/__init__.py"
+        may = doc[doc.index("May import"):].split("\n\n")[0]
+        named = set(re.findall(r"\b(" + "|".join(ARROWS) + r")\b", may)) - {
+            init.parent.name, "offset_journal"}
+        assert named == ARROWS[init.parent.name] - {"offset_journal"}, (
+            f"{init.parent.name}/__init__.py says it may import {sorted(named)}")
 
 
 def test_the_shared_modules_are_pure():

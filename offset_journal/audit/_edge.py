@@ -10,8 +10,9 @@ from datetime import datetime
 from typing import TYPE_CHECKING
 
 from ..errors import JournalError
+from ..health_rows import RecordedLoss
 from ..overlap import concurrent_runs, span_of
-from ..rows import AuditBatch, RecordedLoss, RecordedPlan
+from ..rows import AuditBatch, RecordedPlan
 from ._core import audit_batches
 from ._losses import add_recorded_losses
 from .model import AuditReport

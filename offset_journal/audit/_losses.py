@@ -4,7 +4,7 @@ them that no batch shows.
 A job with ``failOnDataLoss=false`` reads on past records retention deleted: its next
 batch starts where the last one ended and Spark skips the hole inside it, so the walk
 (:mod:`._core`) sees no gap. ``offset-journal retention --record`` found them deleted
-(:class:`~offset_journal.rows.RecordedLoss`); each becomes a **gap** here, unexplained
+(:class:`~offset_journal.health_rows.RecordedLoss`); each becomes a **gap** here, unexplained
 until a person acknowledges it (``offset-journal losses acknowledge``) or a restart
 plan after the batch the query had reached accepted data loss there
 (``--allow-data-loss``), then planned, with that decision as its reason. A loss inside
@@ -16,7 +16,8 @@ from __future__ import annotations
 from collections.abc import Iterable, Sequence
 
 from ..formatting import format_time
-from ..rows import RecordedLoss, RecordedPlan
+from ..health_rows import RecordedLoss
+from ..rows import RecordedPlan
 from .model import GAP, PLANNED, UNEXPLAINED, AuditReport, Finding
 
 

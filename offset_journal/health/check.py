@@ -20,7 +20,7 @@ from typing import Any, Generic, Literal, TypeVar
 
 from ..errors import InvalidValueError
 from ..formatting import cell, format_time
-from ..rows import ForecastFacts, QueryFacts
+from ..health_rows import ForecastFacts, QueryFacts
 from ..wording import count, ids_text, tp
 from .forecast import Forecast, duration
 from .forecast import configs_unknown as configs_unknown_line

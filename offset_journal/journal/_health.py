@@ -18,7 +18,7 @@ import sqlalchemy as sa
 
 from ..errors import JournalPermissionError
 from ..formatting import first_line
-from ..rows import ForecastFacts, QueryFacts, SavepointFacts
+from ..health_rows import ForecastFacts, NewestSavepoint, QueryFacts
 from ._losses import facts_losses, loss_rows, record_losses
 from ._read import Reads
 from .schema import SCHEMA, rejected_events, retention_forecasts
@@ -198,10 +198,10 @@ def _sql(template: str, names: str) -> str:
                            savepoint_laterals=_SAVEPOINT_LATERALS.format(s=SCHEMA))
 
 
-def _savepoint(r: sa.RowMapping) -> SavepointFacts | None:
+def _savepoint(r: sa.RowMapping) -> NewestSavepoint | None:
     if r["sp_id"] is None:
         return None
-    return SavepointFacts(int(r["sp_id"]), r["sp_created_at"], int(r["sp_batch_id"]),
+    return NewestSavepoint(int(r["sp_id"]), r["sp_created_at"], int(r["sp_batch_id"]),
                           str(r["sp_location"]), int(r["sp_batches"] or 0),
                           int(r["sp_records"] or 0))
 
@@ -274,7 +274,7 @@ class Health(Reads):
             losses=facts_losses(r["query_name"], r["losses"]),
             stateful=bool(r["stateful"]), savepoint=_savepoint(r)) for r in rows]
 
-    def recovery_facts(self, query_name: str) -> tuple[bool, SavepointFacts | None]:
+    def recovery_facts(self, query_name: str) -> tuple[bool, NewestSavepoint | None]:
         """Whether a query is stateful (its last batch), and its newest savepoint not
         deleted with what a recovery from it reads again today (``check`` reads the
         same in :meth:`check_facts`)."""

@@ -16,7 +16,7 @@ from typing import Any
 import sqlalchemy as sa
 from sqlalchemy.dialects.postgresql import insert as pg_insert
 
-from ..rows import LossAcknowledgement, RecordedLoss
+from ..health_rows import LossAcknowledgement, RecordedLoss
 from ._read import Reads
 from .schema import loss_acknowledgements, retention_losses
 

@@ -602,7 +602,7 @@ def test_batches_imported_from_the_checkpoint_fill_what_the_listener_lost() -> N
 
 
 def _recorded(first: int, end: int, *, acked: tuple[Any, ...] = (), **kw: Any) -> Any:
-    from offset_journal.rows import RecordedLoss
+    from offset_journal.health_rows import RecordedLoss
 
     base: dict[str, Any] = {"id": 1, "query_name": "q", "source_index": 0, "topic": "orders",
                             "partition": 0, "first_offset": first, "end_offset": end,
@@ -620,7 +620,7 @@ def test_a_recorded_loss_no_batch_shows_is_a_gap_until_a_decision_covers_it() ->
     `retention --record` recorded is an unexplained gap, planned once acknowledged or
     accepted by a plan after the same batch with --allow-data-loss."""
     from offset_journal.audit import add_recorded_losses, open_losses
-    from offset_journal.rows import LossAcknowledgement
+    from offset_journal.health_rows import LossAcknowledgement
 
     j = Journal()
     j.add("r1", {A0: (None, 100)})

@@ -33,11 +33,11 @@ from offset_journal.health.forecast import (
     time_window,
     topic_retention,
 )
+from offset_journal.health_rows import ForecastFacts, QueryFacts
 from offset_journal.journal import Batch, SourceOffsets
 from offset_journal.offsets import EARLIEST, PartitionOffset
 from offset_journal.restart import KafkaFacts, compute_plan
 from offset_journal.restart.decide.kafka_offsets import check_against_cluster, default_start
-from offset_journal.rows import ForecastFacts, QueryFacts
 from offset_journal.values import parse_duration
 
 NOW = 1_800_000_000_000  # epoch ms
@@ -451,7 +451,7 @@ def test_one_query_that_cannot_be_forecast_leaves_the_others_forecast() -> None:
 
 
 def _loss(first: int, end: int, acked: int | None = None, **kw: object) -> Any:
-    from offset_journal.rows import RecordedLoss
+    from offset_journal.health_rows import RecordedLoss
 
     base: dict[str, object] = {"id": 1, "query_name": "q", "source_index": 0,
                                "topic": "orders", "partition": 1, "first_offset": first,

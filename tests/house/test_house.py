@@ -16,7 +16,7 @@ import offset_journal
 ROOT = Path(offset_journal.__file__).parent
 
 SHARED = ("errors", "values", "offsets", "formatting", "redaction", "origin", "overlap",
-          "records", "rows", "wording", "spark_version", "descriptions")
+          "records", "rows", "health_rows", "wording", "spark_version", "descriptions")
 """The shared modules at the top: pure, importable from anywhere, importing only each other."""
 
 ARROWS: dict[str, set[str]] = {
@@ -461,3 +461,33 @@ def test_every_stage_of_the_data_s_way_names_a_module_that_exists():
     for origin, _title, _what, module in drawing.BRANCHES:
         assert (ROOT / module).is_file(), module
         assert origin in {s[0] for s in drawing.STAGES}
+
+
+MODULE_LINES, FUNCTION_LINES = 600, 60
+"""The marks that decide where code goes: a module past the first has grown a second
+job; a function past the second hides steps that want names."""
+
+
+def _too_long(root: Path) -> list[str]:
+    out = []
+    for path in sorted(root.rglob("*.py")):
+        text = path.read_text()
+        if len(text.splitlines()) > MODULE_LINES:
+            out.append(f"{path.relative_to(root)}: {len(text.splitlines())} lines")
+        for node in ast.walk(ast.parse(text)):
+            if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)):
+                length = (node.end_lineno or node.lineno) - node.lineno + 1
+                if length > FUNCTION_LINES:
+                    out.append(f"{path.relative_to(root)}:{node.name}: {length} lines")
+    return out
+
+
+def test_no_module_over_its_mark_and_no_function_over_its_own():
+    assert _too_long(ROOT) == []
+
+
+def test_the_length_check_finds_a_long_module_and_a_long_function(tmp_path: Path):
+    body = "\n".join(f"    x{i} = {i}" for i in range(FUNCTION_LINES))
+    (tmp_path / "long.py").write_text(f"def long():\n{body}\n" + "\n" * MODULE_LINES)
+    assert _too_long(tmp_path) == [f"long.py: {FUNCTION_LINES + 1 + MODULE_LINES} lines",
+                                   f"long.py:long: {FUNCTION_LINES + 1} lines"]

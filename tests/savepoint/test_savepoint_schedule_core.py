@@ -13,9 +13,10 @@ import pytest
 
 from offset_journal.errors import ConfigError
 from offset_journal.health.check import Threshold, Thresholds, check
+from offset_journal.health_rows import NewestSavepoint, QueryFacts
 from offset_journal.report._render import render
 from offset_journal.report.model import Recovery, ReportData
-from offset_journal.rows import QueryFacts, RecordedPlan, RecordedSavepoint, SavepointFacts
+from offset_journal.rows import RecordedPlan, RecordedSavepoint
 from offset_journal.savepoint import SavepointSchedule, ScheduleStats
 from offset_journal.savepoint.model import Manifest, SourceEnd
 from offset_journal.savepoint.periodic import directory_name, scope_of
@@ -228,7 +229,7 @@ def test_bad_schedule_arguments_are_one_line_and_unknown(cli: Cli, argv: list[st
 
 def _facts(name: str, *, stateful: bool = True, age: timedelta | None = None,
            batches: int = 40, records: int = 1_200) -> QueryFacts:
-    sp = (SavepointFacts(7, NOW - age, 120, "/sp/totals/x", batches, records)
+    sp = (NewestSavepoint(7, NOW - age, 120, "/sp/totals/x", batches, records)
           if age is not None else None)
     return QueryFacts(name, last_trigger_at=NOW, last_recorded_at=NOW, stateful=stateful,
                       savepoint=sp)

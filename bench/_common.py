@@ -186,7 +186,7 @@ def delay_proxy(target: str, rtt_ms: float) -> Iterator[int]:
 # ------------------------------------------------------------------ the previous release
 
 PREVIOUS_RELEASE = "79f8003"
-"""The last commit before issue 22's storage change (Kafka offsets as per-source arrays
+"""The last commit before the storage change (Kafka offsets as per-source arrays
 instead of one kafka_partitions row per partition): what ``--previous`` defaults to."""
 
 

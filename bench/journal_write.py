@@ -381,7 +381,7 @@ def report(args: argparse.Namespace, results: list[tuple[int, dict[str, list[flo
                                  .5)
         speedup = quantile([a / b for a, b in zip(t["previous"], t["journal"], strict=True)],
                            .5)
-        # issue 22: a 1-partition batch within 1.5x the floor, a 10,000-partition batch
+        # the targets: a 1-partition batch within 1.5x the floor, a 10,000-partition batch
         # at least 4x faster than the previous release; others within 2x the floor
         ok = (journal_floor <= 1.5 if size == 1 else
               speedup >= 4.0 if size >= 10_000 else journal_floor <= 2.0)
@@ -429,7 +429,7 @@ def report(args: argparse.Namespace, results: list[tuple[int, dict[str, list[flo
           "ratios per rep):\n")
     print(table(["partitions", "journal", "previous", "floor", "floor + checks",
                  "journal / floor", "previous / floor", "journal / previous"], cpu_rows))
-    print("\nTargets (issue 22): 1 partition <= 1.5x the floor; 10,000 partitions >= 4x "
+    print("\nTargets: 1 partition <= 1.5x the floor; 10,000 partitions >= 4x "
           "faster than the previous release; other sizes <= 2x the floor. The failover "
           "window is kept after the write, outside its target.")
 

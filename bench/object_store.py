@@ -1,5 +1,5 @@
-"""Checkpoints and savepoints on S3 against the local disk, side by side in one run
-(issue 42): S3 requests (by kind) and wall time of
+"""Checkpoints and savepoints on S3 against the local disk, side by side in one run:
+S3 requests (by kind) and wall time of
 
 * ``checkpoint inspect`` of a checkpoint of N batches (offsets/ and commits/ holding
   every batch: minBatchesToRetain raised to keep them all, the worst case), the plan's

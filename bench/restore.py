@@ -1,4 +1,4 @@
-"""Restoring a savepoint into a new checkpoint at 10^5, 10^6 and 10^7 keys (issue 40),
+"""Restoring a savepoint into a new checkpoint at 10^5, 10^6 and 10^7 keys,
 side by side with what it replaces: the savepoint's export of the same state, v1
 building it, and the Python path (``handleInitialState`` per key); and v2's first batch
 after a restore against an empty start.

@@ -1,6 +1,6 @@
 """Savepoints at 10^5, 10^6 (and 10^7) keys: the time and bytes of ``create_savepoint``
 against the checkpoint's own state, and the new query's first batch seeded from it
-against an empty-state start (issue 31).
+against an empty-state start.
 
 For each size, in one local SparkSession (local[2], 4 shuffle partitions, RocksDB state
 store, the journal listener attached, a throwaway Postgres):

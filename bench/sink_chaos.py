@@ -1,5 +1,5 @@
 """Exactly once into a file sink and a Delta sink across driver SIGKILLs at random
-points (issue 41's chaos run).
+points.
 
 One driver process (Python and its JVM) runs two journaled queries of
 ``jobs/kafka_to_sink.py`` from one Kafka topic: ``--sink parquet`` and ``--sink delta``.

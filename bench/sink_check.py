@@ -1,4 +1,4 @@
-"""What the sink check adds to a restart plan (issue 41): reading the old query's sink log
+"""What the sink check adds to a restart plan: reading the old query's sink log
 and its old checkpoint, side by side with the same plan without them.
 
 Built on disk, in the formats Spark and Delta write (tests/checkpoint/test_sink_logs.py reads real

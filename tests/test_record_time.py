@@ -1,4 +1,4 @@
-"""Record-time restarts on a real broker with Spark's own connector (issue 14 item 5).
+"""Record-time restarts on a real broker with Spark's own connector.
 
 Records carry explicit timestamps (producer CreateTime) in two waves an hour apart. A
 journaled job reads both; the plan ``--from-time`` between the waves must start every

@@ -366,7 +366,7 @@ def _linked(plan_id: int, offsets: dict[tuple[str, int], int], run: str, *, minu
 
 
 def test_a_linked_plan_the_first_batch_contradicts_is_not_taken() -> None:
-    # Issue 20 item 3: run r2 is linked to a plan at 50, but its first batch read 10
+    # Run r2 is linked to a plan at 50, but its first batch read 10
     # records ending at 100 (90..99): the link is not taken, and 50..89 is a gap.
     j = Journal()
     j.add("r1", {A0: (None, 50)})
@@ -387,7 +387,7 @@ def test_a_linked_plan_the_first_batch_contradicts_is_not_taken() -> None:
 
 
 def test_a_plan_recorded_after_the_run_began_explains_nothing() -> None:
-    # Issue 20 item 5: a writer inserts a plan that fits the gap, and links it, after the
+    # A writer inserts a plan that fits the gap, and links it, after the
     # run's batches were journaled: the gap 20..39 stays unexplained (exit 3).
     j = Journal()
     j.add("r1", {A0: (None, 20)})
@@ -466,7 +466,7 @@ def test_a_plan_row_as_the_plan_commands_write_it_is_read_whole() -> None:
 ])
 def test_a_field_no_plan_command_writes_is_left_out_with_a_note(
         column: str, value: Any, named: str) -> None:
-    """Issue 30 item 4: a row a writer role wrote by hand is read without its malformed
+    """A row a writer role wrote by hand is read without its malformed
     field, which a note names; the audit walks on and says so."""
     row: dict[str, Any] = {"request": dict(WRITTEN), "options": {},
                            "kafka_offsets": [[0, "orders", 0, -2]]}
@@ -499,7 +499,7 @@ def test_a_forged_value_is_shown_short_and_on_one_line() -> None:
 
 
 def test_an_unlinked_plan_at_earliest_explains_only_a_run_from_its_recorded_log_start() -> None:
-    """Issue 30 item 5: a plan at earliest asked for and never used explained any later
+    """A plan at earliest asked for and never used explained any later
     new checkpoint's run, one from latest too, hiding the offsets it skipped. Unlinked,
     earliest stands for the log start the plan recorded, and the run must start there."""
     j = Journal()
@@ -615,7 +615,7 @@ def _recorded(first: int, end: int, *, acked: tuple[Any, ...] = (), **kw: Any) -
 
 
 def test_a_recorded_loss_no_batch_shows_is_a_gap_until_a_decision_covers_it() -> None:
-    """Issue 39 item 1: a job with failOnDataLoss=false reads on past records retention
+    """A job with failOnDataLoss=false reads on past records retention
     deleted (its batch starts where the last ended): the walk sees nothing, the loss
     `retention --record` recorded is an unexplained gap, planned once acknowledged or
     accepted by a plan after the same batch with --allow-data-loss."""

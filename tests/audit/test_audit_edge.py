@@ -103,7 +103,7 @@ def test_a_job_that_links_its_plan_before_its_first_batch_is_recorded(audited: s
 
 def test_a_plan_and_link_forged_after_the_fact_by_the_writer_role_explain_nothing(
         granted: support.Secure) -> None:
-    """Issue 20 item 5, on Postgres with the writer role's own credentials: an
+    """On Postgres with the writer role's own credentials: an
     unexplained 20-record gap, then the writer inserts a plan that fits it and links it
     to the run. The database's clock says both came after the run began: still exit 3."""
     url = granted.writer_url
@@ -146,7 +146,7 @@ def _forge_plan(conn: Any, name: str, request: str, options: str, offsets: str) 
 
 def test_malformed_plan_fields_are_ignored_with_a_note_and_never_crash_a_reader(
         granted: support.Secure, cli: Cli, tmp_path: Any) -> None:
-    """Issue 30 item 4, with the writer role's own credentials: a plan row whose request
+    """With the writer role's own credentials: a plan row whose request
     holds {"recreated_topics": 5}, linked to the run that started from it (a new log at
     earliest), made `audit` and `report` exit 1 ("unexpected TypeError"). Every JSON
     field no plan command writes is left out, named in a note, and the rest is read."""
@@ -191,7 +191,7 @@ def test_malformed_plan_fields_are_ignored_with_a_note_and_never_crash_a_reader(
 
 def test_an_unused_plan_at_earliest_does_not_hide_a_run_from_latest(journal_url: str,
                                                                       cli: Cli) -> None:
-    """Issue 30 item 5: a plan at earliest (the first batch re-read: Spark reported no
+    """A plan at earliest (the first batch re-read: Spark reported no
     start for it), recorded before run-b and never linked, explained run-b, which
     started from latest and skipped offsets 30..99: exit 0. An unlinked plan explains a
     run only where its first batch starts exactly at the plan's offsets, earliest
@@ -224,7 +224,7 @@ def test_an_unused_plan_at_earliest_does_not_hide_a_run_from_latest(journal_url:
 
 def test_a_plan_at_earliest_records_the_log_start_and_explains_a_run_from_there(
         journal_url: str, kafka_cluster: KafkaCluster, kafka_topic: str) -> None:
-    """Issue 30 item 5 on the real broker: retention deleted orders 0..39, the job read
+    """Retention deleted orders 0..39, the job read
     40..59 in its first batch (Spark reports no start), and a plan at that batch starts
     at earliest. It records the log start (40); unlinked, it explains the run that began
     there, and not one that began anywhere else."""

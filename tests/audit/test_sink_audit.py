@@ -1,4 +1,4 @@
-"""Issue 41, item 4: the audit reads the sink facts a plan recorded. A run that starts
+"""The audit reads the sink facts a plan recorded. A run that starts
 after the sink's last batch is planned, even where the batches the plan took from the
 sink are not in the journal; and a batch of them that Spark ran again on resuming the old
 checkpoint is not an overlap the sink received twice (pure: no Spark, no database)."""

@@ -1,4 +1,4 @@
-"""Async progress tracking (issue 14 item 8), with Spark's Kafka sink for real.
+"""Async progress tracking, with Spark's Kafka sink for real.
 
 With ``asyncProgressTrackingEnabled`` Spark writes its offset log at most once per
 ``asyncProgressTrackingCheckpointIntervalMs``: the batches it reported since may not be

@@ -223,7 +223,7 @@ def test_on_another_server_a_dead_process_segments_go_first_at_once(tmp_path):
     assert kept == [[_ev(0), _ev(1), _ev(2)]] and not list(tmp_path.glob("recent-*"))
 
 
-# --------------------------------------------------------------------------- issue 39
+# ---------------------------------------------------------------------------
 
 
 def _disk(directory: Path) -> int:

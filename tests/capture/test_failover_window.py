@@ -1,4 +1,4 @@
-"""Issue 39, items 3 and 10: the failover window's segments on disk, against a real
+"""The failover window's segments on disk, against a real
 Postgres. A dead driver's segment of another server holding something that is no event,
 or a header nothing can read, never stops the journaling again of everything else, is
 never silently kept nor silently retired, and flush() is not True while a segment of

@@ -151,7 +151,7 @@ def _window_bytes(spool) -> int:
 
 
 def test_attach_caps_the_failover_window_on_disk(spark, journal_url, tmp_path, caplog):
-    """Issue 39 item 10: ``failover_window_max_bytes`` is an attach() option, and a cap
+    """``failover_window_max_bytes`` is an attach() option, and a cap
     on disk while a query runs, whatever the window's length; what it drops is counted
     and said."""
     from offset_journal import attach

@@ -1,4 +1,4 @@
-"""Issue 11, items 1-6: an event is in the journal, in the spool, or counted and reported
+"""An event is in the journal, in the spool, or counted and reported
 as lost; never silently gone, and never blocking the events behind it."""
 
 from __future__ import annotations
@@ -51,7 +51,7 @@ def test_a_3000_character_query_name_does_not_block_the_queries_behind_it(
     w.start()
     for ev in _events("run-long", _long_name(), 3) + _events("run-ok", "orders", 3):
         w.submit(ev)
-    # Issue 20 item 12: refused events are not in the journal, so flush says False.
+    # Refused events are not in the journal, so flush says False.
     assert w.flush(timeout=30) is False
     assert w.close() is False
     assert _batches(journal_url, "run-ok") == [0, 1, 2]
@@ -528,7 +528,7 @@ def test_a_full_spool_keeps_the_newest_offsets_and_the_plan_reports_the_gap(
 
 def test_the_spool_cap_holds_while_the_writer_retries_and_the_oldest_go_first(
         tmp_path: Path) -> None:
-    """Issue 20 item 9: with the database down, each retry (a replay attempt) closes the
+    """With the database down, each retry (a replay attempt) closes the
     spool file so that it can be replayed, and the next event starts a new file. The cap
     and the order must hold across all of them: at most spool_max_bytes on disk, the
     oldest batch events dropped, the newest kept, every drop recorded."""

@@ -1,4 +1,4 @@
-"""Issue 11, item 3: a journal database that hangs (the connection stays open, nothing
+"""A journal database that hangs (the connection stays open, nothing
 answers: a black-holed network, a stuck pooler) neither holds the writer for good nor
 loses the batch it was writing when the interpreter exits."""
 

@@ -1,5 +1,5 @@
 """Checkpoints on S3, read through the commands a user runs, on a real S3 server on
-loopback (moto, credentials checked; issue 42 items 2, 4 and 5): ``checkpoint inspect``,
+loopback (moto, credentials checked): ``checkpoint inspect``,
 ``import`` and ``compare`` of an ``s3a://`` checkpoint, the plan's new-checkpoint and
 file-sink checks on ``s3a://`` locations, credentials the standard ways and never shown,
 and bad input in one line with nothing recorded. Spark's own runs on S3 are in
@@ -261,7 +261,7 @@ def test_the_newest_sink_batch_is_found_in_key_order_without_listing_the_log(
 def test_a_plan_reads_the_old_querys_file_sink_and_checkpoint_on_s3a(s3_server, bucket,
                                                                      journal_url, tmp_path,
                                                                      cli):
-    """Issue 41 on S3: the old query was killed after its file sink on s3a:// logged batch
+    """The old query was killed after its file sink on s3a:// logged batch
     5 and before commits/5, the journal holds 0..3. The plan reads the sink's log and the
     old checkpoint's offsets/4..5 on S3, starts after batch 5 and journals 4 and 5. (Given,
     as the jobs give theirs; the journaled one unasked: tests/jobs/test_s3_sink_crash.py.)"""

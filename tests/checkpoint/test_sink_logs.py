@@ -1,4 +1,4 @@
-"""Issue 41, item 1: the sinks' own commit logs read without Spark: a file sink's
+"""The sinks' own commit logs read without Spark: a file sink's
 ``_spark_metadata`` (compacted files included) and a Delta table's ``txn`` actions (its
 checkpoints included). Hand-built logs in Spark's and Delta's formats first, then logs
 real Spark and Delta wrote, read the same."""

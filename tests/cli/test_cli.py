@@ -479,7 +479,7 @@ def test_the_command_does_not_import_pyspark():
 def test_a_jar_version_that_is_not_a_version_is_one_line_and_writes_nothing(
         version: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
         capsys: pytest.CaptureFixture[str]) -> None:
-    """Issue 20 item 11: the version names a directory under the cache and goes to Maven."""
+    """The version names a directory under the cache and goes to Maven."""
     cache = tmp_path / "cache" / "jars"
     monkeypatch.setenv("OFFSET_JOURNAL_JARS_DIR", str(cache))
     code = main(["jars", "kafka-connector", "--version", version])
@@ -491,7 +491,7 @@ def test_a_jar_version_that_is_not_a_version_is_one_line_and_writes_nothing(
 
 def test_a_line_break_in_a_value_never_splits_the_error_line(
         capsys: pytest.CaptureFixture[str]) -> None:
-    """Issue 20 item 11: the one error line holds whatever a value holds, escaped."""
+    """The one error line holds whatever a value holds, escaped."""
     code = main(["history", "q", "--since", "2024x\nforged: line"])
     r = Ran(code, *capsys.readouterr())
     assert r.code == 2 and "2024x\\nforged: line" in r.error_line

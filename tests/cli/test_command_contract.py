@@ -1,4 +1,4 @@
-"""The command contract for the inputs a hostile pass broke (issue 11, item 14): one
+"""The command contract for the inputs a hostile pass broke: one
 line on stderr, a non-zero exit, no traceback, nothing changed."""
 
 from __future__ import annotations
@@ -53,7 +53,7 @@ def _unchanged(url: str) -> tuple[int, int, int]:
     ["commit-group", "orders", "--group", "  ", "--bootstrap-servers", "127.0.0.1:1"],
     ["runs", ""],
     ["checkpoint", "import", "{ckpt}", "--query-name", ""],
-    # Issue 30 item 8a: ignored, and the plan handed out.
+    # Ignored, and the plan handed out.
     ["plan", "orders", "--replication-policy", "identity"],
     ["starting-offsets", "orders", "--replication-policy", "default"],
     ["plan", "orders", "--accept-cluster", "some-id"],  # no cluster to accept
@@ -197,7 +197,7 @@ def _committed(servers: str, group: str, topic: str) -> int:
 
 def test_another_cluster_is_refused_unless_overruled_as_a_decision(
         cli: Cli, journal_url: str, kafka_cluster: KafkaCluster, kafka_topic: str) -> None:
-    """Issue 30 items 8d and 8e: the writer role fills a run's empty cluster id with any
+    """The writer role fills a run's empty cluster id with any
     value (here "forged-id"). commit-group refused nothing; now it refuses as plan does,
     and a person who has checked overrules both with --accept-cluster ID: only the id
     the cluster says, recorded as the plan's decision, said by the plan and the audit."""

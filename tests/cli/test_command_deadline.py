@@ -1,4 +1,4 @@
-"""Issue 20, item 8: a database that accepts the connection and then never answers (a
+"""A database that accepts the connection and then never answers (a
 black-holed network, a stuck pooler) held `audit` and `report` until something outside
 killed them. Every command has a client-side deadline (--timeout, $OFFSET_JOURNAL_TIMEOUT,
 else 120 s) and says so in one line, exit 1.

@@ -37,10 +37,10 @@ def test_demo_proves_every_record_exactly_once(tmp_path):
     assert "RESULT: every record exactly once" in lines
     assert "2 runs journaled under 'demo-orders-to-lake', on 2 checkpoints." in lines
     assert "startingOffsets" in lines  # the restart plan was shown
-    # ... held against what v1's file sink committed (issue 41)
+    # ... held against what v1's file sink committed
     assert re.search(r"Sink: the file sink at \S+checkpoint=\w+ holds batches",
                      " ".join(lines.split())), lines
-    # Issue 20 item 15: what a user does next, shown: the audit (clean) and the report.
+    # What a user does next, shown: the audit (clean) and the report.
     assert "$ offset-journal audit demo-orders-to-lake" in lines
     assert "OK: every partition contiguous" in lines
     assert f"wrote {tmp_path / 'report.html'}" in lines
@@ -48,7 +48,7 @@ def test_demo_proves_every_record_exactly_once(tmp_path):
     # The new run's first batch shows where its plan started it, not a blank start.
     history = lines.split("Offset history of partition 0 in SQL", 1)[1].split("runs journaled")[0]
     assert " (plan " in history, history
-    # Issue 30 item 9: one number for one upgrade. The plan shown before v2 starts is a
+    # One number for one upgrade. The plan shown before v2 starts is a
     # preview, not recorded; v2 starts from the plan its --from-journal records and links
     # (plan 1, with the offsets shown), and the history names that one.
     said = " ".join(lines.split())
@@ -57,7 +57,7 @@ def test_demo_proves_every_record_exactly_once(tmp_path):
            "the offsets shown above" in said
     assert " (plan 1)" in history
     assert set(re.findall(r"\bplan (\d+)", lines)) == {"1"}, re.findall(r".*plan \d+.*", lines)
-    # Issue 43 item 5: progress while Spark starts is one line per change, not a line
+    # Progress while Spark starts is one line per change, not a line
     # every half second with the same count.
     counts = re.findall(r"v1 batches so far: (\d+)", lines)
     assert counts and len(counts) == len(set(counts)) and int(counts[-1]) >= 3, counts
@@ -94,7 +94,7 @@ def test_demo_given_a_broker_that_is_still_starting_waits_for_it(journal_url, tm
 
 def test_demo_stateful_carries_every_groups_totals_across_the_upgrade(
         journal_url, kafka_cluster, tmp_path):
-    """Issue 43 item 5: ``demo --stateful``: v1's running totals, a savepoint, records
+    """``demo --stateful``: v1's running totals, a savepoint, records
     for old and new groups while it is down, v2 (transformWithState, 4 partitions) on a
     new checkpoint with the state restored: every group's totals are those over all
     records, and the audit is clean with v2's bootstrap run started from the plan.

@@ -1,4 +1,4 @@
-"""Issue 41 on the command line, against a real journal (Postgres): `starting-offsets`
+"""The batch in flight on the command line, against a real journal (Postgres): `starting-offsets`
 after a sink that holds batches beyond the journal starts after them and journals them;
 bad input (a path that is not a sink, another query's sink or checkpoint, a Delta table
 with no txn of the old query, offsets/N gone) is one line, a non-zero exit, and nothing

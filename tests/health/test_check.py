@@ -185,7 +185,7 @@ def test_recorded_forecasts_read_past_or_too_old_are_not_trusted(journal_url: st
                                                                   cli: Cli) -> None:
     """A forecast row whose partition the query has read past since says nothing any
     more once the job caught up, or restarted past a loss with --allow-data-loss (the
-    plan, after the batch the loss was recorded after, accepted it: issue 39 keeps a
+    plan, after the batch the loss was recorded after, accepted it: a recorded loss keeps a
     loss no decision covers); a recording older than --max-forecast-age is UNKNOWN (the
     cron stopped)."""
     soon = datetime.now(timezone.utc) + timedelta(minutes=5)
@@ -307,12 +307,12 @@ def test_recorded_rows_must_be_consistent(journal_url: str) -> None:
                 journal.record_forecasts(["q"], [bad])
 
 
-# --------------------------------------------------------------------------- issue 39
+# ---------------------------------------------------------------------------
 
 
 def test_a_job_that_reads_on_but_stays_behind_stays_at_risk(journal_url: str,
                                                              cli: Cli) -> None:
-    """Issue 39 item 1: a recorded row was dropped as soon as the query's last batch read
+    """A recorded row was dropped as soon as the query's last batch read
     past its next offset: a running job far behind (9,900 records unread, loss in 30
     min) checked OK after one more batch (100 read, 9,800 unread). Reading on moves the
     earliest loss only by the age of the records read: the recorded time stays as an
@@ -347,7 +347,7 @@ def test_a_job_that_reads_on_but_stays_behind_stays_at_risk(journal_url: str,
 
 
 def test_check_lines_escape_hostile_names(journal_url: str, cli: Cli) -> None:
-    """Issue 39 item 8: a query named `evil\\nOK: 0 queries checked, no problem\\n#` split
+    """A query named `evil\\nOK: 0 queries checked, no problem\\n#` split
     its problem line in three, one a forged OK line; an escape sequence reached the
     terminal. Each problem is one line, its names escaped as the tables escape them."""
     evil = "evil\nOK: 0 queries checked, no problem\n#\x1b[2J"
@@ -374,7 +374,7 @@ def test_check_lines_escape_hostile_names(journal_url: str, cli: Cli) -> None:
 
 def test_a_since_in_the_future_is_refused_and_every_query_left_out_is_said(
         journal_url: str, cli: Cli) -> None:
-    """Issue 39 item 11: `check --since 2999-01-01T00:00:00Z` was taken, and a query with
+    """`check --since 2999-01-01T00:00:00Z` was taken, and a query with
     a flagged gap then checked OK; `check --all --exclude '*'` said the journal holds
     no query."""
     with Journal(journal_url) as journal:

@@ -1,4 +1,4 @@
-"""Lag in Kafka's own tools (issue 14 item 6): after ``offset-journal commit-group``,
+"""Lag in Kafka's own tools: after ``offset-journal commit-group``,
 Kafka's consumer-groups tool (``ConsumerGroupCommand`` from the broker's jars, what
 ``kafka-consumer-groups.sh --describe`` runs) shows the Spark query's group with the
 journal's offsets: per partition, CURRENT-OFFSET = the last batch's end offset and

@@ -387,13 +387,13 @@ def test_retention_argument_errors_are_usage_errors(capsys: pytest.CaptureFixtur
     assert len(err.splitlines()) == 3
 
 
-# --------------------------------------------------------------------------- issue 39
+# ---------------------------------------------------------------------------
 
 LONG_MAX = 9_223_372_036_854_775_807  # Kafka's Long.MAX: "forever" (Debezium's history topic)
 
 
 def test_a_limit_of_long_max_is_no_limit_never_an_overflow() -> None:
-    """Issue 39 item 4: retention.ms (or retention.bytes) of Long.MAX deletes nothing
+    """A retention.ms (or retention.bytes) of Long.MAX deletes nothing
     before the last time that can be said: safe, and every time it prints is a time
     (the loss time overflowed a datetime: `retention` exited 1, the fleet with it)."""
     forever = topic_retention({"retention.ms": str(LONG_MAX)}, {})
@@ -421,7 +421,7 @@ def test_a_limit_of_long_max_is_no_limit_never_an_overflow() -> None:
 
 
 def test_one_query_that_cannot_be_forecast_leaves_the_others_forecast() -> None:
-    """Issue 39 item 4: what the broker said of one query's partition that the forecast
+    """What the broker said of one query's partition that the forecast
     cannot take (here a record sample of no record) fails that query alone: its
     partitions unknown and why, the other query forecast as usual."""
     from offset_journal.health.edge import Probed, SourceAt, forecasts_from
@@ -462,7 +462,7 @@ def _loss(first: int, end: int, acked: int | None = None, **kw: object) -> Any:
 
 
 def test_a_recorded_loss_stays_critical_until_acknowledged() -> None:
-    """Issue 39 item 1: a loss recorded by `retention --record` is critical once the
+    """A loss recorded by `retention --record` is critical once the
     query has read on past it (its forecast no longer says it), until acknowledged; said
     once while the forecast still says it (the query's next offset is its first)."""
     read_on = _fresh("q", forecast=_foreseen(), losses=(_loss(100, 160),))
@@ -485,7 +485,7 @@ def test_a_recorded_loss_stays_critical_until_acknowledged() -> None:
 
 
 def test_a_forecast_read_on_keeps_its_time_as_an_early_bound() -> None:
-    """Issue 39 item 1: the time of a recorded at-risk row the query has read past is
+    """The time of a recorded at-risk row the query has read past is
     kept (an early bound) and the line says so."""
     behind = _fresh("q", forecast=_foreseen(NOW_DT + timedelta(minutes=30), ("orders", 0),
                                             read_on=True))
@@ -496,7 +496,7 @@ def test_a_forecast_read_on_keeps_its_time_as_an_early_bound() -> None:
 
 
 def test_problem_lines_escape_what_names_hold() -> None:
-    """Issue 39 item 8: a query or topic name holding line breaks or escape sequences
+    """A query or topic name holding line breaks or escape sequences
     cannot split a problem line into forged ones, nor reach a terminal."""
     evil = "evil\nOK: 0 queries checked, no problem\n#\x1b[2J"
     facts = [_fresh(evil, total_lag=9000, worst=("t\x1b[31m\n", 0, 9000),
@@ -517,7 +517,7 @@ def test_problem_lines_escape_what_names_hold() -> None:
 
 
 def test_every_query_left_out_is_not_an_empty_journal() -> None:
-    """Issue 39 item 11: `check --all --exclude '*'` said the journal holds no query."""
+    """`check --all --exclude '*'` said the journal holds no query."""
     [problem] = check([], Thresholds(), NOW_DT, left_out=3).problems
     assert (problem.severity, problem.kind) == ("unknown", "none-in-scope")
     assert problem.text.startswith("every query was left out: the journal holds 3 queries")

@@ -1,4 +1,4 @@
-"""Every benchmark in bench/ runs (issue 30, item 9): each script, at the tiny size
+"""Every benchmark in bench/ runs: each script, at the tiny size
 ``bench/run_all.py --tiny`` gives it, exits 0 and prints its tables.
 
 Benchmarks are not tests of the product, but one that the code has moved away from

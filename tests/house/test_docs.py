@@ -1,4 +1,4 @@
-"""The documentation (issue 34): the README stays a front door whose commands CI runs, its
+"""The documentation: the README stays a front door whose commands CI runs, its
 links land, and the CLI reference the site generates covers every command the parser
 has. The site itself is built with `mkdocs build --strict` by .ci/run."""
 

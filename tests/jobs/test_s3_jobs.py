@@ -1,4 +1,4 @@
-"""Spark on S3 (issue 42 items 1, 3, 4): the jobs in jobs/ with their checkpoints and
+"""Spark on S3: the jobs in jobs/ with their checkpoints and
 sinks on ``s3a://`` of a real S3 server on loopback (moto, credentials checked), read
 by Spark's own S3A (hadoop-aws at PySpark's Hadoop) in the shared session; journaled,
 stopped, restarted on a NEW ``s3a://`` checkpoint from the journal, exactly once by

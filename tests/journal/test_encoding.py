@@ -1,4 +1,4 @@
-"""Issue 30 item 3: every value reaches the database as the text the listener saw, on any
+"""Every value reaches the database as the text the listener saw, on any
 server encoding that can hold it, and a value it cannot hold is refused, never stored
 garbled.
 

@@ -1,5 +1,5 @@
-"""The writer role journals new history and cannot rewrite old history (issue 11, item
-11): source and partition rows only for batches of its own transaction, a run's row
+"""The writer role journals new history and cannot rewrite old history:
+source and partition rows only for batches of its own transaction, a run's row
 only completed, never rewritten; and a plan does not hand out forged offsets silently.
 
 Run as the writer role of a real Postgres (tests/journal/test_security.py's server and grants).
@@ -283,7 +283,7 @@ def test_a_journal_without_the_cluster_column_loses_only_the_id(
 
 
 def test_savepoints_are_written_like_plans_and_name_a_journaled_batch(granted: Secure) -> None:
-    """Issue 31: the writer (and a planner) may record a savepoint, never change or
+    """The writer (and a planner) may record a savepoint, never change or
     delete one, nor set what the database sets; and a savepoint row must name a batch
     the journal holds, so no role records the state of a batch the journal never had."""
     run = str(uuid.uuid4())
@@ -349,7 +349,7 @@ def _state_savepoint(where: Path, query: str, run: str, batch_id: int, end: int,
 
 def test_a_savepoint_row_vouches_only_for_a_manifest_of_its_own_batch(
         granted: Secure, tmp_path: Path, capsys: Any) -> None:
-    """Issue 39 item 6: with the writer's credentials (every job's), a copy of query A's
+    """With the writer's credentials (every job's), a copy of query A's
     savepoint with altered state (a: 1 -> 1,000,000), re-signed, and a row naming batch
     0 of an unrelated query B with that copy's SHA-256: `plan A --savepoint COPY` took
     it as a recorded savepoint, `savepoint list B` listed it as B's. The database

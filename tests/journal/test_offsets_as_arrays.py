@@ -1,4 +1,4 @@
-"""Issue 22, item 2: offsets stored as per-source arrays over shared layouts (migration
+"""Offsets stored as per-source arrays over shared layouts (migration
 0013); the kafka_partitions view reads as the table did; the upgrade converts a journal
 in place and the downgrade gives the rows back."""
 

@@ -1,4 +1,4 @@
-"""Issue 22, item 2: a listener of the previous release keeps journaling into a journal
+"""A listener of the previous release keeps journaling into a journal
 upgraded to 0013 (offsets as arrays), with the grants it was given before the upgrade,
 and nothing it writes is lost or read differently.
 

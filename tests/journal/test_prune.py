@@ -132,7 +132,7 @@ def test_prune_without_a_schema_is_one_line(capsys, empty_database_url, monkeypa
 
 
 def test_prune_takes_whole_prefixes_of_a_run_in_journal_order(journal_url):
-    """Issue 20 item 10: the driver's clock stepped back 2 h in the middle of its run
+    """The driver's clock stepped back 2 h in the middle of its run
     (batches 5-7). Pruning by trigger time alone deleted them from the middle of the run,
     and the audit then read the hole as 30 records never read (exit 3). Only the run's
     prefix before its first kept batch goes."""
@@ -164,7 +164,7 @@ def test_prune_keeps_the_batch_a_recorded_savepoint_names(journal_url):
         result = j.prune(T0 + timedelta(seconds=1000))
     assert result == preview and result.batches == 3 + 2
     assert _left(journal_url) == {"audit": [2], "orders": [3, 4, 5, 6, 7, 8, 9, 10]}
-    # Issue 39 item 7: which batches a savepoint keeps, and which savepoint.
+    # Which batches a savepoint keeps, and which savepoint.
     (kept,) = result.kept_for_savepoints
     assert (kept.savepoint_id, kept.query_name, kept.run_id, kept.batch_id) == (
         saved, "orders", "run-orders", 3)
@@ -189,7 +189,7 @@ def _savepoint_row(batch_id: int, **changed: Any) -> dict[str, Any]:
 
 def test_a_row_whose_manifest_is_not_one_pins_nothing_and_prune_says_what_stays(
         prune_cli, journal_url):
-    """Issue 39 item 7: one row at batch 0 of a run (a location that does not exist, a
+    """One row at batch 0 of a run (a location that does not exist, a
     manifest that is not one) kept the whole run from prune, silently. It pins nothing
     now; a real savepoint keeps its batch, and prune names it."""
     _journal(journal_url)

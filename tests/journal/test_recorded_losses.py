@@ -1,4 +1,4 @@
-"""Recorded losses (issue 39 item 1): a DATA LOSS `retention --record` found stays
+"""Recorded losses: a DATA LOSS `retention --record` found stays
 critical in `check` and unexplained in `audit` once the job reads on past it (a job
 with failOnDataLoss=false: Spark skips the deleted records inside a batch that starts
 where the last one ended, so no batch shows a gap), and after the next recording,
@@ -65,7 +65,7 @@ def _batch_on(journal: Journal, topic: str, batch_id: int, start: int | None, en
 
 def test_a_recorded_loss_stays_critical_in_check_and_audit_until_acknowledged(
         kafka_cluster: KafkaCluster, journal_url: str, cli: Cli) -> None:
-    """Issue 39 item 1: once a failOnDataLoss=false job read on past records retention
+    """Once a failOnDataLoss=false job read on past records retention
     deleted, `check` and `audit` both exited 0. Recorded by the cron's `retention
     --record` on the real broker, the loss stays critical in both, after the next
     recording too, until `losses acknowledge` records who dealt with it and why."""

@@ -1,4 +1,4 @@
-"""Issue 30 item 1: no command runs code another role planted.
+"""No command runs code another role planted.
 
 Before PostgreSQL 15 any role may CREATE in schema ``public``. A function or operator
 planted there with a closer argument type than the built-in one it shadows

@@ -1,5 +1,5 @@
 """Passwords of any shape are redacted, and a query's exception text is redacted before
-it is spooled or journaled (issue 11, item 12)."""
+it is spooled or journaled."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""Issue 20 item 6: times no clock reads (-infinity, before 1970) are refused when written
+"""Times no clock reads (-infinity, before 1970) are refused when written
 (migration 0011, for every role), and a row written before that, or a plan row no
 plan command wrote, is skipped by the readers instead of failing the whole command."""
 
@@ -58,7 +58,7 @@ def test_rows_written_before_the_check_do_not_stop_the_readers(
     assert capsys.readouterr().out.strip() == '{"orders":{"0":20}}'
 
 
-# Issue 30 item 2: offsets whose derived values overflow a bigint.
+# Offsets whose derived values overflow a bigint.
 
 FORGED_CALL = """
 SELECT offset_journal.journal_batch('run-a', 'qid-a', 'orders', true, CAST(:batch AS bigint),

@@ -134,7 +134,7 @@ def test_partitions_added_while_no_job_runs_start_at_earliest(
 
 def test_a_new_partition_that_lost_records_before_any_job_read_it_is_data_loss(
         journaled_spark, journal_url, kafka_cluster, kafka_topic, tmp_path, capsys):
-    """Issue 20 items 1 and 2. While no job runs, a partition is added, records are written
+    """While no job runs, a partition is added, records are written
     to it, and DeleteRecords (as retention would) removes its first 15 before any job read
     them: it began at offset 0, so that is DATA LOSS, as for a journaled partition (here
     partition 0 too). --restart-recreated-topic on this topic, which was not recreated, is

@@ -340,7 +340,7 @@ def _filled(cluster: KafkaCluster, topic: str, config: dict[str, str], records: 
 
 def test_a_topic_kept_forever_is_safe_and_stops_no_other_forecast(
         kafka_cluster: KafkaCluster, journal_url: str, cli: Cli) -> None:
-    """Issue 39 item 4: a topic whose retention.ms (or segment.ms) is Long.MAX overflowed
+    """A topic whose retention.ms (or segment.ms) is Long.MAX overflowed
     the loss time: `retention Q` exited 1 "unexpected ValueError: year 292279051 is out
     of range", `retention --all --record` recorded nothing for any query and `check
     --all --bootstrap-servers` exited 3 for the fleet. Such a limit is no limit (safe),
@@ -381,7 +381,7 @@ def test_a_topic_kept_forever_is_safe_and_stops_no_other_forecast(
 
 def test_retention_sentences_escape_hostile_query_names(
         kafka_cluster: KafkaCluster, journal_url: str, cli: Cli) -> None:
-    """Issue 39 item 8: `retention`'s at-risk sentences printed the query's name raw: a
+    """`retention`'s at-risk sentences printed the query's name raw: a
     line break in it forged lines, an escape sequence reached the terminal."""
     topic = f"ret-evil-{time.time_ns()}"
     _filled(kafka_cluster, topic, {"retention.ms": "3600000"}, records=5)

@@ -46,7 +46,7 @@ def test_partition_rows_keep_latest_and_the_view_gives_lag(journal_url):
 def test_a_latest_below_the_end_is_no_lag(journal_url):
     """Real-time mode (trigger(realTime=...)) takes latestOffset when a batch starts and
     reads on past it: latest < end. The journal keeps the latest as Spark gave it; lag,
-    in the view and the report, is never below zero (issue 31)."""
+    in the view and the report, is never below zero."""
     from offset_journal.report import gather
 
     with Journal(journal_url) as j:
@@ -123,7 +123,7 @@ def test_the_writer_role_writes_latest_and_the_reader_reads_the_views(granted: S
 
 def test_a_real_time_batchs_lag_is_clamped_per_partition_before_it_is_summed(
         journal_url: str, cli: support.Cli) -> None:
-    """Issue 39 item 2: `check` summed latest - end over partitions without clamping each
+    """`check` summed latest - end over partitions without clamping each
     at 0, while the partition_lag view clamps: one real-time batch with orders-0 end 1000
     / latest 500 and orders-1 end 0 / latest 600 is 600 records behind, not 100. Every
     sum of lag says 600: check, the report, the Grafana panels and the cookbook."""

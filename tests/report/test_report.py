@@ -231,7 +231,7 @@ def test_restart_markers_name_the_plan_each_run_started_from() -> None:
 
 
 def test_one_restart_across_a_thousand_partitions_is_one_folded_row() -> None:
-    """Issue 20 item 14: pure, from the audit's findings to the page: 1,000 partition
+    """Pure, from the audit's findings to the page: 1,000 partition
     findings of one restart are one row, their partitions folded in a <details>."""
     from datetime import datetime, timezone
 

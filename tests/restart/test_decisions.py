@@ -92,7 +92,7 @@ def test_each_command_records_its_position_unless_told_not_to(journaled: str, cl
 
 def test_plan_is_a_preview_and_the_plan_handed_out_is_the_one_recorded(
         journaled: str, cli: Any) -> None:
-    """Issue 30 item 9: every `plan` recorded a plan, so a person who looked at the plan
+    """Every `plan` recorded a plan, so a person who looked at the plan
     before an upgrade and then started the job (which records its own) saw two numbers
     for one restart. `plan` is a preview, recorded only with --record; what
     starting-offsets prints, and what a job starts from, is recorded, once."""
@@ -141,7 +141,7 @@ def test_a_reader_gets_its_plan_unrecorded_and_a_planner_records_it(journaled: s
     # --no-record: no attempt, no warning.
     assert "recorded" not in cli("--database-url", _role_url(journaled, reader),
                                  "starting-offsets", "orders", "--no-record")[2]
-    # Issue 20 item 11: as a person runs it (the console, logging set up by the command),
+    # As a person runs it (the console, logging set up by the command),
     # the warning is said once, not also as a logged WARNING.
     for command in (["plan", "--record"], ["starting-offsets"]):
         done = subprocess.run([sys.executable, "-m", "offset_journal.cli", "--database-url",

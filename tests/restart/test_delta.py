@@ -210,7 +210,7 @@ def test_foreach_batch_delta_idempotent_writes_need_a_new_txn_app_id(
 
 def test_a_delta_table_recreated_at_the_same_path_is_refused_then_read_from_its_start(
         journaled_spark, delta_spark, journal_url, tmp_path, capsys, monkeypatch):
-    """Issue 20 item 4: the table was deleted and created again at the same path with 50
+    """The table was deleted and created again at the same path with 50
     rows (versions 0..4). startingVersion=3 from the old table would skip 30 of them: the
     plan refuses, naming both table ids; with --restart-recreated-table the new query
     reads the new table from its start, every row once."""

@@ -1,4 +1,4 @@
-"""Record-time restarts, the pure core (issue 14 item 5): no broker, no database.
+"""Record-time restarts, the pure core: no broker, no database.
 
 What the cluster would answer (partitions, watermarks, offsetsForTimes) and what the
 journal holds are given as plain values; the end-to-end proof on a real broker is in

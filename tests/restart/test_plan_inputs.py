@@ -1,4 +1,4 @@
-"""A plan is decided from one literal PlanInputs alone (issue 43, item 2): each kind of
+"""A plan is decided from one literal PlanInputs alone: each kind of
 start, from facts written out here, with no journal, cluster or file system; and the
 journal's plan is exactly decide(gather(...))."""
 

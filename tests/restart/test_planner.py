@@ -1,5 +1,5 @@
 """Restart offsets that stay right under skewed clocks, integrity problems, long
-histories and re-imports (issue 11, items 7-10): against the real journal in Postgres."""
+histories and re-imports: against the real journal in Postgres."""
 
 from __future__ import annotations
 
@@ -431,7 +431,7 @@ def _discarded(plan: dict[str, Any]) -> int:
 
 
 def test_state_aware_plan_reads_no_history_it_does_not_use(big_journal: str) -> None:
-    """Issue 30 item 9: the search for the first batch whose event times reach the
+    """The search for the first batch whose event times reach the
     threshold walked the history in journal order from its start, discarding every
     batch before the 661 it rewinds to (69,339 here, 999,339 at 10^6 batches). Every
     statement the plan issues, run under EXPLAIN ANALYZE, now discards fewer rows than
@@ -516,7 +516,7 @@ def _ends_chain(n: int) -> list[str]:
 
 def test_batches_another_writer_journaled_in_between_are_no_gap(
         journal_url: str, monkeypatch: pytest.MonkeyPatch) -> None:
-    """Issue 20 item 7: driver A journals batch 0, driver B replays A's spooled batches
+    """Driver A journals batch 0, driver B replays A's spooled batches
     1..5 (a shared spool), then A journals batch 6. A's own memory says its last batch
     was 0; the journal says 5: no "records 10..59 never read", and the plan starts."""
     chain = _ends_chain(7)

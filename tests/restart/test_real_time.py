@@ -1,4 +1,4 @@
-"""Real-time mode (``trigger(realTime="5 seconds")``, issue 31 item 5): journaled,
+"""Real-time mode (``trigger(realTime="5 seconds")``): journaled,
 planned and restarted on a new checkpoint with Spark's Kafka connector. A batch stopped
 mid-way leaves no progress event, offsets entry or commit, while its rows may already be
 in the sink: the plan says so with what bounds it, and the audit does not call it an

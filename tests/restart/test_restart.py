@@ -225,7 +225,7 @@ def test_offset_below_log_start_is_data_loss() -> None:
 
 
 def test_offset_beyond_log_end_is_suspicious() -> None:
-    # Issue 11: beyond the log end is an error now (was a warning), so that
+    # Beyond the log end is an error now (was a warning), so that
     # starting-offsets does not hand it out with exit 0.
     _, found = check_against_cluster({"orders": {0: 50}}, {"orders": {0: (0, 20)}})
     warnings, errors = found.warnings, found.errors
@@ -290,7 +290,7 @@ def test_restart_recreated_topic_starts_every_partition_at_earliest_with_a_warni
 
 
 def test_restart_recreated_topic_without_sign_of_recreation_is_refused() -> None:
-    # Issue 20 item 2: the flag on a topic that was not recreated (its log still holds
+    # The flag on a topic that was not recreated (its log still holds
     # the journaled offsets) used to pass with a warning that records "are read again".
     offsets, found = check_against_cluster({"orders": {0: 2}}, {"orders": {0: (0, 3)}},
                                            recreated=["orders"])
@@ -303,7 +303,7 @@ def test_restart_recreated_topic_without_sign_of_recreation_is_refused() -> None
 
 
 def test_restart_recreated_topic_that_lost_records_to_retention_is_data_loss() -> None:
-    # Issue 20 item 2: not recreated, and retention deleted records 2..9 before any
+    # Not recreated, and retention deleted records 2..9 before any
     # job read them: the refusal of the flag, and DATA LOSS from the journaled offset.
     offsets, found = check_against_cluster({"orders": {0: 2}}, {"orders": {0: (10, 30)}},
                                            recreated=["orders"])
@@ -328,7 +328,7 @@ def test_recreated_topic_whose_new_log_lost_its_start_is_data_loss() -> None:
 
 
 def test_new_partition_below_its_log_start_is_data_loss() -> None:
-    # Issue 20 item 1: partitions added while the job was down, and retention deleted the
+    # Partitions added while the job was down, and retention deleted the
     # first 15 records of one before any job read it: it began at 0, so DATA LOSS.
     state = {"orders": {0: (0, 10), 1: (0, 40), 2: (15, 30)}}
     offsets, found = check_against_cluster({"orders": {0: 10}}, state, strategy="subscribe",
@@ -394,7 +394,7 @@ def test_plan_with_recreated_topics_refuses_unknown_topics_and_needs_a_cluster()
 
 
 def test_a_plan_records_the_log_start_each_earliest_offset_stood_for() -> None:
-    """Issue 30 item 5: the audit matches a plan no job linked to a run only where the
+    """The audit matches a plan no job linked to a run only where the
     run starts exactly at the plan's offsets, so a plan at -2 (earliest) records where
     that was on the cluster when it was made."""
     from offset_journal.restart import PlanRequest

@@ -1,4 +1,4 @@
-"""Issue 41's proof on the real parts (Spark 4.2 with Spark's Kafka connector, a real
+"""The proof on the real parts (Spark 4.2 with Spark's Kafka connector, a real
 broker, Postgres, Delta from Maven Central): the driver SIGKILLed after its sink
 committed batch N and before Spark wrote ``commits/N`` (stopped with SIGSTOP the moment
 the sink's log file for N appears, then killed), for the file sink, Delta's sink and a

@@ -1,4 +1,4 @@
-"""Issue 41, the pure rules: a plan after the journal's last batch, held against what the
+"""The pure rules: a plan after the journal's last batch, held against what the
 old query's sink holds by its own commit log (hand-built facts and checkpoints; the
 readers of the logs and the real sinks are in test_sink_logs.py and test_sink_crash.py)."""
 

@@ -211,7 +211,7 @@ def test_a_record_time_plan_may_run_on_another_cluster_and_mixed_runs_refuse() -
     assert any("does not say its id" in n for n in cluster_findings(silent).notes)
 
 
-# --------------------------------------------------------------------------- issue 30
+# ---------------------------------------------------------------------------
 
 
 LOST = index_syncs([OffsetSync("orders", 0, 100, 0), OffsetSync("orders", 0, 200, 100)])
@@ -232,7 +232,7 @@ def _failover(syncs: Any = LOST, **given: Any) -> RestartPlan:
 
 
 def test_records_that_never_reached_the_replica_are_data_loss() -> None:
-    """Issue 30 item 6: the journal at 50, MM2's first sync at upstream 100 -> 0 and the
+    """The journal at 50, MM2's first sync at upstream 100 -> 0 and the
     replica holding nothing before it: records 50..99 were never replicated. As records
     lost to retention on the primary, that is DATA LOSS unless accepted."""
     refused = _failover()
@@ -284,7 +284,7 @@ def test_a_translated_plan_is_read_back_whole_with_partitions_no_sync_bounds() -
 
 
 def test_the_audit_shows_records_a_failover_lost() -> None:
-    """Issue 30 item 6: a run started from a translated plan that accepted the loss is
+    """A run started from a translated plan that accepted the loss is
     a planned gap of the journaled partition (as other accepted data loss), not a clean
     new log; from a plan that refused it (used anyway: --force), unexplained."""
     asked = PlanRequest("orders", translate_from="primary", bootstrap_servers="x:1",
@@ -305,7 +305,7 @@ def test_the_audit_shows_records_a_failover_lost() -> None:
 
 
 def test_a_translated_plan_does_not_say_record_times_are_looked_up() -> None:
-    """Issue 30 item 8b: that warning is for a record-time plan on another cluster."""
+    """That warning is for a record-time plan on another cluster."""
     p = compute_plan("orders",
                      anchor(),
                      kafka=KafkaFacts(cluster=OTHER, mirror=MirrorFacts("primary", SYNCS)),
@@ -316,7 +316,7 @@ def test_a_translated_plan_does_not_say_record_times_are_looked_up() -> None:
 
 
 def test_a_translated_plans_header_agrees_with_its_re_read_bound() -> None:
-    """Issue 30 item 8c: the header said "nothing skipped, nothing read twice" above a
+    """The header said "nothing skipped, nothing read twice" above a
     bound of records read again."""
     p = compute_plan("orders",
                      anchor(),
@@ -331,7 +331,7 @@ def test_a_translated_plans_header_agrees_with_its_re_read_bound() -> None:
 
 
 def test_a_replication_policy_without_a_translation_is_refused() -> None:
-    """Issue 30 item 8a: it was ignored, and the plan handed out."""
+    """It was ignored, and the plan handed out."""
     for policy in ("identity", "default"):
         with pytest.raises(RestartError, match="--translate-from"):
             PlanRequest("q", replication_policy=policy).checked()  # type: ignore[arg-type]

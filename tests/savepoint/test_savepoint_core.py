@@ -1,4 +1,4 @@
-"""Savepoints, the pure part (issue 31): which batch, which parts and columns, the
+"""Savepoints, the pure part: which batch, which parts and columns, the
 manifest and its checksums, and what a plan from a savepoint says and refuses. No Spark,
 broker or database: the quick tier."""
 
@@ -289,7 +289,7 @@ def test_a_plan_from_a_savepoint_starts_after_its_batch_and_names_what_is_carrie
     assert plan.position == "savepoint" and plan.starting_offsets() == '{"t":{"0":50}}'
     assert [(c.operator_id, c.keys, c.decision) for c in plan.state] == [(0, 3, "seeded")]
     assert "initial_state(spark, 7, operator=0, expect_sha256=" in plan.state[0].how
-    assert f"expect_sha256='{sp.digest}')" in plan.state[0].how  # issue 39 item 12
+    assert f"expect_sha256='{sp.digest}')" in plan.state[0].how
     text = plan.explain()
     assert "State (savepoint 7 at /sp):" in text and "3 keys, seeded" in text
     row = plan_row(plan, PlanRequest("counts", savepoint="/sp", seed=(0,)).checked(), "plan")
@@ -434,7 +434,7 @@ def test_a_same_offsets_check_that_cannot_be_made_is_a_warning(tmp_path: Path, c
 
 
 def test_savepoint_create_refuses_an_empty_directory(tmp_path: Path, monkeypatch, capsys):
-    """Issue 39 item 11: ``--to ''`` and ``--checkpoint ''`` were taken as the current
+    """``--to ''`` and ``--checkpoint ''`` were taken as the current
     directory (an empty one would have received the savepoint)."""
     from offset_journal.cli import main
     from offset_journal.savepoint.spark import prepare_savepoint
@@ -454,11 +454,11 @@ def test_savepoint_create_refuses_an_empty_directory(tmp_path: Path, monkeypatch
     assert list(tmp_path.iterdir()) == []
 
 
-# --------------------------------------------------------------------------- issue 39
+# ---------------------------------------------------------------------------
 
 
 def test_a_recorded_row_vouches_only_for_a_manifest_of_its_own_batch():
-    """Issue 39 item 6: a savepoints row names a query, run, query id and batch; its
+    """A savepoints row names a query, run, query id and batch; its
     manifest must name the same ones, or the row vouches for nothing."""
     m = _manifest()
     row = {"query_name": "counts", "run_id": "run-1", "query_id": "qid", "batch_id": 4,
@@ -475,7 +475,7 @@ def test_a_recorded_row_vouches_only_for_a_manifest_of_its_own_batch():
 
 
 def test_a_part_directory_holding_anything_else_spark_reads_is_refused(tmp_path: Path):
-    """Issue 39 item 5: Spark's file index reads a ``_`` name that holds ``=`` (and
+    """Spark's file index reads a ``_`` name that holds ``=`` (and
     ``_metadata``, and descends into directories): only what it never reads (``.crc``,
     ``_SUCCESS``, ``_temporary``) may sit beside the files the manifest lists."""
     root = tmp_path / "sp"

@@ -1,4 +1,4 @@
-"""Savepoints end to end (issue 31): a stateful query upgraded onto a NEW checkpoint keeps
+"""Savepoints end to end: a stateful query upgraded onto a NEW checkpoint keeps
 its state, exactly once. Real Spark 4.2 with its Kafka connector on the test broker, real
 Postgres; the state read back with Spark's State Data Source."""
 
@@ -527,7 +527,7 @@ def test_killed_mid_stream_the_savepoint_takes_the_consistent_batch(
                for w in plan.request.get("warnings", []))
 
 
-# --------------------------------------------------------------------------- issue 39 item 5
+# ---------------------------------------------------------------------------
 
 SEEDED = "seeded"
 
@@ -578,7 +578,7 @@ def _hand_made_savepoint(spark: Any, url: str, where: Path) -> tuple[int, str]:
 
 def test_only_the_files_the_manifest_lists_are_read_and_only_as_checked(
         spark, journal_url, tmp_path, capsys):
-    """Issue 39 item 5: a file no checksum covers (``_x=1.parquet``: Spark's file index
+    """A file no checksum covers (``_x=1.parquet``: Spark's file index
     reads a ``_`` name holding ``=``) was read into the new query's state, 5 keys
     instead of 2; and a file replaced after ``state_frame``/``initial_state`` returned
     was read unchecked by Spark's lazy read."""

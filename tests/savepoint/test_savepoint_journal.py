@@ -1,4 +1,4 @@
-"""Savepoints against a real journal, without Spark (issue 31's review): a savepoint named
+"""Savepoints against a real journal, without Spark: a savepoint named
 by its directory must be the one the journal recorded, and the state a job reads must
 come from the manifest its plan was checked with."""
 
@@ -134,7 +134,7 @@ def test_savepoint_list_ignores_a_forged_manifest_with_a_note(
 
 def test_the_manifest_digest_is_shown_where_a_user_looks(
         journal_url: str, tmp_path: Path, capsys: Any) -> None:
-    """Issue 39 item 12: a user's own v2 passes ``initial_state(..., expect_sha256=)``;
+    """A user's own v2 passes ``initial_state(..., expect_sha256=)``;
     `savepoint show` (text and JSON) and `starting-offsets` give it, not only
     `plan --format json`."""
     _journal_batches(journal_url)

@@ -1,4 +1,4 @@
-"""Savepoints restored into a NEW checkpoint at JVM speed (issue 40): the savepoint's
+"""Savepoints restored into a NEW checkpoint at JVM speed: the savepoint's
 state written straight into the new query's state store into another number of shuffle
 partitions, by the function, the jobs and the command, and a stopped query's state
 repartitioned in place; bad input refused in one line. Real Spark 4.2 with its Kafka

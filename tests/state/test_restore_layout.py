@@ -1,4 +1,4 @@
-"""Does a savepoint's state fit the new query's state layout (issue 40), the pure part:
+"""Does a savepoint's state fit the new query's state layout, the pure part:
 operators matched by id and kind, column families field by field (names, types, order,
 nullability), the mappings a rule bridges said, everything else refused in one line. No
 Spark, broker or database: the quick tier. The schemas are the shapes Spark 4.2 writes

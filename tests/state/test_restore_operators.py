@@ -1,4 +1,4 @@
-"""Every built-in stateful operator and transformWithState across a restore (issue 40):
+"""Every built-in stateful operator and transformWithState across a restore:
 dropDuplicatesWithinWatermark into a windowed aggregation, dropDuplicates into a session
 window, a stream-stream join, transformWithState's bytes with a state variable renamed;
 each split mid-burst across the upgrade, against a run that never stopped. Real Spark 4.2

@@ -146,8 +146,8 @@ class RawTarget:
     families: tuple[tuple[str, str], ...] = ()
 
 
-Path = Literal["typed", "raw", "none"]
-"""How an operator's state is written: the savepoint's typed rows encoded, the old
+WriteRoute = Literal["typed", "raw", "none"]
+"""How an operator's state is written (not a file path): the savepoint's typed rows encoded, the old
 checkpoint's bytes copied, or nothing written (empty, discarded)."""
 
 
@@ -164,7 +164,7 @@ class OperatorPlan:
     keys: int = 0
 
     @property
-    def path(self) -> Path:
+    def path(self) -> WriteRoute:
         return "raw" if self.raw else "typed" if self.targets else "none"
 
 

@@ -147,8 +147,8 @@ class RawTarget:
 
 
 WriteRoute = Literal["typed", "raw", "none"]
-"""How an operator's state is written (not a file path): the savepoint's typed rows encoded, the old
-checkpoint's bytes copied, or nothing written (empty, discarded)."""
+"""How an operator's state is written (a route, not a file path): the savepoint's typed
+rows encoded, the old checkpoint's bytes copied, or nothing written (empty, discarded)."""
 
 
 @dataclass(frozen=True)

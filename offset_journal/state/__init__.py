@@ -18,7 +18,7 @@ from .layout import Layout, OperatorPlan, Rules
 
 if TYPE_CHECKING:
     from ._bootstrap import Bootstrap, file_sink_of, journal_bootstrap
-    from ._jvm import PROVEN_SPARK, helper
+    from ._jvm import PROVEN_SPARK, checkpoint_root, helper
     from ._replay import (
         discard_checkpoint,
         old_batches,
@@ -28,7 +28,8 @@ if TYPE_CHECKING:
     from ._write import Restored, restore_savepoint
 
 _EDGE = {"restore_savepoint": "_write", "Restored": "_write", "PROVEN_SPARK": "_jvm",
-         "helper": "_jvm", "Bootstrap": "_bootstrap", "journal_bootstrap": "_bootstrap",
+         "helper": "_jvm", "checkpoint_root": "_jvm", "Bootstrap": "_bootstrap",
+         "journal_bootstrap": "_bootstrap",
          "replay_batch": "_replay", "old_batches": "_replay",
          "discard_checkpoint": "_replay", "file_sink_of": "_bootstrap",
          "writer_file_sink": "_replay"}
@@ -43,5 +44,6 @@ def __getattr__(name: str) -> Any:
 
 
 __all__ = ["PROVEN_SPARK", "Bootstrap", "Layout", "OperatorPlan", "RestoreError", "Restored",
-           "Rules", "discard_checkpoint", "file_sink_of", "helper", "journal_bootstrap",
+           "Rules", "checkpoint_root", "discard_checkpoint", "file_sink_of", "helper",
+           "journal_bootstrap",
            "old_batches", "replay_batch", "restore_savepoint", "writer_file_sink"]

@@ -277,6 +277,13 @@ def add_empty_sink_batch(spark: Any, path: str, batch_id: int) -> None:
                            "another query writes there")
 
 
+def checkpoint_root(query: Any) -> str:
+    """The checkpoint a running or stopped query ran on, as Spark resolved it (a URI:
+    ``file:/...`` for a local one). Raises whatever the session raises where it cannot
+    say (Spark Connect has no JVM query handle)."""
+    return str(query._jsq.streamingQuery().resolvedCheckpointRoot())
+
+
 def qualified_path(spark: Any, path: str) -> str:
     """``path`` as Spark resolves a checkpoint location: a Hadoop path qualified by its
     file system (``/tmp/ck`` and ``ck`` run from ``/tmp`` are both ``file:/tmp/ck``)."""

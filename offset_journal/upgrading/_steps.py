@@ -56,8 +56,10 @@ def checkpoint_of(query: Any) -> str:
     Connect): give ``checkpoint=`` then."""
     from urllib.parse import urlparse
 
+    from ..state import checkpoint_root
+
     try:
-        root = str(query._jsq.streamingQuery().resolvedCheckpointRoot())
+        root = checkpoint_root(query)
     except Exception as exc:  # noqa: BLE001 - any failure means: cannot be read here
         raise ConfigError(f"cannot read the checkpoint of query {query.name!r} from Spark "
                           f"({first_line(exc)}): give checkpoint=") from None

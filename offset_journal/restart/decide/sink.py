@@ -56,11 +56,12 @@ def sink_outcome(inp: PlanInputs) -> SinkOutcome:
     """The sink step: refuse what is not the old query's sink, then compare the batch it
     holds last with the journal's last (and the old checkpoint's last commit)."""
     facts = inp.old_query.sink
+    kafka = kafka_sources(inp.anchor)
     if facts is None:
-        return SinkOutcome(findings=unchecked_beyond(inp, None))
+        return SinkOutcome(findings=unchecked_beyond(inp, None, kafka))
     checkpoint = inp.old_query.checkpoint
-    later = checkpoint is not None and continues_after(inp, checkpoint)
-    unread = _unread(inp, facts, later)
+    later = checkpoint is not None and continues_after(inp, checkpoint, kafka)
+    unread = _unread(inp, facts, later, kafka)
     if unread is not None:
         return unread
     if checkpoint is not None and not later:
@@ -79,10 +80,10 @@ def sink_outcome(inp: PlanInputs) -> SinkOutcome:
         if checkpoint is None:
             found.errors.append(_no_checkpoint(inp, facts))
         else:
-            taken = take_batches(inp, facts, checkpoint, j + 1)
+            taken = take_batches(inp, facts, checkpoint, j + 1, kafka)
             found.notes.append(_taken_note(inp, facts, taken, checkpoint, later))
     elif last < j:
-        found.merge(missing_from_sink(inp, facts))
+        _add(found, missing_from_sink(inp, facts, kafka))
     elif later:
         found.notes.append(f"Sink: {facts.label()} holds no batch of the old query (query "
                            f"id {checkpoint.query_id if checkpoint else None}) yet: it was "
@@ -90,11 +91,12 @@ def sink_outcome(inp: PlanInputs) -> SinkOutcome:
     else:
         found.notes.append(f"Sink: {facts.label()} holds batches up to {j}, the journal's "
                            "last: nothing was in flight when the old query stopped.")
-    found.merge(_committed_not_in_sink(inp, facts, max(last, j)))
+    _add(found, _committed_not_in_sink(inp, facts, max(last, j)))
     return SinkOutcome(taken, found, _record(inp, facts, taken))
 
 
-def _unread(inp: PlanInputs, facts: SinkFacts, later: bool) -> SinkOutcome | None:
+def _unread(inp: PlanInputs, facts: SinkFacts, later: bool, kafka: frozenset[int],
+            ) -> SinkOutcome | None:
     """A sink that could not be read: refused when given, and when the journal named it
     and the plan starts after the journal's last batch (a batch the sink holds beyond it
     would be written again). A journaled one with no log where it is named (moved, or on
@@ -122,8 +124,22 @@ def _unread(inp: PlanInputs, facts: SinkFacts, later: bool) -> SinkOutcome | Non
         f"the old query's sink, {facts.label()} (its journaled description), was not "
         f"checked: {why}. A batch it holds beyond the journal's last would be written "
         "again: give the sink (--sink PATH, --sink delta:PATH) or --sink none"])
-    found.merge(unchecked_beyond(inp, facts))
+    _add(found, unchecked_beyond(inp, facts, kafka))
     return SinkOutcome(findings=found)
+
+
+def kafka_sources(anchor: Batch) -> frozenset[int]:
+    """The source indexes of the journal's last batch that read Kafka, told once for
+    every step of the sink's (its kinds do not change between them)."""
+    return frozenset(s.source_index for s in anchor.sources if source_kind(s) == KIND_KAFKA)
+
+
+def _add(found: Findings, other: Findings) -> None:
+    """``other``'s findings after ``found``'s, in order (what ``Findings.merge`` does,
+    kept here so the sink's steps run as one chain)."""
+    found.notes += other.notes
+    found.warnings += other.warnings
+    found.errors += other.errors
 
 
 def _upto(facts: SinkFacts) -> str:
@@ -138,7 +154,8 @@ def _after_the_last_batch(inp: PlanInputs) -> bool:
 # --------------------------------------------------------------------------- refusals
 
 
-def unchecked_beyond(inp: PlanInputs, facts: SinkFacts | None) -> Findings:
+def unchecked_beyond(inp: PlanInputs, facts: SinkFacts | None, kafka: frozenset[int],
+                     ) -> Findings:
     """The old checkpoint's batches beyond the journal's last when no sink log says
     which of them the sink holds (``facts``: the journaled sink with no log where it is
     named; None: no sink read). Their ``offsets/N`` were written before they ran, so
@@ -153,7 +170,7 @@ def unchecked_beyond(inp: PlanInputs, facts: SinkFacts | None) -> Findings:
     j = inp.anchor.batch_id
     if checkpoint.query_id == inp.anchor.query_id:
         beyond = [b for b in checkpoint.batches if b.batch_id > j]
-    elif continues_after(inp, checkpoint):
+    elif continues_after(inp, checkpoint, kafka):
         beyond = list(checkpoint.batches)
     else:
         return Findings()
@@ -180,7 +197,8 @@ def unchecked_beyond(inp: PlanInputs, facts: SinkFacts | None) -> Findings:
         "purpose, for an idempotent sink (--sink none)")
 
 
-def continues_after(inp: PlanInputs, checkpoint: OldCheckpoint) -> bool:
+def continues_after(inp: PlanInputs, checkpoint: OldCheckpoint, kafka: frozenset[int],
+                    ) -> bool:
     """The old checkpoint is a LATER one than the journal's last batch's: its query
     started right after that batch (its Kafka initial offsets, ``sources/N/0``, are the
     batch's end offsets) and its run was killed before the listener journaled any of
@@ -189,13 +207,13 @@ def continues_after(inp: PlanInputs, checkpoint: OldCheckpoint) -> bool:
     if checkpoint.query_id == anchor.query_id or not checkpoint.batches:
         return False
     initial = checkpoint.initial or ()
-    kafka = [s for s in anchor.sources if source_kind(s) == KIND_KAFKA]
-    for source in kafka:
+    ours = [s for s in anchor.sources if s.source_index in kafka]
+    for source in ours:
         there = (initial[source.source_index]
                  if source.source_index < len(initial) else None) or {}
         if any(there.get(p.topic, {}).get(p.partition) != p.end for p in source.partitions):
             return False
-    return bool(kafka)
+    return bool(ours)
 
 
 def refuse_foreign_sink(inp: PlanInputs, facts: SinkFacts, later: bool = False) -> None:
@@ -257,7 +275,7 @@ def _no_checkpoint(inp: PlanInputs, facts: SinkFacts) -> str:
 
 
 def take_batches(inp: PlanInputs, facts: SinkFacts, checkpoint: OldCheckpoint, first: int,
-                 ) -> tuple[Batch, ...]:
+                 kafka: frozenset[int]) -> tuple[Batch, ...]:
     """The batches ``first``.. the sink holds beyond the journal's last, as journal rows
     built from the old checkpoint (start offsets: the batch before's end; the first's:
     the journal's last batch's). RestartError when an ``offsets/N`` is gone or
@@ -271,7 +289,7 @@ def take_batches(inp: PlanInputs, facts: SinkFacts, checkpoint: OldCheckpoint, f
             f"{facts.label()} holds batch {last}, but {where} has offsets up to "
             f"{'none' if planned is None else planned} only: another query's sink, or "
             "another copy of the checkpoint")
-    previous = _checked_anchor(inp, checkpoint) if first else inp.anchor
+    previous = _checked_anchor(inp, checkpoint, kafka) if first else inp.anchor
     taken: list[Batch] = []
     for batch_id in range(first, last + 1):
         held = _held(checkpoint, batch_id)
@@ -280,13 +298,14 @@ def take_batches(inp: PlanInputs, facts: SinkFacts, checkpoint: OldCheckpoint, f
             raise RestartError(
                 f"{facts.label()} holds batch {batch_id}, but offsets/{batch_id} of {where} "
                 f"{why}: its end offsets are unknown; nothing is planned from the sink")
-        batch = _batch_from(inp, held, previous)
+        batch = _batch_from(inp, held, previous, kafka)
         taken.append(batch)
         previous = batch
     return tuple(taken)
 
 
-def _checked_anchor(inp: PlanInputs, checkpoint: OldCheckpoint) -> Batch:
+def _checked_anchor(inp: PlanInputs, checkpoint: OldCheckpoint, kafka: frozenset[int],
+                    ) -> Batch:
     """The journal's last batch, held against the old checkpoint's ``offsets/`` of it
     when that is still there: the two must agree where the sink's batches start."""
     anchor = inp.anchor
@@ -294,7 +313,7 @@ def _checked_anchor(inp: PlanInputs, checkpoint: OldCheckpoint) -> Batch:
     if held is None or held.problem is not None:
         return anchor
     for source in anchor.sources:
-        if source_kind(source) != KIND_KAFKA or source.source_index >= len(held.offsets):
+        if source.source_index not in kafka or source.source_index >= len(held.offsets):
             continue
         journal = {(p.topic, p.partition): p.end for p in source.partitions}
         there = held.kafka[source.source_index] or {}
@@ -310,7 +329,8 @@ def _checked_anchor(inp: PlanInputs, checkpoint: OldCheckpoint) -> Batch:
     return anchor
 
 
-def _batch_from(inp: PlanInputs, held: OldBatch, previous: Batch) -> Batch:
+def _batch_from(inp: PlanInputs, held: OldBatch, previous: Batch, kafka: frozenset[int],
+                ) -> Batch:
     """Batch ``held`` of the old checkpoint as a journal row: its end offsets, the
     batch before's as its start, the journal's sources' descriptions and kinds.
     RestartError when its sources or Kafka offsets do not continue from the batch before."""
@@ -324,7 +344,7 @@ def _batch_from(inp: PlanInputs, held: OldBatch, previous: Batch) -> Batch:
     for index, (mine, end) in enumerate(zip(anchor.sources, held.offsets, strict=True)):
         start = previous.sources[index].end_offset
         parts: tuple[PartitionOffset, ...] = ()
-        if source_kind(mine) == KIND_KAFKA and looks_like_kafka(end):
+        if mine.source_index in kafka and looks_like_kafka(end):
             parts = _continued(held.batch_id, previous.sources[index], start, end)
         sources.append(SourceOffsets(mine.source_index, mine.description, mine.kind, start,
                                      end, None, parts))
@@ -377,13 +397,13 @@ def _taken_note(inp: PlanInputs, facts: SinkFacts, taken: Sequence[Batch],
 # --------------------------------------------------------------------------- behind
 
 
-def missing_from_sink(inp: PlanInputs, facts: SinkFacts) -> Findings:
+def missing_from_sink(inp: PlanInputs, facts: SinkFacts, kafka: frozenset[int]) -> Findings:
     """Batches the journal holds (so Spark committed them) that the sink does not: their
     records never reach it once the plan starts after the journal's last. DATA LOSS,
     counted, unless accepted (``allow_data_loss``)."""
     anchor = inp.anchor
     first = 0 if facts.last_batch is None else facts.last_batch + 1
-    lost = _records_between(inp, facts.last_batch, anchor)
+    lost = _records_between(inp, facts.last_batch, anchor, kafka)
     counted = (f"{count(sum(lost.values()), 'record')} ("
                + ", ".join(f"{k} {n}" for k, n in sorted(lost.items()) if n)[:300] + ")"
                if lost is not None else "an unknown number of records")
@@ -403,7 +423,7 @@ def missing_from_sink(inp: PlanInputs, facts: SinkFacts) -> Findings:
 
 
 def _records_between(inp: PlanInputs, sink_last: int | None, anchor: Batch,
-                     ) -> dict[str, int] | None:
+                     kafka: frozenset[int]) -> dict[str, int] | None:
     """Per Kafka partition, the records between the end of the sink's last batch and the
     journal's last (None: not known: neither the journal nor the old checkpoint has the
     sink's last batch's end offsets)."""
@@ -412,7 +432,7 @@ def _records_between(inp: PlanInputs, sink_last: int | None, anchor: Batch,
         return None
     out: dict[str, int] = {}
     for source in anchor.sources:
-        if source_kind(source) != KIND_KAFKA:
+        if source.source_index not in kafka:
             continue
         for p in source.partitions:
             if p.end is None:

@@ -7,9 +7,10 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from ..kafka.mirror import POLICY_DEFAULT, ReplicationPolicy, SyncIndex
+from ..offsets import KafkaOffsets
 from ..overlap import RunSpan
 from ..rows import AsyncTail, Batch, FlaggedProblem, RealTimeTail, RereadRun, SpoolLoss
 from .model import (
@@ -24,7 +25,6 @@ from .model import (
 from .request import PlanRequest
 
 if TYPE_CHECKING:
-    from ..checkpoint.model import Checkpoint
     from ..kafka.admin import TimeLookup, TopicState
     from ..savepoint.model import Savepoint
 
@@ -122,17 +122,48 @@ class KafkaFacts:
 
 
 @dataclass(frozen=True)
+class OldBatch:
+    """One ``offsets/N`` of the old checkpoint as plain data, read once: whether
+    ``commits/N`` exists, why the file could not be read (``problem``; None: it was),
+    each source's offset as parsed JSON (``offsets``) and, where it has Kafka's shape,
+    as topic -> partition -> offset (``kafka``; None for another source), and its times."""
+
+    batch_id: int
+    committed: bool
+    problem: str | None = None
+    offsets: tuple[Any, ...] = ()
+    kafka: tuple[KafkaOffsets | None, ...] = ()
+    timestamp: datetime | None = None
+    watermark: datetime | None = None
+
+
+@dataclass(frozen=True)
+class OldCheckpoint:
+    """The old query's checkpoint as the sink step reads it (``gather/sink.py``): its
+    batches by id, the Kafka offsets its batch 0 started from (``initial``, one per
+    source, None for a source without any; None: no source known), and the highest
+    batch it committed (``last_committed``)."""
+
+    path: str
+    query_id: str | None
+    batches: tuple[OldBatch, ...] = ()
+    initial: tuple[KafkaOffsets | None, ...] | None = None
+    last_committed: int | None = None
+
+
+@dataclass(frozen=True)
 class OldQueryFacts:
     """The OLD query's sink and checkpoint (``gather/sink.py``). ``sink``: the sink as
     its own commit log says (None: not asked, or no sink the journal names);
-    ``checkpoint``: the old query's checkpoint, read (``offsets/N`` of the batches the
-    sink holds beyond the journal); ``batch``: the journaled batch whose id is the
-    sink's last, when the sink is behind the journal (its end offsets count what the
-    sink lacks); ``run_id``: the journaled run of the old checkpoint's query id the
-    batches taken from the sink are journaled as (None: the anchor's run)."""
+    ``checkpoint``: the old query's checkpoint, read and digested into plain data (the
+    ``offsets/N`` of the batches the sink holds beyond the journal); ``batch``: the
+    journaled batch whose id is the sink's last, when the sink is behind the journal
+    (its end offsets count what the sink lacks); ``run_id``: the journaled run of the
+    old checkpoint's query id the batches taken from the sink are journaled as (None:
+    the anchor's run)."""
 
     sink: SinkFacts | None = None
-    checkpoint: Checkpoint | None = None
+    checkpoint: OldCheckpoint | None = None
     batch: Batch | None = None
     run_id: str | None = None
 

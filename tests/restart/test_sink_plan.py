@@ -13,6 +13,7 @@ import pytest
 from offset_journal.checkpoint import read_checkpoint
 from offset_journal.journal._plan_rows import recorded_plan
 from offset_journal.restart import JournalFacts, OldQueryFacts, RestartError, compute_plan
+from offset_journal.restart.gather.sink import old_checkpoint_facts
 from offset_journal.restart.model import SinkFacts
 from offset_journal.restart.record import plan_row
 from offset_journal.restart.request import PlanRequest
@@ -54,7 +55,8 @@ def file_sink(last: int | None, found_by: str = "journaled", **kw: Any) -> SinkF
 def plan(anchor: Batch | JournalFacts, facts: SinkFacts | None, checkpoint: Any = None,
          sink_batch: Batch | None = None, sink_run_id: str | None = None, **kw: Any) -> Any:
     return compute_plan("orders", anchor,
-                        old_query=OldQueryFacts(sink=facts, checkpoint=checkpoint,
+                        old_query=OldQueryFacts(sink=facts, checkpoint=(
+                            None if checkpoint is None else old_checkpoint_facts(checkpoint)),
                                                 batch=sink_batch, run_id=sink_run_id),
                         **kw)
 

@@ -26,22 +26,18 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from ...descriptions import described_sink, is_foreach_batch_sink
 from ...errors import RestartError
-from ...formatting import from_epoch_ms
-from ...offsets import PartitionOffset, as_kafka_offsets, looks_like_kafka, partition_offsets
+from ...offsets import PartitionOffset, looks_like_kafka, partition_offsets
 from ...rows import KIND_KAFKA, Batch, BatchRef, SourceOffsets, source_kind
 from ...wording import count, tp
 from .._delta_log import same_path
 from .._findings import Findings
-from .._inputs import PlanInputs
+from .._inputs import OldBatch, OldCheckpoint, PlanInputs
 from ..model import MODE_STATE_AWARE, POSITION_AFTER, SINK_FILE, SinkFacts
 from ..request import SINK_NONE
-
-if TYPE_CHECKING:
-    from ...checkpoint.model import Checkpoint, CheckpointBatch
 
 GIVE_SINK = "--sink PATH for a file sink, --sink delta:PATH for a Delta table"
 
@@ -60,11 +56,12 @@ def sink_outcome(inp: PlanInputs) -> SinkOutcome:
     """The sink step: refuse what is not the old query's sink, then compare the batch it
     holds last with the journal's last (and the old checkpoint's last commit)."""
     facts = inp.old_query.sink
+    kafka = kafka_sources(inp.anchor)
     if facts is None:
-        return SinkOutcome(findings=unchecked_beyond(inp, None))
+        return SinkOutcome(findings=unchecked_beyond(inp, None, kafka))
     checkpoint = inp.old_query.checkpoint
-    later = checkpoint is not None and continues_after(inp, checkpoint)
-    unread = _unread(inp, facts, later)
+    later = checkpoint is not None and continues_after(inp, checkpoint, kafka)
+    unread = _unread(inp, facts, later, kafka)
     if unread is not None:
         return unread
     if checkpoint is not None and not later:
@@ -83,10 +80,10 @@ def sink_outcome(inp: PlanInputs) -> SinkOutcome:
         if checkpoint is None:
             found.errors.append(_no_checkpoint(inp, facts))
         else:
-            taken = take_batches(inp, facts, checkpoint, j + 1)
+            taken = take_batches(inp, facts, checkpoint, j + 1, kafka)
             found.notes.append(_taken_note(inp, facts, taken, checkpoint, later))
     elif last < j:
-        found.merge(missing_from_sink(inp, facts))
+        _add(found, missing_from_sink(inp, facts, kafka))
     elif later:
         found.notes.append(f"Sink: {facts.label()} holds no batch of the old query (query "
                            f"id {checkpoint.query_id if checkpoint else None}) yet: it was "
@@ -94,11 +91,12 @@ def sink_outcome(inp: PlanInputs) -> SinkOutcome:
     else:
         found.notes.append(f"Sink: {facts.label()} holds batches up to {j}, the journal's "
                            "last: nothing was in flight when the old query stopped.")
-    found.merge(_committed_not_in_sink(inp, facts, max(last, j)))
+    _add(found, _committed_not_in_sink(inp, facts, max(last, j)))
     return SinkOutcome(taken, found, _record(inp, facts, taken))
 
 
-def _unread(inp: PlanInputs, facts: SinkFacts, later: bool) -> SinkOutcome | None:
+def _unread(inp: PlanInputs, facts: SinkFacts, later: bool, kafka: frozenset[int],
+            ) -> SinkOutcome | None:
     """A sink that could not be read: refused when given, and when the journal named it
     and the plan starts after the journal's last batch (a batch the sink holds beyond it
     would be written again). A journaled one with no log where it is named (moved, or on
@@ -126,8 +124,22 @@ def _unread(inp: PlanInputs, facts: SinkFacts, later: bool) -> SinkOutcome | Non
         f"the old query's sink, {facts.label()} (its journaled description), was not "
         f"checked: {why}. A batch it holds beyond the journal's last would be written "
         "again: give the sink (--sink PATH, --sink delta:PATH) or --sink none"])
-    found.merge(unchecked_beyond(inp, facts))
+    _add(found, unchecked_beyond(inp, facts, kafka))
     return SinkOutcome(findings=found)
+
+
+def kafka_sources(anchor: Batch) -> frozenset[int]:
+    """The source indexes of the journal's last batch that read Kafka, told once for
+    every step of the sink's (its kinds do not change between them)."""
+    return frozenset(s.source_index for s in anchor.sources if source_kind(s) == KIND_KAFKA)
+
+
+def _add(found: Findings, other: Findings) -> None:
+    """``other``'s findings after ``found``'s, in order (what ``Findings.merge`` does,
+    kept here so the sink's steps run as one chain)."""
+    found.notes += other.notes
+    found.warnings += other.warnings
+    found.errors += other.errors
 
 
 def _upto(facts: SinkFacts) -> str:
@@ -142,7 +154,8 @@ def _after_the_last_batch(inp: PlanInputs) -> bool:
 # --------------------------------------------------------------------------- refusals
 
 
-def unchecked_beyond(inp: PlanInputs, facts: SinkFacts | None) -> Findings:
+def unchecked_beyond(inp: PlanInputs, facts: SinkFacts | None, kafka: frozenset[int],
+                     ) -> Findings:
     """The old checkpoint's batches beyond the journal's last when no sink log says
     which of them the sink holds (``facts``: the journaled sink with no log where it is
     named; None: no sink read). Their ``offsets/N`` were written before they ran, so
@@ -157,7 +170,7 @@ def unchecked_beyond(inp: PlanInputs, facts: SinkFacts | None) -> Findings:
     j = inp.anchor.batch_id
     if checkpoint.query_id == inp.anchor.query_id:
         beyond = [b for b in checkpoint.batches if b.batch_id > j]
-    elif continues_after(inp, checkpoint):
+    elif continues_after(inp, checkpoint, kafka):
         beyond = list(checkpoint.batches)
     else:
         return Findings()
@@ -184,7 +197,8 @@ def unchecked_beyond(inp: PlanInputs, facts: SinkFacts | None) -> Findings:
         "purpose, for an idempotent sink (--sink none)")
 
 
-def continues_after(inp: PlanInputs, checkpoint: Checkpoint) -> bool:
+def continues_after(inp: PlanInputs, checkpoint: OldCheckpoint, kafka: frozenset[int],
+                    ) -> bool:
     """The old checkpoint is a LATER one than the journal's last batch's: its query
     started right after that batch (its Kafka initial offsets, ``sources/N/0``, are the
     batch's end offsets) and its run was killed before the listener journaled any of
@@ -192,14 +206,14 @@ def continues_after(inp: PlanInputs, checkpoint: Checkpoint) -> bool:
     anchor = inp.anchor
     if checkpoint.query_id == anchor.query_id or not checkpoint.batches:
         return False
-    initial = checkpoint.start_offsets_of(0) or ()
-    kafka = [s for s in anchor.sources if source_kind(s) == KIND_KAFKA]
-    for source in kafka:
-        there = (as_kafka_offsets(initial[source.source_index])
+    initial = checkpoint.initial or ()
+    ours = [s for s in anchor.sources if s.source_index in kafka]
+    for source in ours:
+        there = (initial[source.source_index]
                  if source.source_index < len(initial) else None) or {}
         if any(there.get(p.topic, {}).get(p.partition) != p.end for p in source.partitions):
             return False
-    return bool(kafka)
+    return bool(ours)
 
 
 def refuse_foreign_sink(inp: PlanInputs, facts: SinkFacts, later: bool = False) -> None:
@@ -235,7 +249,7 @@ def refuse_foreign_sink(inp: PlanInputs, facts: SinkFacts, later: bool = False) 
             "id / txnAppId")
 
 
-def refuse_other_checkpoint(inp: PlanInputs, checkpoint: Checkpoint) -> None:
+def refuse_other_checkpoint(inp: PlanInputs, checkpoint: OldCheckpoint) -> None:
     """RestartError when the old checkpoint is not the checkpoint of the journal's last
     batch (another query id), nor one that started right after it."""
     if checkpoint.query_id != inp.anchor.query_id:
@@ -260,8 +274,8 @@ def _no_checkpoint(inp: PlanInputs, facts: SinkFacts) -> str:
             f"starts after batch {last}")
 
 
-def take_batches(inp: PlanInputs, facts: SinkFacts, checkpoint: Checkpoint, first: int,
-                 ) -> tuple[Batch, ...]:
+def take_batches(inp: PlanInputs, facts: SinkFacts, checkpoint: OldCheckpoint, first: int,
+                 kafka: frozenset[int]) -> tuple[Batch, ...]:
     """The batches ``first``.. the sink holds beyond the journal's last, as journal rows
     built from the old checkpoint (start offsets: the batch before's end; the first's:
     the journal's last batch's). RestartError when an ``offsets/N`` is gone or
@@ -275,33 +289,34 @@ def take_batches(inp: PlanInputs, facts: SinkFacts, checkpoint: Checkpoint, firs
             f"{facts.label()} holds batch {last}, but {where} has offsets up to "
             f"{'none' if planned is None else planned} only: another query's sink, or "
             "another copy of the checkpoint")
-    previous = _checked_anchor(inp, checkpoint) if first else inp.anchor
+    previous = _checked_anchor(inp, checkpoint, kafka) if first else inp.anchor
     taken: list[Batch] = []
     for batch_id in range(first, last + 1):
-        held = checkpoint.batch(batch_id)
-        if held is None or not held.readable:
+        held = _held(checkpoint, batch_id)
+        if held is None or held.problem is not None:
             why = "is gone (purged?)" if held is None else f"is unreadable ({held.problem})"
             raise RestartError(
                 f"{facts.label()} holds batch {batch_id}, but offsets/{batch_id} of {where} "
                 f"{why}: its end offsets are unknown; nothing is planned from the sink")
-        batch = _batch_from(inp, held, previous)
+        batch = _batch_from(inp, held, previous, kafka)
         taken.append(batch)
         previous = batch
     return tuple(taken)
 
 
-def _checked_anchor(inp: PlanInputs, checkpoint: Checkpoint) -> Batch:
+def _checked_anchor(inp: PlanInputs, checkpoint: OldCheckpoint, kafka: frozenset[int],
+                    ) -> Batch:
     """The journal's last batch, held against the old checkpoint's ``offsets/`` of it
     when that is still there: the two must agree where the sink's batches start."""
     anchor = inp.anchor
-    held = checkpoint.batch(anchor.batch_id)
-    if held is None or not held.readable:
+    held = _held(checkpoint, anchor.batch_id)
+    if held is None or held.problem is not None:
         return anchor
     for source in anchor.sources:
-        if source_kind(source) != KIND_KAFKA or source.source_index >= len(held.offsets):
+        if source.source_index not in kafka or source.source_index >= len(held.offsets):
             continue
         journal = {(p.topic, p.partition): p.end for p in source.partitions}
-        there = as_kafka_offsets(held.offsets[source.source_index]) or {}
+        there = held.kafka[source.source_index] or {}
         disagree = sorted(k for k, end in journal.items()
                           if there.get(k[0], {}).get(k[1]) != end)
         if disagree:
@@ -314,7 +329,8 @@ def _checked_anchor(inp: PlanInputs, checkpoint: Checkpoint) -> Batch:
     return anchor
 
 
-def _batch_from(inp: PlanInputs, held: CheckpointBatch, previous: Batch) -> Batch:
+def _batch_from(inp: PlanInputs, held: OldBatch, previous: Batch, kafka: frozenset[int],
+                ) -> Batch:
     """Batch ``held`` of the old checkpoint as a journal row: its end offsets, the
     batch before's as its start, the journal's sources' descriptions and kinds.
     RestartError when its sources or Kafka offsets do not continue from the batch before."""
@@ -328,15 +344,14 @@ def _batch_from(inp: PlanInputs, held: CheckpointBatch, previous: Batch) -> Batc
     for index, (mine, end) in enumerate(zip(anchor.sources, held.offsets, strict=True)):
         start = previous.sources[index].end_offset
         parts: tuple[PartitionOffset, ...] = ()
-        if source_kind(mine) == KIND_KAFKA and looks_like_kafka(end):
+        if mine.source_index in kafka and looks_like_kafka(end):
             parts = _continued(held.batch_id, previous.sources[index], start, end)
         sources.append(SourceOffsets(mine.source_index, mine.description, mine.kind, start,
                                      end, None, parts))
     run_id = inp.old_query.run_id or anchor.run_id
     query_id = inp.old_query.checkpoint.query_id if inp.old_query.checkpoint else None
     return Batch(anchor.query_name, query_id or anchor.query_id, run_id, held.batch_id,
-                 from_epoch_ms(held.batch_timestamp_ms), None, None,
-                 from_epoch_ms(held.batch_watermark_ms), None, None, tuple(sources),
+                 held.timestamp, None, None, held.watermark, None, None, tuple(sources),
                  sink_description=anchor.sink_description)
 
 
@@ -360,7 +375,7 @@ def _continued(batch_id: int, before: SourceOffsets, start: Any, end: Any,
 
 
 def _taken_note(inp: PlanInputs, facts: SinkFacts, taken: Sequence[Batch],
-                checkpoint: Checkpoint, later: bool) -> str:
+                checkpoint: OldCheckpoint, later: bool) -> str:
     j = inp.anchor.batch_id
     beyond = (f"the journal's last (batch {j} of run {inp.anchor.run_id})" if not later else
               f"the journal's last (batch {j} of run {inp.anchor.run_id}): they are of the "
@@ -368,7 +383,7 @@ def _taken_note(inp: PlanInputs, facts: SinkFacts, taken: Sequence[Batch],
               "batch ended and was stopped before the listener journaled any batch of it")
     run_id = taken[-1].run_id
     uncommitted = [b.batch_id for b in taken
-                   if (held := checkpoint.batch(b.batch_id)) is not None and not held.committed]
+                   if (held := _held(checkpoint, b.batch_id)) is not None and not held.committed]
     why = (f" (commits/ lacks {_ids(uncommitted)}: the driver stopped after the sink "
            "committed and before Spark did)" if uncommitted else "")
     return (f"Sink: {facts.label()} holds batches {_span(taken[0].batch_id, taken[-1].batch_id)}"
@@ -382,13 +397,13 @@ def _taken_note(inp: PlanInputs, facts: SinkFacts, taken: Sequence[Batch],
 # --------------------------------------------------------------------------- behind
 
 
-def missing_from_sink(inp: PlanInputs, facts: SinkFacts) -> Findings:
+def missing_from_sink(inp: PlanInputs, facts: SinkFacts, kafka: frozenset[int]) -> Findings:
     """Batches the journal holds (so Spark committed them) that the sink does not: their
     records never reach it once the plan starts after the journal's last. DATA LOSS,
     counted, unless accepted (``allow_data_loss``)."""
     anchor = inp.anchor
     first = 0 if facts.last_batch is None else facts.last_batch + 1
-    lost = _records_between(inp, facts.last_batch, anchor)
+    lost = _records_between(inp, facts.last_batch, anchor, kafka)
     counted = (f"{count(sum(lost.values()), 'record')} ("
                + ", ".join(f"{k} {n}" for k, n in sorted(lost.items()) if n)[:300] + ")"
                if lost is not None else "an unknown number of records")
@@ -408,7 +423,7 @@ def missing_from_sink(inp: PlanInputs, facts: SinkFacts) -> Findings:
 
 
 def _records_between(inp: PlanInputs, sink_last: int | None, anchor: Batch,
-                     ) -> dict[str, int] | None:
+                     kafka: frozenset[int]) -> dict[str, int] | None:
     """Per Kafka partition, the records between the end of the sink's last batch and the
     journal's last (None: not known: neither the journal nor the old checkpoint has the
     sink's last batch's end offsets)."""
@@ -417,7 +432,7 @@ def _records_between(inp: PlanInputs, sink_last: int | None, anchor: Batch,
         return None
     out: dict[str, int] = {}
     for source in anchor.sources:
-        if source_kind(source) != KIND_KAFKA:
+        if source.source_index not in kafka:
             continue
         for p in source.partitions:
             if p.end is None:
@@ -436,12 +451,12 @@ def _ends_of(inp: PlanInputs, batch_id: int | None) -> dict[tuple[int, str, int]
     offsets: Sequence[Any] | None = None
     if checkpoint is not None:
         if batch_id is None:
-            offsets = checkpoint.start_offsets_of(0)
-        elif (held := checkpoint.batch(batch_id)) is not None and held.readable:
-            offsets = held.offsets
+            offsets = checkpoint.initial
+        elif (held := _held(checkpoint, batch_id)) is not None and held.problem is None:
+            offsets = held.kafka
     if offsets is not None:
         return {(i, t, p): o for i, off in enumerate(offsets)
-                for t, parts in (as_kafka_offsets(off) or {}).items() for p, o in parts.items()}
+                for t, parts in (off or {}).items() for p, o in parts.items()}
     batch = inp.old_query.batch
     if batch is None or batch_id is None or batch.batch_id != batch_id:
         return None
@@ -454,11 +469,11 @@ def _committed_not_in_sink(inp: PlanInputs, facts: SinkFacts, after: int) -> Fin
     plan starts after ``after`` and reads them again, so the new query writes them."""
     checkpoint = inp.old_query.checkpoint
     committed = checkpoint.last_committed if checkpoint is not None else None
-    if committed is None or committed.batch_id <= after:
+    if committed is None or committed <= after:
         return Findings()
     first = after + 1
     return Findings(warnings=[
-        f"the old checkpoint committed batches {_span(first, committed.batch_id)}, which "
+        f"the old checkpoint committed batches {_span(first, committed)}, which "
         f"{facts.label()} does not hold (a sink that failed after Spark's commit, or a "
         f"log cut by hand) and the journal does not have: this plan starts after batch "
         f"{after}, so the new query reads them again and writes them to its sink: none "
@@ -482,6 +497,11 @@ def _record(inp: PlanInputs, facts: SinkFacts, taken: Sequence[Batch]) -> dict[s
             "run_id": taken[0].run_id if taken else inp.anchor.run_id,
             "taken": [b.batch_id for b in taken],
             "offsets": offsets, "bytes_read": facts.bytes_read}
+
+
+def _held(checkpoint: OldCheckpoint, batch_id: int) -> OldBatch | None:
+    """The old checkpoint's batch ``batch_id`` (None: its ``offsets/N`` is not there)."""
+    return next((b for b in checkpoint.batches if b.batch_id == batch_id), None)
 
 
 def _span(first: int, last: int | None) -> str:

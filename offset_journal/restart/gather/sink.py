@@ -7,9 +7,10 @@ from typing import TYPE_CHECKING
 
 from ...descriptions import described_sink, is_foreach_batch_sink
 from ...errors import CheckpointError
-from ...formatting import first_line
+from ...formatting import first_line, from_epoch_ms
 from ...journal import Batch, Journal
-from .._inputs import OldQueryFacts
+from ...offsets import as_kafka_offsets
+from .._inputs import OldBatch, OldCheckpoint, OldQueryFacts
 from ..model import SINK_DELTA, SINK_FILE, SinkFacts, SinkFoundBy, SinkKind
 from ..request import SINK_NONE, PlanRequest, sink_spec
 
@@ -23,8 +24,24 @@ def old_query_facts(journal: Journal, request: PlanRequest, anchor: Batch,
     the journaled batch the sink holds last when it is behind, and the run the batches
     taken from it are journaled as."""
     log = sink_facts(request, anchor, old_checkpoint)
-    return OldQueryFacts(log, old_checkpoint, sink_batch(journal, request, anchor, log),
-                        sink_run_id(journal, request, old_checkpoint))
+    digested = None if old_checkpoint is None else old_checkpoint_facts(old_checkpoint)
+    return OldQueryFacts(log, digested, sink_batch(journal, request, anchor, log),
+                         sink_run_id(journal, request, old_checkpoint))
+
+
+def old_checkpoint_facts(checkpoint: Checkpoint) -> OldCheckpoint:
+    """The old checkpoint as plain data, digested once here (each batch's Kafka offsets
+    as maps, its times as datetimes) so the sink step reads it in one pass."""
+    initial = checkpoint.start_offsets_of(0)
+    committed = checkpoint.last_committed
+    return OldCheckpoint(
+        checkpoint.path, checkpoint.query_id,
+        tuple(OldBatch(b.batch_id, b.committed, b.problem, tuple(b.offsets),
+                       tuple(as_kafka_offsets(o) for o in b.offsets),
+                       from_epoch_ms(b.batch_timestamp_ms),
+                       from_epoch_ms(b.batch_watermark_ms)) for b in checkpoint.batches),
+        None if initial is None else tuple(as_kafka_offsets(o) for o in initial),
+        None if committed is None else committed.batch_id)
 
 
 def read_old_checkpoint(request: PlanRequest) -> Checkpoint | None:
@@ -118,5 +135,5 @@ def sink_run_id(journal: Journal, request: PlanRequest,
 
 
 
-__all__ = ["old_query_facts", "read_old_checkpoint", "read_sink", "sink_batch", "sink_facts",
-           "sink_run_id"]
+__all__ = ["old_checkpoint_facts", "old_query_facts", "read_old_checkpoint", "read_sink",
+           "sink_batch", "sink_facts", "sink_run_id"]

@@ -335,7 +335,7 @@ def cmd_state_restore(args: argparse.Namespace) -> int:
         finally:
             if own:
                 spark.stop()
-    restored = done.restored
+    restored, plan = done.restored, done.plan  # the plan as recorded, if it was
     print(restored.explain())
     if plan.plan_id is not None:
         print(f"recorded as plan {plan.plan_id}, linked to the bootstrap run "

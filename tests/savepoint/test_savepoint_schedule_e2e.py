@@ -133,8 +133,8 @@ def test_a_schedule_under_a_running_stream(spark: Any, journal_url: str, kafka_c
     for saved in (first, newest):
         with Journal(journal_url) as j:
             ends = dict(j.batch(QUERY, saved.run_id, saved.batch_id).sources[0].end_offset)
-        state = {r[0]: tuple(r[1:]) for r in state_frame(spark, saved.id,
-                                                         database_url=journal_url).collect()}
+            state = {r[0]: tuple(r[1:])
+                     for r in state_frame(spark, saved.id, journal=j).collect()}
         assert state == _reference(produced, ends), saved.batch_id
 
     # 4. Cron's form on the stopped query: its last batch saved once, then nothing new.

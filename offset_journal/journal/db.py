@@ -25,7 +25,7 @@ from psycopg import pq
 from ..errors import ConfigError
 from ..formatting import escape_line
 from ..redaction import redact
-from ._errors import READ_ONLY, translating_call
+from ._errors import translating_call
 from .server import (
     GUARD_PARAMETER,
     SERVER_GUARD,
@@ -127,14 +127,6 @@ def _hosts_in_query(url: str) -> str:
                  for host, port in zip(hosts, ports, strict=True)]
     options = "&".join(filter(None, (query, *given)))
     return f"{scheme}://{userinfo}{at}{path or '/'}?{options}"
-
-
-def read_only(exc: BaseException) -> bool:
-    """Whether the database refused a write because it is read-only here: a standby
-    (in recovery), or a server set to default_transaction_read_only. SQLAlchemy's error
-    or the journal's (a JournalReadOnly, translated) alike."""
-    orig = getattr(exc, "orig", None) or exc
-    return getattr(orig, "sqlstate", None) == READ_ONLY
 
 
 def database_identity(database_url: str) -> str:

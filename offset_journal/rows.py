@@ -6,11 +6,12 @@ line take them. Importable from :mod:`offset_journal.journal` too.
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from dataclasses import dataclass, field
 from datetime import datetime, timezone
 from typing import Any, Literal
 
-from .descriptions import described_source
+from .descriptions import described_source, kafka_strategy
 from .errors import UnknownSourceError
 from .formatting import format_time
 from .offsets import PartitionOffset, looks_like_kafka
@@ -365,6 +366,21 @@ def source_kind(source: SourceOffsets) -> SourceKind:
     return KIND_OTHER
 
 
+
+def kafka_topics(batches: Iterable[Batch], source: int | None = None) -> list[str]:
+    """The topics the Kafka sources of ``batches`` name (those of source ``source``
+    only, when given): journaled and subscribed; what a plan asks the cluster about."""
+    topics: set[str] = set()
+    for batch in batches:
+        for s in batch.sources:
+            if (source is not None and s.source_index != source) or source_kind(s) != KIND_KAFKA:
+                continue
+            topics.update(p.topic for p in s.partitions)
+            strategy, items = kafka_strategy(s.description)
+            if strategy == "subscribe":
+                topics.update(items)
+    return sorted(topics)
+
 @dataclass(frozen=True)
 class AsyncTail:
     """A run Spark executed with async progress tracking: its offset log is written at
@@ -474,3 +490,4 @@ class AuditBatch:
     trigger_at: datetime | None
     recorded_at: datetime | None
     sources: tuple[AuditSource, ...]
+

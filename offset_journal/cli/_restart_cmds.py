@@ -217,7 +217,7 @@ def cmd_commit_group(args: argparse.Namespace) -> int:
     from ..kafka.admin import commit_group
     from ..restart import BatchRef
     from ..restart.compare import group_offsets
-    from ..restart.decide.translate import refuse_other_cluster
+    from ..restart.decide.cluster import refuse_other_cluster
     from ..restart.edge import clusters_of
 
     with open_journal(args) as journal:

@@ -31,8 +31,8 @@ from ..kafka.admin import (
     topic_state_with,
 )
 from ..kafka.configs import topic_configs
-from ..restart.decide.kafka_offsets import default_start, kafka_topics
-from ..rows import KIND_KAFKA, Batch, source_kind
+from ..restart.decide.kafka_offsets import default_start
+from ..rows import KIND_KAFKA, Batch, kafka_topics, source_kind
 from .check import CheckResult, Thresholds, check, forecast_facts, in_scope
 from .forecast import (
     RECORD_OVERHEAD,

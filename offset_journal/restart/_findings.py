@@ -22,6 +22,15 @@ class Findings:
         self.errors += other.errors
         return self
 
+    @classmethod
+    def joined(cls, *parts: Findings) -> Findings:
+        """One Findings of ``parts``' in their order: a step computes its parts, then
+        joins them once."""
+        out = cls()
+        for part in parts:
+            out.merge(part)
+        return out
+
 
 Flagged = dict[tuple[int, int], tuple[str, str]]
 """(batch pk, source index) -> (the batch's label, the problem flagged on it)."""

@@ -23,8 +23,8 @@ from offset_journal.restart import (
     compute_plan,
 )
 from offset_journal.restart.decide.from_time import chosen_offsets, records_again
-from offset_journal.restart.decide.plan import check_request
 from offset_journal.restart.model import POSITION_FROM_TIME, POSITIONS
+from offset_journal.restart.request import check_request
 from offset_journal.rows import RereadRun
 
 T = datetime(2026, 11, 20, 8, 0, tzinfo=timezone.utc)

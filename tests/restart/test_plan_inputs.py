@@ -16,16 +16,17 @@ from offset_journal.kafka.mirror import OffsetSync, index_syncs
 from offset_journal.offsets import PartitionOffset
 from offset_journal.restart import (
     MODE_STATE_AWARE,
+    ClusterFacts,
     JournalFacts,
     KafkaFacts,
     LocationFacts,
+    MirrorFacts,
     PlanInputs,
     PlanRequest,
     RestartError,
     SavepointFacts,
 )
 from offset_journal.restart.decide.plan import decide
-from offset_journal.restart.decide.translate import ClusterFacts, MirrorFacts
 from offset_journal.restart.edge import gather, plan_from_journal
 from offset_journal.restart.model import (
     POSITION_AT,

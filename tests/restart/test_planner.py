@@ -19,7 +19,7 @@ from offset_journal.journal.db import ENV_URL
 from offset_journal.offsets import PartitionOffset
 from offset_journal.records import batch_from_progress
 from offset_journal.restart import RestartError, plan_restart
-from offset_journal.restart.decide.plan import check_last_batch
+from offset_journal.restart.decide.checks import check_last_batch
 from tests.payloads import sql_rows
 from tests.support import journal_batches, kafka_progress, write_checkpoint
 

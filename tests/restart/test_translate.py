@@ -26,8 +26,14 @@ from offset_journal.kafka.mirror import (
     replica_topic,
     translate_offset,
 )
-from offset_journal.restart import KafkaFacts, RestartError, RestartPlan, compute_plan
-from offset_journal.restart.decide.translate import ClusterFacts, MirrorFacts
+from offset_journal.restart import (
+    ClusterFacts,
+    KafkaFacts,
+    MirrorFacts,
+    RestartError,
+    RestartPlan,
+    compute_plan,
+)
 from offset_journal.restart.record import plan_row
 from offset_journal.restart.request import PlanRequest
 from offset_journal.rows import RecordedPlan
@@ -197,7 +203,7 @@ def test_subscribing_by_the_source_name_on_a_renaming_replica_is_an_error() -> N
 
 def test_a_record_time_plan_may_run_on_another_cluster_and_mixed_runs_refuse() -> None:
     other = ClusterFacts("journaled-id", "replica-id", "127.0.0.1:9093", "run-1")
-    from offset_journal.restart.decide.translate import cluster_findings, refuse_other_cluster
+    from offset_journal.restart.decide.cluster import cluster_findings, refuse_other_cluster
 
     refuse_other_cluster(other, None, by_time=True)  # looked up on the cluster itself
     assert any("record times are looked up here" in w

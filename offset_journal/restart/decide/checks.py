@@ -9,6 +9,7 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from datetime import datetime, timedelta
 
+from ...descriptions import is_foreach_batch_sink
 from ...errors import RestartError
 from ...formatting import format_time
 from ...overlap import concurrent_runs
@@ -32,6 +33,20 @@ FUTURE_TOLERANCE = timedelta(minutes=1)
 """A driver's clock this far ahead of the database's is worth a warning."""
 FUTURE_LIMIT = timedelta(days=1)
 """No driver's clock is this far ahead: a batch triggered later is forged or corrupt."""
+
+
+def plan_checks(inp: PlanInputs, start: Start, sources: Sequence[SourcePlan]) -> Findings:
+    """The checks of a plan whose start and sources are decided, joined in the order a
+    plan says them; a Delta source's plan is held against its table in place."""
+    unchecked = unchecked_cluster(inp, sources)
+    located = location_findings(inp)
+    sink = Findings(warnings=sink_findings(inp.anchor.sink_description))
+    future = future_trigger_findings(inp.anchor, inp.journal.database_now)
+    tracked = async_findings(inp, start)
+    tables = delta_table_findings(sources, inp.locations.delta_tables,
+                                  inp.request.recreated_tables)
+    overlapped = concurrency_findings(inp)
+    return Findings.joined(unchecked, located, sink, future, overlapped, tracked, tables)
 
 
 def unchecked_cluster(inp: PlanInputs, sources: Sequence[SourcePlan]) -> Findings:
@@ -62,6 +77,21 @@ def location_findings(inp: PlanInputs) -> Findings:
         found.notes.append(f"New checkpoint location {checkpoint.path} holds no offsets: "
                            "Spark will honour startingOffsets there.")
     return found
+
+
+def sink_findings(description: str | None) -> list[str]:
+    """Warnings about the old query's sink (its journaled description): a foreachBatch
+    sink may write Delta with idempotent writes keyed on the batch id. What the function
+    writes is not in the journal, so the plan says it for every foreachBatch sink."""
+    if not is_foreach_batch_sink(description):
+        return []
+    return [
+        "the query's sink is foreachBatch: if it writes Delta with idempotent writes "
+        "(options txnAppId and txnVersion = batch id), the new checkpoint needs a NEW "
+        "txnAppId: the new query numbers its batches from 0 again, and Delta silently "
+        "skips every write whose txnVersion is not above the last one the table recorded "
+        "for that txnAppId (the rows never reach the table)"
+    ]
 
 
 def future_trigger_findings(anchor: Batch, database_now: datetime | None) -> Findings:

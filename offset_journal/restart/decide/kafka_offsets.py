@@ -8,7 +8,7 @@ from typing import TYPE_CHECKING
 
 from ...descriptions import Strategy, kafka_strategy
 from ...offsets import EARLIEST, KafkaOffsets, PartitionOffset, format_kafka_offsets
-from ...rows import KIND_KAFKA, Batch, BatchRef, SourceOffsets, source_kind
+from ...rows import KIND_KAFKA, Batch, BatchRef, SourceOffsets
 from ...wording import count, tp, tp_list
 from .._findings import Findings
 from .._inputs import PlanInputs
@@ -19,33 +19,19 @@ if TYPE_CHECKING:
     from ...kafka.admin import TopicState
 
 
-def kafka_topics(batches: Iterable[Batch], source: int | None = None) -> list[str]:
-    """Topics to ask the cluster about: journaled ones and subscribed ones."""
-    topics: set[str] = set()
-    for batch in batches:
-        for s in batch.sources:
-            if (source is not None and s.source_index != source) or source_kind(s) != KIND_KAFKA:
-                continue
-            topics.update(p.topic for p in s.partitions)
-            strategy, items = kafka_strategy(s.description)
-            if strategy == "subscribe":
-                topics.update(items)
-    return sorted(topics)
+def _source_of(batch: Batch, index: int) -> SourceOffsets | None:
+    """Source ``index`` of ``batch`` (None: the batch has none)."""
+    return next((s for s in batch.sources if s.source_index == index), None)
 
 
 def _rows(batch: Batch, index: int) -> dict[tuple[str, int], PartitionOffset]:
-    try:
-        source = batch.source(index)
-    except KeyError:
-        return {}
-    return {(p.topic, p.partition): p for p in source.partitions}
+    source = _source_of(batch, index)
+    return {} if source is None else {(p.topic, p.partition): p for p in source.partitions}
 
 
 def _first_batch_of_checkpoint(batch: Batch, index: int) -> bool:
-    try:
-        return batch.source(index).start_offset is None
-    except KeyError:
-        return False
+    source = _source_of(batch, index)
+    return source is not None and source.start_offset is None
 
 
 # --------------------------------------------------------------------------- from the journal
@@ -209,14 +195,12 @@ def _reconcile(offsets: KafkaOffsets, state: TopicState, strategy: Strategy,
                ) -> tuple[KafkaOffsets, Findings, list[tuple[str, int]]]:
     """:func:`check_against_cluster`, and the partitions planned at -2 that begin at
     offset 0 for the job (added since, or a recreated topic's)."""
-    out, found = drop_missing(offsets, state, recreated)
-    added, more = _add_new_partitions(out, offsets, state, strategy, subscribed)
-    found.merge(more)
-    restarted, more = _restart_recreated(out, offsets, state, recreated)
-    found.merge(more)
-    found.merge(_beyond_the_log_end(out, state))
-    found.merge(_below_the_log_start(out, state, allow_data_loss, from_zero=added + restarted))
-    return out, found, added + restarted
+    out, dropped = drop_missing(offsets, state, recreated)
+    added, new = _add_new_partitions(out, offsets, state, strategy, subscribed)
+    restarted, again = _restart_recreated(out, offsets, state, recreated)
+    beyond = _beyond_the_log_end(out, state)
+    below = _below_the_log_start(out, state, allow_data_loss, from_zero=added + restarted)
+    return out, Findings.joined(dropped, new, again, beyond, below), added + restarted
 
 
 def default_start(batch: Batch, index: int, state: TopicState,

@@ -9,7 +9,7 @@ from __future__ import annotations
 import json
 from typing import Any
 
-from ...descriptions import delta_source_path, is_foreach_batch_sink
+from ...descriptions import delta_source_path
 from ...rows import KIND_DELTA, KIND_FILE, KIND_RATE, SourceKind, SourceOffsets
 from .._inputs import PlanInputs
 from ..model import SourcePlan, Start
@@ -168,18 +168,3 @@ def check_delta_table(plan: SourcePlan, path: str, now: str | None | Exception,
     plan.errors.append(
         f"the Delta table at {path} {there}. Not handed out. If the table was recreated, "
         f"read the new one from its start: --restart-recreated-table {path}")
-
-
-def sink_findings(description: str | None) -> list[str]:
-    """Warnings about the old query's sink (its journaled description): a foreachBatch
-    sink may write Delta with idempotent writes keyed on the batch id. What the function
-    writes is not in the journal, so the plan says it for every foreachBatch sink."""
-    if not is_foreach_batch_sink(description):
-        return []
-    return [
-        "the query's sink is foreachBatch: if it writes Delta with idempotent writes "
-        "(options txnAppId and txnVersion = batch id), the new checkpoint needs a NEW "
-        "txnAppId: the new query numbers its batches from 0 again, and Delta silently "
-        "skips every write whose txnVersion is not above the last one the table recorded "
-        "for that txnAppId (the rows never reach the table)"
-    ]

@@ -10,7 +10,7 @@ from ...rows import KIND_DELTA, Batch, source_kind
 from .._delta_log import delta_table_id
 from .._inputs import LocationFacts
 from ..decide.other_sources import delta_path
-from ..decide.plan import refuse_used_checkpoint
+from ..decide.refuse import refuse_used_checkpoint
 from ..model import CheckpointState, SinkState
 from ..request import PlanRequest
 

@@ -19,7 +19,7 @@ from ..journal import Journal
 from ._inputs import LocationFacts
 from .decide.plan import decide
 from .gather import gather, locations
-from .gather.kafka import clusters_of
+from .gather.cluster import clusters_of
 from .gather.locations import checkpoint_state
 from .model import RestartPlan
 from .request import PlanRequest

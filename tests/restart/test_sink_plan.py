@@ -13,7 +13,7 @@ import pytest
 from offset_journal.checkpoint import read_checkpoint
 from offset_journal.journal._plan_rows import recorded_plan
 from offset_journal.restart import JournalFacts, OldQueryFacts, RestartError, compute_plan
-from offset_journal.restart.gather.sink import old_checkpoint_facts
+from offset_journal.restart.gather.old_checkpoint import old_checkpoint_facts
 from offset_journal.restart.model import SinkFacts
 from offset_journal.restart.record import plan_row
 from offset_journal.restart.request import PlanRequest

@@ -6,10 +6,10 @@ typed group per place it is read from (:mod:`~offset_journal.restart._inputs`):
   flagged (:class:`JournalFacts`);
 * ``locations.py``: the new checkpoint location, the output path, the Delta source
   tables (:class:`LocationFacts`);
-* ``sink.py``: the old query's sink as its own log says, and its checkpoint
-  (:class:`OldQueryFacts`);
-* ``kafka.py``: the cluster's partitions, offsets at a time, its id, MM2's offset syncs
-  (:class:`KafkaFacts`).
+* ``old_checkpoint.py`` and ``sink.py``: the old query's checkpoint, and its sink as
+  its own log says (:class:`OldQueryFacts`);
+* ``cluster.py``: which cluster it is, MM2's offset syncs on a replica; ``kafka.py``: the
+  topics' partitions, offsets at a time (both :class:`KafkaFacts`).
 
 :func:`gather` puts them into one frozen :class:`PlanInputs`, which ``decide`` reads
 alone. May import: the restart package's pure modules (the request, the model, the
@@ -32,11 +32,13 @@ from .._inputs import (
     SavepointFacts,
 )
 from ..request import PlanRequest
+from .cluster import cluster_facts, mirror_facts
 from .journal import journal_facts
 from .kafka import kafka_facts
 from .locations import delta_tables, locations
+from .old_checkpoint import old_checkpoint_facts, read_old_checkpoint
 from .savepoint import savepoint_facts
-from .sink import old_query_facts, read_old_checkpoint
+from .sink import old_query_facts
 
 
 def gather(journal: Journal, request: PlanRequest, places: LocationFacts | None = None,
@@ -46,13 +48,15 @@ def gather(journal: Journal, request: PlanRequest, places: LocationFacts | None 
     Raises what cannot be read (a batch not journaled, a used checkpoint)."""
     places = places if places is not None else locations(request)
     old_checkpoint = read_old_checkpoint(request)
+    digested = None if old_checkpoint is None else old_checkpoint_facts(old_checkpoint)
     saved = savepoint_facts(journal, request)
     found = journal_facts(journal, request, saved)
+    cluster, mirror = cluster_facts(journal, request, found), mirror_facts(request)
     return PlanInputs(
         request, found,
         locations=replace(places, delta_tables=delta_tables(found.anchor)),
-        kafka=kafka_facts(journal, request, found),
-        old_query=old_query_facts(journal, request, found.anchor, old_checkpoint),
+        kafka=kafka_facts(journal, request, found, cluster, mirror),
+        old_query=old_query_facts(journal, request, found.anchor, old_checkpoint, digested),
         savepoint_facts=saved, command=command)
 
 

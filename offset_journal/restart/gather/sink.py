@@ -1,5 +1,6 @@
-"""The OLD query's sink and checkpoint (I/O: reads the sink's own commit log and the
-old checkpoint; writes nothing): the witness of batches the journal may lack."""
+"""The OLD query's sink (I/O: reads the sink's own commit log; writes nothing): the
+witness of batches the journal may lack; the old checkpoint is read by
+:mod:`.old_checkpoint`."""
 
 from __future__ import annotations
 
@@ -7,10 +8,9 @@ from typing import TYPE_CHECKING
 
 from ...descriptions import described_sink, is_foreach_batch_sink
 from ...errors import CheckpointError
-from ...formatting import first_line, from_epoch_ms
+from ...formatting import first_line
 from ...journal import Batch, Journal
-from ...offsets import as_kafka_offsets
-from .._inputs import OldBatch, OldCheckpoint, OldQueryFacts
+from .._inputs import OldCheckpoint, OldQueryFacts
 from ..model import SINK_DELTA, SINK_FILE, SinkFacts, SinkFoundBy, SinkKind
 from ..request import SINK_NONE, PlanRequest, sink_spec
 
@@ -19,39 +19,15 @@ if TYPE_CHECKING:
 
 
 def old_query_facts(journal: Journal, request: PlanRequest, anchor: Batch,
-                   old_checkpoint: Checkpoint | None) -> OldQueryFacts:
-    """The old query's sink as its log says, its checkpoint (read first: ``old_checkpoint``),
-    the journaled batch the sink holds last when it is behind, and the run the batches
-    taken from it are journaled as."""
+                    old_checkpoint: Checkpoint | None = None,
+                    digested: OldCheckpoint | None = None) -> OldQueryFacts:
+    """The old query's sink as its log says, its checkpoint (read first, by
+    :mod:`.old_checkpoint`: ``old_checkpoint`` and ``digested``), the journaled batch the
+    sink holds last when it is behind, and the run the batches taken from it are
+    journaled as."""
     log = sink_facts(request, anchor, old_checkpoint)
-    digested = None if old_checkpoint is None else old_checkpoint_facts(old_checkpoint)
     return OldQueryFacts(log, digested, sink_batch(journal, request, anchor, log),
                          sink_run_id(journal, request, old_checkpoint))
-
-
-def old_checkpoint_facts(checkpoint: Checkpoint) -> OldCheckpoint:
-    """The old checkpoint as plain data, digested once here (each batch's Kafka offsets
-    as maps, its times as datetimes) so the sink step reads it in one pass."""
-    initial = checkpoint.start_offsets_of(0)
-    committed = checkpoint.last_committed
-    return OldCheckpoint(
-        checkpoint.path, checkpoint.query_id,
-        tuple(OldBatch(b.batch_id, b.committed, b.problem, tuple(b.offsets),
-                       tuple(as_kafka_offsets(o) for o in b.offsets),
-                       from_epoch_ms(b.batch_timestamp_ms),
-                       from_epoch_ms(b.batch_watermark_ms)) for b in checkpoint.batches),
-        None if initial is None else tuple(as_kafka_offsets(o) for o in initial),
-        None if committed is None else committed.batch_id)
-
-
-def read_old_checkpoint(request: PlanRequest) -> Checkpoint | None:
-    """The old query's checkpoint, read (None: not given). CheckpointError when it is
-    missing or not a checkpoint."""
-    if request.old_checkpoint is None:
-        return None
-    from ...checkpoint import read_checkpoint
-
-    return read_checkpoint(request.old_checkpoint)
 
 
 def sink_facts(request: PlanRequest, anchor: Batch,
@@ -135,5 +111,5 @@ def sink_run_id(journal: Journal, request: PlanRequest,
 
 
 
-__all__ = ["old_checkpoint_facts", "old_query_facts", "read_old_checkpoint", "read_sink",
+__all__ = ["old_query_facts", "read_sink",
            "sink_batch", "sink_facts", "sink_run_id"]

@@ -13,6 +13,7 @@ import importlib.machinery
 import sys
 import warnings
 from types import ModuleType
+from typing import Any
 
 MOVED: dict[str, str] = {
     "offset_journal.listener": "offset_journal.capture.listener",
@@ -57,6 +58,30 @@ module of the old package through the alias's ``__path__`` and run it a second t
 under its old name (two module objects, two copies of every setting)."""
 
 REMOVED_IN = "0.3.0"
+
+
+MOVED_NAMES: dict[str, dict[str, str]] = {
+    "offset_journal.rows": {
+        "QueryFacts": "offset_journal.health_rows.QueryFacts",
+        "ForecastFacts": "offset_journal.health_rows.ForecastFacts",
+        "RecordedLoss": "offset_journal.health_rows.RecordedLoss",
+        "LossAcknowledgement": "offset_journal.health_rows.LossAcknowledgement",
+        "SavepointFacts": "offset_journal.health_rows.NewestSavepoint",
+    },
+}
+"""Names that left a module that stayed: module -> old name -> the new module and name."""
+
+
+def moved_name(module: str, name: str) -> Any:
+    """``module``'s old ``name``, from where it moved (a DeprecationWarning says where);
+    AttributeError for a name that never was there (a module's ``__getattr__``)."""
+    new = MOVED_NAMES.get(module, {}).get(name)
+    if new is None:
+        raise AttributeError(f"module {module!r} has no attribute {name!r}")
+    warnings.warn(f"{module}.{name} moved to {new}; the old name goes in {REMOVED_IN}",
+                  DeprecationWarning, stacklevel=3)
+    where, _, attr = new.rpartition(".")
+    return getattr(importlib.import_module(where), attr)
 
 
 class _Alias(importlib.abc.Loader):

@@ -11,6 +11,7 @@ from dataclasses import dataclass, field
 from datetime import datetime, timezone
 from typing import Any, Literal
 
+from ._moved import moved_name
 from .descriptions import described_source, kafka_strategy
 from .errors import UnknownSourceError
 from .formatting import format_time
@@ -491,3 +492,8 @@ class AuditBatch:
     recorded_at: datetime | None
     sources: tuple[AuditSource, ...]
 
+
+def __getattr__(name: str) -> Any:
+    """The health check's rows moved to :mod:`offset_journal.health_rows`: their old names
+    here still answer, with a DeprecationWarning, until 0.3.0."""
+    return moved_name(__name__, name)

@@ -18,6 +18,23 @@ ROOT = Path(offset_journal.__file__).parent
 CHANGELOG = ROOT.parent / "CHANGELOG.md"
 
 
+def test_a_moved_name_warns_and_is_the_object_at_its_new_place():
+    from offset_journal import health_rows, rows
+
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        old = rows.SavepointFacts
+        from offset_journal.rows import RecordedLoss
+    assert old is health_rows.NewestSavepoint and RecordedLoss is health_rows.RecordedLoss
+    assert [str(w.message) for w in caught if w.category is DeprecationWarning] == [
+        "offset_journal.rows.SavepointFacts moved to offset_journal.health_rows."
+        "NewestSavepoint; the old name goes in 0.3.0",
+        "offset_journal.rows.RecordedLoss moved to offset_journal.health_rows.RecordedLoss; "
+        "the old name goes in 0.3.0"]
+    with pytest.raises(AttributeError, match="no attribute 'Nothing'"):
+        _ = rows.Nothing  # type: ignore[attr-defined]
+
+
 def test_an_old_path_warns_and_is_the_module_at_its_new_path():
     sys.modules.pop("offset_journal.jars", None)
     with warnings.catch_warnings(record=True) as caught:

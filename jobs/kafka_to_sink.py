@@ -50,21 +50,12 @@ from _common import (  # noqa: E402
     run_job,
 )
 
+from offset_journal.journal.db import libpq_url  # noqa: E402
 from offset_journal.restart.request import SINK_NONE  # noqa: E402
 
 log = logging.getLogger("offset_journal.jobs.kafka_to_sink")
 
 SINK_COLUMNS = ("topic", "partition", "offset", "key", "value", "timestamp")
-
-
-def libpq_url(url: str) -> str:
-    """A URL psycopg can connect with, from a SQLAlchemy or libpq one."""
-    import sqlalchemy as sa
-
-    from offset_journal.journal.db import resolve_url
-
-    return sa.engine.make_url(resolve_url(url)).set(drivername="postgresql").render_as_string(
-        hide_password=False)
 
 
 def ensure_sink_table(url: str, table: str) -> None:

@@ -166,6 +166,13 @@ def writable_url(url: str) -> str:
         .render_as_string(hide_password=False)
 
 
+def libpq_url(url: str) -> str:
+    """``url`` (a SQLAlchemy or libpq URL, or a name the journal resolves) as libpq and
+    psycopg take it: ``postgresql://``, whatever driver SQLAlchemy was told to use."""
+    return sa.engine.make_url(resolve_url(url)).set(drivername="postgresql") \
+        .render_as_string(hide_password=False)
+
+
 def make_engine(url: str | None = None, *, connect_timeout: int = 5,
                 statement_timeout_ms: int | None = None, identify_server: bool = False,
                 **kwargs: object) -> sa.Engine:

@@ -17,7 +17,13 @@ from pathlib import Path
 import pytest
 import sqlalchemy as sa
 
-from offset_journal.journal.db import alembic_config, current_revision, resolve_url, upgrade
+from offset_journal.journal.db import (
+    alembic_config,
+    current_revision,
+    libpq_url,
+    resolve_url,
+    upgrade,
+)
 from offset_journal.journal.schema import SCHEMA
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -95,15 +101,14 @@ def _pg_dump(url: str) -> str | None:
         candidates.insert(0, str(POSTGRES_BIN_PATH / "pg_dump"))
     except ImportError:
         pass
-    libpq_url = sa.engine.make_url(url).set(drivername="postgresql").render_as_string(
-        hide_password=False)
+    libpq = libpq_url(url)
     for exe in filter(None, candidates):
         version = subprocess.run([exe, "--version"], capture_output=True, text=True)
         found = re.search(r"(\d+)\.\d+", version.stdout)
         if version.returncode or not found or int(found.group(1)) != major:
             continue
         dump = subprocess.run([exe, "--schema-only", f"--schema={SCHEMA}", "--no-owner",
-                               "-d", libpq_url], capture_output=True, text=True, timeout=120)
+                               "-d", libpq], capture_output=True, text=True, timeout=120)
         assert dump.returncode == 0, dump.stderr
         return "\n".join(line for line in dump.stdout.splitlines()
                          if not line.startswith(("\\restrict", "\\unrestrict")))
@@ -112,10 +117,9 @@ def _pg_dump(url: str) -> str | None:
 
 def _psql(url: str, script: str) -> subprocess.CompletedProcess[str]:
     """Apply ``script`` as a DBA would: psql, stop at the first error."""
-    libpq_url = sa.engine.make_url(url).set(drivername="postgresql").render_as_string(
-        hide_password=False)
+    libpq = libpq_url(url)
     assert PSQL is not None
-    return subprocess.run([PSQL, "-X", "-q", "-v", "ON_ERROR_STOP=1", "-d", libpq_url],
+    return subprocess.run([PSQL, "-X", "-q", "-v", "ON_ERROR_STOP=1", "-d", libpq],
                           input=script, capture_output=True, text=True, timeout=120)
 
 

@@ -38,9 +38,11 @@ from .request import PlanRequest
 if TYPE_CHECKING:
     from .edge import plan_from_journal, plan_restart
     from .recovery import Recovered, recover
+    from .restoring import PlannedRestore, restore_from_plan
 
 _EDGE = {"plan_from_journal": "edge", "plan_restart": "edge", "recover": "recovery",
-         "Recovered": "recovery"}
+         "Recovered": "recovery", "restore_from_plan": "restoring",
+         "PlannedRestore": "restoring"}
 
 
 def __getattr__(name: str) -> Any:
@@ -63,6 +65,7 @@ __all__ = [
     "MirrorFacts",
     "OldQueryFacts",
     "PlanInputs",
+    "PlannedRestore",
     "SavepointFacts",
     "Mode",
     "PlanRequest",
@@ -75,4 +78,5 @@ __all__ = [
     "plan_from_journal",
     "plan_restart",
     "recover",
+    "restore_from_plan",
 ]

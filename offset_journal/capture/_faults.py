@@ -30,23 +30,19 @@ class Fault(enum.Enum):
     REFUSED = "refused"  # the database refuses this event's data: rejected_events
 
 
-# A role without a grant, a password refused, a schema not migrated: the events are
-# fine; a person must fix the database. Kept and retried, logged as errors.
-_MISCONFIGURED_STATES = {
-    "42501": "the journal role lacks a grant (run `offset-journal db grant --writer ROLE`, "
-             "see docs/security.md)",
-    "42P01": "the journal schema is missing or older than this release "
-             "(run `offset-journal db upgrade`)",
-    "42703": "the journal schema is older than this release (run `offset-journal db upgrade`)",
-    "3F000": "the journal schema is missing (run `offset-journal db upgrade`)",
-    "42883": "the journal schema is older than this release (run `offset-journal db upgrade`)",
-}
-# A transaction pooler between the writer and Postgres that the connection does not
-# suit: nothing about the events either. offset-journal sends no startup options and
-# prepares nothing on the server, so these come from settings added to the URL.
+# A role without a grant or login, a schema not migrated (the journal's kinds say
+# which), or a transaction pooler between the writer and Postgres that the connection
+# does not suit: the events are fine; a person must fix the database. Kept and retried,
+# logged as errors. offset-journal sends no startup options and prepares nothing on the
+# server, so the pooler's refusals come from settings added to the URL.
+_GRANT_HINT = ("the journal role lacks a grant (run `offset-journal db grant --writer ROLE`, "
+               "see docs/security.md)")
+_LOGIN_HINT = "the database refuses the journal role's login (check the URL's role/password)"
+_SCHEMA_HINT = ("the journal schema is missing or older than this release "
+                "(run `offset-journal db upgrade`)")
 _POOLER_HINT = ("a transaction pooler (PgBouncer) does not keep server-side prepared "
                 "statements: do not set prepare_threshold on the journal's connections")
-_MISCONFIGURED_STATES.update({"26000": _POOLER_HINT, "42P05": _POOLER_HINT})
+_POOLER_STATES = frozenset({"26000", "42P05"})
 _POOLER_STARTUP = "unsupported startup parameter"
 LAYOUT_KEY = "batch_sources_kafka_layout_fkey"
 _POOLER_STARTUP_HINT = ("the pooler (PgBouncer) refuses a startup parameter: remove "
@@ -71,14 +67,13 @@ def classify_error(exc: BaseException) -> Fault:
         return Fault.OUTAGE
     if server_changed(exc):  # another server than the one written to
         return Fault.OUTAGE
-    state = sqlstate(exc)
+    state = getattr(exc, "sqlstate", None)
     if state == "23503" and LAYOUT_KEY in str(exc):
         # A Kafka layout the journal remembered as stored is not there (its commit
         # failed after the fact, or the schema was re-created): the Journal has
         # forgotten it and sends it again on the retry; nothing about the event.
         return Fault.OUTAGE
-    if isinstance(exc, (JournalSchemaError, JournalPermissionError)) or (
-            state is not None and state in _MISCONFIGURED_STATES):
+    if isinstance(exc, (JournalSchemaError, JournalPermissionError)) or state in _POOLER_STATES:
         return Fault.MISCONFIGURED
     return Fault.REFUSED
 
@@ -93,10 +88,16 @@ def fault_hint(exc: BaseException) -> str:
     """What a person should do about a MISCONFIGURED error."""
     if _POOLER_STARTUP in str(exc):
         return _POOLER_STARTUP_HINT
-    state = sqlstate(exc) or ""
+    exc = as_journal_error(exc)
+    state = getattr(exc, "sqlstate", None) or ""
+    if state in _POOLER_STATES:
+        return _POOLER_HINT
+    if isinstance(exc, JournalSchemaError):
+        return _SCHEMA_HINT
     if state.startswith("28"):
-        return "the database refuses the journal role's login (check the URL's role/password)"
-    return _MISCONFIGURED_STATES.get(state, "the database refuses the journal role")
+        return _LOGIN_HINT
+    return _GRANT_HINT if isinstance(exc, JournalPermissionError) else \
+        "the database refuses the journal role"
 
 
 class Switched(Exception):  # noqa: N818 - a signal, not an error

@@ -1,6 +1,6 @@
 """The planner's entry: gather, then decide. :func:`~.gather.gather` reads every fact
 (the I/O step, in ``gather/``: one typed group per place read) into one frozen
-:class:`~._inputs.PlanInputs`; :func:`~._plan.decide` decides from it alone (pure); the
+:class:`~._inputs.PlanInputs`; :func:`~.decide.plan.decide` decides from it alone (pure); the
 plan handed out is recorded after (:mod:`.record`, the one step that writes).
 
 :func:`plan_from_journal` is handed an open :class:`~offset_journal.journal.Journal`;
@@ -68,7 +68,7 @@ def plan_from_journal(journal: Journal, request: PlanRequest,
                       places: Locations | None = None, command: str = "api") -> RestartPlan:
     """The plan for a checked ``request``, from an open journal; ``places``: the
     request's :func:`locations` when already read; ``command``: who hands it out. Two
-    steps: :func:`gather` reads every fact, :func:`~._plan.decide` decides from them
+    steps: :func:`gather` reads every fact, :func:`~.decide.plan.decide` decides from them
     alone."""
     plan = decide(gather(journal, request, places, command))
     for w in plan.warnings:

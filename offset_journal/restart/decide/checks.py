@@ -1,6 +1,6 @@
-"""The plan's checks (pure), step 5 of :mod:`._plan`: the cluster not asked, the output
-path and the new checkpoint, a trigger time ahead of the database's clock, runs that
-overlapped, async progress tracking; and what the gather step read besides the plan's
+"""The plan's checks (pure), step 5 of :func:`~.plan.decide`: the cluster not asked,
+the output path and the new checkpoint, a trigger time ahead of the database's clock,
+runs that overlapped, async progress tracking; and what the gather step read besides the plan's
 own facts: the journal's orders on the last batch, batches a full spool dropped,
 flagged problems beyond those listed, and the Delta tables at the sources' paths now."""
 

@@ -1,19 +1,21 @@
 """Where a plan is decided: :func:`decide` (pure: one :class:`~._inputs.PlanInputs`
 in, the plan out; :func:`compute_plan` builds the inputs from a batch and the typed
-groups). It only calls the steps, each a module, in order, and merges what they found:
+groups). It only calls the steps, each a module, in order, and joins what they found once:
 
 1. ``refuse.py``: refuse what cannot be planned (a used checkpoint, an unknown mode);
-2. ``sink.py``: when the old query's sink holds batches beyond the journal's last, the
-   plan starts after the last of them, as if the journal had them;
+2. ``sink.py`` (with ``sink_held.py``): when the old query's sink holds batches beyond
+   the journal's last, the plan starts after the last of them, as if the journal had
+   them;
 3. ``start.py``: where to start, one module per kind of start: after the last batch
    (start_after.py), at a batch or a record time (start_at.py), state-aware
-   (state_aware.py), from a savepoint (seeding.py), translated (translated.py);
-4. ``sources.py``: each source (Kafka: kafka_offsets.py, from_time.py; others:
-   other_sources.py);
+   (state_aware.py), from a savepoint (seeding.py); a translated start says its note
+   once the sources are planned (translated.py);
+4. ``sources.py``: each source (Kafka: kafka_offsets.py, from_time.py, translate.py on
+   a replica; others: other_sources.py);
 5. ``flagged.py`` and ``checks.py``: what the journal flagged, the output path, the
    new checkpoint, the clocks, concurrent runs and what the gather step read besides;
-   the cluster (translate.py), a real-time run (real_time.py), the state carried
-   (seeding.py).
+   then which cluster (cluster.py), a real-time run (real_time.py), the state carried
+   from a savepoint (carried.py).
 """
 
 from __future__ import annotations

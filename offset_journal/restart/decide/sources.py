@@ -1,4 +1,4 @@
-"""Step 3 of :func:`~.plan.decide` (pure): one plan per source of the anchor (or the
+"""Step 4 of :func:`~.plan.decide` (pure): one plan per source of the anchor (or the
 one asked for), each by its kind: Kafka from the journal (kafka_offsets) or from a
 record time (from_time), any other source from its journaled offset (other_sources)."""
 

@@ -1,4 +1,4 @@
-"""Step 2 of :func:`~.plan.decide` (pure): which kind of start, each decided by its own
+"""Step 3 of :func:`~.plan.decide` (pure): which kind of start, each decided by its own
 module: from a savepoint (seeding), state-aware (rewound: state_aware), from a record
 time or AT a batch (start_at), or AFTER the anchor (start_after; translated:
 translated, once the sources are planned)."""

@@ -51,9 +51,13 @@ _AWAY = (psycopg.OperationalError, psycopg.InterfaceError, OSError, sa.exc.Timeo
 E = TypeVar("E", bound=JournalError)
 
 
+_DATABASE_ERRORS = (sa.exc.SQLAlchemyError, psycopg.Error)
+"""SQLAlchemy's and the driver's errors: what the journal translates."""
+
+
 def database_error(exc: BaseException) -> bool:
     """Whether ``exc`` is SQLAlchemy's or the driver's: what the journal translates."""
-    return isinstance(exc, (sa.exc.SQLAlchemyError, psycopg.Error))
+    return isinstance(exc, _DATABASE_ERRORS)
 
 
 def _sqlstate(exc: BaseException) -> str | None:
@@ -107,7 +111,7 @@ def translated() -> Iterator[None]:
     holds a connection of its own (the listener's writer)."""
     try:
         yield
-    except (sa.exc.SQLAlchemyError, psycopg.Error) as exc:
+    except _DATABASE_ERRORS as exc:
         raise translate(exc) from exc
 
 
@@ -125,9 +129,9 @@ def translating_call(fn: F) -> F:
 
     @functools.wraps(fn)
     def call(*args: Any, **kwargs: Any) -> Any:
-        try:
+        try:  # not ``with translated()``: a context manager per call on the hot path
             return fn(*args, **kwargs)
-        except (sa.exc.SQLAlchemyError, psycopg.Error) as exc:
+        except _DATABASE_ERRORS as exc:
             raise translate(exc) from exc
     return call  # type: ignore[return-value]
 

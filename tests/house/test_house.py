@@ -281,8 +281,10 @@ def _home(module: str) -> str:
     """The package a module belongs to: its first name under offset_journal, or the
     shared modules' ``shared``."""
     parts = module.split(".")[1:]
-    if not parts or parts == ["_moved"]:  # the root and its deprecated aliases
+    if not parts:
         return "offset_journal"
+    if parts == ["_moved"]:  # the deprecated aliases: stdlib only, answered from anywhere
+        return "shared"
     return "shared" if parts[0] in SHARED else parts[0]
 
 

@@ -367,7 +367,6 @@ def source_kind(source: SourceOffsets) -> SourceKind:
     return KIND_OTHER
 
 
-
 def kafka_topics(batches: Iterable[Batch], source: int | None = None) -> list[str]:
     """The topics the Kafka sources of ``batches`` name (those of source ``source``
     only, when given): journaled and subscribed; what a plan asks the cluster about."""

@@ -802,6 +802,10 @@ def test_state_aware_refuses_a_batch_position() -> None:
                      mode=MODE_STATE_AWARE)
     with pytest.raises(RestartError, match="unknown mode"):
         compute_plan("orders", anchor, mode="clever")
+    # The request's own mode is refused before the places it names are judged.
+    used = LocationFacts(checkpoint=CheckpointState("/ck", True, last_batch_id=4))
+    with pytest.raises(RestartError, match="unknown mode"):
+        compute_plan("orders", anchor, mode="clever", locations=used)
 
 
 def test_state_aware_delta_source_rewinds_to_the_start_version() -> None:

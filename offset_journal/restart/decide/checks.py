@@ -35,9 +35,12 @@ FUTURE_LIMIT = timedelta(days=1)
 """No driver's clock is this far ahead: a batch triggered later is forged or corrupt."""
 
 
-def plan_checks(inp: PlanInputs, start: Start, sources: Sequence[SourcePlan]) -> Findings:
+def plan_checks(inp: PlanInputs, start: Start, sources: Sequence[SourcePlan],
+                ) -> tuple[Findings, Findings]:
     """The checks of a plan whose start and sources are decided, joined in the order a
-    plan says them; a Delta source's plan is held against its table in place."""
+    plan says them, and apart the Delta tables' (a plan says them last); a Delta
+    source's plan is held against its table in place. The runs' overlap is computed
+    last, as it is the one check that leaves this module (:mod:`offset_journal.overlap`)."""
     unchecked = unchecked_cluster(inp, sources)
     located = location_findings(inp)
     sink = Findings(warnings=sink_findings(inp.anchor.sink_description))
@@ -46,7 +49,7 @@ def plan_checks(inp: PlanInputs, start: Start, sources: Sequence[SourcePlan]) ->
     tables = delta_table_findings(sources, inp.locations.delta_tables,
                                   inp.request.recreated_tables)
     overlapped = concurrency_findings(inp)
-    return Findings.joined(unchecked, located, sink, future, overlapped, tracked, tables)
+    return Findings.joined(unchecked, located, sink, future, overlapped, tracked), tables
 
 
 def unchecked_cluster(inp: PlanInputs, sources: Sequence[SourcePlan]) -> Findings:

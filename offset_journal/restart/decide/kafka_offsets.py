@@ -8,7 +8,7 @@ from typing import TYPE_CHECKING
 
 from ...descriptions import Strategy, kafka_strategy
 from ...offsets import EARLIEST, KafkaOffsets, PartitionOffset, format_kafka_offsets
-from ...rows import KIND_KAFKA, Batch, BatchRef, SourceOffsets
+from ...rows import KIND_KAFKA, Batch, BatchRef, SourceOffsets, kafka_topics
 from ...wording import count, tp, tp_list
 from .._findings import Findings
 from .._inputs import PlanInputs
@@ -547,3 +547,9 @@ def _narrow_to_subscription(plan: SourcePlan, offsets: KafkaOffsets, items: list
             "do not name them; pass bootstrap servers"
         )
     return offsets
+
+
+__all__ = ["PATTERN_NOTE", "Findings", "KafkaOffsets", "Strategy", "check_against_cluster",
+           "default_start", "drop_missing", "end_offsets_of", "gone_topic_warning",
+           "journaled_end", "kafka_source_plan", "kafka_strategy", "kafka_topics",
+           "log_starts_of", "missing_subscribed", "start_offsets_from", "unsubscribed_note"]

@@ -2,7 +2,9 @@
 in, the plan out; :func:`compute_plan` builds the inputs from a batch and the typed
 groups). It only calls the steps, each a module, in order, and joins what they found once:
 
-1. ``refuse.py``: refuse what cannot be planned (a used checkpoint, an unknown mode);
+1. ``refuse.py``: refuse what cannot be planned (after the request's mode is checked
+   against its position: a used checkpoint, an unknown recreated topic, another
+   cluster);
 2. ``sink.py`` (with ``sink_held.py``): when the old query's sink holds batches beyond
    the journal's last, the plan starts after the last of them, as if the journal had
    them;
@@ -34,7 +36,7 @@ from .._inputs import (
     SavepointFacts,
 )
 from ..model import MODE_STATE_AWARE, POSITION_FROM_TIME, CarriedState, RestartPlan
-from ..request import PlanRequest
+from ..request import PlanRequest, check_request
 from .carried import carried_state
 from .checks import gathered_warnings, plan_checks
 from .cluster import cluster_findings
@@ -70,6 +72,7 @@ def compute_plan(query_name: str, anchor: Batch | JournalFacts, *,
 def decide(inp: PlanInputs) -> RestartPlan:
     """The plan for ``inp``: the steps of the module docstring, in order."""
     gathered = gathered_warnings(inp)  # before all: the journal must know its last batch
+    check_request(inp.mode, inp.journal.position)
     refuse(inp)
     sink = sink_outcome(inp)
     if sink.taken:  # the sink holds batches beyond the journal: start after its last
@@ -79,7 +82,7 @@ def decide(inp: PlanInputs) -> RestartPlan:
     start = where_to_start(inp, flagged)
     sources, source_findings = source_plans(inp, start)
     notes = translated_start(inp, start, flagged, sources)
-    checked = plan_checks(inp, start, sources)
+    checked, tables = plan_checks(inp, start, sources)
     cluster = cluster_findings(inp.kafka.cluster, inp.request.translate_from,
                                inp.request.accept_cluster)
     real_time, rt_record = real_time_findings(inp, start, sources)
@@ -91,7 +94,7 @@ def decide(inp: PlanInputs) -> RestartPlan:
     found = Findings.joined(
         Findings(notes=notes), start.findings, sink.findings,
         flagged_findings(inp, start, flagged), source_findings, checked, cluster,
-        real_time, carried, Findings(warnings=gathered))
+        real_time, carried, Findings(warnings=gathered), tables)
     return RestartPlan(
         query_name=inp.request.query_name, mode=inp.mode, position=start.position,
         anchor=BatchRef.of(inp.anchor), start_batch=start.start_ref, sources=sources,

@@ -1,7 +1,8 @@
 """Step 1 of :func:`~.plan.decide` (pure): refuse what cannot be planned, before
-anything is decided: a NEW checkpoint location that holds offsets, topics named as
-recreated that the plan does not read, a mode the position does not allow, a cluster
-other than the journaled one."""
+anything is decided (the request's mode against its position is checked just before,
+by :func:`~..request.check_request`): a NEW checkpoint location that holds offsets,
+topics named as recreated that the plan does not read, a cluster other than the
+journaled one."""
 
 from __future__ import annotations
 
@@ -9,17 +10,16 @@ from ...errors import RestartError
 from ...rows import kafka_topics
 from .._inputs import PlanInputs
 from ..model import CheckpointState
-from ..request import check_request
 from .cluster import refuse_other_cluster
 
 
 def refuse(inp: PlanInputs) -> None:
     """Raise RestartError for a request that cannot be planned (the module docstring
-    says which); the checks on the request's own places come first."""
+    says which), the first that applies in that order: what the person can fix in the
+    request comes before what the cluster says."""
     if inp.locations.checkpoint is not None:
         refuse_used_checkpoint(inp.locations.checkpoint, inp.anchor.query_id)
     refuse_unknown_recreated(inp)
-    check_request(inp.mode, inp.journal.position)
     refuse_other_cluster(inp.kafka.cluster, inp.request.translate_from,
                          by_time=inp.request.from_time is not None,
                          accepted=inp.request.accept_cluster)

@@ -23,7 +23,7 @@ from ...kafka.mirror import (
 from ...offsets import KafkaOffsets
 from ...wording import count, tp
 from .._findings import Findings
-from .._inputs import MirrorFacts
+from .._inputs import ClusterFacts, MirrorFacts  # ClusterFacts: importable as before
 from ..model import PartitionTranslation, Translation
 from .cluster import cluster_findings, refuse_other_cluster  # importable here as before
 
@@ -161,5 +161,5 @@ def translated_items(items: list[str], mirror: MirrorFacts | None,
     return [replica_topic(t, mirror.alias, mirror.policy) for t in items]
 
 
-__all__ = ["cluster_findings", "refuse_other_cluster", "subscription_errors",
-           "translate_offsets", "translated_items"]
+__all__ = ["ClusterFacts", "MirrorFacts", "cluster_findings", "refuse_other_cluster",
+           "subscription_errors", "translate_offsets", "translated_items"]

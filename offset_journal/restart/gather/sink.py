@@ -19,8 +19,8 @@ if TYPE_CHECKING:
 
 
 def old_query_facts(journal: Journal, request: PlanRequest, anchor: Batch,
-                    old_checkpoint: Checkpoint | None = None,
-                    digested: OldCheckpoint | None = None) -> OldQueryFacts:
+                    old_checkpoint: Checkpoint | None,
+                    digested: OldCheckpoint | None) -> OldQueryFacts:
     """The old query's sink as its log says, its checkpoint (read first, by
     :mod:`.old_checkpoint`: ``old_checkpoint`` and ``digested``), the journaled batch the
     sink holds last when it is behind, and the run the batches taken from it are

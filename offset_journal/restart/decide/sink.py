@@ -44,7 +44,7 @@ def sink_outcome(inp: PlanInputs) -> SinkOutcome:
     facts = inp.old_query.sink
     kafka = kafka_sources(inp.anchor)
     if facts is None:
-        return SinkOutcome(findings=unchecked_beyond(inp, None, kafka))
+        return SinkOutcome(findings=Findings(warnings=unchecked_beyond(inp, None, kafka)))
     checkpoint = inp.old_query.checkpoint
     later = checkpoint is not None and continues_after(inp, checkpoint, kafka)
     unread = _unread(inp, facts, later, kafka)
@@ -81,26 +81,17 @@ def _unread(inp: PlanInputs, facts: SinkFacts, later: bool, kafka: frozenset[int
             f"{inp.anchor.batch_id}) would be written again: give the sink "
             f"where this plan can read it ({GIVE_SINK}), or plan without the check "
             "(--sink none)")
-    found = Findings(warnings=[
+    return SinkOutcome(findings=Findings(warnings=[
         f"the old query's sink, {facts.label()} (its journaled description), was not "
         f"checked: {why}. A batch it holds beyond the journal's last would be written "
-        "again: give the sink (--sink PATH, --sink delta:PATH) or --sink none"])
-    _add(found, unchecked_beyond(inp, facts, kafka))
-    return SinkOutcome(findings=found)
+        "again: give the sink (--sink PATH, --sink delta:PATH) or --sink none",
+        *unchecked_beyond(inp, facts, kafka)]))
 
 
 def kafka_sources(anchor: Batch) -> frozenset[int]:
     """The source indexes of the journal's last batch that read Kafka, told once for
     every step of the sink's (its kinds do not change between them)."""
     return frozenset(s.source_index for s in anchor.sources if source_kind(s) == KIND_KAFKA)
-
-
-def _add(found: Findings, other: Findings) -> None:
-    """``other``'s findings after ``found``'s, in order (what ``Findings.merge`` does,
-    kept here so the sink's steps run as one chain)."""
-    found.notes += other.notes
-    found.warnings += other.warnings
-    found.errors += other.errors
 
 
 def _after_the_last_batch(inp: PlanInputs) -> bool:
@@ -112,27 +103,27 @@ def _after_the_last_batch(inp: PlanInputs) -> bool:
 
 
 def unchecked_beyond(inp: PlanInputs, facts: SinkFacts | None, kafka: frozenset[int],
-                     ) -> Findings:
+                     ) -> list[str]:
     """The old checkpoint's batches beyond the journal's last when no sink log says
     which of them the sink holds (``facts``: the journaled sink with no log where it is
     named; None: no sink read). Their ``offsets/N`` were written before they ran, so
     each may be in the sink (in flight: no ``commits/N``; or committed, its event never
     journaled), and a plan after the journal's last has the new query write them again.
     Refused (RestartError), naming what to give; with ``--sink none`` (an idempotent
-    sink, or one the person checked) a warning. An old checkpoint of another query, not
+    sink, or one the person checked) a warning, returned. An old checkpoint of another query, not
     started where the journal's last batch ended, is not this query's: nothing here."""
     checkpoint = inp.old_query.checkpoint
     if checkpoint is None or not _after_the_last_batch(inp):
-        return Findings()
+        return []
     j = inp.anchor.batch_id
     if checkpoint.query_id == inp.anchor.query_id:
         beyond = [b for b in checkpoint.batches if b.batch_id > j]
     elif continues_after(inp, checkpoint, kafka):
         beyond = list(checkpoint.batches)
     else:
-        return Findings()
+        return []
     if not beyond:
-        return Findings()
+        return []
     ids = [b.batch_id for b in beyond]
     open_ = [b.batch_id for b in beyond if not b.committed]
     shows = (f"offsets/ of {ids_text(ids)}"
@@ -140,11 +131,11 @@ def unchecked_beyond(inp: PlanInputs, facts: SinkFacts | None, kafka: frozenset[
                 "after it began them)" if open_ else "")
              + f", beyond the journal's last ({BatchRef.of(inp.anchor).label()})")
     if inp.request.old_sink == SINK_NONE:
-        return Findings(warnings=[
+        return [
             f"the old checkpoint {checkpoint.path} has {shows}; as asked (--sink none), no "
             f"sink says whether it holds them: this plan starts after batch {j}, and the "
             "new query reads them again and writes them to its sink (twice, unless the "
-            "sink is idempotent)"])
+            "sink is idempotent)"]
     unread = (f"{facts.label()}, the journal's sink, has no log there" if facts is not None
               else "the journal names no file or Delta sink"
               f" ({inp.anchor.sink_description or 'no description'})")

@@ -381,6 +381,7 @@ def kafka_topics(batches: Iterable[Batch], source: int | None = None) -> list[st
                 topics.update(items)
     return sorted(topics)
 
+
 @dataclass(frozen=True)
 class AsyncTail:
     """A run Spark executed with async progress tracking: its offset log is written at

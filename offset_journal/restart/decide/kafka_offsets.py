@@ -19,19 +19,14 @@ if TYPE_CHECKING:
     from ...kafka.admin import TopicState
 
 
-def _source_of(batch: Batch, index: int) -> SourceOffsets | None:
-    """Source ``index`` of ``batch`` (None: the batch has none)."""
-    return next((s for s in batch.sources if s.source_index == index), None)
-
-
 def _rows(batch: Batch, index: int) -> dict[tuple[str, int], PartitionOffset]:
-    source = _source_of(batch, index)
-    return {} if source is None else {(p.topic, p.partition): p for p in source.partitions}
+    """Source ``index``'s partitions in ``batch`` (none when the batch lacks it)."""
+    return {(p.topic, p.partition): p for s in batch.sources if s.source_index == index
+            for p in s.partitions}
 
 
 def _first_batch_of_checkpoint(batch: Batch, index: int) -> bool:
-    source = _source_of(batch, index)
-    return source is not None and source.start_offset is None
+    return any(s.source_index == index and s.start_offset is None for s in batch.sources)
 
 
 # --------------------------------------------------------------------------- from the journal

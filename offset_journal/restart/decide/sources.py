@@ -34,7 +34,7 @@ def source_plans(inp: PlanInputs, start: Start) -> tuple[list[SourcePlan], Findi
                      [f"{BatchRef.of(anchor).label()} journaled no sources"])
     plans = []
     for index in indexes:
-        src = next(s for s in anchor.sources if s.source_index == index)
+        src = anchor.source(index)
         kind = source_kind(src)
         if kind == KIND_KAFKA and start.position == POSITION_FROM_TIME:
             plans.append(time_source_plan(inp, src))

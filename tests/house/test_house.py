@@ -178,7 +178,7 @@ def test_sqlalchemy_stays_behind_the_journal_s_edge():
         if short.split(".")[0] in SQLALCHEMY_HOMES:
             continue
         offenders += [f"{short}:{line}" for line in _sqlalchemy_imports(tree)]
-    for job in sorted((ROOT.parent / "jobs").glob("*.py")):  # the jobs use the library's
+    for job in sorted((ROOT.parent / "jobs").glob("*.py")):  # the jobs go through it too
         tree = ast.parse(job.read_text(), str(job))
         offenders += [f"jobs/{job.name}:{line}" for line in _sqlalchemy_imports(tree)]
     assert offenders == []
